@@ -1,0 +1,2 @@
+"""foldserve: a multi-rank LLM serving daemon."""
+__version__ = "0.1.0"

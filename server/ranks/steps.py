@@ -1,0 +1,122 @@
+"""Steps: the one message rank 0 sends every rank, packed as one int32 buffer.
+
+Rank 0 is the only planner. Every data-plane action (make the pool, map a request's
+pages, run a round, free a stream, copy prompt-cache rows, stop) is a Step; followers
+apply the same Steps in the same order, so their pools and tables equal rank 0's.
+
+Wire format: [kind, n_words, payload...], all int32.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Union
+
+POOL, BEGIN, ROUND, END, COPY, STOP = 1, 2, 3, 4, 5, 6
+
+
+@dataclass(frozen=True)
+class PoolStep:
+    paged: bool               # pages (True) or whole windows (False)
+    pages: int                # pages in the pool (0 on windows, unless a prompt cache needs pages)
+    page_rows: int
+    page_bytes: tuple         # page bytes for each rank's shard, rank order
+    streams: int              # streams at once (the engine's own included)
+    context: int              # rows of one window
+    poison: bool = False
+
+
+@dataclass(frozen=True)
+class BeginStep:
+    stream: int
+    page_ids: tuple           # the stream's table, in row order: row r lives in page_ids[r // page_rows]
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """One stream's part of a round: tokens at positions start .. start+len(tokens)-1."""
+    stream: int
+    start: int
+    tokens: tuple
+    logits: bool = True       # return the logits of the last row
+
+
+@dataclass(frozen=True)
+class RoundStep:
+    chunks: tuple
+
+
+@dataclass(frozen=True)
+class EndStep:
+    stream: int
+
+
+@dataclass(frozen=True)
+class CopyStep:
+    """Copy KV rows between a window and cache pages (prompt cache on windows).
+    to_pages=True: window rows [0, n) of `stream` -> page_ids; False: page_ids -> window rows."""
+    stream: int
+    page_ids: tuple
+    rows: int
+    to_pages: bool
+
+
+@dataclass(frozen=True)
+class StopStep:
+    reason: int = 0           # 0: shutdown, 1: a rank failed
+
+
+Step = Union[PoolStep, BeginStep, RoundStep, EndStep, CopyStep, StopStep]
+
+
+def pack(step: Step) -> list:
+    if isinstance(step, PoolStep):
+        p = [int(step.paged), step.pages, step.page_rows, step.streams, step.context,
+             int(step.poison), len(step.page_bytes), *step.page_bytes]
+        kind = POOL
+    elif isinstance(step, BeginStep):
+        p = [step.stream, len(step.page_ids), *step.page_ids]
+        kind = BEGIN
+    elif isinstance(step, RoundStep):
+        p = [len(step.chunks)]
+        for c in step.chunks:
+            p += [c.stream, c.start, int(c.logits), len(c.tokens), *c.tokens]
+        kind = ROUND
+    elif isinstance(step, EndStep):
+        p, kind = [step.stream], END
+    elif isinstance(step, CopyStep):
+        p = [step.stream, step.rows, int(step.to_pages), len(step.page_ids), *step.page_ids]
+        kind = COPY
+    elif isinstance(step, StopStep):
+        p, kind = [step.reason], STOP
+    else:
+        raise TypeError(f"not a step: {step!r}")
+    for v in p:
+        if not -2**31 <= v < 2**31:
+            raise OverflowError(f"step value {v} does not fit int32")
+    return [kind, len(p), *p]
+
+
+def unpack(words) -> Step:
+    w = [int(x) for x in words]
+    kind, n, p = w[0], w[1], w[2:2 + w[1]]
+    if len(p) != n:
+        raise ValueError(f"step truncated: {len(p)} of {n} words")
+    if kind == POOL:
+        k = p[6]
+        return PoolStep(bool(p[0]), p[1], p[2], tuple(p[7:7 + k]), p[3], p[4], bool(p[5]))
+    if kind == BEGIN:
+        return BeginStep(p[0], tuple(p[2:2 + p[1]]))
+    if kind == ROUND:
+        chunks, i = [], 1
+        for _ in range(p[0]):
+            s, start, lg, m = p[i:i + 4]
+            chunks.append(Chunk(s, start, tuple(p[i + 4:i + 4 + m]), bool(lg)))
+            i += 4 + m
+        return RoundStep(tuple(chunks))
+    if kind == END:
+        return EndStep(p[0])
+    if kind == COPY:
+        return CopyStep(p[0], tuple(p[4:4 + p[3]]), p[1], bool(p[2]))
+    if kind == STOP:
+        return StopStep(p[0])
+    raise ValueError(f"unknown step kind {kind}")
