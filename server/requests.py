@@ -1,0 +1,47 @@
+"""What the front end hands the scheduler, and what flows back: plain data, no device."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    max_tokens: int = 16
+    temperature: float = 1.0      # 0 = greedy
+    top_p: float = 1.0
+    top_k: int = 0                # 0 = off
+    min_p: float = 0.0
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    repetition_penalty: float = 1.0
+    seed: int | None = None       # same seed, same reply
+    stop_token_ids: tuple = ()
+    ignore_eos: bool = False
+    logprobs: int | None = None   # top logprobs to return per token (0 = only the chosen one)
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0.0 or self.top_k == 1
+
+
+@dataclass
+class GenRequest:
+    id: str
+    prompt_ids: list
+    params: SamplingParams
+    eos_ids: frozenset = frozenset()
+    arrival: float = 0.0
+
+
+@dataclass(frozen=True)
+class TokenEvent:
+    """One generated token, or the end. finish_reason: None while running, else
+    'stop' (eos or stop token), 'length' (max_tokens), 'abort' (cancelled), 'error'."""
+    token_id: int | None
+    logprob: float | None = None
+    top_logprobs: tuple = ()       # ((token_id, logprob), ...)
+    finish_reason: str | None = None
+    error: str | None = None
+    error_code: int = 0            # HTTP status suggested for errors (503 rank lost, 400 refused)
+    prompt_tokens: int = 0
+    cached_tokens: int = 0         # prompt tokens resumed from the prompt cache
