@@ -29,6 +29,7 @@ class PoolStep:
 class BeginStep:
     stream: int
     page_ids: tuple           # the stream's table, in row order: row r lives in page_ids[r // page_rows]
+    kept: int = 0             # leading pages that hold a kept prefix (shared, not poisoned, not rewritten)
 
 
 @dataclass(frozen=True)
@@ -74,7 +75,7 @@ def pack(step: Step) -> list:
              int(step.poison), len(step.page_bytes), *step.page_bytes]
         kind = POOL
     elif isinstance(step, BeginStep):
-        p = [step.stream, len(step.page_ids), *step.page_ids]
+        p = [step.stream, step.kept, len(step.page_ids), *step.page_ids]
         kind = BEGIN
     elif isinstance(step, RoundStep):
         p = [len(step.chunks)]
@@ -105,7 +106,7 @@ def unpack(words) -> Step:
         k = p[6]
         return PoolStep(bool(p[0]), p[1], p[2], tuple(p[7:7 + k]), p[3], p[4], bool(p[5]))
     if kind == BEGIN:
-        return BeginStep(p[0], tuple(p[2:2 + p[1]]))
+        return BeginStep(p[0], tuple(p[3:3 + p[2]]), p[1])
     if kind == ROUND:
         chunks, i = [], 1
         for _ in range(p[0]):
