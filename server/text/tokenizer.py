@@ -1,0 +1,195 @@
+"""One tokenizer over the `tokenizers` library, built from a GGUF or from a HF folder.
+
+Both roads end in the same object, so the rest of the house never asks where the
+vocabulary came from. BOS is added by the wrapped tokenizer's post-processor, and only
+when the model says so (GGUF `add_bos_token`, or the tokenizer.json's own template):
+prompts that already carry BOS from a chat template must be encoded with
+add_special_tokens=False, or the model sees it twice.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tokenizers import AddedToken, decoders, models, processors
+from tokenizers import Tokenizer as HFTokenizer
+
+from . import pretok
+from .gguf_meta import read_metadata
+
+# GGUF token_type values (llama.cpp's llama_token_type)
+CONTROL, USER_DEFINED = 3, 4
+
+# End-of-turn markers that stop generation in common chat formats besides the model's eos.
+END_OF_TURN = ("<|im_end|>", "<|eot_id|>", "<|eom_id|>", "<|endoftext|>", "<|end|>",
+               "<end_of_turn>", "</s>")
+
+
+class TokenizerError(ValueError):
+    pass
+
+
+class Tokenizer:
+    def __init__(self, hf: HFTokenizer, *, bos_id: int | None, eos_id: int | None,
+                 eos_ids: set[int], chat_template: str | None):
+        self._hf = hf
+        self._bos_id = bos_id
+        self._eos_id = eos_id  # the model's own eos; eos_ids adds end-of-turn markers
+        self._eos_ids = frozenset(eos_ids | ({eos_id} if eos_id is not None else set()))
+        self._chat_template = chat_template
+
+    # ---- construction ----
+
+    @classmethod
+    def from_gguf(cls, path: str | Path) -> "Tokenizer":
+        meta = read_metadata(path, prefixes=("tokenizer.",))
+        kind = meta.get("tokenizer.ggml.model")
+        if kind != "gpt2":
+            raise TokenizerError(
+                f"{path}: tokenizer.ggml.model = {kind!r}; foldserve reads only byte-level BPE "
+                f"('gpt2') vocabularies from GGUF. Load the model's tokenizer.json with "
+                f"Tokenizer.from_hf_dir instead.")
+        tokens = meta.get("tokenizer.ggml.tokens")
+        merges = meta.get("tokenizer.ggml.merges")
+        if not tokens or merges is None:
+            raise TokenizerError(f"{path}: GGUF lacks tokenizer.ggml.tokens or tokenizer.ggml.merges")
+        types = meta.get("tokenizer.ggml.token_type") or [1] * len(tokens)
+        if len(types) != len(tokens):
+            raise TokenizerError(f"{path}: {len(tokens)} tokens but {len(types)} token types")
+
+        pre = meta.get("tokenizer.ggml.pre")
+        pre_tok, normalizer = pretok.build(pre)
+        vocab = {t: i for i, t in enumerate(tokens)}
+        # Byte-level symbols never contain a plain space, so each merge splits in exactly two.
+        pairs = [tuple(m.split(" ", 1)) for m in merges]
+        hf = HFTokenizer(models.BPE(vocab, pairs, fuse_unk=False, byte_fallback=False,
+                                    ignore_merges=pre in pretok.IGNORE_MERGES))
+        hf.pre_tokenizer = pre_tok
+        if normalizer is not None:
+            hf.normalizer = normalizer
+        hf.decoder = decoders.ByteLevel()
+        # Control tokens are special (matched whole, dropped by skip_special_tokens);
+        # user-defined ones are matched whole too but kept in decoded text, as llama.cpp does.
+        hf.add_special_tokens([AddedToken(tokens[i], special=True, normalized=False)
+                               for i, t in enumerate(types) if t == CONTROL])
+        hf.add_tokens([AddedToken(tokens[i], special=False, normalized=False)
+                       for i, t in enumerate(types) if t == USER_DEFINED])
+
+        def token_id(key):
+            v = meta.get(key)
+            return v if isinstance(v, int) and 0 <= v < len(tokens) else None
+
+        bos, eos = token_id("tokenizer.ggml.bos_token_id"), token_id("tokenizer.ggml.eos_token_id")
+        add_bos = bool(meta.get("tokenizer.ggml.add_bos_token", pre in pretok.IGNORE_MERGES))
+        add_eos = bool(meta.get("tokenizer.ggml.add_eos_token", False))
+        _set_post_processor(hf, tokens, bos if add_bos else None, eos if add_eos else None)
+
+        eos_ids = {i for i in (eos, token_id("tokenizer.ggml.eot_token_id"),
+                               token_id("tokenizer.ggml.eom_token_id")) if i is not None}
+        # only whole-matched tokens: a plain vocab piece spelled "</s>" is text, not a stop
+        eos_ids |= {vocab[t] for t in END_OF_TURN if t in vocab and types[vocab[t]] in (CONTROL, USER_DEFINED)}
+        return cls(hf, bos_id=bos, eos_id=eos, eos_ids=eos_ids,
+                   chat_template=meta.get("tokenizer.chat_template"))
+
+    @classmethod
+    def from_hf_dir(cls, path: str | Path) -> "Tokenizer":
+        d = Path(path)
+        if not (d / "tokenizer.json").is_file():
+            raise TokenizerError(f"{d}: no tokenizer.json (foldserve needs the fast-tokenizer file)")
+        hf = HFTokenizer.from_file(str(d / "tokenizer.json"))
+        cfg = _read_json(d / "tokenizer_config.json")
+
+        def token_of(name):
+            v = cfg.get(name)
+            content = v.get("content") if isinstance(v, dict) else v
+            return hf.token_to_id(content) if isinstance(content, str) else None
+
+        bos, eos = token_of("bos_token"), token_of("eos_token")
+        eos_ids = {eos} if eos is not None else set()
+        # generation_config.json often lists several stop ids (Llama 3: eos and eot)
+        gen_eos = _read_json(d / "generation_config.json").get("eos_token_id")
+        eos_ids |= set(gen_eos if isinstance(gen_eos, list) else [gen_eos] if isinstance(gen_eos, int) else [])
+        added = {tok.content: i for i, tok in hf.get_added_tokens_decoder().items()}
+        eos_ids |= {added[t] for t in END_OF_TURN if t in added}
+        return cls(hf, bos_id=bos, eos_id=eos, eos_ids=eos_ids, chat_template=_hf_chat_template(d, cfg))
+
+    # ---- use ----
+
+    def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
+        return self._hf.encode(text, add_special_tokens=add_special_tokens).ids
+
+    def decode(self, ids: list[int], skip_special_tokens: bool = False) -> str:
+        return self._hf.decode(list(ids), skip_special_tokens=skip_special_tokens)
+
+    def token_text(self, token_id: int) -> str:
+        """The text of one token alone; a piece of a multi-byte character shows as U+FFFD."""
+        return self._hf.decode([token_id], skip_special_tokens=False)
+
+    def token_to_id(self, token: str) -> int | None:
+        return self._hf.token_to_id(token)
+
+    @property
+    def bos_id(self) -> int | None:
+        return self._bos_id
+
+    @property
+    def eos_id(self) -> int | None:
+        return self._eos_id
+
+    @property
+    def eos_ids(self) -> frozenset[int]:
+        return self._eos_ids
+
+    @property
+    def bos_token(self) -> str:
+        """BOS as text, for chat templates that write it themselves ('' when none)."""
+        return self._hf.id_to_token(self._bos_id) if self._bos_id is not None else ""
+
+    @property
+    def eos_token(self) -> str:
+        return self._hf.id_to_token(self._eos_id) if self._eos_id is not None else ""
+
+    @property
+    def vocab_size(self) -> int:
+        return self._hf.get_vocab_size(with_added_tokens=True)
+
+    @property
+    def chat_template(self) -> str | None:
+        return self._chat_template
+
+    @property
+    def hf(self) -> HFTokenizer:
+        return self._hf
+
+
+def _set_post_processor(hf: HFTokenizer, tokens, bos: int | None, eos: int | None) -> None:
+    if bos is None and eos is None:
+        return
+    single, pair, special = "$A", "$A $B:1", []
+    if bos is not None:
+        single, pair = f"{tokens[bos]} {single}", f"{tokens[bos]} $A {tokens[bos]}:1 $B:1"
+        special.append((tokens[bos], bos))
+    if eos is not None:
+        single, pair = f"{single} {tokens[eos]}", f"{pair} {tokens[eos]}:1"
+        if eos != bos:
+            special.append((tokens[eos], eos))
+    hf.post_processor = processors.TemplateProcessing(single=single, pair=pair, special_tokens=special)
+
+
+def _read_json(p: Path) -> dict:
+    if not p.is_file():
+        return {}
+    with open(p, encoding="utf-8") as f:
+        v = json.load(f)
+    return v if isinstance(v, dict) else {}
+
+
+def _hf_chat_template(d: Path, cfg: dict) -> str | None:
+    # Newer repos keep the template beside the config; older ones inside it.
+    if (d / "chat_template.jinja").is_file():
+        return (d / "chat_template.jinja").read_text(encoding="utf-8")
+    t = _read_json(d / "chat_template.json").get("chat_template") or cfg.get("chat_template")
+    if isinstance(t, list):  # named templates: [{"name": "default", "template": ...}, ...]
+        named = {e.get("name"): e.get("template") for e in t if isinstance(e, dict)}
+        t = named.get("default") or next(iter(named.values()), None)
+    return t if isinstance(t, str) else None
