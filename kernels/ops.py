@@ -1,0 +1,52 @@
+"""The ops the model calls, dispatched by array type: numpy -> the reference, cupy -> CUDA.
+
+Each op's module holds both forms. The model is one code path over either.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from kernels import attention, kv_write, matmul, rmsnorm, rope, swiglu
+
+
+def _cpu(x) -> bool:
+    return isinstance(x, np.ndarray)
+
+
+def _gpu(module):
+    # CUDA forms live beside their references as `<op>_cuda.py`, imported only on the GPU
+    import importlib
+    return importlib.import_module(f"kernels.{module}_cuda")
+
+
+def linear(x, w, bias=None):
+    return matmul.ref(x, w, bias) if _cpu(x) else _gpu("matmul").cuda(x, w, bias)
+
+
+def rms_norm(x, w, eps):
+    return rmsnorm.ref(x, w, eps) if _cpu(x) else _gpu("rmsnorm").cuda(x, w, eps)
+
+
+def add_rms_norm(x, residual, w, eps):
+    return rmsnorm.add_ref(x, residual, w, eps) if _cpu(x) else _gpu("rmsnorm").add_cuda(x, residual, w, eps)
+
+
+def apply_rope(x, positions, inv):
+    return rope.ref(x, positions, inv) if _cpu(x) else _gpu("rope").cuda(x, positions, inv)
+
+
+def silu_mul(gate, up):
+    return swiglu.ref(gate, up) if _cpu(gate) else _gpu("swiglu").cuda(gate, up)
+
+
+def write_kv(k_pool, v_pool, table, page_rows, start, k, v):
+    if _cpu(k):
+        kv_write.ref(k_pool, v_pool, table, page_rows, start, k, v)
+    else:
+        _gpu("kv_write").cuda(k_pool, v_pool, table, page_rows, start, k, v)
+
+
+def attend(q, k_pool, v_pool, table, page_rows, start, scale):
+    if _cpu(q):
+        return attention.ref(q, k_pool, v_pool, table, page_rows, start, scale)
+    return _gpu("attention").cuda(q, k_pool, v_pool, table, page_rows, start, scale)

@@ -1,0 +1,107 @@
+"""A rank's data plane: weights on its shard, its KV store, and `apply(step)`, the one
+entry point through which every rank (rank 0 and the followers alike) runs Steps."""
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+
+from kernels import rope
+from server.engine.kvstore import KVStore
+from server.engine.model import Model
+from server.engine.prepare import shard_weights
+from server.engine.shard import shard_for
+from server.ranks.steps import BeginStep, CopyStep, EndStep, PoolStep, RoundStep, StopStep
+
+log = logging.getLogger("foldserve")
+
+
+class RankMismatch(RuntimeError):
+    pass
+
+
+def array_module(device: str):
+    if device == "cpu":
+        return np
+    import cupy
+    return cupy
+
+
+class Engine:
+    def __init__(self, spec, get_tensor, *, tp=1, rank=0, device="cpu", all_reduce=None,
+                 kv_dtype=None, weight_dtype=None):
+        self.spec, self.tp, self.rank, self.device = spec, tp, rank, device
+        self.xp = array_module(device)
+        self.shard = shard_for(spec.n_heads, spec.n_kv_heads, spec.d_ff, tp, rank)
+        self.kv_dtype = kv_dtype or (np.float32 if device == "cpu" else self.xp.bfloat16)
+        wdt = weight_dtype or self.kv_dtype
+        if device == "cpu":
+            to_dev = lambda a: np.ascontiguousarray(a, dtype=np.float32)
+        else:
+            xp = self.xp
+            to_dev = lambda a: xp.asarray(np.ascontiguousarray(a, dtype=np.float32)).astype(wdt)
+        self.weights = shard_weights(spec, get_tensor, self.shard, to_dev)
+        inv = rope.inv_freq(spec.head_dim, spec.rope_theta, spec.rope_scaling)
+        self.model = Model(spec, self.weights, inv if device == "cpu" else self.xp.asarray(inv),
+                           self.xp, all_reduce)
+        self.kv: KVStore | None = None
+        self.tables: dict[int, tuple] = {}
+        self.pool: PoolStep | None = None
+
+    # bytes of one token's K and V rows on this shard, all layers
+    @property
+    def bytes_per_token(self) -> int:
+        return (self.spec.n_layers * 2 * self.shard.n_kv * self.spec.head_dim
+                * np.dtype(self.kv_dtype).itemsize)
+
+    def page_bytes(self, page_rows: int) -> int:
+        return self.bytes_per_token * page_rows
+
+    def apply(self, step):
+        """Run one Step. Returns logits (float32 numpy, one row per chunk that asked) for a
+        RoundStep, else None."""
+        if isinstance(step, RoundStep):
+            return self.round(step)
+        if isinstance(step, BeginStep):
+            self.tables[step.stream] = step.page_ids
+            if self.pool.poison:
+                self.kv.poison(step.stream, step.page_ids, step.kept)
+        elif isinstance(step, EndStep):
+            self.tables.pop(step.stream, None)
+        elif isinstance(step, PoolStep):
+            self.make_pool(step)
+        elif isinstance(step, CopyStep):
+            self.kv.copy_window_pages(step.stream, step.page_ids, step.rows, step.to_pages)
+        elif isinstance(step, StopStep):
+            pass
+        else:
+            raise TypeError(f"not a step: {step!r}")
+        return None
+
+    def make_pool(self, step: PoolStep) -> None:
+        mine = self.page_bytes(step.page_rows)
+        said = step.page_bytes[self.rank] if self.rank < len(step.page_bytes) else None
+        if said != mine:
+            raise RankMismatch(
+                f"rank {self.rank}: the pool step says {said} bytes a page for this shard, "
+                f"this rank's shard needs {mine}; every rank must run the same model and settings")
+        s = self.spec
+        self.kv = KVStore(self.xp, s.n_layers, self.shard.n_kv, s.head_dim, self.kv_dtype,
+                          paged=step.paged, pages=step.pages, page_rows=step.page_rows,
+                          streams=step.streams, context=step.context,
+                          cache_pages=0 if step.paged else step.pages)
+        self.pool = step
+        log.info("rank %d: KV store %.1f MiB (%s)", self.rank, self.kv.nbytes / 2**20,
+                 "pages" if step.paged else "windows")
+
+    def round(self, step: RoundStep):
+        chunks = []
+        for c in step.chunks:
+            table, prow = self.kv.address(c.stream, self.tables[c.stream])
+            chunks.append((table, prow, c.start, c.tokens, c.logits))
+        logits = self.model.forward(chunks, self.kv)
+        if logits is None:
+            return None
+        if self.xp is np:
+            return logits
+        return self.xp.asnumpy(logits.astype(self.xp.float32))

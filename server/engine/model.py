@@ -1,0 +1,91 @@
+"""The llama-family forward on one TP shard, over an array module (numpy or cupy).
+
+Tensor parallel as a transformation of the weights (server/engine/prepare.py): q/k/v and
+gate/up are column-parallel, o and down row-parallel with an all-reduce after them; the
+embedding, the norms and the LM head are replicated. The code below is the same at TP=1.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kernels import ops
+
+
+@dataclass
+class LayerWeights:
+    attn_norm: object      # [d]
+    wqkv: object           # [d, (nq + 2 nkv) * hd]
+    bqkv: object | None    # [(nq + 2 nkv) * hd]  (Qwen2)
+    q_norm: object | None  # [hd] (Qwen3)
+    k_norm: object | None
+    wo: object             # [nq * hd, d]
+    mlp_norm: object       # [d]
+    wgu: object            # [d, 2 ff]: gate columns then up columns
+    wdown: object          # [ff, d]
+
+
+@dataclass
+class ShardWeights:
+    embed: object          # [vocab, d]
+    norm: object           # [d]
+    lm_head: object        # [d, vocab]
+    layers: list
+    nq: int                # q heads on this shard
+    nkv: int               # kv heads on this shard
+    ff: int                # intermediate columns on this shard
+
+
+class Model:
+    def __init__(self, spec, weights: ShardWeights, inv_freq, xp, all_reduce=None):
+        self.spec, self.w, self.inv, self.xp = spec, weights, inv_freq, xp
+        self.all_reduce = all_reduce          # None at TP=1
+        self.scale = spec.head_dim ** -0.5
+
+    def forward(self, chunks, kv) -> object:
+        """chunks: [(table, page_rows, start, token_ids, want_logits)] over `kv` (a KVStore view
+        with k(layer), v(layer) pools). Returns logits [n_wanted, vocab] (float32)."""
+        xp, w, s = self.xp, self.w, self.spec
+        hd, nq, nkv = s.head_dim, w.nq, w.nkv
+        ids = xp.asarray([t for c in chunks for t in c[3]], dtype=xp.int32)
+        pos = xp.asarray([c[2] + i for c in chunks for i in range(len(c[3]))], dtype=xp.int32)
+        spans, o = [], 0                                   # rows of each chunk in the round
+        for c in chunks:
+            spans.append((o, o + len(c[3])))
+            o += len(c[3])
+        h = w.embed[ids]                                   # h: [T, d]
+        out = None
+        for li, L in enumerate(w.layers):
+            if out is None:
+                x = ops.rms_norm(h, L.attn_norm, s.rms_eps)
+            else:
+                x, h = ops.add_rms_norm(out, h, L.attn_norm, s.rms_eps)
+            qkv = ops.linear(x, L.wqkv, L.bqkv)           # [T, (nq + 2 nkv) hd]
+            T = qkv.shape[0]
+            q = qkv[:, : nq * hd].reshape(T, nq, hd)
+            k = qkv[:, nq * hd:(nq + nkv) * hd].reshape(T, nkv, hd)
+            v = xp.ascontiguousarray(qkv[:, (nq + nkv) * hd:].reshape(T, nkv, hd))
+            if L.q_norm is not None:
+                q = ops.rms_norm(q.reshape(-1, hd), L.q_norm, s.rms_eps).reshape(T, nq, hd)
+                k = ops.rms_norm(k.reshape(-1, hd), L.k_norm, s.rms_eps).reshape(T, nkv, hd)
+            q = ops.apply_rope(xp.ascontiguousarray(q), pos, self.inv)
+            k = ops.apply_rope(xp.ascontiguousarray(k), pos, self.inv)
+            kp, vp = kv.k(li), kv.v(li)
+            att = xp.empty((T, nq, hd), dtype=q.dtype)
+            for (a, b), c in zip(spans, chunks):
+                table, prow, start = c[0], c[1], c[2]
+                ops.write_kv(kp, vp, table, prow, start, k[a:b], v[a:b])
+                att[a:b] = ops.attend(q[a:b], kp, vp, table, prow, start, self.scale)
+            out = ops.linear(att.reshape(T, nq * hd), L.wo)   # [T, d] (partial under TP)
+            if self.all_reduce is not None:
+                out = self.all_reduce(out)
+            x, h = ops.add_rms_norm(out, h, L.mlp_norm, s.rms_eps)
+            gu = ops.linear(x, L.wgu)                          # [T, 2 ff]
+            out = ops.linear(ops.silu_mul(gu[:, : w.ff], gu[:, w.ff:]), L.wdown)
+            if self.all_reduce is not None:
+                out = self.all_reduce(out)
+        rows = [b - 1 for (a, b), c in zip(spans, chunks) if c[4]]
+        if not rows:
+            return None
+        sel = xp.asarray(rows, dtype=xp.int32)
+        x = ops.rms_norm(out[sel] + h[sel], w.norm, s.rms_eps)
+        return ops.linear(x, w.lm_head)                    # [n_wanted, vocab]

@@ -1,0 +1,57 @@
+"""Turn Hugging Face-named tensors into one shard's weights: the table-driven TP split.
+
+  q_proj [H*hd, d]    rows of this shard's q heads    -> column-parallel
+  k/v_proj [KV*hd, d] rows of this shard's kv heads   -> column-parallel
+  o_proj [d, H*hd]    columns of this shard's q heads -> row-parallel (all-reduce after)
+  gate/up [ff, d]     rows [lo, hi) of ff            -> column-parallel
+  down [d, ff]        columns [lo, hi) of ff         -> row-parallel (all-reduce after)
+Everything is stored transposed ([in, out]) so the forward is x @ W.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from server.engine.model import LayerWeights, ShardWeights
+from server.engine.shard import Shard
+
+
+def _rows(w: np.ndarray, heads, hd: int) -> np.ndarray:
+    return np.concatenate([w[h * hd:(h + 1) * hd] for h in heads], axis=0)
+
+
+def shard_weights(spec, get, shard: Shard, to_device=lambda a: a) -> ShardWeights:
+    """get(name) -> float32 ndarray in HF orientation (lets dummy weights come one at a time)."""
+    hd = spec.head_dim
+    lo, hi = shard.ff
+    layers = []
+    for i in range(spec.n_layers):
+        p = f"model.layers.{i}."
+        wq = _rows(get(p + "self_attn.q_proj.weight"), shard.q_heads, hd)
+        wk = _rows(get(p + "self_attn.k_proj.weight"), shard.kv_heads, hd)
+        wv = _rows(get(p + "self_attn.v_proj.weight"), shard.kv_heads, hd)
+        wqkv = np.ascontiguousarray(np.concatenate([wq, wk, wv], axis=0).T)
+        bqkv = None
+        if spec.qkv_bias:
+            bq = np.concatenate([get(p + "self_attn.q_proj.bias")[h * hd:(h + 1) * hd] for h in shard.q_heads])
+            bk = np.concatenate([get(p + "self_attn.k_proj.bias")[h * hd:(h + 1) * hd] for h in shard.kv_heads])
+            bv = np.concatenate([get(p + "self_attn.v_proj.bias")[h * hd:(h + 1) * hd] for h in shard.kv_heads])
+            bqkv = np.concatenate([bq, bk, bv])
+        wo_full = get(p + "self_attn.o_proj.weight")
+        wo = np.ascontiguousarray(
+            np.concatenate([wo_full[:, h * hd:(h + 1) * hd] for h in shard.q_heads], axis=1).T)
+        gate = get(p + "mlp.gate_proj.weight")[lo:hi]
+        up = get(p + "mlp.up_proj.weight")[lo:hi]
+        wgu = np.ascontiguousarray(np.concatenate([gate, up], axis=0).T)
+        wdown = np.ascontiguousarray(get(p + "mlp.down_proj.weight")[:, lo:hi].T)
+        layers.append(LayerWeights(
+            attn_norm=to_device(get(p + "input_layernorm.weight")),
+            wqkv=to_device(wqkv), bqkv=None if bqkv is None else to_device(bqkv),
+            q_norm=to_device(get(p + "self_attn.q_norm.weight")) if spec.qk_norm else None,
+            k_norm=to_device(get(p + "self_attn.k_norm.weight")) if spec.qk_norm else None,
+            wo=to_device(wo), mlp_norm=to_device(get(p + "post_attention_layernorm.weight")),
+            wgu=to_device(wgu), wdown=to_device(wdown)))
+    embed = get("model.embed_tokens.weight")
+    head = embed if spec.tie_embeddings else get("lm_head.weight")
+    return ShardWeights(embed=to_device(embed), norm=to_device(get("model.norm.weight")),
+                        lm_head=to_device(np.ascontiguousarray(head.T)), layers=layers,
+                        nq=shard.n_q, nkv=shard.n_kv, ff=hi - lo)
