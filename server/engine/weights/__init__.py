@@ -1,0 +1,42 @@
+"""Model weights: load(model) -> Loaded, from a .gguf file, a Hugging Face folder or dummy:SHAPE.
+
+Every source ends the same: float32 C-contiguous arrays under Hugging Face llama names,
+weights [out_features, in_features], lm_head.weight the very embedding array when tied.
+"""
+from __future__ import annotations
+
+import os
+import time
+
+from ..spec import UnsupportedModel
+from .dummy import dummy_tensor, load_dummy
+from .loaded import Loaded, WeightsError
+from .names import n_floats, stored_names, tensor_shapes
+from .progress import report
+
+__all__ = ["load", "Loaded", "WeightsError", "UnsupportedModel", "dummy_tensor",
+           "tensor_shapes", "stored_names", "n_floats"]
+
+
+def load(model: str, *, progress: bool = True) -> Loaded:
+    start = time.monotonic()
+    if not isinstance(model, str) or not model:
+        raise WeightsError(f"model must be a path to a .gguf file, a Hugging Face folder or "
+                           f"dummy:SHAPE; got {model!r}")
+    if model.startswith("dummy:"):
+        loaded = load_dummy(model, progress=progress)
+    elif os.path.isdir(model):
+        from .hf_loader import load_hf
+        loaded = load_hf(model, progress=progress)
+    elif os.path.isfile(model) and model.endswith(".gguf"):
+        from .gguf_loader import load_gguf
+        loaded = load_gguf(model, progress=progress)
+    elif os.path.exists(model):
+        raise WeightsError(f"{model!r} is neither a .gguf file nor a Hugging Face folder "
+                           "(config.json + *.safetensors)")
+    else:
+        raise WeightsError(f"model {model!r} does not exist; pass a .gguf file, a Hugging Face "
+                           "folder or dummy:SHAPE")
+    loaded.load_seconds = time.monotonic() - start
+    report(model, loaded.load_seconds)
+    return loaded

@@ -1,0 +1,88 @@
+"""Load a .gguf file: dequantize to float32, rename to HF, undo llama.cpp's q/k row order."""
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import replace
+
+import numpy as np
+from gguf import GGMLQuantizationType, GGUFReader
+from gguf.quants import dequantize
+
+from ..spec import ModelSpec
+from . import permute, rope_scaling
+from .gguf_meta import Fields, spec_from_gguf
+from .gguf_names import IGNORED, hf_name
+from .identity import hash_files, identity
+from .loaded import Loaded, WeightsError
+from .names import EMBED, HEAD, check_tensors
+from .progress import Progress
+
+
+def to_float32(t, path: str) -> np.ndarray:
+    """One GGUF tensor as a float32 C-contiguous array in numpy shape order."""
+    qtype = GGMLQuantizationType(t.tensor_type)
+    try:
+        x = dequantize(t.data, qtype)
+    except NotImplementedError:
+        raise WeightsError(f"{path}: tensor {t.name} is stored as {qtype.name}, which gguf "
+                           "cannot dequantize; convert the model to F16, Q8_0, Q4_K or similar") from None
+    shape = tuple(int(s) for s in reversed(t.shape))     # GGUF lists dims innermost first
+    x = x.reshape(shape)
+    if qtype == GGMLQuantizationType.F32 or not x.flags.c_contiguous or x.dtype != np.float32:
+        x = np.array(x, dtype=np.float32, order="C", copy=True)   # F32 is a view of the mmap
+    return x
+
+
+def load_gguf(path: str, *, progress: bool = True) -> Loaded:
+    start = time.monotonic()
+    reader = GGUFReader(path, "r")
+    by_name = {t.name: t for t in reader.tensors}
+    spec, raw_arch = spec_from_gguf(Fields(reader, path), set(by_name))
+
+    unknown = [n for n in by_name if hf_name(n) is None and n not in IGNORED]
+    if unknown:
+        raise WeightsError(f"{path}: tensor(s) {', '.join(unknown[:5])} are not part of a {spec.arch} "
+                           "model as foldserve knows it")
+
+    spec = _rope_scaling(spec, reader, by_name, raw_arch, path)
+    permuted = raw_arch in permute.PERMUTED_ARCHS or spec.arch in permute.PERMUTED_ARCHS
+
+    tensors: dict[str, np.ndarray] = {}
+    stored: dict[str, dict] = {}
+    with Progress(f"loading {os.path.basename(path)}", len(by_name),
+                  enabled=progress, start=start) as bar:
+        for name, t in by_name.items():
+            qtype = GGMLQuantizationType(t.tensor_type)
+            stored[name] = {"shape": [int(s) for s in reversed(t.shape)], "dtype": qtype.name}
+            if name in IGNORED:
+                bar.advance()
+                continue
+            x = to_float32(t, path)
+            hf = hf_name(name)
+            if permuted and hf.endswith(("q_proj.weight", "k_proj.weight")):
+                heads = spec.n_heads if "q_proj" in hf else spec.n_kv_heads
+                x = permute.from_gguf(x, heads)
+            tensors[hf] = x
+            bar.advance()
+    if spec.tie_embeddings:
+        tensors[HEAD] = tensors[EMBED]
+    check_tensors(spec, tensors, path)
+    ident = identity(spec, stored, hash_files([path]), format="gguf")
+    return Loaded(spec=spec, tensors=tensors, source=path, identity=ident, gguf_path=path)
+
+
+def _rope_scaling(spec: ModelSpec, reader, by_name, a: str, path: str) -> ModelSpec:
+    meta = Fields(reader, path)
+    orig = meta.get(f"{a}.rope.scaling.original_context_length")
+    if "rope_freqs.weight" in by_name:
+        div = to_float32(by_name["rope_freqs.weight"], path)
+        found = rope_scaling.recover(div, spec.head_dim, spec.rope_theta, orig)
+        if found is None:
+            raise WeightsError(f"{path}: rope_freqs.weight does not match Llama 3.1 rope scaling "
+                               "with the usual factors; foldserve cannot reproduce this model's rope")
+        return replace(spec, rope_scaling=found)
+    if meta.get(f"{a}.rope.scaling.type") == "llama3":
+        factor = float(meta.need(f"{a}.rope.scaling.factor"))
+        return replace(spec, rope_scaling=(factor, 1.0, 4.0, int(orig or 8192)))
+    return spec

@@ -1,0 +1,27 @@
+"""Loaded: what every loader hands back, whatever the model's source."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..spec import ModelSpec, UnsupportedModel
+
+
+class WeightsError(ValueError):
+    """A model file that cannot be used as it is; the message names the file, tensor and fix."""
+
+
+@dataclass
+class Loaded:
+    spec: ModelSpec
+    tensors: dict[str, np.ndarray]   # HF llama names, float32, C-contiguous, [out, in]
+    source: str                      # the path, or "dummy:SHAPE"
+    identity: dict                   # architecture, config, stored tensors, content hash
+    gguf_path: str | None = None
+    hf_dir: str | None = None
+    load_seconds: float = 0.0
+    extra: dict = field(default_factory=dict)
+
+
+__all__ = ["Loaded", "WeightsError", "UnsupportedModel"]
