@@ -60,10 +60,13 @@ class StopMatcher:
         if self.stopped:
             return "", True
         buf = self._held + text
-        hits = [i for i in (buf.find(s) for s in self._stops) if i >= 0]
+        # Generation stops the moment a stop string completes, so the stop that ends first
+        # wins (then the longest of those), however the text was chunked: with stops
+        # ">" and "<><", the text "<><" stops at "<>" and emits "<".
+        hits = [(i + len(s), i) for s, i in ((s, buf.find(s)) for s in self._stops) if i >= 0]
         if hits:
             self._held, self.stopped = "", True
-            return buf[:min(hits)], True
+            return buf[:min(hits)[1]], True
         keep = self._partial_tail(buf)
         self._held = buf[len(buf) - keep:]
         return buf[:len(buf) - keep], False

@@ -1,0 +1,47 @@
+"""Fixtures for the text layer: the default model's tokenizer and the golden prompts.
+
+Both skip cleanly where the model package or the shared golden file is absent, so
+the text tests run anywhere and say why they did not.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+GOLDEN = Path(__file__).resolve().parents[2].parent / "shared/golden/smollm2-135m-instruct-q4_1.json"
+
+# The messages the golden chat cases were rendered from.
+CHAT_MESSAGES = {
+    "chat-hello": [
+        {"role": "system", "content": "You are a helpful AI assistant named SmolLM, trained by Hugging Face"},
+        {"role": "user", "content": "Hello! Who are you?"},
+    ],
+    "chat-gpu": [
+        {"role": "system", "content": "You answer in one sentence."},
+        {"role": "user", "content": "What does a GPU do?"},
+    ],
+}
+
+
+@pytest.fixture(scope="session")
+def smollm_gguf() -> str:
+    from server.engine.locate import ModelNotFound, default_gguf
+    try:
+        return default_gguf()
+    except ModelNotFound as e:
+        pytest.skip(str(e))
+
+
+@pytest.fixture(scope="session")
+def smollm(smollm_gguf):
+    from server.text.tokenizer import Tokenizer
+    return Tokenizer.from_gguf(smollm_gguf)
+
+
+@pytest.fixture(scope="session")
+def golden_cases() -> list[dict]:
+    if not GOLDEN.is_file():
+        pytest.skip(f"golden file absent: {GOLDEN}")
+    return json.loads(GOLDEN.read_text(encoding="utf-8"))["cases"]
