@@ -1,0 +1,7 @@
+"""The text layer: tokenizer (GGUF or HF folder), chat templates, streamed detokenizing."""
+from .chat import DEFAULT_CHAT_TEMPLATE, ChatTemplateError, render_chat
+from .detok import IncrementalDetokenizer, StopMatcher
+from .tokenizer import Tokenizer, TokenizerError
+
+__all__ = ["Tokenizer", "TokenizerError", "render_chat", "ChatTemplateError", "DEFAULT_CHAT_TEMPLATE",
+           "IncrementalDetokenizer", "StopMatcher"]

@@ -6,23 +6,10 @@ the text tests run anywhere and say why they did not.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
-GOLDEN = Path(__file__).resolve().parents[2].parent / "shared/golden/smollm2-135m-instruct-q4_1.json"
-
-# The messages the golden chat cases were rendered from.
-CHAT_MESSAGES = {
-    "chat-hello": [
-        {"role": "system", "content": "You are a helpful AI assistant named SmolLM, trained by Hugging Face"},
-        {"role": "user", "content": "Hello! Who are you?"},
-    ],
-    "chat-gpu": [
-        {"role": "system", "content": "You answer in one sentence."},
-        {"role": "user", "content": "What does a GPU do?"},
-    ],
-}
+from .cases import GOLDEN
 
 
 @pytest.fixture(scope="session")

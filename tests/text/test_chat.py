@@ -5,7 +5,7 @@ import pytest
 
 from server.text.chat import DEFAULT_CHAT_TEMPLATE, ChatTemplateError, render_chat
 
-from .conftest import CHAT_MESSAGES
+from .cases import CHAT_MESSAGES
 
 
 def test_golden_chats_render_from_the_gguf_template(smollm, golden_cases):

@@ -5,7 +5,7 @@ from hypothesis import given, settings, strategies as st
 
 from server.text.detok import IncrementalDetokenizer, StopMatcher
 
-from .test_tokenizer_gguf import TEXT
+from .cases import TEXT
 
 
 def stream(tok, ids, **kw) -> list[str]:

@@ -3,17 +3,11 @@ from __future__ import annotations
 
 import time
 
-import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
 
 from server.text.tokenizer import Tokenizer
 
-# SmolLM2's vocabulary lacks 21 of the 256 byte symbols (control bytes 04 06 13 14 16 1d,
-# and UTF-8 lead bytes c0 c1 f1..ff), so text needing them cannot round trip through this
-# model at all (transformers drops them the same way): draw from what it can spell.
-SPELLABLE = st.characters(max_codepoint=0x3FFFF, blacklist_categories=("Cs",),
-                          blacklist_characters="\x04\x06\x13\x14\x16\x1d")
-TEXT = st.text(SPELLABLE, max_size=60)
+from .cases import TEXT
 
 
 def test_golden_prompt_ids(smollm, golden_cases):
