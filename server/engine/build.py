@@ -1,0 +1,62 @@
+"""Open a model for one rank: its weights on this rank's shard, its tokenizer, its identity."""
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from dataclasses import dataclass
+
+from server.engine import locate
+from server.engine.engine import Engine
+from server.engine.spec import ModelSpec, shape
+
+
+@dataclass
+class Opened:
+    engine: Engine
+    spec: ModelSpec
+    tokenizer: object | None      # server.text.Tokenizer, or None (dummy shapes)
+    identity: dict
+    source: str
+    name: str                     # the name the API serves it under
+    load_seconds: float
+
+
+def model_name(source: str) -> str:
+    if source.startswith("dummy:"):
+        return source
+    base = os.path.basename(os.path.normpath(source))
+    return base[:-5] if base.endswith(".gguf") else base
+
+
+def _dummy_identity(spec: ModelSpec, source: str, seed: int) -> dict:
+    from server.engine.weights.identity import identity
+    from server.engine.weights.names import stored_names, tensor_shapes
+    shapes = tensor_shapes(spec)
+    stored = {n: {"shape": list(shapes[n]), "dtype": "F32"} for n in stored_names(spec)}
+    content = hashlib.sha256(f"dummy:{spec.name}:seed={seed}".encode()).hexdigest()
+    return identity(spec, stored, content, format="dummy", shape=spec.name, seed=seed)
+
+
+def open_model(model: str | None, *, device: str = "cpu", tp: int = 1, rank: int = 0,
+               all_reduce=None, progress: bool = True) -> Opened:
+    source = locate.resolve(model)
+    t0 = time.monotonic()
+    tokenizer = None
+    if source.startswith("dummy:"):
+        # made tensor by tensor (never the whole float32 model at once): a rank makes its shard
+        from server.engine.weights.dummy import dummy_tensor, parse
+        name, seed = parse(source)
+        spec = shape(name)
+        get = lambda n: dummy_tensor(spec, n, seed)
+        ident = _dummy_identity(spec, source, seed)
+    else:
+        from server.engine.weights import load
+        loaded = load(source, progress=progress)
+        spec, get, ident = loaded.spec, loaded.tensors.__getitem__, loaded.identity
+        from server.text.tokenizer import Tokenizer
+        tokenizer = (Tokenizer.from_gguf(loaded.gguf_path) if loaded.gguf_path
+                     else Tokenizer.from_hf_dir(loaded.hf_dir))
+    engine = Engine(spec, get, tp=tp, rank=rank, device=device, all_reduce=all_reduce)
+    return Opened(engine, spec, tokenizer, ident, source, model_name(source),
+                  time.monotonic() - t0)

@@ -1,0 +1,82 @@
+"""Choose the next token from one row of logits (host numpy, float32).
+
+Order: penalties on the raw logits, then temperature, then top-k, top-p and min-p,
+then a draw from the request's own generator (same seed, same reply). Greedy is the
+first arg-max of the penalised logits.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from server.requests import SamplingParams
+
+
+class SamplerState:
+    """One stream's history for penalties, and its random generator."""
+
+    def __init__(self, params: SamplingParams, prompt_ids, salt: int = 0):
+        self.params = params
+        self.prompt = np.asarray(prompt_ids, dtype=np.int64)
+        self.counts: dict[int, int] = {}
+        seed = params.seed if params.seed is not None else None
+        self.rng = np.random.default_rng(None if seed is None else [seed, salt])
+
+    def record(self, token: int) -> None:
+        self.counts[token] = self.counts.get(token, 0) + 1
+
+
+def _log_softmax(x: np.ndarray) -> np.ndarray:
+    m = x.max()
+    return x - (m + np.log(np.exp(x - m, dtype=np.float64).sum())).astype(np.float32)
+
+
+def penalise(logits: np.ndarray, st: SamplerState) -> np.ndarray:
+    p = st.params
+    if p.repetition_penalty != 1.0:
+        seen = np.unique(np.concatenate([st.prompt, np.fromiter(st.counts, dtype=np.int64)]))
+        v = logits[seen]
+        logits[seen] = np.where(v > 0, v / p.repetition_penalty, v * p.repetition_penalty)
+    if st.counts and (p.presence_penalty or p.frequency_penalty):
+        ids = np.fromiter(st.counts.keys(), dtype=np.int64)
+        cnt = np.fromiter(st.counts.values(), dtype=np.float32)
+        logits[ids] -= p.frequency_penalty * cnt + p.presence_penalty
+    return logits
+
+
+def sample(row: np.ndarray, st: SamplerState):
+    """-> (token, logprob of it, top logprobs [(id, lp)]) from raw logits `row` [vocab]."""
+    p = st.params
+    raw = np.asarray(row, dtype=np.float32)
+    logits = penalise(raw.copy(), st)
+    if p.greedy:
+        tok = int(np.argmax(logits))
+    else:
+        z = logits / np.float32(p.temperature)
+        keep = np.ones(z.shape, dtype=bool)
+        if p.top_k and p.top_k < z.size:
+            kth = np.partition(z, -p.top_k)[-p.top_k]
+            keep &= z >= kth
+        z = np.where(keep, z, -np.inf)
+        probs = np.exp(z - z.max(), dtype=np.float64)
+        probs /= probs.sum()
+        if p.min_p > 0:
+            probs = np.where(probs >= p.min_p * probs.max(), probs, 0.0)
+        if p.top_p < 1.0:
+            order = np.argsort(-probs, kind="stable")
+            cum = np.cumsum(probs[order])
+            cut = int(np.searchsorted(cum, p.top_p * cum[-1])) + 1
+            mask = np.zeros_like(probs)
+            mask[order[:cut]] = 1.0
+            probs = probs * mask
+        probs /= probs.sum()
+        tok = int(st.rng.choice(probs.size, p=probs))
+    st.record(tok)
+    lp = top = None
+    if p.logprobs is not None:
+        ls = _log_softmax(raw)
+        lp = float(ls[tok])
+        n = max(0, int(p.logprobs))
+        if n:
+            best = np.argsort(-ls, kind="stable")[:n]
+            top = tuple((int(i), float(ls[i])) for i in best)
+    return tok, lp, top or ()

@@ -1,0 +1,252 @@
+"""Continuous batching on rank 0: admit, build one Step a round, run it, sample, stream.
+
+The engine runs in one thread of its own; the front end talks to it through an inbox
+(requests, cancellations) and per-request asyncio queues (token events). Each round:
+
+    1. take new requests and cancellations from the inbox
+    2. admit what the planner can fund (FIFO; a request that waits blocks those behind it)
+       -> BeginStep (and CopyStep to restore a kept prefix on windows)
+    3. one RoundStep: every decoding stream's next token, then prefill chunks under the
+       token budget
+    4. run it on every rank; sample rank 0's logits; stream the tokens
+    5. streams that ended -> finish (pages back, or kept as a prefix) -> EndStep
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import queue
+import threading
+import time
+from dataclasses import dataclass, field
+
+from server.engine.sampler import SamplerState, sample
+from server.requests import GenRequest, TokenEvent
+from server.ranks.steps import BeginStep, Chunk, CopyStep, EndStep, RoundStep
+
+log = logging.getLogger("foldserve")
+
+
+@dataclass
+class Active:
+    req: GenRequest
+    stream: int
+    page_ids: tuple
+    fed: int                       # rows written so far (prompt rows, then reply rows)
+    sampler: SamplerState
+    out: list = field(default_factory=list)
+    cached: int = 0
+    first_token_at: float | None = None
+    admitted_at: float = 0.0
+
+    @property
+    def ids(self) -> list:
+        return self.req.prompt_ids + self.out
+
+    @property
+    def prefilling(self) -> bool:
+        return self.fed < len(self.req.prompt_ids)
+
+
+class Scheduler:
+    def __init__(self, driver, admission, *, context: int, prefill_chunk: int = 256,
+                 token_budget: int | None = None, seed_salt: int = 0, metrics=None):
+        self.driver, self.adm = driver, admission
+        self.context, self.prefill_chunk = context, prefill_chunk
+        self.token_budget = token_budget or max(prefill_chunk, 64)
+        self.seed_salt, self.metrics = seed_salt, metrics
+        self.inbox: queue.Queue = queue.Queue()
+        self.active: dict[str, Active] = {}
+        self.sinks: dict[str, tuple] = {}        # req id -> (loop, asyncio.Queue)
+        self.waiting: dict[str, GenRequest] = {}
+        self.error: str | None = None
+        self.rounds = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="foldserve-engine", daemon=True)
+
+    # ---- front end side (any thread / the event loop) ----
+    def start(self):
+        self._thread.start()
+        return self
+
+    def stop(self):
+        self._stop.set()
+        self.inbox.put(("wake", None))
+        self._thread.join(timeout=30)
+        self.driver.close()
+
+    def check(self, prompt_len: int, max_tokens: int) -> None:
+        self.adm.check(prompt_len, max_tokens)
+
+    async def generate(self, req: GenRequest):
+        loop = asyncio.get_running_loop()
+        q: asyncio.Queue = asyncio.Queue()
+        if self.error:
+            yield TokenEvent(None, finish_reason="error", error=self.error, error_code=503)
+            return
+        req.arrival = req.arrival or time.monotonic()
+        self.sinks[req.id] = (loop, q)
+        self.inbox.put(("new", req))
+        finished = False
+        try:
+            while True:
+                ev = await q.get()
+                yield ev
+                if ev.finish_reason is not None:
+                    finished = True
+                    return
+        finally:
+            if not finished:               # the client left: free its stream by the next round
+                self.cancel(req.id)
+
+    def cancel(self, req_id: str) -> None:
+        self.inbox.put(("cancel", req_id))
+
+    def stats(self) -> dict:
+        a = self.adm.stats()
+        return {"ranks": self.driver.ranks, "ranks_ok": self.driver.ok and self.error is None,
+                "streams_busy": len(self.active), "queue": len(self.waiting),
+                "context": self.context, "rounds": self.rounds, **a}
+
+    # ---- engine thread ----
+    def _emit(self, req_id: str, ev: TokenEvent) -> None:
+        sink = self.sinks.get(req_id)
+        if sink is None:
+            return
+        loop, q = sink
+        if ev.finish_reason is not None:
+            self.sinks.pop(req_id, None)
+        try:
+            loop.call_soon_threadsafe(q.put_nowait, ev)
+        except RuntimeError:               # its event loop is gone
+            pass
+
+    def _run(self):
+        try:
+            while not self._stop.is_set():
+                busy = bool(self.active or self.waiting)
+                self._drain(block=not busy)
+                if self._stop.is_set():
+                    break
+                self._admit()
+                if self.active:
+                    self._round()
+                elif not self.waiting:
+                    self.adm.check_integrity()
+        except Exception as e:               # a rank is gone, or a bug: nobody hangs
+            log.exception("engine loop stopped")
+            self.error = f"the engine stopped: {e}; restart the ranks"
+            self.driver.ok = False
+            for rid in list(self.active) + list(self.waiting):
+                self._emit(rid, TokenEvent(None, finish_reason="error", error=self.error,
+                                           error_code=503))
+            self.active.clear()
+            self.waiting.clear()
+            while True:                      # answer what still arrives
+                try:
+                    kind, x = self.inbox.get(timeout=0.5)
+                except queue.Empty:
+                    if self._stop.is_set():
+                        return
+                    continue
+                if kind == "new":
+                    self._emit(x.id, TokenEvent(None, finish_reason="error", error=self.error,
+                                                error_code=503))
+
+    def _drain(self, block: bool):
+        try:
+            item = self.inbox.get(timeout=0.5) if block else self.inbox.get_nowait()
+        except queue.Empty:
+            return
+        while True:
+            kind, x = item
+            if kind == "new":
+                self._submit(x)
+            elif kind == "cancel":
+                self._cancel(x)
+            try:
+                item = self.inbox.get_nowait()
+            except queue.Empty:
+                return
+
+    def _submit(self, req: GenRequest):
+        try:
+            self.adm.submit(req.id, req.prompt_ids, req.params.max_tokens)
+        except Exception as e:
+            self._emit(req.id, TokenEvent(None, finish_reason="error", error=str(e),
+                                          error_code=getattr(e, "status", 400)))
+            return
+        self.waiting[req.id] = req
+
+    def _cancel(self, req_id: str):
+        if req_id in self.waiting:
+            self.waiting.pop(req_id)
+            self.adm.cancel(req_id)
+            self._emit(req_id, TokenEvent(None, finish_reason="abort"))
+        elif req_id in self.active:
+            self._finish(self.active[req_id], "abort")
+
+    def _admit(self):
+        for g in self.adm.admit_ready():
+            req = self.waiting.pop(g.req_id)
+            a = Active(req, g.stream, tuple(g.page_ids), g.resumed_rows,
+                       SamplerState(req.params, req.prompt_ids, self.seed_salt),
+                       cached=g.resumed_rows, admitted_at=time.monotonic())
+            self.driver.run(BeginStep(g.stream, a.page_ids, g.kept_pages))
+            if g.copy_pages:                 # windows: restore the kept prefix's rows
+                self.driver.run(CopyStep(g.stream, tuple(g.copy_pages), g.resumed_rows, False))
+            self.active[req.id] = a
+            if self.metrics:
+                self.metrics.admitted(req, a.admitted_at - req.arrival, g.resumed_rows)
+
+    def _round(self):
+        budget = self.token_budget
+        chunks, owners = [], []
+        for a in self.active.values():       # decodes first: one token each
+            if not a.prefilling:
+                chunks.append(Chunk(a.stream, a.fed, (a.ids[a.fed],), True))
+                owners.append(a)
+                budget -= 1
+        for a in self.active.values():       # then prefill chunks under the budget
+            if a.prefilling and budget > 0:
+                n = min(self.prefill_chunk, budget, len(a.req.prompt_ids) - a.fed)
+                last = a.fed + n == len(a.req.prompt_ids)
+                chunks.append(Chunk(a.stream, a.fed, tuple(a.req.prompt_ids[a.fed:a.fed + n]), last))
+                owners.append(a)
+                budget -= n
+        logits = self.driver.run(RoundStep(tuple(chunks)))
+        self.rounds += 1
+        row = 0
+        now = time.monotonic()
+        for c, a in zip(chunks, owners):
+            a.fed += len(c.tokens)
+            if not c.logits:
+                continue
+            tok, lp, top = sample(logits[row], a.sampler)
+            row += 1
+            a.out.append(tok)
+            reason = self._finish_reason(a, tok)
+            if a.first_token_at is None:
+                a.first_token_at = now
+            self._emit(a.req.id, TokenEvent(tok, lp, top, None, prompt_tokens=len(a.req.prompt_ids),
+                                            cached_tokens=a.cached))
+            if reason:
+                self._finish(a, reason)
+
+    def _finish_reason(self, a: Active, tok: int) -> str | None:
+        p = a.req.params
+        if not p.ignore_eos and (tok in a.req.eos_ids or tok in p.stop_token_ids):
+            return "stop"
+        if len(a.out) >= p.max_tokens or len(a.ids) >= self.context:
+            return "length"
+        return None
+
+    def _finish(self, a: Active, reason: str):
+        self.active.pop(a.req.id, None)
+        # rows written: every fed token (the last sampled token was never fed)
+        self.adm.finish(a.req.id, a.ids[: a.fed], aborted=reason == "abort")
+        self.driver.run(EndStep(a.stream))
+        self._emit(a.req.id, TokenEvent(None, finish_reason=reason,
+                                        prompt_tokens=len(a.req.prompt_ids), cached_tokens=a.cached))
+        if self.metrics:
+            self.metrics.finished(a, reason)
