@@ -1,7 +1,7 @@
 """Loaded: what every loader hands back, whatever the model's source."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -21,7 +21,6 @@ class Loaded:
     gguf_path: str | None = None
     hf_dir: str | None = None
     load_seconds: float = 0.0
-    extra: dict = field(default_factory=dict)
 
 
 __all__ = ["Loaded", "WeightsError", "UnsupportedModel"]

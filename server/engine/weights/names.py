@@ -6,6 +6,7 @@ the planner can size a model without loading it.
 from __future__ import annotations
 
 from ..spec import ModelSpec
+from .loaded import WeightsError
 
 EMBED = "model.embed_tokens.weight"
 NORM = "model.norm.weight"
@@ -69,18 +70,17 @@ def check_tensors(spec: ModelSpec, tensors: dict, source: str) -> None:
     want = tensor_shapes(spec)
     missing = [n for n in want if tensors.get(n) is None]
     if missing:
-        raise_error(f"{source}: missing tensor(s) {', '.join(missing[:5])}"
+        _fail(f"{source}: missing tensor(s) {', '.join(missing[:5])}"
                     + (f" and {len(missing) - 5} more" if len(missing) > 5 else ""))
     extra = [n for n in tensors if n not in want]
     if extra:
-        raise_error(f"{source}: unexpected tensor(s) {', '.join(extra[:5])} for a "
+        _fail(f"{source}: unexpected tensor(s) {', '.join(extra[:5])} for a "
                     f"{spec.arch} model; foldserve would ignore their weights")
     for n, shape in want.items():
         got = tuple(tensors[n].shape)
         if got != shape:
-            raise_error(f"{source}: tensor {n} has shape {list(got)}, the config implies {list(shape)}")
+            _fail(f"{source}: tensor {n} has shape {list(got)}, the config implies {list(shape)}")
 
 
-def raise_error(msg: str):
-    from .loaded import WeightsError
+def _fail(msg: str):
     raise WeightsError(msg)
