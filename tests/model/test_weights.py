@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from server.engine.spec import SHAPES, UnsupportedModel
-from server.engine.weights import WeightsError, dummy_tensor, load, n_floats, tensor_shapes
+from server.engine.weights import WeightsError, dummy_identity, dummy_tensor, load, n_floats, tensor_shapes
 from server.engine.weights import dummy as dummy_mod
 from server.engine.weights import permute
 
@@ -325,7 +325,7 @@ def test_dummy_is_deterministic_and_matches_tensor_shapes(shape):
         assert np.array_equal(a.tensors[name], b.tensors[name]), name
         # any tensor alone, in any order, is the same bytes
         assert np.array_equal(dummy_tensor(a.spec, name), a.tensors[name]), name
-    assert a.identity == b.identity and a.identity["seed"] == 0
+    assert a.identity == b.identity == dummy_identity(a.spec) and a.identity["seed"] == 0
 
 
 def test_dummy_values_and_seeds():

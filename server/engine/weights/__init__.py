@@ -9,12 +9,12 @@ import os
 import time
 
 from ..spec import UnsupportedModel
-from .dummy import dummy_tensor, load_dummy
+from .dummy import dummy_identity, dummy_tensor, load_dummy
 from .loaded import Loaded, WeightsError
 from .names import n_floats, stored_names, tensor_shapes
 from .progress import report
 
-__all__ = ["load", "Loaded", "WeightsError", "UnsupportedModel", "dummy_tensor",
+__all__ = ["load", "Loaded", "WeightsError", "UnsupportedModel", "dummy_tensor", "dummy_identity",
            "tensor_shapes", "stored_names", "n_floats"]
 
 

@@ -21,7 +21,7 @@ from .progress import Progress
 
 MEMORY_SHARE = 0.4   # refuse a CPU dummy larger than this share of available memory
 
-__all__ = ["dummy_tensor", "tensor_shapes", "load_dummy", "parse"]
+__all__ = ["dummy_tensor", "dummy_identity", "tensor_shapes", "load_dummy", "parse"]
 
 
 def _key(spec: ModelSpec) -> str:
@@ -96,8 +96,13 @@ def load_dummy(model: str, *, progress: bool = True) -> Loaded:
             bar.advance()
     if spec.tie_embeddings:
         tensors[HEAD] = tensors[EMBED]
+    return Loaded(spec=spec, tensors=tensors, source=f"dummy:{shape_name}",
+                  identity=dummy_identity(spec, seed))
+
+
+def dummy_identity(spec: ModelSpec, seed: int = 0) -> dict:
+    """The identity of dummy:SHAPE at `seed`, without making any tensor (what ranks compare)."""
     shapes = tensor_shapes(spec)
-    stored = {n: {"shape": list(shapes[n]), "dtype": "F32"} for n in names}
-    content = hashlib.sha256(f"dummy:{shape_name}:seed={seed}".encode()).hexdigest()
-    ident = identity(spec, stored, content, format="dummy", shape=shape_name, seed=seed)
-    return Loaded(spec=spec, tensors=tensors, source=f"dummy:{shape_name}", identity=ident)
+    stored = {n: {"shape": list(shapes[n]), "dtype": "F32"} for n in stored_names(spec)}
+    content = hashlib.sha256(f"dummy:{_key(spec)}:seed={seed}".encode()).hexdigest()
+    return identity(spec, stored, content, format="dummy", shape=_key(spec), seed=seed)

@@ -70,17 +70,13 @@ def check_tensors(spec: ModelSpec, tensors: dict, source: str) -> None:
     want = tensor_shapes(spec)
     missing = [n for n in want if tensors.get(n) is None]
     if missing:
-        _fail(f"{source}: missing tensor(s) {', '.join(missing[:5])}"
-                    + (f" and {len(missing) - 5} more" if len(missing) > 5 else ""))
+        raise WeightsError(f"{source}: missing tensor(s) {', '.join(missing[:5])}"
+                           + (f" and {len(missing) - 5} more" if len(missing) > 5 else ""))
     extra = [n for n in tensors if n not in want]
     if extra:
-        _fail(f"{source}: unexpected tensor(s) {', '.join(extra[:5])} for a "
-                    f"{spec.arch} model; foldserve would ignore their weights")
+        raise WeightsError(f"{source}: unexpected tensor(s) {', '.join(extra[:5])} for a "
+                           f"{spec.arch} model; foldserve would ignore their weights")
     for n, shape in want.items():
         got = tuple(tensors[n].shape)
         if got != shape:
-            _fail(f"{source}: tensor {n} has shape {list(got)}, the config implies {list(shape)}")
-
-
-def _fail(msg: str):
-    raise WeightsError(msg)
+            raise WeightsError(f"{source}: tensor {n} has shape {list(got)}, the config implies {list(shape)}")
