@@ -1,0 +1,96 @@
+"""Layout: what one rank's shard of a model costs per KV token, per page and per stream.
+
+    bytes_per_token = n_layers * 2 (K and V) * n_kv (this shard's kv heads) * head_dim * kv_bytes
+    page_bytes      = bytes_per_token * page_rows
+    fixed_bytes     = table + sampling + scratch, per stream (see `fixed_bytes`)
+
+kv_bytes is the KV storage dtype's size: 4 (float32) on the CPU, 2 (bf16) on the GPU.
+Shards with uneven kv heads (llama3-8b at TP=3: 3, 3, 2) have different page bytes;
+the pool has the same number of pages on every rank, each rank's pages its own size.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from server.engine.shard import shard_for
+from server.engine.spec import ModelSpec
+
+KV_BYTES = {"cpu": 4, "cuda": 2}
+
+# --page-rows default. On the CPU a page is gathered with numpy fancy indexing, which costs
+# about the same at 16 rows as at 512, so fine pages waste least (a stream's last page is on
+# average half empty: 8 rows, not 256). The GPU default is 16 too until measured; a paged
+# attention kernel may prefer larger pages (fewer table reads) - revisit with a receipt.
+DEFAULT_PAGE_ROWS = {"cpu": 16, "cuda": 16}
+
+TABLE_ENTRY_BYTES = 4       # one int32 page id per table row
+SAMPLING_VECTORS = 4        # logits, penalty counts, probabilities, sort scratch: vocab floats each
+ACT_DMODEL_ROWS = 4         # residual, normed input, attention output, projection output
+ACT_FF_ROWS = 3             # gate, up, their product (this rank's share of d_ff)
+FLOAT_BYTES = 4             # sampling state and activations are float32 (fp32 accumulation)
+
+
+def default_page_rows(device: str = "cpu") -> int:
+    return DEFAULT_PAGE_ROWS.get(device, 16)
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+@dataclass(frozen=True)
+class Layout:
+    rank: int
+    n_layers: int
+    n_kv: int               # kv heads this rank holds
+    head_dim: int
+    kv_bytes: int           # bytes per KV element
+    page_rows: int
+    vocab: int
+    d_model: int
+    ff_rank: int            # this rank's share of the MLP's intermediate size
+    prefill_chunk: int = 256
+
+    @staticmethod
+    def for_shard(spec: ModelSpec, tp: int, rank: int, kv_bytes: int, page_rows: int,
+                  prefill_chunk: int = 256) -> "Layout":
+        if page_rows < 1:
+            raise ValueError(f"--page-rows {page_rows} must be at least 1")
+        shard = shard_for(spec.n_heads, spec.n_kv_heads, spec.d_ff, tp, rank)
+        lo, hi = shard.ff
+        return Layout(rank, spec.n_layers, shard.n_kv, spec.head_dim, kv_bytes, page_rows,
+                      spec.vocab, spec.d_model, hi - lo, prefill_chunk)
+
+    @property
+    def bytes_per_token(self) -> int:
+        return self.n_layers * 2 * self.n_kv * self.head_dim * self.kv_bytes
+
+    @property
+    def page_bytes(self) -> int:
+        return self.bytes_per_token * self.page_rows
+
+    def pages_for(self, rows: int) -> int:
+        """Pages holding `rows` rows: row r lives in page r // page_rows."""
+        return cdiv(rows, self.page_rows)
+
+    def fixed_bytes(self, context: int, paged: bool) -> int:
+        """A stream's bytes besides its KV rows:
+
+            table    = 4 * pages of one window                    (paged only: int32 page ids)
+            sampling = 4 * vocab * 4                              (logits, penalties, probs, sort)
+            scratch  = prefill_chunk * (4 * d_model + 3 * ff_rank) * 4
+                       (one prefill chunk's float32 activations: residual, normed input,
+                        attention out, projection out; gate, up and their product)
+        """
+        table = TABLE_ENTRY_BYTES * self.pages_for(context) if paged else 0
+        sampling = SAMPLING_VECTORS * self.vocab * FLOAT_BYTES
+        scratch = self.prefill_chunk * (ACT_DMODEL_ROWS * self.d_model
+                                        + ACT_FF_ROWS * self.ff_rank) * FLOAT_BYTES
+        return table + sampling + scratch
+
+
+def layouts(spec: ModelSpec, tp: int, kv_bytes: int, page_rows: int,
+            prefill_chunk: int = 256) -> tuple[Layout, ...]:
+    """Every rank's layout, rank order."""
+    return tuple(Layout.for_shard(spec, tp, r, kv_bytes, page_rows, prefill_chunk)
+                 for r in range(tp))

@@ -1,0 +1,286 @@
+"""Plan: each rank's room -> the pool (pages or windows), the streams and the prompt cache.
+
+Rank 0 plans once from every rank's room; the rank that can hold the fewest pages
+governs (with even shards: the smallest room). Every rank gets the same page count and
+stream count; each rank's page bytes are its own shard's.
+
+On pages, the room is funded in this order:
+
+    | floor: one window of pages | N-1 pages | prompt cache | the rest as pages  | spare |
+    |  (the engine's own stream) | (a page   |   pages      | up to N x floor    |       |
+    |                            |  each)    |              |   pages in all     |       |
+    + N streams' fixed bytes (table, sampling, scratch)
+
+  floor_pages = ceil((context + verify_window) / page_rows): one conversation can always
+  reach --context; while it is short, those pages serve the other streams.
+
+On windows, each stream owns a whole window of context + verify_window - 1 rows; the
+prompt cache (if any) lives on `cache_pages` pages of page_rows rows beside them.
+
+`pages` counts the streams' pages only; the prompt cache's pages are `cache_pages`; the
+pool the engine allocates holds `pool_pages` = pages + cache_pages (pages mode), or
+cache_pages alone (windows mode). The numbers add up on every rank:
+
+    pages * page_bytes + streams * fixed_bytes + cache_pages * page_bytes <= room
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from server.planner.layout import Layout, cdiv
+from server.planner.modes import resolve_kv_pages
+from server.planner.units import size
+from server.ranks.steps import PoolStep
+
+AUTO = 0
+AUTO_PAGED_CAP = 64      # --parallel auto on pages: at most this many streams
+AUTO_WINDOWS_FIT = 4     # TF_KV_PAGES=auto with --parallel auto: windows if this many fit
+
+
+class PlanError(ValueError):
+    pass
+
+
+class NoStream(PlanError):
+    """The room cannot hold one stream at --context."""
+
+    def __init__(self, message: str, rank: int, room: int, floor_bytes: int, largest_context: int):
+        super().__init__(message)
+        self.rank, self.room, self.floor_bytes, self.largest_context = rank, room, floor_bytes, largest_context
+
+
+class TooManyStreams(PlanError):
+    def __init__(self, message: str, asked: int, fits: int):
+        super().__init__(message)
+        self.asked, self.fits = asked, fits
+
+
+@dataclass(frozen=True)
+class RankPlan:
+    rank: int
+    room: int
+    n_kv: int
+    bytes_per_token: int
+    page_bytes: int
+    fixed_bytes: int          # one stream's
+    window_bytes: int         # one stream's window (windows mode; 0 on pages)
+    kv_bytes: int             # the streams' KV: pages * page_bytes, or streams * window_bytes
+    prompt_cache_bytes: int   # cache_pages * page_bytes
+    fixed_total: int          # streams * fixed_bytes
+
+    @property
+    def used(self) -> int:
+        return self.kv_bytes + self.prompt_cache_bytes + self.fixed_total
+
+    @property
+    def spare(self) -> int:
+        return self.room - self.used
+
+    def as_dict(self) -> dict:
+        d = {k: getattr(self, k) for k in self.__dataclass_fields__}
+        d.update(used=self.used, spare=self.spare)
+        return d
+
+
+@dataclass(frozen=True)
+class Plan:
+    mode: str                 # "on" (pages) | "off" (whole windows)
+    pages: int                # the streams' pages (0 on windows)
+    cache_pages: int          # the prompt cache's pages
+    page_rows: int
+    streams: int              # streams at once, the engine's own included
+    context: int
+    verify_window: int
+    floor_pages: int
+    ranks: tuple              # RankPlan per rank, rank order
+    governing: int            # the rank whose room bounds the plan
+    notes: tuple = field(default=())
+
+    @property
+    def paged(self) -> bool:
+        return self.mode == "on"
+
+    @property
+    def pool_pages(self) -> int:
+        return self.pages + self.cache_pages
+
+    @property
+    def window_rows(self) -> int:
+        return self.context + self.verify_window - 1
+
+    @property
+    def rank(self) -> RankPlan:
+        """The governing rank's figures."""
+        return self.ranks[self.governing]
+
+    @property
+    def shards_differ(self) -> bool:
+        return len({(r.page_bytes, r.fixed_bytes) for r in self.ranks}) > 1
+
+    def pool_step(self, poison: bool = False) -> PoolStep:
+        return PoolStep(paged=self.paged, pages=self.pool_pages, page_rows=self.page_rows,
+                        page_bytes=tuple(r.page_bytes for r in self.ranks), streams=self.streams,
+                        context=self.window_rows, poison=poison)
+
+    def as_dict(self) -> dict:
+        g = self.rank
+        d = dict(mode=self.mode, pages=self.pages, page_rows=self.page_rows,
+                 page_bytes=g.page_bytes, bytes_per_token=g.bytes_per_token,
+                 fixed_bytes=g.fixed_bytes, prompt_cache_bytes=g.prompt_cache_bytes,
+                 cache_pages=self.cache_pages, pool_pages=self.pool_pages,
+                 floor_pages=self.floor_pages, streams=self.streams, context=self.context,
+                 verify_window=self.verify_window, window_rows=self.window_rows,
+                 window_bytes=g.window_bytes, room_bytes=g.room, used_bytes=g.used,
+                 spare_bytes=g.spare, tp=len(self.ranks), governing_rank=self.governing,
+                 notes=list(self.notes))
+        if self.shards_differ or len({r.room for r in self.ranks}) > 1:
+            d["ranks"] = [r.as_dict() for r in self.ranks]
+        return d
+
+
+def plan(layouts: Sequence[Layout], rooms: Sequence[int], context: int, parallel: int = AUTO,
+         prompt_cache_bytes: int = 0, kv_pages: str = "auto", verify_window: int = 1) -> Plan:
+    """Plan the pool. layouts and rooms (bytes) are per rank, rank order; parallel 0 = auto;
+    kv_pages is TF_KV_PAGES as read by config.Env (auto | on | off | 0 | all)."""
+    if len(layouts) != len(rooms) or not layouts:
+        raise PlanError(f"{len(rooms)} rooms for {len(layouts)} ranks: give one room per rank")
+    if context < 1:
+        raise PlanError(f"--context {context} must be at least 1")
+    if verify_window < 1:
+        raise PlanError(f"verify window {verify_window} must be at least 1")
+    if parallel < 0:
+        raise PlanError(f"--parallel {parallel} must be a positive number or auto")
+    if prompt_cache_bytes < 0:
+        raise PlanError("--prompt-cache-gib must not be negative")
+    page_rows = layouts[0].page_rows
+    if any(L.page_rows != page_rows for L in layouts):
+        raise PlanError("every rank must use the same --page-rows")
+
+    want = parallel or AUTO_WINDOWS_FIT
+    windows_fit = all(want * (L.fixed_bytes(context, False) + _window(L, context, verify_window)) <= room
+                      for L, room in zip(layouts, rooms))
+    mode, note = resolve_kv_pages(kv_pages, len(layouts), windows_fit)
+    notes = (note,) if note else ()
+    fund = _on_pages if mode == "on" else _on_windows
+    return fund(list(layouts), list(rooms), context, parallel, prompt_cache_bytes, verify_window, notes)
+
+
+def _window(L: Layout, context: int, verify: int) -> int:
+    return (context + verify - 1) * L.bytes_per_token
+
+
+def _largest_context(fits, context: int) -> int:
+    """The largest c < context with fits(c) (fits is monotone), 0 if none."""
+    lo, hi = 0, context - 1
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if fits(mid):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo if lo >= 1 and fits(lo) else 0
+
+
+def _no_stream(rank: int, room: int, context: int, need: int, how: str, largest: int) -> NoStream:
+    fit = (f"the largest context that fits is {largest} tokens" if largest
+           else "not even a 1-token context fits")
+    return NoStream(
+        f"room {size(room)} on rank {rank} is under the floor: one stream at a {context}-token "
+        f"context needs {size(need)} ({how}); {fit}. Lower --context, give the rank more "
+        f"room (--reserve-gib, TF_ROOM_GIB) or spread the model over more ranks (--tp)",
+        rank, room, need, largest)
+
+
+def _check_floor(layouts, rooms, context, verify, paged: bool) -> None:
+    pr = layouts[0].page_rows
+    worst = None
+    for L, room in zip(layouts, rooms):
+        if paged:
+            def need_at(c, L=L):
+                return L.fixed_bytes(c, True) + cdiv(c + verify, pr) * L.page_bytes
+            how = (f"{cdiv(context + verify, pr)} pages of {pr} rows x {size(L.page_bytes)}"
+                   f" + {size(L.fixed_bytes(context, True))} fixed")
+        else:
+            def need_at(c, L=L):
+                return L.fixed_bytes(c, False) + _window(L, c, verify)
+            how = (f"a window of {context + verify - 1} rows x {L.bytes_per_token} bytes"
+                   f" + {size(L.fixed_bytes(context, False))} fixed")
+        need = need_at(context)
+        if room < need:
+            largest = _largest_context(lambda c: need_at(c) <= room, context)
+            if worst is None or largest < worst[-1]:
+                worst = (L.rank, room, context, need, how, largest)
+    if worst:
+        raise _no_stream(*worst)
+
+
+def _on_pages(layouts, rooms, context, parallel, cache_bytes, verify, notes) -> Plan:
+    pr = layouts[0].page_rows
+    floor = cdiv(context + verify, pr)
+    _check_floor(layouts, rooms, context, verify, paged=True)
+    f = [L.fixed_bytes(context, True) for L in layouts]
+    p = [L.page_bytes for L in layouts]
+
+    # the most streams each rank funds with a fixed part and a page each beyond the floor
+    fits = min((room - floor * pb + pb) // (fb + pb) for room, fb, pb in zip(rooms, f, p))
+    if parallel:
+        n = parallel
+        if n > fits:
+            raise TooManyStreams(
+                f"--parallel {n} does not fit: at a {context}-token context the room holds "
+                f"{fits} streams on pages (each {size(max(f))} fixed and a page beyond the "
+                f"{floor}-page floor); lower --parallel or --context", n, fits)
+    else:
+        half = min((room - floor * pb) // 2 // (fb + pb) for room, fb, pb in zip(rooms, f, p))
+        n = max(1, min(AUTO_PAGED_CAP, half, fits))
+
+    # pages each rank can hold once the streams' fixed parts are paid
+    cap = [(room - n * fb) // pb for room, fb, pb in zip(rooms, f, p)]
+    cache_pages, notes = _cache(cache_bytes, p, min(cap) - (floor + n - 1), notes)
+    pages = min(n * floor, min(cap) - cache_pages)
+    governing = min(range(len(cap)), key=lambda i: (cap[i], i))
+    ranks = tuple(RankPlan(L.rank, room, L.n_kv, L.bytes_per_token, pb, fb, 0, pages * pb,
+                           cache_pages * pb, n * fb)
+                  for L, room, fb, pb in zip(layouts, rooms, f, p))
+    return Plan("on", pages, cache_pages, pr, n, context, verify, floor, ranks, governing, notes)
+
+
+def _on_windows(layouts, rooms, context, parallel, cache_bytes, verify, notes) -> Plan:
+    pr = layouts[0].page_rows
+    floor = cdiv(context + verify, pr)
+    _check_floor(layouts, rooms, context, verify, paged=False)
+    f = [L.fixed_bytes(context, False) for L in layouts]
+    w = [_window(L, context, verify) for L in layouts]
+    p = [L.page_bytes for L in layouts]
+    fits = min(room // (fb + wb) for room, fb, wb in zip(rooms, f, w))
+    if parallel:
+        n = parallel
+        if n > fits:
+            raise TooManyStreams(
+                f"--parallel {n} does not fit: the room holds {fits} whole windows of "
+                f"{context + verify - 1} rows; lower --parallel or --context, or set "
+                f"TF_KV_PAGES=on to share pages", n, fits)
+    else:
+        # auto: the prompt cache is funded first, the windows take the rest (at least one)
+        want = cache_bytes // max(p)
+        n = max(1, min((room - want * pb) // (fb + wb) for room, fb, wb, pb in zip(rooms, f, w, p)))
+    left = [(room - n * (fb + wb)) // pb for room, fb, wb, pb in zip(rooms, f, w, p)]
+    cache_pages, notes = _cache(cache_bytes, p, min(left), notes)
+    governing = min(range(len(left)), key=lambda i: (left[i], i))
+    ranks = tuple(RankPlan(L.rank, room, L.n_kv, L.bytes_per_token, pb, fb, wb, n * wb,
+                           cache_pages * pb, n * fb)
+                  for L, room, fb, wb, pb in zip(layouts, rooms, f, w, p))
+    return Plan("off", 0, cache_pages, pr, n, context, verify, floor, ranks, governing, notes)
+
+
+def _cache(cache_bytes: int, page_bytes: list, room_pages: int, notes: tuple) -> tuple[int, tuple]:
+    """--prompt-cache-gib in whole pages of the largest shard's page, trimmed (with a note)
+    to the pages left once the streams are funded."""
+    want = cache_bytes // max(page_bytes)
+    room_pages = max(0, room_pages)
+    if want > room_pages:
+        notes = notes + (f"prompt cache trimmed from {size(cache_bytes)} to "
+                         f"{size(room_pages * max(page_bytes))} to keep the streams' pages",)
+        want = room_pages
+    return want, notes

@@ -1,0 +1,178 @@
+"""Prompt cache: kept prefixes of ended requests, one node per whole page of rows.
+
+A prefix is a chain of nodes, one per full page of page_rows token ids:
+
+    ids:   | t0 .. t15 | t16 .. t31 | t32 .. t40 |      (page_rows 16)
+    keys:  k0=H(""+p0)  k1=H(k0+p1)   (not kept: a partly written page is never shared)
+
+Each key chains sha256 over the previous key and the page's token ids (little-endian
+uint32), so a node's key names its whole prefix. A hit also compares the page's ids, and
+the chain is walked from the root, so a hash collision can never join two prompts.
+
+On pages the cache keeps the stream's own pages (Pool.keep): a resumed stream shares them
+(refs, no copy) and writes only past them. On windows the cache owns pages rows are copied
+into (CopyStep); a resumed stream copies them back into its window.
+
+Eviction takes the least recently used leaf first. A walk touches its nodes leaf first,
+root last, so every parent sits after its children in `_lru`: its front is always a leaf.
+"""
+from __future__ import annotations
+
+import hashlib
+import struct
+from collections import OrderedDict
+from dataclasses import dataclass
+
+from server.planner.pool import Pool
+
+
+@dataclass
+class Node:
+    key: bytes
+    parent: bytes            # b"" at the root
+    ids: tuple               # this page's token ids
+    page: int
+    children: int = 0
+
+
+def page_key(prev: bytes, ids) -> bytes:
+    return hashlib.sha256(prev + struct.pack(f"<{len(ids)}I", *ids)).digest()
+
+
+class PromptCache:
+    def __init__(self, pool: Pool, page_rows: int, budget_pages: int):
+        self.pool = pool
+        self.page_rows = page_rows
+        self.budget = budget_pages
+        self._nodes: "OrderedDict[bytes, Node]" = OrderedDict()   # LRU order, oldest first
+
+    def __len__(self) -> int:
+        return len(self._nodes)
+
+    @property
+    def pages(self) -> tuple:
+        return tuple(n.page for n in self._nodes.values())
+
+    # -- lookups ---------------------------------------------------------------------------
+    def _walk(self, ids, max_pages: int) -> list:
+        """The longest chain of kept nodes matching ids page by page."""
+        pr, chain, prev = self.page_rows, [], b""
+        for i in range(max_pages):
+            part = tuple(ids[i * pr:(i + 1) * pr])
+            key = page_key(prev, part)
+            node = self._nodes.get(key)
+            if node is None or node.ids != part or node.parent != prev:
+                break
+            chain.append(node)
+            prev = key
+        return chain
+
+    def _touch(self, chain) -> None:
+        for node in reversed(chain):
+            self._nodes.move_to_end(node.key)
+
+    def lookup(self, ids) -> tuple:
+        """Pages of the longest kept prefix of ids, leaving at least one token to prefill."""
+        if self.budget == 0 or not ids:
+            return ()
+        chain = self._walk(ids, (len(ids) - 1) // self.page_rows)
+        self._touch(chain)
+        return tuple(n.page for n in chain)
+
+    # -- keeping ---------------------------------------------------------------------------
+    def _add(self, prev: bytes, key: bytes, part: tuple, page: int) -> Node:
+        node = Node(key, prev, part, page)
+        self._nodes[key] = node
+        if prev:
+            self._nodes[prev].children += 1
+        return node
+
+    def insert(self, ids, page_ids) -> int:
+        """Pages: keep the full pages of a stream that wrote rows for ids (its table
+        page_ids). Pages already kept for the same ids are not kept twice. Returns the
+        number of pages newly kept; then trims the cache to its budget."""
+        if self.budget == 0:
+            return 0
+        pr = self.page_rows
+        full = min(len(ids) // pr, len(page_ids))
+        chain, prev, added = [], b"", 0
+        for i in range(full):
+            part = tuple(ids[i * pr:(i + 1) * pr])
+            key = page_key(prev, part)
+            node = self._nodes.get(key)
+            if node is None:
+                if self.pool.is_kept(page_ids[i]):
+                    break                       # this page is kept under another prefix
+                node = self._add(prev, key, part, page_ids[i])
+                self.pool.keep(page_ids[i])
+                added += 1
+            elif node.ids != part or node.parent != prev:
+                break                           # a collision: never join two prompts
+            chain.append(node)
+            prev = key
+        self._touch(chain)
+        self.trim()
+        return added
+
+    def insert_copy(self, ids) -> tuple[tuple, int]:
+        """Windows: cache pages to copy a window's full pages of rows into, and the rows.
+        Already kept pages of the prefix are named again (rewritten with the same rows);
+        new ones come from the pool as far as the budget allows. ((), 0) when none."""
+        if self.budget == 0:
+            return (), 0
+        pr = self.page_rows
+        full = len(ids) // pr
+        chain = self._walk(ids, full)
+        self._touch(chain)
+        new = full - len(chain)
+        protect = {n.key for n in chain}
+        while len(self._nodes) + new > self.budget and self._evict_one(protect, free_only=False):
+            pass
+        new = max(0, min(new, self.budget - len(self._nodes), self.pool.free))
+        pages = self.pool.take_kept(new)
+        prev = chain[-1].key if chain else b""
+        for j, page in enumerate(pages):
+            i = len(chain)
+            part = tuple(ids[i * pr:(i + 1) * pr])
+            key = page_key(prev, part)
+            chain.append(self._add(prev, key, part, page))
+            prev = key
+        self._touch(chain)
+        return tuple(n.page for n in chain), len(chain) * pr
+
+    # -- eviction --------------------------------------------------------------------------
+    def _evict_one(self, protect=frozenset(), free_only: bool = True) -> bool:
+        """Drop the least recently used leaf (free_only: one whose page no stream holds)."""
+        for node in self._nodes.values():
+            if node.children or node.key in protect:
+                continue
+            if free_only and self.pool.refs(node.page):
+                continue
+            del self._nodes[node.key]
+            if node.parent:
+                self._nodes[node.parent].children -= 1
+            self.pool.release(node.page)
+            return True
+        return False
+
+    def evict_until_free(self, free: int) -> None:
+        """Evict least recently used prefixes until the pool has `free` pages, or none is left."""
+        while self.pool.free < free and self._evict_one():
+            pass
+
+    def trim(self) -> None:
+        while len(self._nodes) > self.budget and self._evict_one(free_only=False):
+            pass
+
+    def check(self) -> None:
+        for node in self._nodes.values():
+            assert self.pool.is_kept(node.page), f"cached page {node.page} is not kept"
+            assert not node.parent or node.parent in self._nodes, "a node without its parent"
+        kids: dict = {}
+        for node in self._nodes.values():
+            if node.parent:
+                kids[node.parent] = kids.get(node.parent, 0) + 1
+        for node in self._nodes.values():
+            assert node.children == kids.get(node.key, 0), "children count is off"
+        assert len(set(self.pages)) == len(self._nodes), "a page is cached twice"
+        assert len(self._nodes) <= self.budget or self.budget == 0, "cache past its budget"
