@@ -1,0 +1,32 @@
+"""create_app: the FastAPI app over one AppState (scheduler, tokenizer, limits)."""
+from __future__ import annotations
+
+from fastapi import FastAPI
+from fastapi.responses import Response
+from prometheus_client import CONTENT_TYPE_LATEST
+
+from . import chat, completions, health, models, tokenize
+from .auth import BearerAuth
+from .bodylimit import BodyLimit
+from .errors import install_handlers
+from .metrics import Metrics
+from .state import AppState
+
+
+def create_app(state: AppState) -> FastAPI:
+    app = FastAPI(title="foldserve", summary="OpenAI-compatible LLM server",
+                  version="0.1.0", redoc_url=None)
+    app.state.foldserve = state
+    app.state.metrics = metrics = Metrics(state.model_name, state.scheduler.stats)
+    install_handlers(app)
+    for module in (completions, chat, models, health, tokenize):
+        app.include_router(module.router)
+
+    @app.get("/metrics", include_in_schema=False)
+    async def prometheus():
+        return Response(metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
+
+    # outermost first: the key is checked before a large body is read
+    app.add_middleware(BodyLimit, max_bytes=state.max_body_bytes)
+    app.add_middleware(BearerAuth, api_key=state.api_key)
+    return app

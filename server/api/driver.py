@@ -1,0 +1,157 @@
+"""One request's token stream: scheduler events in, text pieces out.
+
+The driver detokenizes incrementally, cuts at stop strings (and then cancels the
+scheduler's request), observes latency metrics, and - whatever way it ends, including
+the client leaving (CancelledError) - makes sure the scheduler hears cancel(req_id)
+unless the request already finished, so its stream and pages free by the next round.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from dataclasses import dataclass, field
+
+from server.requests import GenRequest
+
+from .errors import ApiError
+from .textflow import detokenizer, stop_matcher
+
+
+@dataclass
+class Piece:
+    text: str
+    tokens: list = field(default_factory=list)   # [(token_id, logprob, top_logprobs)]
+    finish: str | None = None                     # stop | length, on the last piece
+    error: ApiError | None = None                 # set on the last piece when it failed
+
+
+class Generation:
+    def __init__(self, state, metrics, req: GenRequest, stops: list[str]):
+        self.state, self.metrics, self.req = state, metrics, req
+        self.stops = stops
+        self.skip_ids = set(req.params.stop_token_ids)
+        if not req.params.ignore_eos:
+            self.skip_ids |= set(req.eos_ids)
+        self.prompt_tokens = len(req.prompt_ids)
+        self.cached_tokens = 0
+        self.completion_tokens = 0
+        self.finish: str | None = None
+
+    def usage(self) -> dict:
+        return {"prompt_tokens": self.prompt_tokens,
+                "completion_tokens": self.completion_tokens,
+                "total_tokens": self.prompt_tokens + self.completion_tokens,
+                "prompt_tokens_details": {"cached_tokens": self.cached_tokens}}
+
+    async def pieces(self):
+        """Yields Pieces; the last one has finish or error set."""
+        sched, req, metrics = self.state.scheduler, self.req, self.metrics
+        detok = detokenizer(self.state.tokenizer)
+        stops = stop_matcher(self.stops)
+        pending: list = []          # tokens whose text is not sent yet
+        last_t: float | None = None
+        done = False
+        events = sched.generate(req)
+        try:
+            async for ev in events:
+                now = time.monotonic()
+                if ev.prompt_tokens:
+                    self.prompt_tokens = ev.prompt_tokens
+                self.cached_tokens = max(self.cached_tokens, ev.cached_tokens or 0)
+                text = ""
+                if ev.token_id is not None:
+                    self.completion_tokens += 1
+                    if last_t is None:
+                        metrics.ttft.observe(now - req.arrival)
+                    else:
+                        metrics.token_gap(now - last_t)
+                    last_t = now
+                    if not (ev.finish_reason == "stop" and ev.token_id in self.skip_ids):
+                        text = detok.push(ev.token_id)
+                        pending.append((ev.token_id, ev.logprob, ev.top_logprobs))
+                if ev.finish_reason is not None:
+                    text += detok.flush()
+                emit, stopped = stops.push(text) if text else ("", False)
+                if stopped:
+                    done = True
+                    self.finish = "stop"
+                    sched.cancel(req.id)        # text-level stop: the scheduler may not know
+                    yield Piece(emit, pending, finish="stop")
+                    return
+                if ev.finish_reason is not None:
+                    done = True
+                    flush = getattr(stops, "flush", None)
+                    emit += flush() if flush else ""
+                    yield self._last(ev, emit, pending)
+                    return
+                if emit:
+                    yield Piece(emit, pending)
+                    pending = []
+            done = True
+            self.finish = "error"
+            yield Piece("", pending, error=ApiError(
+                503, "the scheduler ended the stream without a finish reason",
+                code="scheduler_error"))
+        finally:
+            if not done:                        # client left, or we failed: free the stream
+                sched.cancel(req.id)
+            with contextlib.suppress(Exception):
+                await events.aclose()
+            self._observe_end()
+
+    def _last(self, ev, emit: str, pending: list) -> Piece:
+        reason = ev.finish_reason
+        if reason in ("stop", "length"):
+            self.finish = reason
+            return Piece(emit, pending, finish=reason)
+        self.finish = "error" if reason == "error" else "abort"
+        if reason == "error":
+            status = ev.error_code if 400 <= (ev.error_code or 0) < 600 else 503
+            err = ApiError(status, ev.error or "generation failed", code="generation_error")
+        else:
+            err = ApiError(503, f"the server ended this request ({reason}) before it finished",
+                           code="request_aborted")
+        return Piece(emit, pending, error=err)
+
+    def _observe_end(self) -> None:
+        admitted = getattr(self.req, "admitted", None)
+        self.metrics.finished(
+            reason=self.finish or "abort", e2e=time.monotonic() - self.req.arrival,
+            prompt_tokens=self.prompt_tokens, cached_tokens=self.cached_tokens,
+            completion_tokens=self.completion_tokens,
+            queue_s=(admitted - self.req.arrival) if isinstance(admitted, (int, float)) else None)
+
+
+async def _client_gone(request) -> None:
+    """Returns once the client disconnects (the body was already read)."""
+    while True:
+        message = await request.receive()
+        if message.get("type") == "http.disconnect":
+            return
+
+
+async def collect(request, gen: Generation):
+    """Run a whole generation, unless the client leaves first (then None, and cancelled).
+
+    Returns (text, tokens, finish, error)."""
+    async def run():
+        text, tokens = [], []
+        async for p in gen.pieces():
+            text.append(p.text)
+            tokens.extend(p.tokens)
+            if p.finish or p.error:
+                return "".join(text), tokens, p.finish, p.error
+        return "".join(text), tokens, None, None
+
+    work = asyncio.ensure_future(run())
+    gone = asyncio.ensure_future(_client_gone(request))
+    try:
+        await asyncio.wait({work, gone}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        if not work.done():
+            work.cancel()               # its finally tells the scheduler to cancel
+            with contextlib.suppress(BaseException):
+                await work
+        gone.cancel()
+    return work.result() if not work.cancelled() else None

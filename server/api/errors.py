@@ -1,0 +1,124 @@
+"""Errors in OpenAI's shape: {"error": {"message", "type", "param", "code"}}.
+
+Every refusal the API layer makes is an ApiError; the exception handlers installed by
+`install_handlers` turn it (and FastAPI's own validation and routing errors) into a
+JSON body of that shape. A 500 is only ever a real bug in this server.
+"""
+from __future__ import annotations
+
+import logging
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+log = logging.getLogger("foldserve.api")
+
+TYPE_BY_STATUS = {
+    400: "invalid_request_error",
+    401: "invalid_request_error",
+    404: "invalid_request_error",
+    405: "invalid_request_error",
+    413: "invalid_request_error",
+    500: "server_error",
+    503: "service_unavailable",
+}
+
+
+class ApiError(Exception):
+    """A refusal a client can act on: the HTTP status, the field (param) and a code."""
+
+    def __init__(self, status: int, message: str, *, param: str | None = None,
+                 code: str | None = None, type: str | None = None,
+                 headers: dict | None = None):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.param = param
+        self.code = code
+        self.type = type or TYPE_BY_STATUS.get(status, "invalid_request_error")
+        self.headers = headers or {}
+
+    def body(self) -> dict:
+        return {"error": {"message": self.message, "type": self.type,
+                          "param": self.param, "code": self.code}}
+
+    def response(self) -> JSONResponse:
+        return JSONResponse(self.body(), status_code=self.status, headers=self.headers)
+
+
+def invalid(message: str, param: str | None = None, code: str | None = None) -> ApiError:
+    return ApiError(400, message, param=param, code=code)
+
+
+def context_exceeded(context: int, prompt_tokens: int, max_tokens: int) -> ApiError:
+    return ApiError(
+        400,
+        f"This server's maximum context length is {context} tokens; the prompt has "
+        f"{prompt_tokens} tokens and max_tokens asks for {max_tokens}",
+        param="max_tokens" if prompt_tokens < context else "prompt",
+        code="context_length_exceeded")
+
+
+def from_exception(exc: BaseException) -> ApiError:
+    """Adopt an exception raised by the scheduler's check() (or any ValueError)."""
+    if isinstance(exc, ApiError):
+        return exc
+    status = getattr(exc, "status", None) or getattr(exc, "status_code", None)
+    code = getattr(exc, "code", None)
+    if isinstance(code, int) and status is None:
+        status, code = code, None
+    if not isinstance(status, int) or not 400 <= status < 600:
+        status = 400
+    return ApiError(status, str(exc) or type(exc).__name__,
+                    param=getattr(exc, "param", None),
+                    code=code if isinstance(code, str) else None)
+
+
+def pydantic_param(loc) -> str | None:
+    """('body', 'messages', 0, 'content') -> 'messages[0].content'."""
+    parts = [p for p in loc if p not in ("body",)]
+    out = ""
+    for p in parts:
+        if isinstance(p, int):
+            out += f"[{p}]"
+        elif p.startswith(("function-", "tagged-union", "union[")) or "[" in p:
+            continue    # pydantic's union branch names say nothing to a client
+        else:
+            out += ("." if out else "") + p
+    return out or None
+
+
+def validation_error(errors) -> ApiError:
+    """The first pydantic error, as a 400 naming the field."""
+    first = errors[0] if errors else {"loc": (), "msg": "invalid request"}
+    param = pydantic_param(first.get("loc", ()))
+    msg = first.get("msg", "invalid value")
+    if first.get("type") == "json_invalid":
+        return invalid(f"The request body is not valid JSON: {msg}")
+    where = f"'{param}'" if param else "the request body"
+    return invalid(f"Invalid value for {where}: {msg}", param=param)
+
+
+def install_handlers(app: FastAPI) -> None:
+    @app.exception_handler(ApiError)
+    async def _api_error(request: Request, exc: ApiError):
+        return exc.response()
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation(request: Request, exc: RequestValidationError):
+        return validation_error(exc.errors()).response()
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException):
+        message = {404: f"No route {request.url.path}",
+                   405: f"Method {request.method} is not allowed on {request.url.path}"}.get(
+            exc.status_code, str(exc.detail))
+        return ApiError(exc.status_code, message, headers=getattr(exc, "headers", None)).response()
+
+    @app.exception_handler(Exception)
+    async def _bug(request: Request, exc: Exception):
+        log.exception("unhandled error on %s %s", request.method, request.url.path)
+        return ApiError(500, f"Internal server error ({type(exc).__name__}); this is a bug "
+                        "in foldserve, please report it", code="internal_error").response()

@@ -1,0 +1,28 @@
+"""GET /health: 200 while every rank answers, 503 with status "unhealthy" when one is gone."""
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
+
+router = APIRouter()
+
+FIELDS = ("ranks", "streams_busy", "streams_total", "pages_free", "pages_total", "queue",
+          "context")
+
+
+@router.get("/health")
+async def health(request: Request):
+    state = request.app.state.foldserve
+    try:
+        stats = state.scheduler.stats()
+    except Exception as e:
+        return JSONResponse({"status": "unhealthy", "reason": f"{type(e).__name__}: {e}"},
+                            status_code=503)
+    body = {"status": "ok" if stats.get("ranks_ok", True) else "unhealthy",
+            "model": state.model_name, "tp": state.tp}
+    body.update({k: stats.get(k) for k in FIELDS})
+    if body["context"] is None:
+        body["context"] = state.context
+    if body["status"] != "ok":
+        body["reason"] = "a rank is gone; restart the server"
+    return JSONResponse(body, status_code=200 if body["status"] == "ok" else 503)

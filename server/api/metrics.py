@@ -1,0 +1,110 @@
+"""Prometheus metrics, one registry per app, each under two names: `foldserve:` and the
+`vllm:` name dashboards for vLLM already use (':' is legal in Prometheus names).
+
+Latencies are observed by the request driver; gauges (running, waiting, KV usage) are
+read from scheduler.stats() at scrape time, so they are never stale.
+"""
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+
+FAMILIES = ("foldserve", "vllm")
+
+TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0,
+                2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0)
+ITL_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5,
+               0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0)
+E2E_BUCKETS = (0.05, 0.1, 0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0,
+               40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0)
+
+
+class _Pair:
+    """One metric under both names, already labelled with the model name."""
+
+    def __init__(self, kind, suffix, doc, registry, model, extra_labels=(), names=FAMILIES, **kw):
+        self.metrics = [kind(f"{fam}:{suffix}", doc, ["model_name", *extra_labels],
+                             registry=registry, **kw) for fam in names]
+        self.model = model
+
+    def observe(self, value: float) -> None:
+        for m in self.metrics:
+            m.labels(self.model).observe(value)
+
+    def inc(self, value: float = 1.0, *labels) -> None:
+        if value:
+            for m in self.metrics:
+                m.labels(self.model, *labels).inc(value)
+
+
+class _StatsGauges:
+    """Gauges read from scheduler.stats() when Prometheus scrapes."""
+
+    def __init__(self, stats_fn, model):
+        self.stats_fn, self.model = stats_fn, model
+
+    def collect(self):
+        try:
+            s = self.stats_fn()
+        except Exception:
+            return
+        total = s.get("pages_total") or 0
+        usage = (1.0 - (s.get("pages_free") or 0) / total) if total else 0.0
+        values = {
+            "num_requests_running": ("Requests generating now", s.get("streams_busy", 0)),
+            "num_requests_waiting": ("Requests waiting for admission", s.get("queue", 0)),
+            "kv_cache_usage_perc": ("KV pages in use, 0..1", usage),
+        }
+        for suffix, (doc, value) in values.items():
+            for fam in FAMILIES:
+                g = GaugeMetricFamily(f"{fam}:{suffix}", doc, labels=["model_name"])
+                g.add_metric([self.model], float(value or 0))
+                yield g
+        for suffix, key in (("kv_pages_free", "pages_free"), ("kv_pages_total", "pages_total")):
+            g = GaugeMetricFamily(f"foldserve:{suffix}", f"KV pages ({key})", labels=["model_name"])
+            g.add_metric([self.model], float(s.get(key) or 0))
+            yield g
+
+
+class Metrics:
+    def __init__(self, model_name: str, stats_fn):
+        self.registry = r = CollectorRegistry()
+        m = model_name
+        self.ttft = _Pair(Histogram, "time_to_first_token_seconds", "Time to first token",
+                          r, m, buckets=TTFT_BUCKETS)
+        self.itl = _Pair(Histogram, "inter_token_latency_seconds", "Time between tokens",
+                         r, m, buckets=ITL_BUCKETS)
+        self.tpot = _Pair(Histogram, "time_per_output_token_seconds",
+                          "Time per output token (vLLM's older name for the token gap)",
+                          r, m, names=("vllm",), buckets=ITL_BUCKETS)
+        self.e2e = _Pair(Histogram, "e2e_request_latency_seconds", "Arrival to last token",
+                         r, m, buckets=E2E_BUCKETS)
+        self.queue = _Pair(Histogram, "request_queue_time_seconds", "Arrival to admission",
+                           r, m, buckets=E2E_BUCKETS)
+        self.prompt_tokens = _Pair(Counter, "prompt_tokens", "Prompt tokens", r, m)
+        self.generation_tokens = _Pair(Counter, "generation_tokens", "Generated tokens", r, m)
+        self.prefix_queries = _Pair(Counter, "prefix_cache_queries",
+                                    "Prompt tokens looked up in the prompt cache", r, m)
+        self.prefix_hits = _Pair(Counter, "prefix_cache_hits",
+                                 "Prompt tokens resumed from the prompt cache", r, m)
+        self.success = _Pair(Counter, "request_success", "Finished requests by reason",
+                             r, m, extra_labels=("finished_reason",))
+        r.register(_StatsGauges(stats_fn, m))
+
+    def token_gap(self, seconds: float) -> None:
+        self.itl.observe(seconds)
+        self.tpot.observe(seconds)
+
+    def finished(self, *, reason: str, e2e: float, prompt_tokens: int, cached_tokens: int,
+                 completion_tokens: int, queue_s: float | None) -> None:
+        self.e2e.observe(e2e)
+        if queue_s is not None:
+            self.queue.observe(queue_s)
+        self.prompt_tokens.inc(prompt_tokens)
+        self.generation_tokens.inc(completion_tokens)
+        self.prefix_queries.inc(prompt_tokens)
+        self.prefix_hits.inc(cached_tokens)
+        self.success.inc(1, reason)
+
+    def exposition(self) -> bytes:
+        return generate_latest(self.registry)

@@ -1,0 +1,78 @@
+"""From a validated body to SamplingParams, with the checks pydantic cannot express.
+
+max_tokens defaults (documented in docs/api.md):
+  completions: 16, as OpenAI's, cut to the room the context leaves after the prompt;
+  chat: the whole room the context leaves after the prompt, as vLLM's.
+"""
+from __future__ import annotations
+
+from server.requests import SamplingParams
+
+from .errors import context_exceeded, from_exception, invalid
+from .schemas import SamplingFields
+
+COMPLETION_DEFAULT_MAX_TOKENS = 16
+
+
+def refuse_unsupported(body: SamplingFields) -> None:
+    if body.n is not None and body.n != 1:
+        raise invalid(f"n={body.n} is not supported: this server returns one choice per "
+                      "request; send n=1 (or leave it out) and repeat the request instead",
+                      param="n")
+    if getattr(body, "best_of", None) not in (None, 1):
+        raise invalid(f"best_of={body.best_of} is not supported; use best_of=1", param="best_of")
+    if getattr(body, "echo", False):
+        raise invalid("echo=true is not supported; the reply never repeats the prompt",
+                      param="echo")
+    if getattr(body, "suffix", None):
+        raise invalid("suffix is not supported (no fill-in-the-middle)", param="suffix")
+    if isinstance(body.stop, list) and any(s == "" for s in body.stop) or body.stop == "":
+        raise invalid("stop strings must not be empty", param="stop")
+
+
+def stop_strings(body: SamplingFields) -> list[str]:
+    if body.stop is None:
+        return []
+    return [body.stop] if isinstance(body.stop, str) else list(body.stop)
+
+
+def resolve_max_tokens(body: SamplingFields, *, prompt_len: int, context: int,
+                       chat: bool) -> int:
+    asked = body.max_completion_tokens if body.max_completion_tokens is not None else body.max_tokens
+    room = context - prompt_len
+    if asked is None:
+        asked = room if chat else min(COMPLETION_DEFAULT_MAX_TOKENS, room)
+        asked = max(asked, 1)   # a prompt that fills the context is refused below
+    if prompt_len + asked > context:
+        raise context_exceeded(context, prompt_len, asked)
+    return asked
+
+
+def check_fit(scheduler, prompt_len: int, max_tokens: int) -> None:
+    """The scheduler's own word: a request that can never fit its pool is refused now."""
+    try:
+        scheduler.check(prompt_len, max_tokens)
+    except Exception as e:
+        if isinstance(e, ValueError) or hasattr(e, "status") or hasattr(e, "code"):
+            raise from_exception(e) from e
+        raise
+
+
+def sampling_params(body: SamplingFields, max_tokens: int, logprobs: int | None) -> SamplingParams:
+    d = SamplingParams()
+    top_k = body.top_k if body.top_k not in (None, -1) else 0
+    return SamplingParams(
+        max_tokens=max_tokens,
+        temperature=d.temperature if body.temperature is None else float(body.temperature),
+        top_p=d.top_p if body.top_p is None else float(body.top_p),
+        top_k=top_k,
+        min_p=d.min_p if body.min_p is None else float(body.min_p),
+        presence_penalty=float(body.presence_penalty or 0.0),
+        frequency_penalty=float(body.frequency_penalty or 0.0),
+        repetition_penalty=d.repetition_penalty if body.repetition_penalty is None
+        else float(body.repetition_penalty),
+        seed=body.seed,
+        stop_token_ids=tuple(body.stop_token_ids or ()),
+        ignore_eos=bool(body.ignore_eos),
+        logprobs=logprobs,
+    )

@@ -1,0 +1,39 @@
+"""What the API layer is built from: the scheduler, the tokenizer and the served limits."""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, AsyncIterator, Callable, Protocol
+
+from server.requests import GenRequest, TokenEvent
+
+
+class SchedulerLike(Protocol):
+    def generate(self, req: GenRequest) -> AsyncIterator[TokenEvent]: ...
+    def cancel(self, req_id: str) -> None: ...
+    def check(self, prompt_len: int, max_tokens: int) -> None: ...
+    def stats(self) -> dict: ...
+
+
+@dataclass
+class AppState:
+    """Everything `create_app` needs. The serve command builds one on rank 0.
+
+    tokenizer is duck-typed: encode(text, add_special_tokens) -> ids, decode(ids) -> str,
+    eos_ids, bos_id, chat_template, and optionally vocab_size / bos_token / eos_token.
+    render_chat, when given, replaces the default template rendering
+    (server.text.render_chat over tokenizer.chat_template): messages -> prompt text.
+    """
+    scheduler: SchedulerLike
+    tokenizer: Any
+    model_name: str
+    context: int
+    api_key: str | None = None
+    max_body_bytes: int = 4 * 1024 * 1024
+    max_queue: int = 256
+    tp: int = 1
+    plan_line: str = ""
+    kv_mode: str = "pages"          # pages | windows, for the startup line
+    load_s: float = 0.0
+    render_chat: Callable[[list], str] | None = None
+    created: int = field(default_factory=lambda: int(time.time()))

@@ -1,0 +1,42 @@
+"""POST /tokenize and POST /detokenize, as vLLM serves them."""
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+
+from .admission import check_model, parse_body
+from .chat import chat_prompt_ids
+from .errors import invalid
+from .schemas import DetokenizeRequest, TokenizeRequest
+from .textflow import check_token_ids, encode
+
+router = APIRouter()
+
+
+@router.post("/tokenize")
+async def tokenize(request: Request):
+    state = request.app.state.foldserve
+    body = await parse_body(request, TokenizeRequest)
+    check_model(state, body.model)
+    if (body.prompt is None) == (body.messages is None):
+        raise invalid("send exactly one of 'prompt' (text) or 'messages' (a chat)",
+                      param="prompt")
+    if body.prompt is not None:
+        ids = encode(state.tokenizer, body.prompt, add_special_tokens=body.add_special_tokens
+                     is not False)
+    else:
+        if not body.messages:
+            raise invalid("messages is empty", param="messages")
+        ids = chat_prompt_ids(state, body.messages, body.add_generation_prompt is not False)
+        if body.add_special_tokens:     # chat templates write their own specials
+            bos = getattr(state.tokenizer, "bos_id", None)
+            ids = ([bos] if bos is not None else []) + ids
+    return {"tokens": ids, "count": len(ids), "max_model_len": state.context}
+
+
+@router.post("/detokenize")
+async def detokenize(request: Request):
+    state = request.app.state.foldserve
+    body = await parse_body(request, DetokenizeRequest)
+    check_model(state, body.model)
+    check_token_ids(state.tokenizer, body.tokens, "tokens")
+    return {"prompt": state.tokenizer.decode(list(body.tokens))}

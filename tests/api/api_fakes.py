@@ -1,0 +1,110 @@
+"""A byte-level fake tokenizer and a deterministic fake scheduler, for the API tests.
+
+Tokenizer ids: 0 pad, 1 bos, 2 eos, 3..258 = bytes 0..255, 259.. = the word " w<id>".
+The scheduler replies with the bytes of `reply` (cycled), one token per step, so
+multi-byte UTF-8 characters arrive split across tokens.
+"""
+from __future__ import annotations
+
+import asyncio
+
+from server.api import AppState
+from server.requests import TokenEvent
+
+BOS, EOS, BYTE0 = 1, 2, 3
+VOCAB = 32000
+
+
+class FakeTokenizer:
+    bos_id = BOS
+    eos_ids = frozenset({EOS})
+    bos_token = "<s>"
+    eos_token = "</s>"
+    vocab_size = VOCAB
+    chat_template = None
+
+    def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
+        return ([BOS] if add_special_tokens else []) + [b + BYTE0 for b in text.encode("utf-8")]
+
+    def decode(self, ids, skip_special_tokens: bool = False) -> str:
+        out = bytearray()
+        for i in ids:
+            if i == BOS:
+                out += b"<s>"
+            elif i == EOS:
+                out += b"</s>"
+            elif BYTE0 <= i < BYTE0 + 256:
+                out.append(i - BYTE0)
+            elif i >= BYTE0 + 256:
+                out += f" w{i}".encode()
+        return out.decode("utf-8", errors="replace")
+
+
+def fake_render(messages: list[dict]) -> str:
+    return "".join(f"<{m['role']}>{m['content']}\n" for m in messages) + "<assistant>"
+
+
+class FakeScheduler:
+    def __init__(self, reply: str = "Hello, wörld! 你好. ", *, delay: float = 0.0,
+                 eos_after: int | None = None, fail_after: int | None = None,
+                 cached_tokens: int = 0):
+        self.reply = reply.encode("utf-8")
+        self.delay = delay
+        self.eos_after = eos_after
+        self.fail_after = fail_after
+        self.cached_tokens = cached_tokens
+        self.cancelled: list[str] = []
+        self.started: list = []
+        self.active: set[str] = set()
+        self.state = {"ranks": 1, "ranks_ok": True, "streams_busy": 0, "streams_total": 4,
+                      "pages_free": 60, "pages_total": 64, "queue": 0, "context": 256}
+        self.check_error: Exception | None = None
+
+    def check(self, prompt_len: int, max_tokens: int) -> None:
+        if self.check_error is not None:
+            raise self.check_error
+
+    def stats(self) -> dict:
+        return dict(self.state, streams_busy=len(self.active))
+
+    def cancel(self, req_id: str) -> None:
+        self.cancelled.append(req_id)
+        self.active.discard(req_id)
+
+    async def generate(self, req):
+        self.started.append(req)
+        self.active.add(req.id)
+        p = req.params
+        try:
+            for i in range(p.max_tokens):
+                if self.delay:
+                    await asyncio.sleep(self.delay)
+                else:
+                    await asyncio.sleep(0)
+                if req.id not in self.active:
+                    yield TokenEvent(None, finish_reason="abort")
+                    return
+                if self.fail_after is not None and i == self.fail_after:
+                    yield TokenEvent(None, finish_reason="error", error="rank 1 is gone",
+                                     error_code=503)
+                    return
+                last = i == p.max_tokens - 1
+                if self.eos_after is not None and i == self.eos_after and not p.ignore_eos:
+                    tok, finish = EOS, "stop"
+                else:
+                    tok = BYTE0 + self.reply[i % len(self.reply)]
+                    finish = "length" if last else None
+                top = tuple((tok + k, -0.5 - k) for k in range(p.logprobs or 0))
+                yield TokenEvent(tok, logprob=-0.5, top_logprobs=top, finish_reason=finish,
+                                 prompt_tokens=len(req.prompt_ids),
+                                 cached_tokens=self.cached_tokens)
+                if finish:
+                    return
+        finally:
+            self.active.discard(req.id)
+
+
+def make_state(scheduler=None, **kw) -> AppState:
+    kw.setdefault("context", 256)
+    return AppState(scheduler=scheduler or FakeScheduler(), tokenizer=FakeTokenizer(),
+                    model_name="fake-model", render_chat=fake_render, **kw)
