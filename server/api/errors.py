@@ -76,29 +76,42 @@ def from_exception(exc: BaseException) -> ApiError:
                     code=code if isinstance(code, str) else None)
 
 
+TYPE_TAGS = {"str", "int", "float", "bool", "list", "dict", "none", "bytes"}
+
+
+def _is_type_tag(part: str) -> bool:
+    # pydantic names union branches in loc ('str', 'list[int]', 'constrained-int', ...)
+    return part in TYPE_TAGS or "[" in part or "-" in part
+
+
 def pydantic_param(loc) -> str | None:
     """('body', 'messages', 0, 'content') -> 'messages[0].content'."""
-    parts = [p for p in loc if p not in ("body",)]
     out = ""
-    for p in parts:
+    for p in loc:
         if isinstance(p, int):
             out += f"[{p}]"
-        elif p.startswith(("function-", "tagged-union", "union[")) or "[" in p:
-            continue    # pydantic's union branch names say nothing to a client
-        else:
+        elif p != "body" and not _is_type_tag(p):
             out += ("." if out else "") + p
     return out or None
 
 
 def validation_error(errors) -> ApiError:
-    """The first pydantic error, as a 400 naming the field."""
-    first = errors[0] if errors else {"loc": (), "msg": "invalid request"}
-    param = pydantic_param(first.get("loc", ()))
-    msg = first.get("msg", "invalid value")
+    """The first pydantic error, as a 400 naming the field; the branches of a union
+    that all failed on that field are listed together."""
+    if not errors:
+        return invalid("Invalid request body")
+    first = errors[0]
     if first.get("type") == "json_invalid":
-        return invalid(f"The request body is not valid JSON: {msg}")
+        return invalid(f"The request body is not valid JSON: {first.get('msg')}")
+    param = pydantic_param(first.get("loc", ()))
+    msgs = []
+    for e in errors:
+        if pydantic_param(e.get("loc", ())) == param and e.get("msg") not in msgs:
+            msgs.append(e.get("msg"))
     where = f"'{param}'" if param else "the request body"
-    return invalid(f"Invalid value for {where}: {msg}", param=param)
+    got = first.get("input")
+    shown = "" if isinstance(got, (dict, list)) else f" (got {got!r:.60})"
+    return invalid(f"Invalid value for {where}{shown}: {'; or '.join(msgs)}", param=param)
 
 
 def install_handlers(app: FastAPI) -> None:
