@@ -127,7 +127,8 @@ def join(rank: int, world: int, master_host: str, master_port: int, timeout_s: f
 def _host(world: int, host: str, port: int, timeout_s: float) -> Link:
     where = address(host, port)
     try:
-        listener = socket.create_server((host, port), backlog=world)
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        listener = socket.create_server((host, port), family=family, backlog=world)
     except OSError as e:
         raise JoinError(f"rank 0: cannot listen on {where}: {e}; is another foldserve "
                         f"using that port, and is {host} an address of this host?") from None
