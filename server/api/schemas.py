@@ -9,7 +9,7 @@ from typing import Annotated, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field
 
-Strict = ConfigDict(strict=True, extra="ignore")
+Strict = ConfigDict(strict=True, extra="ignore", allow_inf_nan=False)
 
 TokenIds = list[Annotated[int, Field(ge=0)]]
 
@@ -30,7 +30,7 @@ class SamplingFields(BaseModel):
     top_p: Annotated[float, Field(gt=0.0, le=1.0)] | None = None
     top_k: Annotated[int, Field(ge=-1)] | None = None          # -1 or 0: off
     min_p: Annotated[float, Field(ge=0.0, le=1.0)] | None = None
-    seed: int | None = None
+    seed: Annotated[int, Field(ge=-2**63, lt=2**64)] | None = None
     stop: str | list[str] | None = None
     stop_token_ids: TokenIds | None = None
     presence_penalty: Annotated[float, Field(ge=-2.0, le=2.0)] | None = None
