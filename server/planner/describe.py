@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 from server.planner.plan import Plan
-from server.planner.units import gib, size
+from server.planner.units import size
 
 _WORDS = ("none", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")
 
@@ -27,19 +27,19 @@ def startup_line(plan: Plan, reserve_bytes: int | None = None) -> str:
         who = "the engine's own" + (f" and {others} more" if others else "")
         whole = plan.pages // plan.floor_pages
         text = (f"{streams_phrase(plan.streams)}, {who} taking {plan.pages} pages of "
-                f"{plan.page_rows} rows ({gib(plan.pages * g.page_bytes)}) as they need them "
+                f"{plan.page_rows} rows ({size(plan.pages * g.page_bytes)}) as they need them "
                 f"(enough for {count(whole)} at a {plan.context}-token window), "
                 f"{size(g.fixed_bytes)} fixed each")
     else:
         each = "in its" if plan.streams == 1 else "each in"
         text = (f"{streams_phrase(plan.streams)}, {each} a whole window of {plan.window_rows} rows "
-                f"({gib(g.window_bytes)}), {size(g.fixed_bytes)} fixed each")
+                f"({size(g.window_bytes)}), {size(g.fixed_bytes)} fixed each")
     if plan.cache_pages:
         text += f", a {size(g.prompt_cache_bytes)} prompt cache ({plan.cache_pages} pages)"
     if reserve_bytes is None:
-        text += f", of a {gib(g.room, 1)} room"
+        text += f", of a {size(g.room, 1)} room"
     else:
-        text += f", of {gib(g.room, 1)} left after a {gib(reserve_bytes, 1)} reserve"
+        text += f", of {size(g.room, 1)} left after a {size(reserve_bytes, 1)} reserve"
     if len(plan.ranks) > 1:
         text += f"; rank {plan.governing} of {len(plan.ranks)} governs"
         if plan.shards_differ:
