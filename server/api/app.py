@@ -18,6 +18,8 @@ def create_app(state: AppState) -> FastAPI:
                   version="0.1.0", redoc_url=None)
     app.state.foldserve = state
     app.state.metrics = metrics = Metrics(state.model_name, state.scheduler.stats)
+    if getattr(state.scheduler, "metrics", False) is None:
+        state.scheduler.metrics = metrics       # queue time is known only to the scheduler
     install_handlers(app)
     for module in (completions, chat, models, health, tokenize):
         app.include_router(module.router)

@@ -30,9 +30,10 @@ class Generation:
     def __init__(self, state, metrics, req: GenRequest, stops: list[str]):
         self.state, self.metrics, self.req = state, metrics, req
         self.stops = stops
-        self.skip_ids = set(req.params.stop_token_ids)
-        if not req.params.ignore_eos:
-            self.skip_ids |= set(req.eos_ids)
+        # eos and stop tokens end the reply without showing up in its text (with
+        # ignore_eos they are ordinary tokens, as the scheduler treats them)
+        self.skip_ids = set() if req.params.ignore_eos else \
+            set(req.eos_ids) | set(req.params.stop_token_ids)
         self.prompt_tokens = len(req.prompt_ids)
         self.cached_tokens = 0
         self.completion_tokens = 0
@@ -67,7 +68,7 @@ class Generation:
                     else:
                         metrics.token_gap(now - last_t)
                     last_t = now
-                    if not (ev.finish_reason == "stop" and ev.token_id in self.skip_ids):
+                    if ev.token_id not in self.skip_ids:
                         text = detok.push(ev.token_id)
                         pending.append((ev.token_id, ev.logprob, ev.top_logprobs))
                 if ev.finish_reason is not None:
@@ -115,12 +116,10 @@ class Generation:
         return Piece(emit, pending, error=err)
 
     def _observe_end(self) -> None:
-        admitted = getattr(self.req, "admitted", None)
-        self.metrics.finished(
+        self.metrics.request_done(
             reason=self.finish or "abort", e2e=time.monotonic() - self.req.arrival,
             prompt_tokens=self.prompt_tokens, cached_tokens=self.cached_tokens,
-            completion_tokens=self.completion_tokens,
-            queue_s=(admitted - self.req.arrival) if isinstance(admitted, (int, float)) else None)
+            completion_tokens=self.completion_tokens)
 
 
 async def _client_gone(request) -> None:

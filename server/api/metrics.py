@@ -1,7 +1,8 @@
 """Prometheus metrics, one registry per app, each under two names: `foldserve:` and the
 `vllm:` name dashboards for vLLM already use (':' is legal in Prometheus names).
 
-Latencies are observed by the request driver; gauges (running, waiting, KV usage) are
+Latencies are observed by the request driver, queue time by the scheduler through the
+`admitted` hook (create_app hands this object to a scheduler whose `metrics` is None); gauges (running, waiting, KV usage) are
 read from scheduler.stats() at scrape time, so they are never stale.
 """
 from __future__ import annotations
@@ -95,16 +96,22 @@ class Metrics:
         self.itl.observe(seconds)
         self.tpot.observe(seconds)
 
-    def finished(self, *, reason: str, e2e: float, prompt_tokens: int, cached_tokens: int,
-                 completion_tokens: int, queue_s: float | None) -> None:
+    def request_done(self, *, reason: str, e2e: float, prompt_tokens: int, cached_tokens: int,
+                     completion_tokens: int) -> None:
+        """From the request driver, once per request, however it ended."""
         self.e2e.observe(e2e)
-        if queue_s is not None:
-            self.queue.observe(queue_s)
         self.prompt_tokens.inc(prompt_tokens)
         self.generation_tokens.inc(completion_tokens)
         self.prefix_queries.inc(prompt_tokens)
         self.prefix_hits.inc(cached_tokens)
         self.success.inc(1, reason)
+
+    # ---- hooks the scheduler calls from its engine thread (Scheduler(metrics=...)) ----
+    def admitted(self, req, queue_s: float, resumed_rows: int = 0) -> None:
+        self.queue.observe(max(0.0, queue_s))
+
+    def finished(self, active, reason: str) -> None:
+        pass    # the request driver observes the end (it also sees stop strings, clients leaving)
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)

@@ -2,7 +2,9 @@
 
 Tokenizer ids: 0 pad, 1 bos, 2 eos, 3..258 = bytes 0..255, 259.. = the word " w<id>".
 The scheduler replies with the bytes of `reply` (cycled), one token per step, so
-multi-byte UTF-8 characters arrive split across tokens.
+multi-byte UTF-8 characters arrive split across tokens. Like server/scheduler.py it ends
+with a separate TokenEvent(None, finish_reason=...); inline_finish=True puts the reason
+on the last token instead (the contract allows both).
 """
 from __future__ import annotations
 
@@ -47,12 +49,14 @@ def fake_render(messages: list[dict]) -> str:
 class FakeScheduler:
     def __init__(self, reply: str = "Hello, wörld! 你好. ", *, delay: float = 0.0,
                  eos_after: int | None = None, fail_after: int | None = None,
-                 cached_tokens: int = 0):
+                 cached_tokens: int = 0, inline_finish: bool = False):
         self.reply = reply.encode("utf-8")
         self.delay = delay
         self.eos_after = eos_after
         self.fail_after = fail_after
         self.cached_tokens = cached_tokens
+        self.inline_finish = inline_finish
+        self.metrics = None             # create_app wires its Metrics in here
         self.cancelled: list[str] = []
         self.started: list = []
         self.active: set[str] = set()
@@ -74,6 +78,8 @@ class FakeScheduler:
     async def generate(self, req):
         self.started.append(req)
         self.active.add(req.id)
+        if self.metrics is not None:
+            self.metrics.admitted(req, 0.002, 0)
         p = req.params
         try:
             for i in range(p.max_tokens):
@@ -95,10 +101,12 @@ class FakeScheduler:
                     tok = BYTE0 + self.reply[i % len(self.reply)]
                     finish = "length" if last else None
                 top = tuple((tok + k, -0.5 - k) for k in range(p.logprobs or 0))
-                yield TokenEvent(tok, logprob=-0.5, top_logprobs=top, finish_reason=finish,
-                                 prompt_tokens=len(req.prompt_ids),
-                                 cached_tokens=self.cached_tokens)
+                n, c = len(req.prompt_ids), self.cached_tokens
+                yield TokenEvent(tok, logprob=-0.5, top_logprobs=top, prompt_tokens=n,
+                                 cached_tokens=c, finish_reason=finish if self.inline_finish else None)
                 if finish:
+                    if not self.inline_finish:
+                        yield TokenEvent(None, finish_reason=finish, prompt_tokens=n, cached_tokens=c)
                     return
         finally:
             self.active.discard(req.id)

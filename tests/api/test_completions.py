@@ -1,6 +1,8 @@
 """/v1/completions: whole and streamed replies, usage, stops, logprobs."""
 import json
 
+import pytest
+
 from api_fakes import BOS, BYTE0, FakeScheduler, make_state
 from server.api import create_app
 from fastapi.testclient import TestClient
@@ -94,13 +96,25 @@ def test_stop_string_streamed_holds_back_partial_match(client, sched):
     assert events[-1]["choices"][0]["finish_reason"] == "stop"
 
 
-def test_eos_finishes_with_stop_and_no_eos_text():
-    sched = FakeScheduler(eos_after=3)
+@pytest.mark.parametrize("inline_finish", [False, True])
+def test_eos_finishes_with_stop_and_no_eos_text(inline_finish):
+    sched = FakeScheduler(eos_after=3, inline_finish=inline_finish)
     with TestClient(create_app(make_state(sched))) as c:
         body = c.post("/v1/completions", json={"prompt": "x", "max_tokens": 10}).json()
-    assert body["choices"][0] == {"index": 0, "text": "Hel", "finish_reason": "stop",
-                                  "logprobs": None}
-    assert body["usage"]["completion_tokens"] == 4
+        assert body["choices"][0] == {"index": 0, "text": "Hel", "finish_reason": "stop",
+                                      "logprobs": None}
+        assert body["usage"]["completion_tokens"] == 4
+        r = c.post("/v1/completions", json={"prompt": "x", "max_tokens": 10, "stream": True})
+        events = sse_events(r)
+        assert "".join(e["choices"][0]["text"] for e in events) == "Hel"
+        assert events[-1]["choices"][0]["finish_reason"] == "stop"
+
+
+def test_inline_finish_on_the_last_token():
+    sched = FakeScheduler(inline_finish=True)
+    with TestClient(create_app(make_state(sched))) as c:
+        body = c.post("/v1/completions", json={"prompt": "x", "max_tokens": 5}).json()
+    assert body["choices"][0]["text"] == "Hello" and body["usage"]["completion_tokens"] == 5
 
 
 def test_logprobs_shape(client, sched):

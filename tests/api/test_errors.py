@@ -161,3 +161,13 @@ def test_queue_full_and_rank_lost_are_503s():
         sched.state["ranks_ok"] = False
         err = error_of(c.post(CHAT, json={"messages": MSGS}), 503)
         assert err["code"] == "rank_lost"
+
+
+def test_planner_refusal_reaches_the_client_as_is():
+    from server.planner.admission import Refused
+    sched = FakeScheduler()
+    sched.check_error = Refused("context_length_exceeded", "needs 9 pages; a stream holds 8")
+    with TestClient(create_app(make_state(sched))) as c:
+        err = error_of(c.post(COMP, json={"prompt": "x"}), 400)
+    assert err["code"] == "context_length_exceeded"
+    assert err["message"] == "needs 9 pages; a stream holds 8"

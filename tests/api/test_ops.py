@@ -49,7 +49,7 @@ def test_metrics_both_families():
         assert metric(text, f"{fam}:num_requests_running") == 0
         assert metric(text, f"{fam}:num_requests_waiting") == 0
         assert abs(metric(text, f"{fam}:kv_cache_usage_perc") - 4 / 64) < 1e-9
-        assert f"# TYPE {fam}:request_queue_time_seconds histogram" in text
+        assert metric(text, f"{fam}:request_queue_time_seconds_count") == 2
     assert metric(text, "vllm:time_per_output_token_seconds_count") == 6
     assert 'finished_reason="length"' in text and 'model_name="fake-model"' in text
 
