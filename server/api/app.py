@@ -10,6 +10,7 @@ from .auth import BearerAuth
 from .bodylimit import BodyLimit
 from .errors import install_handlers
 from .metrics import Metrics
+from .openapi import install_openapi
 from .state import AppState
 
 
@@ -27,6 +28,8 @@ def create_app(state: AppState) -> FastAPI:
     @app.get("/metrics", include_in_schema=False)
     async def prometheus():
         return Response(metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
+
+    install_openapi(app)
 
     # outermost first: the key is checked before a large body is read
     app.add_middleware(BodyLimit, max_bytes=state.max_body_bytes)

@@ -78,3 +78,11 @@ def test_startup_lines():
     assert exposure_warning("::1", None) is None
     assert "--api-key" in exposure_warning("0.0.0.0", None)
     assert exposure_warning("0.0.0.0", "k") is None
+
+
+def test_openapi_documents_the_bodies(client):
+    doc = client.get("/openapi.json").json()
+    ref = doc["paths"]["/v1/chat/completions"]["post"]["requestBody"]["content"]["application/json"]
+    assert ref["schema"]["$ref"] == "#/components/schemas/ChatRequest"
+    assert "temperature" in doc["components"]["schemas"]["ChatRequest"]["properties"]
+    assert "Message" in doc["components"]["schemas"]
