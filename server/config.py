@@ -17,6 +17,8 @@ class Env:
     kv_poison: bool = False         # TF_KV_POISON=1: NaN-fill pages before use
     room_gib: float | None = None   # TF_ROOM_GIB: cap on the room a rank reports
     model: str | None = None        # FOLDSERVE_MODEL: default model path
+    torchrun: dict = field(default_factory=dict)  # RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT as set
+    local_rank: int | None = None   # LOCAL_RANK: which GPU of this host (else the rank)
 
     @staticmethod
     def read(environ: dict | None = None) -> "Env":
@@ -35,8 +37,21 @@ class Env:
             raise ConfigError(f"TF_ROOM_GIB={room!r} is not a number of GiB") from None
         if room_gib is not None and room_gib <= 0:
             raise ConfigError(f"TF_ROOM_GIB={room!r} must be positive")
+        torchrun = {k: e[k] for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT") if e.get(k)}
+        local = e.get("LOCAL_RANK")
+        try:
+            local_rank = int(local) if local not in (None, "") else None
+        except ValueError:
+            raise ConfigError(f"LOCAL_RANK={local!r} is not an integer") from None
         return Env(kv_pages=pages, kv_poison=poison_raw == "1", room_gib=room_gib,
-                   model=e.get("FOLDSERVE_MODEL") or None)
+                   model=e.get("FOLDSERVE_MODEL") or None, torchrun=torchrun,
+                   local_rank=local_rank)
+
+    @property
+    def kv_pages_static(self) -> str:
+        """TF_KV_PAGES as far as it resolves before planning: on, off, or auto (rank 0's plan
+        decides auto from the rooms). `all` is `on`; `0` is `off`."""
+        return {"all": "on", "0": "off"}.get(self.kv_pages, self.kv_pages)
 
 
 @dataclass(frozen=True)

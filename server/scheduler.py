@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from server.engine.sampler import SamplerState, sample
 from server.requests import GenRequest, TokenEvent
-from server.ranks.steps import BeginStep, Chunk, CopyStep, EndStep, RoundStep
+from server.ranks.steps import Chunk, RoundStep
 
 log = logging.getLogger("foldserve")
 
@@ -76,6 +76,7 @@ class Scheduler:
         self.driver.close()
 
     def check(self, prompt_len: int, max_tokens: int) -> None:
+        """Raise planner.admission.Refused (code, message, status 400) for what can never fit."""
         self.adm.check(prompt_len, max_tokens)
 
     async def generate(self, req: GenRequest):
@@ -103,10 +104,12 @@ class Scheduler:
         self.inbox.put(("cancel", req_id))
 
     def stats(self) -> dict:
-        a = self.adm.stats()
+        pool = self.adm.pool
         return {"ranks": self.driver.ranks, "ranks_ok": self.driver.ok and self.error is None,
-                "streams_busy": len(self.active), "queue": len(self.waiting),
-                "context": self.context, "rounds": self.rounds, **a}
+                "streams_busy": len(self.active), "streams_total": self.adm.streams,
+                "queue": len(self.waiting), "context": self.context, "rounds": self.rounds,
+                "pages_total": pool.total, "pages_free": pool.free, "pages_kept": pool.kept,
+                "paged": self.adm.paged, "error": self.error}
 
     # ---- engine thread ----
     def _emit(self, req_id: str, ev: TokenEvent) -> None:
@@ -171,7 +174,7 @@ class Scheduler:
 
     def _submit(self, req: GenRequest):
         try:
-            self.adm.submit(req.id, req.prompt_ids, req.params.max_tokens)
+            self.adm.request(req.id, req.prompt_ids, req.params.max_tokens)
         except Exception as e:
             self._emit(req.id, TokenEvent(None, finish_reason="error", error=str(e),
                                           error_code=getattr(e, "status", 400)))
@@ -181,7 +184,7 @@ class Scheduler:
     def _cancel(self, req_id: str):
         if req_id in self.waiting:
             self.waiting.pop(req_id)
-            self.adm.cancel(req_id)
+            self._run_all(self.adm.cancel(req_id))
             self._emit(req_id, TokenEvent(None, finish_reason="abort"))
         elif req_id in self.active:
             self._finish(self.active[req_id], "abort")
@@ -192,12 +195,14 @@ class Scheduler:
             a = Active(req, g.stream, tuple(g.page_ids), g.resumed_rows,
                        SamplerState(req.params, req.prompt_ids, self.seed_salt),
                        cached=g.resumed_rows, admitted_at=time.monotonic())
-            self.driver.run(BeginStep(g.stream, a.page_ids, g.kept_pages))
-            if g.copy_pages:                 # windows: restore the kept prefix's rows
-                self.driver.run(CopyStep(g.stream, tuple(g.copy_pages), g.resumed_rows, False))
+            self._run_all(g.steps())         # BeginStep (+ CopyStep restoring a kept prefix)
             self.active[req.id] = a
             if self.metrics:
                 self.metrics.admitted(req, a.admitted_at - req.arrival, g.resumed_rows)
+
+    def _run_all(self, steps):
+        for st in steps:
+            self.driver.run(st)
 
     def _round(self):
         budget = self.token_budget
@@ -243,9 +248,10 @@ class Scheduler:
 
     def _finish(self, a: Active, reason: str):
         self.active.pop(a.req.id, None)
-        # rows written: every fed token (the last sampled token was never fed)
-        self.adm.finish(a.req.id, a.ids[: a.fed], aborted=reason == "abort")
-        self.driver.run(EndStep(a.stream))
+        if reason == "abort":                # nothing kept from a request that was cut off
+            self._run_all(self.adm.cancel(a.req.id))
+        else:                                # rows written: every fed token (the last sampled one never was)
+            self._run_all(self.adm.finish(a.req.id, a.ids[: a.fed]))
         self._emit(a.req.id, TokenEvent(None, finish_reason=reason,
                                         prompt_tokens=len(a.req.prompt_ids), cached_tokens=a.cached))
         if self.metrics:

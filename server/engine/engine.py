@@ -33,13 +33,16 @@ class Engine:
         self.spec, self.tp, self.rank, self.device = spec, tp, rank, device
         self.xp = array_module(device)
         self.shard = shard_for(spec.n_heads, spec.n_kv_heads, spec.d_ff, tp, rank)
-        self.kv_dtype = kv_dtype or (np.float32 if device == "cpu" else self.xp.bfloat16)
-        wdt = weight_dtype or self.kv_dtype
         if device == "cpu":
+            self.kv_dtype = kv_dtype or np.float32
             to_dev = lambda a: np.ascontiguousarray(a, dtype=np.float32)
         else:
+            # cupy 14.2 has no cupy.bfloat16 (checked on the H200): bf16 is ml_dtypes' type,
+            # converted by our own kernel (round to nearest even)
+            from kernels.common_cuda import BF16, as_bf16
+            self.kv_dtype = kv_dtype or BF16
             xp = self.xp
-            to_dev = lambda a: xp.asarray(np.ascontiguousarray(a, dtype=np.float32)).astype(wdt)
+            to_dev = lambda a: as_bf16(xp.asarray(np.ascontiguousarray(a, dtype=np.float32)))
         self.weights = shard_weights(spec, get_tensor, self.shard, to_dev)
         inv = rope.inv_freq(spec.head_dim, spec.rope_theta, spec.rope_scaling)
         self.model = Model(spec, self.weights, inv if device == "cpu" else self.xp.asarray(inv),

@@ -41,15 +41,18 @@ class KVStore:
     def poison(self, stream: int, page_ids, kept: int) -> None:
         """NaN into what a stream is about to use, past its kept prefix."""
         nan = float("nan")
+        K, V = self.K, self.V
+        if K.dtype.itemsize == 2:           # bf16/fp16 on the GPU: 0x7FC0 is NaN in both
+            nan, K, V = 0x7FC0, K.view(self.xp.uint16), V.view(self.xp.uint16)
         if self.paged:
             fresh = list(page_ids[kept:])
             if fresh:
                 idx = self.xp.asarray(fresh)
-                self.K[:, idx] = nan
-                self.V[:, idx] = nan
+                K[:, idx] = nan
+                V[:, idx] = nan
         else:
-            self.K[:, stream] = nan
-            self.V[:, stream] = nan
+            K[:, stream] = nan
+            V[:, stream] = nan
 
     def copy_window_pages(self, stream: int, page_ids, rows: int, to_pages: bool) -> None:
         """Prompt cache on windows: window rows [0, rows) <-> cache pages, page by page."""

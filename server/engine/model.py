@@ -8,7 +8,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from kernels import ops
+
+
+@dataclass
+class Rows:
+    """One round's rows: chunk c covers rows spans[c] of the round's [T, ...] arrays."""
+    chunks: list           # [(table, page_rows, start, token_ids, want_logits)]
+    spans: list            # [(a, b)]
+    ids: object            # [T] int32 token ids
+    pos: object            # [T] int32 positions
+    sel: object            # [n_wanted] int32 rows whose logits are returned, or None
+    dev: object = None     # GPU: kernels.attention_cuda.RoundMap (tables, slots, tiles)
 
 
 @dataclass
@@ -40,19 +53,43 @@ class Model:
         self.spec, self.w, self.inv, self.xp = spec, weights, inv_freq, xp
         self.all_reduce = all_reduce          # None at TP=1
         self.scale = spec.head_dim ** -0.5
+        self.graphs = None
+        if xp is not np:                                 # decode rounds replay CUDA graphs
+            from server.engine.graphs import DecodeGraphs
+            self.graphs = DecodeGraphs(self)
 
     def forward(self, chunks, kv) -> object:
         """chunks: [(table, page_rows, start, token_ids, want_logits)] over `kv` (a KVStore view
         with k(layer), v(layer) pools). Returns logits [n_wanted, vocab] (float32)."""
-        xp, w, s = self.xp, self.w, self.spec
-        hd, nq, nkv = s.head_dim, w.nq, w.nkv
-        ids = xp.asarray([t for c in chunks for t in c[3]], dtype=xp.int32)
-        pos = xp.asarray([c[2] + i for c in chunks for i in range(len(c[3]))], dtype=xp.int32)
+        if self.graphs is not None:
+            logits = self.graphs.run(chunks, kv)       # decode rounds: CUDA graph replay
+            if logits is not NotImplemented:
+                return logits
+        return self.run(self.rows(chunks), kv)
+
+    def rows(self, chunks, width=None) -> Rows:
+        """The round's row description: host lists, and device arrays on the GPU."""
+        xp = self.xp
         spans, o = [], 0                                   # rows of each chunk in the round
         for c in chunks:
             spans.append((o, o + len(c[3])))
             o += len(c[3])
-        h = w.embed[ids]                                   # h: [T, d]
+        ids = xp.asarray([t for c in chunks for t in c[3]], dtype=xp.int32)
+        pos = xp.asarray([c[2] + i for c in chunks for i in range(len(c[3]))], dtype=xp.int32)
+        want = [b - 1 for (a, b), c in zip(spans, chunks) if c[4]]
+        sel = xp.asarray(want, dtype=xp.int32) if want else None
+        dev = None
+        if xp is not np:
+            from kernels.attention_cuda import round_map
+            dev = round_map(chunks, self.spec.n_heads // self.spec.n_kv_heads, pos, width)
+        return Rows(list(chunks), spans, ids, pos, sel, dev)
+
+    def run(self, r: Rows, kv):
+        """The forward over a prepared round; device work only (CUDA graphs capture this)."""
+        xp, w, s = self.xp, self.w, self.spec
+        hd, nq, nkv = s.head_dim, w.nq, w.nkv
+        pos = r.pos
+        h = ops.embed(w.embed, r.ids)                      # h: [T, d] float32
         out = None
         for li, L in enumerate(w.layers):
             if out is None:
@@ -63,18 +100,15 @@ class Model:
             T = qkv.shape[0]
             q = qkv[:, : nq * hd].reshape(T, nq, hd)
             k = qkv[:, nq * hd:(nq + nkv) * hd].reshape(T, nkv, hd)
-            v = xp.ascontiguousarray(qkv[:, (nq + nkv) * hd:].reshape(T, nkv, hd))
+            v = qkv[:, (nq + nkv) * hd:].reshape(T, nkv, hd)
             if L.q_norm is not None:
                 q = ops.rms_norm(q.reshape(-1, hd), L.q_norm, s.rms_eps).reshape(T, nq, hd)
                 k = ops.rms_norm(k.reshape(-1, hd), L.k_norm, s.rms_eps).reshape(T, nkv, hd)
-            q = ops.apply_rope(xp.ascontiguousarray(q), pos, self.inv)
-            k = ops.apply_rope(xp.ascontiguousarray(k), pos, self.inv)
-            kp, vp = kv.k(li), kv.v(li)
-            att = xp.empty((T, nq, hd), dtype=q.dtype)
-            for (a, b), c in zip(spans, chunks):
-                table, prow, start = c[0], c[1], c[2]
-                ops.write_kv(kp, vp, table, prow, start, k[a:b], v[a:b])
-                att[a:b] = ops.attend(q[a:b], kp, vp, table, prow, start, self.scale)
+            if xp is np:                                   # the GPU kernels read strided rows
+                q, k, v = (np.ascontiguousarray(a) for a in (q, k, v))
+            q = ops.apply_rope(q, pos, self.inv)
+            k = ops.apply_rope(k, pos, self.inv)
+            att = ops.write_and_attend(q, k, v, kv.k(li), kv.v(li), r, self.scale)
             out = ops.linear(att.reshape(T, nq * hd), L.wo)   # [T, d] (partial under TP)
             if self.all_reduce is not None:
                 out = self.all_reduce(out)
@@ -83,9 +117,7 @@ class Model:
             out = ops.linear(ops.silu_mul(gu[:, : w.ff], gu[:, w.ff:]), L.wdown)
             if self.all_reduce is not None:
                 out = self.all_reduce(out)
-        rows = [b - 1 for (a, b), c in zip(spans, chunks) if c[4]]
-        if not rows:
+        if r.sel is None:
             return None
-        sel = xp.asarray(rows, dtype=xp.int32)
-        x = ops.rms_norm(out[sel] + h[sel], w.norm, s.rms_eps)
+        x = ops.rms_norm(out[r.sel] + h[r.sel], w.norm, s.rms_eps)
         return ops.linear(x, w.lm_head)                    # [n_wanted, vocab]

