@@ -15,8 +15,12 @@ class LocalDriver:
     def run(self, step):
         return self.engine.apply(step)
 
-    def close(self):
+    def check(self):
         pass
+
+    def close(self):
+        from server.ranks.steps import StopStep
+        self.engine.apply(StopStep(0))
 
 
 class RankDriver:
@@ -33,11 +37,18 @@ class RankDriver:
             self.ok = False
             raise
 
+    def check(self):
+        """Raise RankLost if a follower is gone (called by the engine thread while idle)."""
+        try:
+            self.comm.check_peers()
+        except Exception:
+            self.ok = False
+            raise
+
     def close(self):
         from server.ranks.steps import StopStep
         if self.ok:
             try:
-                self.comm.broadcast_step(pack(StopStep(0)))
+                self.run(StopStep(0))
             except Exception:
                 pass
-        self.comm.close()

@@ -136,6 +136,7 @@ class Scheduler:
                     self._round()
                 elif not self.waiting:
                     self.adm.check_integrity()
+                    self.driver.check()          # a follower gone while idle is noticed now
         except Exception as e:               # a rank is gone, or a bug: nobody hangs
             log.exception("engine loop stopped")
             self.error = f"the engine stopped: {e}; restart the ranks"

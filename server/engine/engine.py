@@ -2,6 +2,7 @@
 entry point through which every rank (rank 0 and the followers alike) runs Steps."""
 from __future__ import annotations
 
+import hashlib
 import logging
 
 import numpy as np
@@ -50,6 +51,10 @@ class Engine:
         self.kv: KVStore | None = None
         self.tables: dict[int, tuple] = {}
         self.pool: PoolStep | None = None
+        # every table this rank mapped, chained: equal on every rank when followers map the
+        # ids rank 0 names (logged at StopStep, compared by the multi-rank tests)
+        self.table_digest = hashlib.sha256()
+        self.tables_mapped = 0
 
     # bytes of one token's K and V rows on this shard, all layers
     @property
@@ -67,6 +72,8 @@ class Engine:
             return self.round(step)
         if isinstance(step, BeginStep):
             self.tables[step.stream] = step.page_ids
+            self.tables_mapped += 1
+            self.table_digest.update(repr((step.stream, step.page_ids, step.kept)).encode())
             if self.pool.poison:
                 self.kv.poison(step.stream, step.page_ids, step.kept)
         elif isinstance(step, EndStep):
@@ -76,10 +83,14 @@ class Engine:
         elif isinstance(step, CopyStep):
             self.kv.copy_window_pages(step.stream, step.page_ids, step.rows, step.to_pages)
         elif isinstance(step, StopStep):
-            pass
+            log.info("%s", self.table_report())
         else:
             raise TypeError(f"not a step: {step!r}")
         return None
+
+    def table_report(self) -> str:
+        return (f"rank {self.rank}: {self.tables_mapped} tables mapped, digest "
+                f"{self.table_digest.hexdigest()[:16]}, {len(self.tables)} open")
 
     def make_pool(self, step: PoolStep) -> None:
         mine = self.page_bytes(step.page_rows)
