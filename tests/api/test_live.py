@@ -111,3 +111,24 @@ def test_metrics_after_live_traffic(live):
     text = httpx.get(url + "/metrics").text
     assert "vllm:time_to_first_token_seconds_bucket" in text
     assert "foldserve:e2e_request_latency_seconds_count" in text
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_client_leaving_a_real_server_cancels(live, stream):
+    url, sched = live
+    seen = len(sched.started)
+    body = {"prompt": "x", "max_tokens": 3000, "stream": stream}
+    with httpx.Client(timeout=httpx.Timeout(0.3, connect=5)) as c:
+        if stream:      # read one chunk, then hang up
+            with c.stream("POST", url + "/v1/completions", json=body,
+                          headers={"Authorization": "Bearer k"}) as r:
+                next(r.iter_bytes())
+        else:           # nothing comes for 3 s: the read times out and the client hangs up
+            with pytest.raises(httpx.ReadTimeout):
+                c.post(url + "/v1/completions", json=body, headers={"Authorization": "Bearer k"})
+    req = sched.started[seen]
+    deadline = time.time() + 3
+    while req.id not in sched.cancelled:
+        assert time.time() < deadline, "the scheduler never heard cancel()"
+        time.sleep(0.02)
+    assert req.id not in sched.active
