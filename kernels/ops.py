@@ -19,6 +19,11 @@ def _gpu(module):
     return importlib.import_module(f"kernels.{module}_cuda")
 
 
+def embed(table, ids):
+    # table: [vocab, d] -> [T, d] float32
+    return table[ids] if _cpu(table) else _gpu("common").rows_of(table, ids)
+
+
 def linear(x, w, bias=None):
     return matmul.ref(x, w, bias) if _cpu(x) else _gpu("matmul").cuda(x, w, bias)
 
@@ -50,3 +55,16 @@ def attend(q, k_pool, v_pool, table, page_rows, start, scale):
     if _cpu(q):
         return attention.ref(q, k_pool, v_pool, table, page_rows, start, scale)
     return _gpu("attention").cuda(q, k_pool, v_pool, table, page_rows, start, scale)
+
+
+def write_and_attend(q, k, v, k_pool, v_pool, rows, scale):
+    """A round's KV writes and attention: rows.spans/rows.chunks on the CPU (chunk by chunk,
+    write then attend), rows.dev (a RoundMap: one launch each for all chunks) on the GPU."""
+    if _cpu(q):
+        out = np.empty(q.shape, dtype=q.dtype)
+        for (a, b), c in zip(rows.spans, rows.chunks):
+            kv_write.ref(k_pool, v_pool, c[0], c[1], c[2], k[a:b], v[a:b])
+            out[a:b] = attention.ref(q[a:b], k_pool, v_pool, c[0], c[1], c[2], scale)
+        return out
+    _gpu("kv_write").cuda_round(k_pool, v_pool, rows.dev, k, v)
+    return _gpu("attention").cuda_round(q, k_pool, v_pool, rows.dev, scale)

@@ -1,0 +1,91 @@
+"""Shared pieces of the CUDA forms: bf16 <-> f32 in device code, run-time compilation for
+the device's own SM (cupy/NVRTC picks the arch of the current device; none is named here).
+
+bf16 is stored as raw 16-bit words (`bf16` below); arithmetic is always float32.
+"""
+from __future__ import annotations
+
+import cupy as cp
+
+BF16 = getattr(cp, "bfloat16", None)
+if BF16 is None:                                   # cupy < 14: the ml_dtypes type
+    import ml_dtypes
+    BF16 = ml_dtypes.bfloat16
+
+HEADER = r"""
+typedef unsigned short bf16;
+#define FULL 0xffffffffu
+__device__ __forceinline__ float b2f(bf16 x) { return __uint_as_float(((unsigned)x) << 16); }
+__device__ __forceinline__ bf16 f2b(float f) {           // round to nearest even, NaN kept
+    unsigned u = __float_as_uint(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (bf16)0x7fc0;
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (bf16)(u >> 16);
+}
+__device__ __forceinline__ float warp_sum(float v) {
+    for (int o = 16; o; o >>= 1) v += __shfl_xor_sync(FULL, v, o);
+    return v;
+}
+__device__ __forceinline__ float warp_max(float v) {
+    for (int o = 16; o; o >>= 1) v = fmaxf(v, __shfl_xor_sync(FULL, v, o));
+    return v;
+}
+"""
+
+_cache: dict = {}
+
+
+def kernel(src: str, name: str, defines: tuple = ()):
+    key = (src, name, defines)
+    if key not in _cache:
+        opts = ("--std=c++14",) + tuple(f"-D{d}" for d in defines)
+        _cache[key] = cp.RawModule(code=HEADER + src, options=opts).get_function(name)
+    return _cache[key]
+
+
+def grid(n: int, threads: int = 256) -> tuple:
+    return (min((n + threads - 1) // threads, 65535),)
+
+
+_CONVERT = r"""
+extern "C" __global__ void f32_to_bf16(const float* x, bf16* y, long long n) {
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+         i += (long long)gridDim.x * blockDim.x) y[i] = f2b(x[i]);
+}
+"""
+
+
+def as_bf16(x):
+    """x as a contiguous bf16 array (converted by round-to-nearest-even when float32)."""
+    if x.dtype == BF16:
+        return cp.ascontiguousarray(x)
+    x = cp.ascontiguousarray(x, dtype=cp.float32)
+    y = cp.empty(x.shape, dtype=BF16)
+    kernel(_CONVERT, "f32_to_bf16")(grid(x.size), (256,), (x, y, cp.int64(x.size)))
+    return y
+
+
+_WIDEN = r"""
+extern "C" __global__ void bf16_to_f32(const bf16* x, float* y, long long n) {
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+         i += (long long)gridDim.x * blockDim.x) y[i] = b2f(x[i]);
+}
+"""
+
+
+def as_f32(x):
+    """x as a contiguous float32 array (bf16 widened exactly)."""
+    if x.dtype != BF16:
+        return cp.ascontiguousarray(x, dtype=cp.float32)
+    x = cp.ascontiguousarray(x)
+    y = cp.empty(x.shape, dtype=cp.float32)
+    if x.size:
+        kernel(_WIDEN, "bf16_to_f32")(grid(x.size), (256,), (x, y, cp.int64(x.size)))
+    return y
+
+
+def rows_of(table, ids):
+    """table[ids] for a bf16 table, gathered as 16-bit words, widened to float32."""
+    if table.dtype != BF16:
+        return table[ids]
+    return as_f32(table.view(cp.uint16)[ids].view(BF16))

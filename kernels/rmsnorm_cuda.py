@@ -1,0 +1,60 @@
+"""RMSNorm (and add + RMSNorm in one pass) on the GPU: one block a row, float32 sums in a
+fixed order (so a row's result never depends on the other rows), bf16 output for the GEMM."""
+from __future__ import annotations
+
+import cupy as cp
+
+from kernels.common_cuda import BF16, as_f32, kernel
+
+_SRC = r"""
+extern "C" __global__ void rmsnorm(const float* x, const float* res, float* hout,
+                                   const bf16* w, bf16* out, int D, float eps) {
+    __shared__ float red[32];
+    const long long base = (long long)blockIdx.x * D;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    float ss = 0.f;
+    for (int i = threadIdx.x; i < D; i += blockDim.x) {
+        float v = x[base + i];
+        if (res) { v += res[base + i]; hout[base + i] = v; }
+        ss += v * v;
+    }
+    ss = warp_sum(ss);
+    if (lane == 0) red[warp] = ss;
+    __syncthreads();
+    if (warp == 0) {
+        float t = lane < nw ? red[lane] : 0.f;
+        t = warp_sum(t);
+        if (lane == 0) red[0] = t;
+    }
+    __syncthreads();
+    const float r = 1.0f / sqrtf(red[0] / (float)D + eps);
+    for (int i = threadIdx.x; i < D; i += blockDim.x) {
+        float v = res ? hout[base + i] : x[base + i];
+        out[base + i] = f2b((v * r) * b2f(w[i]));
+    }
+}
+"""
+
+
+def _run(x, res, w, eps):
+    shape = x.shape
+    x = as_f32(x).reshape(-1, shape[-1])
+    M, D = x.shape
+    out = cp.empty((M, D), dtype=BF16)
+    h = cp.empty((M, D), dtype=cp.float32) if res is not None else None
+    if res is not None:
+        res = as_f32(res).reshape(M, D)
+    threads = min(256, (D + 31) // 32 * 32)
+    if M:
+        kernel(_SRC, "rmsnorm")((M,), (threads,), (x, res, h, w, out, cp.int32(D), cp.float32(eps)))
+    return out.reshape(shape), None if h is None else h.reshape(shape)
+
+
+def cuda(x, w, eps):
+    # x: [M, D] float32 (or bf16), w: [D] bf16 -> [M, D] bf16
+    return _run(x, None, w, eps)[0]
+
+
+def add_cuda(x, residual, w, eps):
+    # returns (rmsnorm(x + residual) [M, D] bf16, x + residual [M, D] float32)
+    return _run(x, residual, w, eps)

@@ -1,0 +1,34 @@
+"""silu(gate) * up on the GPU, reading gate and up from the fused gate|up GEMM output
+(any row stride), writing bf16 [M, F] for the down projection."""
+from __future__ import annotations
+
+import cupy as cp
+
+from kernels.common_cuda import BF16, grid, kernel
+
+_SRC = r"""
+extern "C" __global__ void swiglu(const float* g, const float* u, long long rs, bf16* out,
+                                  int M, int F) {
+    const long long n = (long long)M * F;
+    for (long long idx = blockIdx.x * (long long)blockDim.x + threadIdx.x; idx < n;
+         idx += (long long)gridDim.x * blockDim.x) {
+        const long long m = idx / F; const int f = idx % F;
+        const float a = g[m * rs + f], b = u[m * rs + f];
+        out[idx] = f2b(a / (1.0f + expf(-a)) * b);
+    }
+}
+"""
+
+
+def cuda(gate, up):
+    # gate, up: [M, F] float32 with unit column stride and equal row strides -> [M, F] bf16
+    ok = (gate.dtype == up.dtype == cp.float32 and gate.strides == up.strides
+          and gate.strides[1] == 4)
+    if not ok:
+        gate, up = cp.ascontiguousarray(gate, cp.float32), cp.ascontiguousarray(up, cp.float32)
+    M, F = gate.shape
+    out = cp.empty((M, F), dtype=BF16)
+    if M * F:
+        kernel(_SRC, "swiglu")(grid(M * F), (256,), (gate, up, cp.int64(gate.strides[0] // 4),
+                                                    out, cp.int32(M), cp.int32(F)))
+    return out

@@ -1,0 +1,148 @@
+"""Each CUDA kernel against a float64 numpy reference, fresh random inputs, outputs poisoned
+first. float32 outputs: < 1e-5 relative; bf16 outputs: < 1e-2."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests.gpu.conftest import bf16_round, poison_pool, rel
+
+rng = np.random.default_rng()
+
+
+def dev_bf16(a):
+    import cupy as cp
+    from kernels.common_cuda import as_bf16
+    return as_bf16(cp.asarray(bf16_round(a)))
+
+
+def host(a):
+    from kernels.common_cuda import as_f32
+    return as_f32(a).get()
+
+
+@pytest.mark.parametrize("M,D", [(1, 576), (7, 4096), (33, 64)])
+def test_rmsnorm_and_add(M, D):
+    import cupy as cp
+    from kernels import rmsnorm_cuda
+    x = rng.standard_normal((M, D)).astype(np.float32)
+    r = rng.standard_normal((M, D)).astype(np.float32)
+    w = bf16_round(1 + 0.1 * rng.standard_normal(D).astype(np.float32))
+    eps = 1e-5
+
+    def ref(h):
+        h = h.astype(np.float64)
+        return h / np.sqrt((h * h).mean(-1, keepdims=True) + eps) * w
+    poison_pool()
+    out = rmsnorm_cuda.cuda(cp.asarray(x), dev_bf16(w), eps)
+    assert rel(host(out), ref(x)) < 1e-2
+    poison_pool()
+    out, h = rmsnorm_cuda.add_cuda(cp.asarray(x), cp.asarray(r), dev_bf16(w), eps)
+    assert rel(host(h), x.astype(np.float64) + r) < 1e-5
+    assert rel(host(out), ref(x + r)) < 1e-2
+
+
+@pytest.mark.parametrize("M,H,hd", [(1, 32, 128), (19, 3, 64)])
+def test_rope(M, H, hd):
+    import cupy as cp
+    from kernels import rope, rope_cuda
+    x = rng.standard_normal((M, H, hd)).astype(np.float32)
+    pos = rng.integers(0, 4000, M).astype(np.int32)
+    inv = rope.inv_freq(hd, 500000.0, (8.0, 1.0, 4.0, 8192))
+    poison_pool()
+    out = host(rope_cuda.cuda(cp.asarray(x), cp.asarray(pos), cp.asarray(inv)))
+    f = pos.astype(np.float32)[:, None] * inv[None, :]     # the float32 angle, as the model defines it
+    c, s = np.cos(f.astype(np.float64))[:, None], np.sin(f.astype(np.float64))[:, None]
+    x64 = x.astype(np.float64)
+    ref = np.concatenate([x64[..., :hd // 2] * c - x64[..., hd // 2:] * s,
+                          x64[..., hd // 2:] * c + x64[..., :hd // 2] * s], -1)
+    assert rel(out, ref) < 1e-5
+
+
+def test_swiglu_strided():
+    import cupy as cp
+    from kernels import swiglu_cuda
+    M, F = 9, 1536
+    gu = rng.standard_normal((M, 2 * F)).astype(np.float32) * 3
+    g = cp.asarray(gu)
+    poison_pool()
+    out = host(swiglu_cuda.cuda(g[:, :F], g[:, F:]))
+    a, b = gu[:, :F].astype(np.float64), gu[:, F:].astype(np.float64)
+    assert rel(out, a / (1 + np.exp(-a)) * b) < 1e-2
+
+
+@pytest.mark.parametrize("M,K,N", [(1, 576, 1728), (17, 4096, 1024), (64, 1536, 576)])
+def test_matmul_fp32_accumulation(M, K, N):
+    import cupy as cp
+    from kernels import matmul_cuda
+    x = bf16_round(rng.standard_normal((M, K)).astype(np.float32))
+    w = bf16_round(rng.standard_normal((K, N)).astype(np.float32) * 0.02)
+    poison_pool()
+    out = host(matmul_cuda.cuda(dev_bf16(x), dev_bf16(w)))
+    assert rel(out, x.astype(np.float64) @ w.astype(np.float64)) < 1e-5
+
+
+@pytest.mark.parametrize("K,N", [(576, 1728), (4096, 4096), (4096, 28672)])
+def test_matmul_rows_are_batch_invariant(K, N):
+    """A row's bytes do not depend on how many rows share the GEMM (INVARIANT mode)."""
+    import cupy as cp
+    from kernels import matmul_cuda
+    assert matmul_cuda.INVARIANT
+    x = dev_bf16(rng.standard_normal((300, K)).astype(np.float32))
+    w = dev_bf16(rng.standard_normal((K, N)).astype(np.float32) * 0.02)
+    alone = host(matmul_cuda.cuda(x[:1], w))
+    for M in (2, 16, 17, 33, 64, 300):
+        assert np.array_equal(host(matmul_cuda.cuda(x[:M], w))[:1], alone), M
+    last = host(matmul_cuda.cuda(x[299:300], w))
+    assert np.array_equal(host(matmul_cuda.cuda(x, w))[299:], last)
+
+
+def _pools(n_pages, P, kv, hd):
+    import cupy as cp
+    from kernels.common_cuda import BF16
+    nan = lambda: cp.full((n_pages, P, kv, hd), 0x7FC0, dtype=cp.uint16).view(BF16)  # NaN everywhere
+    return nan(), nan()
+
+
+def _ref_attn(q, K, V, start, scale):
+    # q [n, Hq, hd], K/V [L, KV, hd] float64 -> [n, Hq, hd]
+    n, hq, hd = q.shape
+    g = hq // K.shape[1]
+    out = np.empty((n, hq, hd))
+    for i in range(n):
+        L = start + i + 1
+        for h in range(hq):
+            s = K[:L, h // g] @ q[i, h] * scale
+            p = np.exp(s - s.max())
+            out[i, h] = (p / p.sum()) @ V[:L, h // g]
+    return out
+
+
+@pytest.mark.parametrize("hq,kv,hd,P,start,n", [
+    (32, 8, 128, 16, 0, 37),      # prefill from 0, GQA 4
+    (9, 3, 64, 16, 47, 1),        # decode at a page edge's far side
+    (9, 3, 64, 7, 20, 30),        # a resumed chunk, odd page size
+    (4, 4, 128, 32, 100, 3),      # MHA, a few decode rows
+])
+def test_kv_write_and_attention(hq, kv, hd, P, start, n):
+    import cupy as cp
+    from kernels import attention_cuda, kv_write_cuda
+    L = start + n
+    n_pages = -(-L // P) + 3
+    table = tuple(int(t) for t in rng.permutation(n_pages)[: -(-L // P)])
+    K = bf16_round(rng.standard_normal((L, kv, hd)).astype(np.float32))
+    V = bf16_round(rng.standard_normal((L, kv, hd)).astype(np.float32))
+    q = rng.standard_normal((n, hq, hd)).astype(np.float32)
+    kp, vp = _pools(n_pages, P, kv, hd)
+    kv_write_cuda.cuda(kp, vp, table, P, 0, cp.asarray(K), cp.asarray(V))
+    # the written rows are exact, everything else still NaN
+    kh = host(kp)
+    flat = np.concatenate([kh[t] for t in table])[:L]
+    assert np.array_equal(flat, K)
+    unused = [p for p in range(n_pages) if p not in table]
+    assert np.isnan(kh[unused]).all()
+    poison_pool()
+    scale = hd ** -0.5
+    out = host(attention_cuda.cuda(cp.asarray(q), kp, vp, table, P, start, scale))
+    ref = _ref_attn(q.astype(np.float64), K.astype(np.float64), V.astype(np.float64), start, scale)
+    assert rel(out, ref) < 1e-2
