@@ -164,7 +164,8 @@ def ours_prefill(tag, spec, model, n=2048):
 
 def gemm_stage(tag, spec, model, M):
     """The prefill's GEMMs alone (all layers, M rows), invariant vs plain cuBLAS."""
-    x = cp.asarray(np.random.default_rng(2).standard_normal((M, spec.d_ff)).astype(np.float32)).astype(BF16)
+    from kernels.common_cuda import as_bf16
+    x = as_bf16(cp.asarray(np.random.default_rng(2).standard_normal((M, spec.d_ff)).astype(np.float32)))
     L = model.w.layers[0]
     shapes = [(spec.d_model, L.wqkv), (spec.head_dim * spec.n_heads, L.wo), (spec.d_model, L.wgu),
               (spec.d_ff, L.wdown)]
@@ -174,6 +175,36 @@ def gemm_stage(tag, spec, model, M):
     ms = cuda_ms(run, reps=5) * spec.n_layers
     log(f"{tag}_gemms_ms", ms)
     return ms
+
+
+def stages(tag, spec, model, M, L):
+    """Where a decode step of M rows at length L goes: the GEMMs alone (invariant tiles and
+    plain cuBLAS, every layer and the LM head) and the attention kernel alone."""
+    from kernels import attention_cuda
+    rng = np.random.default_rng(3)
+    from kernels.common_cuda import as_bf16
+    x = as_bf16(cp.asarray(rng.standard_normal((M, spec.d_ff)).astype(np.float32)))
+    L0 = model.w.layers[0]
+    shapes = [(spec.d_model, L0.wqkv), (spec.head_dim * spec.n_heads, L0.wo), (spec.d_model, L0.wgu),
+              (spec.d_ff, L0.wdown)]
+    xs = [cp.ascontiguousarray(x[:, :k]) for k, _ in shapes]
+    for inv in (True, False):
+        matmul_cuda.INVARIANT = inv
+        ms = cuda_ms(lambda: [matmul_cuda.cuda(a, w) for a, (_, w) in zip(xs, shapes)], reps=10)
+        head = cuda_ms(lambda: matmul_cuda.cuda(xs[0], model.w.lm_head), reps=5)
+        log(f"{tag}_gemms_{'invariant' if inv else 'plain'}_ms", ms * spec.n_layers + head)
+    matmul_cuda.INVARIANT = True
+    P = 16
+    kv = kv_store(spec, M, -(-(L + 1) // P) * P, P)
+    kv.K.view(cp.uint16)[...] = 0
+    kv.V.view(cp.uint16)[...] = 0
+    per = kv.K.shape[1] // M
+    chunks = [(tuple(range(s * per, (s + 1) * per)), P, L, (0,), True) for s in range(M)]
+    rmap = attention_cuda.round_map(chunks, spec.n_heads // spec.n_kv_heads)
+    q = cp.asarray(rng.standard_normal((M, spec.n_heads, spec.head_dim)).astype(np.float32))
+    ms = cuda_ms(lambda: attention_cuda.cuda_round(q, kv.k(0), kv.v(0), rmap, 0.088), reps=10)
+    log(f"{tag}_attention_ms", ms * spec.n_layers)
+    del kv
 
 
 def hf_decode(tag, spec, hf, prompt_len=128, new=64):
@@ -232,6 +263,7 @@ def main():
             continue
         model = our_model(spec, hf)
         log(f"{t}_decode_floor_ms", read_bytes(spec) / bw * 1e3)
+        step(f"{t}_stages_b1", stages, f"{t}_b1_L384", spec, model, 1, 384)
         matmul_cuda.INVARIANT = True
         ours = step(f"{t}_ours", ours_decode, f"{t}_ours_b1_decode", spec, model)
         matmul_cuda.INVARIANT = False
@@ -253,6 +285,12 @@ def main():
                 model.graphs.graphs.clear()
                 step("b64", ours_decode, "llama3_ours_static64_decode", spec, model,
                      prompt_len=512, new=64, batch=64, context=1024)
+                step("st64", stages, "llama3_b64_L576", spec, model, 64, 576)
+                matmul_cuda.INVARIANT = False
+                model.graphs.graphs.clear()
+                step("b64p", ours_decode, "llama3_ours_plain_cublas_static64_decode", spec, model,
+                     prompt_len=512, new=32, batch=64, context=1024)
+                matmul_cuda.INVARIANT = True
                 kvb = 64 * (512 + 288) * 2 * spec.n_layers * spec.n_kv_heads * spec.head_dim * 2
                 log("llama3_static64_step_floor_ms", (read_bytes(spec) + kvb) / bw * 1e3)
             pool = cp.get_default_memory_pool()
