@@ -6,8 +6,8 @@ from fastapi.responses import JSONResponse
 
 router = APIRouter()
 
-FIELDS = ("ranks", "streams_busy", "streams_total", "pages_free", "pages_total", "queue",
-          "context")
+FIELDS = ("ranks", "streams_busy", "streams_total", "pages_free", "pages_kept", "pages_total",
+          "queue", "context")
 
 
 @router.get("/health")
