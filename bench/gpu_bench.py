@@ -207,6 +207,23 @@ def stages(tag, spec, model, M, L):
     del kv
 
 
+def tile_sweep(spec, model):
+    """The invariant GEMMs' cost against the tile size: all layers' GEMMs at 1, 64, 2048 rows."""
+    from kernels.common_cuda import as_bf16
+    x = as_bf16(cp.asarray(np.random.default_rng(4).standard_normal((2048, spec.d_ff)).astype(np.float32)))
+    L0 = model.w.layers[0]
+    shapes = [(spec.d_model, L0.wqkv), (spec.head_dim * spec.n_heads, L0.wo), (spec.d_model, L0.wgu),
+              (spec.d_ff, L0.wdown)]
+    keep = matmul_cuda.TILE
+    for tile in (16, 64, 128, 256):
+        matmul_cuda.TILE = tile
+        for M in (1, 64, 2048):
+            xs = [cp.ascontiguousarray(x[:M, :k]) for k, _ in shapes]
+            ms = cuda_ms(lambda: [matmul_cuda.cuda(a, w) for a, (_, w) in zip(xs, shapes)], reps=3, warm=1)
+            log(f"llama3_gemms_tile{tile}_M{M}_ms", ms * spec.n_layers)
+    matmul_cuda.TILE = keep
+
+
 def hf_decode(tag, spec, hf, prompt_len=128, new=64):
     ids = torch.randint(0, spec.vocab, (1, prompt_len), device="cuda",
                         generator=torch.Generator("cuda").manual_seed(0))
@@ -251,6 +268,7 @@ def main():
     ap.add_argument("--quick", action="store_true")
     a = ap.parse_args()
     log("device", cp.cuda.runtime.getDeviceProperties(0)["name"].decode())
+    log("matmul_tile", matmul_cuda.TILE)
     step("ceilings", ceilings)
     bw = R.get("copy_TBps", 4.27) * 1e12
     rate = R.get("matmul_TFLOPs_torch", 770) * 1e12
@@ -274,6 +292,7 @@ def main():
         step(f"{t}_hf", hf_decode, f"{t}_hf_eager_b1_decode", spec, hf)
         if shape == "llama3-8b":
             log("llama3_prefill2048_floor_ms", 2 * spec.n_params * 2048 / rate * 1e3)
+            step("sweep", tile_sweep, spec, model)
             step("pf", ours_prefill, "llama3_ours_prefill2048", spec, model)
             step("gi", gemm_stage, "llama3_prefill2048_invariant", spec, model, 2048)
             matmul_cuda.INVARIANT = False

@@ -32,6 +32,7 @@ extern "C" __global__ void __launch_bounds__(128) attend(
     __shared__ __align__(16) float qs[PAIRS_][HD];
     __shared__ __align__(16) bf16 ks[BK][HD + 4];  // +4: lanes read rows conflict-free
     __shared__ __align__(16) bf16 vs[BK][HD];
+    __shared__ float pw[NW][BK];                   // each warp's softmax weights of a key block
     const int kvh = blockIdx.y, r0 = tile_row[blockIdx.x], nr = tile_n[blockIdx.x];
     const int npairs = nr * G, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     for (int i = tid; i < npairs * HD; i += blockDim.x) {
@@ -70,16 +71,17 @@ extern "C" __global__ void __launch_bounds__(128) attend(
             if (pair < npairs && kb <= p) {                  // uniform across the warp
                 const bool valid = kb + lane <= p;
                 const float* qq = qs[pair];
-                float sc = 0.f;
+                float s0 = 0.f, s1 = 0.f, s2 = 0.f, s3 = 0.f;  // 4 chains: d mod 4, then summed
 #pragma unroll 8
                 for (int d = 0; d < HD; d += 4) {             // 4 dims: one 16-byte q, one 8-byte k
                     const float4 qv = *(const float4*)&qq[d];
                     const uint2 kw = *(const uint2*)&ks[lane][d];
-                    sc = fmaf(qv.x, __uint_as_float(kw.x << 16), sc);
-                    sc = fmaf(qv.y, __uint_as_float(kw.x & 0xffff0000u), sc);
-                    sc = fmaf(qv.z, __uint_as_float(kw.y << 16), sc);
-                    sc = fmaf(qv.w, __uint_as_float(kw.y & 0xffff0000u), sc);
+                    s0 = fmaf(qv.x, __uint_as_float(kw.x << 16), s0);
+                    s1 = fmaf(qv.y, __uint_as_float(kw.x & 0xffff0000u), s1);
+                    s2 = fmaf(qv.z, __uint_as_float(kw.y << 16), s2);
+                    s3 = fmaf(qv.w, __uint_as_float(kw.y & 0xffff0000u), s3);
                 }
+                float sc = (s0 + s1) + (s2 + s3);
                 sc = valid ? sc * scale : NEG_INF;
                 const float mn = fmaxf(m[i], warp_max(sc));
                 const float alpha = expf(m[i] - mn);
@@ -88,13 +90,17 @@ extern "C" __global__ void __launch_bounds__(128) attend(
                 const int nk = min(BK, p - kb + 1);
 #pragma unroll
                 for (int c = 0; c < DPL; c++) acc[i][c] *= alpha;
+                pw[warp][lane] = pj;
+                __syncwarp();
+#pragma unroll 8
                 for (int j = 0; j < nk; j++) {                 // lane owns dims lane*DPL ..
-                    const float pjj = __shfl_sync(FULL, pj, j);
+                    const float pjj = pw[warp][j];
                     const bf16* vr = &vs[j][lane * DPL];
 #pragma unroll
                     for (int c = 0; c < DPL; c++) acc[i][c] = fmaf(pjj, b2f(vr[c]), acc[i][c]);
                 }
                 m[i] = mn;
+                __syncwarp();                                  // pw is rewritten by the next pair
             }
         }
         __syncthreads();

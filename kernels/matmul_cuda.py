@@ -19,7 +19,7 @@ import numpy as np
 
 from kernels.common_cuda import as_bf16, as_f32
 
-TILE = 16
+TILE = 128   # rows per cuBLAS call; measured on an H200 against 16, 64, 256 (receipt)
 INVARIANT = True
 PER_TILE_CALLS = True       # False: one strided-batched call (faster, not invariant)
 

@@ -91,7 +91,7 @@ def test_matmul_rows_are_batch_invariant(K, N):
     x = dev_bf16(rng.standard_normal((300, K)).astype(np.float32))
     w = dev_bf16(rng.standard_normal((K, N)).astype(np.float32) * 0.02)
     alone = host(matmul_cuda.cuda(x[:1], w))
-    for M in (2, 16, 17, 33, 64, 300):
+    for M in (2, 16, 17, 33, 64, 128, 129, 300):
         assert np.array_equal(host(matmul_cuda.cuda(x[:M], w))[:1], alone), M
     last = host(matmul_cuda.cuda(x[299:300], w))
     assert np.array_equal(host(matmul_cuda.cuda(x, w))[299:], last)
