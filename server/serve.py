@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -148,6 +149,10 @@ def _serve_rank(args, env, rank, world, mhost, mport) -> int:
             comm.close()
 
 
+def _exit_on_term(signum, frame):
+    raise SystemExit(0)
+
+
 def _serve_front(args, env, opened, comm, lays, rooms, reserve, context, parallel) -> int:
     from server.api.app import create_app
     from server.api.serve import run_uvicorn
@@ -177,6 +182,9 @@ def _serve_front(args, env, opened, comm, lays, rooms, reserve, context, paralle
                      context=context, api_key=args.api_key, max_body_bytes=args.max_body_bytes,
                      max_queue=args.max_queue, tp=len(rooms), plan_line=line,
                      kv_mode="pages" if p.paged else "windows", load_s=opened.load_seconds)
+    # uvicorn re-raises the SIGTERM it caught once it has shut down; under the default
+    # action that killed rank 0 before sched.stop() could send the followers their StopStep
+    signal.signal(signal.SIGTERM, _exit_on_term)
     try:
         run_uvicorn(create_app(state), args.host, args.port, args.log_level)
     finally:

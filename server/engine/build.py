@@ -15,7 +15,7 @@ from server.engine.spec import ModelSpec, shape
 class Opened:
     engine: Engine
     spec: ModelSpec
-    tokenizer: object | None      # server.text.Tokenizer, or None (dummy shapes)
+    tokenizer: object                # server.text.Tokenizer, or IdTokenizer (dummy shapes)
     identity: dict
     source: str
     name: str                     # the name the API serves it under
@@ -27,6 +27,26 @@ def model_name(source: str) -> str:
         return source
     base = os.path.basename(os.path.normpath(source))
     return base[:-5] if base.endswith(".gguf") else base
+
+
+class IdTokenizer:
+    """A dummy model has no vocabulary: its text is token ids written as <id>. Without it the
+    API had no tokenizer to decode with and every dummy request ended in a 500."""
+    eos_ids: frozenset = frozenset()
+    bos_id = None
+    chat_template = None
+
+    def __init__(self, vocab_size: int):
+        self.vocab_size = vocab_size
+
+    def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
+        import re
+        if not re.fullmatch(r"\s*(<\d+>\s*)*", text):
+            raise ValueError("a dummy model has no vocabulary; send token ids, or text like <1><2>")
+        return [int(t) for t in re.findall(r"<(\d+)>", text)]
+
+    def decode(self, ids, skip_special_tokens: bool = False) -> str:
+        return "".join(f"<{int(i)}>" for i in ids)
 
 
 def _dummy_identity(spec: ModelSpec, source: str, seed: int) -> dict:
@@ -50,6 +70,7 @@ def open_model(model: str | None, *, device: str = "cpu", tp: int = 1, rank: int
         spec = shape(name)
         get = lambda n: dummy_tensor(spec, n, seed)
         ident = _dummy_identity(spec, source, seed)
+        tokenizer = IdTokenizer(spec.vocab)
     else:
         from server.engine.weights import load
         loaded = load(source, progress=progress)

@@ -105,8 +105,9 @@ class Engine:
                           streams=step.streams, context=step.context,
                           cache_pages=0 if step.paged else step.pages)
         self.pool = step
-        log.info("rank %d: KV store %.1f MiB (%s)", self.rank, self.kv.nbytes / 2**20,
-                 "pages" if step.paged else "windows")
+        log.info("rank %d: KV store %.1f MiB (%s, %d pages of %d rows, %d streams)", self.rank,
+                 self.kv.nbytes / 2**20, "pages" if step.paged else "windows", step.pages,
+                 step.page_rows, step.streams)
 
     def round(self, step: RoundStep):
         chunks = []

@@ -1,0 +1,314 @@
+"""Issue 4's acceptance on the CPU with real processes: `foldserve serve` at TP 2 and 3.
+
+  golden    TP=2 and TP=3 greedy continuations equal the golden greedy ids (golden rule)
+  refuse    ranks that differ in TF_KV_PAGES, page rows, --context or model each stop,
+            naming the field and the rank, within 30 s; rank 0 never opens its port
+  rooms     ranks capped 3:2:4 make one pool sized by the 2; after a mixed run every
+            rank's tables equal rank 0's and every pool is free
+  lost      a follower killed mid-request or while idle: the request ends with a 503,
+            /health turns unhealthy, rank 0 keeps answering
+
+Every server runs in process groups of its own, killed at teardown; a test fails if any
+process of them is left behind.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import httpx
+import pytest
+
+from serve_procs import (HOST, KV_STORE, REPO, Group, free_port, port_open, rank_args,
+                         wait_exit, wait_health)
+
+TINY = ["--model", "dummy:tiny", "--context", "512", "--join-timeout", "20"]
+
+
+@pytest.fixture
+def group():
+    g = Group()
+    yield g
+    left = g.kill()
+    assert not left, f"processes left behind: {left}"
+
+
+@pytest.fixture(scope="session")
+def real_model_path():
+    from server.engine.locate import ModelNotFound, resolve
+    try:
+        path = resolve(None)
+    except ModelNotFound as e:
+        pytest.skip(str(e))
+    if not os.path.isfile(path):
+        pytest.skip(f"model file absent: {path}")
+    return path
+
+
+def completion(url: str, **body) -> httpx.Response:
+    return httpx.post(url + "/v1/completions", json=body, timeout=120)
+
+
+# ---- golden: TP=2 and TP=3 equal the reference's greedy ids ---------------------------------
+
+@pytest.mark.slow
+@pytest.mark.parametrize("tp", [2, 3])
+def test_golden_at_tp(tp, golden, real_model_path, group):
+    port = free_port()
+    url = f"http://{HOST}:{port}"
+    server = group.start(["--tp", str(tp), "--port", str(port), "--context", "512",
+                          "--parallel", "8", "--prompt-cache-gib", "0"], name="rank0")
+    health = wait_health(url, [server], timeout=120)
+    assert health["tp"] == tp and health["ranks"] == tp
+
+    cases = golden["cases"]
+    results = {}
+
+    def ask(case):       # all cases at once: continuous batching must not change a token
+        n = case["exact_prefix"]
+        results[case["name"]] = completion(url, prompt=case["prompt_ids"], max_tokens=n,
+                                           temperature=0, ignore_eos=True, logprobs=0)
+
+    threads = [threading.Thread(target=ask, args=(c,)) for c in cases]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(300)
+    for case in cases:
+        n = case["exact_prefix"]
+        want_ids = case["greedy_ids"][:n]
+        r = results[case["name"]]
+        assert r.status_code == 200, r.text
+        choice = r.json()["choices"][0]
+        # the API returns each token's text; the golden ids decoded by the same server
+        want_text = httpx.post(url + "/detokenize", json={"tokens": want_ids}).json()["prompt"]
+        want_tokens = [httpx.post(url + "/detokenize", json={"tokens": [i]}).json()["prompt"]
+                       for i in want_ids]
+        assert choice["logprobs"]["tokens"] == want_tokens, (tp, case["name"])
+        assert choice["text"] == want_text, (tp, case["name"])
+        assert choice["finish_reason"] == "length"
+
+
+# ---- refuse: a differing fingerprint field stops every rank -----------------------------------
+
+REFUSALS = {
+    "kv_pages": (2, {0: ([], {"TF_KV_PAGES": "on"}), 1: ([], {"TF_KV_PAGES": "off"})},
+                 "ranks disagree on TF_KV_PAGES: rank 0 resolved on, rank 1 resolved off; "
+                 "set it the same on every host"),
+    "page_rows": (2, {0: (["--page-rows", "16"], {}), 1: (["--page-rows", "32"], {})},
+                  "ranks disagree on page rows: rank 0 has 16, rank 1 has 32; "
+                  "start every rank with the same --page-rows"),
+    "context": (3, {0: ([], {}), 1: ([], {}), 2: (["--context", "256"], {})},
+                "ranks disagree on context: rank 0 has 512, rank 2 has 256; "
+                "start every rank with the same --context"),
+    "model": (2, {0: ([], {}), 1: (["--model", "dummy:tiny:1"], {})},
+              "ranks disagree on model content hash: rank 0 has "),
+}
+
+
+@pytest.mark.parametrize("case", list(REFUSALS))
+def test_differing_ranks_stop_naming_field_and_rank(case, group):
+    world, per_rank, message = REFUSALS[case]
+    master = f"{HOST}:{free_port()}"
+    http = free_port()
+    procs = []
+    for r in range(world):
+        extra, env = per_rank.get(r, ([], {}))
+        procs.append(group.start(rank_args(r, world, master, *TINY, "--port", str(http), *extra),
+                                 env=env, name=f"rank{r}"))
+    t0 = time.monotonic()
+    opened = False
+    while time.monotonic() - t0 < 30 and any(p.popen.poll() is None for p in procs):
+        opened = opened or port_open(http)
+        time.sleep(0.05)
+    took = time.monotonic() - t0
+    codes = [p.popen.poll() for p in procs]
+    assert all(c is not None for c in codes), f"still running after 30 s: {codes}"
+    assert all(c != 0 for c in codes), codes
+    assert not opened, "rank 0 opened its HTTP port although the ranks disagree"
+    for p in procs:
+        assert message in p.stderr, f"{p.name}:\n{p.stderr[-2000:]}"
+        assert "serving" not in p.stderr
+    if case == "model":                       # both values named, rank 1 named
+        line = next(l for l in procs[0].stderr.splitlines() if "ranks disagree" in l)
+        assert ", rank 1 has " in line and line.endswith("every rank must load the same model file")
+    print(f"{case}: every rank stopped in {took:.1f} s: {procs[0].stderr.strip().splitlines()[-1]}")
+
+
+# ---- rooms: one pool sized by the smallest room; equal tables; every pool free ---------------
+
+def plan_pages(rooms: str) -> dict:
+    out = subprocess.run([sys.executable, "-m", "server.cli", "plan", "--model", "dummy:tiny",
+                          "--tp", "3", "--context", "512", "--parallel", "4", "--device", "cpu",
+                          "--room", rooms, "--json"], cwd=REPO, capture_output=True, text=True,
+                         check=True, env={**os.environ, "TF_KV_PAGES": "on"})
+    return json.loads(out.stdout)
+
+
+def _mixed_request(url: str, i: int, kind: str, outcome: dict) -> None:
+    prompt = [(7 * i + k) % 500 + 1 for k in range(3 + 11 * i)]     # 3 .. 124 tokens
+    body = dict(prompt=prompt, max_tokens=20 + 30 * i, temperature=0 if i % 2 else 0.8,
+                seed=i, ignore_eos=True)
+    if kind == "plain":
+        r = completion(url, **body)
+        outcome[i] = (r.status_code, r.json()["choices"][0]["finish_reason"])
+        return
+    with httpx.stream("POST", url + "/v1/completions", json={**body, "stream": True},
+                      timeout=60) as r:
+        events = 0
+        for line in r.iter_lines():
+            if not line.startswith("data: "):
+                continue
+            if line == "data: [DONE]":
+                outcome[i] = (r.status_code, "done")
+                return
+            events += 1
+            if kind == "cancel" and events == 2:          # close the connection mid-stream
+                outcome[i] = (r.status_code, "left")
+                return
+
+
+def test_rooms_3_2_4_make_one_pool_and_equal_tables(group):
+    # rooms in thousandths of a GiB: small enough that the room, not the streams, sizes the pool
+    caps = ["0.003", "0.002", "0.004"]
+    mixed, low = plan_pages(",".join(caps)), plan_pages("0.003")
+    assert mixed["governing_rank"] == 1 and mixed["pool_pages"] < low["pool_pages"]
+
+    master, port = f"{HOST}:{free_port()}", free_port()
+    url = f"http://{HOST}:{port}"
+    procs = [group.start(rank_args(r, 3, master, *TINY, "--port", str(port), "--parallel", "4",
+                                   "--prompt-cache-gib", "0"),
+                         env={"TF_ROOM_GIB": caps[r], "TF_KV_PAGES": "on"}, name=f"rank{r}")
+             for r in range(3)]
+    health = wait_health(url, procs)
+    pages = health["pages_total"]
+    assert pages == mixed["pool_pages"]
+    assert f"taking {pages} pages" in procs[0].stderr and "rank 1 of 3 governs" in procs[0].stderr
+    stores = [KV_STORE.search(p.stderr) for p in procs]
+    assert [(int(m[1]), m[2], int(m[3])) for m in stores] == [(r, "pages", pages) for r in range(3)]
+
+    kinds = ["plain", "stream", "cancel", "plain"] * 3          # 6 plain, 3 streamed, 3 cancelled
+    outcome = {}
+    threads = [threading.Thread(target=_mixed_request, args=(url, i, k, outcome))
+               for i, k in enumerate(kinds)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert sorted(outcome) == list(range(12)), outcome
+    for i, k in enumerate(kinds):
+        want = {"plain": (200, "length"), "stream": (200, "done"), "cancel": (200, "left")}[k]
+        assert outcome[i] == want, (i, k, outcome[i])
+
+    deadline = time.monotonic() + 10            # cancellations land by the next round
+    while True:
+        h = httpx.get(url + "/health").json()
+        if h["streams_busy"] == 0 and h["queue"] == 0 or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert h["status"] == "ok" and h["pages_free"] == h["pages_total"] == pages, h
+    aborted = [l for l in httpx.get(url + "/metrics").text.splitlines()
+               if l.startswith('foldserve:request_success_total{finished_reason="abort"')]
+    assert len(aborted) == 1 and aborted[0].endswith(" 3.0"), aborted   # cut off mid-stream
+
+    procs[0].popen.send_signal(signal.SIGTERM)   # rank 0 only: it sends every rank StopStep
+    assert wait_exit(procs, 30) < 30
+    assert [p.popen.returncode for p in procs] == [0, 0, 0], [p.stderr[-1500:] for p in procs]
+    reports = [p.reports() for p in procs]
+    assert all(len(rep) == 1 for rep in reports), reports
+    (r0, mapped, digest, still_open), = reports[0]
+    assert mapped == 12 and still_open == 0
+    assert [rep[0] for rep in reports] == [(r, mapped, digest, 0) for r in range(3)]
+
+
+# ---- lost: a follower killed mid-request or while idle --------------------------------------
+
+def _start_pair(group, model="dummy:tiny", extra=()):
+    master, port = f"{HOST}:{free_port()}", free_port()
+    url = f"http://{HOST}:{port}"
+    args = ["--model", model, "--context", "512", "--port", str(port), "--join-timeout", "20", *extra]
+    procs = [group.start(rank_args(r, 2, master, *args), name=f"rank{r}") for r in range(2)]
+    wait_health(url, procs)
+    return url, procs
+
+
+def _wait_busy(url: str, timeout: float = 20) -> None:
+    deadline = time.monotonic() + timeout
+    while httpx.get(url + "/health").json()["streams_busy"] < 1:
+        assert time.monotonic() < deadline, "the request never started"
+        time.sleep(0.02)
+
+
+def _assert_unhealthy_soon(url: str, procs, within: float) -> float:
+    t0 = time.monotonic()
+    while True:
+        r = httpx.get(url + "/health", timeout=2)
+        if r.status_code == 503:
+            break
+        assert time.monotonic() - t0 < within, f"/health still {r.status_code} after {within} s"
+        time.sleep(0.1)
+    took = time.monotonic() - t0
+    body = r.json()
+    assert body["status"] == "unhealthy" and "restart" in body["reason"]
+    assert procs[0].popen.poll() is None, "rank 0 exited instead of answering"
+    # nothing hangs afterwards: a new request is refused at once with a 503
+    t1 = time.monotonic()
+    late = completion(url, prompt=[1, 2, 3], max_tokens=4)
+    assert late.status_code == 503 and late.json()["error"]["type"] == "service_unavailable"
+    assert time.monotonic() - t1 < 5
+    return took
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+def test_follower_killed_mid_request(stream, group):
+    # the 135M shape with dummy weights: slow enough (about 0.1 s a token) to kill mid-request
+    url, procs = _start_pair(group, "dummy:smollm2-135m")
+    body = dict(prompt=[1, 2, 3, 4], max_tokens=300, temperature=0, ignore_eos=True)
+    if not stream:
+        got = {}
+        t = threading.Thread(target=lambda: got.update(r=completion(url, **body)))
+        t.start()
+        _wait_busy(url)
+        time.sleep(0.3)
+        t0 = time.monotonic()
+        os.kill(procs[1].pid, signal.SIGKILL)
+        t.join(30)
+        assert not t.is_alive(), "the request hangs after its follower died"
+        took = time.monotonic() - t0
+        r = got["r"]
+        assert r.status_code == 503, r.text
+        err = r.json()["error"]
+        assert err["type"] == "service_unavailable" and "rank 1 lost" in err["message"]
+    else:
+        events = []
+        with httpx.stream("POST", url + "/v1/completions", json={**body, "stream": True},
+                          timeout=30) as r:
+            for line in r.iter_lines():
+                if not line.startswith("data: "):
+                    continue
+                events.append(line[6:])
+                if len(events) == 2:
+                    t0 = time.monotonic()
+                    os.kill(procs[1].pid, signal.SIGKILL)
+        took = time.monotonic() - t0
+        assert events[-1] == "[DONE]"
+        last = json.loads(events[-2])
+        assert "error" in last and "rank 1 lost" in last["error"]["message"], events[-3:]
+        assert all("choices" in json.loads(e) for e in events[:-2])
+    assert took < 10, f"the request took {took:.1f} s to end after the follower died"
+    _assert_unhealthy_soon(url, procs, within=5)
+    assert "rank 1 lost" in procs[0].stderr
+    print(f"request ended {took:.2f} s after the kill: {procs[0].stderr.count('rank 1 lost')}")
+
+
+def test_follower_killed_while_idle_is_noticed(group):
+    url, procs = _start_pair(group)
+    assert httpx.get(url + "/health").status_code == 200
+    os.kill(procs[1].pid, signal.SIGKILL)
+    took = _assert_unhealthy_soon(url, procs, within=5)
+    print(f"idle follower loss noticed in {took:.2f} s")
