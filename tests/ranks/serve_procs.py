@@ -70,6 +70,10 @@ class Group:
     procs: list = field(default_factory=list)
 
     def start(self, args: list[str], env: dict | None = None, name: str = "") -> Proc:
+        """`python3 -m server.cli serve ARGS` with env added to this environment."""
+        return self.start_cmd([sys.executable, "-m", "server.cli", "serve", *args], env, name)
+
+    def start_cmd(self, cmd: list[str], env: dict | None = None, name: str = "") -> Proc:
         name = name or f"p{len(self.procs)}"
         out, err = self.workdir / f"{name}.out", self.workdir / f"{name}.err"
         full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
@@ -78,8 +82,7 @@ class Group:
             if env is None or k not in env:
                 full_env.pop(k, None)
         with open(out, "wb") as fo, open(err, "wb") as fe:
-            popen = subprocess.Popen([sys.executable, "-m", "server.cli", "serve", *args],
-                                     cwd=REPO, env=full_env, stdout=fo, stderr=fe,
+            popen = subprocess.Popen(cmd, cwd=REPO, env=full_env, stdout=fo, stderr=fe,
                                      stdin=subprocess.DEVNULL, start_new_session=True)
         p = Proc(popen, out, err, name)
         self.procs.append(p)

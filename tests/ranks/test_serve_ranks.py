@@ -312,3 +312,66 @@ def test_follower_killed_while_idle_is_noticed(group):
     os.kill(procs[1].pid, signal.SIGKILL)
     took = _assert_unhealthy_soon(url, procs, within=5)
     print(f"idle follower loss noticed in {took:.2f} s")
+
+
+# ---- deploy/: the scripts an operator runs -----------------------------------------------
+
+DEPLOY = REPO / "deploy"
+
+
+def _script(name: str, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    full = {k: v for k, v in os.environ.items()
+            if k not in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")}
+    full.update(env or {})
+    return subprocess.run(["bash", str(DEPLOY / name), *args], capture_output=True, text=True,
+                          env=full, timeout=30)
+
+
+@pytest.mark.parametrize("name", ["one-host.sh", "rank.sh", "common.sh"])
+def test_deploy_scripts_parse(name):
+    r = subprocess.run(["bash", "-n", str(DEPLOY / name)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+
+
+def test_env_file_documents_every_variable():
+    import re
+    text = (DEPLOY / "foldserve.env").read_text()
+    config = (REPO / "server/config.py").read_text()
+    read = set(re.findall(r'"((?:TF|FOLDSERVE)_[A-Z_]+)"', config)) | {"FOLDSERVE_MODEL"}
+    for var in sorted(read) + ["RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "LOCAL_RANK",
+                               "NCCL_NVLS_ENABLE"]:
+        assert re.search(rf"^#?{var}=", text, re.M), f"{var} is not in deploy/foldserve.env"
+    # bash reads it as the scripts do (systemd's EnvironmentFile takes the same lines)
+    r = subprocess.run(["bash", "-c", 'set -a; . "$1"; echo "$TF_KV_PAGES|$NCCL_NVLS_ENABLE"',
+                        "_", str(DEPLOY / "foldserve.env")], capture_output=True, text=True)
+    assert r.stdout.strip() == "auto|0", r.stderr
+    unit = (DEPLOY / "foldserve-rank@.service").read_text()
+    assert "EnvironmentFile=" in unit and "Environment=RANK=%i" in unit
+
+
+def test_deploy_scripts_build_the_commands():
+    env = {"FOLDSERVE_DRY_RUN": "1", "PYTHON": sys.executable}
+    one = _script("one-host.sh", "3", "--port", "9000", env=env)
+    assert one.returncode == 0, one.stderr
+    assert "serve --tp 3 --device cuda" in one.stdout and one.stdout.strip().endswith("--port 9000")
+    rank = _script("rank.sh", "1", "2", "10.0.0.1:29551", env=env)
+    assert rank.returncode == 0, rank.stderr
+    assert "serve --tp 2 --rank 1 --master 10.0.0.1:29551 --device cuda" in rank.stdout
+    for bad in (("4",), ("x",), ()):
+        r = _script("one-host.sh", *bad, env=env)
+        assert r.returncode == 2 and "usage" in r.stderr
+    r = _script("rank.sh", "2", "2", "10.0.0.1:29551", env=env)
+    assert r.returncode == 2 and "outside 0..1" in r.stderr
+
+
+def test_one_host_script_serves_at_tp2(group):
+    port = free_port()
+    url = f"http://{HOST}:{port}"
+    env = {"FOLDSERVE_ENV": "/dev/null", "PYTHON": sys.executable}
+    proc = group.start_cmd(["bash", str(DEPLOY / "one-host.sh"), "2", "--device", "cpu", "--model",
+                            "dummy:tiny", "--context", "512", "--port", str(port)],
+                           env=env, name="one-host")
+    health = wait_health(url, [proc])
+    assert health["tp"] == 2 and health["ranks"] == 2
+    r = completion(url, prompt=[5, 6, 7], max_tokens=3, temperature=0)
+    assert r.status_code == 200 and r.json()["usage"]["completion_tokens"] == 3
