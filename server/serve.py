@@ -107,16 +107,15 @@ def _serve_rank(args, env, rank, world, mhost, mport) -> int:
         cupy.cuda.Device(dev).use()
     link = join(rank, world, mhost, mport, args.join_timeout)
     comm = None
-    if world > 1:
-        if args.device == "cuda":
-            from server.ranks.nccl_comm import NcclComm
-            comm = NcclComm(link)
-        else:
-            from server.ranks.comm import HostComm
-            comm = HostComm(link, args.comm_timeout)
+    if args.device == "cuda":                  # NCCL even at TP=1: a communicator of one
+        from server.ranks.nccl_comm import NcclComm
+        comm = NcclComm(link)
+    elif world > 1:
+        from server.ranks.comm import HostComm
+        comm = HostComm(link, args.comm_timeout)
     try:
         opened = open_model(args.model, device=args.device, tp=world, rank=rank,
-                            all_reduce=comm.all_reduce if comm else None,
+                            all_reduce=comm.all_reduce if world > 1 else None,
                             progress=rank == 0)
         spec = opened.spec
         context = args.context or min(spec.max_context, 8192)
@@ -168,13 +167,13 @@ def _serve_front(args, env, opened, comm, lays, rooms, reserve, context, paralle
         p = plan(lays, rooms, context, parallel, int(args.prompt_cache_gib * (1 << 30)),
                  env.kv_pages, verify_window=1)
     except PlanError:
-        if comm:                                   # tell the followers to stop, then say why
+        if comm and len(rooms) > 1:                # tell the followers to stop, then say why
             comm.broadcast_step(pack(StopStep(1)))
         raise
     for note in p.notes:
         log.warning("%s", note)
     line = startup_line(p, reserve)
-    driver = RankDriver(opened.engine, comm) if comm else LocalDriver(opened.engine)
+    driver = RankDriver(opened.engine, comm) if len(rooms) > 1 else LocalDriver(opened.engine)
     driver.run(p.pool_step(env.kv_poison))
     sched = Scheduler(driver, Admission.from_plan(p, poison=env.kv_poison), context=context,
                       prefill_chunk=args.prefill_chunk, seed_salt=args.seed_salt).start()
