@@ -10,6 +10,10 @@ import numpy as np
 
 from server.requests import SamplingParams
 
+# A temperature under this samples greedily (vLLM's _SAMPLING_EPS too): dividing logits by
+# 1e-38 overflows float32 to inf, inf - inf is NaN, and the draw would stop the engine.
+MIN_TEMPERATURE = 1e-5
+
 
 class SamplerState:
     """One stream's history for penalties, and its random generator."""
@@ -48,7 +52,7 @@ def sample(row: np.ndarray, st: SamplerState):
     p = st.params
     raw = np.asarray(row, dtype=np.float32)
     logits = penalise(raw.copy(), st)
-    if p.greedy:
+    if p.greedy or p.temperature < MIN_TEMPERATURE:
         tok = int(np.argmax(logits))
     else:
         z = logits / np.float32(p.temperature)
