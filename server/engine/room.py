@@ -26,8 +26,8 @@ def default_reserve(total: int) -> int:
     return max(2 * GiB, total // 20)
 
 
-def measure(device: str, reserve_gib: float | None, cap_gib: float | None) -> tuple[int, int]:
-    """-> (room bytes, reserve bytes)."""
+def measure(device: str, reserve_gib: float | None, cap_gib: float | None) -> tuple[int, int | None]:
+    """-> (room bytes, reserve bytes; None when TF_ROOM_GIB's cap, not the reserve, set the room)."""
     if device == "cpu":
         avail = host_available()
         reserve = int(reserve_gib * GiB) if reserve_gib is not None else default_reserve(avail)
@@ -40,6 +40,6 @@ def measure(device: str, reserve_gib: float | None, cap_gib: float | None) -> tu
         props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
         if props.get("integrated"):               # unified memory: the host's memory is the GPU's
             room = min(room, max(0, host_available() - reserve))
-    if cap_gib is not None:
-        room = min(room, int(cap_gib * GiB))
+    if cap_gib is not None and int(cap_gib * GiB) < room:
+        return int(cap_gib * GiB), None
     return room, reserve
