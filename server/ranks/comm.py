@@ -192,7 +192,19 @@ class HostComm(Comm):
         except TimeoutError:
             self._fail(RankLost(r, f"not reading for {self.timeout_s:g} s"))
         except OSError as e:
-            self._fail(RankLost(r, _describe(e)))
+            # a peer that failed reports why before it closes: prefer its report to "broken pipe"
+            self._fail(RankLost(r, self._last_report(s) or _describe(e)))
+
+    @staticmethod
+    def _last_report(s) -> str | None:
+        try:
+            s.settimeout(0.5)
+            got, payload = wire.recv(s)
+        except (OSError, ValueError):
+            return None
+        if got == wire.ERROR:
+            return f"it reported: {payload.decode(errors='replace')}"
+        return None
 
     def _recv(self, r: int, tag: int, timeout: float | None) -> bytearray:
         s = self._sockets()[r]
