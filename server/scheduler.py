@@ -192,11 +192,14 @@ class Scheduler:
 
     def _admit(self):
         for g in self.adm.admit_ready():
-            req = self.waiting.pop(g.req_id)
+            # listed as waiting until it is active: should anything here raise, the loop's
+            # handler still answers it (a request in neither list would hang its client)
+            req = self.waiting[g.req_id]
             a = Active(req, g.stream, tuple(g.page_ids), g.resumed_rows,
                        SamplerState(req.params, req.prompt_ids, self.seed_salt),
                        cached=g.resumed_rows, admitted_at=time.monotonic())
             self._run_all(g.steps())         # BeginStep (+ CopyStep restoring a kept prefix)
+            del self.waiting[req.id]
             self.active[req.id] = a
             if self.metrics:
                 self.metrics.admitted(req, a.admitted_at - req.arrival, g.resumed_rows)

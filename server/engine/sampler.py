@@ -22,7 +22,9 @@ class SamplerState:
         self.params = params
         self.prompt = np.asarray(prompt_ids, dtype=np.int64)
         self.counts: dict[int, int] = {}
-        seed = params.seed if params.seed is not None else None
+        # the API takes seeds in [-2**63, 2**64); numpy's seeds must not be negative, so a
+        # seed counts as its 64-bit two's complement (-1 and 2**64 - 1 draw the same)
+        seed = params.seed % 2**64 if params.seed is not None else None
         self.rng = np.random.default_rng(None if seed is None else [seed, salt])
 
     def record(self, token: int) -> None:

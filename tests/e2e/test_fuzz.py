@@ -66,7 +66,7 @@ valid = {
         "role": st.sampled_from(["system", "user", "assistant"]),
         "content": st.text(max_size=20)}), min_size=1, max_size=3),
     "temperature": st.floats(0, 2), "top_p": st.floats(0.01, 1), "top_k": st.integers(-1, 100),
-    "min_p": st.floats(0, 1), "seed": st.integers(0, 2**32),
+    "min_p": st.floats(0, 1), "seed": st.integers(-2**63, 2**64 - 1),
     "stop": st.text(min_size=1, max_size=3) | st.lists(st.text(min_size=1, max_size=3), max_size=3),
     "stop_token_ids": st.lists(st.integers(0, 49151), max_size=3),
     "presence_penalty": st.floats(-2, 2), "frequency_penalty": st.floats(-2, 2),
@@ -130,16 +130,3 @@ def test_request_bodies_never_5xx_on_the_real_server(paged, golden):
     assert paged.health()["status"] == "ok"
     still_answers(paged, golden)
 
-
-@pytest.mark.parametrize("temperature", [1.7e-188, 1e-38, 1e-6])
-def test_tiny_temperature_is_greedy_and_keeps_the_engine(paged, golden, temperature):
-    """Found by the fuzz: a positive temperature under float32's reach divided the logits
-    into inf, the draw saw NaN probabilities and the engine thread stopped for good (every
-    later request: 503 rank_lost). Such a temperature now samples greedily."""
-    c = next(c for c in golden["cases"] if c["name"] == "capital")
-    r = httpx.post(paged.url + "/v1/completions", timeout=60, json={
-        "model": paged.model, "prompt": c["text"], "max_tokens": 16, "temperature": temperature,
-        "top_k": 25, "min_p": 0.1, "top_p": 0.7, "seed": 1})
-    assert r.status_code == 200, r.text
-    assert r.json()["choices"][0]["text"] == c["greedy_text"]
-    assert paged.health()["status"] == "ok"
