@@ -49,6 +49,29 @@ class IdTokenizer:
         return "".join(f"<{int(i)}>" for i in ids)
 
 
+DEVICE_DUMMY_BYTES = 4 << 30
+
+
+def _device_dummy(spec: ModelSpec, seed: int):
+    """get(name) -> a cupy float32 tensor made on the GPU, seeded by (seed, name): the same
+    numbers on every rank, so each rank's shard is a slice of one model."""
+    import zlib
+
+    import cupy
+    from server.engine.weights.names import tensor_shapes
+    shapes = tensor_shapes(spec)
+
+    def get(name):
+        if name == "lm_head.weight" and spec.tie_embeddings:
+            name = "model.embed_tokens.weight"
+        rs = cupy.random.RandomState(seed * 1000003 + zlib.crc32(name.encode()))
+        x = rs.standard_normal(shapes[name], dtype=cupy.float32)
+        if name.endswith("norm.weight"):
+            return x * 0.02 + 1.0
+        return x * (0.01 if name.endswith(".bias") else 0.02)
+    return get
+
+
 def _dummy_identity(spec: ModelSpec, source: str, seed: int) -> dict:
     from server.engine.weights.identity import identity
     from server.engine.weights.names import stored_names, tensor_shapes
@@ -70,6 +93,11 @@ def open_model(model: str | None, *, device: str = "cpu", tp: int = 1, rank: int
         spec = shape(name)
         get = lambda n: dummy_tensor(spec, n, seed)
         ident = _dummy_identity(spec, source, seed)
+        if device == "cuda" and spec.n_params * 4 > DEVICE_DUMMY_BYTES:
+            # an 8B shape's float32 weights are 32 GB: make them on the device instead
+            # (other numbers than the CPU's dummy, so the identity says which generator)
+            get = _device_dummy(spec, seed)
+            ident = {**ident, "sha256": ident["sha256"] + ":cupy", "generator": "cupy"}
         tokenizer = IdTokenizer(spec.vocab)
     else:
         from server.engine.weights import load

@@ -43,6 +43,7 @@ class NcclComm(Comm):
         uid = self.host.all_gather_bytes(uid)[0]            # rank 0's, on every rank
         self.nccl = nccl.NcclCommunicator(self.world, uid_from_bytes(uid), self.rank)
         self._dtypes = {"float16": nccl.NCCL_FLOAT16, "float32": nccl.NCCL_FLOAT32,
+                        "bfloat16": getattr(nccl, "NCCL_BFLOAT16", 9),   # ncclBfloat16 = 9 (NCCL >= 2.10)
                         "float64": nccl.NCCL_FLOAT64, "int32": nccl.NCCL_INT32}
 
     def _stream(self) -> int:
