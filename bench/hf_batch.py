@@ -29,10 +29,12 @@ def main():
     from server.engine.spec import SHAPES
     spec = SHAPES[a.shape]
     m = hf_model(spec, 0)
+    m.config._attn_implementation = "sdpa_paged"       # the paged attention generate_batch is made for
     g = torch.Generator().manual_seed(0)
     prompts = torch.randint(1000, 20000, (a.requests, a.input_len), generator=g).tolist()
+    # a paged cache for every request at once (64 x 768 tokens), not most of the card
     cfg = GenerationConfig(max_new_tokens=a.output_len, do_sample=False, eos_token_id=-1,
-                           pad_token_id=0)
+                           pad_token_id=0, num_blocks=512, block_size=128, max_batch_tokens=4096)
     torch.cuda.synchronize()
     m.generate_batch(inputs=prompts[:2], generation_config=GenerationConfig(
         max_new_tokens=4, do_sample=False, eos_token_id=-1, pad_token_id=0))   # warm-up

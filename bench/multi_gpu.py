@@ -222,11 +222,12 @@ def main():
     ap.add_argument("--stages", default="golden,mismatch,rooms,allreduce,speed")
     ap.add_argument("--tps", default="1,2")
     ap.add_argument("--speed-model", default="dummy:llama3-8b")
+    ap.add_argument("--golden", default=str(GOLDEN))
     a = ap.parse_args()
     a.tps = [int(x) for x in a.tps.split(",")]
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
-    cases = json.loads(GOLDEN.read_text())["cases"]
+    cases = json.loads(Path(a.golden).read_text())["cases"]
     for name in a.stages.split(","):
         t = time.time()
         try:

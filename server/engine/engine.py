@@ -43,7 +43,7 @@ class Engine:
             from kernels.common_cuda import BF16, as_bf16
             self.kv_dtype = kv_dtype or BF16
             xp = self.xp
-            to_dev = lambda a: as_bf16(xp.asarray(np.ascontiguousarray(a, dtype=np.float32)))
+            to_dev = lambda a: as_bf16(xp.ascontiguousarray(xp.asarray(a, dtype=xp.float32)))
         self.weights = shard_weights(spec, get_tensor, self.shard, to_dev)
         inv = rope.inv_freq(spec.head_dim, spec.rope_theta, spec.rope_scaling)
         self.model = Model(spec, self.weights, inv if device == "cpu" else self.xp.asarray(inv),

@@ -15,8 +15,24 @@ from server.engine.model import LayerWeights, ShardWeights
 from server.engine.shard import Shard
 
 
+def _xp(a):
+    """numpy, or cupy when the tensors were made on the device (dummy 8B shapes)."""
+    if type(a).__module__.startswith("cupy"):
+        import cupy
+        return cupy
+    return np
+
+
+def _cat(parts, axis=0):
+    return _xp(parts[0]).concatenate(parts, axis=axis)
+
+
+def _contig(a):
+    return _xp(a).ascontiguousarray(a)
+
+
 def _rows(w: np.ndarray, heads, hd: int) -> np.ndarray:
-    return np.concatenate([w[h * hd:(h + 1) * hd] for h in heads], axis=0)
+    return _cat([w[h * hd:(h + 1) * hd] for h in heads], axis=0)
 
 
 def shard_weights(spec, get, shard: Shard, to_device=lambda a: a) -> ShardWeights:
@@ -29,20 +45,19 @@ def shard_weights(spec, get, shard: Shard, to_device=lambda a: a) -> ShardWeight
         wq = _rows(get(p + "self_attn.q_proj.weight"), shard.q_heads, hd)
         wk = _rows(get(p + "self_attn.k_proj.weight"), shard.kv_heads, hd)
         wv = _rows(get(p + "self_attn.v_proj.weight"), shard.kv_heads, hd)
-        wqkv = np.ascontiguousarray(np.concatenate([wq, wk, wv], axis=0).T)
+        wqkv = _contig(_cat([wq, wk, wv], axis=0).T)
         bqkv = None
         if spec.qkv_bias:
-            bq = np.concatenate([get(p + "self_attn.q_proj.bias")[h * hd:(h + 1) * hd] for h in shard.q_heads])
-            bk = np.concatenate([get(p + "self_attn.k_proj.bias")[h * hd:(h + 1) * hd] for h in shard.kv_heads])
-            bv = np.concatenate([get(p + "self_attn.v_proj.bias")[h * hd:(h + 1) * hd] for h in shard.kv_heads])
-            bqkv = np.concatenate([bq, bk, bv])
+            bq = _cat([get(p + "self_attn.q_proj.bias")[h * hd:(h + 1) * hd] for h in shard.q_heads])
+            bk = _cat([get(p + "self_attn.k_proj.bias")[h * hd:(h + 1) * hd] for h in shard.kv_heads])
+            bv = _cat([get(p + "self_attn.v_proj.bias")[h * hd:(h + 1) * hd] for h in shard.kv_heads])
+            bqkv = _cat([bq, bk, bv])
         wo_full = get(p + "self_attn.o_proj.weight")
-        wo = np.ascontiguousarray(
-            np.concatenate([wo_full[:, h * hd:(h + 1) * hd] for h in shard.q_heads], axis=1).T)
+        wo = _contig(_cat([wo_full[:, h * hd:(h + 1) * hd] for h in shard.q_heads], axis=1).T)
         gate = get(p + "mlp.gate_proj.weight")[lo:hi]
         up = get(p + "mlp.up_proj.weight")[lo:hi]
-        wgu = np.ascontiguousarray(np.concatenate([gate, up], axis=0).T)
-        wdown = np.ascontiguousarray(get(p + "mlp.down_proj.weight")[:, lo:hi].T)
+        wgu = _contig(_cat([gate, up], axis=0).T)
+        wdown = _contig(get(p + "mlp.down_proj.weight")[:, lo:hi].T)
         layers.append(LayerWeights(
             attn_norm=to_device(get(p + "input_layernorm.weight")),
             wqkv=to_device(wqkv), bqkv=None if bqkv is None else to_device(bqkv),
@@ -53,5 +68,5 @@ def shard_weights(spec, get, shard: Shard, to_device=lambda a: a) -> ShardWeight
     embed = get("model.embed_tokens.weight")
     head = embed if spec.tie_embeddings else get("lm_head.weight")
     return ShardWeights(embed=to_device(embed), norm=to_device(get("model.norm.weight")),
-                        lm_head=to_device(np.ascontiguousarray(head.T)), layers=layers,
+                        lm_head=to_device(_contig(head.T)), layers=layers,
                         nq=shard.n_q, nkv=shard.n_kv, ff=hi - lo)
