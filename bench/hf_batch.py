@@ -29,7 +29,7 @@ def main():
     from server.engine.spec import SHAPES
     spec = SHAPES[a.shape]
     m = hf_model(spec, 0)
-    m.config._attn_implementation = "sdpa_paged"       # the paged attention generate_batch is made for
+    m.set_attn_implementation("paged|sdpa") if hasattr(m, "set_attn_implementation") else None       # the paged attention generate_batch is made for
     g = torch.Generator().manual_seed(0)
     prompts = torch.randint(1000, 20000, (a.requests, a.input_len), generator=g).tolist()
     # a paged cache for every request at once (64 x 768 tokens), not most of the card

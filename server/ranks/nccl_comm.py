@@ -32,6 +32,13 @@ def uid_from_bytes(data: bytes) -> tuple:
 
 
 class NcclComm(Comm):
+    def _communicator(self, nccl, uid: bytes):
+        # cupy 14 takes the unique id as bytes (seen on the H200); older cupy as a tuple
+        try:
+            return nccl.NcclCommunicator(self.world, uid, self.rank)
+        except TypeError:
+            return nccl.NcclCommunicator(self.world, uid_from_bytes(uid), self.rank)
+
     def __init__(self, link: Link, timeout_s: float | None = None, steps_over_nccl: bool = False):
         import cupy
         from cupy.cuda import nccl
@@ -41,7 +48,7 @@ class NcclComm(Comm):
         self.steps_over_nccl = steps_over_nccl
         uid = uid_to_bytes(nccl.get_unique_id()) if self.rank == 0 else b""
         uid = self.host.all_gather_bytes(uid)[0]            # rank 0's, on every rank
-        self.nccl = nccl.NcclCommunicator(self.world, uid_from_bytes(uid), self.rank)
+        self.nccl = self._communicator(nccl, uid)
         self._dtypes = {"float16": nccl.NCCL_FLOAT16, "float32": nccl.NCCL_FLOAT32,
                         "bfloat16": getattr(nccl, "NCCL_BFLOAT16", 9),   # ncclBfloat16 = 9 (NCCL >= 2.10)
                         "float64": nccl.NCCL_FLOAT64, "int32": nccl.NCCL_INT32}
