@@ -20,6 +20,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+from server.engine.logits import argmax_rows
 from server.engine.sampler import SamplerState, sample
 from server.requests import GenRequest, TokenEvent
 from server.ranks.steps import Chunk, RoundStep
@@ -227,11 +228,17 @@ class Scheduler:
         self.rounds += 1
         row = 0
         now = time.monotonic()
+        plain = [a.sampler.plain_greedy for c, a in zip(chunks, owners) if c.logits]
+        best = argmax_rows(logits) if any(plain) else None   # greedy rows: arg-max where they lie
         for c, a in zip(chunks, owners):
             a.fed += len(c.tokens)
             if not c.logits:
                 continue
-            tok, lp, top = sample(logits[row], a.sampler)
+            if plain[row]:
+                tok, lp, top = best[row], None, ()
+                a.sampler.record(tok)
+            else:
+                tok, lp, top = sample(logits[row], a.sampler)
             row += 1
             a.out.append(tok)
             reason = self._finish_reason(a, tok)

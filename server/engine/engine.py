@@ -9,6 +9,7 @@ import numpy as np
 
 from kernels import rope
 from server.engine.kvstore import KVStore
+from server.engine.logits import DeviceLogits
 from server.engine.model import Model
 from server.engine.prepare import shard_weights
 from server.engine.shard import shard_for
@@ -119,4 +120,4 @@ class Engine:
             return None
         if self.xp is np:
             return logits
-        return self.xp.asnumpy(logits.astype(self.xp.float32))
+        return DeviceLogits(logits)            # copied to the host only as far as needed

@@ -27,6 +27,13 @@ class SamplerState:
         seed = params.seed % 2**64 if params.seed is not None else None
         self.rng = np.random.default_rng(None if seed is None else [seed, salt])
 
+    @property
+    def plain_greedy(self) -> bool:
+        """Greedy with nothing that reads the logits' values: the arg-max alone decides."""
+        p = self.params
+        return (p.greedy and p.logprobs is None and p.repetition_penalty == 1.0
+                and not p.presence_penalty and not p.frequency_penalty)
+
     def record(self, token: int) -> None:
         self.counts[token] = self.counts.get(token, 0) + 1
 

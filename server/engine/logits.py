@@ -1,0 +1,42 @@
+"""A round's logits left on the GPU until someone needs them on the host.
+
+At 64 streams of a 128k vocabulary the whole [rows, vocab] float32 block is 33 MB a round;
+a greedy stream needs only its arg-max. `argmax_rows()` is one device reduction and a copy
+of one int a row; `row(i)` (or `logits[i]`) copies one row for the host sampler. Ties go to
+the first index on both paths (numpy and cupy arg-max agree), so greedy replies do not
+depend on which path chose them.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+
+class DeviceLogits:
+    def __init__(self, arr):
+        self.arr = arr                      # cupy [rows, vocab], any float dtype
+
+    def __len__(self) -> int:
+        return int(self.arr.shape[0])
+
+    def __getitem__(self, i) -> np.ndarray:
+        return self.arr[i].astype("float32").get()
+
+    def __iter__(self):
+        return (self[i] for i in range(len(self)))
+
+    def get(self) -> np.ndarray:
+        return self.arr.astype("float32").get()
+
+    def __array__(self, dtype=None, copy=None):
+        a = self.get()
+        return a if dtype is None else a.astype(dtype)
+
+    def argmax_rows(self) -> list:
+        return self.arr.astype("float32").argmax(axis=1).get().tolist()
+
+
+def argmax_rows(logits) -> list:
+    """First arg-max of every row, on whichever device holds them."""
+    if hasattr(logits, "argmax_rows"):
+        return logits.argmax_rows()
+    return np.argmax(logits, axis=1).tolist()
