@@ -34,7 +34,10 @@ def add_arguments(p):
                    help="longest conversation in tokens (default: the model's, at most 8192)")
     p.add_argument("--parallel", default="4", help="streams at once, or auto")
     p.add_argument("--page-rows", type=int, default=16)
-    p.add_argument("--prefill-chunk", type=int, default=256)
+    p.add_argument("--prefill-chunk", type=int, default=256, help="prompt tokens a stream prefills a round")
+    p.add_argument("--max-batch-tokens", type=int, default=None,
+                   help="tokens in one round, decodes and prefill chunks together "
+                        "(default 2048 on GPUs, 512 on the CPU)")
     p.add_argument("--prompt-cache-gib", type=float, default=0.25)
     p.add_argument("--reserve-gib", type=float, default=None)
     p.add_argument("--api-key", default=None)
@@ -176,7 +179,9 @@ def _serve_front(args, env, opened, comm, lays, rooms, reserve, context, paralle
     driver = RankDriver(opened.engine, comm) if len(rooms) > 1 else LocalDriver(opened.engine)
     driver.run(p.pool_step(env.kv_poison))
     sched = Scheduler(driver, Admission.from_plan(p, poison=env.kv_poison), context=context,
-                      prefill_chunk=args.prefill_chunk, seed_salt=args.seed_salt).start()
+                      prefill_chunk=args.prefill_chunk, seed_salt=args.seed_salt,
+                      token_budget=args.max_batch_tokens or (2048 if args.device == "cuda" else 512)
+                      ).start()
     state = AppState(scheduler=sched, tokenizer=opened.tokenizer, model_name=opened.name,
                      context=context, api_key=args.api_key, max_body_bytes=args.max_body_bytes,
                      max_queue=args.max_queue, tp=len(rooms), plan_line=line,
