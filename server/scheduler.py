@@ -196,8 +196,16 @@ class Scheduler:
             # listed as waiting until it is active: should anything here raise, the loop's
             # handler still answers it (a request in neither list would hang its client)
             req = self.waiting[g.req_id]
-            a = Active(req, g.stream, tuple(g.page_ids), g.resumed_rows,
-                       SamplerState(req.params, req.prompt_ids, self.seed_salt),
+            try:
+                st = SamplerState(req.params, req.prompt_ids, self.seed_salt)
+            except Exception as e:           # this request's own settings: end it alone
+                log.exception("request %s: sampler", req.id)
+                del self.waiting[req.id]
+                self._run_all(self.adm.cancel(req.id))
+                self._emit(req.id, TokenEvent(None, finish_reason="error", error_code=500,
+                                              error=f"the sampler refused this request: {e}"))
+                continue
+            a = Active(req, g.stream, tuple(g.page_ids), g.resumed_rows, st,
                        cached=g.resumed_rows, admitted_at=time.monotonic())
             self._run_all(g.steps())         # BeginStep (+ CopyStep restoring a kept prefix)
             del self.waiting[req.id]
@@ -234,11 +242,17 @@ class Scheduler:
             a.fed += len(c.tokens)
             if not c.logits:
                 continue
-            if plain[row]:
-                tok, lp, top = best[row], None, ()
-                a.sampler.record(tok)
-            else:
-                tok, lp, top = sample(logits[row], a.sampler)
+            try:
+                if plain[row]:
+                    tok, lp, top = best[row], None, ()
+                    a.sampler.record(tok)
+                else:
+                    tok, lp, top = sample(logits[row], a.sampler)
+            except Exception as e:           # a bug in one request's sampling ends it alone
+                log.exception("request %s: sampling", a.req.id)
+                row += 1
+                self._finish(a, "error", f"sampling failed: {e}")
+                continue
             row += 1
             a.out.append(tok)
             reason = self._finish_reason(a, tok)
@@ -257,13 +271,14 @@ class Scheduler:
             return "length"
         return None
 
-    def _finish(self, a: Active, reason: str):
+    def _finish(self, a: Active, reason: str, error: str | None = None):
         self.active.pop(a.req.id, None)
-        if reason == "abort":                # nothing kept from a request that was cut off
+        if reason in ("abort", "error"):     # nothing kept from a request that was cut off
             self._run_all(self.adm.cancel(a.req.id))
         else:                                # rows written: every fed token (the last sampled one never was)
             self._run_all(self.adm.finish(a.req.id, a.ids[: a.fed]))
-        self._emit(a.req.id, TokenEvent(None, finish_reason=reason,
+        self._emit(a.req.id, TokenEvent(None, finish_reason=reason, error=error,
+                                        error_code=500 if error else 0,
                                         prompt_tokens=len(a.req.prompt_ids), cached_tokens=a.cached))
         if self.metrics:
             self.metrics.finished(a, reason)
