@@ -17,10 +17,11 @@ from server.engine.spec import ModelSpec
 
 KV_BYTES = {"cpu": 4, "cuda": 2}
 
-# --page-rows default. On the CPU a page is gathered with numpy fancy indexing, which costs
-# about the same at 16 rows as at 512, so fine pages waste least (a stream's last page is on
-# average half empty: 8 rows, not 256). The GPU default is 16 too until measured; a paged
-# attention kernel may prefer larger pages (fewer table reads) - revisit with a receipt.
+# --page-rows default, by measurement (docs/receipts/2026-11-29-page-rows/, bench/page_rows.py):
+# on the CPU, pages of 8 to 128 rows ran within the run-to-run spread of the whole-window
+# twin (0.92x-1.15x), so the choice is about waste: a request leaves (P-1)/2 rows of its
+# last page empty and the prompt cache reuses prefixes in whole pages. 16 keeps both small
+# with a short table. The GPU default is 16 too, not yet measured there.
 DEFAULT_PAGE_ROWS = {"cpu": 16, "cuda": 16}
 
 TABLE_ENTRY_BYTES = 4       # one int32 page id per table row
