@@ -173,6 +173,21 @@ def _mixed_request(url: str, i: int, kind: str, outcome: dict) -> None:
                 return
 
 
+def test_rooms_of_3_2_and_4_gib_plan_one_pool_sized_by_the_2():
+    """The issue's literal caps, on a shape whose room binds at whole GiB (SmolLM2's shape,
+    context 8192, 32 streams, fp32 KV on CPU ranks): the 2 GiB rank governs every rank's pool."""
+    def plan(rooms):
+        out = subprocess.run([sys.executable, "-m", "server.cli", "plan", "--model",
+                              "dummy:smollm2-135m", "--tp", "3", "--context", "8192", "--parallel",
+                              "32", "--device", "cpu", "--room", rooms, "--json"], cwd=REPO,
+                             capture_output=True, text=True, check=True,
+                             env={**os.environ, "TF_KV_PAGES": "on"})
+        return json.loads(out.stdout)
+    mixed, two = plan("3,2,4"), plan("2")
+    assert mixed["governing_rank"] == 1
+    assert mixed["pages"] == two["pages"] < plan("3")["pages"]
+
+
 def test_rooms_3_2_4_make_one_pool_and_equal_tables(group):
     # rooms in thousandths of a GiB: small enough that the room, not the streams, sizes the pool
     caps = ["0.003", "0.002", "0.004"]
