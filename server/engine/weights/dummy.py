@@ -8,7 +8,6 @@ weights ~ 1 + N(0, 0.02), biases ~ N(0, 0.01).
 from __future__ import annotations
 
 import hashlib
-import os
 import time
 
 import numpy as np
@@ -55,14 +54,8 @@ def dummy_tensor(spec: ModelSpec, name: str, seed: int = 0, dtype=np.float32) ->
 
 
 def available_memory() -> int:
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
+    from server.engine.room import host_available    # one reading of /proc/meminfo for the house
+    return host_available()
 
 
 def parse(model: str) -> tuple[str, int]:
