@@ -23,7 +23,7 @@ def timed(engine, kv, table, prow, prompt, steps):
     sync = (lambda: engine.xp.cuda.runtime.deviceSynchronize()) if engine.device == "cuda" else (lambda: None)
     t = time.perf_counter()
     for s in range(0, len(prompt), 256):
-        lg = engine.model.forward([(table, prow, s, tuple(prompt[s:s + 256]), True)], kv)
+        engine.model.forward([(table, prow, s, tuple(prompt[s:s + 256]), True)], kv)
     sync()
     pre = time.perf_counter() - t
     tok, times = 5, []

@@ -1,7 +1,7 @@
 """What the front end hands the scheduler, and what flows back: plain data, no device."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 
 @dataclass(frozen=True)

@@ -77,7 +77,7 @@ def run(args) -> int:
 
 
 def _run(args, env) -> int:
-    from server.ranks.rendezvous import from_env_or_args, join
+    from server.ranks.rendezvous import from_env_or_args
     world = args.tp or int(env.torchrun.get("WORLD_SIZE", 1))
     children = []
     if world > 1 and args.rank is None and "RANK" not in env.torchrun:

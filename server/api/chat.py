@@ -2,18 +2,15 @@
 from __future__ import annotations
 
 import time
-import uuid
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
-from server.requests import GenRequest
-
-from .admission import admit, check_model, parse_body
+from .admission import check_model, parse_body
 from .driver import Generation, collect
 from .errors import invalid
-from .sampling import (check_fit, refuse_unsupported, resolve_max_tokens, sampling_params,
-                       stop_strings)
+from .sampling import refuse_unsupported
+from .start import start_generation
 from .schemas import ChatRequest
 from .sse import sse_response
 from .textflow import encode, message_dicts, render_chat_prompt
@@ -50,15 +47,9 @@ async def chat_completions(request: Request):
     if body.top_logprobs is not None and not body.logprobs:
         raise invalid("top_logprobs needs logprobs=true", param="top_logprobs")
     ids = chat_prompt_ids(state, body.messages, body.add_generation_prompt is not False)
-    max_tokens = resolve_max_tokens(body, prompt_len=len(ids), context=state.context, chat=True)
-    check_fit(state.scheduler, len(ids), max_tokens)
-    admit(state)
     logprobs = (body.top_logprobs or 0) if body.logprobs else None
-    req = GenRequest(id=f"chatcmpl-{uuid.uuid4().hex}", prompt_ids=ids,
-                     params=sampling_params(body, max_tokens, logprobs),
-                     eos_ids=frozenset(getattr(state.tokenizer, "eos_ids", ()) or ()),
-                     arrival=time.monotonic())
-    gen = Generation(state, metrics, req, stop_strings(body))
+    gen = start_generation(state, metrics, body, ids, chat=True, logprobs=logprobs)
+    req = gen.req
     head = {"id": req.id, "created": int(time.time()), "model": state.model_name}
 
     if body.stream:

@@ -2,18 +2,15 @@
 from __future__ import annotations
 
 import time
-import uuid
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
-from server.requests import GenRequest
-
-from .admission import admit, check_model, parse_body
+from .admission import check_model, parse_body
 from .driver import Generation, collect
 from .errors import invalid
-from .sampling import (check_fit, refuse_unsupported, resolve_max_tokens, sampling_params,
-                       stop_strings)
+from .sampling import refuse_unsupported
+from .start import start_generation
 from .schemas import CompletionRequest
 from .sse import sse_response
 from .textflow import check_token_ids, encode
@@ -58,14 +55,8 @@ async def completions(request: Request):
     check_model(state, body.model)
     refuse_unsupported(body)
     ids = prompt_ids(state, body.prompt)
-    max_tokens = resolve_max_tokens(body, prompt_len=len(ids), context=state.context, chat=False)
-    check_fit(state.scheduler, len(ids), max_tokens)
-    admit(state)
-    req = GenRequest(id=f"cmpl-{uuid.uuid4().hex}", prompt_ids=ids,
-                     params=sampling_params(body, max_tokens, body.logprobs),
-                     eos_ids=frozenset(getattr(state.tokenizer, "eos_ids", ()) or ()),
-                     arrival=time.monotonic())
-    gen = Generation(state, metrics, req, stop_strings(body))
+    gen = start_generation(state, metrics, body, ids, chat=False, logprobs=body.logprobs)
+    req = gen.req
     head = {"id": req.id, "object": "text_completion", "created": int(time.time()),
             "model": state.model_name}
     want_logprobs = body.logprobs is not None

@@ -15,7 +15,7 @@ import logging
 import cupy as cp
 import numpy as np
 
-from kernels.attention_cuda import RoundMap, host_map
+from kernels.attention_cuda import RoundMap
 
 log = logging.getLogger("foldserve")
 
