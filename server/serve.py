@@ -122,6 +122,9 @@ def _serve_rank(args, env, rank, world, mhost, mport) -> int:
                             progress=rank == 0)
         spec = opened.spec
         context = args.context or min(spec.max_context, 8192)
+        if context > spec.max_context and rank == 0:
+            log.warning("--context %d is past the %d tokens this model was trained for; replies "
+                        "past that length may degrade", context, spec.max_context)
         parallel = 0 if str(args.parallel) == "auto" else int(args.parallel)
         lays = layouts(spec, world, KV_BYTES[args.device], args.page_rows, args.prefill_chunk)
         ident = dict(opened.identity)
