@@ -16,9 +16,6 @@ def test_matmul_rows_do_not_depend_on_the_batch():
     for m in (2, 7, 16, 17, 33, 53):
         together = matmul.ref(x[:m], w)
         assert together.tobytes() == alone[:m].tobytes(), m
-    # and a plain BLAS call is not invariant here: the tiles are doing real work
-    plain = x @ w
-    assert plain.shape == alone.shape
 
 
 def _logits(eng, chunks_per_round):
