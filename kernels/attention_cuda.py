@@ -1,14 +1,32 @@
-"""Causal attention over pages on the GPU, decode and prefill in one launch per layer.
+"""Causal attention over pages on the GPU, decode and prefill in one launch per layer, with
+long rows split over keys (flash-decoding) and merged in a fixed order.
 
-Grid: (tiles, kv heads). A tile is up to QT consecutive rows of one chunk; a block serves
-its rows' G query heads of one kv head (GQA) and streams keys 0..max p through the table
-in blocks of BK=32 (one key a lane), into shared memory.
+The arithmetic of a query row at position p is fixed by p alone:
+  * keys 0..p fall into spans of SPAN keys: span j = keys [j*SPAN, min((j+1)*SPAN, p+1));
+  * each span is streamed in key blocks of BK=32 from its start with an online softmax in
+    that fixed order, giving a state (m, l, acc) per (row, q head);
+  * the spans' states are folded in order 0, 1, 2, ... by `fold` (running max, explicit
+    __fmul_rn/__fadd_rn, so no FMA contraction can differ between kernels), and the row's
+    output is acc * (1 / l) of the folded state.
+A row with p < SPAN has one span: its bytes equal the single-pass kernel's.
 
-Exactness: a query row at position p uses keys 0..p and nothing else, in key blocks
-[0,32), [32,64), ... with an online softmax in that fixed order. Its arithmetic depends on
-p and the bytes of its rows alone, never on the tile, the other rows of the round, or
-where the pages lie: paged == window, solo == concurrent, resumed == fresh, byte for byte.
-Rows with p < 0 are padding (CUDA-graph buckets): no keys are read, zeros are written.
+Who computes a span is scheduling, not arithmetic. `attend` runs in one of two modes that
+give the same bytes:
+  * in-block (split = 0): grid (tiles, kv heads); a block walks its tile's spans one after
+    the other and folds them in registers;
+  * split (split = 1): grid (tiles, kv heads, Z); block z computes spans z, z+Z, ... of its
+    tile and writes each span's state to a scratch buffer (float32, exact); `merge` then
+    folds a row's spans in order 0, 1, 2, ... with the same `fold` and writes the output.
+    Rows with one span (p < SPAN) are written by their span-0 block directly.
+The mode is chosen per launch from shapes only (tiles x kv heads, the table width W and
+the page rows P), so a CUDA graph captures one mode per bucket and the scratch is sized by
+W: spans = ceil(W*P / SPAN). A row's bytes depend on p and its own KV bytes, never on the
+mode, the tile, the other rows of the round, or where the pages lie: paged == window,
+solo == concurrent, resumed == fresh, chunked == whole, byte for byte.
+
+GQA: a block serves the G query heads of one kv head for its tile's rows (up to QT
+consecutive rows of one chunk). Rows with p < 0 are padding (CUDA-graph buckets): no keys
+are read, zeros are written.
 """
 from __future__ import annotations
 
@@ -18,6 +36,12 @@ import numpy as np
 from kernels.common_cuda import BF16, kernel
 
 PAIRS = 32          # (row, q head) pairs a block serves: 4 warps x 8
+SPAN = 256          # keys a span: the arithmetic (a multiple of 32; 1 << 30 turns splitting off)
+SPLIT_BLOCKS = 512  # split when tiles x kv heads is below this (scheduling only)
+SPLIT_TARGET = 512  # blocks aimed at in split mode: Z = ceil(this / (tiles x kv heads)), <= spans
+SCRATCH_MAX = 128 << 20  # bytes of span states a launch may use; above it: in-block
+FORCE_SPLIT = None  # tests: True / False forces a mode, None chooses by shape
+MIN_BLOCKS = 3      # __launch_bounds__ blocks per SM (3: no spills at hd 128; 4: caps at 128 registers)
 
 _SRC = r"""
 #define BK 32
@@ -25,97 +49,169 @@ _SRC = r"""
 #define NW 4
 #define PPW (PAIRS_ / NW)
 #define DPL (HD / 32)
-extern "C" __global__ void __launch_bounds__(128) attend(
+
+// Fold a span's state (m2, l2, a2) into the running state (M, L, A). The first fold
+// (M = -inf, L = A = 0) copies the span's state exactly.
+__device__ __forceinline__ void fold(float& M, float& L, float* A, float m2, float l2,
+                                     const float* a2) {
+    const float mn = fmaxf(M, m2);
+    const float ca = expf(M - mn), cb = expf(m2 - mn);
+    L = __fadd_rn(__fmul_rn(L, ca), __fmul_rn(l2, cb));
+#pragma unroll
+    for (int c = 0; c < DPL; c++) A[c] = __fadd_rn(__fmul_rn(A[c], ca), __fmul_rn(a2[c], cb));
+    M = mn;
+}
+
+extern "C" __global__ void __launch_bounds__(128, MINB_) attend(
         const float* q, const bf16* kp, const bf16* vp, const int* tables, int W,
         const int* slot, const int* pos, const int* tile_row, const int* tile_n,
-        int P, int NQ, int KV, int G, float scale, bf16* out) {
+        int P, int NQ, int KV, int G, float scale, bf16* out,
+        int split, int NS, float* sm, float* sl, float* sa) {
     __shared__ __align__(16) float qs[PAIRS_][HD];
     __shared__ __align__(16) bf16 ks[BK][HD + 4];  // +4: lanes read rows conflict-free
     __shared__ __align__(16) bf16 vs[BK][HD];
     __shared__ float pw[NW][BK];                   // each warp's softmax weights of a key block
     const int kvh = blockIdx.y, r0 = tile_row[blockIdx.x], nr = tile_n[blockIdx.x];
+    const int s = slot[r0], pmax = pos[r0 + nr - 1];
+    const int z = split ? blockIdx.z : 0;
+    if (z > 0 && (long long)z * SPAN_ > pmax) return;          // no span of this block: uniform
     const int npairs = nr * G, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     for (int i = tid; i < npairs * HD; i += blockDim.x) {
         const int pr = i / HD, d = i % HD;
         qs[pr][d] = q[((long long)(r0 + pr / G) * NQ + kvh * G + pr % G) * HD + d];
     }
-    const int s = slot[r0], pmax = pos[r0 + nr - 1];
-    float m[PPW], l[PPW], acc[PPW][DPL];
+    float m[PPW], l[PPW], acc[PPW][DPL];          // the current span's state
+    float M[PPW], L[PPW], A[PPW][DPL];            // in-block: the folded state
     int prow[PPW];
 #pragma unroll
     for (int i = 0; i < PPW; i++) {
         const int pair = warp + NW * i;
-        m[i] = NEG_INF; l[i] = 0.f;
+        M[i] = NEG_INF; L[i] = 0.f;
 #pragma unroll
-        for (int c = 0; c < DPL; c++) acc[i][c] = 0.f;
+        for (int c = 0; c < DPL; c++) A[i][c] = 0.f;
         prow[i] = pair < npairs ? pos[r0 + pair / G] : -1;
     }
     __syncthreads();
-    for (int kb = 0; kb <= pmax; kb += BK) {
-        for (int i = tid; i < BK * (HD / 8); i += blockDim.x) {
-            const int j = i / (HD / 8), c = i % (HD / 8), key = kb + j;
-            if (key <= pmax) {
-                const long long page = tables[(long long)s * W + key / P];
-                const long long off = ((page * P + key % P) * KV + kvh) * HD + c * 8;
-                const uint4 kk = *(const uint4*)(kp + off);
-                const uint4 vv = *(const uint4*)(vp + off);
-                uint2* kd = (uint2*)&ks[j][c * 8];
-                kd[0] = make_uint2(kk.x, kk.y); kd[1] = make_uint2(kk.z, kk.w);
-                *(uint4*)&vs[j][c * 8] = vv;
-            }
+    const int nsp = pmax < 0 ? 1 : pmax / SPAN_ + 1;          // spans of the tile's last row
+    const int zstep = split ? gridDim.z : 1;
+    for (int j = z; j < nsp; j += zstep) {
+        const int k0 = j * SPAN_, kend = min(pmax, k0 + SPAN_ - 1);
+#pragma unroll
+        for (int i = 0; i < PPW; i++) {
+            m[i] = NEG_INF; l[i] = 0.f;
+#pragma unroll
+            for (int c = 0; c < DPL; c++) acc[i][c] = 0.f;
         }
-        __syncthreads();
+        for (int kb = k0; kb <= kend; kb += BK) {
+            for (int i = tid; i < BK * (HD / 8); i += blockDim.x) {
+                const int jj = i / (HD / 8), c = i % (HD / 8), key = kb + jj;
+                if (key <= kend) {
+                    const long long page = tables[(long long)s * W + key / P];
+                    const long long off = ((page * P + key % P) * KV + kvh) * HD + c * 8;
+                    const uint4 kk = *(const uint4*)(kp + off);
+                    const uint4 vv = *(const uint4*)(vp + off);
+                    uint2* kd = (uint2*)&ks[jj][c * 8];
+                    kd[0] = make_uint2(kk.x, kk.y); kd[1] = make_uint2(kk.z, kk.w);
+                    *(uint4*)&vs[jj][c * 8] = vv;
+                }
+            }
+            __syncthreads();
+#pragma unroll
+            for (int i = 0; i < PPW; i++) {
+                const int pair = warp + NW * i, p = prow[i];
+                if (pair < npairs && kb <= p) {                  // uniform across the warp
+                    const bool valid = kb + lane <= p;
+                    const float* qq = qs[pair];
+                    float s0 = 0.f, s1 = 0.f, s2 = 0.f, s3 = 0.f;  // 4 chains: d mod 4, then summed
+#pragma unroll 8
+                    for (int d = 0; d < HD; d += 4) {             // 4 dims: one 16-byte q, one 8-byte k
+                        const float4 qv = *(const float4*)&qq[d];
+                        const uint2 kw = *(const uint2*)&ks[lane][d];
+                        s0 = fmaf(qv.x, __uint_as_float(kw.x << 16), s0);
+                        s1 = fmaf(qv.y, __uint_as_float(kw.x & 0xffff0000u), s1);
+                        s2 = fmaf(qv.z, __uint_as_float(kw.y << 16), s2);
+                        s3 = fmaf(qv.w, __uint_as_float(kw.y & 0xffff0000u), s3);
+                    }
+                    float sc = (s0 + s1) + (s2 + s3);
+                    sc = valid ? sc * scale : NEG_INF;
+                    const float mn = fmaxf(m[i], warp_max(sc));
+                    const float alpha = expf(m[i] - mn);
+                    const float pj = valid ? expf(sc - mn) : 0.f;
+                    l[i] = l[i] * alpha + warp_sum(pj);
+                    const int nk = min(BK, p - kb + 1);
+#pragma unroll
+                    for (int c = 0; c < DPL; c++) acc[i][c] *= alpha;
+                    pw[warp][lane] = pj;
+                    __syncwarp();
+#pragma unroll 8
+                    for (int jj = 0; jj < nk; jj++) {              // lane owns dims lane*DPL ..
+                        const float pjj = pw[warp][jj];
+                        const bf16* vr = &vs[jj][lane * DPL];
+#pragma unroll
+                        for (int c = 0; c < DPL; c++) acc[i][c] = fmaf(pjj, b2f(vr[c]), acc[i][c]);
+                    }
+                    m[i] = mn;
+                    __syncwarp();                                  // pw is rewritten by the next pair
+                }
+            }
+            __syncthreads();
+        }
+        // the span is done: fold it (in-block) or hand it on (split)
 #pragma unroll
         for (int i = 0; i < PPW; i++) {
             const int pair = warp + NW * i, p = prow[i];
-            if (pair < npairs && kb <= p) {                  // uniform across the warp
-                const bool valid = kb + lane <= p;
-                const float* qq = qs[pair];
-                float s0 = 0.f, s1 = 0.f, s2 = 0.f, s3 = 0.f;  // 4 chains: d mod 4, then summed
-#pragma unroll 8
-                for (int d = 0; d < HD; d += 4) {             // 4 dims: one 16-byte q, one 8-byte k
-                    const float4 qv = *(const float4*)&qq[d];
-                    const uint2 kw = *(const uint2*)&ks[lane][d];
-                    s0 = fmaf(qv.x, __uint_as_float(kw.x << 16), s0);
-                    s1 = fmaf(qv.y, __uint_as_float(kw.x & 0xffff0000u), s1);
-                    s2 = fmaf(qv.z, __uint_as_float(kw.y << 16), s2);
-                    s3 = fmaf(qv.w, __uint_as_float(kw.y & 0xffff0000u), s3);
-                }
-                float sc = (s0 + s1) + (s2 + s3);
-                sc = valid ? sc * scale : NEG_INF;
-                const float mn = fmaxf(m[i], warp_max(sc));
-                const float alpha = expf(m[i] - mn);
-                const float pj = valid ? expf(sc - mn) : 0.f;
-                l[i] = l[i] * alpha + warp_sum(pj);
-                const int nk = min(BK, p - kb + 1);
+            if (pair < npairs && p >= k0) {
+                if (!split || p < SPAN_) {
+                    fold(M[i], L[i], A[i], m[i], l[i], acc[i]);
+                } else {
+                    const long long st = ((long long)(r0 + pair / G) * NQ + kvh * G + pair % G) * NS + j;
+                    if (lane == 0) { sm[st] = m[i]; sl[st] = l[i]; }
 #pragma unroll
-                for (int c = 0; c < DPL; c++) acc[i][c] *= alpha;
-                pw[warp][lane] = pj;
-                __syncwarp();
-#pragma unroll 8
-                for (int j = 0; j < nk; j++) {                 // lane owns dims lane*DPL ..
-                    const float pjj = pw[warp][j];
-                    const bf16* vr = &vs[j][lane * DPL];
-#pragma unroll
-                    for (int c = 0; c < DPL; c++) acc[i][c] = fmaf(pjj, b2f(vr[c]), acc[i][c]);
+                    for (int c = 0; c < DPL; c++) sa[st * HD + lane * DPL + c] = acc[i][c];
                 }
-                m[i] = mn;
-                __syncwarp();                                  // pw is rewritten by the next pair
             }
         }
-        __syncthreads();
     }
+    // outputs: in-block every row; split: rows of one span and padding, by the span-0 block
+    if (split && z != 0) return;
 #pragma unroll
     for (int i = 0; i < PPW; i++) {
-        const int pair = warp + NW * i;
-        if (pair < npairs) {
+        const int pair = warp + NW * i, p = prow[i];
+        if (pair < npairs && !(split && p >= SPAN_)) {
             const long long o = ((long long)(r0 + pair / G) * NQ + kvh * G + pair % G) * HD;
-            const float inv = prow[i] < 0 ? 0.f : 1.0f / l[i];
+            const float inv = p < 0 ? 0.f : 1.0f / L[i];
 #pragma unroll
             for (int c = 0; c < DPL; c++)
-                out[o + lane * DPL + c] = f2b(prow[i] < 0 ? 0.f : acc[i][c] * inv);
+                out[o + lane * DPL + c] = f2b(p < 0 ? 0.f : A[i][c] * inv);
         }
     }
+}
+
+// Split mode, rows of two spans or more: fold spans 0, 1, 2, ... in order. One warp a
+// (row, q head); lane owns dims lane*DPL ...
+extern "C" __global__ void __launch_bounds__(128) merge(
+        const int* pos, int T, int NQ, int NS, const float* sm, const float* sl,
+        const float* sa, bf16* out) {
+    const long long w = (long long)blockIdx.x * 4 + (threadIdx.x >> 5);
+    const int lane = threadIdx.x & 31;
+    if (w >= (long long)T * NQ) return;
+    const int p = pos[w / NQ];
+    if (p < SPAN_) return;                        // one span (or padding): written by attend
+    const int ns = p / SPAN_ + 1;
+    float M = NEG_INF, L = 0.f, A[DPL];
+#pragma unroll
+    for (int c = 0; c < DPL; c++) A[c] = 0.f;
+#pragma unroll 4
+    for (int j = 0; j < ns; j++) {
+        const long long st = w * NS + j;
+        float a2[DPL];
+#pragma unroll
+        for (int c = 0; c < DPL; c++) a2[c] = sa[st * HD + lane * DPL + c];
+        fold(M, L, A, sm[st], sl[st], a2);
+    }
+    const float inv = 1.0f / L;
+#pragma unroll
+    for (int c = 0; c < DPL; c++) out[w * HD + lane * DPL + c] = f2b(A[c] * inv);
 }
 """
 
@@ -161,6 +257,18 @@ def round_map(chunks, group, pos=None, width=None) -> RoundMap:
     return RoundMap(d(t), d(s), d(p) if pos is None else pos, d(tr), d(tn), chunks[0][1])
 
 
+def plan(T, hq, hd, kv, n_tiles, keys):
+    """(split, Z, spans) of a launch, from shapes only: `keys` = W x P, the most keys a row
+    of this map can have. Scheduling only: both modes give the same bytes."""
+    spans = -(-keys // SPAN)
+    blocks = n_tiles * kv
+    split = spans >= 2 and blocks < SPLIT_BLOCKS and T * hq * spans * (hd + 2) * 4 <= SCRATCH_MAX
+    if FORCE_SPLIT is not None:
+        split = bool(FORCE_SPLIT) and spans >= 2
+    z = min(spans, max(1, -(-SPLIT_TARGET // max(1, blocks)))) if split else 1
+    return split, z, spans
+
+
 def cuda_round(q, k_pool, v_pool, rmap: RoundMap, scale):
     # q: [T, Hq, hd] float32 contiguous; pools [pages, P, KV, hd] bf16 -> [T, Hq, hd] bf16
     T, hq, hd = q.shape
@@ -168,12 +276,26 @@ def cuda_round(q, k_pool, v_pool, rmap: RoundMap, scale):
     q = cp.ascontiguousarray(q, dtype=cp.float32)
     out = cp.empty((T, hq, hd), dtype=BF16)
     n_tiles = rmap.tile_row.shape[0]
-    if n_tiles:
-        fn = kernel(_SRC, "attend", (f"HD={hd}", f"PAIRS_={PAIRS}"))
-        fn((n_tiles, kv), (128,), (q, k_pool, v_pool, rmap.tables, cp.int32(rmap.width),
-                                   rmap.slot, rmap.pos, rmap.tile_row, rmap.tile_n,
-                                   cp.int32(rmap.page_rows), cp.int32(hq), cp.int32(kv),
-                                   cp.int32(hq // kv), cp.float32(scale), out))
+    if not n_tiles:
+        return out
+    split, z, spans = plan(T, hq, hd, kv, n_tiles, rmap.width * rmap.page_rows)
+    defs = (f"HD={hd}", f"PAIRS_={PAIRS}", f"SPAN_={SPAN}", f"MINB_={MIN_BLOCKS}")
+    if split:
+        sm = cp.empty((T * hq * spans,), dtype=cp.float32)
+        sl = cp.empty_like(sm)
+        sa = cp.empty((T * hq * spans * hd,), dtype=cp.float32)
+    else:
+        sm = sl = sa = cp.empty((1,), dtype=cp.float32)
+    fn = kernel(_SRC, "attend", defs)
+    fn((n_tiles, kv, z), (128,), (q, k_pool, v_pool, rmap.tables, cp.int32(rmap.width),
+                                  rmap.slot, rmap.pos, rmap.tile_row, rmap.tile_n,
+                                  cp.int32(rmap.page_rows), cp.int32(hq), cp.int32(kv),
+                                  cp.int32(hq // kv), cp.float32(scale), out,
+                                  cp.int32(int(split)), cp.int32(spans), sm, sl, sa))
+    if split:
+        mg = kernel(_SRC, "merge", defs)
+        mg((-(-T * hq // 4),), (128,), (rmap.pos, cp.int32(T), cp.int32(hq), cp.int32(spans),
+                                        sm, sl, sa, out))
     return out
 
 
