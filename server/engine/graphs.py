@@ -5,8 +5,10 @@ graph of the smallest bucket B >= b. Its inputs live in fixed device buffers (id
 page tables [B, W], slots, tiles) that are refilled by one host->device copy before each
 replay, so page tables and positions change without recapture. Rows b..B-1 are padding
 (pos = -1): they write no KV and read none, and the kernels are row-independent, so the
-real rows' bytes equal an eager round's. Anything else (prefill chunks, a table wider
-than W, a new KV store) runs eagerly.
+real rows' bytes equal an eager round's. Attention's split-over-keys scratch (span states,
+sized by W) is allocated in the graph's own pool at capture; which mode a bucket captures is
+scheduling only (kernels/attention_cuda.py), so replay == eager still holds. Anything else
+(prefill chunks, a table wider than W, a new KV store) runs eagerly.
 """
 from __future__ import annotations
 
