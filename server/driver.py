@@ -2,7 +2,13 @@
 broadcasts the packed step so the followers apply the same step in the same order."""
 from __future__ import annotations
 
+import logging
+import threading
+import time
+
 from server.ranks.steps import pack
+
+log = logging.getLogger("foldserve")
 
 
 class LocalDriver:
@@ -24,18 +30,53 @@ class LocalDriver:
 
 
 class RankDriver:
-    def __init__(self, engine, comm):
+    def __init__(self, engine, comm, stall_s: float = 3.0):
         self.engine, self.comm = engine, comm
         self.ranks = comm.world
         self.ok = True
+        self.stall_s = stall_s
+        self._step_since: float | None = None
+        self._watch: threading.Thread | None = None
+        if hasattr(comm, "abort"):           # NCCL: a collective with a dead peer never returns
+            self._watch = threading.Thread(target=self._watchdog, name="foldserve-watchdog",
+                                           daemon=True)
+            self._watch.start()
 
     def run(self, step):
+        self._step_since = time.monotonic()
         try:
             self.comm.broadcast_step(pack(step))
             return self.engine.apply(step)
         except Exception:
             self.ok = False
             raise
+        finally:
+            self._step_since = None
+
+    def watch_once(self) -> bool:
+        """A step running past stall_s with a peer gone: abort the collectives, so the engine
+        thread's step raises instead of waiting forever. True when it aborted."""
+        since = self._step_since
+        if not self.ok or since is None or time.monotonic() - since < self.stall_s:
+            return False
+        try:
+            self.comm.check_peers()
+            return False
+        except Exception as e:
+            log.error("a step has waited %.1f s and %s: aborting the collectives",
+                      time.monotonic() - since, e)
+            self.ok = False
+            self.comm.abort()
+            return True
+
+    def _watchdog(self):
+        while self.ok:
+            time.sleep(0.5)
+            try:
+                if self.watch_once():
+                    return
+            except Exception:                # the watchdog must never take the server down
+                log.exception("watchdog")
 
     def check(self):
         """Raise RankLost if a follower is gone (called by the engine thread while idle)."""

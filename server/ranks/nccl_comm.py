@@ -91,6 +91,10 @@ class NcclComm(Comm):
     def report_failure(self, detail: str) -> None:
         self.host.report_failure(detail)
 
+    def abort(self) -> None:
+        """From another thread, after a lost rank: collectives in flight return with an error."""
+        self.close(abort=True)
+
     def close(self, abort: bool = False) -> None:
         """abort=True after a lost rank: ncclCommAbort does not wait for the dead peer."""
         try:
