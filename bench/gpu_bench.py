@@ -19,7 +19,9 @@ import traceback
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-import cupy as cp  # noqa: E402
+import cupy as cp
+
+from bench.cudatime import Results, cuda_ms as _cuda_ms  # noqa: E402
 import torch  # noqa: E402
 
 from kernels import matmul_cuda, rope  # noqa: E402
@@ -28,26 +30,12 @@ from server.engine.kvstore import KVStore  # noqa: E402
 from server.engine.model import LayerWeights, Model, ShardWeights  # noqa: E402
 from server.engine.spec import SHAPES  # noqa: E402
 
-R: dict = {}
-
-
-def log(k, v):
-    R[k] = v
-    print(f"{k}: {v}", flush=True)
+R = Results()
+log = R.log
 
 
 def cuda_ms(fn, reps=10, warm=2):
-    for _ in range(warm):
-        fn()
-    s, e = cp.cuda.Event(), cp.cuda.Event()
-    ts = []
-    for _ in range(reps):
-        s.record()
-        fn()
-        e.record()
-        e.synchronize()
-        ts.append(cp.cuda.get_elapsed_time(s, e))
-    return float(np.median(ts))
+    return _cuda_ms(fn, reps, warm)
 
 
 def ceilings():

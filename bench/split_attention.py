@@ -20,7 +20,9 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-import cupy as cp  # noqa: E402
+import cupy as cp
+
+from bench.cudatime import Results, cuda_ms as _cuda_ms  # noqa: E402
 
 from kernels import attention_cuda, rope  # noqa: E402
 from kernels.common_cuda import BF16, as_bf16  # noqa: E402
@@ -28,27 +30,13 @@ from server.engine.kvstore import KVStore  # noqa: E402
 from server.engine.model import LayerWeights, Model, ShardWeights  # noqa: E402
 from server.engine.spec import SHAPES  # noqa: E402
 
-R: dict = {}
+R = Results()
+log = R.log
 OFF = 1 << 30                      # SPAN off: every row one span
 
 
-def log(k, v):
-    R[k] = v
-    print(f"{k}: {v}", flush=True)
-
-
 def cuda_ms(fn, reps=20, warm=3):
-    for _ in range(warm):
-        fn()
-    s, e = cp.cuda.Event(), cp.cuda.Event()
-    ts = []
-    for _ in range(reps):
-        s.record()
-        fn()
-        e.record()
-        e.synchronize()
-        ts.append(cp.cuda.get_elapsed_time(s, e))
-    return float(np.median(ts))
+    return _cuda_ms(fn, reps, warm)
 
 
 def rand_bf16(shape, std=1.0, mean=0.0):
