@@ -55,13 +55,16 @@ class KVStore:
             V[:, stream] = nan
 
     def copy_window_pages(self, stream: int, page_ids, rows: int, to_pages: bool) -> None:
-        """Prompt cache on windows: window rows [0, rows) <-> cache pages, page by page."""
+        """Prompt cache on windows: window rows [0, rows) <-> cache pages, page by page
+        (a page id of -1 is one the cache already keeps: skipped)."""
         P = self.page_rows
         for i, pid in enumerate(page_ids):
             a = i * P
             b = min(a + P, rows)
             if a >= b:
                 break
+            if pid < 0:                        # already kept, same rows: nothing to copy
+                continue
             if to_pages:
                 self.cK[:, pid, : b - a] = self.K[:, stream, a:b]
                 self.cV[:, pid, : b - a] = self.V[:, stream, a:b]

@@ -116,8 +116,9 @@ class PromptCache:
 
     def insert_copy(self, ids) -> tuple[tuple, int]:
         """Windows: cache pages to copy a window's full pages of rows into, and the rows.
-        Already kept pages of the prefix are named again (rewritten with the same rows);
-        new ones come from the pool as far as the budget allows. ((), 0) when none."""
+        Pages of the prefix the cache already keeps are named -1 (their rows are there and
+        the same: nothing to copy); new ones come from the pool as far as the budget allows.
+        ((), 0) when none."""
         if self.budget == 0:
             return (), 0
         pr = self.page_rows
@@ -130,6 +131,7 @@ class PromptCache:
             pass
         new = max(0, min(new, self.budget - len(self._nodes), self.pool.free))
         pages = self.pool.take_kept(new)
+        kept = len(chain)
         prev = chain[-1].key if chain else b""
         for j, page in enumerate(pages):
             i = len(chain)
@@ -138,7 +140,9 @@ class PromptCache:
             chain.append(self._add(prev, key, part, page))
             prev = key
         self._touch(chain)
-        return tuple(n.page for n in chain), len(chain) * pr
+        if len(chain) == kept:                 # nothing new: no copy at all
+            return (), 0
+        return tuple(-1 if i < kept else n.page for i, n in enumerate(chain)), len(chain) * pr
 
     # -- eviction --------------------------------------------------------------------------
     def _evict_one(self, protect=frozenset(), free_only: bool = True) -> bool:

@@ -54,7 +54,8 @@ class EndStep:
 @dataclass(frozen=True)
 class CopyStep:
     """Copy KV rows between a window and cache pages (prompt cache on windows).
-    to_pages=True: window rows [0, n) of `stream` -> page_ids; False: page_ids -> window rows."""
+    to_pages=True: window rows [0, n) of `stream` -> page_ids (-1: a page already kept, skipped);
+    False: page_ids -> window rows."""
     stream: int
     page_ids: tuple
     rows: int

@@ -56,6 +56,8 @@ class AdmissionMachine(RuleBasedStateMachine):
             w = self.windows[step.stream]
             for r in range(step.rows):
                 page, i = step.page_ids[r // PR], r % PR
+                if step.to_pages and page < 0:   # kept already: the resume checks prove its rows
+                    continue
                 if step.to_pages:
                     self.pages.setdefault(page, [None] * PR)[i] = w[r]
                 else:

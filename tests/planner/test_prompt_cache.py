@@ -74,7 +74,8 @@ def test_windows_copy_into_cache_pages_and_reuse_the_kept_prefix():
     cache = PromptCache(pool, 4, budget_pages=4)
     assert cache.insert_copy(IDS) == ((0, 1), 8)
     longer = IDS + (111, 112, 113, 114, 115)      # 16 tokens: 4 full pages
-    assert cache.insert_copy(longer) == ((0, 1, 2, 3), 16)
+    assert cache.insert_copy(longer) == ((-1, -1, 2, 3), 16)   # 0, 1 kept already: not copied
+    assert cache.insert_copy(longer) == ((), 0)                  # all kept: no copy at all
     assert cache.lookup(longer) == (0, 1, 2)
     assert pool.kept == 4 and pool.free == 0
     pool.check_integrity(); cache.check()
