@@ -143,12 +143,17 @@ def _serve_rank(args, env, rank, world, mhost, mport) -> int:
                       for r in range(world)]
             fingerprint.exchange_and_check(comm, fp, expected_shards=shards)
         room, reserve = measure(args.device, args.reserve_gib, env.room_gib)
-        rooms = ([int(b) for b in comm.all_gather_bytes(str(room).encode())] if comm else [room])
+        # every rank's (room, reserve); reserve -1 where TF_ROOM_GIB, not the reserve, set the room
+        mine = f"{room},{-1 if reserve is None else reserve}".encode()
+        pairs = [tuple(int(x) for x in b.split(b",")) for b in
+                 (comm.all_gather_bytes(mine) if comm else [mine])]
+        rooms = [r for r, _ in pairs]
+        reserves = [None if v < 0 else v for _, v in pairs]
         if rank != 0:
             from server.ranks.follower import follow
             follow(comm, opened.engine)
             return 0
-        return _serve_front(args, env, opened, comm, lays, rooms, reserve, context, parallel)
+        return _serve_front(args, env, opened, comm, lays, rooms, reserves, context, parallel)
     finally:
         if comm:
             comm.close()
@@ -158,7 +163,7 @@ def _exit_on_term(signum, frame):
     raise SystemExit(0)
 
 
-def _serve_front(args, env, opened, comm, lays, rooms, reserve, context, parallel) -> int:
+def _serve_front(args, env, opened, comm, lays, rooms, reserves, context, parallel) -> int:
     from server.api.app import create_app
     from server.api.serve import run_uvicorn
     from server.api.state import AppState
@@ -178,7 +183,7 @@ def _serve_front(args, env, opened, comm, lays, rooms, reserve, context, paralle
         raise
     for note in p.notes:
         log.warning("%s", note)
-    line = startup_line(p, reserve)
+    line = startup_line(p, reserves[p.governing])       # the governing rank's own reserve
     driver = RankDriver(opened.engine, comm) if len(rooms) > 1 else LocalDriver(opened.engine)
     driver.run(p.pool_step(env.kv_poison))
     sched = Scheduler(driver, Admission.from_plan(p, poison=env.kv_poison), context=context,
