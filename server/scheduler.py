@@ -238,6 +238,14 @@ class Scheduler:
         now = time.monotonic()
         plain = [a.sampler.plain_greedy for c, a in zip(chunks, owners) if c.logits]
         best = argmax_rows(logits) if any(plain) else None   # greedy rows: arg-max where they lie
+        drawn = {}                           # GPU rounds: rows needing only a seed, one launch
+        if hasattr(logits, "sample_rows"):
+            dev = [(r, a) for r, a in enumerate(a for c, a in zip(chunks, owners) if c.logits)
+                   if not plain[r] and a.sampler.device_sampled]
+            if dev:
+                toks = logits.sample_rows([r for r, _ in dev], [a.sampler for _, a in dev],
+                                          [len(a.out) for _, a in dev])
+                drawn = {r: t for (r, _), t in zip(dev, toks)}
         for c, a in zip(chunks, owners):
             a.fed += len(c.tokens)
             if not c.logits:
@@ -245,6 +253,9 @@ class Scheduler:
             try:
                 if plain[row]:
                     tok, lp, top = best[row], None, ()
+                    a.sampler.record(tok)
+                elif row in drawn:
+                    tok, lp, top = drawn[row], None, ()
                     a.sampler.record(tok)
                 else:
                     tok, lp, top = sample(logits[row], a.sampler)

@@ -4,7 +4,9 @@ At 64 streams of a 128k vocabulary the whole [rows, vocab] float32 block is 33 M
 a greedy stream needs only its arg-max. `argmax_rows()` is one device reduction and a copy
 of one int a row; `row(i)` (or `logits[i]`) copies one row for the host sampler. Ties go to
 the first index on both paths (numpy and cupy arg-max agree), so greedy replies do not
-depend on which path chose them.
+depend on which path chose them. `sample_rows()` draws the sampled rows that need no host
+state (no penalties, no logprobs) in one launch and copies one int a row; on GPUs their
+replies follow kernels/sample.py's counter-based draw, not the host generator's.
 """
 from __future__ import annotations
 
@@ -33,6 +35,16 @@ class DeviceLogits:
 
     def argmax_rows(self) -> list:
         return self.arr.astype("float32").argmax(axis=1).get().tolist()
+
+    def sample_rows(self, rows, states, steps) -> list:
+        """One launch drawing a token for each of `rows` (SamplerStates that are
+        `device_sampled`; steps = the token's index in each reply): kernels/sample_cuda.py."""
+        from kernels import sample_cuda
+        ps = [s.params for s in states]
+        out = sample_cuda.cuda(self.arr, rows, [p.temperature for p in ps], [p.top_k for p in ps],
+                               [p.top_p for p in ps], [p.min_p for p in ps],
+                               [s.device_seed for s in states], [s.salt for s in states], steps)
+        return out.get().tolist()
 
 
 def argmax_rows(logits) -> list:

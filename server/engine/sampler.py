@@ -6,6 +6,8 @@ first arg-max of the penalised logits.
 """
 from __future__ import annotations
 
+import secrets
+
 import numpy as np
 
 from server.requests import SamplingParams
@@ -26,6 +28,10 @@ class SamplerState:
         # seed counts as its 64-bit two's complement (-1 and 2**64 - 1 draw the same)
         seed = params.seed % 2**64 if params.seed is not None else None
         self.rng = np.random.default_rng(None if seed is None else [seed, salt])
+        # the GPU's counter-based draw (kernels/sample.py) is keyed by these: the request's
+        # seed, or one drawn once for it, and the server's salt
+        self.device_seed = seed if seed is not None else secrets.randbits(64)
+        self.salt = salt % 2**64
 
     @property
     def plain_greedy(self) -> bool:
@@ -33,6 +39,15 @@ class SamplerState:
         p = self.params
         return (p.greedy and p.logprobs is None and p.repetition_penalty == 1.0
                 and not p.presence_penalty and not p.frequency_penalty)
+
+    @property
+    def device_sampled(self) -> bool:
+        """Sampled with nothing but the seed as state (no penalties, no logprobs): a GPU round
+        may draw it on the device (kernels/sample_cuda.py)."""
+        p = self.params
+        return (not p.greedy and p.temperature >= MIN_TEMPERATURE and p.logprobs is None
+                and p.repetition_penalty == 1.0 and not p.presence_penalty
+                and not p.frequency_penalty)
 
     def record(self, token: int) -> None:
         self.counts[token] = self.counts.get(token, 0) + 1

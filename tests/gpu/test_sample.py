@@ -1,0 +1,139 @@
+"""On-device sampling (kernels/sample_cuda.py) against its numpy reference (kernels/sample.py):
+token for token on fresh random logits, always inside the allowed set, the empirical
+distribution of a toy vocabulary equal to the softmax, same seed same tokens, and a row's
+token independent of the other rows of the launch."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests.gpu.conftest import bf16_round
+
+rng = np.random.default_rng()
+M64 = 2**64
+
+# (temperature, top_k, top_p, min_p)
+SETTINGS = [
+    (1.0, 0, 1.0, 0.0), (0.7, 50, 1.0, 0.0), (1.0, 1000, 1.0, 0.0), (1.2, 5, 1.0, 0.0),
+    (1.0, 0, 0.9, 0.0), (0.8, 0, 0.5, 0.0), (1.3, 0, 0.99, 0.0), (1.0, 0, 0.2, 0.0),
+    (1.0, 0, 1.0, 0.05), (0.9, 0, 1.0, 0.3),
+    (0.8, 40, 0.95, 0.0), (1.0, 100, 0.9, 0.02), (0.6, 0, 0.8, 0.1), (1.0, 20, 0.7, 0.05),
+    (1e-5, 0, 1.0, 0.0), (1e-4, 50, 0.9, 0.0), (1e-3, 0, 0.95, 0.0), (2e-5, 3, 1.0, 0.5),
+]
+
+
+def _logits(R, V):
+    x = rng.standard_normal((R, V)).astype(np.float32) * rng.uniform(0.5, 6, (R, 1)).astype(np.float32)
+    x[::3] = bf16_round(x[::3])                       # many ties
+    x[1::4, rng.integers(0, V, max(1, V // 10))] = -np.inf   # masked tokens
+    return x
+
+
+def _args(S, R):
+    n = len(S)
+    return dict(rows=rng.integers(0, R, n).tolist(),
+                temperature=[s[0] for s in S], top_k=[s[1] for s in S],
+                top_p=[s[2] for s in S], min_p=[s[3] for s in S],
+                seed=[int(v) for v in rng.integers(0, M64, n, dtype=np.uint64)],
+                salt=[int(v) for v in rng.integers(0, M64, n, dtype=np.uint64)],
+                step=rng.integers(0, 5000, n).tolist())
+
+
+@pytest.mark.parametrize("V", [128256, 49152, 1000, 10])
+def test_kernel_equals_reference(V):
+    import cupy as cp
+    from kernels import sample, sample_cuda
+    S = SETTINGS * 3
+    R = 24
+    x = _logits(R, V)
+    a = _args(S, R)
+    got = sample_cuda.cuda(cp.asarray(x), **a).get()
+    want = sample.ref(x, **a)
+    assert got.tolist() == want.tolist()
+    for n, r in enumerate(a["rows"]):                 # inside the allowed set
+        u = sample.uniform(a["seed"][n], a["salt"][n], a["step"][n])
+        tok, kept = sample.row(x[r], *S[n], u)
+        assert tok == got[n] and kept[tok] and np.isfinite(x[r, tok])
+        T, K, P, M = S[n]
+        if K and K < V:
+            assert kept.sum() <= K or len(np.unique(x[r][kept])) <= K
+        if T < 1e-3:                                   # a tiny temperature: (nearly) the arg-max
+            assert x[r].max() - x[r, tok] <= 50 * T
+
+
+def test_bf16_logits_and_device_logits_entry():
+    import cupy as cp
+    from kernels import sample, sample_cuda
+    from kernels.common_cuda import as_bf16
+    from server.engine.logits import DeviceLogits
+    from server.engine.sampler import SamplerState
+    from server.requests import SamplingParams
+    x = bf16_round(_logits(8, 32000))
+    a = _args(SETTINGS, 8)
+    got = sample_cuda.cuda(as_bf16(cp.asarray(x)), **a).get()
+    assert got.tolist() == sample.ref(x, **a).tolist()
+    states = [SamplerState(SamplingParams(temperature=T, top_k=K, top_p=P, min_p=M,
+                                          seed=a["seed"][n]), [1, 2], salt=7)
+              for n, (T, K, P, M) in enumerate(SETTINGS)]
+    assert all(s.device_sampled for s in states)
+    toks = DeviceLogits(as_bf16(cp.asarray(x))).sample_rows(a["rows"], states, a["step"])
+    want = sample.ref(x, a["rows"], a["temperature"], a["top_k"], a["top_p"], a["min_p"],
+                      a["seed"], [7] * len(SETTINGS), a["step"])
+    assert toks == want.tolist()
+
+
+@pytest.mark.parametrize("T,K,P,M", [(1.0, 0, 1.0, 0.0), (0.7, 4, 1.0, 0.0),
+                                     (1.0, 0, 0.8, 0.0), (1.5, 0, 1.0, 0.1),
+                                     (1.0, 6, 0.9, 0.02)])
+def test_distribution_matches_softmax(T, K, P, M):
+    import cupy as cp
+    from kernels import sample_cuda
+    N, V = 20000, 10
+    x = np.array([2.0, 1.5, 1.0, 0.7, 0.3, 0.0, -0.4, -1.0, -2.0, -3.0], dtype=np.float32)
+    x = x[rng.permutation(V)]
+    seed = int(rng.integers(0, M64, dtype=np.uint64))
+    got = sample_cuda.cuda(cp.asarray(x[None]), [0] * N, [T] * N, [K] * N, [P] * N, [M] * N,
+                           [seed] * N, [3] * N, list(range(N))).get()
+    p = np.exp((x.astype(np.float64) - x.max()) / T)       # the distribution, by sorting
+    order = np.argsort(-x, kind="stable")
+    keep = np.zeros(V, dtype=bool)
+    keep[order[:K] if K else order] = True
+    keep &= p >= M * p.max()
+    q = np.where(keep, p, 0) / np.where(keep, p, 0).sum()
+    if P < 1:
+        cum = np.cumsum(q[order])
+        cut = int(np.searchsorted(cum, P)) + 1
+        keep2 = np.zeros(V, dtype=bool)
+        keep2[order[:cut]] = True
+        q = np.where(keep2, q, 0) / np.where(keep2, q, 0).sum()
+    freq = np.bincount(got, minlength=V) / N
+    tol = 5 * np.sqrt(q * (1 - q) / N) + 1e-4
+    assert (freq[q == 0] == 0).all(), (freq, q)
+    assert (np.abs(freq - q) <= tol).all(), (freq, q)
+
+
+def test_same_seed_same_tokens_and_row_independence():
+    import cupy as cp
+    from kernels import sample_cuda
+    R, V = 40, 128256
+    x = cp.asarray(_logits(R, V))
+    S = (SETTINGS * 3)[:R]
+    a = _args(S, R)
+    a["rows"] = list(range(R))
+    first = sample_cuda.cuda(x, **a).get()
+    assert sample_cuda.cuda(x, **a).get().tolist() == first.tolist()
+    flat = cp.asarray(rng.standard_normal((8, V)).astype(np.float32) * 0.5)   # near-uniform
+    one = dict(rows=list(range(8)), temperature=[1.0] * 8, top_k=[0] * 8, top_p=[1.0] * 8,
+               min_p=[0.0] * 8, seed=[11] * 8, salt=[0] * 8, step=[0] * 8)
+    t1 = sample_cuda.cuda(flat, **one).get()
+    assert sample_cuda.cuda(flat, **one).get().tolist() == t1.tolist()
+    t2 = sample_cuda.cuda(flat, **dict(one, seed=[12] * 8)).get()
+    t3 = sample_cuda.cuda(flat, **dict(one, step=[1] * 8)).get()
+    assert (t1 != t2).sum() >= 6 and (t1 != t3).sum() >= 6
+    for n in (0, 5, 17, R - 1):                        # alone, and moved among other rows
+        alone = {k: [v[n]] for k, v in a.items()}
+        assert sample_cuda.cuda(x, **alone).get().tolist() == [first[n]]
+        perm = rng.permutation(R)
+        mixed = {k: [v[i] for i in perm] for k, v in a.items()}
+        got = sample_cuda.cuda(x, **mixed).get()
+        assert got[int(np.where(perm == n)[0][0])] == first[n]
