@@ -1,5 +1,8 @@
 """One tokenizer over the `tokenizers` library, built from a GGUF or from a HF folder.
 
+A GGUF holds either a byte-level BPE vocabulary (`tokenizer.ggml.model = gpt2`: tokens and
+merges) or a SentencePiece one (`llama`: tokens, scores and types, built in spm.py).
+
 Both roads end in the same object, so the rest of the house never asks where the
 vocabulary came from. BOS is added by the wrapped tokenizer's post-processor, and only
 when the model says so (GGUF `add_bos_token`, or the tokenizer.json's own template):
@@ -14,7 +17,7 @@ from pathlib import Path
 from tokenizers import AddedToken, decoders, models, processors
 from tokenizers import Tokenizer as HFTokenizer
 
-from . import pretok
+from . import pretok, spm
 from .gguf_meta import read_metadata
 
 # GGUF token_type values (llama.cpp's llama_token_type)
@@ -31,8 +34,9 @@ class TokenizerError(ValueError):
 
 class Tokenizer:
     def __init__(self, hf: HFTokenizer, *, bos_id: int | None, eos_id: int | None,
-                 eos_ids: set[int], chat_template: str | None):
+                 eos_ids: set[int], chat_template: str | None, spm: bool = False):
         self._hf = hf
+        self._spm = spm  # SentencePiece: a lone token's "▁" is its leading space
         self._bos_id = bos_id
         self._eos_id = eos_id  # the model's own eos; eos_ids adds end-of-turn markers
         self._eos_ids = frozenset(eos_ids | ({eos_id} if eos_id is not None else set()))
@@ -44,19 +48,47 @@ class Tokenizer:
     def from_gguf(cls, path: str | Path) -> "Tokenizer":
         meta = read_metadata(path, prefixes=("tokenizer.",))
         kind = meta.get("tokenizer.ggml.model")
-        if kind != "gpt2":
+        if kind not in ("gpt2", "llama"):
             raise TokenizerError(
                 f"{path}: tokenizer.ggml.model = {kind!r}; foldserve reads only byte-level BPE "
-                f"('gpt2') vocabularies from GGUF. Load the model's tokenizer.json with "
-                f"Tokenizer.from_hf_dir instead.")
+                f"('gpt2') and SentencePiece ('llama') vocabularies from GGUF. Load the model's "
+                f"tokenizer.json with Tokenizer.from_hf_dir instead.")
         tokens = meta.get("tokenizer.ggml.tokens")
-        merges = meta.get("tokenizer.ggml.merges")
-        if not tokens or merges is None:
-            raise TokenizerError(f"{path}: GGUF lacks tokenizer.ggml.tokens or tokenizer.ggml.merges")
+        if not tokens:
+            raise TokenizerError(f"{path}: GGUF lacks tokenizer.ggml.tokens")
         types = meta.get("tokenizer.ggml.token_type") or [1] * len(tokens)
         if len(types) != len(tokens):
             raise TokenizerError(f"{path}: {len(tokens)} tokens but {len(types)} token types")
+        if kind == "llama":
+            hf = spm.build_spm(meta, tokens, types, path)
+            vocab = hf.get_vocab()
+            add_bos_default = True  # llama.cpp's default for SPM vocabularies
+        else:
+            hf, vocab = cls._gpt2_bpe(meta, tokens, types, path)
+            add_bos_default = meta.get("tokenizer.ggml.pre") in pretok.IGNORE_MERGES
 
+        def token_id(key):
+            v = meta.get(key)
+            return v if isinstance(v, int) and 0 <= v < len(tokens) else None
+
+        bos, eos = token_id("tokenizer.ggml.bos_token_id"), token_id("tokenizer.ggml.eos_token_id")
+        add_bos = bool(meta.get("tokenizer.ggml.add_bos_token", add_bos_default))
+        add_eos = bool(meta.get("tokenizer.ggml.add_eos_token", False))
+        _set_post_processor(hf, tokens, bos if add_bos else None, eos if add_eos else None)
+
+        eos_ids = {i for i in (eos, token_id("tokenizer.ggml.eot_token_id"),
+                               token_id("tokenizer.ggml.eom_token_id")) if i is not None}
+        # only whole-matched tokens: a plain vocab piece spelled "</s>" is text, not a stop
+        eos_ids |= {vocab[t] for t in END_OF_TURN if t in vocab and types[vocab[t]] in (CONTROL, USER_DEFINED)}
+        return cls(hf, bos_id=bos, eos_id=eos, eos_ids=eos_ids,
+                   chat_template=meta.get("tokenizer.chat_template"),
+                   spm=kind == "llama")
+
+    @staticmethod
+    def _gpt2_bpe(meta: dict, tokens: list[str], types: list[int], path) -> tuple[HFTokenizer, dict]:
+        merges = meta.get("tokenizer.ggml.merges")
+        if merges is None:
+            raise TokenizerError(f"{path}: GGUF lacks tokenizer.ggml.merges")
         pre = meta.get("tokenizer.ggml.pre")
         pre_tok, normalizer = pretok.build(pre)
         vocab = {t: i for i, t in enumerate(tokens)}
@@ -74,22 +106,7 @@ class Tokenizer:
                                for i, t in enumerate(types) if t == CONTROL])
         hf.add_tokens([AddedToken(tokens[i], special=False, normalized=False)
                        for i, t in enumerate(types) if t == USER_DEFINED])
-
-        def token_id(key):
-            v = meta.get(key)
-            return v if isinstance(v, int) and 0 <= v < len(tokens) else None
-
-        bos, eos = token_id("tokenizer.ggml.bos_token_id"), token_id("tokenizer.ggml.eos_token_id")
-        add_bos = bool(meta.get("tokenizer.ggml.add_bos_token", pre in pretok.IGNORE_MERGES))
-        add_eos = bool(meta.get("tokenizer.ggml.add_eos_token", False))
-        _set_post_processor(hf, tokens, bos if add_bos else None, eos if add_eos else None)
-
-        eos_ids = {i for i in (eos, token_id("tokenizer.ggml.eot_token_id"),
-                               token_id("tokenizer.ggml.eom_token_id")) if i is not None}
-        # only whole-matched tokens: a plain vocab piece spelled "</s>" is text, not a stop
-        eos_ids |= {vocab[t] for t in END_OF_TURN if t in vocab and types[vocab[t]] in (CONTROL, USER_DEFINED)}
-        return cls(hf, bos_id=bos, eos_id=eos, eos_ids=eos_ids,
-                   chat_template=meta.get("tokenizer.chat_template"))
+        return hf, vocab
 
     @classmethod
     def from_hf_dir(cls, path: str | Path) -> "Tokenizer":
@@ -122,7 +139,12 @@ class Tokenizer:
         return self._hf.decode(list(ids), skip_special_tokens=skip_special_tokens)
 
     def token_text(self, token_id: int) -> str:
-        """The text of one token alone; a piece of a multi-byte character shows as U+FFFD."""
+        """The text of one token alone; a piece of a multi-byte character shows as U+FFFD.
+
+        A SentencePiece token keeps its leading space ("▁Paris" -> " Paris"), which
+        decode() strips at the start of a text."""
+        if self._spm and token_id not in self._hf.get_added_tokens_decoder():
+            return spm.piece_text(self._hf, token_id)
         return self._hf.decode([token_id], skip_special_tokens=False)
 
     def token_to_id(self, token: str) -> int | None:
