@@ -21,17 +21,22 @@ def main():
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--model", default="dummy:smollm2-135m")
     ap.add_argument("--out", default="/tmp/sampled")
+    ap.add_argument("--greedy", action="store_true", help="temperature 0 everywhere (a control)")
+    ap.add_argument("--server-args", default="", help="more serve flags, space-separated")
     a = ap.parse_args()
     import httpx
     from pathlib import Path
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     s = Server(out, "sampled", ["--device", a.device, "--model", a.model, "--context", "1024",
-                                "--parallel", "16"])
+                                "--parallel", "16", *a.server_args.split()])
     settings = [dict(temperature=0.8, seed=1), dict(temperature=1.0, top_k=50, seed=2),
                 dict(temperature=0.7, top_p=0.9, seed=3), dict(temperature=1.2, min_p=0.05, seed=4),
                 dict(temperature=0.9, top_k=40, top_p=0.95, seed=5),
                 dict(temperature=0.8, seed=6, frequency_penalty=0.5)]      # host path
+
+    if a.greedy:
+        settings = [{**kw, "temperature": 0} for kw in settings]
 
     def one(i, kw):
         r = httpx.post(s.url + "/v1/completions", timeout=120, json={
