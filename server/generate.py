@@ -59,7 +59,7 @@ def run(args) -> int:
         ids = tok.encode(args.prompt)
     params = SamplingParams(max_tokens=args.max_tokens, temperature=args.temperature,
                             seed=args.seed)
-    detok = IncrementalDetokenizer(tok, skip_special_tokens=True) if tok else None
+    detok = IncrementalDetokenizer(tok, skip_special_tokens=True, context=ids[-1:]) if tok else None
     pieces = []
 
     def show(t):

@@ -48,7 +48,7 @@ class Generation:
     async def pieces(self):
         """Yields Pieces; the last one has finish or error set."""
         sched, req, metrics = self.state.scheduler, self.req, self.metrics
-        detok = detokenizer(self.state.tokenizer)
+        detok = detokenizer(self.state.tokenizer, self.req.prompt_ids)
         stops = stop_matcher(self.stops)
         pending: list = []          # tokens whose text is not sent yet
         last_t: float | None = None

@@ -7,8 +7,8 @@ from server.text import ChatTemplateError, IncrementalDetokenizer, StopMatcher, 
 from .errors import ApiError, invalid
 
 
-def detokenizer(tok) -> IncrementalDetokenizer:
-    return IncrementalDetokenizer(tok)
+def detokenizer(tok, prompt_ids=()) -> IncrementalDetokenizer:
+    return IncrementalDetokenizer(tok, context=list(prompt_ids)[-1:])
 
 
 def stop_matcher(stops: list[str]) -> StopMatcher:

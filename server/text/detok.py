@@ -16,12 +16,17 @@ REPLACEMENT = "\ufffd"
 
 
 class IncrementalDetokenizer:
-    def __init__(self, tokenizer, skip_special_tokens: bool = False):
+    def __init__(self, tokenizer, skip_special_tokens: bool = False, context=()):
+        """context: ids that come before the reply (the prompt's last token). A reply's first
+        token is then decoded after it, as it stands in the text: SentencePiece decoding
+        strips the leading space of a text, so alone "▁Paris" would stream as "Paris"."""
         self._tok = tokenizer
         self._skip = skip_special_tokens
-        self._ids: list[int] = []
+        self._ids: list[int] = list(context)
+        if self._ids and self._decode(self._ids).endswith(REPLACEMENT):
+            self._ids = []                # a half character in the context: start clean
         self._prefix = 0  # start of the decode window (already emitted text)
-        self._read = 0    # first id whose text has not been emitted
+        self._read = len(self._ids)  # first id whose text has not been emitted
 
     def _decode(self, ids) -> str:
         return self._tok.decode(ids, skip_special_tokens=self._skip)

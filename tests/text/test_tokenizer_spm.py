@@ -154,6 +154,18 @@ def test_streaming_equals_full_decode(sp, tok):
     assert not any("\ufffd" in p for p in pieces)
 
 
+def test_a_streamed_reply_keeps_its_leading_space(tok):
+    # the reply's first token "▁world" decodes alone as "world"; after the prompt's last token
+    # it is " world", which is what the reply's text is
+    prompt, reply = tok.encode("hello"), tok.encode("hello world again", add_special_tokens=False)[1:]
+    d = IncrementalDetokenizer(tok, context=prompt[-1:])
+    streamed = "".join([d.push(i) for i in reply] + [d.flush()])
+    whole = tok.decode(prompt + reply, skip_special_tokens=True)
+    assert streamed == whole[len(tok.decode(prompt, skip_special_tokens=True)):] == " world again"
+    alone = IncrementalDetokenizer(tok)
+    assert "".join([alone.push(i) for i in reply] + [alone.flush()]) == "world again"
+
+
 def test_merges_follow_scores():
     # "abc" can be joined as a+bc or ab+c; both are listed, after the higher-scored "bc"
     # and "ab", ties by ids; control and byte pieces never take part.
