@@ -62,6 +62,8 @@ class Scheduler:
         self.waiting: dict[str, GenRequest] = {}
         self.error: str | None = None
         self.rounds = 0
+        self._steps = 0                      # steps sent; the idle check runs once per change
+        self._checked = -1
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="foldserve-engine", daemon=True)
 
@@ -136,7 +138,9 @@ class Scheduler:
                 if self.active:
                     self._round()
                 elif not self.waiting:
-                    self.adm.check_integrity()
+                    if self._checked != self._steps:   # once per change, not every idle tick
+                        self.adm.check_integrity()
+                        self._checked = self._steps
                     self.driver.check()          # a follower gone while idle is noticed now
         except Exception as e:               # a rank is gone, or a bug: nobody hangs
             log.exception("engine loop stopped")
@@ -216,6 +220,7 @@ class Scheduler:
     def _run_all(self, steps):
         for st in steps:
             self.driver.run(st)
+            self._steps += 1
 
     def _round(self):
         budget = self.token_budget
@@ -234,6 +239,7 @@ class Scheduler:
                 budget -= n
         logits = self.driver.run(RoundStep(tuple(chunks)))
         self.rounds += 1
+        self._steps += 1
         row = 0
         now = time.monotonic()
         plain = [a.sampler.plain_greedy for c, a in zip(chunks, owners) if c.logits]
