@@ -32,6 +32,7 @@ from server.engine.spec import SHAPES  # noqa: E402
 
 R = Results()
 log = R.log
+matmul_cuda.KEEP_PLAIN = True          # ours vs plain cuBLAS on the same weights
 
 
 def cuda_ms(fn, reps=10, warm=2):
@@ -86,14 +87,15 @@ def our_model(spec, hf):
     with torch.no_grad():
         for layer in hf.model.layers:
             a, mlp = layer.self_attn, layer.mlp
-            wqkv = torch.cat([a.q_proj.weight, a.k_proj.weight, a.v_proj.weight], 0).T.contiguous()
-            wgu = torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight], 0).T.contiguous()
+            # the GPU stores matrices [out, in] (server/engine/prepare.py), as torch does
+            wqkv = torch.cat([a.q_proj.weight, a.k_proj.weight, a.v_proj.weight], 0).contiguous()
+            wgu = torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight], 0).contiguous()
             L.append(LayerWeights(
                 attn_norm=to_cp(layer.input_layernorm.weight), wqkv=to_cp(wqkv), bqkv=None,
-                q_norm=None, k_norm=None, wo=to_cp(a.o_proj.weight.T.contiguous()),
+                q_norm=None, k_norm=None, wo=to_cp(a.o_proj.weight),
                 mlp_norm=to_cp(layer.post_attention_layernorm.weight), wgu=to_cp(wgu),
-                wdown=to_cp(mlp.down_proj.weight.T.contiguous())))
-        head = hf.lm_head.weight.T.contiguous()
+                wdown=to_cp(mlp.down_proj.weight)))
+        head = hf.lm_head.weight
         w = ShardWeights(embed=to_cp(hf.model.embed_tokens.weight), norm=to_cp(hf.model.norm.weight),
                          lm_head=to_cp(head), layers=L, nq=spec.n_heads, nkv=spec.n_kv_heads,
                          ff=spec.d_ff)
@@ -199,21 +201,25 @@ def stages(tag, spec, model, M, L):
     del kv
 
 
-def tile_sweep(spec, model):
-    """The invariant GEMMs' cost against the tile size: all layers' GEMMs at 1, 64, 2048 rows."""
+def gemm_sweep(spec, model):
+    """Ours (invariant) against plain cuBLAS, all layers' GEMMs at several row counts, with
+    the bandwidth floor (weight bytes / copy rate) and the compute floor beside them."""
     from kernels.common_cuda import as_bf16
     x = as_bf16(cp.asarray(np.random.default_rng(4).standard_normal((2048, spec.d_ff)).astype(np.float32)))
     L0 = model.w.layers[0]
     shapes = [(spec.d_model, L0.wqkv), (spec.head_dim * spec.n_heads, L0.wo), (spec.d_model, L0.wgu),
               (spec.d_ff, L0.wdown)]
-    keep = matmul_cuda.TILE
-    for tile in (16, 64, 128, 256):
-        matmul_cuda.TILE = tile
-        for M in (1, 64, 2048):
-            xs = [cp.ascontiguousarray(x[:M, :k]) for k, _ in shapes]
-            ms = cuda_ms(lambda: [matmul_cuda.cuda(a, w) for a, (_, w) in zip(xs, shapes)], reps=3, warm=1)
-            log(f"llama3_gemms_tile{tile}_M{M}_ms", ms * spec.n_layers)
-    matmul_cuda.TILE = keep
+    wbytes = sum(w.nbytes for _, w in shapes) * spec.n_layers
+    flop1 = sum(2 * w.shape[0] * w.shape[1] for _, w in shapes) * spec.n_layers
+    log("llama3_gemms_bytes_floor_ms", wbytes / R.get("copy_TBps", 4.27) / 1e9)
+    for M in (1, 8, 16, 32, 64, 128, 512, 2048):
+        xs = [cp.ascontiguousarray(x[:M, :k]) for k, _ in shapes]
+        for inv in (True, False):
+            matmul_cuda.INVARIANT = inv
+            ms = cuda_ms(lambda: [matmul_cuda.cuda(a, w) for a, (_, w) in zip(xs, shapes)], reps=5, warm=2)
+            log(f"llama3_gemms_{'ours' if inv else 'plain'}_M{M}_ms", ms * spec.n_layers)
+        matmul_cuda.INVARIANT = True
+        log(f"llama3_gemms_M{M}_TFLOPs_ours", flop1 * M / (R[f"llama3_gemms_ours_M{M}_ms"] / 1e3) / 1e12)
 
 
 def hf_decode(tag, spec, hf, prompt_len=128, new=64):
@@ -260,7 +266,6 @@ def main():
     ap.add_argument("--quick", action="store_true")
     a = ap.parse_args()
     log("device", cp.cuda.runtime.getDeviceProperties(0)["name"].decode())
-    log("matmul_tile", matmul_cuda.TILE)
     step("ceilings", ceilings)
     bw = R.get("copy_TBps", 4.27) * 1e12
     rate = R.get("matmul_TFLOPs_torch", 770) * 1e12
@@ -284,7 +289,7 @@ def main():
         step(f"{t}_hf", hf_decode, f"{t}_hf_eager_b1_decode", spec, hf)
         if shape == "llama3-8b":
             log("llama3_prefill2048_floor_ms", 2 * spec.n_params * 2048 / rate * 1e3)
-            step("sweep", tile_sweep, spec, model)
+            step("sweep", gemm_sweep, spec, model)
             step("pf", ours_prefill, "llama3_ours_prefill2048", spec, model)
             step("gi", gemm_stage, "llama3_prefill2048_invariant", spec, model, 2048)
             matmul_cuda.INVARIANT = False

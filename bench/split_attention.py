@@ -45,12 +45,12 @@ def rand_bf16(shape, std=1.0, mean=0.0):
 
 def model_of(spec):
     d, hd, nq, nkv, ff = spec.d_model, spec.head_dim, spec.n_heads, spec.n_kv_heads, spec.d_ff
-    L = [LayerWeights(attn_norm=rand_bf16((d,), 0.02, 1.0), wqkv=rand_bf16((d, (nq + 2 * nkv) * hd), 0.02),
-                      bqkv=None, q_norm=None, k_norm=None, wo=rand_bf16((nq * hd, d), 0.02),
-                      mlp_norm=rand_bf16((d,), 0.02, 1.0), wgu=rand_bf16((d, 2 * ff), 0.02),
-                      wdown=rand_bf16((ff, d), 0.02)) for _ in range(spec.n_layers)]
+    L = [LayerWeights(attn_norm=rand_bf16((d,), 0.02, 1.0), wqkv=rand_bf16(((nq + 2 * nkv) * hd, d), 0.02),
+                      bqkv=None, q_norm=None, k_norm=None, wo=rand_bf16((d, nq * hd), 0.02),
+                      mlp_norm=rand_bf16((d,), 0.02, 1.0), wgu=rand_bf16((2 * ff, d), 0.02),
+                      wdown=rand_bf16((d, ff), 0.02)) for _ in range(spec.n_layers)]
     w = ShardWeights(embed=rand_bf16((spec.vocab, d), 0.02), norm=rand_bf16((d,), 0.02, 1.0),
-                     lm_head=rand_bf16((d, spec.vocab), 0.02), layers=L, nq=nq, nkv=nkv, ff=ff)
+                     lm_head=rand_bf16((spec.vocab, d), 0.02), layers=L, nq=nq, nkv=nkv, ff=ff)
     inv = cp.asarray(rope.inv_freq(hd, spec.rope_theta, spec.rope_scaling))
     return Model(spec, w, inv, cp)
 

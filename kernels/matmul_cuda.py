@@ -1,14 +1,35 @@
-"""x @ W on the GPU through cuBLAS: bf16 operands, float32 accumulation and output.
+"""x @ W^T on the GPU with tensor cores (mma.sync m16n8k16, bf16 operands, float32
+accumulation and output): our own kernels, batch invariant by construction.
 
-Batch invariance: cuBLAS picks its kernel (tiles, split-K) from the shape, so a row's
-summation order can change with the row count (gpu-notes: rows differ from M = 32 on).
-INVARIANT (the default) therefore always runs the same problem: M padded to a multiple of
-TILE rows, one cuBLAS call of exactly TILE x N x K per tile. Every row then goes through
-the same call whatever else is in the round; tests/gpu checks rows are bit-identical
-across M. (One strided-batched call over the tiles is NOT invariant: measured on an H200,
-cuBLAS picks another kernel at batchCount 2 than at 1; PER_TILE_CALLS = False keeps it
-for measurement only.) INVARIANT = False is one plain GEMM (faster at large M; the
-benchmark receipt gives the cost of invariance).
+On the GPU the weights are [N, K] (out, in) and packed in mma fragment order (`Packed`:
+a warp's load of one 32-k chunk of 8 columns is 512 contiguous bytes); x is [M, K] bf16
+(float32 is rounded to bf16, nearest even, as it is loaded).
+
+The arithmetic of one output element C[m, n] is fixed and depends on nothing but row m of
+x, row n of W and K:
+  * K is cut into chunks of 32 (a last partial chunk reads zeros past K), and the chunks
+    into KSPLIT ranges: range q = chunks [q nch / KSPLIT, (q + 1) nch / KSPLIT);
+  * within a chunk, lane t of a quad holds k = 8t .. 8t+7 of its row; the first mma takes
+    k in {8t .. 8t+3 : t = 0..3}, the second {8t+4 .. 8t+7}: the same fixed permutation of k
+    for x and W, so the product is x.W and the order is one and the same in every kernel;
+  * a range's sum starts at 0 and each mma adds its 16 products (the hardware's order within
+    one instruction is fixed), chunk after chunk;
+  * C = ((((0 + range 0) + range 1) + ...) + range KSPLIT-1) + bias[n] (bf16 widened).
+Three kernels run this arithmetic with different scheduling, chosen by shape only:
+  * `stream` (M <= STREAM_MAX_M: decode rounds): a block of KSPLIT warps owns 8 columns,
+    warp q streams range q's weights straight into registers (U chunks in flight), then
+    warp 0 folds the ranges from shared memory;
+  * `tiled` (large M): 128 x 128 tiles through swizzled shared memory, cp.async in 3
+    stages of 64 k; each warp sums a range in `acc` and folds it into `tot` at its end;
+  * `split` (few tiles): the tiled kernel with one block per range writing its sum to a
+    scratch buffer, then `fold_parts` folds them in order.
+Every row's bytes are the same in all three, whatever the other rows
+(tests/gpu/test_kernels.py checks the kernels against each other, and rows alone against
+rows among others). That is what makes solo == concurrent, resumed == fresh (decoded rows
+== prefilled rows) and graph == eager hold for the GEMMs; cuBLAS picks its kernel (tiles,
+split-K) from the shape, so its rows change with M (gpu-notes), and is not used for them.
+
+`plain` is one cuBLAS GEMM (fastest at large M, NOT batch invariant): benchmarks only.
 """
 from __future__ import annotations
 
@@ -17,12 +38,332 @@ import ctypes
 import cupy as cp
 import numpy as np
 
-from kernels.common_cuda import as_bf16, as_f32
+from kernels.common_cuda import BF16, HEADER, as_bf16, as_f32
 
-TILE = 128   # rows per cuBLAS call; measured on an H200 against 16, 64, 256 (receipt)
-INVARIANT = True
-PER_TILE_CALLS = True       # False: one strided-batched call (faster, not invariant)
+INVARIANT = True       # False: plain cuBLAS (benchmarks: what invariance costs)
+KEEP_PLAIN = False     # benchmarks: packed weights keep their [N, K] form for cuBLAS
+STREAM_MAX_M = 16      # rows up to which the streaming kernel runs (scheduling only)
+SPLIT_BELOW = 100      # tiles (128 x 128) below which the tiled kernel splits K over blocks
+U = 8                  # chunks of 32 k a streaming warp has in flight (bench/stream_sweep.py)
+KSPLIT = 8             # K ranges summed apart, then folded in order: ARITHMETIC (all kernels)
 
+_SRC = r"""
+__device__ __forceinline__ void mma(float* d, unsigned a0, unsigned a1, unsigned a2,
+                                    unsigned a3, unsigned b0, unsigned b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+// one chunk of 32 k: xl/xh = rows g and g+8 (k 8t .. 8t+7), w = column g (k 8t .. 8t+7)
+__device__ __forceinline__ void chunk(float* d, const uint4& xl, const uint4& xh, const uint4& w) {
+    mma(d, xl.x, xh.x, xl.y, xh.y, w.x, w.y);
+    mma(d, xl.z, xh.z, xl.w, xh.w, w.z, w.w);
+}
+__device__ __forceinline__ unsigned pack(float lo, float hi) {
+    return ((unsigned)f2b(hi) << 16) | (unsigned)f2b(lo);
+}
+// 8 consecutive k of one x row as bf16 pairs (zeros past M or K)
+__device__ __forceinline__ uint4 xrow8(const XT* x, int m, int M, int k, int K) {
+    if (m >= M || k >= K) return make_uint4(0, 0, 0, 0);
+#if X_F32
+    const float4 a = __ldg((const float4*)(x + (long long)m * K + k));
+    const float4 b = __ldg((const float4*)(x + (long long)m * K + k + 4));
+    return make_uint4(pack(a.x, a.y), pack(a.z, a.w), pack(b.x, b.y), pack(b.z, b.w));
+#else
+    return __ldg((const uint4*)(x + (long long)m * K + k));
+#endif
+}
+__device__ __forceinline__ void store(float* C, const bf16* bias, int M, int N, int m, int n,
+                                      float v0, float v1) {
+    if (m >= M) return;
+    if (n < N) C[(long long)m * N + n] = bias ? v0 + b2f(bias[n]) : v0;
+    if (n + 1 < N) C[(long long)m * N + n + 1] = bias ? v1 + b2f(bias[n + 1]) : v1;
+}
+
+// K range q of S_: chunks [q nch / S_, (q + 1) nch / S_)
+__device__ __forceinline__ int range_lo(int q, int nch) { return (int)((long long)q * nch / S_); }
+
+// grid (ceil(N / 8), ceil(M / (16 MT))), 32 S_ threads: warp q sums K range q of the block's
+// 8 columns; the S_ partial sums are then folded in order 0, 1, .. from 0.f by warp 0.
+extern "C" __global__ void __launch_bounds__(32 * S_) stream(
+        const XT* x, const bf16* W, const bf16* bias, float* C, int M, int N, int K) {
+    __shared__ float part[S_][MT][4][32];
+    const int lane = threadIdx.x & 31, q = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+    const int n0 = blockIdx.x * 8, m0 = blockIdx.y * 16 * MT;
+    const int KC = (K + 31) / 32;
+    const bf16* wr = W + (long long)blockIdx.x * KC * 256 + lane * 8;   // packed: see `pack`
+    float acc[MT][4];
+#pragma unroll
+    for (int i = 0; i < MT; i++) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.f;
+    const int nch = (K + 31) / 32, c_lo = range_lo(q, nch), c_hi = range_lo(q + 1, nch);
+    for (int c0 = c_lo; c0 < c_hi; c0 += U_) {
+        uint4 w[U_], xl[U_][MT], xh[U_][MT];           // every load of U_ chunks in flight at once
+#pragma unroll
+        for (int u = 0; u < U_; u++) {
+            const int k = (c0 + u) * 32 + 8 * t;
+            w[u] = c0 + u < c_hi ? __ldg((const uint4*)(wr + (c0 + u) * 256)) : make_uint4(0, 0, 0, 0);
+        }
+#pragma unroll
+        for (int u = 0; u < U_; u++) {
+            const int k = c0 + u < c_hi ? (c0 + u) * 32 + 8 * t : K;
+#pragma unroll
+            for (int i = 0; i < MT; i++) {
+                xl[u][i] = xrow8(x, m0 + 16 * i + g, M, k, K);
+                xh[u][i] = xrow8(x, m0 + 16 * i + g + 8, M, k, K);
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < U_; u++)
+            if (c0 + u < c_hi)
+#pragma unroll
+                for (int i = 0; i < MT; i++) chunk(acc[i], xl[u][i], xh[u][i], w[u]);
+    }
+#pragma unroll
+    for (int i = 0; i < MT; i++)
+#pragma unroll
+        for (int r = 0; r < 4; r++) part[q][i][r][lane] = acc[i][r];
+    __syncthreads();
+    if (q) return;
+#pragma unroll
+    for (int i = 0; i < MT; i++) {
+        float v[4];
+#pragma unroll
+        for (int r = 0; r < 4; r++) {
+            v[r] = 0.f;
+#pragma unroll
+            for (int p = 0; p < S_; p++) v[r] = __fadd_rn(v[r], part[p][i][r][lane]);
+        }
+        const int m = m0 + 16 * i + g;
+        store(C, bias, M, N, m, n0 + 2 * t, v[0], v[1]);
+        store(C, bias, M, N, m + 8, n0 + 2 * t, v[2], v[3]);
+    }
+}
+
+#define BM 128
+#define BN 128
+#define ST 3
+__device__ __forceinline__ void cp16(void* dst, const void* src, bool ok) {
+    unsigned d;
+    asm volatile("{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }\n"
+                 : "=r"(d) : "l"(dst));
+    const int n = ok ? 16 : 0;                       // 0: fill the 16 bytes with zeros
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(d), "l"(src), "r"(n));
+}
+// a stage holds 64 k (two chunks) of BM x rows and BN W rows, 128 bytes a row in 8 pieces
+// of 16; piece p of row r sits at p ^ 4 (r & 1), so the 8 lanes of a 16-byte access phase
+// (rows g, g + 1, pieces t or 4 + t) hit 8 different bank groups.
+__device__ __forceinline__ int sw(int r, int p) { return r * 64 + ((p ^ ((r & 1) << 2)) << 3); }
+
+// grid (ceil(N / 128), ceil(M / 128), Z), 256 threads, dynamic shared memory ST stages; x bf16.
+// Warp (wm, wn) owns rows 64 wm .. +63 and columns 32 wn .. +31 of the block's tile.
+// Z == 1: the block sums every K range and folds them (tot); Z == S_: block z sums range z
+// only and writes it to part[z] (`fold` kernel below adds them up in order).
+extern "C" __global__ void __launch_bounds__(256) tiled(
+        const bf16* x, const bf16* W, const bf16* bias, float* C, float* part,
+        int M, int N, int K) {
+    extern __shared__ __align__(16) unsigned char smem[];
+    bf16* xs = (bf16*)smem;
+    bf16* ws = xs + ST * BM * 64;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
+    const int wm = warp >> 2, wn = warp & 3;
+    const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
+    const int nch = (K + 31) / 32;
+    const bool split = gridDim.z > 1;
+    const int c_lo = split ? range_lo(blockIdx.z, nch) : 0;
+    const int c_hi = split ? range_lo(blockIdx.z + 1, nch) : nch;
+    const int s_lo = c_lo / 2, s_hi = (c_hi + 1) / 2;
+    auto load = [&](int st) {
+        bf16* xd = xs + (st % ST) * BM * 64;
+        bf16* wd = ws + (st % ST) * BN * 64;
+        for (int i = tid; i < BM * 8; i += 256) {
+            const int r = i >> 3, p = i & 7, k = st * 64 + 8 * p;
+            const int mx = min(m0 + r, M - 1), n = n0 + r, kk = min(k, K - 8);
+            const bool wok = n < N && k < K;
+            cp16(xd + sw(r, p), x + (long long)mx * K + kk, m0 + r < M && k < K);
+            cp16(wd + sw(r, p), W + (wok ? ((long long)(n >> 3) * nch + (k >> 5)) * 256
+                                           + ((n & 7) * 4 + ((k >> 3) & 3)) * 8 : 0), wok);
+        }
+    };
+#pragma unroll
+    for (int s = 0; s < ST - 1; s++) {
+        if (s_lo + s < s_hi) load(s_lo + s);
+        asm volatile("cp.async.commit_group;\n");
+    }
+    float acc[4][4][4], tot[4][4][4];
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+#pragma unroll
+            for (int r = 0; r < 4; r++) acc[i][j][r] = tot[i][j][r] = 0.f;
+    int q = 0, q_end = split ? 0x7fffffff : range_lo(1, nch);
+    auto fold = [&]() {                       // tot += this range's sum; the next starts at 0
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+#pragma unroll
+            for (int j = 0; j < 4; j++)
+#pragma unroll
+                for (int r = 0; r < 4; r++) {
+                    tot[i][j][r] = __fadd_rn(tot[i][j][r], acc[i][j][r]);
+                    acc[i][j][r] = 0.f;
+                }
+        q++;
+        q_end = range_lo(q + 1, nch);
+    };
+    for (int st = s_lo; st < s_hi; st++) {
+        asm volatile("cp.async.wait_group %0;\n" :: "n"(ST - 2));
+        __syncthreads();
+        if (st + ST - 1 < s_hi) load(st + ST - 1);
+        asm volatile("cp.async.commit_group;\n");
+        const bf16* xb = xs + (st % ST) * BM * 64;
+        const bf16* wb = ws + (st % ST) * BN * 64;
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const int c = 2 * st + h;
+            if (c < c_lo || c >= c_hi) continue;
+            while (c >= q_end) fold();
+            uint4 wf[4];
+#pragma unroll
+            for (int j = 0; j < 4; j++) wf[j] = *(const uint4*)(wb + sw(32 * wn + 8 * j + g, 4 * h + t));
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const int r = 64 * wm + 16 * i + g;
+                const uint4 xl = *(const uint4*)(xb + sw(r, 4 * h + t));
+                const uint4 xh = *(const uint4*)(xb + sw(r + 8, 4 * h + t));
+#pragma unroll
+                for (int j = 0; j < 4; j++) chunk(acc[i][j], xl, xh, wf[j]);
+            }
+        }
+    }
+    asm volatile("cp.async.wait_group 0;\n");
+    if (split) {
+        float* pz = part + (long long)blockIdx.z * M * N;
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                const int m = m0 + 64 * wm + 16 * i + g, n = n0 + 32 * wn + 8 * j + 2 * t;
+                store(pz, nullptr, M, N, m, n, acc[i][j][0], acc[i][j][1]);
+                store(pz, nullptr, M, N, m + 8, n, acc[i][j][2], acc[i][j][3]);
+            }
+        return;
+    }
+    while (q < S_) fold();
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            const int m = m0 + 64 * wm + 16 * i + g, n = n0 + 32 * wn + 8 * j + 2 * t;
+            store(C, bias, M, N, m, n, tot[i][j][0], tot[i][j][1]);
+            store(C, bias, M, N, m + 8, n, tot[i][j][2], tot[i][j][3]);
+        }
+}
+
+// C = (((0 + part[0]) + part[1]) + ...) + bias: the tiled kernel's fold, element by element
+extern "C" __global__ void fold_parts(const float* part, const bf16* bias, float* C, int M, int N) {
+    const long long n = (long long)M * N;
+    for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < n;
+         e += (long long)gridDim.x * blockDim.x) {
+        float v = 0.f;
+#pragma unroll
+        for (int z = 0; z < S_; z++) v = __fadd_rn(v, part[z * n + e]);
+        C[e] = bias ? v + b2f(bias[e % N]) : v;
+    }
+}
+"""
+
+
+class Packed:
+    """W [N, K] bf16 in mma fragment order, so a warp's load of one chunk is 512 contiguous
+    bytes: data[N8][KC][32 lanes][8], N8 = ceil(N / 8), KC = ceil(K / 32); lane g * 4 + t of
+    column group n / 8 and chunk k / 32 holds W[8 (n / 8) + g, 32 (k / 32) + 8 t .. + 7].
+    Padding (N to 8, K to 32) is zeros."""
+
+    def __init__(self, w):
+        N, K = w.shape
+        n8, kc = -(-N // 8), -(-K // 32)
+        u = as_bf16(w).view(cp.uint16)
+        if (n8 * 8, kc * 32) != (N, K):
+            z = cp.zeros((n8 * 8, kc * 32), dtype=cp.uint16)
+            z[:N, :K] = u
+            u = z
+        self.data = cp.ascontiguousarray(u.reshape(n8, 8, kc, 4, 8).transpose(0, 2, 1, 3, 4)).view(BF16)
+        self.shape, self.dtype, self.nbytes = (N, K), BF16, self.data.nbytes
+        self.plain = w if KEEP_PLAIN else None       # benchmarks: cuBLAS on the same numbers
+
+
+def pack(w) -> Packed:
+    return w if isinstance(w, Packed) else Packed(w)
+
+
+def pack_weights(sw) -> None:
+    """Every GEMM matrix of a ShardWeights packed in place (one matrix at a time, so the
+    peak is one matrix over the weights); a tied LM head gets its own packed copy."""
+    for L in sw.layers:
+        L.wqkv, L.wo, L.wgu, L.wdown = (pack(a) for a in (L.wqkv, L.wo, L.wgu, L.wdown))
+    sw.lm_head = pack(sw.lm_head)
+
+
+_TILED_SMEM = 3 * (128 + 128) * 64 * 2
+_kernels: dict = {}
+
+
+def _fn(name: str, x_f32: bool = False, mt: int = 1):
+    key = (name, x_f32, mt, U, KSPLIT)
+    if key not in _kernels:
+        u = max(2, U // mt)                      # loads in flight, kept to the same registers
+        defs = (f"XT={'float' if x_f32 else 'bf16'}", f"X_F32={int(x_f32)}", f"MT={mt}",
+                f"U_={u}", f"S_={KSPLIT}")
+        k = cp.RawKernel(HEADER + _SRC, name, options=("--std=c++14",) + tuple(f"-D{d}" for d in defs))
+        if name == "tiled":
+            k.max_dynamic_shared_size_bytes = _TILED_SMEM
+        _kernels[key] = k
+    return _kernels[key]
+
+
+def cuda(x, w, bias=None, force: str | None = None):
+    """x: [M, K] float32 or bf16; w: Packed (or [N, K], packed on the fly); bias: [N] bf16
+    or None -> [M, N] float32. force: "stream", "tiled" or "split" (tests, benchmarks), else
+    chosen by shape."""
+    M, K = x.shape
+    N = w.shape[0]
+    if not INVARIANT and force is None:
+        out = plain(x, w)
+        return out if bias is None else out + as_f32(bias)
+    if w.shape[1] != K or K % 8:
+        raise ValueError(f"matmul: x {x.shape} against w {w.shape} (K must match and be a multiple of 8)")
+    w = pack(w).data
+    out = cp.empty((M, N), dtype=cp.float32)
+    if not M or not N:
+        return out
+    if bias is not None and bias.dtype != BF16:
+        bias = as_bf16(bias)
+    bias = np.uint64(0) if bias is None else bias                 # a null pointer: no bias
+    I = np.int32
+    tiles = -(-N // 128) * -(-M // 128)
+    how = force or ("stream" if M <= STREAM_MAX_M else "split" if tiles < SPLIT_BELOW else "tiled")
+    if how == "stream":
+        x_f32 = x.dtype != BF16
+        x = cp.ascontiguousarray(x, dtype=cp.float32) if x_f32 else cp.ascontiguousarray(x)
+        mt = min(4, -(-M // 16))
+        _fn("stream", x_f32, mt)((-(-N // 8), -(-M // (16 * mt))), (32 * KSPLIT,),
+                                 (x, w, bias, out, I(M), I(N), I(K)))
+        return out
+    x = as_bf16(x)
+    grid = (-(-N // 128), -(-M // 128))
+    if how == "tiled":
+        _fn("tiled")(grid + (1,), (256,), (x, w, bias, out, np.uint64(0), I(M), I(N), I(K)),
+                     shared_mem=_TILED_SMEM)
+    else:
+        part = cp.empty((KSPLIT, M, N), dtype=cp.float32)
+        _fn("tiled")(grid + (KSPLIT,), (256,), (x, w, bias, out, part, I(M), I(N), I(K)),
+                     shared_mem=_TILED_SMEM)
+        _fn("fold_parts")((min(-(-M * N // 256), 65535),), (256,), (part, bias, out, I(M), I(N)))
+    return out
+
+
+# -- plain cuBLAS, for the benchmarks' "what invariance costs" ------------------------------
 _R_16BF, _R_32F, _COMPUTE_32F, _DEFAULT = 14, 0, 68, -1
 _ONE = np.ones(1, dtype=np.float32)
 _ZERO = np.zeros(1, dtype=np.float32)
@@ -30,78 +371,51 @@ _WORKSPACE = 32 << 20
 
 
 class _Cublas:
-    """cuBLAS called through ctypes on cupy's handle: cupy's own wrappers refuse to run
-    while a stream captures (seen on cupy 14.2), and decode rounds are CUDA graphs."""
+    """cuBLAS through ctypes on cupy's handle (cupy's wrappers refuse to run while a stream
+    captures). cublasSetStream resets the workspace to cuBLAS's own pool, so the fixed
+    workspace is set again after every stream change."""
 
     def __init__(self):
         self.handle = cp.cuda.device.get_cublas_handle()      # loads libcublas
         path = next(line.split()[-1] for line in open("/proc/self/maps")
                     if "libcublas.so" in line and "libcublasLt" not in line)
         self.lib = ctypes.CDLL(path)
-        self.ws = cp.empty(_WORKSPACE, dtype=cp.uint8)        # fixed workspace: nothing allocated in capture
-        self._check(self.lib.cublasSetWorkspace_v2(ctypes.c_void_p(self.handle),
-                                                   ctypes.c_void_p(self.ws.data.ptr),
-                                                   ctypes.c_size_t(_WORKSPACE)), "SetWorkspace")
+        self.ws = cp.empty(_WORKSPACE, dtype=cp.uint8)
         self.stream = None
 
-    @staticmethod
-    def _check(status, what):
+    def _check(self, status, what):
         if status != 0:
             raise RuntimeError(f"cublas{what} failed with status {status}")
 
-    def gemm(self, m, n, k, a, lda, b, ldb, c, ldc):
-        # column-major C[m, n] = A[m, k] B[k, n]: A, B bf16, C float32, float32 compute
+    def gemm_tn(self, M, N, K, x, w, c):
+        # row-major C[M, N] = x[M, K] @ w[N, K]^T  (column-major: C^T = w^T' x^T)
         s = cp.cuda.get_current_stream().ptr
-        if s != self.stream:
-            self._check(self.lib.cublasSetStream_v2(ctypes.c_void_p(self.handle), ctypes.c_void_p(s)),
-                        "SetStream")
-            self.stream = s
         V, I = ctypes.c_void_p, ctypes.c_int
+        if s != self.stream:
+            self._check(self.lib.cublasSetStream_v2(V(self.handle), V(s)), "SetStream")
+            self._check(self.lib.cublasSetWorkspace_v2(V(self.handle), V(self.ws.data.ptr),
+                                                       ctypes.c_size_t(_WORKSPACE)), "SetWorkspace")
+            self.stream = s
         self._check(self.lib.cublasGemmEx(
-            V(self.handle), I(0), I(0), I(m), I(n), I(k), V(_ONE.ctypes.data), V(a), I(_R_16BF),
-            I(lda), V(b), I(_R_16BF), I(ldb), V(_ZERO.ctypes.data), V(c), I(_R_32F), I(ldc),
+            V(self.handle), I(1), I(0), I(N), I(M), I(K), V(_ONE.ctypes.data), V(w), I(_R_16BF),
+            I(K), V(x), I(_R_16BF), I(K), V(_ZERO.ctypes.data), V(c), I(_R_32F), I(N),
             I(_COMPUTE_32F), I(_DEFAULT)), "GemmEx")
 
 
 _blas = None
 
 
-def _lib():
+def plain(x, w):
+    """One cuBLAS GEMM, x [M, K] @ w[N, K]^T -> [M, N] float32. Not batch invariant.
+    w: [N, K] bf16, or a Packed whose unpacked form is kept as `.plain` (benchmarks)."""
+    if isinstance(w, Packed):
+        w = w.plain
     global _blas
     if _blas is None:
         _blas = _Cublas()
-    return _blas
-
-
-def cuda(x, w, bias=None):
-    # x: [M, K] bf16 (float32 is converted), w: [K, N] bf16 -> [M, N] float32
     x = as_bf16(x)
     M, K = x.shape
-    N = w.shape[1]
-    blas = _lib()
-    if INVARIANT:
-        Mp = -(-M // TILE) * TILE
-        if Mp != M:
-            xp = cp.zeros((Mp, K), dtype=x.dtype)
-            xp[:M] = x
-            x = xp
-        out = cp.empty((Mp, N), dtype=cp.float32)
-        if PER_TILE_CALLS:
-            for t in range(Mp // TILE):
-                blas.gemm(N, TILE, K, w.data.ptr, N, x.data.ptr + t * TILE * K * 2, K,
-                          out.data.ptr + t * TILE * N * 4, N)
-        elif Mp:
-            from cupy_backends.cuda.libs import cublas
-            cublas.gemmStridedBatchedEx(blas.handle, 0, 0, N, TILE, K, _ONE.ctypes.data,
-                                        w.data.ptr, _R_16BF, N, 0, x.data.ptr, _R_16BF, K,
-                                        TILE * K, _ZERO.ctypes.data, out.data.ptr, _R_32F, N,
-                                        TILE * N, Mp // TILE, _COMPUTE_32F, _DEFAULT)
-            blas.stream = None                          # cupy set the handle's stream itself
-        out = out[:M]
-    else:
-        out = cp.empty((M, N), dtype=cp.float32)
-        if M:
-            blas.gemm(N, M, K, w.data.ptr, N, x.data.ptr, K, out.data.ptr, N)
-    if bias is not None:
-        out += as_f32(bias)
+    out = cp.empty((M, w.shape[0]), dtype=cp.float32)
+    if M:
+        _blas.gemm_tn(M, w.shape[0], K, x.data.ptr, w.data.ptr, out.data.ptr)
     return out

@@ -45,7 +45,7 @@ class Engine:
             self.kv_dtype = kv_dtype or BF16
             xp = self.xp
             to_dev = lambda a: as_bf16(xp.ascontiguousarray(xp.asarray(a, dtype=xp.float32)))
-        self.weights = shard_weights(spec, get_tensor, self.shard, to_dev)
+        self.weights = shard_weights(spec, get_tensor, self.shard, to_dev, out_in=device != "cpu")
         inv = rope.inv_freq(spec.head_dim, spec.rope_theta, spec.rope_scaling)
         self.model = Model(spec, self.weights, inv if device == "cpu" else self.xp.asarray(inv),
                            self.xp, all_reduce)

@@ -27,6 +27,8 @@ class Rows:
 @dataclass
 class LayerWeights:
     attn_norm: object      # [d]
+    # matrices are [in, out] on the CPU (x @ W) and [out, in] on the GPU (x @ W^T):
+    # server/engine/prepare.py
     wqkv: object           # [d, (nq + 2 nkv) * hd]
     bqkv: object | None    # [(nq + 2 nkv) * hd]  (Qwen2)
     q_norm: object | None  # [hd] (Qwen3)
@@ -41,7 +43,7 @@ class LayerWeights:
 class ShardWeights:
     embed: object          # [vocab, d]
     norm: object           # [d]
-    lm_head: object        # [d, vocab]
+    lm_head: object        # [d, vocab] (GPU: [vocab, d], the embedding itself when tied)
     layers: list
     nq: int                # q heads on this shard
     nkv: int               # kv heads on this shard
@@ -54,6 +56,9 @@ class Model:
         self.all_reduce = all_reduce          # None at TP=1
         self.scale = spec.head_dim ** -0.5
         self.graphs = None
+        if xp is not np:
+            from kernels.matmul_cuda import pack_weights
+            pack_weights(weights)                       # GEMM matrices in mma fragment order
         if xp is not np:                                 # decode rounds replay CUDA graphs
             from server.engine.graphs import DecodeGraphs
             self.graphs = DecodeGraphs(self)

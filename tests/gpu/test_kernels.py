@@ -71,30 +71,43 @@ def test_swiglu_strided():
     assert rel(out, a / (1 + np.exp(-a)) * b) < 1e-2
 
 
-@pytest.mark.parametrize("M,K,N", [(1, 576, 1728), (17, 4096, 1024), (64, 1536, 576)])
+@pytest.mark.parametrize("M,K,N", [(1, 576, 1728), (17, 4096, 1024), (64, 1536, 576),
+                                   (200, 1000, 300), (3, 40, 20)])
 def test_matmul_fp32_accumulation(M, K, N):
-    import cupy as cp
+    """Both kernels against float64 on bf16 inputs (K and N not multiples of the tiles too)."""
     from kernels import matmul_cuda
     x = bf16_round(rng.standard_normal((M, K)).astype(np.float32))
-    w = bf16_round(rng.standard_normal((K, N)).astype(np.float32) * 0.02)
-    poison_pool()
-    out = host(matmul_cuda.cuda(dev_bf16(x), dev_bf16(w)))
-    assert rel(out, x.astype(np.float64) @ w.astype(np.float64)) < 1e-5
+    w = bf16_round(rng.standard_normal((N, K)).astype(np.float32) * 0.02)
+    b = bf16_round(rng.standard_normal(N).astype(np.float32))
+    want = x.astype(np.float64) @ w.astype(np.float64).T
+    for how in ("stream", "tiled", "split"):
+        poison_pool()
+        out = host(matmul_cuda.cuda(dev_bf16(x), dev_bf16(w), force=how))
+        assert rel(out, want) < 1e-5, how
+        out = host(matmul_cuda.cuda(dev_bf16(x), dev_bf16(w), dev_bf16(b), force=how))
+        assert rel(out, want + b) < 1e-5, how
 
 
-@pytest.mark.parametrize("K,N", [(576, 1728), (4096, 4096), (4096, 28672)])
+@pytest.mark.parametrize("K,N", [(576, 1728), (4096, 4096), (4096, 28672), (1000, 300)])
 def test_matmul_rows_are_batch_invariant(K, N):
-    """A row's bytes do not depend on how many rows share the GEMM (INVARIANT mode)."""
+    """A row's bytes do not depend on how many rows share the GEMM nor on which kernel runs
+    (stream, tiled, split over K), nor on whether x comes as float32 (rounded on load) or bf16."""
     import cupy as cp
     from kernels import matmul_cuda
-    assert matmul_cuda.INVARIANT
-    x = dev_bf16(rng.standard_normal((300, K)).astype(np.float32))
-    w = dev_bf16(rng.standard_normal((K, N)).astype(np.float32) * 0.02)
+    from kernels.common_cuda import as_bf16
+    x32 = cp.asarray(rng.standard_normal((300, K)).astype(np.float32))
+    x = as_bf16(x32)
+    w = dev_bf16(rng.standard_normal((N, K)).astype(np.float32) * 0.02)
     alone = host(matmul_cuda.cuda(x[:1], w))
-    for M in (2, 16, 17, 33, 64, 128, 129, 300):
-        assert np.array_equal(host(matmul_cuda.cuda(x[:M], w))[:1], alone), M
+    assert np.array_equal(host(matmul_cuda.cuda(x32[:1], w)), alone)
+    for M in (2, 15, 16, 17, 33, 64, 65, 128, 129, 300):
+        got = host(matmul_cuda.cuda(x[:M], w))
+        assert np.array_equal(got[:1], alone), M
+        for how in ("stream", "tiled", "split"):
+            assert np.array_equal(host(matmul_cuda.cuda(x[:M], w, force=how)), got), (M, how)
     last = host(matmul_cuda.cuda(x[299:300], w))
     assert np.array_equal(host(matmul_cuda.cuda(x, w))[299:], last)
+    assert np.array_equal(host(matmul_cuda.cuda(x32[250:], w))[49:], last)
 
 
 def _pools(n_pages, P, kv, hd):
