@@ -23,6 +23,8 @@ def main():
     ap.add_argument("--out", default="/tmp/sampled")
     ap.add_argument("--greedy", action="store_true", help="temperature 0 everywhere (a control)")
     ap.add_argument("--server-args", default="", help="more serve flags, space-separated")
+    ap.add_argument("--noise", default="sampled", choices=["sampled", "greedy", "none"],
+                    help="the six other requests sent beside them")
     a = ap.parse_args()
     import httpx
     from pathlib import Path
@@ -51,7 +53,9 @@ def main():
         again = [one(i, kw) for i, kw in enumerate(settings)]
         with cf.ThreadPoolExecutor(len(settings) * 2) as ex:
             futs = [ex.submit(one, i, kw) for i, kw in enumerate(settings)]
-            noise = [ex.submit(one, 50 + i, dict(temperature=1.0, seed=100 + i)) for i in range(6)]
+            nkw = dict(temperature=0) if a.noise == "greedy" else dict(temperature=1.0)
+            noise = [] if a.noise == "none" else [
+                ex.submit(one, 50 + i, dict(nkw, seed=100 + i)) for i in range(6)]
             together = [f.result() for f in futs]
             [f.result() for f in noise]
         other_seed = [one(i, {**kw, "seed": kw["seed"] + 1000}) for i, kw in enumerate(settings)]
@@ -59,6 +63,10 @@ def main():
                "same_seed_same_reply": sum(x == y for x, y in zip(solo, again)),
                "solo_equals_concurrent": sum(x == y for x, y in zip(solo, together)),
                "other_seed_differs": sum(x != y for x, y in zip(solo, other_seed))}
+        # where each pair first parts (in characters of the reply), for the record
+        res["first_diff_at"] = [next((j for j, (p, q) in enumerate(zip(x, y)) if p != q), None)
+                                for x, y in zip(solo, together)]
+        (out / "replies.json").write_text(json.dumps({"solo": solo, "together": together}, indent=1))
     finally:
         res_exit = s.stop()
     res["server_exit"] = res_exit

@@ -13,6 +13,7 @@ scheduling only (kernels/attention_cuda.py), so replay == eager still holds. Any
 from __future__ import annotations
 
 import logging
+import os
 
 import cupy as cp
 import numpy as np
@@ -41,8 +42,14 @@ class _Graph:
         self.host[B:2 * B] = -1                         # all padding until filled
         self.buf.set(self.host)
         rmap = RoundMap(tables, slot, pos, trow, tn, kv.page_rows if kv.paged else kv.context)
-        rows = Rows([], [], ids, pos, cp.arange(B, dtype=cp.int32), rmap)
         self.pool = cp.cuda.MemoryPool()                # the graph's own scratch, never shared
+        with cp.cuda.using_allocator(self.pool.malloc):
+            sel = cp.arange(B, dtype=cp.int32)
+        # Every array the graph reads must live as long as the graph: `rows` is kept, and sel
+        # comes from the graph's own pool. (It once came from the default pool and was freed
+        # when __init__ returned; eager rounds then reused its bytes, and replays picked other
+        # rows' logits: solo != concurrent in serving. tests/gpu/test_graphs.py guards it.)
+        rows = self.rows = Rows([], [], ids, pos, sel, rmap)
         self.stream = cp.cuda.Stream()
         with cp.cuda.using_allocator(self.pool.malloc), self.stream:
             model.run(rows, kv)                         # compile, warm cuBLAS, fill the pool
@@ -70,7 +77,9 @@ class _Graph:
 
 
 class DecodeGraphs:
-    def __init__(self, model, enabled=True):
+    def __init__(self, model, enabled=None):
+        if enabled is None:                             # FOLDSERVE_CUDA_GRAPHS=0: every round eager
+            enabled = os.environ.get("FOLDSERVE_CUDA_GRAPHS", "1") != "0"
         self.model, self.enabled = model, enabled
         self.graphs: dict = {}
         self.kv = None
