@@ -159,7 +159,7 @@ __device__ __forceinline__ int sw(int r, int p) { return r * 64 + ((p ^ ((r & 1)
 // Warp (wm, wn) owns rows 64 wm .. +63 and columns 32 wn .. +31 of the block's tile.
 // Z == 1: the block sums every K range and folds them (tot); Z == S_: block z sums range z
 // only and writes it to part[z] (`fold` kernel below adds them up in order).
-extern "C" __global__ void __launch_bounds__(256) tiled(
+extern "C" __global__ void __launch_bounds__(256, SPLIT_ONLY + 1) tiled(
         const bf16* x, const bf16* W, const bf16* bias, float* C, float* part,
         int M, int N, int K) {
     extern __shared__ __align__(16) unsigned char smem[];
@@ -190,13 +190,21 @@ extern "C" __global__ void __launch_bounds__(256) tiled(
         if (s_lo + s < s_hi) load(s_lo + s);
         asm volatile("cp.async.commit_group;\n");
     }
-    float acc[4][4][4], tot[4][4][4];
+    float acc[4][4][4];
 #pragma unroll
     for (int i = 0; i < 4; i++)
 #pragma unroll
         for (int j = 0; j < 4; j++)
 #pragma unroll
-            for (int r = 0; r < 4; r++) acc[i][j][r] = tot[i][j][r] = 0.f;
+            for (int r = 0; r < 4; r++) acc[i][j][r] = 0.f;
+#if !SPLIT_ONLY
+    float tot[4][4][4];
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+#pragma unroll
+            for (int r = 0; r < 4; r++) tot[i][j][r] = 0.f;
     int q = 0, q_end = split ? 0x7fffffff : range_lo(1, nch);
     auto fold = [&]() {                       // tot += this range's sum; the next starts at 0
 #pragma unroll
@@ -211,6 +219,7 @@ extern "C" __global__ void __launch_bounds__(256) tiled(
         q++;
         q_end = range_lo(q + 1, nch);
     };
+#endif
     for (int st = s_lo; st < s_hi; st++) {
         asm volatile("cp.async.wait_group %0;\n" :: "n"(ST - 2));
         __syncthreads();
@@ -222,7 +231,9 @@ extern "C" __global__ void __launch_bounds__(256) tiled(
         for (int h = 0; h < 2; h++) {
             const int c = 2 * st + h;
             if (c < c_lo || c >= c_hi) continue;
+#if !SPLIT_ONLY
             while (c >= q_end) fold();
+#endif
             uint4 wf[4];
 #pragma unroll
             for (int j = 0; j < 4; j++) wf[j] = *(const uint4*)(wb + sw(32 * wn + 8 * j + g, 4 * h + t));
@@ -249,6 +260,7 @@ extern "C" __global__ void __launch_bounds__(256) tiled(
             }
         return;
     }
+#if !SPLIT_ONLY
     while (q < S_) fold();
 #pragma unroll
     for (int i = 0; i < 4; i++)
@@ -258,6 +270,7 @@ extern "C" __global__ void __launch_bounds__(256) tiled(
             store(C, bias, M, N, m, n, tot[i][j][0], tot[i][j][1]);
             store(C, bias, M, N, m + 8, n, tot[i][j][2], tot[i][j][3]);
         }
+#endif
 }
 
 // C = (((0 + part[0]) + part[1]) + ...) + bias: the tiled kernel's fold, element by element
@@ -309,12 +322,12 @@ _TILED_SMEM = 3 * (128 + 128) * 64 * 2
 _kernels: dict = {}
 
 
-def _fn(name: str, x_f32: bool = False, mt: int = 1):
-    key = (name, x_f32, mt, U, KSPLIT)
+def _fn(name: str, x_f32: bool = False, mt: int = 1, split_only: bool = False):
+    key = (name, x_f32, mt, U, KSPLIT, split_only)
     if key not in _kernels:
         u = max(2, U // mt)                      # loads in flight, kept to the same registers
         defs = (f"XT={'float' if x_f32 else 'bf16'}", f"X_F32={int(x_f32)}", f"MT={mt}",
-                f"U_={u}", f"S_={KSPLIT}")
+                f"U_={u}", f"S_={KSPLIT}", f"SPLIT_ONLY={int(split_only)}")
         k = cp.RawKernel(HEADER + _SRC, name, options=("--std=c++14",) + tuple(f"-D{d}" for d in defs))
         if name == "tiled":
             k.max_dynamic_shared_size_bytes = _TILED_SMEM
@@ -357,7 +370,7 @@ def cuda(x, w, bias=None, force: str | None = None):
                      shared_mem=_TILED_SMEM)
     else:
         part = cp.empty((KSPLIT, M, N), dtype=cp.float32)
-        _fn("tiled")(grid + (KSPLIT,), (256,), (x, w, bias, out, part, I(M), I(N), I(K)),
+        _fn("tiled", split_only=True)(grid + (KSPLIT,), (256,), (x, w, bias, out, part, I(M), I(N), I(K)),
                      shared_mem=_TILED_SMEM)
         _fn("fold_parts")((min(-(-M * N // 256), 65535),), (256,), (part, bias, out, I(M), I(N)))
     return out
