@@ -24,3 +24,10 @@ def cuda_ms(fn, reps=10, warm=2):
         e.synchronize()
         ts.append(cp.cuda.get_elapsed_time(s, e))
     return float(np.median(ts))
+
+
+def copy_TBps(n_floats: int = 1 << 28) -> float:
+    """The device's copy rate (bytes read + written a second, in TB/s) on a 1 GiB buffer."""
+    src = cp.random.random(n_floats, dtype=cp.float32)
+    dst = cp.empty_like(src)
+    return 2 * src.nbytes / cuda_ms(lambda: dst.__setitem__(Ellipsis, src)) / 1e9

@@ -17,15 +17,9 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import cupy as cp  # noqa: E402
 
-from bench.cudatime import Results, cuda_ms  # noqa: E402
+from bench.cudatime import Results, copy_TBps, cuda_ms  # noqa: E402
 from bench.split_attention import bench384, model_of, store  # noqa: E402
 from server.engine.spec import SHAPES  # noqa: E402
-
-
-def copy_rate() -> float:
-    src = cp.random.random(1 << 28, dtype=cp.float32)
-    dst = cp.empty_like(src)
-    return 2 * src.nbytes / cuda_ms(lambda: dst.__setitem__(Ellipsis, src)) / 1e9   # TB/s
 
 
 def weight_bytes(spec) -> int:
@@ -64,7 +58,7 @@ def main():
     a = ap.parse_args()
     what = set(a.what.split(","))
     R = Results()
-    bw = copy_rate()
+    bw = copy_TBps()
     R.log("copy_TBps", bw)
     if "smollm" in what:
         spec = SHAPES["smollm2-135m"]

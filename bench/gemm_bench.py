@@ -19,10 +19,16 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import cupy as cp  # noqa: E402
 
-from bench.cudatime import Results, cuda_ms  # noqa: E402
+from bench.cudatime import Results, copy_TBps, cuda_ms  # noqa: E402
 from kernels import matmul_cuda  # noqa: E402
 from kernels.common_cuda import as_bf16  # noqa: E402
 from server.engine.spec import SHAPES  # noqa: E402
+
+
+def layer_shapes(s) -> list:
+    """[N, K] of one layer's GEMMs: qkv, o, gate|up, down."""
+    d, hd = s.d_model, s.head_dim
+    return [((s.n_heads + 2 * s.n_kv_heads) * hd, d), (d, s.n_heads * hd), (2 * s.d_ff, d), (d, s.d_ff)]
 
 
 def main():
@@ -34,19 +40,13 @@ def main():
     R = Results()
     log = R.log
     s = SHAPES[a.shape]
-    n = 1 << 30
-    src = cp.random.random(n // 4, dtype=cp.float32)
-    dst = cp.empty_like(src)
-    log("copy_TBps", 2 * src.nbytes / cuda_ms(lambda: dst.__setitem__(Ellipsis, src)) / 1e9)
-    del src, dst
+    log("copy_TBps", copy_TBps())
     big = as_bf16(cp.random.standard_normal((8192, 8192), dtype=cp.float32))
     matmul_cuda.INVARIANT = False
     log("cublas_bf16_TFLOPs", 2 * 8192 ** 3 / cuda_ms(lambda: matmul_cuda.cuda(big, big), reps=5) / 1e9)
     del big
-    d, hd = s.d_model, s.head_dim
-    shapes = [((s.n_heads + 2 * s.n_kv_heads) * hd, d), (d, s.n_heads * hd), (2 * s.d_ff, d), (d, s.d_ff)]
-    ws = [as_bf16(cp.random.standard_normal(sh, dtype=cp.float32) * 0.02) for sh in shapes]
-    head = as_bf16(cp.random.standard_normal((s.vocab, d), dtype=cp.float32) * 0.02)
+    ws = [as_bf16(cp.random.standard_normal(sh, dtype=cp.float32) * 0.02) for sh in layer_shapes(s)]
+    head = as_bf16(cp.random.standard_normal((s.vocab, s.d_model), dtype=cp.float32) * 0.02)
     matmul_cuda.KEEP_PLAIN = True
     ws, head = [matmul_cuda.pack(w) for w in ws], matmul_cuda.pack(head)
     wbytes = sum(w.plain.nbytes for w in ws) * s.n_layers + head.plain.nbytes

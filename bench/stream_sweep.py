@@ -9,20 +9,18 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import cupy as cp  # noqa: E402
 
-from bench.cudatime import cuda_ms  # noqa: E402
+from bench.cudatime import copy_TBps, cuda_ms  # noqa: E402
+from bench.gemm_bench import layer_shapes  # noqa: E402
 from kernels import matmul_cuda as mm  # noqa: E402
 from kernels.common_cuda import as_bf16  # noqa: E402
 from server.engine.spec import SHAPES  # noqa: E402
 
 s = SHAPES["llama3-8b"]
-d, hd = s.d_model, s.head_dim
-shapes = [((s.n_heads + 2 * s.n_kv_heads) * hd, d), (d, s.n_heads * hd), (2 * s.d_ff, d), (d, s.d_ff), (s.vocab, d)]
+shapes = layer_shapes(s) + [(s.vocab, s.d_model)]
 ws = [mm.pack(as_bf16(cp.random.standard_normal(sh, dtype=cp.float32) * 0.02)) for sh in shapes]
 reps = [s.n_layers] * 4 + [1]
 nbytes = sum(w.nbytes * r for w, r in zip(ws, reps))
-src = cp.random.random(1 << 28, dtype=cp.float32)
-dst = cp.empty_like(src)
-bw = 2 * src.nbytes / cuda_ms(lambda: dst.__setitem__(Ellipsis, src)) / 1e9
+bw = copy_TBps()
 print(f"copy {bw:.2f} TB/s; floor {nbytes / bw / 1e9:.3f} ms")
 for M in (1, 8, 16):
     xs = [as_bf16(cp.random.standard_normal((M, w.shape[1]), dtype=cp.float32)) for w in ws]

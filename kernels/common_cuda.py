@@ -35,11 +35,18 @@ __device__ __forceinline__ float warp_max(float v) {
 _cache: dict = {}
 
 
-def kernel(src: str, name: str, defines: tuple = ()):
-    key = (src, name, defines)
+def kernel(src: str, name: str, defines: tuple = (), smem: int = 0):
+    """The compiled kernel `name` of src (cached). smem: dynamic shared memory bytes the
+    kernel may ask for beyond the default 48 KiB (its launches pass shared_mem=...)."""
+    key = (src, name, defines, smem)
     if key not in _cache:
         opts = ("--std=c++14",) + tuple(f"-D{d}" for d in defines)
-        _cache[key] = cp.RawModule(code=HEADER + src, options=opts).get_function(name)
+        if smem:
+            fn = cp.RawKernel(HEADER + src, name, options=opts)
+            fn.max_dynamic_shared_size_bytes = smem
+        else:
+            fn = cp.RawModule(code=HEADER + src, options=opts).get_function(name)
+        _cache[key] = fn
     return _cache[key]
 
 

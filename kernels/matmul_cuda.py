@@ -38,7 +38,7 @@ import ctypes
 import cupy as cp
 import numpy as np
 
-from kernels.common_cuda import BF16, HEADER, as_bf16, as_f32
+from kernels.common_cuda import BF16, as_bf16, as_f32, kernel
 
 INVARIANT = True       # False: plain cuBLAS (benchmarks: what invariance costs)
 KEEP_PLAIN = False     # benchmarks: packed weights keep their [N, K] form for cuBLAS
@@ -101,7 +101,6 @@ extern "C" __global__ void __launch_bounds__(32 * S_) stream(
         uint4 w[U_], xl[U_][MT], xh[U_][MT];           // every load of U_ chunks in flight at once
 #pragma unroll
         for (int u = 0; u < U_; u++) {
-            const int k = (c0 + u) * 32 + 8 * t;
             w[u] = c0 + u < c_hi ? __ldg((const uint4*)(wr + (c0 + u) * 256)) : make_uint4(0, 0, 0, 0);
         }
 #pragma unroll
@@ -319,20 +318,11 @@ def pack_weights(sw) -> None:
 
 
 _TILED_SMEM = 3 * (128 + 128) * 64 * 2
-_kernels: dict = {}
-
-
 def _fn(name: str, x_f32: bool = False, mt: int = 1, split_only: bool = False):
-    key = (name, x_f32, mt, U, KSPLIT, split_only)
-    if key not in _kernels:
-        u = max(2, U // mt)                      # loads in flight, kept to the same registers
-        defs = (f"XT={'float' if x_f32 else 'bf16'}", f"X_F32={int(x_f32)}", f"MT={mt}",
-                f"U_={u}", f"S_={KSPLIT}", f"SPLIT_ONLY={int(split_only)}")
-        k = cp.RawKernel(HEADER + _SRC, name, options=("--std=c++14",) + tuple(f"-D{d}" for d in defs))
-        if name == "tiled":
-            k.max_dynamic_shared_size_bytes = _TILED_SMEM
-        _kernels[key] = k
-    return _kernels[key]
+    u = max(2, U // mt)                          # loads in flight, kept to the same registers
+    defs = (f"XT={'float' if x_f32 else 'bf16'}", f"X_F32={int(x_f32)}", f"MT={mt}",
+            f"U_={u}", f"S_={KSPLIT}", f"SPLIT_ONLY={int(split_only)}")
+    return kernel(_SRC, name, defs, _TILED_SMEM if name == "tiled" else 0)
 
 
 def cuda(x, w, bias=None, force: str | None = None):

@@ -59,7 +59,7 @@ class Model:
         if xp is not np:
             from kernels.matmul_cuda import pack_weights
             pack_weights(weights)                       # GEMM matrices in mma fragment order
-        if xp is not np:                                 # decode rounds replay CUDA graphs
+            # decode rounds replay CUDA graphs
             from server.engine.graphs import DecodeGraphs
             self.graphs = DecodeGraphs(self)
 

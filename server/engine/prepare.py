@@ -41,7 +41,7 @@ def shard_weights(spec, get, shard: Shard, to_device=lambda a: a, out_in: bool =
     """get(name) -> float32 ndarray in HF orientation (lets dummy weights come one at a time).
     out_in: keep matrices [out, in] (the GPU) instead of [in, out] (the CPU)."""
     hd = spec.head_dim
-    orient = (lambda a: _contig(a)) if out_in else (lambda a: _contig(a.T))
+    orient = _contig if out_in else (lambda a: _contig(a.T))
     lo, hi = shard.ff
     layers = []
     for i in range(spec.n_layers):
