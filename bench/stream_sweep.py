@@ -1,8 +1,11 @@
-"""Tuning sweep for the streaming GEMM (M <= 16): loads in flight (U) and K ranges (KSPLIT),
-all of one decode step's llama3-8b GEMMs (32 layers + LM head), against the copy rate.
-  python3 bench/stream_sweep.py"""
+"""Tuning sweep for the streaming GEMM: rows a block (MT tiles of 16), column groups a block
+(NT groups of 8) and chunks in flight (U), over all of one decode step's llama3-8b GEMMs
+(32 layers + LM head) at decode batch sizes, against the copy rate and against the tiled /
+split kernels. Prints the best configuration per M last.
+  python3 bench/stream_sweep.py [--ms 1,16,32,64,128]"""
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 
@@ -15,19 +18,37 @@ from kernels import matmul_cuda as mm  # noqa: E402
 from kernels.common_cuda import as_bf16  # noqa: E402
 from server.engine.spec import SHAPES  # noqa: E402
 
+CFGS = [(1, 1, 8), (1, 1, 4), (1, 2, 4), (1, 4, 4), (2, 2, 4), (2, 4, 2), (2, 4, 4), (2, 8, 2),
+        (4, 2, 2), (4, 4, 2), (4, 4, 1), (4, 8, 1), (8, 2, 1), (8, 4, 1)]
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--ms", default="1,16,32,48,64,96,128")
+a = ap.parse_args()
 s = SHAPES["llama3-8b"]
 shapes = layer_shapes(s) + [(s.vocab, s.d_model)]
 ws = [mm.pack(as_bf16(cp.random.standard_normal(sh, dtype=cp.float32) * 0.02)) for sh in shapes]
 reps = [s.n_layers] * 4 + [1]
 nbytes = sum(w.nbytes * r for w, r in zip(ws, reps))
 bw = copy_TBps()
-print(f"copy {bw:.2f} TB/s; floor {nbytes / bw / 1e9:.3f} ms")
-for M in (1, 8, 16):
+print(f"copy {bw:.2f} TB/s; weight-bytes floor {nbytes / bw / 1e9:.3f} ms")
+best = {}
+for M in (int(m) for m in a.ms.split(",")):
     xs = [as_bf16(cp.random.standard_normal((M, w.shape[1]), dtype=cp.float32)) for w in ws]
-    for ks in (4, 8):
-        for u in (4, 8, 16):
-            mm.U, mm.KSPLIT = u, ks
-            ms = sum(cuda_ms(lambda: mm.cuda(x, w, force="stream"), reps=7, warm=2) * r
-                     for x, w, r in zip(xs, ws, reps))
-            print(f"M={M} KSPLIT={ks} U={u}: {ms:.3f} ms, {nbytes / ms / 1e9:.2f} TB/s", flush=True)
-mm.U, mm.KSPLIT = 8, 4
+    def total(**kw):
+        return sum(cuda_ms(lambda: mm.cuda(x, w, **kw), reps=5, warm=1) * r
+                   for x, w, r in zip(xs, ws, reps))
+    for how in ("split", "tiled"):
+        print(f"M={M} {how}: {total(force=how):.3f} ms", flush=True)
+    for cfg in CFGS:
+        if cfg[0] * 16 > max(16, 2 * M):
+            continue                                # more than half the rows would be padding
+        try:
+            ms = total(force="stream", cfg=cfg)
+        except Exception as e:                      # e.g. too many registers: skip, say so
+            print(f"M={M} stream {cfg}: failed {type(e).__name__}: {str(e)[:80]}", flush=True)
+            continue
+        print(f"M={M} stream MT,NT,U={cfg}: {ms:.3f} ms, {nbytes / ms / 1e9:.2f} TB/s", flush=True)
+        if M not in best or ms < best[M][1]:
+            best[M] = (cfg, ms)
+for M, (cfg, ms) in best.items():
+    print(f"best M={M}: MT,NT,U={cfg} {ms:.3f} ms ({ms / (nbytes / bw / 1e9):.2f}x floor)")

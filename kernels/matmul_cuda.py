@@ -42,9 +42,10 @@ from kernels.common_cuda import BF16, as_bf16, as_f32, kernel
 
 INVARIANT = True       # False: plain cuBLAS (benchmarks: what invariance costs)
 KEEP_PLAIN = False     # benchmarks: packed weights keep their [N, K] form for cuBLAS
-STREAM_MAX_M = 16      # rows up to which the streaming kernel runs (scheduling only)
+# streaming kernel configurations by rows (scheduling only; bench/stream_sweep.py):
+# (up to M rows, MT tiles of 16 rows, NT groups of 8 columns a block, U chunks in flight)
+STREAM_CFG = [(16, 1, 1, 8), (32, 2, 4, 2), (64, 4, 4, 2)]
 SPLIT_BELOW = 100      # tiles (128 x 128) below which the tiled kernel splits K over blocks
-U = 8                  # chunks of 32 k a streaming warp has in flight (bench/stream_sweep.py)
 KSPLIT = 8             # K ranges summed apart, then folded in order: ARITHMETIC (all kernels)
 
 _SRC = r"""
@@ -84,25 +85,32 @@ __device__ __forceinline__ void store(float* C, const bf16* bias, int M, int N, 
 // K range q of S_: chunks [q nch / S_, (q + 1) nch / S_)
 __device__ __forceinline__ int range_lo(int q, int nch) { return (int)((long long)q * nch / S_); }
 
-// grid (ceil(N / 8), ceil(M / (16 MT))), 32 S_ threads: warp q sums K range q of the block's
-// 8 columns; the S_ partial sums are then folded in order 0, 1, .. from 0.f by warp 0.
+// grid (ceil(N / (8 NT)), ceil(M / (16 MT))), 32 S_ threads, dynamic shared memory
+// S_ MT NT 128 floats: warp q sums K range q of the block's NT groups of 8 columns for its
+// MT tiles of 16 rows (the x fragments of a chunk are loaded once and used for all NT
+// groups); the S_ partial sums are then folded in order 0, 1, .. from 0.f by all threads.
 extern "C" __global__ void __launch_bounds__(32 * S_) stream(
         const XT* x, const bf16* W, const bf16* bias, float* C, int M, int N, int K) {
-    __shared__ float part[S_][MT][4][32];
+    extern __shared__ float part[];                  // [S_][MT][NT][4][32]
     const int lane = threadIdx.x & 31, q = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
-    const int n0 = blockIdx.x * 8, m0 = blockIdx.y * 16 * MT;
+    const int n8 = (N + 7) / 8, j0 = blockIdx.x * NT, m0 = blockIdx.y * 16 * MT;
     const int KC = (K + 31) / 32;
-    const bf16* wr = W + (long long)blockIdx.x * KC * 256 + lane * 8;   // packed: see `pack`
-    float acc[MT][4];
+    const bf16* wr = W + (long long)j0 * KC * 256 + lane * 8;    // packed: see `pack`
+    float acc[MT][NT][4];
 #pragma unroll
-    for (int i = 0; i < MT; i++) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.f;
-    const int nch = (K + 31) / 32, c_lo = range_lo(q, nch), c_hi = range_lo(q + 1, nch);
+    for (int i = 0; i < MT; i++)
+#pragma unroll
+        for (int j = 0; j < NT; j++) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.f;
+    const int nch = KC, c_lo = range_lo(q, nch), c_hi = range_lo(q + 1, nch);
     for (int c0 = c_lo; c0 < c_hi; c0 += U_) {
-        uint4 w[U_], xl[U_][MT], xh[U_][MT];           // every load of U_ chunks in flight at once
+        uint4 w[U_][NT], xl[U_][MT], xh[U_][MT];      // every load of U_ chunks in flight at once
 #pragma unroll
-        for (int u = 0; u < U_; u++) {
-            w[u] = c0 + u < c_hi ? __ldg((const uint4*)(wr + (c0 + u) * 256)) : make_uint4(0, 0, 0, 0);
-        }
+        for (int u = 0; u < U_; u++)
+#pragma unroll
+            for (int j = 0; j < NT; j++)
+                w[u][j] = c0 + u < c_hi && j0 + j < n8
+                        ? __ldg((const uint4*)(wr + ((long long)j * KC + c0 + u) * 256))
+                        : make_uint4(0, 0, 0, 0);
 #pragma unroll
         for (int u = 0; u < U_; u++) {
             const int k = c0 + u < c_hi ? (c0 + u) * 32 + 8 * t : K;
@@ -116,26 +124,25 @@ extern "C" __global__ void __launch_bounds__(32 * S_) stream(
         for (int u = 0; u < U_; u++)
             if (c0 + u < c_hi)
 #pragma unroll
-                for (int i = 0; i < MT; i++) chunk(acc[i], xl[u][i], xh[u][i], w[u]);
+                for (int i = 0; i < MT; i++)
+#pragma unroll
+                    for (int j = 0; j < NT; j++) chunk(acc[i][j], xl[u][i], xh[u][i], w[u][j]);
     }
+    constexpr int E = MT * NT * 128;                  // outputs of the block
 #pragma unroll
     for (int i = 0; i < MT; i++)
 #pragma unroll
-        for (int r = 0; r < 4; r++) part[q][i][r][lane] = acc[i][r];
+        for (int j = 0; j < NT; j++)
+#pragma unroll
+            for (int r = 0; r < 4; r++) part[q * E + ((i * NT + j) * 4 + r) * 32 + lane] = acc[i][j][r];
     __syncthreads();
-    if (q) return;
+    for (int e = threadIdx.x; e < E; e += 32 * S_) {
+        float v = 0.f;
 #pragma unroll
-    for (int i = 0; i < MT; i++) {
-        float v[4];
-#pragma unroll
-        for (int r = 0; r < 4; r++) {
-            v[r] = 0.f;
-#pragma unroll
-            for (int p = 0; p < S_; p++) v[r] = __fadd_rn(v[r], part[p][i][r][lane]);
-        }
-        const int m = m0 + 16 * i + g;
-        store(C, bias, M, N, m, n0 + 2 * t, v[0], v[1]);
-        store(C, bias, M, N, m + 8, n0 + 2 * t, v[2], v[3]);
+        for (int p = 0; p < S_; p++) v = __fadd_rn(v, part[p * E + e]);
+        const int l = e & 31, r = (e >> 5) & 3, ij = e >> 7, i = ij / NT, j = ij % NT;
+        const int m = m0 + 16 * i + (l >> 2) + 8 * (r >> 1), n = 8 * (j0 + j) + 2 * (l & 3) + (r & 1);
+        if (m < M && n < N) C[(long long)m * N + n] = bias ? v + b2f(bias[n]) : v;
     }
 }
 
@@ -318,17 +325,30 @@ def pack_weights(sw) -> None:
 
 
 _TILED_SMEM = 3 * (128 + 128) * 64 * 2
-def _fn(name: str, x_f32: bool = False, mt: int = 1, split_only: bool = False):
-    u = max(2, U // mt)                          # loads in flight, kept to the same registers
-    defs = (f"XT={'float' if x_f32 else 'bf16'}", f"X_F32={int(x_f32)}", f"MT={mt}",
+def _stream_smem(mt: int, nt: int) -> int:
+    return KSPLIT * mt * nt * 128 * 4
+
+
+def _fn(name: str, x_f32: bool = False, mt: int = 1, nt: int = 1, u: int = 2,
+        split_only: bool = False):
+    defs = (f"XT={'float' if x_f32 else 'bf16'}", f"X_F32={int(x_f32)}", f"MT={mt}", f"NT={nt}",
             f"U_={u}", f"S_={KSPLIT}", f"SPLIT_ONLY={int(split_only)}")
-    return kernel(_SRC, name, defs, _TILED_SMEM if name == "tiled" else 0)
+    smem = _TILED_SMEM if name == "tiled" else _stream_smem(mt, nt) if name == "stream" else 0
+    return kernel(_SRC, name, defs, smem)
 
 
-def cuda(x, w, bias=None, force: str | None = None):
+def stream_cfg(M: int):
+    """(MT, NT, U) of the streaming kernel for M rows, or None above the table."""
+    for top, mt, nt, u in STREAM_CFG:
+        if M <= top:
+            return mt, nt, u
+    return None
+
+
+def cuda(x, w, bias=None, force: str | None = None, cfg: tuple | None = None):
     """x: [M, K] float32 or bf16; w: Packed (or [N, K], packed on the fly); bias: [N] bf16
     or None -> [M, N] float32. force: "stream", "tiled" or "split" (tests, benchmarks), else
-    chosen by shape."""
+    chosen by shape; cfg: the streaming kernel's (MT, NT, U) (tests, sweeps)."""
     M, K = x.shape
     N = w.shape[0]
     if not INVARIANT and force is None:
@@ -345,13 +365,15 @@ def cuda(x, w, bias=None, force: str | None = None):
     bias = np.uint64(0) if bias is None else bias                 # a null pointer: no bias
     I = np.int32
     tiles = -(-N // 128) * -(-M // 128)
-    how = force or ("stream" if M <= STREAM_MAX_M else "split" if tiles < SPLIT_BELOW else "tiled")
+    cfg = cfg or stream_cfg(M)
+    how = force or ("stream" if cfg else "split" if tiles < SPLIT_BELOW else "tiled")
     if how == "stream":
+        mt, nt, u = cfg or STREAM_CFG[-1][1:]
         x_f32 = x.dtype != BF16
         x = cp.ascontiguousarray(x, dtype=cp.float32) if x_f32 else cp.ascontiguousarray(x)
-        mt = min(4, -(-M // 16))
-        _fn("stream", x_f32, mt)((-(-N // 8), -(-M // (16 * mt))), (32 * KSPLIT,),
-                                 (x, w, bias, out, I(M), I(N), I(K)))
+        _fn("stream", x_f32, mt, nt, u)((-(-N // (8 * nt)), -(-M // (16 * mt))), (32 * KSPLIT,),
+                                        (x, w, bias, out, I(M), I(N), I(K)),
+                                        shared_mem=_stream_smem(mt, nt))
         return out
     x = as_bf16(x)
     grid = (-(-N // 128), -(-M // 128))

@@ -68,3 +68,24 @@ def write_and_attend(q, k, v, k_pool, v_pool, rows, scale):
         return out
     _gpu("kv_write").cuda_round(k_pool, v_pool, rows.dev, k, v)
     return _gpu("attention").cuda_round(q, k_pool, v_pool, rows.dev, scale)
+
+
+def qkv_attend(qkv, nq, nkv, hd, pos, inv, k_pool, v_pool, rows, scale, norms=None, eps=0.0):
+    """The fused qkv GEMM's rows -> attention output [T, nq, hd]: q and k normed (Qwen3:
+    norms = (q_norm, k_norm)) and rotated, k and v written, then attention. On the GPU without
+    norms, RoPE and the KV write are one launch (kernels/kv_write_cuda.rope_round)."""
+    T = qkv.shape[0]
+    if not _cpu(qkv) and norms is None:
+        q = _gpu("kv_write").rope_round(qkv, nq, nkv, hd, inv, k_pool, v_pool, rows.dev)
+        return _gpu("attention").cuda_round(q, k_pool, v_pool, rows.dev, scale)
+    q = qkv[:, : nq * hd].reshape(T, nq, hd)
+    k = qkv[:, nq * hd:(nq + nkv) * hd].reshape(T, nkv, hd)
+    v = qkv[:, (nq + nkv) * hd:].reshape(T, nkv, hd)
+    if norms is not None:
+        q = rms_norm(q.reshape(-1, hd), norms[0], eps).reshape(T, nq, hd)
+        k = rms_norm(k.reshape(-1, hd), norms[1], eps).reshape(T, nkv, hd)
+    if _cpu(qkv):                                      # the GPU kernels read strided rows
+        q, k, v = (np.ascontiguousarray(a) for a in (q, k, v))
+    q = apply_rope(q, pos, inv)
+    k = apply_rope(k, pos, inv)
+    return write_and_attend(q, k, v, k_pool, v_pool, rows, scale)

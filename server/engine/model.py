@@ -103,17 +103,9 @@ class Model:
                 x, h = ops.add_rms_norm(out, h, L.attn_norm, s.rms_eps)
             qkv = ops.linear(x, L.wqkv, L.bqkv)           # [T, (nq + 2 nkv) hd]
             T = qkv.shape[0]
-            q = qkv[:, : nq * hd].reshape(T, nq, hd)
-            k = qkv[:, nq * hd:(nq + nkv) * hd].reshape(T, nkv, hd)
-            v = qkv[:, (nq + nkv) * hd:].reshape(T, nkv, hd)
-            if L.q_norm is not None:
-                q = ops.rms_norm(q.reshape(-1, hd), L.q_norm, s.rms_eps).reshape(T, nq, hd)
-                k = ops.rms_norm(k.reshape(-1, hd), L.k_norm, s.rms_eps).reshape(T, nkv, hd)
-            if xp is np:                                   # the GPU kernels read strided rows
-                q, k, v = (np.ascontiguousarray(a) for a in (q, k, v))
-            q = ops.apply_rope(q, pos, self.inv)
-            k = ops.apply_rope(k, pos, self.inv)
-            att = ops.write_and_attend(q, k, v, kv.k(li), kv.v(li), r, self.scale)
+            norms = None if L.q_norm is None else (L.q_norm, L.k_norm)
+            att = ops.qkv_attend(qkv, nq, nkv, hd, pos, self.inv, kv.k(li), kv.v(li), r,
+                                 self.scale, norms, s.rms_eps)
             out = ops.linear(att.reshape(T, nq * hd), L.wo)   # [T, d] (partial under TP)
             if self.all_reduce is not None:
                 out = self.all_reduce(out)

@@ -110,6 +110,29 @@ def test_matmul_rows_are_batch_invariant(K, N):
     assert np.array_equal(host(matmul_cuda.cuda(x32[250:], w))[49:], last)
 
 
+STREAM_CFGS = [(1, 1, 8), (1, 4, 4), (2, 2, 4), (2, 4, 2), (4, 4, 2), (4, 2, 2), (4, 8, 1), (8, 2, 1)]
+
+
+@pytest.mark.parametrize("K,N", [(576, 960), (4096, 4096), (1000, 300)])
+def test_matmul_stream_configs_agree(K, N):
+    """Every streaming configuration (rows a block, column groups a block, loads in flight) is
+    scheduling only: the same bytes as the default choice, float32 or bf16 x, with bias."""
+    import cupy as cp
+    from kernels import matmul_cuda
+    from kernels.common_cuda import as_bf16
+    x32 = cp.asarray(rng.standard_normal((100, K)).astype(np.float32))
+    w = dev_bf16(rng.standard_normal((N, K)).astype(np.float32) * 0.02)
+    b = dev_bf16(rng.standard_normal(N).astype(np.float32))
+    for M in (1, 17, 64, 100):
+        want = host(matmul_cuda.cuda(x32[:M], w, b, force="tiled"))
+        for cfg in STREAM_CFGS:
+            poison_pool()
+            got = host(matmul_cuda.cuda(x32[:M], w, b, force="stream", cfg=cfg))
+            assert np.array_equal(got, want), (M, cfg)
+            got = host(matmul_cuda.cuda(as_bf16(x32[:M]), w, b, force="stream", cfg=cfg))
+            assert np.array_equal(got, want), (M, cfg, "bf16 x")
+
+
 def _pools(n_pages, P, kv, hd):
     import cupy as cp
     from kernels.common_cuda import BF16
@@ -159,3 +182,35 @@ def test_kv_write_and_attention(hq, kv, hd, P, start, n):
     out = host(attention_cuda.cuda(cp.asarray(q), kp, vp, table, P, start, scale))
     ref = _ref_attn(q.astype(np.float64), K.astype(np.float64), V.astype(np.float64), start, scale)
     assert rel(out, ref) < 1e-2
+
+
+@pytest.mark.parametrize("nq,kv,hd,P,starts", [(9, 3, 64, 16, [0, 5, 40]), (32, 8, 128, 16, [100, 3]),
+                                               (4, 4, 128, 7, [20])])
+def test_rope_kv_write_fused_equals_separate(nq, kv, hd, P, starts):
+    """The fused RoPE + KV write (one launch from the qkv rows) writes the same pool bytes and
+    returns the same q bytes as RoPE on q, RoPE on k and the KV write run apart; padding rows
+    (position -1) write nothing; pages not in a table stay NaN."""
+    import cupy as cp
+    from kernels import kv_write_cuda, rope, rope_cuda
+    from kernels.attention_cuda import round_map
+    inv = cp.asarray(rope.inv_freq(hd, 500000.0, None))
+    per = -(-(max(starts) + 4) // P)
+    n_pages = per * len(starts) + 3
+    perm = [int(p) for p in rng.permutation(n_pages)]
+    chunks = [(tuple(perm[i * per:(i + 1) * per]), P, s, tuple(range(1 + i)), True)
+              for i, s in enumerate(starts)]
+    rmap = round_map(chunks, nq // kv)
+    T = int(rmap.pos.shape[0])
+    rmap.pos[T - 1] = -1                                   # a padding row, as graph buckets have
+    qkv = cp.asarray(rng.standard_normal((T, (nq + 2 * kv) * hd + 5)).astype(np.float32))[:, 5:]
+    kp1, vp1 = _pools(n_pages, P, kv, hd)
+    kp2, vp2 = _pools(n_pages, P, kv, hd)
+    poison_pool()
+    q1 = kv_write_cuda.rope_round(qkv, nq, kv, hd, inv, kp1, vp1, rmap)
+    q2 = rope_cuda.cuda(qkv[:, :nq * hd].reshape(T, nq, hd), rmap.pos, inv)
+    k2 = rope_cuda.cuda(qkv[:, nq * hd:(nq + kv) * hd].reshape(T, kv, hd), rmap.pos, inv)
+    kv_write_cuda.cuda_round(kp2, vp2, rmap, k2, qkv[:, (nq + kv) * hd:].reshape(T, kv, hd))
+    assert np.array_equal(host(q1), host(q2))
+    u16 = lambda a: a.view(cp.uint16).get()
+    assert np.array_equal(u16(kp1), u16(kp2)) and np.array_equal(u16(vp1), u16(vp2))
+    assert np.isnan(host(kp1)).any()                       # untouched pages stay poisoned

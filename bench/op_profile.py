@@ -1,0 +1,89 @@
+"""Where a decode step's time goes, per op: each op the model calls is timed with device
+events in an eager step (its kernels' own time), then the same step is timed as a CUDA graph
+replay (device time, no host) and through Model.forward with the host (as bench384 does).
+The gap between the graph and the ops' sum is launch and dependency latency between nodes.
+
+  python3 bench/op_profile.py [--shapes smollm2-135m,llama3-8b] [--M 1] [--context 384]
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import cupy as cp  # noqa: E402
+
+from bench.cudatime import cuda_ms  # noqa: E402
+from bench.split_attention import model_of, store  # noqa: E402
+from kernels import ops  # noqa: E402
+from server.engine.spec import SHAPES  # noqa: E402
+
+WRAP = ("embed", "linear", "rms_norm", "add_rms_norm", "qkv_attend", "silu_mul")
+
+
+def profile(spec, M, context, P=16):
+    model = model_of(spec)
+    kv = store(spec, context * M, P, fill=True)
+    per = context // P
+    chunks = [(tuple(range(s * per, (s + 1) * per)), P, context - 2, (17,), True) for s in range(M)]
+    rows = model.rows(chunks)
+    names = {}
+    for L in model.w.layers[:1]:
+        names.update({L.wqkv.shape[0]: "qkv", L.wo.shape[0]: "o", L.wgu.shape[0]: "gate_up",
+                      L.wdown.shape[0]: "down"})
+    names[model.w.lm_head.shape[0]] = "lm_head"
+    marks, orig = [], {n: getattr(ops, n) for n in WRAP}
+
+    def wrap(n, f):
+        def g(*a, **k):
+            tag = n if n != "linear" else f"linear:{names.get(a[1].shape[0], a[1].shape[0])}"
+            s, e = cp.cuda.Event(), cp.cuda.Event()
+            s.record()
+            r = f(*a, **k)
+            e.record()
+            marks.append((tag, s, e))
+            return r
+        return g
+
+    for n in WRAP:
+        setattr(ops, n, wrap(n, orig[n]))
+    try:
+        for _ in range(3):
+            marks.clear()
+            model.run(rows, kv)
+        cp.cuda.Device().synchronize()
+    finally:
+        for n in WRAP:
+            setattr(ops, n, orig[n])
+    tot, cnt = collections.defaultdict(float), collections.Counter()
+    for tag, s, e in marks:
+        tot[tag] += cp.cuda.get_elapsed_time(s, e)
+        cnt[tag] += 1
+    eager = cuda_ms(lambda: model.run(rows, kv), reps=5, warm=2)
+    model.forward(chunks, kv)                        # capture the bucket's graph
+    g = model.graphs.graphs[next(b for b in (1, 2, 4, 8, 16, 32, 64, 128) if b >= M)]
+    graph = cuda_ms(lambda: g.graph.launch(stream=cp.cuda.get_current_stream()), reps=20, warm=3)
+    host = cuda_ms(lambda: model.forward(chunks, kv), reps=20, warm=3)
+    ops_sum = sum(tot.values())
+    print(f"== {spec.name} M={M} context {context}")
+    for tag in sorted(tot, key=lambda t: -tot[t]):
+        print(f"  {tag:18s} {tot[tag]:8.3f} ms  ({cnt[tag]} calls, {1e3 * tot[tag] / cnt[tag]:7.1f} us each)")
+    print(f"  ops sum {ops_sum:.3f} ms; eager step {eager:.3f} ms; graph replay {graph:.3f} ms; "
+          f"forward with host {host:.3f} ms; graph - ops = {graph - ops_sum:.3f} ms", flush=True)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--shapes", default="smollm2-135m,llama3-8b")
+    ap.add_argument("--M", default="1")
+    ap.add_argument("--context", type=int, default=384)
+    a = ap.parse_args()
+    for name in a.shapes.split(","):
+        for M in (int(m) for m in a.M.split(",")):
+            profile(SHAPES[name], M, a.context)
+
+
+if __name__ == "__main__":
+    main()
