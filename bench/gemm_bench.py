@@ -19,7 +19,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import cupy as cp  # noqa: E402
 
-from bench.cudatime import Results, copy_TBps, cuda_ms  # noqa: E402
+from bench.cudatime import Results, copy_TBps, cuda_ms, graph_ms  # noqa: E402
 from kernels import matmul_cuda  # noqa: E402
 from kernels.common_cuda import as_bf16  # noqa: E402
 from server.engine.spec import SHAPES  # noqa: E402
@@ -59,14 +59,15 @@ def main():
         got = {}
         for inv in (True, False):
             matmul_cuda.INVARIANT = inv
-            layer = cuda_ms(lambda: [matmul_cuda.cuda(x, w) for x, w in zip(xs, ws)], reps=7, warm=2)
-            lm = cuda_ms(lambda: matmul_cuda.cuda(xs[0], head), reps=5, warm=1)
+            # device time (graph replays): a layer's four GEMMs (416 MB of weights) in a row
+            layer = graph_ms(lambda: [matmul_cuda.cuda(x, w) for x, w in zip(xs, ws)], reps=7, inner=2)
+            lm = graph_ms(lambda: matmul_cuda.cuda(xs[0], head), reps=5, inner=1)
             got["ours" if inv else "plain"] = layer * s.n_layers + lm
         matmul_cuda.INVARIANT = True
         for how in ("stream", "tiled", "split"):              # each kernel forced (same bytes)
             if how == "stream" and M > 128:
                 continue
-            lay = cuda_ms(lambda: [matmul_cuda.cuda(x, w, force=how) for x, w in zip(xs, ws)], reps=5, warm=1)
+            lay = graph_ms(lambda: [matmul_cuda.cuda(x, w, force=how) for x, w in zip(xs, ws)], reps=5, inner=2)
             log(f"M{M}_{how}_layers_ms", lay * s.n_layers)
         floor = max(wbytes / bw, flop1 * M / rate) * 1e3
         row = dict(M=M, ours_ms=got["ours"], plain_ms=got["plain"], floor_ms=floor,

@@ -1,7 +1,7 @@
-"""Where a decode step's time goes, per op: each op the model calls is timed with device
-events in an eager step (its kernels' own time), then the same step is timed as a CUDA graph
-replay (device time, no host) and through Model.forward with the host (as bench384 does).
-The gap between the graph and the ops' sum is launch and dependency latency between nodes.
+"""Where a decode step's time goes, per op: each op call the model makes in one step is
+recorded, then replayed alone as a one-call CUDA graph (device time, no host; minus an empty
+graph's launch), and the whole step is timed as a graph replay and through Model.forward with
+the host (as bench384 does). Step minus the ops' sum is the latency between nodes.
 
   python3 bench/op_profile.py [--shapes smollm2-135m,llama3-8b] [--M 1] [--context 384]
 """
@@ -15,7 +15,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import cupy as cp  # noqa: E402
 
-from bench.cudatime import cuda_ms  # noqa: E402
+from bench.cudatime import cuda_ms, graph_ms  # noqa: E402
 from bench.split_attention import model_of, store  # noqa: E402
 from kernels import ops  # noqa: E402
 from server.engine.spec import SHAPES  # noqa: E402
@@ -34,32 +34,27 @@ def profile(spec, M, context, P=16):
         names.update({L.wqkv.shape[0]: "qkv", L.wo.shape[0]: "o", L.wgu.shape[0]: "gate_up",
                       L.wdown.shape[0]: "down"})
     names[model.w.lm_head.shape[0]] = "lm_head"
-    marks, orig = [], {n: getattr(ops, n) for n in WRAP}
+    calls, orig = [], {n: getattr(ops, n) for n in WRAP}
 
     def wrap(n, f):
         def g(*a, **k):
             tag = n if n != "linear" else f"linear:{names.get(a[1].shape[0], a[1].shape[0])}"
-            s, e = cp.cuda.Event(), cp.cuda.Event()
-            s.record()
-            r = f(*a, **k)
-            e.record()
-            marks.append((tag, s, e))
-            return r
+            calls.append((tag, f, a, k))
+            return f(*a, **k)
         return g
 
     for n in WRAP:
         setattr(ops, n, wrap(n, orig[n]))
     try:
-        for _ in range(3):
-            marks.clear()
-            model.run(rows, kv)
-        cp.cuda.Device().synchronize()
+        model.run(rows, kv)
     finally:
         for n in WRAP:
             setattr(ops, n, orig[n])
+    z = cp.zeros(1, dtype=cp.float32)
+    empty = graph_ms(lambda: z.__iadd__(1), reps=20, inner=1)
     tot, cnt = collections.defaultdict(float), collections.Counter()
-    for tag, s, e in marks:
-        tot[tag] += cp.cuda.get_elapsed_time(s, e)
+    for tag, f, a, k in calls:
+        tot[tag] += graph_ms(lambda: f(*a, **k), reps=10, inner=1) - empty
         cnt[tag] += 1
     eager = cuda_ms(lambda: model.run(rows, kv), reps=5, warm=2)
     model.forward(chunks, kv)                        # capture the bucket's graph
@@ -67,7 +62,7 @@ def profile(spec, M, context, P=16):
     graph = cuda_ms(lambda: g.graph.launch(stream=cp.cuda.get_current_stream()), reps=20, warm=3)
     host = cuda_ms(lambda: model.forward(chunks, kv), reps=20, warm=3)
     ops_sum = sum(tot.values())
-    print(f"== {spec.name} M={M} context {context}")
+    print(f"== {spec.name} M={M} context {context} (an empty graph's launch: {1e3 * empty:.1f} us, subtracted)")
     for tag in sorted(tot, key=lambda t: -tot[t]):
         print(f"  {tag:18s} {tot[tag]:8.3f} ms  ({cnt[tag]} calls, {1e3 * tot[tag] / cnt[tag]:7.1f} us each)")
     print(f"  ops sum {ops_sum:.3f} ms; eager step {eager:.3f} ms; graph replay {graph:.3f} ms; "
