@@ -20,6 +20,7 @@ from bench.split_attention import model_of, store  # noqa: E402
 from kernels import ops  # noqa: E402
 from server.engine.spec import SHAPES  # noqa: E402
 
+SYNC = False
 WRAP = ("embed", "linear", "rms_norm", "add_rms_norm", "qkv_attend", "silu_mul")
 
 
@@ -40,7 +41,14 @@ def profile(spec, M, context, P=16):
         def g(*a, **k):
             tag = n if n != "linear" else f"linear:{names.get(a[1].shape[0], a[1].shape[0])}"
             calls.append((tag, f, a, k))
-            return f(*a, **k)
+            r = f(*a, **k)
+            if SYNC:                                  # --sync: name the op whose kernel faults
+                try:
+                    cp.cuda.Device().synchronize()
+                except Exception:
+                    print(f"  FAULT in {tag} (call {len(calls)})", flush=True)
+                    raise
+            return r
         return g
 
     for n in WRAP:
@@ -74,7 +82,10 @@ def main():
     ap.add_argument("--shapes", default="smollm2-135m,llama3-8b")
     ap.add_argument("--M", default="1")
     ap.add_argument("--context", type=int, default=384)
+    ap.add_argument("--sync", action="store_true", help="synchronize after each op (find a fault)")
     a = ap.parse_args()
+    global SYNC
+    SYNC = a.sync
     for name in a.shapes.split(","):
         for M in (int(m) for m in a.M.split(",")):
             profile(SHAPES[name], M, a.context)

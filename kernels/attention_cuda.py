@@ -41,6 +41,7 @@ SPLIT_BLOCKS = 512  # split when tiles x kv heads is below this (scheduling only
 SPLIT_TARGET = 512  # blocks aimed at in split mode: Z = ceil(this / (tiles x kv heads)), <= spans
 SCRATCH_MAX = 128 << 20  # bytes of span states a launch may use; above it: in-block
 FORCE_SPLIT = None  # tests: True / False forces a mode, None chooses by shape
+PREFETCH = True     # split mode fetches the next key block during the current one (scheduling)
 MIN_BLOCKS = 3      # __launch_bounds__ blocks per SM (3: no spills at hd 128; 4: caps at 128 registers)
 
 _SRC = r"""
@@ -102,20 +103,39 @@ extern "C" __global__ void __launch_bounds__(128, MINB_) attend(
 #pragma unroll
             for (int c = 0; c < DPL; c++) acc[i][c] = 0.f;
         }
-        for (int kb = k0; kb <= kend; kb += BK) {
-            for (int i = tid; i < BK * (HD / 8); i += blockDim.x) {
-                const int jj = i / (HD / 8), c = i % (HD / 8), key = kb + jj;
+        // a key block: BK keys x HD bf16 of K and V, DPL 16-byte pieces of each a thread
+        // (thread tid takes pieces tid + 128 u); PF_: the next block's pieces are fetched into
+        // registers while this one is computed (scheduling only: the same bytes reach smem)
+        uint4 kk[DPL], vv[DPL];
+        auto fetch = [&](int kb) {
+#pragma unroll
+            for (int u = 0; u < DPL; u++) {
+                const int i = tid + 128 * u, jj = i / (HD / 8), c = i % (HD / 8), key = kb + jj;
                 if (key <= kend) {
                     const long long page = tables[(long long)s * W + key / P];
                     const long long off = ((page * P + key % P) * KV + kvh) * HD + c * 8;
-                    const uint4 kk = *(const uint4*)(kp + off);
-                    const uint4 vv = *(const uint4*)(vp + off);
-                    uint2* kd = (uint2*)&ks[jj][c * 8];
-                    kd[0] = make_uint2(kk.x, kk.y); kd[1] = make_uint2(kk.z, kk.w);
-                    *(uint4*)&vs[jj][c * 8] = vv;
+                    kk[u] = *(const uint4*)(kp + off);
+                    vv[u] = *(const uint4*)(vp + off);
                 }
             }
+        };
+        auto put = [&](int kb) {
+#pragma unroll
+            for (int u = 0; u < DPL; u++) {
+                const int i = tid + 128 * u, jj = i / (HD / 8), c = i % (HD / 8);
+                if (kb + jj <= kend) {
+                    uint2* kd = (uint2*)&ks[jj][c * 8];
+                    kd[0] = make_uint2(kk[u].x, kk[u].y); kd[1] = make_uint2(kk[u].z, kk[u].w);
+                    *(uint4*)&vs[jj][c * 8] = vv[u];
+                }
+            }
+        };
+        if (PF_) fetch(k0);
+        for (int kb = k0; kb <= kend; kb += BK) {
+            if (!PF_) fetch(kb);
+            put(kb);
             __syncthreads();
+            if (PF_ && kb + BK <= kend) fetch(kb + BK);
 #pragma unroll
             for (int i = 0; i < PPW; i++) {
                 const int pair = warp + NW * i, p = prow[i];
@@ -279,7 +299,11 @@ def cuda_round(q, k_pool, v_pool, rmap: RoundMap, scale):
     if not n_tiles:
         return out
     split, z, spans = plan(T, hq, hd, kv, n_tiles, rmap.width * rmap.page_rows)
-    defs = (f"HD={hd}", f"PAIRS_={PAIRS}", f"SPAN_={SPAN}", f"MINB_={MIN_BLOCKS}")
+    # split mode (decode-sized launches): the next key block is fetched during this one's
+    # compute, at 2 blocks an SM for the registers; in-block (prefill): 3 blocks, no prefetch
+    pf = int(split and PREFETCH)
+    defs = (f"HD={hd}", f"PAIRS_={PAIRS}", f"SPAN_={SPAN}", f"MINB_={2 if pf else MIN_BLOCKS}",
+            f"PF_={pf}")
     if split:
         sm = cp.empty((T * hq * spans,), dtype=cp.float32)
         sl = cp.empty_like(sm)

@@ -44,7 +44,7 @@ INVARIANT = True       # False: plain cuBLAS (benchmarks: what invariance costs)
 KEEP_PLAIN = False     # benchmarks: packed weights keep their [N, K] form for cuBLAS
 # streaming kernel configurations by rows (scheduling only; bench/stream_sweep.py):
 # (up to M rows, MT tiles of 16 rows, NT groups of 8 columns a block, U chunks in flight)
-STREAM_CFG = [(16, 1, 1, 8), (32, 2, 4, 2), (64, 4, 4, 2)]
+STREAM_CFG = [(16, 1, 1, 4), (64, 2, 4, 2)]
 SPLIT_BELOW = 100      # tiles (128 x 128) below which the tiled kernel splits K over blocks
 KSPLIT = 8             # K ranges summed apart, then folded in order: ARITHMETIC (all kernels)
 

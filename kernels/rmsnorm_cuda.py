@@ -1,5 +1,6 @@
-"""RMSNorm (and add + RMSNorm in one pass) on the GPU: one block a row, float32 sums in a
-fixed order (so a row's result never depends on the other rows), bf16 output for the GEMM."""
+"""RMSNorm (and add + RMSNorm in one pass) on the GPU: one block a row (its values kept in
+registers), float32 sums in a fixed order set by D alone (so a row's result never depends on
+the other rows), bf16 output for the GEMM."""
 from __future__ import annotations
 
 import cupy as cp
@@ -12,11 +13,16 @@ extern "C" __global__ void rmsnorm(const float* x, const float* res, float* hout
     __shared__ float red[32];
     const long long base = (long long)blockIdx.x * D;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
-    float ss = 0.f;
-    for (int i = threadIdx.x; i < D; i += blockDim.x) {
-        float v = x[base + i];
-        if (res) { v += res[base + i]; hout[base + i] = v; }
-        ss += v * v;
+    float v[NPT], ss = 0.f;                  // the row stays in registers: NPT values a thread
+#pragma unroll
+    for (int u = 0; u < NPT; u++) {
+        const int i = threadIdx.x + u * blockDim.x;
+        v[u] = 0.f;
+        if (i < D) {
+            v[u] = x[base + i];
+            if (res) { v[u] += res[base + i]; hout[base + i] = v[u]; }
+            ss += v[u] * v[u];
+        }
     }
     ss = warp_sum(ss);
     if (lane == 0) red[warp] = ss;
@@ -28,9 +34,10 @@ extern "C" __global__ void rmsnorm(const float* x, const float* res, float* hout
     }
     __syncthreads();
     const float r = 1.0f / sqrtf(red[0] / (float)D + eps);
-    for (int i = threadIdx.x; i < D; i += blockDim.x) {
-        float v = res ? hout[base + i] : x[base + i];
-        out[base + i] = f2b((v * r) * b2f(w[i]));
+#pragma unroll
+    for (int u = 0; u < NPT; u++) {
+        const int i = threadIdx.x + u * blockDim.x;
+        if (i < D) out[base + i] = f2b((v[u] * r) * b2f(w[i]));
     }
 }
 """
@@ -44,9 +51,9 @@ def _run(x, res, w, eps):
     h = cp.empty((M, D), dtype=cp.float32) if res is not None else None
     if res is not None:
         res = as_f32(res).reshape(M, D)
-    threads = min(256, (D + 31) // 32 * 32)
+    threads = min(1024, (D + 31) // 32 * 32)              # by D only: the sums' order is fixed
     if M:
-        kernel(_SRC, "rmsnorm")((M,), (threads,), (x, res, h, w, out, cp.int32(D), cp.float32(eps)))
+        kernel(_SRC, "rmsnorm", (f"NPT={-(-D // threads)}",))((M,), (threads,), (x, res, h, w, out, cp.int32(D), cp.float32(eps)))
     return out.reshape(shape), None if h is None else h.reshape(shape)
 
 

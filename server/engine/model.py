@@ -91,7 +91,7 @@ class Model:
 
     def run(self, r: Rows, kv):
         """The forward over a prepared round; device work only (CUDA graphs capture this)."""
-        xp, w, s = self.xp, self.w, self.spec
+        w, s = self.w, self.spec
         hd, nq, nkv = s.head_dim, w.nq, w.nkv
         pos = r.pos
         h = ops.embed(w.embed, r.ids)                      # h: [T, d] float32
