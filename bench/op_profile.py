@@ -81,14 +81,19 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--shapes", default="smollm2-135m,llama3-8b")
     ap.add_argument("--M", default="1")
-    ap.add_argument("--context", type=int, default=384)
+    ap.add_argument("--context", default="384")
+    ap.add_argument("--span", type=int, default=None, help="attention SPAN to try (arithmetic)")
     ap.add_argument("--sync", action="store_true", help="synchronize after each op (find a fault)")
     a = ap.parse_args()
     global SYNC
     SYNC = a.sync
+    if a.span:
+        from kernels import attention_cuda
+        attention_cuda.SPAN = a.span
     for name in a.shapes.split(","):
         for M in (int(m) for m in a.M.split(",")):
-            profile(SHAPES[name], M, a.context)
+            for ctx in (int(c) for c in a.context.split(",")):
+                profile(SHAPES[name], M, ctx)
 
 
 if __name__ == "__main__":
