@@ -21,7 +21,7 @@ from kernels import ops  # noqa: E402
 from server.engine.spec import SHAPES  # noqa: E402
 
 SYNC = False
-WRAP = ("embed", "linear", "rms_norm", "add_rms_norm", "qkv_attend", "silu_mul")
+WRAP = ("embed", "linear", "rms_norm", "add_rms_norm", "qkv_attend", "gate_up_silu")
 
 
 def profile(spec, M, context, P=16):

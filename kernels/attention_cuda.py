@@ -15,9 +15,10 @@ give the same bytes:
   * in-block (split = 0): grid (tiles, kv heads); a block walks its tile's spans one after
     the other and folds them in registers;
   * split (split = 1): grid (tiles, kv heads, Z); block z computes spans z, z+Z, ... of its
-    tile and writes each span's state to a scratch buffer (float32, exact); `merge` then
-    folds a row's spans in order 0, 1, 2, ... with the same `fold` and writes the output.
-    Rows with one span (p < SPAN) are written by their span-0 block directly.
+    tile and writes each span's state to a scratch buffer (float32, exact); the tile's last
+    block to finish (a count per tile and kv head, left at zero) folds each row's spans in
+    order 0, 1, 2, ... with the same `fold` and writes the output. Rows with one span
+    (p < SPAN) are written by their span-0 block directly.
 The mode is chosen per launch from shapes only (tiles x kv heads, the table width W and
 the page rows P), so a CUDA graph captures one mode per bucket and the scratch is sized by
 W: spans = ceil(W*P / SPAN). A row's bytes depend on p and its own KV bytes, never on the
@@ -36,7 +37,7 @@ import numpy as np
 from kernels.common_cuda import BF16, kernel
 
 PAIRS = 32          # (row, q head) pairs a block serves: 4 warps x 8
-SPAN = 256          # keys a span: the arithmetic (a multiple of 32; 1 << 30 turns splitting off)
+SPAN = 64           # keys a span: the arithmetic (a multiple of 32; 1 << 30 turns splitting off)
 SPLIT_BLOCKS = 512  # split when tiles x kv heads is below this (scheduling only)
 SPLIT_TARGET = 512  # blocks aimed at in split mode: Z = ceil(this / (tiles x kv heads)), <= spans
 SCRATCH_MAX = 128 << 20  # bytes of span states a launch may use; above it: in-block
@@ -67,7 +68,7 @@ extern "C" __global__ void __launch_bounds__(128, MINB_) attend(
         const float* q, const bf16* kp, const bf16* vp, const int* tables, int W,
         const int* slot, const int* pos, const int* tile_row, const int* tile_n,
         int P, int NQ, int KV, int G, float scale, bf16* out,
-        int split, int NS, float* sm, float* sl, float* sa) {
+        int split, int NS, float* sm, float* sl, float* sa, int* count) {
     __shared__ __align__(16) float qs[PAIRS_][HD];
     __shared__ __align__(16) bf16 ks[BK][HD + 4];  // +4: lanes read rows conflict-free
     __shared__ __align__(16) bf16 vs[BK][HD];
@@ -193,7 +194,44 @@ extern "C" __global__ void __launch_bounds__(128, MINB_) attend(
         }
     }
     // outputs: in-block every row; split: rows of one span and padding, by the span-0 block
+    if (split) {
+        // the last of the tile's blocks to finish folds its rows of two spans or more, spans
+        // 0, 1, 2, ... in order from the scratch (the others' states are visible after the
+        // fence and the count); it leaves the count at 0 for the next launch
+        __shared__ int last;
+        __threadfence();
+        __syncthreads();
+        if (tid == 0) {
+            int* c = count + blockIdx.x * KV + kvh;
+            last = atomicAdd(c, 1) == min((int)gridDim.z, nsp) - 1;
+            if (last) *c = 0;
+        }
+        __syncthreads();
+        if (last) {
+            __threadfence();
+#pragma unroll
+            for (int i = 0; i < PPW; i++) {
+                const int pair = warp + NW * i, p = prow[i];
+                if (pair < npairs && p >= SPAN_) {
+                    const long long w = (long long)(r0 + pair / G) * NQ + kvh * G + pair % G;
+                    float Mx = NEG_INF, Lx = 0.f, Ax[DPL], a2[DPL];
+#pragma unroll
+                    for (int c = 0; c < DPL; c++) Ax[c] = 0.f;
+                    for (int j = 0; j <= p / SPAN_; j++) {
+                        const long long st = w * NS + j;
+#pragma unroll
+                        for (int c = 0; c < DPL; c++) a2[c] = __ldcg(sa + st * HD + lane * DPL + c);
+                        fold(Mx, Lx, Ax, __ldcg(sm + st), __ldcg(sl + st), a2);
+                    }
+                    const float inv = 1.0f / Lx;
+#pragma unroll
+                    for (int c = 0; c < DPL; c++) out[w * HD + lane * DPL + c] = f2b(Ax[c] * inv);
+                }
+            }
+        }
+    }
     if (split && z != 0) return;
+    // rows of one span (every row in-block; split: those and padding, by the span-0 block)
 #pragma unroll
     for (int i = 0; i < PPW; i++) {
         const int pair = warp + NW * i, p = prow[i];
@@ -205,33 +243,6 @@ extern "C" __global__ void __launch_bounds__(128, MINB_) attend(
                 out[o + lane * DPL + c] = f2b(p < 0 ? 0.f : A[i][c] * inv);
         }
     }
-}
-
-// Split mode, rows of two spans or more: fold spans 0, 1, 2, ... in order. One warp a
-// (row, q head); lane owns dims lane*DPL ...
-extern "C" __global__ void __launch_bounds__(128) merge(
-        const int* pos, int T, int NQ, int NS, const float* sm, const float* sl,
-        const float* sa, bf16* out) {
-    const long long w = (long long)blockIdx.x * 4 + (threadIdx.x >> 5);
-    const int lane = threadIdx.x & 31;
-    if (w >= (long long)T * NQ) return;
-    const int p = pos[w / NQ];
-    if (p < SPAN_) return;                        // one span (or padding): written by attend
-    const int ns = p / SPAN_ + 1;
-    float M = NEG_INF, L = 0.f, A[DPL];
-#pragma unroll
-    for (int c = 0; c < DPL; c++) A[c] = 0.f;
-#pragma unroll 4
-    for (int j = 0; j < ns; j++) {
-        const long long st = w * NS + j;
-        float a2[DPL];
-#pragma unroll
-        for (int c = 0; c < DPL; c++) a2[c] = sa[st * HD + lane * DPL + c];
-        fold(M, L, A, sm[st], sl[st], a2);
-    }
-    const float inv = 1.0f / L;
-#pragma unroll
-    for (int c = 0; c < DPL; c++) out[w * HD + lane * DPL + c] = f2b(A[c] * inv);
 }
 """
 
@@ -289,6 +300,26 @@ def plan(T, hq, hd, kv, n_tiles, keys):
     return split, z, spans
 
 
+_COUNTS = {}
+
+
+def _counts(n: int):
+    """Split mode's per-(tile, kv head) finish counts: at least n int32 on this device, zeroed
+    once and left at zero by every launch (so CUDA graphs replay without a memset). Grown
+    outside captures only; older buffers are kept (graphs may point into them)."""
+    dev = cp.cuda.Device().id
+    have = _COUNTS.get(dev, [])
+    if not have or have[-1].size < n:
+        if cp.cuda.get_current_stream().is_capturing():
+            raise RuntimeError("attention: split counts grown inside a graph capture (run once eagerly first)")
+        size = max(n, SPLIT_BLOCKS)
+        mem = cp.cuda.Memory(size * 4)                  # its own allocation, outside any pool
+        cp.cuda.runtime.memset(mem.ptr, 0, size * 4)
+        have.append(cp.ndarray((size,), cp.int32, cp.cuda.MemoryPointer(mem, 0)))
+        _COUNTS[dev] = have
+    return have[-1]
+
+
 def cuda_round(q, k_pool, v_pool, rmap: RoundMap, scale):
     # q: [T, Hq, hd] float32 contiguous; pools [pages, P, KV, hd] bf16 -> [T, Hq, hd] bf16
     T, hq, hd = q.shape
@@ -315,11 +346,7 @@ def cuda_round(q, k_pool, v_pool, rmap: RoundMap, scale):
                                   rmap.slot, rmap.pos, rmap.tile_row, rmap.tile_n,
                                   cp.int32(rmap.page_rows), cp.int32(hq), cp.int32(kv),
                                   cp.int32(hq // kv), cp.float32(scale), out,
-                                  cp.int32(int(split)), cp.int32(spans), sm, sl, sa))
-    if split:
-        mg = kernel(_SRC, "merge", defs)
-        mg((-(-T * hq // 4),), (128,), (rmap.pos, cp.int32(T), cp.int32(hq), cp.int32(spans),
-                                        sm, sl, sa, out))
+                                  cp.int32(int(split)), cp.int32(spans), sm, sl, sa, _counts(n_tiles * kv)))
     return out
 
 

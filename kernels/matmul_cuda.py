@@ -89,13 +89,31 @@ __device__ __forceinline__ int range_lo(int q, int nch) { return (int)((long lon
 // S_ MT NT 128 floats: warp q sums K range q of the block's NT groups of 8 columns for its
 // MT tiles of 16 rows (the x fragments of a chunk are loaded once and used for all NT
 // groups); the S_ partial sums are then folded in order 0, 1, .. from 0.f by all threads.
+// GLU_: the gate|up GEMM with SwiGLU in the epilogue: N = 2F columns, gate then up; the
+// block's first NT/2 groups are gate groups, the others the up groups F/8 further on, and
+// it writes silu_mul(gate, up) as bf16 [M, F] (C is then a bf16 pointer).
+__device__ __forceinline__ int group_of(int j, int n8) {
+#if GLU_
+    return j < NT / 2 ? blockIdx.x * (NT / 2) + j : n8 / 2 + blockIdx.x * (NT / 2) + j - NT / 2;
+#else
+    return blockIdx.x * NT + j;
+#endif
+}
+__device__ __forceinline__ bool group_ok(int j, int n8) {
+#if GLU_
+    return blockIdx.x * (NT / 2) + (j % (NT / 2)) < n8 / 2;
+#else
+    return group_of(j, n8) < n8;
+#endif
+}
+
 extern "C" __global__ void __launch_bounds__(32 * S_) stream(
         const XT* x, const bf16* W, const bf16* bias, float* C, int M, int N, int K) {
     extern __shared__ float part[];                  // [S_][MT][NT][4][32]
     const int lane = threadIdx.x & 31, q = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
-    const int n8 = (N + 7) / 8, j0 = blockIdx.x * NT, m0 = blockIdx.y * 16 * MT;
+    const int n8 = (N + 7) / 8, m0 = blockIdx.y * 16 * MT;
     const int KC = (K + 31) / 32;
-    const bf16* wr = W + (long long)j0 * KC * 256 + lane * 8;    // packed: see `pack`
+    const bf16* wr = W + lane * 8;                   // packed: see `pack`
     float acc[MT][NT][4];
 #pragma unroll
     for (int i = 0; i < MT; i++)
@@ -108,8 +126,8 @@ extern "C" __global__ void __launch_bounds__(32 * S_) stream(
         for (int u = 0; u < U_; u++)
 #pragma unroll
             for (int j = 0; j < NT; j++)
-                w[u][j] = c0 + u < c_hi && j0 + j < n8
-                        ? __ldg((const uint4*)(wr + ((long long)j * KC + c0 + u) * 256))
+                w[u][j] = c0 + u < c_hi && group_ok(j, n8)
+                        ? __ldg((const uint4*)(wr + ((long long)group_of(j, n8) * KC + c0 + u) * 256))
                         : make_uint4(0, 0, 0, 0);
 #pragma unroll
         for (int u = 0; u < U_; u++) {
@@ -137,12 +155,26 @@ extern "C" __global__ void __launch_bounds__(32 * S_) stream(
             for (int r = 0; r < 4; r++) part[q * E + ((i * NT + j) * 4 + r) * 32 + lane] = acc[i][j][r];
     __syncthreads();
     for (int e = threadIdx.x; e < E; e += 32 * S_) {
+        const int l = e & 31, r = (e >> 5) & 3, ij = e >> 7, i = ij / NT, j = ij % NT;
+#if GLU_
+        if (j >= NT / 2) continue;                    // up values are read with their gate
+#endif
         float v = 0.f;
 #pragma unroll
         for (int p = 0; p < S_; p++) v = __fadd_rn(v, part[p * E + e]);
-        const int l = e & 31, r = (e >> 5) & 3, ij = e >> 7, i = ij / NT, j = ij % NT;
-        const int m = m0 + 16 * i + (l >> 2) + 8 * (r >> 1), n = 8 * (j0 + j) + 2 * (l & 3) + (r & 1);
+        const int m = m0 + 16 * i + (l >> 2) + 8 * (r >> 1), n = 8 * group_of(j, n8) + 2 * (l & 3) + (r & 1);
+#if GLU_
+        const int F = N / 2;
+        float vu = 0.f;
+#pragma unroll
+        for (int p = 0; p < S_; p++) vu = __fadd_rn(vu, part[p * E + e + (NT / 2) * 128]);
+        if (m < M && n < F) {
+            const float gv = bias ? v + b2f(bias[n]) : v, uv = bias ? vu + b2f(bias[F + n]) : vu;
+            ((bf16*)C)[(long long)m * F + n] = f2b(silu_mul(gv, uv));
+        }
+#else
         if (m < M && n < N) C[(long long)m * N + n] = bias ? v + b2f(bias[n]) : v;
+#endif
     }
 }
 
@@ -330,9 +362,9 @@ def _stream_smem(mt: int, nt: int) -> int:
 
 
 def _fn(name: str, x_f32: bool = False, mt: int = 1, nt: int = 1, u: int = 2,
-        split_only: bool = False):
+        split_only: bool = False, glu: bool = False):
     defs = (f"XT={'float' if x_f32 else 'bf16'}", f"X_F32={int(x_f32)}", f"MT={mt}", f"NT={nt}",
-            f"U_={u}", f"S_={KSPLIT}", f"SPLIT_ONLY={int(split_only)}")
+            f"U_={u}", f"S_={KSPLIT}", f"SPLIT_ONLY={int(split_only)}", f"GLU_={int(glu)}")
     smem = _TILED_SMEM if name == "tiled" else _stream_smem(mt, nt) if name == "stream" else 0
     return kernel(_SRC, name, defs, smem)
 
@@ -385,6 +417,36 @@ def cuda(x, w, bias=None, force: str | None = None, cfg: tuple | None = None):
         _fn("tiled", split_only=True)(grid + (KSPLIT,), (256,), (x, w, bias, out, part, I(M), I(N), I(K)),
                      shared_mem=_TILED_SMEM)
         _fn("fold_parts")((min(-(-M * N // 256), 65535),), (256,), (part, bias, out, I(M), I(N)))
+    return out
+
+
+def cuda_glu(x, w, F: int, bias=None, force: str | None = None, cfg: tuple | None = None):
+    """silu(x @ Wg^T) * (x @ Wu^T) as bf16 [M, F], w: the gate|up matrix [2F, K] (gate rows
+    then up rows). Decode sizes: one streaming launch with SwiGLU in its epilogue; else the
+    GEMM then kernels/swiglu_cuda. Both: the GEMM's float32 values, then common_cuda's
+    silu_mul, rounded to bf16 once: the same bytes (tests/gpu/test_kernels.py)."""
+    M, K = x.shape
+    cfg = cfg or stream_cfg(M)
+    if (force or ("stream" if cfg else "")) != "stream" or F % 8 or not INVARIANT or w.shape[0] != 2 * F:
+        from kernels import swiglu_cuda
+        gu = cuda(x, w, bias, force=force, cfg=cfg)
+        return swiglu_cuda.cuda(gu[:, :F], gu[:, F:])
+    if w.shape[1] != K or K % 8:
+        raise ValueError(f"matmul: x {x.shape} against w {w.shape} (K must match and be a multiple of 8)")
+    mt, nt, u = cfg or STREAM_CFG[-1][1:]
+    nt = max(2, nt)                                   # a gate group and its up group at least
+    out = cp.empty((M, F), dtype=BF16)
+    if not M:
+        return out
+    if bias is not None and bias.dtype != BF16:
+        bias = as_bf16(bias)
+    bias = np.uint64(0) if bias is None else bias
+    x_f32 = x.dtype != BF16
+    x = cp.ascontiguousarray(x, dtype=cp.float32) if x_f32 else cp.ascontiguousarray(x)
+    I = np.int32
+    _fn("stream", x_f32, mt, nt, u, glu=True)((-(-F // (4 * nt)), -(-M // (16 * mt))), (32 * KSPLIT,),
+                                              (x, pack(w).data, bias, out, I(M), I(2 * F), I(K)),
+                                              shared_mem=_stream_smem(mt, nt))
     return out
 
 

@@ -44,6 +44,15 @@ def silu_mul(gate, up):
     return swiglu.ref(gate, up) if _cpu(gate) else _gpu("swiglu").cuda(gate, up)
 
 
+def gate_up_silu(x, w, ff):
+    """silu(x Wg) * (x Wu) from the fused gate|up matrix (gate columns then up): on the GPU at
+    decode sizes one GEMM launch with SwiGLU in its epilogue (kernels/matmul_cuda.cuda_glu)."""
+    if _cpu(x):
+        gu = matmul.ref(x, w)
+        return swiglu.ref(gu[:, :ff], gu[:, ff:])
+    return _gpu("matmul").cuda_glu(x, w, ff)
+
+
 def write_kv(k_pool, v_pool, table, page_rows, start, k, v):
     if _cpu(k):
         kv_write.ref(k_pool, v_pool, table, page_rows, start, k, v)

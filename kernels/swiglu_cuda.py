@@ -1,5 +1,6 @@
 """silu(gate) * up on the GPU, reading gate and up from the fused gate|up GEMM output
-(any row stride), writing bf16 [M, F] for the down projection."""
+(any row stride), writing bf16 [M, F] for the down projection. The arithmetic is
+common_cuda's `silu_mul`, shared with the GEMM's fused epilogue (matmul_cuda.cuda_glu)."""
 from __future__ import annotations
 
 import cupy as cp
@@ -14,7 +15,7 @@ extern "C" __global__ void swiglu(const float* g, const float* u, long long rs, 
          idx += (long long)gridDim.x * blockDim.x) {
         const long long m = idx / F; const int f = idx % F;
         const float a = g[m * rs + f], b = u[m * rs + f];
-        out[idx] = f2b(a / (1.0f + expf(-a)) * b);
+        out[idx] = f2b(silu_mul(a, b));
     }
 }
 """

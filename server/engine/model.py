@@ -110,8 +110,7 @@ class Model:
             if self.all_reduce is not None:
                 out = self.all_reduce(out)
             x, h = ops.add_rms_norm(out, h, L.mlp_norm, s.rms_eps)
-            gu = ops.linear(x, L.wgu)                          # [T, 2 ff]
-            out = ops.linear(ops.silu_mul(gu[:, : w.ff], gu[:, w.ff:]), L.wdown)
+            out = ops.linear(ops.gate_up_silu(x, L.wgu, w.ff), L.wdown)   # [T, ff] -> [T, d]
             if self.all_reduce is not None:
                 out = self.all_reduce(out)
         if r.sel is None:

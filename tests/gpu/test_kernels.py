@@ -214,3 +214,26 @@ def test_rope_kv_write_fused_equals_separate(nq, kv, hd, P, starts):
     u16 = lambda a: a.view(cp.uint16).get()
     assert np.array_equal(u16(kp1), u16(kp2)) and np.array_equal(u16(vp1), u16(vp2))
     assert np.isnan(host(kp1)).any()                       # untouched pages stay poisoned
+
+
+@pytest.mark.parametrize("K,F", [(576, 1536), (4096, 14336), (1000, 24)])
+def test_gate_up_silu_fused_equals_separate(K, F):
+    """The gate|up GEMM with SwiGLU in its epilogue (one launch, every stream configuration)
+    gives the bytes of the GEMM followed by the SwiGLU kernel, and both are within bf16 of
+    float64."""
+    import cupy as cp
+    from kernels import matmul_cuda
+    x32 = cp.asarray(rng.standard_normal((80, K)).astype(np.float32))
+    wnp = bf16_round(rng.standard_normal((2 * F, K)).astype(np.float32) * 0.05)
+    w = dev_bf16(wnp)
+    for M in (1, 16, 33, 64, 80):
+        want = host(matmul_cuda.cuda_glu(x32[:M], w, F, force="tiled"))
+        for cfg in STREAM_CFGS:
+            poison_pool()
+            got = host(matmul_cuda.cuda_glu(x32[:M], w, F, force="stream", cfg=cfg))
+            assert np.array_equal(got, want), (M, cfg)
+        assert np.array_equal(host(matmul_cuda.cuda_glu(x32[:M], w, F)), want), M
+    xb = bf16_round(x32.get()).astype(np.float64)
+    gu = xb @ wnp.astype(np.float64).T
+    g, u = gu[:, :F], gu[:, F:]
+    assert rel(want, g / (1 + np.exp(-g)) * u) < 1e-2
