@@ -42,7 +42,7 @@ SPLIT_BLOCKS = 512  # split when tiles x kv heads is below this (scheduling only
 SPLIT_TARGET = 512  # blocks aimed at in split mode: Z = ceil(this / (tiles x kv heads)), <= spans
 SCRATCH_MAX = 128 << 20  # bytes of span states a launch may use; above it: in-block
 FORCE_SPLIT = None  # tests: True / False forces a mode, None chooses by shape
-PREFETCH = True     # split mode fetches the next key block during the current one (scheduling)
+PREFETCH = True     # split mode and decode rounds fetch the next key block during the current one
 MIN_BLOCKS = 3      # __launch_bounds__ blocks per SM (3: no spills at hd 128; 4: caps at 128 registers)
 
 _SRC = r"""
@@ -330,9 +330,9 @@ def cuda_round(q, k_pool, v_pool, rmap: RoundMap, scale):
     if not n_tiles:
         return out
     split, z, spans = plan(T, hq, hd, kv, n_tiles, rmap.width * rmap.page_rows)
-    # split mode (decode-sized launches): the next key block is fetched during this one's
-    # compute, at 2 blocks an SM for the registers; in-block (prefill): 3 blocks, no prefetch
-    pf = int(split and PREFETCH)
+    # split mode and decode rounds (one row a tile): the next key block is fetched during this
+    # one's compute, at 2 blocks an SM for the registers; prefill tiles: 3 blocks, no prefetch
+    pf = int((split or n_tiles == T) and PREFETCH)        # split, or decode rows (a tile each)
     defs = (f"HD={hd}", f"PAIRS_={PAIRS}", f"SPAN_={SPAN}", f"MINB_={2 if pf else MIN_BLOCKS}",
             f"PF_={pf}")
     if split:

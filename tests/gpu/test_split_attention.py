@@ -115,7 +115,8 @@ def test_paged_equals_window_bytes_with_split(monkeypatch):
 
 def test_solo_equals_concurrent_at_long_positions(monkeypatch):
     """A decode row at 3000 alone == the same row in a round with decode rows at 100, 699,
-    5000 and a 40-row prefill chunk at 2000..2039, in every mode and at another table width;
+    5000 and a 40-row prefill chunk at 2000..2039, in every mode (with and without the key
+    block prefetch) and at another table width;
     the chunk's rows == the same rows in chunks of 13 and alone."""
     import cupy as cp
     from kernels import attention_cuda
@@ -141,8 +142,9 @@ def test_solo_equals_concurrent_at_long_positions(monkeypatch):
     order = [1, 3, 0, 2, 4]
     q_all = cp.concatenate([qs[i] for i in order])
     rows = np.cumsum([0] + [ns[i] for i in order])
-    for mode in MODES:
+    for mode, pf in [(m, pf) for m in MODES for pf in (True, False)]:   # prefetch: scheduling only
         monkeypatch.setattr(attention_cuda, "FORCE_SPLIT", mode)
+        monkeypatch.setattr(attention_cuda, "PREFETCH", pf)
         for width in (None, 400):
             got = run([chunk(i) for i in order], q_all, width)
             for k, i in enumerate(order):
