@@ -38,8 +38,8 @@ from kernels.common_cuda import BF16, kernel
 
 PAIRS = 32          # (row, q head) pairs a block serves: 4 warps x 8
 SPAN = 64           # keys a span: the arithmetic (a multiple of 32; 1 << 30 turns splitting off)
-SPLIT_BLOCKS = 4096  # split when tiles x kv heads is below this (scheduling only)
-SPLIT_TARGET = 4096  # blocks aimed at in split mode: Z = ceil(this / (tiles x kv heads)), <= spans
+SPLIT_BLOCKS = 512  # split when tiles x kv heads is below this (scheduling only)
+SPLIT_TARGET = 512  # blocks aimed at in split mode: Z = ceil(this / (tiles x kv heads)), <= spans
 SCRATCH_MAX = 128 << 20  # bytes of span states a launch may use; above it: in-block
 FORCE_SPLIT = None  # tests: True / False forces a mode, None chooses by shape
 PREFETCH = True     # split mode and decode rounds fetch the next key block during the current one
