@@ -31,6 +31,15 @@ __device__ __forceinline__ float warp_sum(float v) {
 __device__ __forceinline__ float silu_mul(float g, float u) {
     return __fmul_rn(__fdiv_rn(g, __fadd_rn(1.0f, expf(-g))), u);
 }
+// RoPE of one pair (a, b) = (x[i], x[i + half]) at position p: the angle f32(p) x inv in
+// float32, cosf/sinf, products and sums rounded on their own (rope_cuda, kv_write_cuda)
+__device__ __forceinline__ void rope_pair(float& a, float& b, int p, float inv) {
+    const float f = __fmul_rn((float)p, inv);
+    const float c = cosf(f), s = sinf(f);
+    const float a2 = __fsub_rn(__fmul_rn(a, c), __fmul_rn(b, s));
+    b = __fadd_rn(__fmul_rn(b, c), __fmul_rn(a, s));
+    a = a2;
+}
 __device__ __forceinline__ float warp_max(float v) {
     for (int o = 16; o; o >>= 1) v = fmaxf(v, __shfl_xor_sync(FULL, v, o));
     return v;

@@ -46,13 +46,7 @@ extern "C" __global__ void rope_kv_write(const float* qkv, long long rs, const f
         const int p = pos[m];
         const float* xr = qkv + m * rs + (long long)h * hd;
         float a = xr[i], b = xr[i + half];
-        if (h < NQ + KV) {                                    // q and k: rotate (rope_cuda.py)
-            const float f = __fmul_rn((float)p, inv[i]);
-            const float c = cosf(f), s = sinf(f);
-            const float a2 = __fsub_rn(__fmul_rn(a, c), __fmul_rn(b, s));
-            b = __fadd_rn(__fmul_rn(b, c), __fmul_rn(a, s));
-            a = a2;
-        }
+        if (h < NQ + KV) rope_pair(a, b, p, inv[i]);          // q and k: rotate (as rope_cuda)
         if (h < NQ) {
             float* o = q + (m * NQ + h) * hd;
             o[i] = a;

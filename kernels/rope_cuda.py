@@ -17,13 +17,12 @@ extern "C" __global__ void rope(const float* x, long long rs, const int* pos, co
         const long long t = idx / half;
         const int h = t % H;
         const long long m = t / H;
-        const float f = __fmul_rn((float)pos[m], inv[i]);
-        const float c = cosf(f), s = sinf(f);
         const float* xr = x + m * rs + (long long)h * 2 * half;
-        const float a = xr[i], b = xr[i + half];
+        float a = xr[i], b = xr[i + half];
+        rope_pair(a, b, pos[m], inv[i]);
         float* o = out + (m * H + h) * 2 * half;
-        o[i] = __fsub_rn(__fmul_rn(a, c), __fmul_rn(b, s));
-        o[i + half] = __fadd_rn(__fmul_rn(b, c), __fmul_rn(a, s));
+        o[i] = a;
+        o[i + half] = b;
     }
 }
 """
