@@ -19,6 +19,7 @@ import cupy as cp  # noqa: E402
 
 from bench.cudatime import Results, copy_TBps, cuda_ms  # noqa: E402
 from bench.split_attention import bench384, model_of, store  # noqa: E402
+from server.engine.logits import DeviceLogits  # noqa: E402
 from server.engine.spec import SHAPES  # noqa: E402
 
 
@@ -41,12 +42,12 @@ def static_batch(model, spec, B, prompt=512, new=32, P=16, context=1024):
     toks, pos = [1] * B, prompt
     for _ in range(2):
         lg = model.forward([(tables[s], P, pos, (toks[s],), True) for s in range(B)], kv)
-        toks = [int(t) for t in cp.argmax(lg, axis=1).get()]
+        toks = DeviceLogits(lg).argmax_rows()                   # the server's greedy path
         pos += 1
     t0 = time.perf_counter()
     for _ in range(new):
         lg = model.forward([(tables[s], P, pos, (toks[s],), True) for s in range(B)], kv)
-        toks = [int(t) for t in cp.argmax(lg, axis=1).get()]
+        toks = DeviceLogits(lg).argmax_rows()                   # the server's greedy path
         pos += 1
     return 1e3 * (time.perf_counter() - t0) / new
 

@@ -28,6 +28,7 @@ from kernels import matmul_cuda, rope  # noqa: E402
 from kernels.common_cuda import BF16  # noqa: E402
 from server.engine.kvstore import KVStore  # noqa: E402
 from server.engine.model import LayerWeights, Model, ShardWeights  # noqa: E402
+from server.engine.logits import DeviceLogits  # noqa: E402
 from server.engine.spec import SHAPES  # noqa: E402
 
 R = Results()
@@ -129,13 +130,13 @@ def ours_decode(tag, spec, model, prompt_len=128, new=256, batch=1, context=1024
     pos = prompt_len
     for _ in range(2):                  # warm-up: graph capture and first calls stay out
         lg = model.forward([(tables[s], P, pos, (toks[s],), True) for s in range(batch)], kv)
-        toks = [int(t) for t in cp.argmax(lg, axis=1).get()]
+        toks = DeviceLogits(lg).argmax_rows()                   # the server's greedy path
         pos += 1
     t0 = time.perf_counter()
     out = []
     for i in range(new):
         lg = model.forward([(tables[s], P, pos, (toks[s],), True) for s in range(batch)], kv)
-        toks = [int(t) for t in cp.argmax(lg, axis=1).get()]
+        toks = DeviceLogits(lg).argmax_rows()                   # the server's greedy path
         out.append(toks[0])
         pos += 1
     dt = time.perf_counter() - t0

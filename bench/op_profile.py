@@ -21,7 +21,7 @@ from kernels import ops  # noqa: E402
 from server.engine.spec import SHAPES  # noqa: E402
 
 SYNC = False
-WRAP = ("embed", "linear", "rms_norm", "add_rms_norm", "qkv_attend", "gate_up_silu")
+WRAP = ("embed", "linear", "rms_norm", "norm_linear", "qkv_attend")
 
 
 def profile(spec, M, context, P=16):
@@ -39,7 +39,8 @@ def profile(spec, M, context, P=16):
 
     def wrap(n, f):
         def g(*a, **k):
-            tag = n if n != "linear" else f"linear:{names.get(a[1].shape[0], a[1].shape[0])}"
+            wi = {"linear": 1, "norm_linear": 4}.get(n)
+            tag = n if wi is None else f"{n}:{names.get(a[wi].shape[0], a[wi].shape[0])}"
             calls.append((tag, f, a, k))
             r = f(*a, **k)
             if SYNC:                                  # --sync: name the op whose kernel faults
@@ -83,10 +84,14 @@ def main():
     ap.add_argument("--M", default="1")
     ap.add_argument("--context", default="384")
     ap.add_argument("--span", type=int, default=None, help="attention SPAN to try (arithmetic)")
+    ap.add_argument("--fuse-norm", type=int, default=None, help="1/0: RMSNorm in the GEMM or not")
     ap.add_argument("--sync", action="store_true", help="synchronize after each op (find a fault)")
     a = ap.parse_args()
     global SYNC
     SYNC = a.sync
+    if a.fuse_norm is not None:
+        from kernels import matmul_cuda
+        matmul_cuda.FUSE_NORM = bool(a.fuse_norm)
     if a.span:
         from kernels import attention_cuda
         attention_cuda.SPAN = a.span

@@ -28,6 +28,7 @@ from kernels import attention_cuda, rope  # noqa: E402
 from kernels.common_cuda import BF16, as_bf16  # noqa: E402
 from server.engine.kvstore import KVStore  # noqa: E402
 from server.engine.model import LayerWeights, Model, ShardWeights  # noqa: E402
+from server.engine.logits import DeviceLogits  # noqa: E402
 from server.engine.spec import SHAPES  # noqa: E402
 
 R = Results()
@@ -75,12 +76,12 @@ def decode_at(model, kv, pos, steps, P=16):
     tok = 17
     for _ in range(3):                                    # capture + warm
         lg = model.forward([(table, P, pos, (tok,), True)], kv)
-        tok = int(cp.argmax(lg[0]).get())
+        tok = DeviceLogits(lg).argmax_rows()[0]          # the server's greedy path
         pos += 1
     t0 = time.perf_counter()
     for _ in range(steps):
         lg = model.forward([(table, P, pos, (tok,), True)], kv)
-        tok = int(cp.argmax(lg[0]).get())
+        tok = DeviceLogits(lg).argmax_rows()[0]          # the server's greedy path
         pos += 1
     return 1e3 * (time.perf_counter() - t0) / steps
 

@@ -31,6 +31,16 @@ __device__ __forceinline__ float warp_sum(float v) {
 __device__ __forceinline__ float silu_mul(float g, float u) {
     return __fmul_rn(__fdiv_rn(g, __fadd_rn(1.0f, expf(-g))), u);
 }
+// RMSNorm's arithmetic, each step rounded on its own (rmsnorm_cuda and the GEMM's fused
+// prologue in matmul_cuda): a row's sum of squares is laid out over T = min(1024, D rounded
+// up to 32) threads, thread t summing v[t + u T] (u = 0, 1, ..) with fma, then a butterfly in
+// each warp of 32, then the warps' sums in a butterfly over one warp (zeros past them)
+__device__ __forceinline__ float rms_scale(float ss, int D, float eps) {
+    return __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(ss, (float)D), eps)));
+}
+__device__ __forceinline__ float rms_apply(float v, float r, bf16 w) {
+    return __fmul_rn(__fmul_rn(v, r), b2f(w));
+}
 // RoPE of one pair (a, b) = (x[i], x[i + half]) at position p: the angle f32(p) x inv in
 // float32, cosf/sinf, products and sums rounded on their own (rope_cuda, kv_write_cuda)
 __device__ __forceinline__ void rope_pair(float& a, float& b, int p, float inv) {

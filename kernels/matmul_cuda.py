@@ -47,6 +47,7 @@ KEEP_PLAIN = False     # benchmarks: packed weights keep their [N, K] form for c
 STREAM_CFG = [(16, 1, 1, 4), (64, 2, 4, 2)]
 SPLIT_BELOW = 100      # tiles (128 x 128) below which the tiled kernel splits K over blocks
 KSPLIT = 8             # K ranges summed apart, then folded in order: ARITHMETIC (all kernels)
+FUSE_NORM = True       # residual add + RMSNorm in the streaming GEMM's x load (cuda_norm)
 
 _SRC = r"""
 __device__ __forceinline__ void mma(float* d, unsigned a0, unsigned a1, unsigned a2,
@@ -75,6 +76,26 @@ __device__ __forceinline__ uint4 xrow8(const XT* x, int m, int M, int k, int K) 
     return __ldg((const uint4*)(x + (long long)m * K + k));
 #endif
 }
+#if NORM_
+// NORM_: x row m is rmsnorm(xo + xr) (xr alone without xo) computed on load with the row's
+// scale r from the prologue: rmsnorm_cuda's arithmetic (common_cuda rms_apply), then bf16
+__device__ __forceinline__ uint4 xnorm8(const float* xo, const float* xr, const bf16* nwt,
+                                        float r, int m, int M, int k, int K) {
+    if (m >= M || k >= K) return make_uint4(0, 0, 0, 0);
+    const long long o = (long long)m * K + k;
+    float4 a = __ldg((const float4*)(xr + o)), b = __ldg((const float4*)(xr + o + 4));
+    if (xo) {
+        const float4 c = __ldg((const float4*)(xo + o)), d = __ldg((const float4*)(xo + o + 4));
+        a = make_float4(__fadd_rn(c.x, a.x), __fadd_rn(c.y, a.y), __fadd_rn(c.z, a.z), __fadd_rn(c.w, a.w));
+        b = make_float4(__fadd_rn(d.x, b.x), __fadd_rn(d.y, b.y), __fadd_rn(d.z, b.z), __fadd_rn(d.w, b.w));
+    }
+    const bf16* w = nwt + k;
+    return make_uint4(pack(rms_apply(a.x, r, w[0]), rms_apply(a.y, r, w[1])),
+                      pack(rms_apply(a.z, r, w[2]), rms_apply(a.w, r, w[3])),
+                      pack(rms_apply(b.x, r, w[4]), rms_apply(b.y, r, w[5])),
+                      pack(rms_apply(b.z, r, w[6]), rms_apply(b.w, r, w[7])));
+}
+#endif
 __device__ __forceinline__ void store(float* C, const bf16* bias, int M, int N, int m, int n,
                                       float v0, float v1) {
     if (m >= M) return;
@@ -107,11 +128,47 @@ __device__ __forceinline__ bool group_ok(int j, int n8) {
 #endif
 }
 
+// NORM_ (MT == 1): x is the residual h [M, K] f32 and xo the sublayer output (or null): the
+// block first finds each of its rows' RMSNorm scale in rmsnorm_cuda's order (its T threads
+// emulated by the 8 warps), block x == 0 writes h + xo to hout, and x loads are normed.
 extern "C" __global__ void __launch_bounds__(32 * S_) stream(
-        const XT* x, const bf16* W, const bf16* bias, float* C, int M, int N, int K) {
+        const XT* x, const bf16* W, const bf16* bias, float* C, int M, int N, int K,
+        const float* xo, const bf16* nwt, float* hout, float eps) {
     extern __shared__ float part[];                  // [S_][MT][NT][4][32]
     const int lane = threadIdx.x & 31, q = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
     const int n8 = (N + 7) / 8, m0 = blockIdx.y * 16 * MT;
+#if NORM_
+#if MT != 1
+#error "NORM_ needs MT == 1"
+#endif
+    __shared__ float red[16][33], rsc[16];
+    {
+        const int T = min(1024, (K + 31) / 32 * 32), nw = T / 32;
+        for (int row = 0; row < 16 && m0 + row < M; row++) {
+            const long long base = (long long)(m0 + row) * K;
+            for (int vw = q; vw < nw; vw += S_) {        // virtual warp vw of the norm kernel
+                const int tt = vw * 32 + lane;
+                float ss = 0.f;
+                for (int i = tt; i < K; i += T) {
+                    const float v = xo ? __fadd_rn(xo[base + i], x[base + i]) : x[base + i];
+                    ss = __fmaf_rn(v, v, ss);
+                    if (hout && blockIdx.x == 0) hout[base + i] = v;
+                }
+                ss = warp_sum(ss);
+                if (lane == 0) red[row][vw] = ss;
+            }
+        }
+        __syncthreads();
+        for (int row = q; row < 16; row += S_) {
+            if (m0 + row >= M) break;
+            float tot = lane < nw ? red[row][lane] : 0.f;
+            tot = warp_sum(tot);
+            if (lane == 0) rsc[row] = rms_scale(tot, K, eps);
+        }
+        __syncthreads();
+    }
+    const float r_lo = m0 + g < M ? rsc[g] : 0.f, r_hi = m0 + g + 8 < M ? rsc[g + 8] : 0.f;
+#endif
     const int KC = (K + 31) / 32;
     const bf16* wr = W + lane * 8;                   // packed: see `pack`
     float acc[MT][NT][4];
@@ -134,8 +191,13 @@ extern "C" __global__ void __launch_bounds__(32 * S_) stream(
             const int k = c0 + u < c_hi ? (c0 + u) * 32 + 8 * t : K;
 #pragma unroll
             for (int i = 0; i < MT; i++) {
+#if NORM_
+                xl[u][i] = xnorm8(xo, x, nwt, r_lo, m0 + g, M, k, K);
+                xh[u][i] = xnorm8(xo, x, nwt, r_hi, m0 + g + 8, M, k, K);
+#else
                 xl[u][i] = xrow8(x, m0 + 16 * i + g, M, k, K);
                 xh[u][i] = xrow8(x, m0 + 16 * i + g + 8, M, k, K);
+#endif
             }
         }
 #pragma unroll
@@ -362,9 +424,10 @@ def _stream_smem(mt: int, nt: int) -> int:
 
 
 def _fn(name: str, x_f32: bool = False, mt: int = 1, nt: int = 1, u: int = 2,
-        split_only: bool = False, glu: bool = False):
+        split_only: bool = False, glu: bool = False, norm: bool = False):
     defs = (f"XT={'float' if x_f32 else 'bf16'}", f"X_F32={int(x_f32)}", f"MT={mt}", f"NT={nt}",
-            f"U_={u}", f"S_={KSPLIT}", f"SPLIT_ONLY={int(split_only)}", f"GLU_={int(glu)}")
+            f"U_={u}", f"S_={KSPLIT}", f"SPLIT_ONLY={int(split_only)}", f"GLU_={int(glu)}",
+            f"NORM_={int(norm)}")
     smem = _TILED_SMEM if name == "tiled" else _stream_smem(mt, nt) if name == "stream" else 0
     return kernel(_SRC, name, defs, smem)
 
@@ -375,6 +438,36 @@ def stream_cfg(M: int):
         if M <= top:
             return mt, nt, u
     return None
+
+
+_NULL = np.uint64(0)
+
+
+def _bias(bias):
+    if bias is None:
+        return _NULL                                       # a null pointer: no bias
+    return bias if bias.dtype == BF16 else as_bf16(bias)
+
+
+def _stream(x, w, bias, out, N, cfg, glu=False, norm=None):
+    """One streaming launch. glu: out is bf16 [M, N / 2] (SwiGLU epilogue); norm: (xo, norm
+    weight, hout, eps): x is the residual h and rows are normed on load (MT must be 1)."""
+    M, K = x.shape
+    mt, nt, u = cfg
+    I = np.int32
+    if norm is not None:
+        xo, nwt, hout, eps = norm
+        extra = (_NULL if xo is None else xo, nwt, _NULL if hout is None else hout, np.float32(eps))
+        x_f32 = True
+    else:
+        extra = (_NULL, _NULL, _NULL, np.float32(0))
+        x_f32 = x.dtype != BF16
+    x = cp.ascontiguousarray(x, dtype=cp.float32) if x_f32 else cp.ascontiguousarray(x)
+    cols = N // 2 if glu else N                          # columns a block's NT groups cover
+    _fn("stream", x_f32, mt, nt, u, glu=glu, norm=norm is not None)(
+        (-(-cols // (8 * (nt // 2 if glu else nt))), -(-M // (16 * mt))), (32 * KSPLIT,),
+        (x, pack(w).data, _bias(bias), out, I(M), I(N), I(K)) + extra,
+        shared_mem=_stream_smem(mt, nt))
 
 
 def cuda(x, w, bias=None, force: str | None = None, cfg: tuple | None = None):
@@ -388,29 +481,20 @@ def cuda(x, w, bias=None, force: str | None = None, cfg: tuple | None = None):
         return out if bias is None else out + as_f32(bias)
     if w.shape[1] != K or K % 8:
         raise ValueError(f"matmul: x {x.shape} against w {w.shape} (K must match and be a multiple of 8)")
-    w = pack(w).data
     out = cp.empty((M, N), dtype=cp.float32)
     if not M or not N:
         return out
-    if bias is not None and bias.dtype != BF16:
-        bias = as_bf16(bias)
-    bias = np.uint64(0) if bias is None else bias                 # a null pointer: no bias
-    I = np.int32
     tiles = -(-N // 128) * -(-M // 128)
     cfg = cfg or stream_cfg(M)
     how = force or ("stream" if cfg else "split" if tiles < SPLIT_BELOW else "tiled")
     if how == "stream":
-        mt, nt, u = cfg or STREAM_CFG[-1][1:]
-        x_f32 = x.dtype != BF16
-        x = cp.ascontiguousarray(x, dtype=cp.float32) if x_f32 else cp.ascontiguousarray(x)
-        _fn("stream", x_f32, mt, nt, u)((-(-N // (8 * nt)), -(-M // (16 * mt))), (32 * KSPLIT,),
-                                        (x, w, bias, out, I(M), I(N), I(K)),
-                                        shared_mem=_stream_smem(mt, nt))
+        _stream(x, w, bias, out, N, cfg or STREAM_CFG[-1][1:])
         return out
+    w, bias, I = pack(w).data, _bias(bias), np.int32
     x = as_bf16(x)
     grid = (-(-N // 128), -(-M // 128))
     if how == "tiled":
-        _fn("tiled")(grid + (1,), (256,), (x, w, bias, out, np.uint64(0), I(M), I(N), I(K)),
+        _fn("tiled")(grid + (1,), (256,), (x, w, bias, out, _NULL, I(M), I(N), I(K)),
                      shared_mem=_TILED_SMEM)
     else:
         part = cp.empty((KSPLIT, M, N), dtype=cp.float32)
@@ -420,6 +504,10 @@ def cuda(x, w, bias=None, force: str | None = None, cfg: tuple | None = None):
     return out
 
 
+def _glu_fused(w, F, cfg) -> bool:
+    return cfg is not None and F % 8 == 0 and INVARIANT and w.shape[0] == 2 * F
+
+
 def cuda_glu(x, w, F: int, bias=None, force: str | None = None, cfg: tuple | None = None):
     """silu(x @ Wg^T) * (x @ Wu^T) as bf16 [M, F], w: the gate|up matrix [2F, K] (gate rows
     then up rows). Decode sizes: one streaming launch with SwiGLU in its epilogue; else the
@@ -427,27 +515,49 @@ def cuda_glu(x, w, F: int, bias=None, force: str | None = None, cfg: tuple | Non
     silu_mul, rounded to bf16 once: the same bytes (tests/gpu/test_kernels.py)."""
     M, K = x.shape
     cfg = cfg or stream_cfg(M)
-    if (force or ("stream" if cfg else "")) != "stream" or F % 8 or not INVARIANT or w.shape[0] != 2 * F:
+    if (force or ("stream" if cfg else "")) != "stream" or not _glu_fused(w, F, cfg or STREAM_CFG[-1][1:]):
         from kernels import swiglu_cuda
         gu = cuda(x, w, bias, force=force, cfg=cfg)
         return swiglu_cuda.cuda(gu[:, :F], gu[:, F:])
     if w.shape[1] != K or K % 8:
         raise ValueError(f"matmul: x {x.shape} against w {w.shape} (K must match and be a multiple of 8)")
     mt, nt, u = cfg or STREAM_CFG[-1][1:]
-    nt = max(2, nt)                                   # a gate group and its up group at least
     out = cp.empty((M, F), dtype=BF16)
-    if not M:
-        return out
-    if bias is not None and bias.dtype != BF16:
-        bias = as_bf16(bias)
-    bias = np.uint64(0) if bias is None else bias
-    x_f32 = x.dtype != BF16
-    x = cp.ascontiguousarray(x, dtype=cp.float32) if x_f32 else cp.ascontiguousarray(x)
-    I = np.int32
-    _fn("stream", x_f32, mt, nt, u, glu=True)((-(-F // (4 * nt)), -(-M // (16 * mt))), (32 * KSPLIT,),
-                                              (x, pack(w).data, bias, out, I(M), I(2 * F), I(K)),
-                                              shared_mem=_stream_smem(mt, nt))
+    if M:
+        _stream(x, w, bias, out, 2 * F, (mt, max(2, nt), u), glu=True)   # a gate and an up group at least
     return out
+
+
+def cuda_norm(xo, h, norm_w, eps, w, bias=None, glu_F: int | None = None, fuse: bool | None = None):
+    """The layer's residual add and RMSNorm with the next GEMM: h' = xo + h (h alone when xo
+    is None), y = rmsnorm(h') @ W^T (with SwiGLU when glu_F: bf16 [M, glu_F]). Up to 16 rows
+    (and FUSE_NORM): one streaming launch that norms rows as it loads them; else
+    rmsnorm_cuda then the GEMM. The same bytes either way. Returns (y, h')."""
+    from kernels import rmsnorm_cuda
+    M, K = h.shape
+    cfg = stream_cfg(M)
+    fuse = FUSE_NORM if fuse is None else fuse
+    ok = (fuse and INVARIANT and cfg is not None and cfg[0] == 1 and K % 8 == 0 and M > 0
+          and w.shape[1] == K and (glu_F is None or _glu_fused(w, glu_F, cfg)))
+    if not ok:
+        if xo is None:
+            x, hn = rmsnorm_cuda.cuda(h, norm_w, eps), h
+        else:
+            x, hn = rmsnorm_cuda.add_cuda(xo, h, norm_w, eps)
+        return (cuda(x, w, bias) if glu_F is None else cuda_glu(x, w, glu_F, bias)), hn
+    h = cp.ascontiguousarray(h, dtype=cp.float32)
+    if xo is not None:
+        xo = cp.ascontiguousarray(xo, dtype=cp.float32)
+    hn = h if xo is None else cp.empty_like(h)
+    mt, nt, u = cfg
+    if glu_F is None:
+        out = cp.empty((M, w.shape[0]), dtype=cp.float32)
+        _stream(h, w, bias, out, w.shape[0], cfg, norm=(xo, norm_w, None if xo is None else hn, eps))
+    else:
+        out = cp.empty((M, glu_F), dtype=BF16)
+        _stream(h, w, bias, out, 2 * glu_F, (mt, max(2, nt), u), glu=True,
+                norm=(xo, norm_w, None if xo is None else hn, eps))
+    return out, hn
 
 
 # -- plain cuBLAS, for the benchmarks' "what invariance costs" ------------------------------

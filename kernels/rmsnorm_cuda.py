@@ -20,8 +20,8 @@ extern "C" __global__ void rmsnorm(const float* x, const float* res, float* hout
         v[u] = 0.f;
         if (i < D) {
             v[u] = x[base + i];
-            if (res) { v[u] += res[base + i]; hout[base + i] = v[u]; }
-            ss += v[u] * v[u];
+            if (res) { v[u] = __fadd_rn(v[u], res[base + i]); hout[base + i] = v[u]; }
+            ss = __fmaf_rn(v[u], v[u], ss);
         }
     }
     ss = warp_sum(ss);
@@ -33,11 +33,11 @@ extern "C" __global__ void rmsnorm(const float* x, const float* res, float* hout
         if (lane == 0) red[0] = t;
     }
     __syncthreads();
-    const float r = 1.0f / sqrtf(red[0] / (float)D + eps);
+    const float r = rms_scale(red[0], D, eps);   // common_cuda: shared with the GEMM prologue
 #pragma unroll
     for (int u = 0; u < NPT; u++) {
         const int i = threadIdx.x + u * blockDim.x;
-        if (i < D) out[base + i] = f2b((v[u] * r) * b2f(w[i]));
+        if (i < D) out[base + i] = f2b(rms_apply(v[u], r, w[i]));
     }
 }
 """

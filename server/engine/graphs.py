@@ -51,6 +51,7 @@ class _Graph:
         # rows' logits: solo != concurrent in serving. tests/gpu/test_graphs.py guards it.)
         rows = self.rows = Rows([], [], ids, pos, sel, rmap)
         self.stream = cp.cuda.Stream()
+        self.ready, self.done = cp.cuda.Event(disable_timing=True), cp.cuda.Event(disable_timing=True)
         with cp.cuda.using_allocator(self.pool.malloc), self.stream:
             model.run(rows, kv)                         # compile, warm cuBLAS, fill the pool
             self.stream.synchronize()
@@ -69,11 +70,16 @@ class _Graph:
         tables[:] = 0
         for i, c in enumerate(chunks):
             tables[i, :len(c[0])] = c[0]
+        # ordered on the device both ways, no host wait: the replay starts after the caller's
+        # stream's work so far (eager rounds' KV writes), and the caller's stream waits for it
+        cur = cp.cuda.get_current_stream()
+        self.ready.record(cur)
+        self.stream.wait_event(self.ready)
         self.buf.set(h, stream=self.stream)
         self.graph.launch(stream=self.stream)
-        out = self.out[:b]
-        self.stream.synchronize()
-        return out
+        self.done.record(self.stream)
+        cur.wait_event(self.done)
+        return self.out[:b]
 
 
 class DecodeGraphs:

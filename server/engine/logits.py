@@ -1,8 +1,8 @@
 """A round's logits left on the GPU until someone needs them on the host.
 
 At 64 streams of a 128k vocabulary the whole [rows, vocab] float32 block is 33 MB a round;
-a greedy stream needs only its arg-max. `argmax_rows()` is one device reduction and a copy
-of one int a row; `row(i)` (or `logits[i]`) copies one row for the host sampler. Ties go to
+a greedy stream needs only its arg-max. `argmax_rows()` is one launch of our arg-max kernel
+(kernels/argmax_cuda.py) and a copy of one int a row; `row(i)` (or `logits[i]`) copies one row for the host sampler. Ties go to
 the first index on both paths (numpy and cupy arg-max agree), so greedy replies do not
 depend on which path chose them. `sample_rows()` draws the sampled rows that need no host
 state (no penalties, no logprobs) in one launch and copies one int a row; on GPUs their
@@ -34,7 +34,8 @@ class DeviceLogits:
         return a if dtype is None else a.astype(dtype)
 
     def argmax_rows(self) -> list:
-        return self.arr.astype("float32").argmax(axis=1).get().tolist()
+        from kernels import argmax_cuda
+        return argmax_cuda.cuda(self.arr).get().tolist()
 
     def sample_rows(self, rows, states, steps) -> list:
         """One launch drawing a token for each of `rows` (SamplerStates that are

@@ -97,11 +97,8 @@ class Model:
         h = ops.embed(w.embed, r.ids)                      # h: [T, d] float32
         out = None
         for li, L in enumerate(w.layers):
-            if out is None:
-                x = ops.rms_norm(h, L.attn_norm, s.rms_eps)
-            else:
-                x, h = ops.add_rms_norm(out, h, L.attn_norm, s.rms_eps)
-            qkv = ops.linear(x, L.wqkv, L.bqkv)           # [T, (nq + 2 nkv) hd]
+            # h += out; qkv = rmsnorm(h) Wqkv   [T, (nq + 2 nkv) hd]
+            qkv, h = ops.norm_linear(out, h, L.attn_norm, s.rms_eps, L.wqkv, L.bqkv)
             T = qkv.shape[0]
             norms = None if L.q_norm is None else (L.q_norm, L.k_norm)
             att = ops.qkv_attend(qkv, nq, nkv, hd, pos, self.inv, kv.k(li), kv.v(li), r,
@@ -109,8 +106,9 @@ class Model:
             out = ops.linear(att.reshape(T, nq * hd), L.wo)   # [T, d] (partial under TP)
             if self.all_reduce is not None:
                 out = self.all_reduce(out)
-            x, h = ops.add_rms_norm(out, h, L.mlp_norm, s.rms_eps)
-            out = ops.linear(ops.gate_up_silu(x, L.wgu, w.ff), L.wdown)   # [T, ff] -> [T, d]
+            # h += out; act = silu(rmsnorm(h) Wg) * (rmsnorm(h) Wu)   [T, ff]
+            act, h = ops.norm_linear(out, h, L.mlp_norm, s.rms_eps, L.wgu, glu_ff=w.ff)
+            out = ops.linear(act, L.wdown)                     # [T, d] (partial under TP)
             if self.all_reduce is not None:
                 out = self.all_reduce(out)
         if r.sel is None:

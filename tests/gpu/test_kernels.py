@@ -237,3 +237,28 @@ def test_gate_up_silu_fused_equals_separate(K, F):
     gu = xb @ wnp.astype(np.float64).T
     g, u = gu[:, :F], gu[:, F:]
     assert rel(want, g / (1 + np.exp(-g)) * u) < 1e-2
+
+
+@pytest.mark.parametrize("D,N,glu", [(576, 960, False), (576, 3072, True), (4096, 1024, False),
+                                     (200, 48, True), (1000, 300, False)])
+def test_norm_fused_into_gemm_equals_separate(D, N, glu):
+    """The residual add + RMSNorm fused into the streaming GEMM's x load (up to 16 rows) gives
+    the bytes of rmsnorm_cuda followed by the GEMM: the product (or SwiGLU) and the new
+    residual h' = out + h, with and without `out` (the first layer), at 1..16 rows."""
+    import cupy as cp
+    from kernels import matmul_cuda
+    from kernels.common_cuda import as_bf16
+    out = cp.asarray(rng.standard_normal((16, D)).astype(np.float32))
+    h = cp.asarray(rng.standard_normal((16, D)).astype(np.float32) * 3)
+    nw = as_bf16(cp.asarray(rng.standard_normal(D).astype(np.float32)))
+    w = dev_bf16(rng.standard_normal((N, D)).astype(np.float32) * 0.05)
+    F = N // 2 if glu else None
+    for M in (1, 3, 16):
+        for xo in (out[:M], None):
+            poison_pool()
+            y1, h1 = matmul_cuda.cuda_norm(xo, h[:M], nw, 1e-5, w, glu_F=F, fuse=True)
+            y2, h2 = matmul_cuda.cuda_norm(xo, h[:M], nw, 1e-5, w, glu_F=F, fuse=False)
+            assert np.array_equal(host(y1), host(y2)), (M, xo is None)
+            assert np.array_equal(host(h1), host(h2)), (M, xo is None)
+    hn = h[:1] + out[:1]
+    assert np.array_equal(host(matmul_cuda.cuda_norm(out[:1], h[:1], nw, 1e-5, w, glu_F=F)[1]), host(hn))

@@ -137,3 +137,28 @@ def test_same_seed_same_tokens_and_row_independence():
         mixed = {k: [v[i] for i in perm] for k, v in a.items()}
         got = sample_cuda.cuda(x, **mixed).get()
         assert got[int(np.where(perm == n)[0][0])] == first[n]
+
+
+@pytest.mark.parametrize("R,V", [(1, 49152), (5, 128256), (3, 7), (64, 1000)])
+def test_argmax_kernel_equals_numpy(R, V):
+    """Our arg-max == numpy's argmax(axis=1) on float32 and bf16 rows: ties to the first
+    index (a row of equal values, planted duplicates of the maximum), NaN first (numpy's
+    rule), -inf rows, strided rows; DeviceLogits.argmax_rows goes through it."""
+    import cupy as cp
+    from kernels import argmax_cuda
+    from kernels.common_cuda import as_bf16, as_f32
+    from server.engine.logits import DeviceLogits
+    x = rng.standard_normal((R, V)).astype(np.float32)
+    x[0, :] = 1.5                                            # all tied: index 0
+    if R > 1:
+        j = rng.integers(0, V, 3)
+        x[1, j] = 9.0                                        # the maximum three times
+    if R > 2:
+        x[2, :] = -np.inf
+        x[2, V // 2] = np.nan                                # NaN wins, as in numpy
+    for dev in (cp.asarray(x), as_bf16(cp.asarray(x))):
+        want = np.argmax(as_f32(dev).get(), axis=1)
+        assert argmax_cuda.cuda(dev).get().tolist() == want.tolist()
+        assert DeviceLogits(dev).argmax_rows() == want.tolist()
+    wide = cp.asarray(np.concatenate([x, x], axis=1))[:, V:]   # rows with a stride of 2V
+    assert argmax_cuda.cuda(wide).get().tolist() == np.argmax(x, axis=1).tolist()
