@@ -47,7 +47,9 @@ KEEP_PLAIN = False     # benchmarks: packed weights keep their [N, K] form for c
 STREAM_CFG = [(16, 1, 1, 4), (64, 2, 4, 2)]
 SPLIT_BELOW = 100      # tiles (128 x 128) below which the tiled kernel splits K over blocks
 KSPLIT = 8             # K ranges summed apart, then folded in order: ARITHMETIC (all kernels)
-FUSE_NORM = True       # residual add + RMSNorm in the streaming GEMM's x load (cuda_norm)
+FUSE_NORM = True       # residual add + RMSNorm in the streaming GEMM's x load (cuda_norm) ..
+FUSE_NORM_MAX_K = 1024  # .. for rows up to this long: smollm2 (576) gains 0.05 ms a step, and
+                        # llama3 (4096) loses 1.3 (every block recomputes a long row's norm)
 
 _SRC = r"""
 __device__ __forceinline__ void mma(float* d, unsigned a0, unsigned a1, unsigned a2,
@@ -531,13 +533,14 @@ def cuda_glu(x, w, F: int, bias=None, force: str | None = None, cfg: tuple | Non
 def cuda_norm(xo, h, norm_w, eps, w, bias=None, glu_F: int | None = None, fuse: bool | None = None):
     """The layer's residual add and RMSNorm with the next GEMM: h' = xo + h (h alone when xo
     is None), y = rmsnorm(h') @ W^T (with SwiGLU when glu_F: bf16 [M, glu_F]). Up to 16 rows
-    (and FUSE_NORM): one streaming launch that norms rows as it loads them; else
-    rmsnorm_cuda then the GEMM. The same bytes either way. Returns (y, h')."""
+    of up to FUSE_NORM_MAX_K (and FUSE_NORM): one streaming launch that norms rows as it
+    loads them; else rmsnorm_cuda then the GEMM. The same bytes either way. Returns (y, h')."""
     from kernels import rmsnorm_cuda
     M, K = h.shape
     cfg = stream_cfg(M)
     fuse = FUSE_NORM if fuse is None else fuse
     ok = (fuse and INVARIANT and cfg is not None and cfg[0] == 1 and K % 8 == 0 and M > 0
+          and K <= FUSE_NORM_MAX_K
           and w.shape[1] == K and (glu_F is None or _glu_fused(w, glu_F, cfg)))
     if not ok:
         if xo is None:

@@ -241,7 +241,7 @@ def test_gate_up_silu_fused_equals_separate(K, F):
 
 @pytest.mark.parametrize("D,N,glu", [(576, 960, False), (576, 3072, True), (4096, 1024, False),
                                      (200, 48, True), (1000, 300, False)])
-def test_norm_fused_into_gemm_equals_separate(D, N, glu):
+def test_norm_fused_into_gemm_equals_separate(monkeypatch, D, N, glu):
     """The residual add + RMSNorm fused into the streaming GEMM's x load (up to 16 rows) gives
     the bytes of rmsnorm_cuda followed by the GEMM: the product (or SwiGLU) and the new
     residual h' = out + h, with and without `out` (the first layer), at 1..16 rows."""
@@ -253,6 +253,7 @@ def test_norm_fused_into_gemm_equals_separate(D, N, glu):
     nw = as_bf16(cp.asarray(rng.standard_normal(D).astype(np.float32)))
     w = dev_bf16(rng.standard_normal((N, D)).astype(np.float32) * 0.05)
     F = N // 2 if glu else None
+    monkeypatch.setattr(matmul_cuda, "FUSE_NORM_MAX_K", 1 << 20)   # the fused path at every D
     for M in (1, 3, 16):
         for xo in (out[:M], None):
             poison_pool()
