@@ -31,7 +31,11 @@ class _Graph:
         group = model.spec.n_heads // model.spec.n_kv_heads
         # host layout of the one input buffer: ids | pos | slot | tile_row | tile_n | tables
         self.B, self.W = B, W
-        self.host = np.zeros(5 * B + B * W, dtype=np.int32)
+        # pinned, so the copy before each replay is asynchronous (replay waits on `done`
+        # before refilling it)
+        import cupyx
+        self.host = cupyx.empty_pinned((5 * B + B * W,), dtype=np.int32)
+        self.host[:] = 0
         self.buf = cp.asarray(self.host)
         v = lambda i: self.buf[i * B:(i + 1) * B]
         ids, pos, slot, trow, tn = (v(i) for i in range(5))
@@ -62,6 +66,7 @@ class _Graph:
 
     def replay(self, chunks):
         B, W, b = self.B, self.W, len(chunks)
+        self.done.synchronize()                         # the last replay's copy has been read
         h = self.host
         h[:b] = [c[3][0] for c in chunks]
         h[B:B + b] = [c[2] for c in chunks]

@@ -113,5 +113,5 @@ class Model:
                 out = self.all_reduce(out)
         if r.sel is None:
             return None
-        x = ops.rms_norm(out[r.sel] + h[r.sel], w.norm, s.rms_eps)
-        return ops.linear(x, w.lm_head)                    # [n_wanted, vocab]
+        # the wanted rows only: h += out; logits = rmsnorm(h) W_head   [n_wanted, vocab]
+        return ops.norm_linear(out[r.sel], h[r.sel], w.norm, s.rms_eps, w.lm_head)[0]
