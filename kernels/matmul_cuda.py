@@ -16,9 +16,12 @@ x, row n of W and K:
     one instruction is fixed), chunk after chunk;
   * C = ((((0 + range 0) + range 1) + ...) + range KSPLIT-1) + bias[n] (bf16 widened).
 Three kernels run this arithmetic with different scheduling, chosen by shape only:
-  * `stream` (M <= STREAM_MAX_M: decode rounds): a block of KSPLIT warps owns 8 columns,
-    warp q streams range q's weights straight into registers (U chunks in flight), then
-    warp 0 folds the ranges from shared memory;
+  * `stream` (up to 64 rows, STREAM_CFG: decode rounds): a block of KSPLIT warps owns NT
+    groups of 8 columns and MT tiles of 16 rows; warp q streams range q's weights straight
+    into registers (U chunks in flight), then the block folds the ranges from shared memory.
+    Its variants change what is loaded or stored, never the sum: GLU_ (the gate|up GEMM
+    writing SwiGLU, `cuda_glu`) and NORM_ (x = RMSNorm of the residual sum, made on load,
+    `cuda_norm`); each gives the bytes of its unfused pair of kernels;
   * `tiled` (large M): 128 x 128 tiles through swizzled shared memory, cp.async in 3
     stages of 64 k; each warp sums a range in `acc` and folds it into `tot` at its end;
   * `split` (few tiles): the tiled kernel with one block per range writing its sum to a
