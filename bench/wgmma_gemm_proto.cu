@@ -1,10 +1,10 @@
 // Prototype (not wired into the server; NOT YET RUN: written when this session's device time
 // was spent; it compiles with nvcc 13.0 for sm_90a, 160 registers, no spills). Its first run
 // says whether it matches the definition (it exits 1 if any bit differs) and how fast it is.
-// A Hopper wgmma GEMM that runs matmul_cuda's
-// arithmetic, checked bit for bit against that arithmetic's definition and timed (its
-// TFLOP/s against the matmul rate gpu_bench measures with cuBLAS/torch on the same machine). bench/wgmma_probe.cu showed wgmma m64n8k16 == mma.sync m16n8k16 bit for
-// bit (receipt 2026-11-29-wgmma-probe); this is the kernel that would use it.
+// A Hopper wgmma GEMM that runs matmul_cuda's arithmetic, checked bit for bit against that
+// arithmetic's definition and timed (its TFLOP/s against the matmul rate gpu_bench measures
+// with cuBLAS/torch on the same machine). bench/wgmma_probe.cu showed wgmma m64n8k16 ==
+// mma.sync m16n8k16 bit for bit (receipt 2026-11-29-wgmma-probe); this kernel would use it.
 //
 // Arithmetic (kernels/matmul_cuda.py): C[m, n] = (((0 + S_0) + S_1) + ...) + S_7, S_q the
 // sum of range q of the 32-k chunks, each chunk two k16 steps fed in a fixed permutation of k
