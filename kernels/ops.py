@@ -40,10 +40,6 @@ def apply_rope(x, positions, inv):
     return rope.ref(x, positions, inv) if _cpu(x) else _gpu("rope").cuda(x, positions, inv)
 
 
-def silu_mul(gate, up):
-    return swiglu.ref(gate, up) if _cpu(gate) else _gpu("swiglu").cuda(gate, up)
-
-
 def norm_linear(out, h, norm_w, eps, w, bias=None, glu_ff=None):
     """A sublayer's input: h' = out + h (h alone when out is None), then rmsnorm(h') times W
     (gate|up with SwiGLU when glu_ff). Returns (y, h'). On the GPU at up to 16 rows one GEMM
