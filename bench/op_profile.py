@@ -4,6 +4,7 @@ graph's launch), and the whole step is timed as a graph replay and through Model
 the host (as bench384 does). Step minus the ops' sum is the latency between nodes.
 
   python3 bench/op_profile.py [--shapes smollm2-135m,llama3-8b] [--M 1] [--context 384]
+                              [--pdl 0|1] [--sync]
 """
 from __future__ import annotations
 
@@ -62,8 +63,12 @@ def profile(spec, M, context, P=16):
     z = cp.zeros(1, dtype=cp.float32)
     empty = graph_ms(lambda: z.__iadd__(1), reps=20, inner=1)
     tot, cnt = collections.defaultdict(float), collections.Counter()
-    for tag, f, a, k in calls:
-        tot[tag] += graph_ms(lambda: f(*a, **k), reps=10, inner=1) - empty
+    for i, (tag, f, a, k) in enumerate(calls):
+        try:
+            tot[tag] += graph_ms(lambda: f(*a, **k), reps=10, inner=1) - empty
+        except Exception:
+            print(f"  FAULT in the graph replay of {tag} (call {i + 1})", flush=True)
+            raise
         cnt[tag] += 1
     eager = cuda_ms(lambda: model.run(rows, kv), reps=5, warm=2)
     model.forward(chunks, kv)                        # capture the bucket's graph
@@ -86,12 +91,16 @@ def main():
     ap.add_argument("--span", type=int, default=None, help="attention SPAN to try (arithmetic)")
     ap.add_argument("--fuse-norm", type=int, default=None, help="1/0: RMSNorm in the GEMM or not")
     ap.add_argument("--sync", action="store_true", help="synchronize after each op (find a fault)")
+    ap.add_argument("--pdl", type=int, default=None, help="1/0: programmatic dependent launch in graphs")
     a = ap.parse_args()
     global SYNC
     SYNC = a.sync
     if a.fuse_norm is not None:
         from kernels import matmul_cuda
         matmul_cuda.FUSE_NORM = bool(a.fuse_norm)
+    if a.pdl is not None:
+        from kernels import common_cuda
+        common_cuda.PDL = bool(a.pdl)
     if a.span:
         from kernels import attention_cuda
         attention_cuda.SPAN = a.span

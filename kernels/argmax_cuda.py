@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import cupy as cp
 
-from kernels.common_cuda import BF16, kernel
+from kernels.common_cuda import BF16, kernel, launch
 
 _SRC = r"""
 // (a, ia) before (b, ib): NaN first, then larger, then the lower index
@@ -23,6 +23,8 @@ extern "C" __global__ void __launch_bounds__(1024) argmax_rows(const XT* x, long
                                                                int* out) {
     __shared__ float bv[32];
     __shared__ int bi[32];
+    pdl_trigger();
+    pdl_wait();
     const XT* row = x + blockIdx.x * rs;
     float v = 0.f;
     int i = -1;
@@ -64,6 +66,6 @@ def cuda(logits):
         defs = ("XT=bf16", "LOAD(a)=b2f(a)") if bf else ("XT=float", "LOAD(a)=(a)")
         if not bf and logits.dtype != cp.float32:
             logits = logits.astype(cp.float32)
-        kernel(_SRC, "argmax_rows", defs)((R,), (1024,), (
+        launch(kernel(_SRC, "argmax_rows", defs), (R,), (1024,), (
             logits, cp.int64(logits.strides[0] // logits.itemsize), cp.int32(V), out))
     return out

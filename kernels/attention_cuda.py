@@ -34,7 +34,7 @@ from __future__ import annotations
 import cupy as cp
 import numpy as np
 
-from kernels.common_cuda import BF16, kernel
+from kernels.common_cuda import BF16, kernel, launch
 
 PAIRS = 32          # (row, q head) pairs a block serves: 4 warps x 8
 SPAN = 64           # keys a span: the arithmetic (a multiple of 32; 1 << 30 turns splitting off)
@@ -73,6 +73,8 @@ extern "C" __global__ void __launch_bounds__(128, MINB_) attend(
     __shared__ __align__(16) bf16 ks[BK][HD + 4];  // +4: lanes read rows conflict-free
     __shared__ __align__(16) bf16 vs[BK][HD];
     __shared__ float pw[NW][BK];                   // each warp's softmax weights of a key block
+    pdl_trigger();
+    pdl_wait();                                   // q, the pools and the map: after this
     const int kvh = blockIdx.y, r0 = tile_row[blockIdx.x], nr = tile_n[blockIdx.x];
     const int s = slot[r0], pmax = pos[r0 + nr - 1];
     const int z = split ? blockIdx.z : 0;
@@ -341,8 +343,7 @@ def cuda_round(q, k_pool, v_pool, rmap: RoundMap, scale):
         sa = cp.empty((T * hq * spans * hd,), dtype=cp.float32)
     else:
         sm = sl = sa = cp.empty((1,), dtype=cp.float32)
-    fn = kernel(_SRC, "attend", defs)
-    fn((n_tiles, kv, z), (128,), (q, k_pool, v_pool, rmap.tables, cp.int32(rmap.width),
+    launch(kernel(_SRC, "attend", defs), (n_tiles, kv, z), (128,), (q, k_pool, v_pool, rmap.tables, cp.int32(rmap.width),
                                   rmap.slot, rmap.pos, rmap.tile_row, rmap.tile_n,
                                   cp.int32(rmap.page_rows), cp.int32(hq), cp.int32(kv),
                                   cp.int32(hq // kv), cp.float32(scale), out,

@@ -5,7 +5,11 @@ bf16 is stored as raw 16-bit words (`bf16` below); arithmetic is always float32.
 """
 from __future__ import annotations
 
+import ctypes
+import os
+
 import cupy as cp
+import numpy as np
 
 BF16 = getattr(cp, "bfloat16", None)
 if BF16 is None:                                   # cupy < 14: the ml_dtypes type
@@ -50,6 +54,21 @@ __device__ __forceinline__ void rope_pair(float& a, float& b, int p, float inv) 
     b = __fadd_rn(__fmul_rn(b, c), __fmul_rn(a, s));
     a = a2;
 }
+// Programmatic dependent launch (sm_90 and later; no-ops before): a kernel lets the next one
+// be scheduled (`pdl_trigger`, at its start) and waits for the one before it to finish and
+// flush (`pdl_wait`) before it reads anything that kernel may write, and before it writes
+// anything at all; only the weights (never written during a forward) may be touched before.
+// Launched without the attribute (see `launch`) both are no-ops.
+__device__ __forceinline__ void pdl_trigger() {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdl_wait() {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
 __device__ __forceinline__ float warp_max(float v) {
     for (int o = 16; o; o >>= 1) v = fmaxf(v, __shfl_xor_sync(FULL, v, o));
     return v;
@@ -72,6 +91,61 @@ def kernel(src: str, name: str, defines: tuple = (), smem: int = 0):
             fn = cp.RawModule(code=HEADER + src, options=opts).get_function(name)
         _cache[key] = fn
     return _cache[key]
+
+
+PDL = os.environ.get("TF_PDL", "1") != "0"   # programmatic dependent launch in CUDA graphs
+_PDL_DEV: dict = {}
+
+
+class _Attr(ctypes.Structure):                  # CUlaunchAttribute
+    _fields_ = [("id", ctypes.c_uint), ("pad", ctypes.c_char * 4), ("val", ctypes.c_char * 64)]
+
+
+class _Config(ctypes.Structure):                # CUlaunchConfig
+    _fields_ = [("grid", ctypes.c_uint * 3), ("block", ctypes.c_uint * 3), ("smem", ctypes.c_uint),
+                ("stream", ctypes.c_void_p), ("attrs", ctypes.POINTER(_Attr)), ("n", ctypes.c_uint)]
+
+
+_ATTR = _Attr(6, b"", (1).to_bytes(4, "little"))   # PROGRAMMATIC_STREAM_SERIALIZATION = 1
+_CTYPE = {np.dtype(np.int32): ctypes.c_int32, np.dtype(np.int64): ctypes.c_int64,
+          np.dtype(np.uint64): ctypes.c_uint64, np.dtype(np.float32): ctypes.c_float}
+_driver = None
+
+
+def _pdl_ok() -> bool:
+    dev = cp.cuda.Device().id
+    if dev not in _PDL_DEV:
+        _PDL_DEV[dev] = cp.cuda.Device().compute_capability >= "90"
+    return _PDL_DEV[dev]
+
+
+def launch(fn, grid_: tuple, block: tuple, args: tuple, shared_mem: int = 0) -> None:
+    """fn(grid, block, args) for a kernel that calls pdl_trigger / pdl_wait (HEADER). While a
+    CUDA graph is being captured on an sm_90+ device, the launch carries the programmatic
+    stream serialization attribute (cuLaunchKernelEx), so in the graph this kernel is
+    scheduled while the one before it finishes, up to its pdl_wait. Every other launch
+    (eager, older devices, TF_PDL=0) is cupy's plain one. args: cupy arrays and numpy
+    scalars (int32, int64, uint64, float32), as the kernel's parameters are declared."""
+    stream = cp.cuda.get_current_stream()
+    if not (PDL and stream.is_capturing() and _pdl_ok()):
+        fn(grid_, block, args, shared_mem=shared_mem)
+        return
+    global _driver
+    if _driver is None:
+        _driver = ctypes.CDLL("libcuda.so.1")
+        _driver.cuLaunchKernelEx.argtypes = [ctypes.POINTER(_Config), ctypes.c_void_p,
+                                             ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p]
+    vals = [ctypes.c_void_p(a.data.ptr) if isinstance(a, cp.ndarray) else ctypes.c_void_p(0)
+            if a is None else _CTYPE[a.dtype](a) for a in args]
+    params = (ctypes.c_void_p * len(vals))(*[ctypes.addressof(v) for v in vals])
+    g = tuple(grid_) + (1,) * (3 - len(grid_))
+    b = tuple(block) + (1,) * (3 - len(block))
+    cfg = _Config((ctypes.c_uint * 3)(*g), (ctypes.c_uint * 3)(*b), shared_mem, stream.ptr,
+                  ctypes.pointer(_ATTR), 1)
+    f = getattr(fn, "kernel", fn)                # RawKernel -> its Function
+    rc = _driver.cuLaunchKernelEx(ctypes.byref(cfg), ctypes.c_void_p(f.ptr), params, None)
+    if rc != 0:
+        raise RuntimeError(f"cuLaunchKernelEx failed: CUresult {rc}")
 
 
 def grid(n: int, threads: int = 256) -> tuple:

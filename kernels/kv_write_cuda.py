@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import cupy as cp
 
-from kernels.common_cuda import grid, kernel
+from kernels.common_cuda import grid, kernel, launch
 
 _SRC = r"""
 extern "C" __global__ void kv_write(const float* k, long long ks, const float* v, long long vs,
@@ -35,6 +35,8 @@ extern "C" __global__ void rope_kv_write(const float* qkv, long long rs, const f
                                          float* q, bf16* kp, bf16* vp, const int* tables, int W,
                                          const int* slot, const int* pos, int P, int T,
                                          int NQ, int KV, int half) {
+    pdl_trigger();
+    pdl_wait();
     const int H = NQ + 2 * KV, hd = 2 * half;
     const long long n = (long long)T * H * half;
     for (long long idx = blockIdx.x * (long long)blockDim.x + threadIdx.x; idx < n;
@@ -75,7 +77,7 @@ def rope_round(qkv, nq, kv, hd, inv, k_pool, v_pool, rmap):
     q = cp.empty((T, nq, hd), dtype=cp.float32)
     n = T * (nq + 2 * kv) * (hd // 2)
     if n:
-        kernel(_SRC, "rope_kv_write")(grid(n), (256,), (
+        launch(kernel(_SRC, "rope_kv_write"), grid(n), (256,), (
             qkv, cp.int64(qkv.strides[0] // 4), cp.asarray(inv, dtype=cp.float32), q, k_pool,
             v_pool, rmap.tables, cp.int32(rmap.width), rmap.slot, rmap.pos,
             cp.int32(rmap.page_rows), cp.int32(T), cp.int32(nq), cp.int32(kv), cp.int32(hd // 2)))

@@ -41,7 +41,7 @@ import ctypes
 import cupy as cp
 import numpy as np
 
-from kernels.common_cuda import BF16, as_bf16, as_f32, kernel
+from kernels.common_cuda import BF16, as_bf16, as_f32, kernel, launch
 
 INVARIANT = True       # False: plain cuBLAS (benchmarks: what invariance costs)
 KEEP_PLAIN = False     # benchmarks: packed weights keep their [N, K] form for cuBLAS
@@ -142,6 +142,22 @@ extern "C" __global__ void __launch_bounds__(32 * S_) stream(
     extern __shared__ float part[];                  // [S_][MT][NT][4][32]
     const int lane = threadIdx.x & 31, q = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
     const int n8 = (N + 7) / 8, m0 = blockIdx.y * 16 * MT;
+    const int KC = (K + 31) / 32;
+    const bf16* wr = W + lane * 8;                   // packed: see `pack`
+    const int nch = KC, c_lo = range_lo(q, nch), c_hi = range_lo(q + 1, nch);
+    uint4 w[U_][NT];                                 // every load of U_ chunks in flight at once
+    auto load_w = [&](int c0) {
+#pragma unroll
+        for (int u = 0; u < U_; u++)
+#pragma unroll
+            for (int j = 0; j < NT; j++)
+                w[u][j] = c0 + u < c_hi && group_ok(j, n8)
+                        ? __ldg((const uint4*)(wr + ((long long)group_of(j, n8) * KC + c0 + u) * 256))
+                        : make_uint4(0, 0, 0, 0);
+    };
+    pdl_trigger();
+    load_w(c_lo);                   // the first weights in flight while the kernel before ends
+    pdl_wait();                                      // nothing of x, C or hout before this
 #if NORM_
 #if MT != 1
 #error "NORM_ needs MT == 1"
@@ -174,23 +190,14 @@ extern "C" __global__ void __launch_bounds__(32 * S_) stream(
     }
     const float r_lo = m0 + g < M ? rsc[g] : 0.f, r_hi = m0 + g + 8 < M ? rsc[g + 8] : 0.f;
 #endif
-    const int KC = (K + 31) / 32;
-    const bf16* wr = W + lane * 8;                   // packed: see `pack`
     float acc[MT][NT][4];
 #pragma unroll
     for (int i = 0; i < MT; i++)
 #pragma unroll
         for (int j = 0; j < NT; j++) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.f;
-    const int nch = KC, c_lo = range_lo(q, nch), c_hi = range_lo(q + 1, nch);
     for (int c0 = c_lo; c0 < c_hi; c0 += U_) {
-        uint4 w[U_][NT], xl[U_][MT], xh[U_][MT];      // every load of U_ chunks in flight at once
-#pragma unroll
-        for (int u = 0; u < U_; u++)
-#pragma unroll
-            for (int j = 0; j < NT; j++)
-                w[u][j] = c0 + u < c_hi && group_ok(j, n8)
-                        ? __ldg((const uint4*)(wr + ((long long)group_of(j, n8) * KC + c0 + u) * 256))
-                        : make_uint4(0, 0, 0, 0);
+        uint4 xl[U_][MT], xh[U_][MT];
+        if (c0 != c_lo) load_w(c0);
 #pragma unroll
         for (int u = 0; u < U_; u++) {
             const int k = c0 + u < c_hi ? (c0 + u) * 32 + 8 * t : K;
@@ -469,10 +476,10 @@ def _stream(x, w, bias, out, N, cfg, glu=False, norm=None):
         x_f32 = x.dtype != BF16
     x = cp.ascontiguousarray(x, dtype=cp.float32) if x_f32 else cp.ascontiguousarray(x)
     cols = N // 2 if glu else N                          # columns a block's NT groups cover
-    _fn("stream", x_f32, mt, nt, u, glu=glu, norm=norm is not None)(
-        (-(-cols // (8 * (nt // 2 if glu else nt))), -(-M // (16 * mt))), (32 * KSPLIT,),
-        (x, pack(w).data, _bias(bias), out, I(M), I(N), I(K)) + extra,
-        shared_mem=_stream_smem(mt, nt))
+    launch(_fn("stream", x_f32, mt, nt, u, glu=glu, norm=norm is not None),
+           (-(-cols // (8 * (nt // 2 if glu else nt))), -(-M // (16 * mt))), (32 * KSPLIT,),
+           (x, pack(w).data, _bias(bias), out, I(M), I(N), I(K)) + extra,
+           shared_mem=_stream_smem(mt, nt))
 
 
 def cuda(x, w, bias=None, force: str | None = None, cfg: tuple | None = None):

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import cupy as cp
 
-from kernels.common_cuda import BF16, as_f32, kernel
+from kernels.common_cuda import BF16, as_f32, kernel, launch
 
 _SRC = r"""
 extern "C" __global__ void rmsnorm(const float* x, const float* res, float* hout,
                                    const bf16* w, bf16* out, int D, float eps) {
     __shared__ float red[32];
+    pdl_trigger();
+    pdl_wait();
     const long long base = (long long)blockIdx.x * D;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
     float v[NPT], ss = 0.f;                  // the row stays in registers: NPT values a thread
@@ -53,7 +55,8 @@ def _run(x, res, w, eps):
         res = as_f32(res).reshape(M, D)
     threads = min(1024, (D + 31) // 32 * 32)              # by D only: the sums' order is fixed
     if M:
-        kernel(_SRC, "rmsnorm", (f"NPT={-(-D // threads)}",))((M,), (threads,), (x, res, h, w, out, cp.int32(D), cp.float32(eps)))
+        launch(kernel(_SRC, "rmsnorm", (f"NPT={-(-D // threads)}",)), (M,), (threads,),
+               (x, res, h, w, out, cp.int32(D), cp.float32(eps)))
     return out.reshape(shape), None if h is None else h.reshape(shape)
 
 
