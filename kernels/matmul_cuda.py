@@ -51,6 +51,7 @@ STREAM_CFG = [(16, 1, 1, 4), (64, 2, 4, 2)]
 SPLIT_BELOW = 100      # tiles (128 x 128) below which the tiled kernel splits K over blocks
 KSPLIT = 8             # K ranges summed apart, then folded in order: ARITHMETIC (all kernels)
 FUSE_NORM = True       # residual add + RMSNorm in the streaming GEMM's x load (cuda_norm) ..
+NORM_WIDE = (1 << 30, 1, 1, 4)  # (from N columns, MT, NT, U) of the norm-fused launch (set below)
 FUSE_NORM_MAX_K = 1024  # .. for rows up to this long: smollm2 (576) gains 0.05 ms a step, and
                         # llama3 (4096) loses 1.3 (every block recomputes a long row's norm)
 
@@ -540,14 +541,20 @@ def cuda_glu(x, w, F: int, bias=None, force: str | None = None, cfg: tuple | Non
     return out
 
 
-def cuda_norm(xo, h, norm_w, eps, w, bias=None, glu_F: int | None = None, fuse: bool | None = None):
+def cuda_norm(xo, h, norm_w, eps, w, bias=None, glu_F: int | None = None, fuse: bool | None = None,
+              cfg: tuple | None = None):
     """The layer's residual add and RMSNorm with the next GEMM: h' = xo + h (h alone when xo
     is None), y = rmsnorm(h') @ W^T (with SwiGLU when glu_F: bf16 [M, glu_F]). Up to 16 rows
     of up to FUSE_NORM_MAX_K (and FUSE_NORM): one streaming launch that norms rows as it
-    loads them; else rmsnorm_cuda then the GEMM. The same bytes either way. Returns (y, h')."""
+    loads them; else rmsnorm_cuda then the GEMM. The same bytes either way. Returns (y, h').
+    cfg: the streaming kernel's (MT, NT, U) (tests, sweeps); else stream_cfg(M), widened to
+    NORM_WIDE's NT for many columns (each block norms its rows once: fewer, wider blocks)."""
     from kernels import rmsnorm_cuda
     M, K = h.shape
-    cfg = stream_cfg(M)
+    if cfg is None:
+        cfg = stream_cfg(M)
+        if cfg is not None and glu_F is None and w.shape[0] >= NORM_WIDE[0]:
+            cfg = NORM_WIDE[1:]
     fuse = FUSE_NORM if fuse is None else fuse
     ok = (fuse and INVARIANT and cfg is not None and cfg[0] == 1 and K % 8 == 0 and M > 0
           and K <= FUSE_NORM_MAX_K
