@@ -50,3 +50,33 @@ for _ in range(50):
     e1.synchronize()
     ts.append(cp.cuda.get_elapsed_time(e0, e1))
 print(f"graph replay alone (device) {np.median(ts):.3f} ms")
+
+# the host pieces of one replay and one arg-max, each timed alone (device idle)
+import timeit  # noqa: E402
+chunks = [(table, P, pos, (tok,), True)]
+h = g.host
+B, W = g.B, g.W
+def fill():
+    h[:1] = [c[3][0] for c in chunks]
+    h[B:B + 1] = [c[2] for c in chunks]
+    h[B + 1:2 * B] = -1
+    tb = h[5 * B:].reshape(B, W)
+    tb[:] = 0
+    for i, c in enumerate(chunks):
+        tb[i, :len(c[0])] = c[0]
+cur = cp.cuda.get_current_stream()
+parts = {
+    "fill host buffer": fill,
+    "events + wait": lambda: (g.ready.record(cur), g.stream.wait_event(g.ready)),
+    "buf.set": lambda: g.buf.set(h, stream=g.stream),
+    "graph.launch": lambda: g.graph.launch(stream=g.stream),
+    "out[:b]": lambda: g.out[:1],
+    "arg-max launch": lambda: argmax_cuda.cuda(lg),
+    "cp.empty(1)": lambda: cp.empty((1,), dtype=cp.int32),
+    "stream.is_capturing": lambda: cur.is_capturing(),
+}
+for name, f in parts.items():
+    n = 20 if name == "graph.launch" else 200
+    dt = timeit.timeit(f, number=n) / n
+    cp.cuda.Device().synchronize()
+    print(f"  {name:22s} {1e6 * dt:8.1f} us")

@@ -51,7 +51,8 @@ STREAM_CFG = [(16, 1, 1, 4), (64, 2, 4, 2)]
 SPLIT_BELOW = 100      # tiles (128 x 128) below which the tiled kernel splits K over blocks
 KSPLIT = 8             # K ranges summed apart, then folded in order: ARITHMETIC (all kernels)
 FUSE_NORM = True       # residual add + RMSNorm in the streaming GEMM's x load (cuda_norm) ..
-NORM_WIDE = (1 << 30, 1, 1, 4)  # (from N columns, MT, NT, U) of the norm-fused launch (set below)
+NORM_WIDE = (16384, 1, 8, 1)  # (from N columns: MT, NT, U) of the norm-fused launch: 8 groups
+                              # a block (bench/norm_head_sweep.py: smollm2's LM head 79 -> 22 us)
 FUSE_NORM_MAX_K = 1024  # .. for rows up to this long: smollm2 (576) gains 0.05 ms a step, and
                         # llama3 (4096) loses 1.3 (every block recomputes a long row's norm)
 
