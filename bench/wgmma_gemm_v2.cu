@@ -4,6 +4,9 @@
 // each chunk two k16 steps h = 0, 1 (lane t of a quad holds k 8t..8t+7; step h takes
 // k {8t+4h .. 8t+4h+3}), a range's sum starting at 0 and each MMA instruction adding into it.
 // `reference` (copied from the prototype) is the definition; every output bit is checked.
+// NOT YET RUN (written without a GPU; compiles with nvcc 13 for sm_90a, no spills): its first
+// run is bench/device/wgmma_v2.sh. The shared-memory placement of both W layouts (and PAD's
+// bank-conflict freedom) was checked by a host mirror of the address arithmetic only.
 //
 // A block of 2 consumer warpgroups owns BM = 128 rows x BN columns of C; each warpgroup runs
 // wgmma m64nBNk16 with A (x) from registers (loaded from shared memory, 16 bytes = both
@@ -14,6 +17,7 @@
 //                       shared memory (own slots, no barrier). BN=128: default 64 (all in
 //                       registers); BN=256: default 64 (half; all 128 would need 256 regs)
 //   ST     pipeline stages (slots) of CPS chunks each; CPS 1 | 2 chunks (32 k) per stage
+//          (defaults: BN 128: ST 6, CPS 2; BN 256: ST 6, CPS 1; shared memory <= 227 KB)
 //   DIST   2: wgmma.wait_group 1 after every chunk (one chunk's MMAs stay in flight while the
 //             next chunk is issued); a slot is refilled two stages after it was consumed
 //             (ST - 2 stages of loads in flight).
@@ -31,12 +35,12 @@
 //          L2, each W tile is read from DRAM once per group); GM=1 = the prototype's order
 //
 //   nvcc -gencode arch=compute_90a,code=sm_90a -O3 -DBN=256 -o /tmp/wg2 bench/wgmma_gemm_v2.cu
-//   /tmp/wg2 [M N K]
+//   /tmp/wg2 [M N K [M N K ...]]
 #include <cstdio>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <random>
+#include <cmath>
 #include <vector>
 
 typedef unsigned short bf16;
@@ -49,13 +53,17 @@ typedef unsigned short bf16;
 #define TOTR 64
 #endif
 #ifndef CPS
+#if BN == 128
 #define CPS 2
+#else
+#define CPS 1
+#endif
 #endif
 #ifndef ST
 #if BN == 128
 #define ST 6
 #else
-#define ST 3
+#define ST 6
 #endif
 #endif
 #ifndef DIST
@@ -229,13 +237,18 @@ __global__ void __launch_bounds__(256, 1) gemm_v2(const bf16* __restrict__ x, co
                 cp16(d + xdst, xsrc + 32 * c);
                 cp16(d + xdst + 64 * 64, xsrc + x64 + 32 * c);
                 const bf16* b = bsrc + (long long)B_CSTEP * c;
+                // the column step through an opaque register: without it the compiler keeps
+                // NB loop-invariant pointers alive across the main loop (spills at BN 256)
+                long long step;
+                asm volatile("mov.b64 %0, %1;\n" : "=l"(step) : "l"(bstep));
 #pragma unroll
                 for (int r = 0; r < NB; r++) {
 #if LAYOUT == 1
-                    cp16(d + bdst + r * B_RSTEP, b + r * bstep);
+                    cp16(d + bdst + r * B_RSTEP, b);
 #else
-                    cp4(d + bdst + r * B_RSTEP, b + r * bstep);
+                    cp4(d + bdst + r * B_RSTEP, b);
 #endif
+                    b += step;
                 }
             }
         }
@@ -264,6 +277,8 @@ __global__ void __launch_bounds__(256, 1) gemm_v2(const bf16* __restrict__ x, co
             } else {
                 float* p = tots + (i - TOTR) * 256 + tid;
                 *p = __fadd_rn(*p, acc[i]);
+                // at most 8 shared loads ahead: else the compiler hoists all of them (spills)
+                if ((i - TOTR) % 8 == 7) asm volatile("" ::: "memory");
             }
             acc[i] = 0.f;
         }
@@ -324,14 +339,28 @@ __global__ void __launch_bounds__(256, 1) gemm_v2(const bf16* __restrict__ x, co
         }
         *(float2*)(c0 + 8 * j) = make_float2(v[0], v[1]);
         *(float2*)(c1 + 8 * j) = make_float2(v[2], v[3]);
+        if (j % 2 == 1) asm volatile("" ::: "memory");
     }
 }
 
 static bf16 to_bf16(float f) { uint32_t u; memcpy(&u, &f, 4); u += 0x7fff + ((u >> 16) & 1); return (bf16)(u >> 16); }
 
-int main(int argc, char** argv) {
-    const int M = argc > 3 ? atoi(argv[1]) : 2048, N = argc > 3 ? atoi(argv[2]) : 4096,
-              K = argc > 3 ? atoi(argv[3]) : 4096;
+// fast normal samples (xorshift64* + Box-Muller): the big shapes have 10^8 weights
+struct Rng {
+    uint64_t s;
+    float spare; bool has = false;
+    explicit Rng(uint64_t seed) : s(seed * 0x9E3779B97F4A7C15ULL + 1) {}
+    uint32_t next() { s ^= s >> 12; s ^= s << 25; s ^= s >> 27; return (uint32_t)((s * 0x2545F4914F6CDD1DULL) >> 32); }
+    float normal() {
+        if (has) { has = false; return spare; }
+        const float u1 = (next() + 1.f) * 2.3283064e-10f, u2 = next() * 2.3283064e-10f;
+        const float r = sqrtf(-2.f * logf(u1)), a = 6.2831853f * u2;
+        spare = r * sinf(a); has = true;
+        return r * cosf(a);
+    }
+};
+
+static int run(int M, int N, int K) {
     char name[160];
     snprintf(name, sizeof name, "BN=%d TOTR=%d ST=%d CPS=%d DIST=%d LAYOUT=%d PAD=%d GM=%d smem=%d",
              BN, TOTR, ST, CPS, DIST, LAYOUT, PAD, GM, SMEM);
@@ -340,11 +369,10 @@ int main(int argc, char** argv) {
                M, N, K, name, BM, BN);
         return 2;
     }
-    std::mt19937 rng(7);
-    std::normal_distribution<float> nd(0.f, 1.f);
+    Rng rng(7);
     std::vector<bf16> X((size_t)M * K), W((size_t)N * K), Wp((size_t)N * K);
-    for (auto& v : X) v = to_bf16(nd(rng));
-    for (auto& v : W) v = to_bf16(0.02f * nd(rng));
+    for (auto& v : X) v = to_bf16(rng.normal());
+    for (auto& v : W) v = to_bf16(0.02f * rng.normal());
     const int nch = K / 32;
 #if LAYOUT == 1
     for (int n = 0; n < N; n++)                          // the prototype's packed order
@@ -375,7 +403,7 @@ int main(int argc, char** argv) {
     cudaMemset(dwg, 0xff, (size_t)M * N * 4);
     gemm_v2<<<blocks, 256, SMEM>>>(dx, dwp, dwg, M, N, K);
     cudaError_t e = cudaDeviceSynchronize();
-    if (e != cudaSuccess) { printf("%d %d %d: variant %s: error: %s\n", M, N, K, name, cudaGetErrorString(e)); return 1; }
+    if (e != cudaSuccess) { printf("%d %d %d: variant %s: error: %s\n", M, N, K, name, cudaGetErrorString(e)); exit(1); }
     std::vector<float> R((size_t)M * N), G((size_t)M * N);
     cudaMemcpy(R.data(), dref, R.size() * 4, cudaMemcpyDeviceToHost);
     cudaMemcpy(G.data(), dwg, G.size() * 4, cudaMemcpyDeviceToHost);
@@ -393,12 +421,28 @@ int main(int argc, char** argv) {
     float ms; cudaEventElapsedTime(&ms, s0, s1);
     ms /= reps;
     e = cudaGetLastError();
-    if (e != cudaSuccess) { printf("%d %d %d: variant %s: error: %s\n", M, N, K, name, cudaGetErrorString(e)); return 1; }
+    if (e != cudaSuccess) { printf("%d %d %d: variant %s: error: %s\n", M, N, K, name, cudaGetErrorString(e)); exit(1); }
     const double flop = 2.0 * M * N * K;
     printf("%d %d %d: variant %s: %zu of %zu outputs differ; %.3f ms (%.0f TFLOP/s)\n",
            M, N, K, name, diff, R.size(), ms, flop / ms / 1e9);
     if (diff)
         printf("  first difference at m %zu n %zu: reference %.9g, kernel %.9g\n",
                first / N, first % N, R[first], G[first]);
+    fflush(stdout);
+    cudaFree(dx); cudaFree(dw); cudaFree(dwp); cudaFree(dref); cudaFree(dwg);
+    cudaEventDestroy(s0); cudaEventDestroy(s1);
     return diff != 0;
+}
+
+// usage: wg2 [M N K [M N K ...]]  (default 2048 4096 4096). Exit 1 if any bit differs
+// anywhere, 2 if only unsupported shapes were skipped.
+int main(int argc, char** argv) {
+    int rc = 0;
+    if (argc < 4) return run(2048, 4096, 4096);
+    for (int i = 1; i + 2 < argc; i += 3) {
+        const int r = run(atoi(argv[i]), atoi(argv[i + 1]), atoi(argv[i + 2]));
+        if (r == 1) rc = 1;
+        else if (r == 2 && rc == 0) rc = 2;
+    }
+    return rc;
 }
