@@ -48,6 +48,7 @@ KEEP_PLAIN = False     # benchmarks: packed weights keep their [N, K] form for c
 # streaming kernel configurations by rows (scheduling only; bench/stream_sweep.py):
 # (up to M rows, MT tiles of 16 rows, NT groups of 8 columns a block, U chunks in flight)
 STREAM_CFG = [(16, 1, 1, 4), (64, 2, 4, 2)]
+WGMMA = True           # sm_90: large M through kernels/wgmma_cuda.py (same bytes, ~2x the tiled)
 SPLIT_BELOW = 100      # tiles (128 x 128) below which the tiled kernel splits K over blocks
 KSPLIT = 8             # K ranges summed apart, then folded in order: ARITHMETIC (all kernels)
 FUSE_NORM = True       # residual add + RMSNorm in the streaming GEMM's x load (cuda_norm) ..
@@ -487,7 +488,8 @@ def _stream(x, w, bias, out, N, cfg, glu=False, norm=None):
 def cuda(x, w, bias=None, force: str | None = None, cfg: tuple | None = None):
     """x: [M, K] float32 or bf16; w: Packed (or [N, K], packed on the fly); bias: [N] bf16
     or None -> [M, N] float32. force: "stream", "tiled" or "split" (tests, benchmarks), else
-    chosen by shape; cfg: the streaming kernel's (MT, NT, U) (tests, sweeps)."""
+    chosen by shape ("wgmma" on sm_90 where kernels/wgmma_cuda.available says so); cfg: the
+    streaming kernel's (MT, NT, U) (tests, sweeps)."""
     M, K = x.shape
     N = w.shape[0]
     if not INVARIANT and force is None:
@@ -500,12 +502,17 @@ def cuda(x, w, bias=None, force: str | None = None, cfg: tuple | None = None):
         return out
     tiles = -(-N // 128) * -(-M // 128)
     cfg = cfg or stream_cfg(M)
+    if force is None and not cfg and WGMMA and wgmma_cuda().available(M, N, K):
+        force = "wgmma"
     how = force or ("stream" if cfg else "split" if tiles < SPLIT_BELOW else "tiled")
     if how == "stream":
         _stream(x, w, bias, out, N, cfg or STREAM_CFG[-1][1:])
         return out
     w, bias, I = pack(w).data, _bias(bias), np.int32
     x = as_bf16(x)
+    if how == "wgmma":                                  # Hopper: kernels/wgmma_cuda.py
+        wgmma_cuda().cuda(x, w, bias, out, M, N, K)
+        return out
     grid = (-(-N // 128), -(-M // 128))
     if how == "tiled":
         _fn("tiled")(grid + (1,), (256,), (x, w, bias, out, _NULL, I(M), I(N), I(K)),
@@ -516,6 +523,11 @@ def cuda(x, w, bias=None, force: str | None = None, cfg: tuple | None = None):
                      shared_mem=_TILED_SMEM)
         _fn("fold_parts")((min(-(-M * N // 256), 65535),), (256,), (part, bias, out, I(M), I(N)))
     return out
+
+
+def wgmma_cuda():
+    from kernels import wgmma_cuda as mod
+    return mod
 
 
 def _glu_fused(w, F, cfg) -> bool:

@@ -1,0 +1,295 @@
+"""The large-M GEMM on Hopper (sm_90): wgmma tensor-core instructions running
+kernels/matmul_cuda.py's arithmetic, so its bytes equal the streaming and tiled kernels' for
+every row (tests/gpu/test_wgmma.py).
+
+Why it keeps the arithmetic: wgmma m64nNk16 with A from registers gives mma.sync m16n8k16's
+bits on the same operands (receipt 2026-11-29-wgmma-probe: 0 of 1,048,576 outputs differ),
+so feeding it the same k order (lane t of a quad: k 8t..8t+7 of a 32-k chunk; step h takes
+8t+4h..8t+4h+3) and summing the same ranges in the same order (8 ranges, each from 0, folded
+in order) gives the same element bytes. The variants' sweep and bit checks against the
+definition: bench/wgmma_gemm_v2.cu, receipt 2026-11-29-gpu-pdl (wgmma_v2.txt: this is the
+`b256p` variant, ~375-425 TFLOP/s on llama3-8b's prefill shapes, the tiled kernel ~190).
+
+Layout: a block of 2 warpgroups owns 128 rows x 256 columns; each warpgroup runs
+wgmma m64n256k16, A (x) from registers (16-byte shared loads give both steps' fragments), B (W)
+from shared memory in K-major core matrices (no swizzle; padded strides LBO 160 B, SBO 288 B
+keep the copies free of bank conflicts). W stays in matmul_cuda's packed order (`Packed`); a
+core-matrix row is four 4-byte words of it, copied with 4-byte cp.async (each warp reads 128
+contiguous bytes). 6 stages of one 32-k chunk; one chunk's wgmma group stays in flight
+(wait_group 1) while the next is issued; before a range's fold, wait_group 0. Range totals:
+64 of a thread's 128 in registers, the rest in its own shared-memory slots. Blocks walk groups
+of 16 row tiles, row tile fastest, so x stays in L2 and each W tile leaves DRAM about once.
+
+Needs sm_90 exactly (wgmma is an sm_90a instruction): compiled through NVRTC for
+compute_90a and loaded as PTX. Elsewhere (or N % 256, K % 32 off, or the compile failing)
+`available` says no and matmul_cuda keeps its tiled kernel.
+"""
+from __future__ import annotations
+
+import logging
+
+import cupy as cp
+import numpy as np
+
+from kernels.common_cuda import HEADER
+
+log = logging.getLogger(__name__)
+
+BN = 256               # columns a block (wgmma n)
+BM = 128               # rows a block (2 warpgroups x 64)
+ST = 6                 # pipeline stages of one 32-k chunk
+TOTR = 64              # range totals kept in registers (of BN / 2 a thread); the rest in smem
+GM = 16                # row tiles a group (block order)
+MIN_BLOCKS = 132       # used from this many blocks (a wave on an H200); fewer: matmul_cuda's own
+ENABLED = True
+
+_LBO, _SBO = 160, 288
+_HST = (BN // 8) * _SBO + 64          # one k16 step's core matrices
+_CT = BM * 64 + 2 * _HST              # one 32-k chunk: the x tile, then W steps 0 and 1
+SMEM = ST * _CT + (BN // 2 - TOTR) * 256 * 4
+
+_SRC = r"""
+#define KSPLIT 8
+#define BN_ %(BN)d
+#define BM_ %(BM)d
+#define ST_ %(ST)d
+#define TOTR_ %(TOTR)d
+#define GM_ %(GM)d
+#define NACC (BN_ / 2)
+#define B_LBO %(LBO)d
+#define B_SBO %(SBO)d
+#define B_HST %(HST)d
+#define A_BYTES (BM_ * 64)
+#define CT %(CT)d
+#define SMEM_PIPE (ST_ * CT)
+
+__device__ __forceinline__ int range_lo(int q, int nch) { return (int)((long long)q * nch / KSPLIT); }
+__device__ __forceinline__ unsigned smem_addr(const void* p) {
+    unsigned d;
+    asm volatile("{ .reg .u64 a; cvta.to.shared.u64 a, %%1; cvt.u32.u64 %%0, a; }\n" : "=r"(d) : "l"(p));
+    return d;
+}
+// D[128] += A (registers) x B (shared memory, descriptor): wgmma m64n256k16, bf16 -> f32
+__device__ __forceinline__ void wgmma256(float* d, unsigned a0, unsigned a1, unsigned a2,
+                                         unsigned a3, unsigned long long desc) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %%133, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {%(DREGS)s}, "
+                 "{%%128, %%129, %%130, %%131}, %%132, p, 1, 1, 0;\n}\n"
+                 : %(DOUTS)s
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1) : "memory");
+}
+// 16 bytes (zeros where !ok) / 4 bytes from global to shared memory, asynchronously
+__device__ __forceinline__ void cp16(unsigned dst, const void* src, bool ok) {
+    asm volatile("cp.async.cg.shared.global [%%0], [%%1], 16, %%2;\n"
+                 :: "r"(dst), "l"(src), "r"(ok ? 16 : 0) : "memory");
+}
+__device__ __forceinline__ void cp4(unsigned dst, const void* src) {
+    asm volatile("cp.async.ca.shared.global [%%0], [%%1], 4;\n" :: "r"(dst), "l"(src) : "memory");
+}
+__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int n> __device__ __forceinline__ void cp_wait() {
+    asm volatile("cp.async.wait_group %%0;\n" :: "n"(n) : "memory");
+}
+template <int n> __device__ __forceinline__ void wg_wait() {
+    asm volatile("wgmma.wait_group.sync.aligned %%0;\n" :: "n"(n) : "memory");
+}
+__device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+// neither read the accumulators before a wgmma.wait_group nor write them after a fence
+__device__ __forceinline__ void fence_acc(float* acc) {
+#pragma unroll
+    for (int i = 0; i < NACC; i++) asm volatile("" : "+f"(acc[i]) :: "memory");
+}
+__device__ __forceinline__ unsigned long long desc_of(unsigned a) {
+    return (unsigned long long)((a >> 4) & 0x3FFF) | ((unsigned long long)(B_LBO >> 4) << 16)
+         | ((unsigned long long)(B_SBO >> 4) << 32);
+}
+
+// grid: ceil(M / 128) * (N / 256) blocks (1-D, grouped order), 256 threads, SMEM dynamic.
+// x [M, K] bf16 (K %% 32 == 0), Wp: matmul_cuda's Packed data [N/8][K/32][32][8], N %% 256 == 0.
+extern "C" __global__ void __launch_bounds__(256, 1) wgmma_gemm(
+        const bf16* __restrict__ x, const bf16* __restrict__ Wp, const bf16* bias,
+        float* __restrict__ C, int M, int N, int K) {
+    extern __shared__ __align__(1024) unsigned char sm[];
+    const int tid = threadIdx.x, wgi = tid >> 7, w = (tid >> 5) & 3, lane = tid & 31;
+    const int g = lane >> 2, t = lane & 3;
+    const int tiles_m = (M + BM_ - 1) / BM_, tiles_n = N / BN_, per_group = GM_ * tiles_n;
+    const int id = blockIdx.x, grp = id / per_group, first_m = grp * GM_;
+    const int gm = min(GM_, tiles_m - first_m), rr = id - grp * per_group;
+    const int m0 = (first_m + rr %% gm) * BM_, n0 = (rr / gm) * BN_;
+    const int nch = K / 32;
+    const unsigned sbase = smem_addr(sm);
+    float* tots = (float*)(sm + SMEM_PIPE);              // [NACC - TOTR_][256]
+
+    // x: rows tid/4 and tid/4 + 64 of the tile, 16 bytes each (zeros past M)
+    const int xr0 = m0 + (tid >> 2), xr1 = xr0 + 64;
+    const bool ok0 = xr0 < M, ok1 = xr1 < M;
+    const bf16* xsrc0 = x + (long long)(ok0 ? xr0 : 0) * K + 8 * (tid & 3);
+    const bf16* xsrc1 = x + (long long)(ok1 ? xr1 : 0) * K + 8 * (tid & 3);
+    const unsigned xdst = (tid >> 2) * 64 + (tid & 3) * 16;
+    // W: word ww (k 2ww, 2ww+1 of the chunk) of row gg of column group n0/8 + tid/128 + 2r
+    const int within = tid & 127, gg = within >> 4, ww = within & 15;
+    const bf16* bsrc = Wp + ((long long)(n0 / 8 + (tid >> 7)) * nch) * 256 + within * 2;
+    const long long bstep = 2LL * nch * 256;
+    const unsigned bdst = A_BYTES + ((ww >> 1) & 1) * B_HST + (tid >> 7) * B_SBO + (ww & 1) * B_LBO
+                        + gg * 16 + (ww >> 2) * 4;
+    auto load_chunk = [&](int c) {
+        const unsigned d = sbase + (c %% ST_) * CT;
+        cp16(d + xdst, xsrc0 + 32 * c, ok0);
+        cp16(d + xdst + 64 * 64, xsrc1 + 32 * c, ok1);
+        const bf16* b = bsrc + 256LL * c;
+        long long step;                      // opaque: keeps the compiler from 16 live pointers
+        asm volatile("mov.b64 %%0, %%1;\n" : "=l"(step) : "l"(bstep));
+#pragma unroll
+        for (int r = 0; r < BN_ / 16; r++) {
+            cp4(d + bdst + r * (2 * B_SBO), b);
+            b += step;
+        }
+    };
+#pragma unroll
+    for (int s = 0; s < ST_ - 2; s++) {
+        if (s < nch) load_chunk(s);
+        cp_commit();
+    }
+    float acc[NACC];
+    float totr[TOTR_];
+#pragma unroll
+    for (int i = 0; i < NACC; i++) acc[i] = 0.f;
+#pragma unroll
+    for (int i = 0; i < TOTR_; i++) totr[i] = 0.f;
+#pragma unroll
+    for (int i = TOTR_; i < NACC; i++) tots[(i - TOTR_) * 256 + tid] = 0.f;
+    fence_acc(acc);
+    auto fold = [&]() {                         // a range ends: tot = tot + acc, acc = 0
+#pragma unroll
+        for (int i = 0; i < NACC; i++) {
+            if (i < TOTR_) {
+                totr[i < TOTR_ ? i : 0] = __fadd_rn(totr[i < TOTR_ ? i : 0], acc[i]);
+            } else {
+                float* p = tots + (i - TOTR_) * 256 + tid;
+                *p = __fadd_rn(*p, acc[i]);
+                if ((i - TOTR_) %% 8 == 7) asm volatile("" ::: "memory");
+            }
+            acc[i] = 0.f;
+        }
+    };
+    int q = 0, q_end = range_lo(1, nch);
+    const unsigned aoff = (64 * wgi + 16 * w + g) * 64 + t * 16;   // rows r0, r0 + 8
+    for (int c = 0; c < nch; c++) {
+        cp_wait<ST_ - 3>();                             // chunk c landed (this thread's part)
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+        __syncthreads();                                // .. everyone's; its slot's old MMAs done
+        if (c + ST_ - 2 < nch) load_chunk(c + ST_ - 2);  // the slot of chunk c - 2 (complete)
+        cp_commit();
+        if (c >= q_end) {                               // range(s) end before chunk c
+            wg_wait<0>();
+            fence_acc(acc);
+            do {
+                fold();
+                q++;
+                q_end = range_lo(q + 1, nch);
+            } while (c >= q_end);
+            fence_acc(acc);
+        }
+        const unsigned slot = (c %% ST_) * CT;
+        const unsigned char* a = sm + slot + aoff;
+        const uint4 xl = *(const uint4*)a;
+        const uint4 xh = *(const uint4*)(a + 8 * 64);
+        const unsigned b = sbase + slot + A_BYTES;
+        wg_fence();
+        wgmma256(acc, xl.x, xh.x, xl.y, xh.y, desc_of(b));            // k {8t .. 8t+3}
+        wgmma256(acc, xl.z, xh.z, xl.w, xh.w, desc_of(b + B_HST));    // k {8t+4 .. 8t+7}
+        wg_commit();
+        wg_wait<1>();
+    }
+    wg_wait<0>();
+    fence_acc(acc);
+    cp_wait<0>();
+    while (q < KSPLIT) {                                // the last range (and empty ones)
+        fold();
+        q++;
+    }
+    const int row = m0 + 64 * wgi + 16 * w + g;
+#pragma unroll
+    for (int j = 0; j < BN_ / 8; j++) {
+        float v[4];
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const int i = 4 * j + e;
+            v[e] = i < TOTR_ ? totr[i < TOTR_ ? i : 0] : tots[(i - TOTR_) * 256 + tid];
+        }
+        const int n = n0 + 8 * j + 2 * t;
+        if (bias) {
+            const float b0 = b2f(bias[n]), b1 = b2f(bias[n + 1]);
+            v[0] = v[0] + b0; v[1] = v[1] + b1; v[2] = v[2] + b0; v[3] = v[3] + b1;
+        }
+        if (row < M) *(float2*)(C + (long long)row * N + n) = make_float2(v[0], v[1]);
+        if (row + 8 < M) *(float2*)(C + (long long)(row + 8) * N + n) = make_float2(v[2], v[3]);
+        if (j %% 2 == 1) asm volatile("" ::: "memory");
+    }
+}
+"""
+
+
+def source() -> str:
+    dregs = ", ".join(f"%{i}" for i in range(128))
+    douts = ", ".join(f'"+f"(d[{i}])' for i in range(128))
+    return HEADER + _SRC % dict(BN=BN, BM=BM, ST=ST, TOTR=TOTR, GM=GM, LBO=_LBO, SBO=_SBO,
+                                HST=_HST, CT=_CT, DREGS=dregs, DOUTS=douts)
+
+
+_fn: dict = {}
+
+
+def _compile():
+    """The kernel for this device (None where it cannot run: not sm_90, or no compile)."""
+    dev = cp.cuda.Device()
+    if dev.id in _fn:
+        return _fn[dev.id]
+    fn = None
+    if ENABLED and dev.compute_capability == "90":
+        try:
+            from cupy_backends.cuda.libs import nvrtc
+            prog = nvrtc.createProgram(source(), "wgmma_gemm.cu", (), ())
+            try:
+                nvrtc.compileProgram(prog, ("-arch=compute_90a", "--std=c++17"))
+            except Exception:
+                raise RuntimeError(nvrtc.getProgramLog(prog))
+            ptx = nvrtc.getPTX(prog)
+            nvrtc.destroyProgram(prog)
+            if isinstance(ptx, str):
+                ptx = ptx.encode()
+            mod = cp.cuda.function.Module()
+            mod.load(ptx.rstrip(b"\0") + b"\0")
+            fn = mod.get_function("wgmma_gemm")
+            try:
+                fn.max_dynamic_shared_size_bytes = SMEM
+            except AttributeError:                               # older cupy: the driver call
+                from cupy_backends.cuda.api import driver
+                driver.funcSetAttribute(fn.ptr, 8, SMEM)         # MAX_DYNAMIC_SHARED_SIZE_BYTES
+            fn._module = mod                                     # keep the module alive
+        except Exception as e:                                   # stay on the tiled kernel
+            log.warning("wgmma GEMM unavailable (%s: %s); the tiled kernel runs instead",
+                        type(e).__name__, str(e)[:300])
+            fn = None
+    _fn[dev.id] = fn
+    return fn
+
+
+def available(M: int, N: int, K: int) -> bool:
+    """Whether this launch shape runs here: sm_90, N % 256 == 0, K % 32 == 0, and enough
+    blocks to fill the device (MIN_BLOCKS)."""
+    if N % BN or K % 32 or M <= 0:
+        return False
+    if -(-M // BM) * (N // BN) < MIN_BLOCKS:
+        return False
+    return _compile() is not None
+
+
+def cuda(x, wdata, bias, out, M: int, N: int, K: int) -> None:
+    """out[M, N] (float32) = x[M, K] (bf16, contiguous) @ W^T (+ bias bf16 [N] or a null
+    pointer), W as matmul_cuda's Packed data. The caller checked `available`."""
+    fn = _compile()
+    I = np.int32
+    blocks = -(-M // BM) * (N // BN)
+    fn((blocks,), (256,), (x, wdata, bias, out, I(M), I(N), I(K)), shared_mem=SMEM)
