@@ -239,6 +239,7 @@ def source() -> str:
 
 
 _fn: dict = {}
+_modules: list = []
 
 
 def _compile():
@@ -267,7 +268,7 @@ def _compile():
             except AttributeError:                               # older cupy: the driver call
                 from cupy_backends.cuda.api import driver
                 driver.funcSetAttribute(fn.ptr, 8, SMEM)         # MAX_DYNAMIC_SHARED_SIZE_BYTES
-            fn._module = mod                                     # keep the module alive
+            _modules.append(mod)                                 # kept alive with the function
         except Exception as e:                                   # stay on the tiled kernel
             log.warning("wgmma GEMM unavailable (%s: %s); the tiled kernel runs instead",
                         type(e).__name__, str(e)[:300])
