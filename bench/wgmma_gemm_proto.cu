@@ -1,6 +1,6 @@
-// Prototype (not wired into the server; NOT YET RUN: written when this session's device time
-// was spent; it compiles with nvcc 13.0 for sm_90a, 160 registers, no spills). Its first run
-// says whether it matches the definition (it exits 1 if any bit differs) and how fast it is.
+// Prototype (not wired into the server). Its first run (fourth stop, receipt
+// 2026-11-29-gpu-pdl/tuning/wgmma_proto.txt): 0 differing bits on every shape, ~195 TFLOP/s;
+// its successor is bench/wgmma_gemm_v2.cu, whose fastest variant is kernels/wgmma_cuda.py.
 // A Hopper wgmma GEMM that runs matmul_cuda's arithmetic, checked bit for bit against that
 // arithmetic's definition and timed (its TFLOP/s against the matmul rate gpu_bench measures
 // with cuBLAS/torch on the same machine). bench/wgmma_probe.cu showed wgmma m64n8k16 ==

@@ -4,9 +4,10 @@
 // each chunk two k16 steps h = 0, 1 (lane t of a quad holds k 8t..8t+7; step h takes
 // k {8t+4h .. 8t+4h+3}), a range's sum starting at 0 and each MMA instruction adding into it.
 // `reference` (copied from the prototype) is the definition; every output bit is checked.
-// NOT YET RUN (written without a GPU; compiles with nvcc 13 for sm_90a, no spills): its first
-// run is bench/device/wgmma_v2.sh. The shared-memory placement of both W layouts (and PAD's
-// bank-conflict freedom) was checked by a host mirror of the address arithmetic only.
+// Run on an H200 (receipt 2026-11-29-gpu-pdl, wgmma_v2.txt): every LAYOUT 0 variant and the
+// 128-column LAYOUT 1 ones give 0 differing bits on all shapes; b256a (LAYOUT 1, BN 256, PAD 1)
+// gives wrong bits (its addressing; not used). b256p (BN 256, TOTR 64, ST 6, LAYOUT 0, PAD 1)
+// was fastest, 373-427 TFLOP/s, and is the product's kernels/wgmma_cuda.py.
 //
 // A block of 2 consumer warpgroups owns BM = 128 rows x BN columns of C; each warpgroup runs
 // wgmma m64nBNk16 with A (x) from registers (loaded from shared memory, 16 bytes = both
