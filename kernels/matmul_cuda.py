@@ -49,6 +49,8 @@ KEEP_PLAIN = False     # benchmarks: packed weights keep their [N, K] form for c
 # (up to M rows, MT tiles of 16 rows, NT groups of 8 columns a block, U chunks in flight)
 STREAM_CFG = [(16, 1, 1, 4), (64, 2, 4, 2)]
 WGMMA = True           # sm_90: large M through kernels/wgmma_cuda.py (same bytes, ~2x the tiled)
+WGMMA_GLU = (17, 96)   # from 17 rows, a gate|up GEMM of >= 96 blocks of 256 columns through
+                       # wgmma_cuda, then swiglu_cuda (the same bytes as the fused stream launch)
 SPLIT_BELOW = 100      # tiles (128 x 128) below which the tiled kernel splits K over blocks
 KSPLIT = 8             # K ranges summed apart, then folded in order: ARITHMETIC (all kernels)
 FUSE_NORM = True       # residual add + RMSNorm in the streaming GEMM's x load (cuda_norm) ..
@@ -541,6 +543,9 @@ def cuda_glu(x, w, F: int, bias=None, force: str | None = None, cfg: tuple | Non
     silu_mul, rounded to bf16 once: the same bytes (tests/gpu/test_kernels.py)."""
     M, K = x.shape
     cfg = cfg or stream_cfg(M)
+    if (force is None and cfg is not None and WGMMA and M >= WGMMA_GLU[0] and w.shape[0] == 2 * F
+            and wgmma_cuda().available(M, 2 * F, K, WGMMA_GLU[1])):
+        force = "wgmma"                  # a wide gate|up at 17..64 rows: weights read once
     if (force or ("stream" if cfg else "")) != "stream" or not _glu_fused(w, F, cfg or STREAM_CFG[-1][1:]):
         from kernels import swiglu_cuda
         gu = cuda(x, w, bias, force=force, cfg=cfg)

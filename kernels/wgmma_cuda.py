@@ -277,12 +277,12 @@ def _compile():
     return fn
 
 
-def available(M: int, N: int, K: int) -> bool:
-    """Whether this launch shape runs here: sm_90, N % 256 == 0, K % 32 == 0, and enough
-    blocks to fill the device (MIN_BLOCKS)."""
+def available(M: int, N: int, K: int, min_blocks: int = MIN_BLOCKS) -> bool:
+    """Whether this launch shape runs here: sm_90, N % 256 == 0, K % 32 == 0, and at least
+    min_blocks blocks (by default enough to fill the device)."""
     if N % BN or K % 32 or M <= 0:
         return False
-    if -(-M // BM) * (N // BN) < MIN_BLOCKS:
+    if -(-M // BM) * (N // BN) < min_blocks:
         return False
     return _compile() is not None
 

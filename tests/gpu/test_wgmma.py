@@ -63,3 +63,21 @@ def test_dispatch_picks_wgmma_for_prefill_shapes(wg):
     assert wg.available(2048, 4096, 14336) and wg.available(2048, 6144, 4096)
     assert not wg.available(2048, 960, 576)            # N off 256
     assert not wg.available(64, 4096, 4096)            # too few blocks: the tiled / split kernels
+
+
+def test_wgmma_gate_up_at_decode_rows_equals_fused_stream(wg):
+    """At 17..64 rows a wide gate|up GEMM may take the wgmma kernel then swiglu_cuda: the bytes
+    of the streaming launch with SwiGLU in its epilogue, and of the tiled kernel + swiglu."""
+    import cupy as cp
+    from kernels import matmul_cuda
+    K, F = 1024, 12288
+    x = cp.asarray(rng.standard_normal((64, K)).astype(np.float32))
+    w = matmul_cuda.pack(dev_bf16(rng.standard_normal((2 * F, K)).astype(np.float32) * 0.05))
+    assert wg.available(64, 2 * F, K, matmul_cuda.WGMMA_GLU[1])
+    for M in (17, 32, 64):
+        poison_pool()
+        got = matmul_cuda.cuda_glu(x[:M], w, F)                      # the dispatcher's choice
+        fused = matmul_cuda.cuda_glu(x[:M], w, F, force="stream")
+        via = matmul_cuda.cuda_glu(x[:M], w, F, force="wgmma")
+        u16 = lambda a: a.view(cp.uint16).get()
+        assert np.array_equal(u16(got), u16(fused)) and np.array_equal(u16(via), u16(fused)), M
