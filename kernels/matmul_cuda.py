@@ -49,6 +49,8 @@ KEEP_PLAIN = False     # benchmarks: packed weights keep their [N, K] form for c
 # (up to M rows, MT tiles of 16 rows, NT groups of 8 columns a block, U chunks in flight)
 STREAM_CFG = [(16, 1, 1, 4), (64, 2, 4, 2)]
 WGMMA = True           # sm_90: large M through kernels/wgmma_cuda.py (same bytes, ~2x the tiled)
+WGMMA_SMALL = (17, 96)  # from 17 rows (decode rounds), a GEMM of >= 96 wgmma blocks (tiles, or
+                        # tiles x 8 K ranges then fold_parts) takes wgmma_cuda (same bytes)
 WGMMA_GLU = (17, 96)   # from 17 rows, a gate|up GEMM of >= 96 blocks of 256 columns through
                        # wgmma_cuda, then swiglu_cuda (the same bytes as the fused stream launch)
 SPLIT_BELOW = 100      # tiles (128 x 128) below which the tiled kernel splits K over blocks
@@ -504,8 +506,13 @@ def cuda(x, w, bias=None, force: str | None = None, cfg: tuple | None = None):
         return out
     tiles = -(-N // 128) * -(-M // 128)
     cfg = cfg or stream_cfg(M)
-    if force is None and not cfg and WGMMA and wgmma_cuda().available(M, N, K):
+    if force is None and WGMMA and not cfg and wgmma_cuda().available(M, N, K):
         force = "wgmma"
+    elif force is None and WGMMA and cfg and M >= WGMMA_SMALL[0]:
+        if wgmma_cuda().available(M, N, K, WGMMA_SMALL[1]):     # decode rows: weights read once
+            force = "wgmma"
+        elif wgmma_cuda().split_available(M, N, K, WGMMA_SMALL[1]):
+            force = "wgmma_split"
     how = force or ("stream" if cfg else "split" if tiles < SPLIT_BELOW else "tiled")
     if how == "stream":
         _stream(x, w, bias, out, N, cfg or STREAM_CFG[-1][1:])
@@ -514,6 +521,11 @@ def cuda(x, w, bias=None, force: str | None = None, cfg: tuple | None = None):
     x = as_bf16(x)
     if how == "wgmma":                                  # Hopper: kernels/wgmma_cuda.py
         wgmma_cuda().cuda(x, w, bias, out, M, N, K)
+        return out
+    if how == "wgmma_split":                            # its ranges apart, folded below
+        part = cp.empty((KSPLIT, M, N), dtype=cp.float32)
+        wgmma_cuda().cuda(x, w, _NULL, part, M, N, K, split=True)
+        _fn("fold_parts")((min(-(-M * N // 256), 65535),), (256,), (part, bias, out, I(M), I(N)))
         return out
     grid = (-(-N // 128), -(-M // 128))
     if how == "tiled":

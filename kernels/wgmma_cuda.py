@@ -107,6 +107,8 @@ __device__ __forceinline__ unsigned long long desc_of(unsigned a) {
 
 // grid: ceil(M / 128) * (N / 256) blocks (1-D, grouped order), 256 threads, SMEM dynamic.
 // x [M, K] bf16 (K %% 32 == 0), Wp: matmul_cuda's Packed data [N/8][K/32][32][8], N %% 256 == 0.
+// SPLIT_ (few rows): grid (blocks, KSPLIT); block (b, q) sums range q only and writes it,
+// unfolded and without bias, to C + q M N (matmul_cuda's fold_parts then folds in order).
 extern "C" __global__ void __launch_bounds__(256, 1) wgmma_gemm(
         const bf16* __restrict__ x, const bf16* __restrict__ Wp, const bf16* bias,
         float* __restrict__ C, int M, int N, int K) {
@@ -118,6 +120,11 @@ extern "C" __global__ void __launch_bounds__(256, 1) wgmma_gemm(
     const int gm = min(GM_, tiles_m - first_m), rr = id - grp * per_group;
     const int m0 = (first_m + rr %% gm) * BM_, n0 = (rr / gm) * BN_;
     const int nch = K / 32;
+#if SPLIT_
+    const int c_lo = range_lo(blockIdx.y, nch), c_hi = range_lo(blockIdx.y + 1, nch);
+#else
+    const int c_lo = 0, c_hi = nch;
+#endif
     const unsigned sbase = smem_addr(sm);
     float* tots = (float*)(sm + SMEM_PIPE);              // [NACC - TOTR_][256]
 
@@ -148,7 +155,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) wgmma_gemm(
     };
 #pragma unroll
     for (int s = 0; s < ST_ - 2; s++) {
-        if (s < nch) load_chunk(s);
+        if (c_lo + s < c_hi) load_chunk(c_lo + s);
         cp_commit();
     }
     float acc[NACC];
@@ -173,13 +180,13 @@ extern "C" __global__ void __launch_bounds__(256, 1) wgmma_gemm(
             acc[i] = 0.f;
         }
     };
-    int q = 0, q_end = range_lo(1, nch);
+    int q = 0, q_end = SPLIT_ ? 0x7fffffff : range_lo(1, nch);
     const unsigned aoff = (64 * wgi + 16 * w + g) * 64 + t * 16;   // rows r0, r0 + 8
-    for (int c = 0; c < nch; c++) {
+    for (int c = c_lo; c < c_hi; c++) {
         cp_wait<ST_ - 3>();                             // chunk c landed (this thread's part)
         asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
         __syncthreads();                                // .. everyone's; its slot's old MMAs done
-        if (c + ST_ - 2 < nch) load_chunk(c + ST_ - 2);  // the slot of chunk c - 2 (complete)
+        if (c + ST_ - 2 < c_hi) load_chunk(c + ST_ - 2);  // the slot of chunk c - 2 (complete)
         cp_commit();
         if (c >= q_end) {                               // range(s) end before chunk c
             wg_wait<0>();
@@ -205,11 +212,20 @@ extern "C" __global__ void __launch_bounds__(256, 1) wgmma_gemm(
     wg_wait<0>();
     fence_acc(acc);
     cp_wait<0>();
+    const int row = m0 + 64 * wgi + 16 * w + g;
+#if SPLIT_
+    float* P = C + (long long)blockIdx.y * M * N;       // this range's sum, as it is
+#pragma unroll
+    for (int j = 0; j < BN_ / 8; j++) {
+        const int n = n0 + 8 * j + 2 * t;
+        if (row < M) *(float2*)(P + (long long)row * N + n) = make_float2(acc[4 * j], acc[4 * j + 1]);
+        if (row + 8 < M) *(float2*)(P + (long long)(row + 8) * N + n) = make_float2(acc[4 * j + 2], acc[4 * j + 3]);
+    }
+#else
     while (q < KSPLIT) {                                // the last range (and empty ones)
         fold();
         q++;
     }
-    const int row = m0 + 64 * wgi + 16 * w + g;
 #pragma unroll
     for (int j = 0; j < BN_ / 8; j++) {
         float v[4];
@@ -227,14 +243,15 @@ extern "C" __global__ void __launch_bounds__(256, 1) wgmma_gemm(
         if (row + 8 < M) *(float2*)(C + (long long)(row + 8) * N + n) = make_float2(v[2], v[3]);
         if (j %% 2 == 1) asm volatile("" ::: "memory");
     }
+#endif
 }
 """
 
 
-def source() -> str:
+def source(split: bool = False) -> str:
     dregs = ", ".join(f"%{i}" for i in range(128))
     douts = ", ".join(f'"+f"(d[{i}])' for i in range(128))
-    return HEADER + _SRC % dict(BN=BN, BM=BM, ST=ST, TOTR=TOTR, GM=GM, LBO=_LBO, SBO=_SBO,
+    return HEADER + f"#define SPLIT_ {int(split)}\n" + _SRC % dict(BN=BN, BM=BM, ST=ST, TOTR=TOTR, GM=GM, LBO=_LBO, SBO=_SBO,
                                 HST=_HST, CT=_CT, DREGS=dregs, DOUTS=douts)
 
 
@@ -242,16 +259,16 @@ _fn: dict = {}
 _modules: list = []
 
 
-def _compile():
+def _compile(split: bool = False):
     """The kernel for this device (None where it cannot run: not sm_90, or no compile)."""
     dev = cp.cuda.Device()
-    if dev.id in _fn:
-        return _fn[dev.id]
+    if (dev.id, split) in _fn:
+        return _fn[dev.id, split]
     fn = None
     if ENABLED and dev.compute_capability == "90":
         try:
             from cupy_backends.cuda.libs import nvrtc
-            prog = nvrtc.createProgram(source(), "wgmma_gemm.cu", (), ())
+            prog = nvrtc.createProgram(source(split), "wgmma_gemm.cu", (), ())
             try:
                 nvrtc.compileProgram(prog, ("-arch=compute_90a", "--std=c++17"))
             except Exception:
@@ -273,7 +290,7 @@ def _compile():
             log.warning("wgmma GEMM unavailable (%s: %s); the tiled kernel runs instead",
                         type(e).__name__, str(e)[:300])
             fn = None
-    _fn[dev.id] = fn
+    _fn[dev.id, split] = fn
     return fn
 
 
@@ -287,10 +304,19 @@ def available(M: int, N: int, K: int, min_blocks: int = MIN_BLOCKS) -> bool:
     return _compile() is not None
 
 
-def cuda(x, wdata, bias, out, M: int, N: int, K: int) -> None:
+def split_available(M: int, N: int, K: int, min_blocks: int) -> bool:
+    """The range-split form (`cuda(..., split=True)`): one block a (tile, K range), for rows
+    too few to fill the device with tiles alone."""
+    if N % BN or K % 32 or M <= 0 or -(-M // BM) * (N // BN) * 8 < min_blocks:
+        return False
+    return _compile(True) is not None
+
+
+def cuda(x, wdata, bias, out, M: int, N: int, K: int, split: bool = False) -> None:
     """out[M, N] (float32) = x[M, K] (bf16, contiguous) @ W^T (+ bias bf16 [N] or a null
-    pointer), W as matmul_cuda's Packed data. The caller checked `available`."""
-    fn = _compile()
+    pointer), W as matmul_cuda's Packed data. The caller checked `available`. split: out is
+    [8, M, N], range q's sum in out[q] (no bias: matmul_cuda's fold_parts adds it)."""
+    fn = _compile(split)
     I = np.int32
     blocks = -(-M // BM) * (N // BN)
-    fn((blocks,), (256,), (x, wdata, bias, out, I(M), I(N), I(K)), shared_mem=SMEM)
+    fn((blocks, 8 if split else 1), (256,), (x, wdata, bias, out, I(M), I(N), I(K)), shared_mem=SMEM)

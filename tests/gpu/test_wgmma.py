@@ -81,3 +81,23 @@ def test_wgmma_gate_up_at_decode_rows_equals_fused_stream(wg):
         via = matmul_cuda.cuda_glu(x[:M], w, F, force="wgmma")
         u16 = lambda a: a.view(cp.uint16).get()
         assert np.array_equal(u16(got), u16(fused)) and np.array_equal(u16(via), u16(fused)), M
+
+
+@pytest.mark.parametrize("N,K", [(1024, 4096), (768, 1056)])
+def test_wgmma_range_split_equals_tiled(wg, N, K):
+    """Few rows: one block a (tile, K range), the ranges folded by fold_parts: the tiled
+    kernel's bytes, with and without bias, and the dispatcher's choice at 17..64 rows."""
+    import cupy as cp
+    from kernels import matmul_cuda
+    x = cp.asarray(rng.standard_normal((64, K)).astype(np.float32))
+    w = matmul_cuda.pack(dev_bf16(rng.standard_normal((N, K)).astype(np.float32) * 0.02))
+    b = dev_bf16(rng.standard_normal(N).astype(np.float32))
+    u32 = lambda a: host(a).view(np.uint32)
+    for M in (1, 17, 33, 64):
+        for bias in (None, b):
+            poison_pool()
+            want = u32(matmul_cuda.cuda(x[:M], w, bias, force="tiled"))
+            assert np.array_equal(u32(matmul_cuda.cuda(x[:M], w, bias, force="wgmma_split")), want), M
+            assert np.array_equal(u32(matmul_cuda.cuda(x[:M], w, bias)), want), M
+    assert wg.split_available(64, 4096, 4096, matmul_cuda.WGMMA_SMALL[1])
+    assert wg.split_available(64, 4096, 14336, matmul_cuda.WGMMA_SMALL[1])
