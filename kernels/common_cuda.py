@@ -115,7 +115,7 @@ _driver = None
 def _pdl_ok() -> bool:
     dev = cp.cuda.Device().id
     if dev not in _PDL_DEV:
-        _PDL_DEV[dev] = cp.cuda.Device().compute_capability >= "90"
+        _PDL_DEV[dev] = int(cp.cuda.Device().compute_capability) >= 90   # "90", "100", "121"
     return _PDL_DEV[dev]
 
 
