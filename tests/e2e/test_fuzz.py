@@ -127,6 +127,13 @@ SURE = [("/v1/completions", {"model": MODEL, "prompt": "The sky is", "max_tokens
                                   "max_tokens": 1, "stop_token_ids": [2], "stream": True})]
 
 
+def with_sure_examples(test):
+    """Every SURE body as an explicit hypothesis example of `test` (run before the draws)."""
+    for path, body in SURE:
+        test = example(path=path, payload=json.dumps(body).encode())(test)
+    return test
+
+
 def test_request_bodies_never_5xx_on_the_real_server(paged, golden):
     client = httpx.Client(base_url=paged.url, timeout=60,
                           headers={"content-type": "application/json"})
@@ -136,16 +143,7 @@ def test_request_bodies_never_5xx_on_the_real_server(paged, golden):
     @settings(max_examples=100, deadline=None, database=None,
               suppress_health_check=list(HealthCheck))
     @given(path=paths, payload=payloads)
-    @example(path=SURE[0][0], payload=json.dumps(SURE[0][1]).encode())
-    @example(path=SURE[1][0], payload=json.dumps(SURE[1][1]).encode())
-    @example(path=SURE[2][0], payload=json.dumps(SURE[2][1]).encode())
-    @example(path=SURE[3][0], payload=json.dumps(SURE[3][1]).encode())
-    @example(path=SURE[4][0], payload=json.dumps(SURE[4][1]).encode())
-    @example(path=SURE[5][0], payload=json.dumps(SURE[5][1]).encode())
-    @example(path=SURE[6][0], payload=json.dumps(SURE[6][1]).encode())
-    @example(path=SURE[7][0], payload=json.dumps(SURE[7][1]).encode())
-    @example(path=SURE[8][0], payload=json.dumps(SURE[8][1]).encode())
-    @example(path=SURE[9][0], payload=json.dumps(SURE[9][1]).encode())
+    @with_sure_examples
     def fuzz(path, payload):
         r = client.post(path, content=payload)
         check(r)
