@@ -85,6 +85,8 @@ class Engine:
             self.kv.copy_window_pages(step.stream, step.page_ids, step.rows, step.to_pages)
         elif isinstance(step, StopStep):
             log.info("%s", self.table_report())
+            if getattr(self.model, "graphs", None) is not None:
+                self.model.graphs.release()     # before the communicator closes (graphs.py)
         else:
             raise TypeError(f"not a step: {step!r}")
         return None

@@ -12,6 +12,7 @@ scheduling only (kernels/attention_cuda.py), so replay == eager still holds. Any
 """
 from __future__ import annotations
 
+import gc
 import logging
 import os
 
@@ -116,3 +117,13 @@ class DecodeGraphs:
                 log.warning("CUDA graphs off: %s", self.failed)
                 return NotImplemented
         return self.graphs[B].replay(chunks)
+
+    def release(self) -> None:
+        """Drop every captured graph (at a StopStep). A graph that captured an NCCL collective
+        holds a reference on the communicator: ncclCommDestroy waits until the graph is gone,
+        so a TP > 1 rank that closed its communicator with graphs alive never exited (seen on
+        two H200s). Later rounds capture afresh."""
+        if self.graphs:
+            cp.cuda.Device().synchronize()
+        self.graphs, self.kv = {}, None
+        gc.collect()

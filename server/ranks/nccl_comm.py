@@ -18,8 +18,13 @@ Select the device (cupy.cuda.Device(local_rank).use()) before constructing.
 """
 from __future__ import annotations
 
+import logging
+import threading
+
 from server.ranks.comm import Comm, HostComm
 from server.ranks.rendezvous import Link
+
+log = logging.getLogger("foldserve")
 
 
 def uid_to_bytes(uid) -> bytes:
@@ -95,12 +100,29 @@ class NcclComm(Comm):
         """From another thread, after a lost rank: collectives in flight return with an error."""
         self.close(abort=True)
 
-    def close(self, abort: bool = False) -> None:
-        """abort=True after a lost rank: ncclCommAbort does not wait for the dead peer."""
+    def close(self, abort: bool = False, timeout_s: float = 10.0) -> None:
+        """abort=True after a lost rank: ncclCommAbort does not wait for the dead peer.
+
+        Both wait inside NCCL until every CUDA graph that captured a collective of this
+        communicator is destroyed (the engine drops its graphs at the StopStep). The wait is
+        bounded: past timeout_s the rank logs why and goes on to exit without it."""
+        failed: list = []
+
+        def end():
+            try:
+                self.nccl.abort() if abort else self.nccl.destroy()
+            except Exception as e:          # reported below, from the caller's thread
+                failed.append(e)
+
+        t = threading.Thread(target=end, name="foldserve-nccl-close", daemon=True)
+        t.start()
+        t.join(timeout_s)
         try:
-            if abort:
-                self.nccl.abort()
-            else:
-                self.nccl.destroy()
+            if t.is_alive():
+                log.warning("rank %d: the NCCL communicator did not close in %g s (a CUDA "
+                            "graph or a peer still holds it); exiting without it",
+                            self.rank, timeout_s)
+            elif failed and not abort:
+                raise failed[0]
         finally:
             self.host.close()

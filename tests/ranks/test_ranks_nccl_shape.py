@@ -95,3 +95,35 @@ def test_all_reduce_refuses_what_it_cannot_reduce_in_place(fake_cupy):
         comm.all_reduce(FakeArray(np.ones((4, 4), np.float32)[:, 1]))
     with pytest.raises(TypeError, match="no NCCL type for int8"):
         comm.all_reduce(FakeArray(np.ones(4, np.int8)))
+
+
+def test_close_is_bounded_when_nccl_holds_on(fake_cupy, caplog):
+    """ncclCommDestroy waits for every CUDA graph that captured a collective; a rank whose
+    destroy never returns must still exit: close() gives up after its timeout, says why, and
+    closes the host link."""
+    import threading
+    import time
+    from server.ranks.nccl_comm import NcclComm
+    comm = NcclComm(Link(0, 1, "127.0.0.1", 1))
+    held = threading.Event()
+    comm.nccl.destroy = lambda: held.wait(30)
+    closed = []
+    comm.host.close = lambda: closed.append(True)
+    t = time.monotonic()
+    with caplog.at_level("WARNING", logger="foldserve"):
+        comm.close(timeout_s=0.2)
+    assert time.monotonic() - t < 5
+    assert closed == [True]
+    assert "did not close in 0.2 s" in caplog.text and "rank 0" in caplog.text
+    held.set()
+
+
+def test_close_reports_a_failed_destroy(fake_cupy):
+    from server.ranks.nccl_comm import NcclComm
+    comm = NcclComm(Link(0, 1, "127.0.0.1", 1))
+
+    def fail():
+        raise RuntimeError("NCCL error: unhandled cuda error")
+    comm.nccl.destroy = fail
+    with pytest.raises(RuntimeError, match="unhandled cuda error"):
+        comm.close()
