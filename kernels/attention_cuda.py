@@ -1,33 +1,49 @@
-"""Causal attention over pages on the GPU, decode and prefill in one launch per layer, with
-long rows split over keys (flash-decoding) and merged in a fixed order.
+"""Causal attention over pages on the GPU on tensor cores (mma.sync m16n8k16, bf16 x bf16 ->
+f32; sm_80 and later), decode and prefill in one launch per layer, with long rows split over
+keys (flash-decoding) and folded in a fixed order.
 
-The arithmetic of a query row at position p is fixed by p alone:
-  * keys 0..p fall into spans of SPAN keys: span j = keys [j*SPAN, min((j+1)*SPAN, p+1));
-  * each span is streamed in key blocks of BK=32 from its start with an online softmax in
-    that fixed order, giving a state (m, l, acc) per (row, q head);
-  * the spans' states are folded in order 0, 1, 2, ... by `fold` (running max, explicit
-    __fmul_rn/__fadd_rn, so no FMA contraction can differ between kernels), and the row's
-    output is acc * (1 / l) of the folded state.
-A row with p < SPAN has one span: its bytes equal the single-pass kernel's.
+THE ARITHMETIC of one query row at position p, q head h (kv head h / G):
+  q is the float32 rotated query rounded to bf16 (RNE); K, V are the pool's bf16 rows.
+  Keys 0..p fall into spans of SPAN = 64: span j = keys [64j, min(64j + 64, p + 1)); a span's
+  keys sit in 8 n8 tiles, key 64j + 8nt + c in column c of tile nt. For each span, in order:
+  (1) S_k = a chain of HD/16 mma.sync from C = 0, step dc multiplying q[16dc..16dc+15] by
+      k[16dc..16dc+15] (the query in some m-row of A, the key in some column of B);
+  (2) s_k = S_k * scale (rounded) for k <= p, -inf past p;
+  (3) the span's max m: thread t of the row's quad takes keys with k mod 8 in {2t, 2t+1},
+      fmaxf over tiles nt = 0..7 then the two columns, then over the quad (xor 1, then 2);
+  (4) w_k = expf(s_k - m) for k <= p, 0 past p (a select); P_k = bf16(w_k) (RNE);
+  (5) l: thread t sums its P_k (as f32) in the order of (3), then (l0 + l1) + (l2 + l3) by
+      xor 1 then 2;
+  (6) acc[d] = a chain of 4 mma.sync from 0, step kc multiplying P of keys 16kc..16kc+15 by
+      V of those keys (keys past p have P = 0; their V is finite: a later row of the same
+      chunk, or zero-filled past the tile's last row);
+  (7) fold (m, l, acc) into the running (M, L, A) (M = -inf, L = A = 0 before span 0):
+      mn = max(M, m); ca = expf(M - mn), cb = expf(m - mn); L = L ca + l cb;
+      A = A ca + acc cb (each product and sum rounded on its own); M = mn.
+  out = bf16(A * rcp_rn(L)) (RNE). A span with no key <= p is never folded.
+Every step on a row's values is fixed by p and HD: the row's m-row in the mma, the rows
+beside it, the tile and the launch mode do not change its bits (mma.sync's row i of D
+depends on row i of A only; tests/gpu check every output bit against `reference`, a kernel
+that runs the definition with the query alone in m-row 0). Hence paged == window, solo ==
+concurrent, resumed == fresh and chunked == whole, byte for byte.
 
-Who computes a span is scheduling, not arithmetic. `attend` runs in one of two modes that
-give the same bytes:
-  * in-block (split = 0): grid (tiles, kv heads); a block walks its tile's spans one after
-    the other and folds them in registers;
+Who computes a span is scheduling, not arithmetic. `attend` runs in one of two modes:
+  * in-block (split = 0): grid (tiles, kv heads); a block walks its tile's spans in order
+    and folds them in registers;
   * split (split = 1): grid (tiles, kv heads, Z); block z computes spans z, z+Z, ... of its
-    tile and writes each span's state to a scratch buffer (float32, exact); the tile's last
-    block to finish (a count per tile and kv head, left at zero) folds each row's spans in
-    order 0, 1, 2, ... with the same `fold` and writes the output. Rows with one span
-    (p < SPAN) are written by their span-0 block directly.
-The mode is chosen per launch from shapes only (tiles x kv heads, the table width W and
-the page rows P), so a CUDA graph captures one mode per bucket and the scratch is sized by
-W: spans = ceil(W*P / SPAN). A row's bytes depend on p and its own KV bytes, never on the
-mode, the tile, the other rows of the round, or where the pages lie: paged == window,
-solo == concurrent, resumed == fresh, chunked == whole, byte for byte.
+    tile and writes each span's state (m, l, acc: float32, exact) to a scratch buffer; the
+    tile's last block to finish (a count per tile and kv head, left at zero) folds each
+    row's spans in order 0, 1, 2, ... and writes the output. Rows with one span (p < SPAN)
+    are folded and written by their span-0 block.
+The mode is chosen per launch from shapes only (tiles x kv heads, the table width W and the
+page rows P), so a CUDA graph captures one mode per bucket and the scratch is sized by W.
 
-GQA: a block serves the G query heads of one kv head for its tile's rows (up to QT
-consecutive rows of one chunk). Rows with p < 0 are padding (CUDA-graph buckets): no keys
-are read, zeros are written.
+A block: 4 warps, 64 (row, q head) pairs of one kv head (pair i: row r0 + i / G, head
+kvh G + i % G; warp w holds pairs 16w..16w+15 as its m-rows), up to 64 / G consecutive rows
+of one chunk. The heads share each K/V load: a span's 64 keys of K and V go through shared
+memory by cp.async (zero fill past the tile's last row), XOR-swizzled for ldmatrix, the next
+span fetched during this one (PREFETCH; scheduling only). Rows with p < 0 are padding
+(CUDA-graph buckets): no keys are read, zeros are written.
 """
 from __future__ import annotations
 
@@ -36,166 +52,282 @@ import numpy as np
 
 from kernels.common_cuda import BF16, kernel, launch
 
-PAIRS = 32          # (row, q head) pairs a block serves: 4 warps x 8
-SPAN = 64           # keys a span: the arithmetic (a multiple of 32; 1 << 30 turns splitting off)
+PAIRS = 64          # (row, q head) pairs a block serves: 4 warps x 16 m-rows
+SPAN = 64           # keys a span: the arithmetic (8 n8 tiles of keys; fixed by the kernel)
 SPLIT_BLOCKS = 512  # split when tiles x kv heads is below this (scheduling only)
 SPLIT_TARGET = 512  # blocks aimed at in split mode: Z = ceil(this / (tiles x kv heads)), <= spans
 SCRATCH_MAX = 128 << 20  # bytes of span states a launch may use; above it: in-block
 FORCE_SPLIT = None  # tests: True / False forces a mode, None chooses by shape
-PREFETCH = True     # split mode and decode rounds fetch the next key block during the current one
-MIN_BLOCKS = 3      # __launch_bounds__ blocks per SM (3: no spills at hd 128; 4: caps at 128 registers)
+PREFETCH = True     # fetch span j+1's keys while span j is computed (scheduling only)
+HEAD_DIMS = (64, 128)   # head dims built (the swizzle wants >= 8 chunks of 16 bytes a row)
 
-_SRC = r"""
-#define BK 32
+_MMA = r"""
 #define NEG_INF __int_as_float(0xff800000u)
-#define NW 4
-#define PPW (PAIRS_ / NW)
-#define DPL (HD / 32)
-
-// Fold a span's state (m2, l2, a2) into the running state (M, L, A). The first fold
-// (M = -inf, L = A = 0) copies the span's state exactly.
-__device__ __forceinline__ void fold(float& M, float& L, float* A, float m2, float l2,
-                                     const float* a2) {
-    const float mn = fmaxf(M, m2);
-    const float ca = expf(M - mn), cb = expf(m2 - mn);
-    L = __fadd_rn(__fmul_rn(L, ca), __fmul_rn(l2, cb));
+#define SPAN 64
+#define NC (HD / 8)          // 16-byte chunks of a row; also the n8 tiles of d
+__device__ __forceinline__ unsigned pack_bf16(float lo, float hi) {   // RNE, lo in bits 0..15
+    unsigned r;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+__device__ __forceinline__ float lo_f(unsigned w) { return __uint_as_float(w << 16); }
+__device__ __forceinline__ float hi_f(unsigned w) { return __uint_as_float(w & 0xffff0000u); }
+// what the pair hw = pack_bf16(x, y) leaves out, as bf16: x = hw.lo + rest.lo to ~16 bits
+__device__ __forceinline__ unsigned rest_bf16(float x, float y, unsigned hw) {
+    return pack_bf16(__fsub_rn(x, lo_f(hw)), __fsub_rn(y, hi_f(hw)));
+}
+__device__ __forceinline__ void mma(float (&d)[4], unsigned a0, unsigned a1, unsigned a2,
+                                    unsigned a3, unsigned b0, unsigned b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+// Steps (2)-(5) for the two m-rows a thread serves (g and g + 8 of its warp): s[nt][0..1] are
+// row g's raw scores of keys k0 + 8nt + 2t + {0, 1}, s[nt][2..3] row g + 8's. p0, p1: their
+// positions (-1: none). Out: P[nt][0] / P[nt][1] the rows' bf16 pairs, m and l of each row.
+__device__ __forceinline__ void span_softmax(float (&s)[8][4], int p0, int p1, int k0, int t,
+                                             float scale, unsigned (&P)[8][2], unsigned (&Q)[8][2],
+                                             float& m0, float& m1, float& l0, float& l1) {
+    m0 = NEG_INF;
+    m1 = NEG_INF;
 #pragma unroll
-    for (int c = 0; c < DPL; c++) A[c] = __fadd_rn(__fmul_rn(A[c], ca), __fmul_rn(a2[c], cb));
+    for (int nt = 0; nt < 8; nt++)
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            const int key = k0 + 8 * nt + 2 * t + e;
+            s[nt][e] = key <= p0 ? __fmul_rn(s[nt][e], scale) : NEG_INF;
+            s[nt][2 + e] = key <= p1 ? __fmul_rn(s[nt][2 + e], scale) : NEG_INF;
+            m0 = fmaxf(m0, s[nt][e]);
+            m1 = fmaxf(m1, s[nt][2 + e]);
+        }
+    m0 = fmaxf(m0, __shfl_xor_sync(FULL, m0, 1));
+    m0 = fmaxf(m0, __shfl_xor_sync(FULL, m0, 2));
+    m1 = fmaxf(m1, __shfl_xor_sync(FULL, m1, 1));
+    m1 = fmaxf(m1, __shfl_xor_sync(FULL, m1, 2));
+    l0 = 0.f;
+    l1 = 0.f;
+#pragma unroll
+    for (int nt = 0; nt < 8; nt++) {
+        const int key = k0 + 8 * nt + 2 * t;
+        const float x0 = key <= p0 ? expf(__fsub_rn(s[nt][0], m0)) : 0.f;
+        const float x1 = key + 1 <= p0 ? expf(__fsub_rn(s[nt][1], m0)) : 0.f;
+        const float x2 = key <= p1 ? expf(__fsub_rn(s[nt][2], m1)) : 0.f;
+        const float x3 = key + 1 <= p1 ? expf(__fsub_rn(s[nt][3], m1)) : 0.f;
+        P[nt][0] = pack_bf16(x0, x1);                      // w's high bf16 ..
+        P[nt][1] = pack_bf16(x2, x3);
+        Q[nt][0] = pack_bf16(__fsub_rn(x0, lo_f(P[nt][0])), __fsub_rn(x1, hi_f(P[nt][0])));
+        Q[nt][1] = pack_bf16(__fsub_rn(x2, lo_f(P[nt][1])), __fsub_rn(x3, hi_f(P[nt][1])));
+        l0 = __fadd_rn(l0, __fadd_rn(lo_f(P[nt][0]), lo_f(Q[nt][0])));   // .. and the rest
+        l0 = __fadd_rn(l0, __fadd_rn(hi_f(P[nt][0]), hi_f(Q[nt][0])));
+        l1 = __fadd_rn(l1, __fadd_rn(lo_f(P[nt][1]), lo_f(Q[nt][1])));
+        l1 = __fadd_rn(l1, __fadd_rn(hi_f(P[nt][1]), hi_f(Q[nt][1])));
+    }
+    l0 = __fadd_rn(l0, __shfl_xor_sync(FULL, l0, 1));
+    l0 = __fadd_rn(l0, __shfl_xor_sync(FULL, l0, 2));
+    l1 = __fadd_rn(l1, __shfl_xor_sync(FULL, l1, 1));
+    l1 = __fadd_rn(l1, __shfl_xor_sync(FULL, l1, 2));
+}
+// Step (7) on one element, with the row's scales: every kernel and mode folds through these.
+__device__ __forceinline__ void fold_scales(float M, float m2, float& mn, float& ca, float& cb) {
+    mn = fmaxf(M, m2);
+    ca = expf(__fsub_rn(M, mn));
+    cb = expf(__fsub_rn(m2, mn));
+}
+__device__ __forceinline__ float fold_el(float A, float a, float ca, float cb) {
+    return __fadd_rn(__fmul_rn(A, ca), __fmul_rn(a, cb));
+}
+// fold a span's state into row half hh (0: row g, C elements 0, 1; 1: row g + 8, 2, 3)
+__device__ __forceinline__ void fold(float& M, float& L, float (&A)[NC][4], int hh, float m2,
+                                     float l2, const float (&a)[NC][4]) {
+    float mn, ca, cb;
+    fold_scales(M, m2, mn, ca, cb);
+    L = fold_el(L, l2, ca, cb);
+#pragma unroll
+    for (int dt = 0; dt < NC; dt++)
+#pragma unroll
+        for (int e = 0; e < 2; e++) A[dt][2 * hh + e] = fold_el(A[dt][2 * hh + e], a[dt][2 * hh + e], ca, cb);
     M = mn;
 }
+__device__ __forceinline__ float out_el(float A, float L) { return __fmul_rn(A, __frcp_rn(L)); }
+// row half hh's output: d = 8dt + 2t, 2t + 1 as one 32-bit word each dt; zeros for padding
+__device__ __forceinline__ void finish(const float (&A)[NC][4], float L, int hh, int t, bool pad,
+                                       bf16* o) {
+#pragma unroll
+    for (int dt = 0; dt < NC; dt++)
+        *(unsigned*)(o + 8 * dt + 2 * t) = pad ? 0u :
+            pack_bf16(out_el(A[dt][2 * hh], L), out_el(A[dt][2 * hh + 1], L));
+}
+"""
 
-extern "C" __global__ void __launch_bounds__(128, MINB_) attend(
-        const float* q, const bf16* kp, const bf16* vp, const int* tables, int W,
-        const int* slot, const int* pos, const int* tile_row, const int* tile_n,
-        int P, int NQ, int KV, int G, float scale, bf16* out,
+_SRC = _MMA + r"""
+__device__ __forceinline__ unsigned smem_u32(const void* p) {
+    return (unsigned)__cvta_generic_to_shared(p);
+}
+__device__ __forceinline__ void ldsm4(unsigned (&r)[4], unsigned addr) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
+}
+__device__ __forceinline__ void ldsm4t(unsigned (&r)[4], unsigned addr) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
+}
+__device__ __forceinline__ void cp16z(unsigned dst, const void* src, bool ok) {  // zero fill
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
+                 :: "r"(dst), "l"(src), "r"(ok ? 16 : 0) : "memory");
+}
+__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+__device__ __forceinline__ void cp_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
+// element offset of (row, 16-byte chunk c) in a [rows][HD] bf16 tile: chunk c ^ (row & 7)
+__device__ __forceinline__ int sw(int row, int c) { return row * HD + ((c ^ (row & 7)) << 3); }
+
+// grid (tiles, kv heads, Z), 128 threads, dynamic shared memory (128 + 4 SPAN) HD bf16
+extern "C" __global__ void __launch_bounds__(128, 2) attend(
+        const float* __restrict__ q, const bf16* __restrict__ kp, const bf16* __restrict__ vp,
+        const int* tables, int W, const int* slot, const int* pos, const int* tile_row,
+        const int* tile_n, int P, int NQ, int KV, int G, float scale, bf16* out,
         int split, int NS, float* sm, float* sl, float* sa, int* count) {
-    __shared__ __align__(16) float qs[PAIRS_][HD];
-    __shared__ __align__(16) bf16 ks[BK][HD + 4];  // +4: lanes read rows conflict-free
-    __shared__ __align__(16) bf16 vs[BK][HD];
-    __shared__ float pw[NW][BK];                   // each warp's softmax weights of a key block
+    extern __shared__ __align__(128) unsigned char smem_raw[];
+    bf16* qs = (bf16*)smem_raw;                    // [64 pairs][HD]: q's high bf16
+    bf16* ql = qs + 64 * HD;                       // [64 pairs][HD]: q - high, as bf16
+    bf16* ks = ql + 64 * HD;                       // [2][SPAN keys][HD]
+    bf16* vs = ks + 2 * SPAN * HD;                 // [2][SPAN keys][HD]
     pdl_trigger();
     pdl_wait();                                   // q, the pools and the map: after this
     const int kvh = blockIdx.y, r0 = tile_row[blockIdx.x], nr = tile_n[blockIdx.x];
     const int s = slot[r0], pmax = pos[r0 + nr - 1];
-    const int z = split ? blockIdx.z : 0;
-    if (z > 0 && (long long)z * SPAN_ > pmax) return;          // no span of this block: uniform
+    const int z = split ? blockIdx.z : 0, zstep = split ? gridDim.z : 1;
+    if (z > 0 && (long long)z * SPAN > pmax) return;          // no span of this block: uniform
     const int npairs = nr * G, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    for (int i = tid; i < npairs * HD; i += blockDim.x) {
-        const int pr = i / HD, d = i % HD;
-        qs[pr][d] = q[((long long)(r0 + pr / G) * NQ + kvh * G + pr % G) * HD + d];
-    }
-    float m[PPW], l[PPW], acc[PPW][DPL];          // the current span's state
-    float M[PPW], L[PPW], A[PPW][DPL];            // in-block: the folded state
-    int prow[PPW];
-#pragma unroll
-    for (int i = 0; i < PPW; i++) {
-        const int pair = warp + NW * i;
-        M[i] = NEG_INF; L[i] = 0.f;
-#pragma unroll
-        for (int c = 0; c < DPL; c++) A[i][c] = 0.f;
-        prow[i] = pair < npairs ? pos[r0 + pair / G] : -1;
-    }
-    __syncthreads();
-    const int nsp = pmax < 0 ? 1 : pmax / SPAN_ + 1;          // spans of the tile's last row
-    const int zstep = split ? gridDim.z : 1;
-    for (int j = z; j < nsp; j += zstep) {
-        const int k0 = j * SPAN_, kend = min(pmax, k0 + SPAN_ - 1);
-#pragma unroll
-        for (int i = 0; i < PPW; i++) {
-            m[i] = NEG_INF; l[i] = 0.f;
-#pragma unroll
-            for (int c = 0; c < DPL; c++) acc[i][c] = 0.f;
+    const int g = lane >> 2, t = lane & 3;
+    // the pairs' queries, bf16 (RNE), swizzled; pairs past npairs are zero
+    for (int i = tid; i < 64 * NC; i += 128) {
+        const int pr = i / NC, c = i % NC;
+        uint4 w = make_uint4(0u, 0u, 0u, 0u), v = w;
+        if (pr < npairs) {
+            const float4* src = (const float4*)(q + ((long long)(r0 + pr / G) * NQ + kvh * G + pr % G) * HD + 8 * c);
+            const float4 a = src[0], b = src[1];
+            w = make_uint4(pack_bf16(a.x, a.y), pack_bf16(a.z, a.w), pack_bf16(b.x, b.y),
+                           pack_bf16(b.z, b.w));
+            v = make_uint4(rest_bf16(a.x, a.y, w.x), rest_bf16(a.z, a.w, w.y),
+                           rest_bf16(b.x, b.y, w.z), rest_bf16(b.z, b.w, w.w));
         }
-        // a key block: BK keys x HD bf16 of K and V, DPL 16-byte pieces of each a thread
-        // (thread tid takes pieces tid + 128 u); PF_: the next block's pieces are fetched into
-        // registers while this one is computed (scheduling only: the same bytes reach smem)
-        uint4 kk[DPL], vv[DPL];
-        auto fetch = [&](int kb) {
+        *(uint4*)(qs + sw(pr, c)) = w;
+        *(uint4*)(ql + sw(pr, c)) = v;
+    }
+    const int pa = 16 * warp + g, pb = pa + 8;                // this thread's two m-rows
+    const int p0 = pa < npairs ? pos[r0 + pa / G] : -1;
+    const int p1 = pb < npairs ? pos[r0 + pb / G] : -1;
+    const int wl = min(16 * warp + 15, npairs - 1);
+    const int wpmax = wl >= 16 * warp ? pos[r0 + wl / G] : -1;  // the warp's last row
+    const long long wa = (long long)(r0 + pa / G) * NQ + kvh * G + pa % G;   // (row, head) index
+    const long long wb = (long long)(r0 + pb / G) * NQ + kvh * G + pb % G;
+    const int* tab = tables + (long long)s * W;
+    // span j's K and V into buffer b: keys past the tile's last row are zero (V must be finite)
+    auto load = [&](int j, int b) {
+        const int k0 = j * SPAN, kend = min(pmax, k0 + SPAN - 1);
+        bf16* kd = ks + b * SPAN * HD;
+        bf16* vd = vs + b * SPAN * HD;
 #pragma unroll
-            for (int u = 0; u < DPL; u++) {
-                const int i = tid + 128 * u, jj = i / (HD / 8), c = i % (HD / 8), key = kb + jj;
-                if (key <= kend) {
-                    const long long page = tables[(long long)s * W + key / P];
-                    const long long off = ((page * P + key % P) * KV + kvh) * HD + c * 8;
-                    kk[u] = *(const uint4*)(kp + off);
-                    vv[u] = *(const uint4*)(vp + off);
-                }
-            }
-        };
-        auto put = [&](int kb) {
-#pragma unroll
-            for (int u = 0; u < DPL; u++) {
-                const int i = tid + 128 * u, jj = i / (HD / 8), c = i % (HD / 8);
-                if (kb + jj <= kend) {
-                    uint2* kd = (uint2*)&ks[jj][c * 8];
-                    kd[0] = make_uint2(kk[u].x, kk[u].y); kd[1] = make_uint2(kk[u].z, kk[u].w);
-                    *(uint4*)&vs[jj][c * 8] = vv[u];
-                }
-            }
-        };
-        if (PF_) fetch(k0);
-        for (int kb = k0; kb <= kend; kb += BK) {
-            if (!PF_) fetch(kb);
-            put(kb);
-            __syncthreads();
-            if (PF_ && kb + BK <= kend) fetch(kb + BK);
-#pragma unroll
-            for (int i = 0; i < PPW; i++) {
-                const int pair = warp + NW * i, p = prow[i];
-                if (pair < npairs && kb <= p) {                  // uniform across the warp
-                    const bool valid = kb + lane <= p;
-                    const float* qq = qs[pair];
-                    float s0 = 0.f, s1 = 0.f, s2 = 0.f, s3 = 0.f;  // 4 chains: d mod 4, then summed
-#pragma unroll 8
-                    for (int d = 0; d < HD; d += 4) {             // 4 dims: one 16-byte q, one 8-byte k
-                        const float4 qv = *(const float4*)&qq[d];
-                        const uint2 kw = *(const uint2*)&ks[lane][d];
-                        s0 = fmaf(qv.x, __uint_as_float(kw.x << 16), s0);
-                        s1 = fmaf(qv.y, __uint_as_float(kw.x & 0xffff0000u), s1);
-                        s2 = fmaf(qv.z, __uint_as_float(kw.y << 16), s2);
-                        s3 = fmaf(qv.w, __uint_as_float(kw.y & 0xffff0000u), s3);
-                    }
-                    float sc = (s0 + s1) + (s2 + s3);
-                    sc = valid ? sc * scale : NEG_INF;
-                    const float mn = fmaxf(m[i], warp_max(sc));
-                    const float alpha = expf(m[i] - mn);
-                    const float pj = valid ? expf(sc - mn) : 0.f;
-                    l[i] = l[i] * alpha + warp_sum(pj);
-                    const int nk = min(BK, p - kb + 1);
-#pragma unroll
-                    for (int c = 0; c < DPL; c++) acc[i][c] *= alpha;
-                    pw[warp][lane] = pj;
-                    __syncwarp();
-#pragma unroll 8
-                    for (int jj = 0; jj < nk; jj++) {              // lane owns dims lane*DPL ..
-                        const float pjj = pw[warp][jj];
-                        const bf16* vr = &vs[jj][lane * DPL];
-#pragma unroll
-                        for (int c = 0; c < DPL; c++) acc[i][c] = fmaf(pjj, b2f(vr[c]), acc[i][c]);
-                    }
-                    m[i] = mn;
-                    __syncwarp();                                  // pw is rewritten by the next pair
-                }
-            }
-            __syncthreads();
+        for (int u = 0; u < SPAN * NC / 128; u++) {
+            const int i = tid + 128 * u, row = i / NC, c = i % NC, key = k0 + row;
+            const bool ok = key <= kend;
+            long long off = 0;
+            if (ok) off = (((long long)tab[key / P] * P + key % P) * KV + kvh) * HD + 8 * c;
+            cp16z(smem_u32(kd + sw(row, c)), kp + off, ok);
+            cp16z(smem_u32(vd + sw(row, c)), vp + off, ok);
         }
-        // the span is done: fold it (in-block) or hand it on (split)
+    };
+    float M[2] = {NEG_INF, NEG_INF}, L[2] = {0.f, 0.f}, A[NC][4];
 #pragma unroll
-        for (int i = 0; i < PPW; i++) {
-            const int pair = warp + NW * i, p = prow[i];
-            if (pair < npairs && p >= k0) {
-                if (!split || p < SPAN_) {
-                    fold(M[i], L[i], A[i], m[i], l[i], acc[i]);
-                } else {
-                    const long long st = ((long long)(r0 + pair / G) * NQ + kvh * G + pair % G) * NS + j;
-                    if (lane == 0) { sm[st] = m[i]; sl[st] = l[i]; }
+    for (int dt = 0; dt < NC; dt++) A[dt][0] = A[dt][1] = A[dt][2] = A[dt][3] = 0.f;
+    const int nsp = pmax < 0 ? 0 : pmax / SPAN + 1;           // spans of the tile's last row
+    if (PF_ && z < nsp) load(z, 0);
+    cp_commit();
+    int it = 0;
+    for (int j = z; j < nsp; j += zstep, it++) {
+        const int b = PF_ ? (it & 1) : 0;
+        if (!PF_) {
+            __syncthreads();                                  // the last span is done with
+            load(j, 0);
+            cp_commit();
+        }
+        cp_wait_all();
+        __syncthreads();                                      // span j landed; j - zstep done
+        if (PF_ && j + zstep < nsp) load(j + zstep, b ^ 1);
+        if (PF_) cp_commit();
+        const int k0 = j * SPAN;
+        if (k0 > wpmax) continue;                             // warp-uniform: no row reaches j
+        const bf16* kb = ks + b * SPAN * HD;
+        const bf16* vb = vs + b * SPAN * HD;
+        const bf16* qw = qs + 16 * warp * HD;
+        const bf16* qwl = ql + 16 * warp * HD;
+        // (1) raw scores: each s[nt] gets the d chunks 0, 1, .., HD/16 - 1 in order
+        float s[8][4];
 #pragma unroll
-                    for (int c = 0; c < DPL; c++) sa[st * HD + lane * DPL + c] = acc[i][c];
-                }
+        for (int nt = 0; nt < 8; nt++) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;
+#pragma unroll
+        for (int dp = 0; dp < HD / 32; dp++) {                // d chunks 2dp, 2dp + 1
+            unsigned qa[2][4], qb[2][4];
+#pragma unroll
+            for (int e = 0; e < 2; e++) {                     // a0..a3: rows 0-7/8-15 x d lo/hi
+                const int at = sw((lane & 7) + 8 * ((lane >> 3) & 1), 2 * (2 * dp + e) + (lane >> 4));
+                ldsm4(qa[e], smem_u32(qw + at));
+                ldsm4(qb[e], smem_u32(qwl + at));
+            }
+#pragma unroll
+            for (int nt = 0; nt < 8; nt++) {                  // keys 8nt.., d chunks 4dp..4dp+3
+                unsigned kf[4];
+                ldsm4(kf, smem_u32(kb + sw(8 * nt + (lane & 7), 4 * dp + (lane >> 3))));
+                mma(s[nt], qa[0][0], qa[0][1], qa[0][2], qa[0][3], kf[0], kf[1]);
+                mma(s[nt], qb[0][0], qb[0][1], qb[0][2], qb[0][3], kf[0], kf[1]);
+                mma(s[nt], qa[1][0], qa[1][1], qa[1][2], qa[1][3], kf[2], kf[3]);
+                mma(s[nt], qb[1][0], qb[1][1], qb[1][2], qb[1][3], kf[2], kf[3]);
             }
         }
+        // (2)-(5)
+        unsigned Pw[8][2], Qw[8][2];
+        float m0, m1, l0, l1;
+        span_softmax(s, p0, p1, k0, t, scale, Pw, Qw, m0, m1, l0, l1);
+        // (6) acc = P V: each acc[dt] gets the key chunks 0..3 in order
+        float acc[NC][4];
+#pragma unroll
+        for (int dt = 0; dt < NC; dt++) acc[dt][0] = acc[dt][1] = acc[dt][2] = acc[dt][3] = 0.f;
+#pragma unroll
+        for (int kc = 0; kc < 4; kc++) {
+#pragma unroll
+            for (int dp = 0; dp < NC / 2; dp++) {             // d tiles 2dp, 2dp + 1
+                unsigned vf[4];
+                ldsm4t(vf, smem_u32(vb + sw(16 * kc + (lane & 7) + 8 * ((lane >> 3) & 1),
+                                            2 * dp + (lane >> 4))));
+                mma(acc[2 * dp], Pw[2 * kc][0], Pw[2 * kc][1], Pw[2 * kc + 1][0],
+                    Pw[2 * kc + 1][1], vf[0], vf[1]);
+                mma(acc[2 * dp], Qw[2 * kc][0], Qw[2 * kc][1], Qw[2 * kc + 1][0],
+                    Qw[2 * kc + 1][1], vf[0], vf[1]);
+                mma(acc[2 * dp + 1], Pw[2 * kc][0], Pw[2 * kc][1], Pw[2 * kc + 1][0],
+                    Pw[2 * kc + 1][1], vf[2], vf[3]);
+                mma(acc[2 * dp + 1], Qw[2 * kc][0], Qw[2 * kc][1], Qw[2 * kc + 1][0],
+                    Qw[2 * kc + 1][1], vf[2], vf[3]);
+            }
+        }
+        // (7) rows with a key in this span: fold here, or hand the state on (split, >= 2 spans)
+#pragma unroll
+        for (int hh = 0; hh < 2; hh++) {
+            const int p = hh ? p1 : p0;
+            if (k0 > p) continue;
+            if (!split || p < SPAN) {
+                if (hh) fold(M[1], L[1], A, 1, m1, l1, acc);
+                else fold(M[0], L[0], A, 0, m0, l0, acc);
+            } else {
+                const long long st = (hh ? wb : wa) * NS + j;
+                if (t == 0) { sm[st] = hh ? m1 : m0; sl[st] = hh ? l1 : l0; }
+#pragma unroll
+                for (int dt = 0; dt < NC; dt++)
+                    *(float2*)(sa + st * HD + 8 * dt + 2 * t) = make_float2(acc[dt][2 * hh], acc[dt][2 * hh + 1]);
+            }
+        }
     }
-    // outputs: in-block every row; split: rows of one span and padding, by the span-0 block
+    cp_wait_all();
     if (split) {
         // the last of the tile's blocks to finish folds its rows of two spans or more, spans
         // 0, 1, 2, ... in order from the scratch (the others' states are visible after the
@@ -205,46 +337,111 @@ extern "C" __global__ void __launch_bounds__(128, MINB_) attend(
         __syncthreads();
         if (tid == 0) {
             int* c = count + blockIdx.x * KV + kvh;
-            last = atomicAdd(c, 1) == min((int)gridDim.z, nsp) - 1;
+            last = atomicAdd(c, 1) == min((int)gridDim.z, max(nsp, 1)) - 1;
             if (last) *c = 0;
         }
         __syncthreads();
         if (last) {
             __threadfence();
+            for (int pr = warp; pr < npairs; pr += 4) {
+                const int p = pos[r0 + pr / G];
+                if (p < SPAN) continue;
+                const long long w = (long long)(r0 + pr / G) * NQ + kvh * G + pr % G;
+                float Mx = NEG_INF, Lx = 0.f, Ax[HD / 32];
 #pragma unroll
-            for (int i = 0; i < PPW; i++) {
-                const int pair = warp + NW * i, p = prow[i];
-                if (pair < npairs && p >= SPAN_) {
-                    const long long w = (long long)(r0 + pair / G) * NQ + kvh * G + pair % G;
-                    float Mx = NEG_INF, Lx = 0.f, Ax[DPL], a2[DPL];
+                for (int c = 0; c < HD / 32; c++) Ax[c] = 0.f;
+                for (int j = 0; j <= p / SPAN; j++) {
+                    const long long st = w * NS + j;
+                    float mn, ca, cb;
+                    fold_scales(Mx, __ldcg(sm + st), mn, ca, cb);
+                    Lx = fold_el(Lx, __ldcg(sl + st), ca, cb);
 #pragma unroll
-                    for (int c = 0; c < DPL; c++) Ax[c] = 0.f;
-                    for (int j = 0; j <= p / SPAN_; j++) {
-                        const long long st = w * NS + j;
-#pragma unroll
-                        for (int c = 0; c < DPL; c++) a2[c] = __ldcg(sa + st * HD + lane * DPL + c);
-                        fold(Mx, Lx, Ax, __ldcg(sm + st), __ldcg(sl + st), a2);
-                    }
-                    const float inv = 1.0f / Lx;
-#pragma unroll
-                    for (int c = 0; c < DPL; c++) out[w * HD + lane * DPL + c] = f2b(Ax[c] * inv);
+                    for (int c = 0; c < HD / 32; c++)
+                        Ax[c] = fold_el(Ax[c], __ldcg(sa + st * HD + lane + 32 * c), ca, cb);
+                    Mx = mn;
                 }
+#pragma unroll
+                for (int c = 0; c < HD / 32; c++)
+                    out[w * HD + lane + 32 * c] = (bf16)(pack_bf16(out_el(Ax[c], Lx), 0.f) & 0xffffu);
             }
         }
+        if (z != 0) return;
     }
-    if (split && z != 0) return;
     // rows of one span (every row in-block; split: those and padding, by the span-0 block)
+    if (pa < npairs && !(split && p0 >= SPAN)) finish(A, L[0], 0, t, p0 < 0, out + wa * HD);
+    if (pb < npairs && !(split && p1 >= SPAN)) finish(A, L[1], 1, t, p1 < 0, out + wb * HD);
+}
+"""
+
+# The definition, for the tests: one warp a (row, q head) of one chunk, the query alone in
+# m-row 0 (rows 1..15 of A are zero), K and V read straight through the table (0 past p).
+_REF_SRC = _MMA + r"""
+extern "C" __global__ void __launch_bounds__(32) reference(
+        const float* q, const bf16* kp, const bf16* vp, const int* table, int P, int start,
+        int NQ, int KV, float scale, bf16* out) {
+    const int r = blockIdx.x, h = blockIdx.y, lane = threadIdx.x, g = lane >> 2, t = lane & 3;
+    const int G = NQ / KV, kvh = h / G, p = start + r;
+    const float* qr = q + ((long long)r * NQ + h) * HD;
+    unsigned qa[HD / 16][4], qb[HD / 16][4];               // q's high bf16, and the rest
 #pragma unroll
-    for (int i = 0; i < PPW; i++) {
-        const int pair = warp + NW * i, p = prow[i];
-        if (pair < npairs && !(split && p >= SPAN_)) {
-            const long long o = ((long long)(r0 + pair / G) * NQ + kvh * G + pair % G) * HD;
-            const float inv = p < 0 ? 0.f : 1.0f / L[i];
+    for (int dc = 0; dc < HD / 16; dc++) {
 #pragma unroll
-            for (int c = 0; c < DPL; c++)
-                out[o + lane * DPL + c] = f2b(p < 0 ? 0.f : A[i][c] * inv);
+        for (int e = 0; e < 2; e++) {
+            const float x = qr[16 * dc + 8 * e + 2 * t], y = qr[16 * dc + 8 * e + 2 * t + 1];
+            const unsigned hw = pack_bf16(x, y);
+            qa[dc][2 * e] = g == 0 ? hw : 0u;
+            qb[dc][2 * e] = g == 0 ? rest_bf16(x, y, hw) : 0u;
+            qa[dc][2 * e + 1] = qb[dc][2 * e + 1] = 0u;
         }
     }
+    auto at = [&](int key, int d) -> long long {
+        return (((long long)table[key / P] * P + key % P) * KV + kvh) * HD + d;
+    };
+    auto kword = [&](int key, int d) -> unsigned {        // K[key][d, d + 1], 0 past p
+        return key <= p ? *(const unsigned*)(kp + at(key, d)) : 0u;
+    };
+    auto vword = [&](int key, int d) -> unsigned {        // V[key][d], V[key + 1][d], 0 past p
+        const unsigned lo = key <= p ? vp[at(key, d)] : 0u;
+        const unsigned hi = key + 1 <= p ? vp[at(key + 1, d)] : 0u;
+        return lo | (hi << 16);
+    };
+    const int p0 = g == 0 ? p : -1;
+    float M = NEG_INF, L = 0.f, A[NC][4];
+#pragma unroll
+    for (int dt = 0; dt < NC; dt++) A[dt][0] = A[dt][1] = A[dt][2] = A[dt][3] = 0.f;
+    for (int j = 0; j <= p / SPAN; j++) {
+        const int k0 = j * SPAN;
+        float s[8][4];
+#pragma unroll
+        for (int nt = 0; nt < 8; nt++) {
+            s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;
+            const int key = k0 + 8 * nt + g;               // B column g of tile nt
+#pragma unroll
+            for (int dc = 0; dc < HD / 16; dc++) {
+                const unsigned b0 = kword(key, 16 * dc + 2 * t), b1 = kword(key, 16 * dc + 8 + 2 * t);
+                mma(s[nt], qa[dc][0], qa[dc][1], qa[dc][2], qa[dc][3], b0, b1);
+                mma(s[nt], qb[dc][0], qb[dc][1], qb[dc][2], qb[dc][3], b0, b1);
+            }
+        }
+        unsigned Pw[8][2], Qw[8][2];
+        float m0, m1, l0, l1;
+        span_softmax(s, p0, -1, k0, t, scale, Pw, Qw, m0, m1, l0, l1);
+        float acc[NC][4];
+#pragma unroll
+        for (int dt = 0; dt < NC; dt++) acc[dt][0] = acc[dt][1] = acc[dt][2] = acc[dt][3] = 0.f;
+#pragma unroll
+        for (int kc = 0; kc < 4; kc++) {
+            const int key = k0 + 16 * kc + 2 * t;          // B rows 2t, 2t + 1 (b0), + 8 (b1)
+#pragma unroll
+            for (int dt = 0; dt < NC; dt++) {
+                const unsigned b0 = vword(key, 8 * dt + g), b1 = vword(key + 8, 8 * dt + g);
+                mma(acc[dt], Pw[2 * kc][0], Pw[2 * kc][1], Pw[2 * kc + 1][0], Pw[2 * kc + 1][1], b0, b1);
+                mma(acc[dt], Qw[2 * kc][0], Qw[2 * kc][1], Qw[2 * kc + 1][0], Qw[2 * kc + 1][1], b0, b1);
+            }
+        }
+        if (g == 0) fold(M, L, A, 0, m0, l0, acc);
+    }
+    if (g == 0) finish(A, L, 0, t, false, out + ((long long)r * NQ + h) * HD);
 }
 """
 
@@ -322,32 +519,52 @@ def _counts(n: int):
     return have[-1]
 
 
+def _smem(hd: int) -> int:
+    return (2 * PAIRS + 4 * SPAN) * hd * 2        # q (high, rest), K and V of two spans: bf16
+
+
 def cuda_round(q, k_pool, v_pool, rmap: RoundMap, scale):
     # q: [T, Hq, hd] float32 contiguous; pools [pages, P, KV, hd] bf16 -> [T, Hq, hd] bf16
     T, hq, hd = q.shape
     kv = k_pool.shape[2]
+    if hd not in HEAD_DIMS:
+        raise NotImplementedError(f"GPU attention is built for head dims {HEAD_DIMS}, not {hd}; "
+                                  "run this model with --device cpu")
+    if hq // kv > PAIRS:
+        raise NotImplementedError(f"GPU attention serves up to {PAIRS} q heads a kv head, not {hq // kv}")
     q = cp.ascontiguousarray(q, dtype=cp.float32)
     out = cp.empty((T, hq, hd), dtype=BF16)
     n_tiles = rmap.tile_row.shape[0]
     if not n_tiles:
         return out
     split, z, spans = plan(T, hq, hd, kv, n_tiles, rmap.width * rmap.page_rows)
-    # split mode and decode rounds (one row a tile): the next key block is fetched during this
-    # one's compute, at 2 blocks an SM for the registers; prefill tiles: 3 blocks, no prefetch
-    pf = int((split or n_tiles == T) and PREFETCH)        # split, or decode rows (a tile each)
-    defs = (f"HD={hd}", f"PAIRS_={PAIRS}", f"SPAN_={SPAN}", f"MINB_={2 if pf else MIN_BLOCKS}",
-            f"PF_={pf}")
     if split:
         sm = cp.empty((T * hq * spans,), dtype=cp.float32)
         sl = cp.empty_like(sm)
         sa = cp.empty((T * hq * spans * hd,), dtype=cp.float32)
     else:
         sm = sl = sa = cp.empty((1,), dtype=cp.float32)
-    launch(kernel(_SRC, "attend", defs), (n_tiles, kv, z), (128,), (q, k_pool, v_pool, rmap.tables, cp.int32(rmap.width),
-                                  rmap.slot, rmap.pos, rmap.tile_row, rmap.tile_n,
-                                  cp.int32(rmap.page_rows), cp.int32(hq), cp.int32(kv),
-                                  cp.int32(hq // kv), cp.float32(scale), out,
-                                  cp.int32(int(split)), cp.int32(spans), sm, sl, sa, _counts(n_tiles * kv)))
+    fn = kernel(_SRC, "attend", (f"HD={hd}", f"PF_={int(PREFETCH)}"), smem=_smem(hd))
+    launch(fn, (n_tiles, kv, z), (128,), (q, k_pool, v_pool, rmap.tables, cp.int32(rmap.width),
+                                          rmap.slot, rmap.pos, rmap.tile_row, rmap.tile_n,
+                                          cp.int32(rmap.page_rows), cp.int32(hq), cp.int32(kv),
+                                          cp.int32(hq // kv), cp.float32(scale), out,
+                                          cp.int32(int(split)), cp.int32(spans), sm, sl, sa,
+                                          _counts(n_tiles * kv)), shared_mem=_smem(hd))
+    return out
+
+
+def reference(q, k_pool, v_pool, table, page_rows, start, scale):
+    """The definition kernel (tests): rows start .. start+n-1 of one stream, each (row, head)
+    alone in m-row 0 of its own warp's mma. Same signature as `cuda`."""
+    n, hq, hd = q.shape
+    kv = k_pool.shape[2]
+    q = cp.ascontiguousarray(q, dtype=cp.float32)
+    out = cp.empty((n, hq, hd), dtype=BF16)
+    t = cp.asarray(np.asarray(table, dtype=np.int32))
+    kernel(_REF_SRC, "reference", (f"HD={hd}",))((n, hq), (32,), (
+        q, k_pool, v_pool, t, cp.int32(page_rows), cp.int32(start), cp.int32(hq), cp.int32(kv),
+        cp.float32(scale), out))
     return out
 
 
