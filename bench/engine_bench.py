@@ -18,7 +18,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import cupy as cp  # noqa: E402
 
 from bench.cudatime import Results, copy_TBps, cuda_ms  # noqa: E402
-from bench.split_attention import bench384, model_of, store  # noqa: E402
+from bench.fixtures import bench384, model_of, store  # noqa: E402
 from server.engine.logits import DeviceLogits  # noqa: E402
 from server.engine.spec import SHAPES  # noqa: E402
 

@@ -13,7 +13,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import cupy as cp  # noqa: E402
 
-from bench.split_attention import model_of, store  # noqa: E402
+from bench.fixtures import model_of, store  # noqa: E402
 from kernels import argmax_cuda  # noqa: E402
 from server.engine.spec import SHAPES  # noqa: E402
 

@@ -17,7 +17,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import cupy as cp  # noqa: E402
 
 from bench.cudatime import cuda_ms, graph_ms  # noqa: E402
-from bench.split_attention import model_of, store  # noqa: E402
+from bench.fixtures import model_of, store  # noqa: E402
 from kernels import ops  # noqa: E402
 from server.engine.spec import SHAPES  # noqa: E402
 
@@ -88,7 +88,6 @@ def main():
     ap.add_argument("--shapes", default="smollm2-135m,llama3-8b")
     ap.add_argument("--M", default="1")
     ap.add_argument("--context", default="384")
-    ap.add_argument("--span", type=int, default=None, help="attention SPAN to try (arithmetic)")
     ap.add_argument("--fuse-norm", type=int, default=None, help="1/0: RMSNorm in the GEMM or not")
     ap.add_argument("--sync", action="store_true", help="synchronize after each op (find a fault)")
     ap.add_argument("--pdl", type=int, default=None, help="1/0: programmatic dependent launch in graphs")
@@ -101,9 +100,6 @@ def main():
     if a.pdl is not None:
         from kernels import common_cuda
         common_cuda.PDL = bool(a.pdl)
-    if a.span:
-        from kernels import attention_cuda
-        attention_cuda.SPAN = a.span
     for name in a.shapes.split(","):
         for M in (int(m) for m in a.M.split(",")):
             for ctx in (int(c) for c in a.context.split(",")):

@@ -9,7 +9,7 @@ timeout 90 python3 - <<'PY' 2>&1 | tee $OUT/glu.txt
 import cupy as cp
 from bench.cudatime import graph_ms
 from bench.engine_bench import static_batch
-from bench.split_attention import model_of
+from bench.fixtures import model_of
 from kernels import matmul_cuda as mm
 from server.engine.spec import SHAPES
 spec = SHAPES["llama3-8b"]

@@ -6,7 +6,7 @@ export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0
 timeout 40 python3 -m pytest -q -x tests/gpu/test_wgmma.py 2>&1 | tail -4 | tee $OUT/tests_wgmma.txt
 timeout 80 python3 - <<'PY' 2>&1 | tee $OUT/split.txt
 from bench.engine_bench import static_batch
-from bench.split_attention import model_of
+from bench.fixtures import model_of
 from kernels import matmul_cuda as mm
 from server.engine.spec import SHAPES
 spec = SHAPES["llama3-8b"]

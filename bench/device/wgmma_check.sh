@@ -7,7 +7,7 @@ timeout 120 python3 -m pytest -q -x tests/gpu/test_wgmma.py 2>&1 | tail -15 | te
 timeout 150 python3 - <<'PY' 2>&1 | tee $OUT/prefill.txt
 import numpy as np, cupy as cp
 from bench.cudatime import cuda_ms, graph_ms
-from bench.split_attention import model_of, store
+from bench.fixtures import model_of, store
 from kernels import matmul_cuda as mm
 from server.engine.spec import SHAPES
 spec = SHAPES["llama3-8b"]; m = model_of(spec)
