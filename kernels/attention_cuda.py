@@ -137,24 +137,28 @@ __device__ __forceinline__ void fold_scales(float M, float m2, float& mn, float&
 __device__ __forceinline__ float fold_el(float A, float a, float ca, float cb) {
     return __fadd_rn(__fmul_rn(A, ca), __fmul_rn(a, cb));
 }
-// fold a span's state into row half hh (0: row g, C elements 0, 1; 1: row g + 8, 2, 3)
-__device__ __forceinline__ void fold(float& M, float& L, float (&A)[NC][4], int hh, float m2,
-                                     float l2, const float (&a)[NC][4]) {
+// fold a span's state into row half hh (0: row g, C elements 0, 1; 1: row g + 8, 2, 3) of
+// N d tiles (all NC of them, or a warp's share)
+template <int N, int NA>
+__device__ __forceinline__ void fold(float& M, float& L, float (&A)[NA][4], int hh, float m2,
+                                     float l2, const float (&a)[N][4]) {
     float mn, ca, cb;
     fold_scales(M, m2, mn, ca, cb);
     L = fold_el(L, l2, ca, cb);
 #pragma unroll
-    for (int dt = 0; dt < NC; dt++)
+    for (int dt = 0; dt < N; dt++)
 #pragma unroll
         for (int e = 0; e < 2; e++) A[dt][2 * hh + e] = fold_el(A[dt][2 * hh + e], a[dt][2 * hh + e], ca, cb);
     M = mn;
 }
 __device__ __forceinline__ float out_el(float A, float L) { return __fmul_rn(A, __frcp_rn(L)); }
-// row half hh's output: d = 8dt + 2t, 2t + 1 as one 32-bit word each dt; zeros for padding
-__device__ __forceinline__ void finish(const float (&A)[NC][4], float L, int hh, int t, bool pad,
+// row half hh's output of N d tiles from o: d = 8dt + 2t, 2t + 1 as one 32-bit word each dt;
+// zeros for padding
+template <int N, int NA>
+__device__ __forceinline__ void finish(const float (&A)[NA][4], float L, int hh, int t, bool pad,
                                        bf16* o) {
 #pragma unroll
-    for (int dt = 0; dt < NC; dt++)
+    for (int dt = 0; dt < N; dt++)
         *(unsigned*)(o + 8 * dt + 2 * t) = pad ? 0u :
             pack_bf16(out_el(A[dt][2 * hh], L), out_el(A[dt][2 * hh + 1], L));
 }
@@ -180,6 +184,130 @@ __device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_grou
 __device__ __forceinline__ void cp_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
 // element offset of (row, 16-byte chunk c) in a [rows][HD] bf16 tile: chunk c ^ (row & 7)
 __device__ __forceinline__ int sw(int row, int c) { return row * HD + ((c ^ (row & 7)) << 3); }
+
+#define NCW (NC / 4)         // d tiles a warp in a decode tile's P V
+// One span of a decode tile (<= 16 pairs, the m-rows of every warp), the 4 warps sharing it:
+// steps (1)-(7) of the definition with the same operations in the same order as the one-warp
+// path (span_softmax and the P V chains), only spread over warps (see `dec` in attend).
+__device__ __forceinline__ void dec_span(const bf16* qw, const bf16* qwl, const bf16* kb,
+        const bf16* vb, int k0, int p0, int p1, float scale, int split, int j, int NS,
+        long long wa, long long wb, float (&M)[2], float (&L)[2], float (&A)[NC][4], float* sm,
+        float* sl, float* sa, float (&pm)[4][16], unsigned (&Ps)[16][33], unsigned (&Qs)[16][33]) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+    // (1) raw scores of key tiles 2w, 2w + 1, each chain as in the one-warp path
+    float s[2][4];
+#pragma unroll
+    for (int i = 0; i < 2; i++) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.f;
+#pragma unroll
+    for (int dp = 0; dp < HD / 32; dp++) {
+        unsigned qa[2][4], qb[2][4];
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            const int at = sw((lane & 7) + 8 * ((lane >> 3) & 1), 2 * (2 * dp + e) + (lane >> 4));
+            ldsm4(qa[e], smem_u32(qw + at));
+            ldsm4(qb[e], smem_u32(qwl + at));
+        }
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            const int nt = 2 * warp + i;
+            unsigned kf[4];
+            ldsm4(kf, smem_u32(kb + sw(8 * nt + (lane & 7), 4 * dp + (lane >> 3))));
+            mma(s[i], qa[0][0], qa[0][1], qa[0][2], qa[0][3], kf[0], kf[1]);
+            mma(s[i], qb[0][0], qb[0][1], qb[0][2], qb[0][3], kf[0], kf[1]);
+            mma(s[i], qa[1][0], qa[1][1], qa[1][2], qa[1][3], kf[2], kf[3]);
+            mma(s[i], qb[1][0], qb[1][1], qb[1][2], qb[1][3], kf[2], kf[3]);
+        }
+    }
+    // (2), (3): scale, mask, the span max (exact in any order) through shared memory
+    float m0 = NEG_INF, m1 = NEG_INF;
+#pragma unroll
+    for (int i = 0; i < 2; i++)
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            const int key = k0 + 8 * (2 * warp + i) + 2 * t + e;
+            s[i][e] = key <= p0 ? __fmul_rn(s[i][e], scale) : NEG_INF;
+            s[i][2 + e] = key <= p1 ? __fmul_rn(s[i][2 + e], scale) : NEG_INF;
+            m0 = fmaxf(m0, s[i][e]);
+            m1 = fmaxf(m1, s[i][2 + e]);
+        }
+    m0 = fmaxf(m0, __shfl_xor_sync(FULL, m0, 1));
+    m0 = fmaxf(m0, __shfl_xor_sync(FULL, m0, 2));
+    m1 = fmaxf(m1, __shfl_xor_sync(FULL, m1, 1));
+    m1 = fmaxf(m1, __shfl_xor_sync(FULL, m1, 2));
+    if (t == 0) { pm[warp][g] = m0; pm[warp][g + 8] = m1; }
+    __syncthreads();
+    m0 = fmaxf(fmaxf(pm[0][g], pm[1][g]), fmaxf(pm[2][g], pm[3][g]));
+    m1 = fmaxf(fmaxf(pm[0][g + 8], pm[1][g + 8]), fmaxf(pm[2][g + 8], pm[3][g + 8]));
+    // (4) this warp's weights, high and rest, to shared memory: word [row][4 nt + t]
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        const int nt = 2 * warp + i, key = k0 + 8 * nt + 2 * t;
+        const float x0 = key <= p0 ? expf(__fsub_rn(s[i][0], m0)) : 0.f;
+        const float x1 = key + 1 <= p0 ? expf(__fsub_rn(s[i][1], m0)) : 0.f;
+        const float x2 = key <= p1 ? expf(__fsub_rn(s[i][2], m1)) : 0.f;
+        const float x3 = key + 1 <= p1 ? expf(__fsub_rn(s[i][3], m1)) : 0.f;
+        const unsigned P0 = pack_bf16(x0, x1), P1 = pack_bf16(x2, x3);
+        Ps[g][4 * nt + t] = P0;
+        Ps[g + 8][4 * nt + t] = P1;
+        Qs[g][4 * nt + t] = pack_bf16(__fsub_rn(x0, lo_f(P0)), __fsub_rn(x1, hi_f(P0)));
+        Qs[g + 8][4 * nt + t] = pack_bf16(__fsub_rn(x2, lo_f(P1)), __fsub_rn(x3, hi_f(P1)));
+    }
+    __syncthreads();
+    // (5) l, every warp the same bits: span_softmax's order
+    float l0 = 0.f, l1 = 0.f;
+#pragma unroll
+    for (int nt = 0; nt < 8; nt++) {
+        const unsigned a = Ps[g][4 * nt + t], b = Qs[g][4 * nt + t];
+        const unsigned c = Ps[g + 8][4 * nt + t], d = Qs[g + 8][4 * nt + t];
+        l0 = __fadd_rn(l0, __fadd_rn(lo_f(a), lo_f(b)));
+        l0 = __fadd_rn(l0, __fadd_rn(hi_f(a), hi_f(b)));
+        l1 = __fadd_rn(l1, __fadd_rn(lo_f(c), lo_f(d)));
+        l1 = __fadd_rn(l1, __fadd_rn(hi_f(c), hi_f(d)));
+    }
+    l0 = __fadd_rn(l0, __shfl_xor_sync(FULL, l0, 1));
+    l0 = __fadd_rn(l0, __shfl_xor_sync(FULL, l0, 2));
+    l1 = __fadd_rn(l1, __shfl_xor_sync(FULL, l1, 1));
+    l1 = __fadd_rn(l1, __shfl_xor_sync(FULL, l1, 2));
+    // (6) acc of d tiles NCW w + i, each chain as in the one-warp path
+    float acc[NCW][4];
+#pragma unroll
+    for (int i = 0; i < NCW; i++) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.f;
+#pragma unroll
+    for (int kc = 0; kc < 4; kc++) {
+        const int c0 = 4 * (2 * kc) + t, c1 = 4 * (2 * kc + 1) + t;
+        const unsigned pa0 = Ps[g][c0], pa1 = Ps[g + 8][c0], pa2 = Ps[g][c1], pa3 = Ps[g + 8][c1];
+        const unsigned qa0 = Qs[g][c0], qa1 = Qs[g + 8][c0], qa2 = Qs[g][c1], qa3 = Qs[g + 8][c1];
+#pragma unroll
+        for (int dl = 0; dl < NCW / 2; dl++) {
+            const int dp = (NCW / 2) * warp + dl;
+            unsigned vf[4];
+            ldsm4t(vf, smem_u32(vb + sw(16 * kc + (lane & 7) + 8 * ((lane >> 3) & 1),
+                                        2 * dp + (lane >> 4))));
+            mma(acc[2 * dl], pa0, pa1, pa2, pa3, vf[0], vf[1]);
+            mma(acc[2 * dl], qa0, qa1, qa2, qa3, vf[0], vf[1]);
+            mma(acc[2 * dl + 1], pa0, pa1, pa2, pa3, vf[2], vf[3]);
+            mma(acc[2 * dl + 1], qa0, qa1, qa2, qa3, vf[2], vf[3]);
+        }
+    }
+    __syncthreads();                  // Ps, Qs, pm are read: the next span may rewrite them
+    // (7) fold this warp's d tiles (M and L: every warp the same), or hand the state on
+#pragma unroll
+    for (int hh = 0; hh < 2; hh++) {
+        const int p = hh ? p1 : p0;
+        if (k0 > p) continue;
+        if (!split || p < SPAN) {
+            if (hh) fold<NCW>(M[1], L[1], A, 1, m1, l1, acc);
+            else fold<NCW>(M[0], L[0], A, 0, m0, l0, acc);
+        } else {
+            const long long st = (hh ? wb : wa) * NS + j;
+            if (t == 0 && warp == 0) { sm[st] = hh ? m1 : m0; sl[st] = hh ? l1 : l0; }
+#pragma unroll
+            for (int i = 0; i < NCW; i++)
+                *(float2*)(sa + st * HD + 8 * (NCW * warp + i) + 2 * t) =
+                    make_float2(acc[i][2 * hh], acc[i][2 * hh + 1]);
+        }
+    }
+}
 
 // grid (tiles, kv heads, Z), 128 threads, dynamic shared memory (128 + 4 SPAN) HD bf16
 extern "C" __global__ void __launch_bounds__(128, 2) attend(
@@ -215,11 +343,18 @@ extern "C" __global__ void __launch_bounds__(128, 2) attend(
         *(uint4*)(qs + sw(pr, c)) = w;
         *(uint4*)(ql + sw(pr, c)) = v;
     }
-    const int pa = 16 * warp + g, pb = pa + 8;                // this thread's two m-rows
+    // decode tiles (16 pairs or fewer: one warp's m-rows) share each span among the 4 warps:
+    // warp w takes key tiles 2w, 2w + 1 of the scores and d tiles NCW w .. of P V, and the
+    // span's max, weights and l go through shared memory, in the same order (scheduling only)
+    const bool dec = npairs <= 16;
+    __shared__ float pm[4][16];                               // dec: each warp's span maxima
+    __shared__ unsigned Ps[16][33], Qs[16][33];               // dec: the span's P, rest words
+    const int w0 = dec ? 0 : 16 * warp;                       // this warp's first m-row pair
+    const int pa = w0 + g, pb = pa + 8;                       // this thread's two m-rows
     const int p0 = pa < npairs ? pos[r0 + pa / G] : -1;
     const int p1 = pb < npairs ? pos[r0 + pb / G] : -1;
-    const int wl = min(16 * warp + 15, npairs - 1);
-    const int wpmax = wl >= 16 * warp ? pos[r0 + wl / G] : -1;  // the warp's last row
+    const int wl = min(w0 + 15, npairs - 1);
+    const int wpmax = wl >= w0 ? pos[r0 + wl / G] : -1;       // the warp's last row
     const long long wa = (long long)(r0 + pa / G) * NQ + kvh * G + pa % G;   // (row, head) index
     const long long wb = (long long)(r0 + pb / G) * NQ + kvh * G + pb % G;
     const int* tab = tables + (long long)s * W;
@@ -260,8 +395,13 @@ extern "C" __global__ void __launch_bounds__(128, 2) attend(
         if (k0 > wpmax) continue;                             // warp-uniform: no row reaches j
         const bf16* kb = ks + b * SPAN * HD;
         const bf16* vb = vs + b * SPAN * HD;
-        const bf16* qw = qs + 16 * warp * HD;
-        const bf16* qwl = ql + 16 * warp * HD;
+        const bf16* qw = qs + w0 * HD;
+        const bf16* qwl = ql + w0 * HD;
+        if (dec) {
+            dec_span(qw, qwl, kb, vb, k0, p0, p1, scale, split, j, NS, wa, wb, M, L, A, sm, sl, sa,
+                     pm, Ps, Qs);
+            continue;
+        }
         // (1) raw scores: each s[nt] gets the d chunks 0, 1, .., HD/16 - 1 in order
         float s[8][4];
 #pragma unroll
@@ -316,8 +456,8 @@ extern "C" __global__ void __launch_bounds__(128, 2) attend(
             const int p = hh ? p1 : p0;
             if (k0 > p) continue;
             if (!split || p < SPAN) {
-                if (hh) fold(M[1], L[1], A, 1, m1, l1, acc);
-                else fold(M[0], L[0], A, 0, m0, l0, acc);
+                if (hh) fold<NC>(M[1], L[1], A, 1, m1, l1, acc);
+                else fold<NC>(M[0], L[0], A, 0, m0, l0, acc);
             } else {
                 const long long st = (hh ? wb : wa) * NS + j;
                 if (t == 0) { sm[st] = hh ? m1 : m0; sl[st] = hh ? l1 : l0; }
@@ -368,8 +508,13 @@ extern "C" __global__ void __launch_bounds__(128, 2) attend(
         if (z != 0) return;
     }
     // rows of one span (every row in-block; split: those and padding, by the span-0 block)
-    if (pa < npairs && !(split && p0 >= SPAN)) finish(A, L[0], 0, t, p0 < 0, out + wa * HD);
-    if (pb < npairs && !(split && p1 >= SPAN)) finish(A, L[1], 1, t, p1 < 0, out + wb * HD);
+    if (dec) {                                                // d tiles NCW w .. NCW w + NCW - 1
+        if (pa < npairs && !(split && p0 >= SPAN)) finish<NCW>(A, L[0], 0, t, p0 < 0, out + wa * HD + 8 * NCW * warp);
+        if (pb < npairs && !(split && p1 >= SPAN)) finish<NCW>(A, L[1], 1, t, p1 < 0, out + wb * HD + 8 * NCW * warp);
+        return;
+    }
+    if (pa < npairs && !(split && p0 >= SPAN)) finish<NC>(A, L[0], 0, t, p0 < 0, out + wa * HD);
+    if (pb < npairs && !(split && p1 >= SPAN)) finish<NC>(A, L[1], 1, t, p1 < 0, out + wb * HD);
 }
 """
 
@@ -439,9 +584,9 @@ extern "C" __global__ void __launch_bounds__(32) reference(
                 mma(acc[dt], Qw[2 * kc][0], Qw[2 * kc][1], Qw[2 * kc + 1][0], Qw[2 * kc + 1][1], b0, b1);
             }
         }
-        if (g == 0) fold(M, L, A, 0, m0, l0, acc);
+        if (g == 0) fold<NC>(M, L, A, 0, m0, l0, acc);
     }
-    if (g == 0) finish(A, L, 0, t, false, out + ((long long)r * NQ + h) * HD);
+    if (g == 0) finish<NC>(A, L, 0, t, false, out + ((long long)r * NQ + h) * HD);
 }
 """
 
