@@ -50,9 +50,9 @@ KEEP_PLAIN = False     # benchmarks: packed weights keep their [N, K] form for c
 STREAM_CFG = [(16, 1, 1, 4), (64, 2, 4, 2)]
 WGMMA = True           # sm_90: large M through kernels/wgmma_cuda.py (same bytes, ~2x the tiled)
 WGMMA_SMALL = (17, 96)  # from 17 rows (decode rounds), a GEMM of >= 96 wgmma blocks (tiles, or
-                        # tiles x 8 K ranges then fold_parts) takes wgmma_cuda (same bytes)
-WGMMA_GLU = (17, 96)   # from 17 rows, a gate|up GEMM of >= 96 blocks of 256 columns through
-                       # wgmma_cuda, then swiglu_cuda (the same bytes as the fused stream launch)
+                        # tiles x 8 K ranges then fold_parts) takes wgmma_cuda (same bytes); a
+                        # gate|up of >= 96 tiles: wgmma_cuda then swiglu_cuda (the same bytes as
+                        # the fused stream launch)
 SPLIT_BELOW = 100      # tiles (128 x 128) below which the tiled kernel splits K over blocks
 KSPLIT = 8             # K ranges summed apart, then folded in order: ARITHMETIC (all kernels)
 FUSE_NORM = True       # residual add + RMSNorm in the streaming GEMM's x load (cuda_norm) ..
@@ -499,8 +499,7 @@ def cuda(x, w, bias=None, force: str | None = None, cfg: tuple | None = None):
     if not INVARIANT and force is None:
         out = plain(x, w)
         return out if bias is None else out + as_f32(bias)
-    if w.shape[1] != K or K % 8:
-        raise ValueError(f"matmul: x {x.shape} against w {w.shape} (K must match and be a multiple of 8)")
+    _check(x, w)
     out = cp.empty((M, N), dtype=cp.float32)
     if not M or not N:
         return out
@@ -525,8 +524,7 @@ def cuda(x, w, bias=None, force: str | None = None, cfg: tuple | None = None):
     if how == "wgmma_split":                            # its ranges apart, folded below
         part = cp.empty((KSPLIT, M, N), dtype=cp.float32)
         wgmma_cuda().cuda(x, w, _NULL, part, M, N, K, split=True)
-        _fn("fold_parts")((min(-(-M * N // 256), 65535),), (256,), (part, bias, out, I(M), I(N)))
-        return out
+        return _fold(part, bias, out)
     grid = (-(-N // 128), -(-M // 128))
     if how == "tiled":
         _fn("tiled")(grid + (1,), (256,), (x, w, bias, out, _NULL, I(M), I(N), I(K)),
@@ -535,7 +533,19 @@ def cuda(x, w, bias=None, force: str | None = None, cfg: tuple | None = None):
         part = cp.empty((KSPLIT, M, N), dtype=cp.float32)
         _fn("tiled", split_only=True)(grid + (KSPLIT,), (256,), (x, w, bias, out, part, I(M), I(N), I(K)),
                      shared_mem=_TILED_SMEM)
-        _fn("fold_parts")((min(-(-M * N // 256), 65535),), (256,), (part, bias, out, I(M), I(N)))
+        _fold(part, bias, out)
+    return out
+
+
+def _check(x, w) -> None:
+    if w.shape[1] != x.shape[1] or x.shape[1] % 8:
+        raise ValueError(f"matmul: x {x.shape} against w {w.shape} (K must match and be a multiple of 8)")
+
+
+def _fold(part, bias, out):
+    """out = the KSPLIT range sums in `part` [KSPLIT, M, N] folded in order (+ bias)."""
+    M, N = out.shape
+    _fn("fold_parts")((min(-(-M * N // 256), 65535),), (256,), (part, bias, out, np.int32(M), np.int32(N)))
     return out
 
 
@@ -555,15 +565,14 @@ def cuda_glu(x, w, F: int, bias=None, force: str | None = None, cfg: tuple | Non
     silu_mul, rounded to bf16 once: the same bytes (tests/gpu/test_kernels.py)."""
     M, K = x.shape
     cfg = cfg or stream_cfg(M)
-    if (force is None and cfg is not None and WGMMA and M >= WGMMA_GLU[0] and w.shape[0] == 2 * F
-            and wgmma_cuda().available(M, 2 * F, K, WGMMA_GLU[1])):
+    if (force is None and cfg is not None and WGMMA and M >= WGMMA_SMALL[0] and w.shape[0] == 2 * F
+            and wgmma_cuda().available(M, 2 * F, K, WGMMA_SMALL[1])):
         force = "wgmma"                  # a wide gate|up at 17..64 rows: weights read once
     if (force or ("stream" if cfg else "")) != "stream" or not _glu_fused(w, F, cfg or STREAM_CFG[-1][1:]):
         from kernels import swiglu_cuda
         gu = cuda(x, w, bias, force=force, cfg=cfg)
         return swiglu_cuda.cuda(gu[:, :F], gu[:, F:])
-    if w.shape[1] != K or K % 8:
-        raise ValueError(f"matmul: x {x.shape} against w {w.shape} (K must match and be a multiple of 8)")
+    _check(x, w)
     mt, nt, u = cfg or STREAM_CFG[-1][1:]
     out = cp.empty((M, F), dtype=BF16)
     if M:

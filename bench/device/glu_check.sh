@@ -1,4 +1,5 @@
 #!/bin/bash
+# (A fourth-stop record: its knob matmul_cuda.WGMMA_GLU was merged into WGMMA_SMALL in the fifth.)
 # One device call: the GPU tests, the gate|up GEMM at 32 / 64 rows through wgmma + swiglu
 # against the fused streaming launch (matmul_cuda.WGMMA_GLU on / off), the static 64-stream
 # decode step both ways, and speed through the server (64 concurrent) with the default.

@@ -65,10 +65,9 @@ class _Graph:
             self.graph = self.stream.end_capture()
         self.group = group
 
-    def replay(self, chunks):
-        B, W, b = self.B, self.W, len(chunks)
-        self.done.synchronize()                         # the last replay's copy has been read
-        h = self.host
+    def fill(self, chunks) -> None:
+        """The host buffer for a round of these chunks: ids, positions (padding -1), tables."""
+        B, W, b, h = self.B, self.W, len(chunks), self.host
         h[:b] = [c[3][0] for c in chunks]
         h[B:B + b] = [c[2] for c in chunks]
         h[B + b:2 * B] = -1
@@ -76,6 +75,12 @@ class _Graph:
         tables[:] = 0
         for i, c in enumerate(chunks):
             tables[i, :len(c[0])] = c[0]
+
+    def replay(self, chunks):
+        b = len(chunks)
+        self.done.synchronize()                         # the last replay's copy has been read
+        h = self.host
+        self.fill(chunks)
         # ordered on the device both ways, no host wait: the replay starts after the caller's
         # stream's work so far (eager rounds' KV writes), and the caller's stream waits for it
         cur = cp.cuda.get_current_stream()

@@ -73,7 +73,7 @@ def test_wgmma_gate_up_at_decode_rows_equals_fused_stream(wg):
     K, F = 1024, 12288
     x = cp.asarray(rng.standard_normal((64, K)).astype(np.float32))
     w = matmul_cuda.pack(dev_bf16(rng.standard_normal((2 * F, K)).astype(np.float32) * 0.05))
-    assert wg.available(64, 2 * F, K, matmul_cuda.WGMMA_GLU[1])
+    assert wg.available(64, 2 * F, K, matmul_cuda.WGMMA_SMALL[1])
     for M in (17, 32, 64):
         poison_pool()
         got = matmul_cuda.cuda_glu(x[:M], w, F)                      # the dispatcher's choice

@@ -1,0 +1,27 @@
+#!/bin/bash
+# Final device call of the fifth stop (nvidia-h200-x2), on the tree that lands: GPU tests,
+# gpu_bench (ours vs transformers, ceilings in the same run), the serving checks
+# (solo == concurrent x5, check-pages x2), and on two GPU ranks with dummy weights the
+# mismatch, rooms, all-reduce and speed TP=1 vs TP=2 (bench/multi_gpu.py). Keeps the GGUF's
+# first half in /root/keep for multi_b.sh. Logs are packed into tarballs. Writes under $OUT.
+mkdir -p /root/keep && cp .keep/gguf.part00 /root/keep/
+pip install -q --no-deps --target /tmp/site .whl/*.whl >/dev/null 2>&1
+export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0
+nvidia-smi > $OUT/nvidia-smi.txt
+timeout 150 python3 -m pytest -q tests/gpu 2>&1 | tail -4 | tee $OUT/tests.txt
+timeout 120 python3 bench/gpu_bench.py --out $OUT > $OUT/bench.txt 2>&1; sed -n '/== summary ==/,$p' $OUT/bench.txt | grep -v gemms_
+mkdir -p /tmp/serve; OUT=/tmp/serve timeout 120 bash bench/device/serve_checks.sh 2>&1 | grep -E "^\{|check-pages:" | tee $OUT/serve_summary.txt
+FOLDSERVE_MODEL=dummy:smollm2-135m timeout 200 python3 bench/multi_gpu.py --out /tmp/multi --tps 1,2 \
+  --stages mismatch,rooms,allreduce,speed --golden .keep/golden.json > $OUT/multi_run.txt 2>&1
+cp /tmp/multi/results.json $OUT/multi_results.json
+tar czf $OUT/logs.tgz -C /tmp serve multi 2>/dev/null
+python3 - $OUT/multi_results.json <<'PY'
+import json, sys
+R = json.load(open(sys.argv[1]))
+for k, v in R.items():
+    if isinstance(v, dict) and "output_throughput" in v:
+        print(k, "tok/s %.1f" % v["output_throughput"], "tpot p50 %.2f p99 %.2f" % (v["tpot_ms"]["median"], v["tpot_ms"]["p99"]),
+              "ttft p50 %.0f p99 %.0f" % (v["ttft_ms"]["median"], v["ttft_ms"]["p99"]), "failed", v["failed"])
+    elif k.endswith(("_exit", "_ok", "_tables", "_kv", "_messages")) or k == "allreduce":
+        print(k, str(v)[:300])
+PY
