@@ -44,6 +44,15 @@ class Active:
     def ids(self) -> list:
         return self.req.prompt_ids + self.out
 
+    def token_at(self, i: int) -> int:
+        """ids[i] without building ids (a decode round asks every stream for one token)."""
+        n = len(self.req.prompt_ids)
+        return self.req.prompt_ids[i] if i < n else self.out[i - n]
+
+    @property
+    def length(self) -> int:
+        return len(self.req.prompt_ids) + len(self.out)
+
     @property
     def prefilling(self) -> bool:
         return self.fed < len(self.req.prompt_ids)
@@ -227,7 +236,7 @@ class Scheduler:
         chunks, owners = [], []
         for a in self.active.values():       # decodes first: one token each
             if not a.prefilling:
-                chunks.append(Chunk(a.stream, a.fed, (a.ids[a.fed],), True))
+                chunks.append(Chunk(a.stream, a.fed, (a.token_at(a.fed),), True))
                 owners.append(a)
                 budget -= 1
         for a in self.active.values():       # then prefill chunks under the budget
@@ -284,7 +293,7 @@ class Scheduler:
         p = a.req.params
         if not p.ignore_eos and (tok in a.req.eos_ids or tok in p.stop_token_ids):
             return "stop"
-        if len(a.out) >= p.max_tokens or len(a.ids) >= self.context:
+        if len(a.out) >= p.max_tokens or a.length >= self.context:
             return "length"
         return None
 
