@@ -83,50 +83,68 @@ __device__ __forceinline__ void mma(float (&d)[4], unsigned a0, unsigned a1, uns
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                  : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
-// Steps (2)-(5) for the two m-rows a thread serves (g and g + 8 of its warp): s[nt][0..1] are
-// row g's raw scores of keys k0 + 8nt + 2t + {0, 1}, s[nt][2..3] row g + 8's. p0, p1: their
-// positions (-1: none). Out: P[nt][0] / P[nt][1] the rows' bf16 pairs, m and l of each row.
+// The pieces of steps (2)-(5) on one n8 tile's C fragment c (c[0..1]: row g's keys key, key + 1;
+// c[2..3]: row g + 8's; key = k0 + 8 nt + 2t), so every path runs the same operations.
+// (2), (3): scale and mask in place, then the thread's running maxima
+__device__ __forceinline__ void scale_mask(float (&c)[4], int key, int p0, int p1, float scale,
+                                           float& m0, float& m1) {
+#pragma unroll
+    for (int e = 0; e < 2; e++) {
+        c[e] = key + e <= p0 ? __fmul_rn(c[e], scale) : NEG_INF;
+        c[2 + e] = key + e <= p1 ? __fmul_rn(c[2 + e], scale) : NEG_INF;
+        m0 = fmaxf(m0, c[e]);
+        m1 = fmaxf(m1, c[2 + e]);
+    }
+}
+__device__ __forceinline__ float quad_max(float v) {
+    v = fmaxf(v, __shfl_xor_sync(FULL, v, 1));
+    return fmaxf(v, __shfl_xor_sync(FULL, v, 2));
+}
+__device__ __forceinline__ float quad_sum(float v) {
+    v = __fadd_rn(v, __shfl_xor_sync(FULL, v, 1));
+    return __fadd_rn(v, __shfl_xor_sync(FULL, v, 2));
+}
+// (4): the weights w = expf(s - m) (0 past p) as bf16 high words P0 (row g), P1 (row g + 8)
+// and the rest Q0, Q1
+__device__ __forceinline__ void weights(const float (&c)[4], int key, int p0, int p1, float m0,
+                                        float m1, unsigned& P0, unsigned& P1, unsigned& Q0,
+                                        unsigned& Q1) {
+    const float x0 = key <= p0 ? expf(__fsub_rn(c[0], m0)) : 0.f;
+    const float x1 = key + 1 <= p0 ? expf(__fsub_rn(c[1], m0)) : 0.f;
+    const float x2 = key <= p1 ? expf(__fsub_rn(c[2], m1)) : 0.f;
+    const float x3 = key + 1 <= p1 ? expf(__fsub_rn(c[3], m1)) : 0.f;
+    P0 = pack_bf16(x0, x1);
+    P1 = pack_bf16(x2, x3);
+    Q0 = rest_bf16(x0, x1, P0);
+    Q1 = rest_bf16(x2, x3, P1);
+}
+// (5): one word pair's weights (high + rest, key 2t then 2t + 1) added to the thread's l
+__device__ __forceinline__ void add_l(float& l, unsigned P, unsigned Q) {
+    l = __fadd_rn(l, __fadd_rn(lo_f(P), lo_f(Q)));
+    l = __fadd_rn(l, __fadd_rn(hi_f(P), hi_f(Q)));
+}
+// Steps (2)-(5) for the two m-rows a thread serves (g and g + 8 of its warp): s[nt] is tile nt's
+// C fragment. p0, p1: the rows' positions (-1: none). Out: P[nt][0] / P[nt][1] the rows' bf16
+// high pairs, Q the rest, m and l of each row (the same in the quad).
 __device__ __forceinline__ void span_softmax(float (&s)[8][4], int p0, int p1, int k0, int t,
                                              float scale, unsigned (&P)[8][2], unsigned (&Q)[8][2],
                                              float& m0, float& m1, float& l0, float& l1) {
     m0 = NEG_INF;
     m1 = NEG_INF;
 #pragma unroll
-    for (int nt = 0; nt < 8; nt++)
-#pragma unroll
-        for (int e = 0; e < 2; e++) {
-            const int key = k0 + 8 * nt + 2 * t + e;
-            s[nt][e] = key <= p0 ? __fmul_rn(s[nt][e], scale) : NEG_INF;
-            s[nt][2 + e] = key <= p1 ? __fmul_rn(s[nt][2 + e], scale) : NEG_INF;
-            m0 = fmaxf(m0, s[nt][e]);
-            m1 = fmaxf(m1, s[nt][2 + e]);
-        }
-    m0 = fmaxf(m0, __shfl_xor_sync(FULL, m0, 1));
-    m0 = fmaxf(m0, __shfl_xor_sync(FULL, m0, 2));
-    m1 = fmaxf(m1, __shfl_xor_sync(FULL, m1, 1));
-    m1 = fmaxf(m1, __shfl_xor_sync(FULL, m1, 2));
+    for (int nt = 0; nt < 8; nt++) scale_mask(s[nt], k0 + 8 * nt + 2 * t, p0, p1, scale, m0, m1);
+    m0 = quad_max(m0);
+    m1 = quad_max(m1);
     l0 = 0.f;
     l1 = 0.f;
 #pragma unroll
     for (int nt = 0; nt < 8; nt++) {
-        const int key = k0 + 8 * nt + 2 * t;
-        const float x0 = key <= p0 ? expf(__fsub_rn(s[nt][0], m0)) : 0.f;
-        const float x1 = key + 1 <= p0 ? expf(__fsub_rn(s[nt][1], m0)) : 0.f;
-        const float x2 = key <= p1 ? expf(__fsub_rn(s[nt][2], m1)) : 0.f;
-        const float x3 = key + 1 <= p1 ? expf(__fsub_rn(s[nt][3], m1)) : 0.f;
-        P[nt][0] = pack_bf16(x0, x1);                      // w's high bf16 ..
-        P[nt][1] = pack_bf16(x2, x3);
-        Q[nt][0] = pack_bf16(__fsub_rn(x0, lo_f(P[nt][0])), __fsub_rn(x1, hi_f(P[nt][0])));
-        Q[nt][1] = pack_bf16(__fsub_rn(x2, lo_f(P[nt][1])), __fsub_rn(x3, hi_f(P[nt][1])));
-        l0 = __fadd_rn(l0, __fadd_rn(lo_f(P[nt][0]), lo_f(Q[nt][0])));   // .. and the rest
-        l0 = __fadd_rn(l0, __fadd_rn(hi_f(P[nt][0]), hi_f(Q[nt][0])));
-        l1 = __fadd_rn(l1, __fadd_rn(lo_f(P[nt][1]), lo_f(Q[nt][1])));
-        l1 = __fadd_rn(l1, __fadd_rn(hi_f(P[nt][1]), hi_f(Q[nt][1])));
+        weights(s[nt], k0 + 8 * nt + 2 * t, p0, p1, m0, m1, P[nt][0], P[nt][1], Q[nt][0], Q[nt][1]);
+        add_l(l0, P[nt][0], Q[nt][0]);
+        add_l(l1, P[nt][1], Q[nt][1]);
     }
-    l0 = __fadd_rn(l0, __shfl_xor_sync(FULL, l0, 1));
-    l0 = __fadd_rn(l0, __shfl_xor_sync(FULL, l0, 2));
-    l1 = __fadd_rn(l1, __shfl_xor_sync(FULL, l1, 1));
-    l1 = __fadd_rn(l1, __shfl_xor_sync(FULL, l1, 2));
+    l0 = quad_sum(l0);
+    l1 = quad_sum(l1);
 }
 // Step (7) on one element, with the row's scales: every kernel and mode folds through these.
 __device__ __forceinline__ void fold_scales(float M, float m2, float& mn, float& ca, float& cb) {
@@ -221,19 +239,9 @@ __device__ __forceinline__ void dec_span(const bf16* qw, const bf16* qwl, const 
     // (2), (3): scale, mask, the span max (exact in any order) through shared memory
     float m0 = NEG_INF, m1 = NEG_INF;
 #pragma unroll
-    for (int i = 0; i < 2; i++)
-#pragma unroll
-        for (int e = 0; e < 2; e++) {
-            const int key = k0 + 8 * (2 * warp + i) + 2 * t + e;
-            s[i][e] = key <= p0 ? __fmul_rn(s[i][e], scale) : NEG_INF;
-            s[i][2 + e] = key <= p1 ? __fmul_rn(s[i][2 + e], scale) : NEG_INF;
-            m0 = fmaxf(m0, s[i][e]);
-            m1 = fmaxf(m1, s[i][2 + e]);
-        }
-    m0 = fmaxf(m0, __shfl_xor_sync(FULL, m0, 1));
-    m0 = fmaxf(m0, __shfl_xor_sync(FULL, m0, 2));
-    m1 = fmaxf(m1, __shfl_xor_sync(FULL, m1, 1));
-    m1 = fmaxf(m1, __shfl_xor_sync(FULL, m1, 2));
+    for (int i = 0; i < 2; i++) scale_mask(s[i], k0 + 8 * (2 * warp + i) + 2 * t, p0, p1, scale, m0, m1);
+    m0 = quad_max(m0);
+    m1 = quad_max(m1);
     if (t == 0) { pm[warp][g] = m0; pm[warp][g + 8] = m1; }
     __syncthreads();
     m0 = fmaxf(fmaxf(pm[0][g], pm[1][g]), fmaxf(pm[2][g], pm[3][g]));
@@ -241,33 +249,20 @@ __device__ __forceinline__ void dec_span(const bf16* qw, const bf16* qwl, const 
     // (4) this warp's weights, high and rest, to shared memory: word [row][4 nt + t]
 #pragma unroll
     for (int i = 0; i < 2; i++) {
-        const int nt = 2 * warp + i, key = k0 + 8 * nt + 2 * t;
-        const float x0 = key <= p0 ? expf(__fsub_rn(s[i][0], m0)) : 0.f;
-        const float x1 = key + 1 <= p0 ? expf(__fsub_rn(s[i][1], m0)) : 0.f;
-        const float x2 = key <= p1 ? expf(__fsub_rn(s[i][2], m1)) : 0.f;
-        const float x3 = key + 1 <= p1 ? expf(__fsub_rn(s[i][3], m1)) : 0.f;
-        const unsigned P0 = pack_bf16(x0, x1), P1 = pack_bf16(x2, x3);
-        Ps[g][4 * nt + t] = P0;
-        Ps[g + 8][4 * nt + t] = P1;
-        Qs[g][4 * nt + t] = pack_bf16(__fsub_rn(x0, lo_f(P0)), __fsub_rn(x1, hi_f(P0)));
-        Qs[g + 8][4 * nt + t] = pack_bf16(__fsub_rn(x2, lo_f(P1)), __fsub_rn(x3, hi_f(P1)));
+        const int nt = 2 * warp + i;
+        weights(s[i], k0 + 8 * nt + 2 * t, p0, p1, m0, m1, Ps[g][4 * nt + t], Ps[g + 8][4 * nt + t],
+                Qs[g][4 * nt + t], Qs[g + 8][4 * nt + t]);
     }
     __syncthreads();
     // (5) l, every warp the same bits: span_softmax's order
     float l0 = 0.f, l1 = 0.f;
 #pragma unroll
     for (int nt = 0; nt < 8; nt++) {
-        const unsigned a = Ps[g][4 * nt + t], b = Qs[g][4 * nt + t];
-        const unsigned c = Ps[g + 8][4 * nt + t], d = Qs[g + 8][4 * nt + t];
-        l0 = __fadd_rn(l0, __fadd_rn(lo_f(a), lo_f(b)));
-        l0 = __fadd_rn(l0, __fadd_rn(hi_f(a), hi_f(b)));
-        l1 = __fadd_rn(l1, __fadd_rn(lo_f(c), lo_f(d)));
-        l1 = __fadd_rn(l1, __fadd_rn(hi_f(c), hi_f(d)));
+        add_l(l0, Ps[g][4 * nt + t], Qs[g][4 * nt + t]);
+        add_l(l1, Ps[g + 8][4 * nt + t], Qs[g + 8][4 * nt + t]);
     }
-    l0 = __fadd_rn(l0, __shfl_xor_sync(FULL, l0, 1));
-    l0 = __fadd_rn(l0, __shfl_xor_sync(FULL, l0, 2));
-    l1 = __fadd_rn(l1, __shfl_xor_sync(FULL, l1, 1));
-    l1 = __fadd_rn(l1, __shfl_xor_sync(FULL, l1, 2));
+    l0 = quad_sum(l0);
+    l1 = quad_sum(l1);
     // (6) acc of d tiles NCW w + i, each chain as in the one-warp path
     float acc[NCW][4];
 #pragma unroll

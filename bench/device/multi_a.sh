@@ -1,4 +1,5 @@
 #!/bin/bash
+# (A record: bench/device/attn_tc_proto.sh and its .cu were removed after the kernel was adopted; see git 7b0d4ab.)
 # First of two device calls on an nvidia-h200-x2 machine (fifth stop): keeps the GGUF's first
 # half in /root/keep for multi_b.sh; runs the tensor-core attention prototype; then on two GPU
 # ranks with dummy weights: the fingerprint mismatch, the pool step with other rooms, the NCCL
