@@ -203,6 +203,32 @@ __device__ __forceinline__ void cp_wait_all() { asm volatile("cp.async.wait_grou
 // element offset of (row, 16-byte chunk c) in a [rows][HD] bf16 tile: chunk c ^ (row & 7)
 __device__ __forceinline__ int sw(int row, int c) { return row * HD + ((c ^ (row & 7)) << 3); }
 
+// Step (7) at a span's end for a thread's two rows: fold the span's state (N d tiles from
+// d tile dt0) into the running state, or, in split mode for rows of two spans or more, hand it
+// to the scratch (m and l written by the thread `writer`).
+template <int N>
+__device__ __forceinline__ void span_end(const float (&acc)[N][4], int dt0, bool writer, int k0,
+        int p0, int p1, float m0, float m1, float l0, float l1, int split, int j, int NS,
+        long long wa, long long wb, float (&M)[2], float (&L)[2], float (&A)[NC][4], float* sm,
+        float* sl, float* sa, int t) {
+#pragma unroll
+    for (int hh = 0; hh < 2; hh++) {
+        const int p = hh ? p1 : p0;
+        if (k0 > p) continue;
+        if (!split || p < SPAN) {
+            if (hh) fold<N>(M[1], L[1], A, 1, m1, l1, acc);
+            else fold<N>(M[0], L[0], A, 0, m0, l0, acc);
+        } else {
+            const long long st = (hh ? wb : wa) * NS + j;
+            if (writer) { sm[st] = hh ? m1 : m0; sl[st] = hh ? l1 : l0; }
+#pragma unroll
+            for (int i = 0; i < N; i++)
+                *(float2*)(sa + st * HD + 8 * (dt0 + i) + 2 * t) =
+                    make_float2(acc[i][2 * hh], acc[i][2 * hh + 1]);
+        }
+    }
+}
+
 #define NCW (NC / 4)         // d tiles a warp in a decode tile's P V
 // One span of a decode tile (<= 16 pairs, the m-rows of every warp), the 4 warps sharing it:
 // steps (1)-(7) of the definition with the same operations in the same order as the one-warp
@@ -285,23 +311,9 @@ __device__ __forceinline__ void dec_span(const bf16* qw, const bf16* qwl, const 
         }
     }
     __syncthreads();                  // Ps, Qs, pm are read: the next span may rewrite them
-    // (7) fold this warp's d tiles (M and L: every warp the same), or hand the state on
-#pragma unroll
-    for (int hh = 0; hh < 2; hh++) {
-        const int p = hh ? p1 : p0;
-        if (k0 > p) continue;
-        if (!split || p < SPAN) {
-            if (hh) fold<NCW>(M[1], L[1], A, 1, m1, l1, acc);
-            else fold<NCW>(M[0], L[0], A, 0, m0, l0, acc);
-        } else {
-            const long long st = (hh ? wb : wa) * NS + j;
-            if (t == 0 && warp == 0) { sm[st] = hh ? m1 : m0; sl[st] = hh ? l1 : l0; }
-#pragma unroll
-            for (int i = 0; i < NCW; i++)
-                *(float2*)(sa + st * HD + 8 * (NCW * warp + i) + 2 * t) =
-                    make_float2(acc[i][2 * hh], acc[i][2 * hh + 1]);
-        }
-    }
+    // (7) this warp's d tiles (M and L: every warp the same)
+    span_end<NCW>(acc, NCW * warp, t == 0 && warp == 0, k0, p0, p1, m0, m1, l0, l1, split, j, NS,
+                  wa, wb, M, L, A, sm, sl, sa, t);
 }
 
 // grid (tiles, kv heads, Z), 128 threads, dynamic shared memory (128 + 4 SPAN) HD bf16
@@ -446,21 +458,8 @@ extern "C" __global__ void __launch_bounds__(128, 2) attend(
             }
         }
         // (7) rows with a key in this span: fold here, or hand the state on (split, >= 2 spans)
-#pragma unroll
-        for (int hh = 0; hh < 2; hh++) {
-            const int p = hh ? p1 : p0;
-            if (k0 > p) continue;
-            if (!split || p < SPAN) {
-                if (hh) fold<NC>(M[1], L[1], A, 1, m1, l1, acc);
-                else fold<NC>(M[0], L[0], A, 0, m0, l0, acc);
-            } else {
-                const long long st = (hh ? wb : wa) * NS + j;
-                if (t == 0) { sm[st] = hh ? m1 : m0; sl[st] = hh ? l1 : l0; }
-#pragma unroll
-                for (int dt = 0; dt < NC; dt++)
-                    *(float2*)(sa + st * HD + 8 * dt + 2 * t) = make_float2(acc[dt][2 * hh], acc[dt][2 * hh + 1]);
-            }
-        }
+        span_end<NC>(acc, 0, t == 0, k0, p0, p1, m0, m1, l0, l1, split, j, NS, wa, wb, M, L, A,
+                     sm, sl, sa, t);
     }
     cp_wait_all();
     if (split) {
