@@ -203,6 +203,28 @@ __device__ __forceinline__ void cp_wait_all() { asm volatile("cp.async.wait_grou
 // element offset of (row, 16-byte chunk c) in a [rows][HD] bf16 tile: chunk c ^ (row & 7)
 __device__ __forceinline__ int sw(int row, int c) { return row * HD + ((c ^ (row & 7)) << 3); }
 
+// Step (1) pieces: q's A fragments (high qa, rest qb) for d chunks 2dp, 2dp + 1 of a warp's
+// 16 m-rows, and one key tile's chain steps over those chunks (high, then rest, each chunk)
+__device__ __forceinline__ void q_frags(unsigned (&qa)[2][4], unsigned (&qb)[2][4],
+                                        const bf16* qw, const bf16* qwl, int dp, int lane) {
+#pragma unroll
+    for (int e = 0; e < 2; e++) {                             // a0..a3: rows 0-7/8-15 x d lo/hi
+        const int at = sw((lane & 7) + 8 * ((lane >> 3) & 1), 2 * (2 * dp + e) + (lane >> 4));
+        ldsm4(qa[e], smem_u32(qw + at));
+        ldsm4(qb[e], smem_u32(qwl + at));
+    }
+}
+__device__ __forceinline__ void score_steps(float (&c)[4], const unsigned (&qa)[2][4],
+                                            const unsigned (&qb)[2][4], const bf16* kb, int nt,
+                                            int dp, int lane) {
+    unsigned kf[4];                                           // keys 8nt.., d chunks 4dp..4dp+3
+    ldsm4(kf, smem_u32(kb + sw(8 * nt + (lane & 7), 4 * dp + (lane >> 3))));
+    mma(c, qa[0][0], qa[0][1], qa[0][2], qa[0][3], kf[0], kf[1]);
+    mma(c, qb[0][0], qb[0][1], qb[0][2], qb[0][3], kf[0], kf[1]);
+    mma(c, qa[1][0], qa[1][1], qa[1][2], qa[1][3], kf[2], kf[3]);
+    mma(c, qb[1][0], qb[1][1], qb[1][2], qb[1][3], kf[2], kf[3]);
+}
+
 // Step (7) at a span's end for a thread's two rows: fold the span's state (N d tiles from
 // d tile dt0) into the running state, or, in split mode for rows of two spans or more, hand it
 // to the scratch (m and l written by the thread `writer`).
@@ -245,22 +267,9 @@ __device__ __forceinline__ void dec_span(const bf16* qw, const bf16* qwl, const 
 #pragma unroll
     for (int dp = 0; dp < HD / 32; dp++) {
         unsigned qa[2][4], qb[2][4];
+        q_frags(qa, qb, qw, qwl, dp, lane);
 #pragma unroll
-        for (int e = 0; e < 2; e++) {
-            const int at = sw((lane & 7) + 8 * ((lane >> 3) & 1), 2 * (2 * dp + e) + (lane >> 4));
-            ldsm4(qa[e], smem_u32(qw + at));
-            ldsm4(qb[e], smem_u32(qwl + at));
-        }
-#pragma unroll
-        for (int i = 0; i < 2; i++) {
-            const int nt = 2 * warp + i;
-            unsigned kf[4];
-            ldsm4(kf, smem_u32(kb + sw(8 * nt + (lane & 7), 4 * dp + (lane >> 3))));
-            mma(s[i], qa[0][0], qa[0][1], qa[0][2], qa[0][3], kf[0], kf[1]);
-            mma(s[i], qb[0][0], qb[0][1], qb[0][2], qb[0][3], kf[0], kf[1]);
-            mma(s[i], qa[1][0], qa[1][1], qa[1][2], qa[1][3], kf[2], kf[3]);
-            mma(s[i], qb[1][0], qb[1][1], qb[1][2], qb[1][3], kf[2], kf[3]);
-        }
+        for (int i = 0; i < 2; i++) score_steps(s[i], qa, qb, kb, 2 * warp + i, dp, lane);
     }
     // (2), (3): scale, mask, the span max (exact in any order) through shared memory
     float m0 = NEG_INF, m1 = NEG_INF;
@@ -416,21 +425,9 @@ extern "C" __global__ void __launch_bounds__(128, 2) attend(
 #pragma unroll
         for (int dp = 0; dp < HD / 32; dp++) {                // d chunks 2dp, 2dp + 1
             unsigned qa[2][4], qb[2][4];
+            q_frags(qa, qb, qw, qwl, dp, lane);
 #pragma unroll
-            for (int e = 0; e < 2; e++) {                     // a0..a3: rows 0-7/8-15 x d lo/hi
-                const int at = sw((lane & 7) + 8 * ((lane >> 3) & 1), 2 * (2 * dp + e) + (lane >> 4));
-                ldsm4(qa[e], smem_u32(qw + at));
-                ldsm4(qb[e], smem_u32(qwl + at));
-            }
-#pragma unroll
-            for (int nt = 0; nt < 8; nt++) {                  // keys 8nt.., d chunks 4dp..4dp+3
-                unsigned kf[4];
-                ldsm4(kf, smem_u32(kb + sw(8 * nt + (lane & 7), 4 * dp + (lane >> 3))));
-                mma(s[nt], qa[0][0], qa[0][1], qa[0][2], qa[0][3], kf[0], kf[1]);
-                mma(s[nt], qb[0][0], qb[0][1], qb[0][2], qb[0][3], kf[0], kf[1]);
-                mma(s[nt], qa[1][0], qa[1][1], qa[1][2], qa[1][3], kf[2], kf[3]);
-                mma(s[nt], qb[1][0], qb[1][1], qb[1][2], qb[1][3], kf[2], kf[3]);
-            }
+            for (int nt = 0; nt < 8; nt++) score_steps(s[nt], qa, qb, kb, nt, dp, lane);
         }
         // (2)-(5)
         unsigned Pw[8][2], Qw[8][2];
