@@ -312,20 +312,6 @@ __global__ void __launch_bounds__(256, 1) gemm_v2(const bf16* __restrict__ x, co
 }
 
 
-// fast normal samples (xorshift64* + Box-Muller): the big shapes have 10^8 weights
-struct Rng {
-    uint64_t s;
-    float spare; bool has = false;
-    explicit Rng(uint64_t seed) : s(seed * 0x9E3779B97F4A7C15ULL + 1) {}
-    uint32_t next() { s ^= s >> 12; s ^= s << 25; s ^= s >> 27; return (uint32_t)((s * 0x2545F4914F6CDD1DULL) >> 32); }
-    float normal() {
-        if (has) { has = false; return spare; }
-        const float u1 = (next() + 1.f) * 2.3283064e-10f, u2 = next() * 2.3283064e-10f;
-        const float r = sqrtf(-2.f * logf(u1)), a = 6.2831853f * u2;
-        spare = r * sinf(a); has = true;
-        return r * cosf(a);
-    }
-};
 
 static int run(int M, int N, int K) {
     char name[160];

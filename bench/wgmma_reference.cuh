@@ -3,6 +3,7 @@
 // chunks in KSPLIT ranges folded in order; `reference` is the one-warp-a-tile kernel every
 // output bit is checked against.
 #pragma once
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 
@@ -42,3 +43,19 @@ __global__ void reference(const bf16* x, const bf16* W, float* C, int M, int N, 
 }
 
 static bf16 to_bf16(float f) { uint32_t u; memcpy(&u, &f, 4); u += 0x7fff + ((u >> 16) & 1); return (bf16)(u >> 16); }
+
+// fast normal samples for the hosts (xorshift64* + Box-Muller): the big shapes have 10^8 weights
+struct Rng {
+    uint64_t s;
+    float spare; bool has = false;
+    explicit Rng(uint64_t seed) : s(seed * 0x9E3779B97F4A7C15ULL + 1) {}
+    uint32_t next() { s ^= s >> 12; s ^= s << 25; s ^= s >> 27; return (uint32_t)((s * 0x2545F4914F6CDD1DULL) >> 32); }
+    float normal() {
+        if (has) { has = false; return spare; }
+        const float u1 = (next() + 1.f) * 2.3283064e-10f, u2 = next() * 2.3283064e-10f;
+        const float r = sqrtf(-2.f * logf(u1)), a = 6.2831853f * u2;
+        spare = r * sinf(a); has = true;
+        return r * cosf(a);
+    }
+};
+
