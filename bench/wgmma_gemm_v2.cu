@@ -137,11 +137,6 @@ __device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_grou
 template <int n> __device__ __forceinline__ void cp_wait() {
     asm volatile("cp.async.wait_group %0;\n" :: "n"(n) : "memory");
 }
-template <int n> __device__ __forceinline__ void wg_wait() {
-    asm volatile("wgmma.wait_group.sync.aligned %0;\n" :: "n"(n) : "memory");
-}
-__device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 // The compiler must neither read the accumulators before a wgmma.wait_group nor write them
 // after a wgmma.fence: an empty asm that "modifies" them, ordered with the other volatile asm.
 __device__ __forceinline__ void fence_acc(float* acc) {

@@ -17,6 +17,12 @@ __device__ __forceinline__ void mma(float* d, unsigned a0, unsigned a1, unsigned
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                  : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
+// wgmma group control (sm_90a), shared by the wgmma experiments
+template <int n> __device__ __forceinline__ void wg_wait() {
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" :: "n"(n) : "memory");
+}
+__device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ int range_lo(int q, int nch) { return (int)((long long)q * nch / KSPLIT); }
 
 // The definition: one warp a 16 x 8 tile, every range from global memory, W row-major [N, K].
