@@ -4,9 +4,6 @@
 # rows; and 128 rows). Every run checks every output bit against the definition (`reference`)
 # and prints its time and TFLOP/s; ptxas's register / spill lines come first.
 # Writes $OUT/wgmma_v2.txt. Run from the repository root. COMPILE_ONLY=1: build and report only.
-NVCC=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
-OUT=${OUT:-/tmp}
-ARCH="-gencode arch=compute_90a,code=sm_90a"
 V=(
   "proto   -DBN=128 -DST=4 -DCPS=1 -DDIST=1 -DLAYOUT=1 -DPAD=0 -DGM=1"
   "b128a   -DBN=128 -DST=12 -DCPS=1 -DDIST=2 -DLAYOUT=1 -DPAD=1 -DGM=16"
@@ -20,24 +17,5 @@ V=(
   "b256t0  -DBN=256 -DTOTR=0 -DST=3 -DCPS=1 -DDIST=2 -DLAYOUT=0 -DPAD=1 -DGM=16"
 )
 SHAPES="2048 6144 4096  2048 4096 4096  2048 28672 4096  2048 4096 14336  128 4096 4096"
-{
-  echo "== $(date -u) $(nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader 2>/dev/null)"
-  for v in "${V[@]}"; do                       # builds in parallel, logs kept per variant
-    set -- $v; n=$1; shift
-    ( $NVCC $ARCH -O3 -Xptxas -v "$@" -o /tmp/wg2_$n bench/wgmma_gemm_v2.cu > /tmp/wg2_$n.log 2>&1;
-      echo $? > /tmp/wg2_$n.rc ) &
-  done
-  wait
-  for v in "${V[@]}"; do
-    set -- $v; n=$1; shift
-    echo "-- build $n: $* (rc $(cat /tmp/wg2_$n.rc))"
-    awk '/Compiling entry function .*gemm_v2/{f=1} f&&/Used/{print; f=0} f; /C75|rror|arning/' /tmp/wg2_$n.log
-  done
-  if [ "${COMPILE_ONLY:-0}" = 1 ]; then exit 0; fi
-  for v in "${V[@]}"; do
-    set -- $v; n=$1; shift
-    echo "-- run $n: $*"
-    [ -x /tmp/wg2_$n ] && timeout 60 /tmp/wg2_$n $SHAPES
-    echo "   (exit $?)"
-  done
-} 2>&1 | tee $OUT/wgmma_v2.txt
+SRC=bench/wgmma_gemm_v2.cu TAG=wg2 ENTRY=gemm_v2 OUT_FILE=${OUT:-/tmp}/wgmma_v2.txt
+source bench/device/cu_variants.sh
