@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
+# head dims the GPU kernel (attention_cuda) is built for; checked when a model opens on a GPU
+GPU_HEAD_DIMS = (64, 128)
+
 
 def gather_rows(pool: np.ndarray, table, page_rows: int, n: int) -> np.ndarray:
     """Rows 0..n-1 of a stream as one [n, KV, hd] array (a view when they lie in one page)."""

@@ -50,6 +50,7 @@ from __future__ import annotations
 import cupy as cp
 import numpy as np
 
+from kernels.attention import GPU_HEAD_DIMS
 from kernels.common_cuda import BF16, kernel, launch
 
 PAIRS = 64          # (row, q head) pairs a block serves: 4 warps x 16 m-rows
@@ -59,7 +60,7 @@ SPLIT_TARGET = 512  # blocks aimed at in split mode: Z = ceil(this / (tiles x kv
 SCRATCH_MAX = 128 << 20  # bytes of span states a launch may use; above it: in-block
 FORCE_SPLIT = None  # tests: True / False forces a mode, None chooses by shape
 PREFETCH = True     # fetch span j+1's keys while span j is computed (scheduling only)
-HEAD_DIMS = (64, 128)   # head dims built (the swizzle wants >= 8 chunks of 16 bytes a row)
+HEAD_DIMS = GPU_HEAD_DIMS  # head dims built (the swizzle wants >= 8 chunks of 16 bytes a row)
 
 _MMA = r"""
 #define NEG_INF __int_as_float(0xff800000u)

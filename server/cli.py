@@ -49,6 +49,19 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     args = build_parser().parse_args(argv)
+    from server.engine.locate import ModelNotFound
+    from server.engine.spec import UnsupportedModel
+    from server.engine.weights.loaded import WeightsError
+    from server.text.gguf_meta import GGUFMetadataError
+    from server.text.tokenizer import TokenizerError
+    try:
+        return _command(args)
+    except (ModelNotFound, WeightsError, UnsupportedModel, TokenizerError, GGUFMetadataError) as e:
+        print(f"foldserve: {e}", file=sys.stderr)      # what the user can act on, without a traceback
+        return 2
+
+
+def _command(args) -> int:
     if args.cmd == "generate":
         from server.generate import run
         return run(args)

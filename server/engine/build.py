@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from server.engine import locate
 from server.engine.engine import Engine
-from server.engine.spec import ModelSpec, shape
+from server.engine.spec import ModelSpec, UnsupportedModel, shape
 
 
 @dataclass
@@ -106,6 +106,12 @@ def open_model(model: str | None, *, device: str = "cpu", tp: int = 1, rank: int
         from server.text.tokenizer import Tokenizer
         tokenizer = (Tokenizer.from_gguf(loaded.gguf_path) if loaded.gguf_path
                      else Tokenizer.from_hf_dir(loaded.hf_dir))
+    if device == "cuda":
+        from kernels.attention import GPU_HEAD_DIMS
+        if spec.head_dim not in GPU_HEAD_DIMS:
+            raise UnsupportedModel(
+                f"{model_name(source)}: head dim {spec.head_dim}; the GPU attention kernel is built "
+                f"for head dims {', '.join(map(str, GPU_HEAD_DIMS))}: serve this model with --device cpu")
     engine = Engine(spec, get, tp=tp, rank=rank, device=device, all_reduce=all_reduce)
     return Opened(engine, spec, tokenizer, ident, source, model_name(source),
                   time.monotonic() - t0)

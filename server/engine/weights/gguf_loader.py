@@ -36,7 +36,10 @@ def to_float32(t, path: str) -> np.ndarray:
 
 def load_gguf(path: str, *, progress: bool = True) -> Loaded:
     start = time.monotonic()
-    reader = GGUFReader(path, "r")
+    try:
+        reader = GGUFReader(path, "r")
+    except Exception as e:                    # the gguf library's own: bad magic, truncated file
+        raise WeightsError(f"{path}: not a readable GGUF file ({type(e).__name__}: {e})") from e
     by_name = {t.name: t for t in reader.tensors}
     spec, raw_arch = spec_from_gguf(Fields(reader, path), set(by_name))
 
