@@ -49,6 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     args = build_parser().parse_args(argv)
+    from server.config import ConfigError
     from server.engine.locate import ModelNotFound
     from server.engine.spec import UnsupportedModel
     from server.engine.weights.loaded import WeightsError
@@ -56,7 +57,8 @@ def main(argv=None) -> int:
     from server.text.tokenizer import TokenizerError
     try:
         return _command(args)
-    except (ModelNotFound, WeightsError, UnsupportedModel, TokenizerError, GGUFMetadataError) as e:
+    except (ConfigError, ModelNotFound, WeightsError, UnsupportedModel, TokenizerError,
+            GGUFMetadataError) as e:
         print(f"foldserve: {e}", file=sys.stderr)      # what the user can act on, without a traceback
         return 2
 

@@ -80,6 +80,9 @@ def _run(args, env) -> int:
     from server.ranks.rendezvous import from_env_or_args
     world = args.tp or int(env.torchrun.get("WORLD_SIZE", 1))
     children = []
+    if args.device == "cuda":                  # said once, before any follower starts
+        from server.engine.device import require_cuda
+        require_cuda()
     if world > 1 and args.rank is None and "RANK" not in env.torchrun:
         host = "127.0.0.1"
         master = args.master or f"{host}:{_free_port(host)}"
@@ -105,6 +108,8 @@ def _serve_rank(args, env, rank, world, mhost, mport) -> int:
     from server.ranks.rendezvous import join
 
     if args.device == "cuda":
+        from server.engine.device import require_cuda
+        require_cuda()
         import cupy
         dev = env.local_rank if env.local_rank is not None else rank % cupy.cuda.runtime.getDeviceCount()
         cupy.cuda.Device(dev).use()

@@ -83,6 +83,9 @@ def _dummy_identity(spec: ModelSpec, source: str, seed: int) -> dict:
 
 def open_model(model: str | None, *, device: str = "cpu", tp: int = 1, rank: int = 0,
                all_reduce=None, progress: bool = True) -> Opened:
+    if device == "cuda":
+        from server.engine.device import require_cuda
+        require_cuda()
     source = locate.resolve(model)
     t0 = time.monotonic()
     tokenizer = None

@@ -30,13 +30,33 @@ def test_a_file_that_is_not_gguf(tmp_path, capsys):
 
 
 def test_a_gpu_head_dim_the_kernel_lacks_is_refused_before_the_weights(monkeypatch):
-    """tiny has head dim 16: on cuda the open stops with UnsupportedModel naming the dims,
-    before Engine (which would need cupy) is built."""
-    from server.engine import build
+    """tiny has head dim 16: on cuda (a GPU assumed present) the open stops with
+    UnsupportedModel naming the dims, before Engine (which would need cupy) is built."""
+    from server.engine import build, device
     from server.engine.spec import UnsupportedModel
 
     def no_engine(*a, **k):
         raise AssertionError("the engine was built")
     monkeypatch.setattr(build, "Engine", no_engine)
+    monkeypatch.setattr(device, "require_cuda", lambda: None)   # as on a machine with a GPU
     with pytest.raises(UnsupportedModel, match=r"head dim 16.*64, 128.*--device cpu"):
         build.open_model("dummy:tiny", device="cuda")
+
+
+def test_cuda_without_cupy_says_what_to_install(monkeypatch, capsys):
+    """--device cuda where cupy cannot be imported: one line naming the extra, exit 2, for
+    serve (before any follower starts) and generate."""
+    import builtins
+    real = builtins.__import__
+
+    def no_cupy(name, *a, **k):
+        if name == "cupy" or name.startswith("cupy."):
+            raise ImportError("No module named 'cupy'")
+        return real(name, *a, **k)
+    monkeypatch.setattr(builtins, "__import__", no_cupy)
+    for argv in (["serve", "--device", "cuda", "--tp", "2", "--model", "dummy:tiny"],
+                 ["generate", "--device", "cuda", "--model", "dummy:tiny", "hi"]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.count("foldserve: --device cuda needs cupy") == 1 and "foldserve[cuda12]" in err, err
+        assert "Traceback" not in err
