@@ -6,6 +6,7 @@
 """
 from __future__ import annotations
 
+import argparse
 import logging
 import os
 import signal
@@ -14,6 +15,13 @@ import subprocess
 import sys
 
 log = logging.getLogger("foldserve")
+
+
+def _streams(v: str) -> str:
+    """--parallel: a count >= 1 or `auto` (argparse names the flag and the value otherwise)."""
+    if v == "auto" or (v.isdigit() and int(v) >= 1):
+        return v
+    raise argparse.ArgumentTypeError(f"{v!r}: give a number of streams (1 or more) or auto")
 
 
 def add_arguments(p):
@@ -32,7 +40,7 @@ def add_arguments(p):
                    help="seconds a CPU rank waits on a peer before calling it lost")
     p.add_argument("--context", type=int, default=None,
                    help="longest conversation in tokens (default: the model's, at most 8192)")
-    p.add_argument("--parallel", default="4", help="streams at once, or auto")
+    p.add_argument("--parallel", default="4", type=_streams, help="streams at once, or auto")
     p.add_argument("--page-rows", type=int, default=16)
     p.add_argument("--prefill-chunk", type=int, default=256, help="prompt tokens a stream prefills a round")
     p.add_argument("--max-batch-tokens", type=int, default=None,

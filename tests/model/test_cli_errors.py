@@ -60,3 +60,11 @@ def test_cuda_without_cupy_says_what_to_install(monkeypatch, capsys):
         err = capsys.readouterr().err
         assert err.count("foldserve: --device cuda needs cupy") == 1 and "foldserve[cuda12]" in err, err
         assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("value", ["abc", "0", "-3"])
+def test_parallel_takes_a_count_or_auto(capsys, value):
+    with pytest.raises(SystemExit) as e:
+        main(["serve", "--model", "dummy:tiny", "--parallel", value])
+    assert e.value.code == 2
+    assert "argument --parallel" in capsys.readouterr().err
