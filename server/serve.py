@@ -61,6 +61,20 @@ def _free_port(host: str) -> int:
         return s.getsockname()[1]
 
 
+def _check_port(host: str, port: int) -> None:
+    """Rank 0's HTTP address must be free: say so now (uvicorn would only find out after the
+    model has loaded). A probe bind, closed at once; uvicorn binds for real later."""
+    from server.config import ConfigError
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError as e:
+            raise ConfigError(f"cannot listen on {host}:{port}: {e.strerror or e}; "
+                              "is another server running there? (--port, --host)") from None
+
+
 def _launch_followers(args, world: int, master: str) -> list:
     """One host, several ranks: start ranks 1..N-1 as child processes of rank 0."""
     base = [a for a in sys.argv[1:]]
@@ -91,6 +105,8 @@ def _run(args, env) -> int:
     if args.device == "cuda":                  # said once, before any follower starts
         from server.engine.device import require_cuda
         require_cuda()
+    if (args.rank or int(env.torchrun.get("RANK", 0))) == 0:
+        _check_port(args.host, args.port)      # before the model loads, not after
     if world > 1 and args.rank is None and "RANK" not in env.torchrun:
         host = "127.0.0.1"
         master = args.master or f"{host}:{_free_port(host)}"

@@ -68,3 +68,19 @@ def test_parallel_takes_a_count_or_auto(capsys, value):
         main(["serve", "--model", "dummy:tiny", "--parallel", value])
     assert e.value.code == 2
     assert "argument --parallel" in capsys.readouterr().err
+
+
+def test_a_port_in_use_is_said_before_the_model_loads(monkeypatch, capsys):
+    import socket
+    from server.engine import build
+
+    def no_load(*a, **k):
+        raise AssertionError("the model was opened")
+    monkeypatch.setattr(build, "open_model", no_load)
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        assert main(["serve", "--model", "dummy:tiny", "--port", str(port)]) == 2
+    err = capsys.readouterr().err
+    assert f"foldserve: cannot listen on 127.0.0.1:{port}" in err and "Traceback" not in err
