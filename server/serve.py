@@ -131,9 +131,7 @@ def _serve_rank(args, env, rank, world, mhost, mport) -> int:
     from server.ranks import fingerprint
     from server.ranks.rendezvous import join
 
-    if args.device == "cuda":
-        from server.engine.device import require_cuda
-        require_cuda()
+    if args.device == "cuda":                  # _run has checked that cupy and a device are here
         import cupy
         dev = env.local_rank if env.local_rank is not None else rank % cupy.cuda.runtime.getDeviceCount()
         cupy.cuda.Device(dev).use()
