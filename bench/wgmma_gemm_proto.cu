@@ -135,12 +135,8 @@ int main(int argc, char** argv) {
                     for (int j = 0; j < 2; j++)
                         Wp[(((size_t)n * nch + c) * 4 + p) * 8 + 2 * t + j] =
                             W[(size_t)n * K + 32 * c + 8 * t + 2 * p + j];
-    bf16 *dx, *dw, *dwp; float *dref, *dwg;
-    cudaMalloc(&dx, X.size() * 2); cudaMalloc(&dw, W.size() * 2); cudaMalloc(&dwp, W.size() * 2);
-    cudaMalloc(&dref, (size_t)M * N * 4); cudaMalloc(&dwg, (size_t)M * N * 4);
-    cudaMemcpy(dx, X.data(), X.size() * 2, cudaMemcpyHostToDevice);
-    cudaMemcpy(dw, W.data(), W.size() * 2, cudaMemcpyHostToDevice);
-    cudaMemcpy(dwp, Wp.data(), Wp.size() * 2, cudaMemcpyHostToDevice);
+    bf16 *dx = upload(X), *dw = upload(W), *dwp = upload(Wp);
+    float *dref = device_buffer<float>((size_t)M * N), *dwg = device_buffer<float>((size_t)M * N);
     reference<<<dim3(N / 8, M / 16), 32>>>(dx, dw, dref, M, N, K);
     const int smem = ST * 16384;
     cudaFuncSetAttribute(wg_gemm, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);

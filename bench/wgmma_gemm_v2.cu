@@ -339,12 +339,8 @@ static int run(int M, int N, int K) {
                         Wp[(((size_t)n8 * nch + c) * 32 + g * 4 + t) * 8 + e] =
                             W[(size_t)(8 * n8 + g) * K + 32 * c + 8 * t + e];
 #endif
-    bf16 *dx, *dw, *dwp; float *dref, *dwg;
-    cudaMalloc(&dx, X.size() * 2); cudaMalloc(&dw, W.size() * 2); cudaMalloc(&dwp, W.size() * 2);
-    cudaMalloc(&dref, (size_t)M * N * 4); cudaMalloc(&dwg, (size_t)M * N * 4);
-    cudaMemcpy(dx, X.data(), X.size() * 2, cudaMemcpyHostToDevice);
-    cudaMemcpy(dw, W.data(), W.size() * 2, cudaMemcpyHostToDevice);
-    cudaMemcpy(dwp, Wp.data(), Wp.size() * 2, cudaMemcpyHostToDevice);
+    bf16 *dx = upload(X), *dw = upload(W), *dwp = upload(Wp);
+    float *dref = device_buffer<float>((size_t)M * N), *dwg = device_buffer<float>((size_t)M * N);
     reference<<<dim3(N / 8, M / 16), 32>>>(dx, dw, dref, M, N, K);
     cudaFuncSetAttribute(gemm_v2, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM);
     const int blocks = (M / BM) * (N / BN);

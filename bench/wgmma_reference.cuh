@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 typedef unsigned short bf16;
 #define KSPLIT 8
@@ -65,3 +66,15 @@ struct Rng {
     }
 };
 
+// host: a device copy of v (the harnesses' inputs), and a device buffer of n elements
+template <class T> static T* upload(const std::vector<T>& v) {
+    T* d = nullptr;
+    cudaMalloc(&d, v.size() * sizeof(T));
+    cudaMemcpy(d, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice);
+    return d;
+}
+template <class T> static T* device_buffer(size_t n) {
+    T* d = nullptr;
+    cudaMalloc(&d, n * sizeof(T));
+    return d;
+}
