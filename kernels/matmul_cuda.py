@@ -26,6 +26,9 @@ Three kernels run this arithmetic with different scheduling, chosen by shape onl
     stages of 64 k; each warp sums a range in `acc` and folds it into `tot` at its end;
   * `split` (few tiles): the tiled kernel with one block per range writing its sum to a
     scratch buffer, then `fold_parts` folds them in order.
+On sm_90 two more run it with wgmma: kernels/wgmma_tma_cuda.py (more than 64 rows: TMA, both
+operands from shared memory) and kernels/wgmma_cuda.py (17..64 rows of wide GEMMs; shapes the
+TMA kernel does not take).
 Every row's bytes are the same in all three, whatever the other rows
 (tests/gpu/test_kernels.py checks the kernels against each other, and rows alone against
 rows among others). That is what makes solo == concurrent, resumed == fresh (decoded rows
@@ -61,7 +64,7 @@ NORM_WIDE = (16384, 1, 8, 1)  # (from N columns: MT, NT, U) of the norm-fused la
 FUSE_NORM_MAX_K = 1024  # .. for rows up to this long: smollm2 (576) gains 0.05 ms a step, and
                         # llama3 (4096) loses 1.3 (every block recomputes a long row's norm)
 
-_SRC = r"""
+_MMA = r"""
 __device__ __forceinline__ void mma(float* d, unsigned a0, unsigned a1, unsigned a2,
                                     unsigned a3, unsigned b0, unsigned b1) {
     asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
@@ -69,10 +72,28 @@ __device__ __forceinline__ void mma(float* d, unsigned a0, unsigned a1, unsigned
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                  : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
+"""
+
+_SRC = _MMA + r"""
 // one chunk of 32 k: xl/xh = rows g and g+8 (k 8t .. 8t+7), w = column g (k 8t .. 8t+7)
 __device__ __forceinline__ void chunk(float* d, const uint4& xl, const uint4& xh, const uint4& w) {
     mma(d, xl.x, xh.x, xl.y, xh.y, w.x, w.y);
     mma(d, xl.z, xh.z, xl.w, xh.w, w.z, w.w);
+}
+// The packed weights hold each column's 32-k chunk in "pi order" (`Packed`): stored 32-bit
+// word 4i + t is natural word 4t + i (k pair 8t + 2i, +1). A lane that loaded the 16 bytes at
+// 16t holds stored words 4t .. 4t+3; across the 4 lanes of a quad this is a 4x4 word transpose
+// of what `chunk` wants (natural words 4t .. 4t+3: k 8t .. 8t+7), undone here by two butterfly
+// exchanges. Every lane of the warp must call it (shuffles).
+__device__ __forceinline__ uint4 unpi(uint4 u) {
+    const int t = threadIdx.x & 3;
+    unsigned s0 = (t & 2) ? u.x : u.z, s1 = (t & 2) ? u.y : u.w;
+    unsigned r0 = __shfl_xor_sync(FULL, s0, 2), r1 = __shfl_xor_sync(FULL, s1, 2);
+    if (t & 2) { u.x = r0; u.y = r1; } else { u.z = r0; u.w = r1; }
+    s0 = (t & 1) ? u.x : u.y; s1 = (t & 1) ? u.z : u.w;
+    r0 = __shfl_xor_sync(FULL, s0, 1); r1 = __shfl_xor_sync(FULL, s1, 1);
+    if (t & 1) { u.x = r0; u.z = r1; } else { u.y = r0; u.w = r1; }
+    return u;
 }
 __device__ __forceinline__ unsigned pack(float lo, float hi) {
     return ((unsigned)f2b(hi) << 16) | (unsigned)f2b(lo);
@@ -221,11 +242,15 @@ extern "C" __global__ void __launch_bounds__(32 * S_) stream(
         }
 #pragma unroll
         for (int u = 0; u < U_; u++)
-            if (c0 + u < c_hi)
+            if (c0 + u < c_hi) {                      // uniform in the warp (unpi shuffles)
+                uint4 wn[NT];
+#pragma unroll
+                for (int j = 0; j < NT; j++) wn[j] = unpi(w[u][j]);
 #pragma unroll
                 for (int i = 0; i < MT; i++)
 #pragma unroll
-                    for (int j = 0; j < NT; j++) chunk(acc[i][j], xl[u][i], xh[u][i], w[u][j]);
+                    for (int j = 0; j < NT; j++) chunk(acc[i][j], xl[u][i], xh[u][i], wn[j]);
+            }
     }
     constexpr int E = MT * NT * 128;                  // outputs of the block
 #pragma unroll
@@ -298,7 +323,7 @@ extern "C" __global__ void __launch_bounds__(256, SPLIT_ONLY + 1) tiled(
         for (int i = tid; i < BM * 8; i += 256) {
             const int r = i >> 3, p = i & 7, k = st * 64 + 8 * p;
             const int mx = min(m0 + r, M - 1), n = n0 + r, kk = min(k, K - 8);
-            const bool wok = n < N && k < K;
+            const bool wok = n < N && (k & ~31) < K;      // a chunk's stored pieces mix its k (pi order)
             cp16(xd + sw(r, p), x + (long long)mx * K + kk, m0 + r < M && k < K);
             cp16(wd + sw(r, p), W + (wok ? ((long long)(n >> 3) * nch + (k >> 5)) * 256
                                            + ((n & 7) * 4 + ((k >> 3) & 3)) * 8 : 0), wok);
@@ -355,7 +380,7 @@ extern "C" __global__ void __launch_bounds__(256, SPLIT_ONLY + 1) tiled(
 #endif
             uint4 wf[4];
 #pragma unroll
-            for (int j = 0; j < 4; j++) wf[j] = *(const uint4*)(wb + sw(32 * wn + 8 * j + g, 4 * h + t));
+            for (int j = 0; j < 4; j++) wf[j] = unpi(*(const uint4*)(wb + sw(32 * wn + 8 * j + g, 4 * h + t)));
 #pragma unroll
             for (int i = 0; i < 4; i++) {
                 const int r = 64 * wm + 16 * i + g;
@@ -406,10 +431,58 @@ extern "C" __global__ void fold_parts(const float* part, const bf16* bias, float
 """
 
 
+_DEFINITION = _MMA + r"""
+// The arithmetic itself, as plainly as it goes: one warp a 16 x 8 tile, W row-major [N, K] in
+// natural order, every range read from global memory (zeros past M, N and K). Tests hold every
+// kernel's bytes against it.
+__device__ __forceinline__ uint4 row8(const bf16* a, int r, int R, int k, int K) {
+    return r < R && k < K ? *(const uint4*)(a + (long long)r * K + k) : make_uint4(0, 0, 0, 0);
+}
+extern "C" __global__ void definition(const bf16* x, const bf16* W, const bf16* bias, float* C,
+                                      int M, int N, int K) {
+    const int lane = threadIdx.x, g = lane >> 2, t = lane & 3;
+    const int n0 = blockIdx.x * 8, m0 = blockIdx.y * 16, nch = (K + 31) / 32;
+    float tot[4] = {0.f, 0.f, 0.f, 0.f};
+    for (int q = 0; q < S_; q++) {
+        float acc[4] = {0.f, 0.f, 0.f, 0.f};
+        for (int c = (int)((long long)q * nch / S_); c < (int)((long long)(q + 1) * nch / S_); c++) {
+            const int k = 32 * c + 8 * t;
+            const uint4 xl = row8(x, m0 + g, M, k, K), xh = row8(x, m0 + g + 8, M, k, K);
+            const uint4 w = row8(W, n0 + g, N, k, K);
+            mma(acc, xl.x, xh.x, xl.y, xh.y, w.x, w.y);            // k 8t .. 8t+3 of each quad
+            mma(acc, xl.z, xh.z, xl.w, xh.w, w.z, w.w);            // k 8t+4 .. 8t+7
+        }
+        for (int r = 0; r < 4; r++) tot[r] = __fadd_rn(tot[r], acc[r]);
+    }
+    for (int r = 0; r < 4; r++) {
+        const int m = m0 + g + 8 * (r >> 1), n = n0 + 2 * t + (r & 1);
+        if (m < M && n < N) C[(long long)m * N + n] = bias ? tot[r] + b2f(bias[n]) : tot[r];
+    }
+}
+"""
+
+
+def definition(x, w, bias=None):
+    """x [M, K] bf16 @ w [N, K] bf16 (plain, not Packed; K % 8 == 0) -> [M, N] float32 by the
+    definition kernel (slow; tests)."""
+    M, K = x.shape
+    N = w.shape[0]
+    out = cp.empty((M, N), dtype=cp.float32)
+    kernel(_DEFINITION, "definition", (f"S_={KSPLIT}",))(
+        (-(-N // 8), -(-M // 16)), (32,), (as_bf16(x), as_bf16(w), _bias(bias), out,
+                                            np.int32(M), np.int32(N), np.int32(K)))
+    return out
+
+
 class Packed:
-    """W [N, K] bf16 in mma fragment order, so a warp's load of one chunk is 512 contiguous
-    bytes: data[N8][KC][32 lanes][8], N8 = ceil(N / 8), KC = ceil(K / 32); lane g * 4 + t of
-    column group n / 8 and chunk k / 32 holds W[8 (n / 8) + g, 32 (k / 32) + 8 t .. + 7].
+    """W [N, K] bf16 in tiles of 8 columns x 32 k, so a warp's load of one chunk of a column
+    group is 512 contiguous bytes: data[N8][KC][8][32], N8 = ceil(N / 8), KC = ceil(K / 32);
+    row g of tile (n / 8, k / 32) is column 8 (n / 8) + g's 32 k of that chunk in "pi order":
+    its 32-bit word 4i + t holds the k pair 8t + 2i, +1 (position p = 16h + 8b + 2t + e holds
+    k = 8t + 4h + 2b + e). That is the order in which the arithmetic's two k16 steps take k
+    (the module docstring), so a tensor-core step reads 16 consecutive stored k: what lets
+    kernels/wgmma_tma_cuda.py load tiles with TMA (64-byte swizzled rows, whole 16-byte
+    pieces); the mma.sync kernels load natural order back with `unpi` (a quad transpose).
     Padding (N to 8, K to 32) is zeros."""
 
     def __init__(self, w):
@@ -420,7 +493,9 @@ class Packed:
             z = cp.zeros((n8 * 8, kc * 32), dtype=cp.uint16)
             z[:N, :K] = u
             u = z
-        self.data = cp.ascontiguousarray(u.reshape(n8, 8, kc, 4, 8).transpose(0, 2, 1, 3, 4)).view(BF16)
+        # [n8, g, kc, natural word 4t + i as (t, i), e] -> [n8, kc, g, stored word 4i + t, e]
+        self.data = cp.ascontiguousarray(
+            u.reshape(n8, 8, kc, 4, 4, 2).transpose(0, 2, 1, 4, 3, 5)).view(BF16)
         self.shape, self.dtype, self.nbytes = (N, K), BF16, self.data.nbytes
         self.plain = w if KEEP_PLAIN else None       # benchmarks: cuBLAS on the same numbers
 
@@ -491,9 +566,10 @@ def _stream(x, w, bias, out, N, cfg, glu=False, norm=None):
 
 def cuda(x, w, bias=None, force: str | None = None, cfg: tuple | None = None):
     """x: [M, K] float32 or bf16; w: Packed (or [N, K], packed on the fly); bias: [N] bf16
-    or None -> [M, N] float32. force: "stream", "tiled" or "split" (tests, benchmarks), else
-    chosen by shape ("wgmma" on sm_90 where kernels/wgmma_cuda.available says so); cfg: the
-    streaming kernel's (MT, NT, U) (tests, sweeps)."""
+    or None -> [M, N] float32. force: "stream", "tiled", "split", "wgmma", "wgmma_split" or
+    "tma" (tests, benchmarks), else chosen by shape (on sm_90 "tma" / "wgmma" where
+    kernels/wgmma_tma_cuda / wgmma_cuda say available); cfg: the streaming kernel's
+    (MT, NT, U) (tests, sweeps)."""
     M, K = x.shape
     N = w.shape[0]
     if not INVARIANT and force is None:
@@ -505,7 +581,9 @@ def cuda(x, w, bias=None, force: str | None = None, cfg: tuple | None = None):
         return out
     tiles = -(-N // 128) * -(-M // 128)
     cfg = cfg or stream_cfg(M)
-    if force is None and WGMMA and not cfg and wgmma_cuda().available(M, N, K):
+    if force is None and WGMMA and not cfg and wgmma_tma_cuda().available(M, N, K):
+        force = "tma"
+    elif force is None and WGMMA and not cfg and wgmma_cuda().available(M, N, K):
         force = "wgmma"
     elif force is None and WGMMA and cfg and M >= WGMMA_SMALL[0]:
         if wgmma_cuda().available(M, N, K, WGMMA_SMALL[1]):     # decode rows: weights read once
@@ -518,6 +596,9 @@ def cuda(x, w, bias=None, force: str | None = None, cfg: tuple | None = None):
         return out
     w, bias, I = pack(w).data, _bias(bias), np.int32
     x = as_bf16(x)
+    if how == "tma":                                    # Hopper: kernels/wgmma_tma_cuda.py
+        wgmma_tma_cuda().cuda(x, w, None if bias is _NULL else bias, out, M, N, K)
+        return out
     if how == "wgmma":                                  # Hopper: kernels/wgmma_cuda.py
         wgmma_cuda().cuda(x, w, bias, out, M, N, K)
         return out
@@ -551,6 +632,11 @@ def _fold(part, bias, out):
 
 def wgmma_cuda():
     from kernels import wgmma_cuda as mod
+    return mod
+
+
+def wgmma_tma_cuda():
+    from kernels import wgmma_tma_cuda as mod
     return mod
 
 

@@ -14,8 +14,8 @@ Layout: a block of 2 warpgroups owns 128 rows x 256 columns; each warpgroup runs
 wgmma m64n256k16, A (x) from registers (16-byte shared loads give both steps' fragments), B (W)
 from shared memory in K-major core matrices (no swizzle; padded strides LBO 160 B, SBO 288 B
 keep the copies free of bank conflicts). W stays in matmul_cuda's packed order (`Packed`); a
-core-matrix row is four 4-byte words of it, copied with 4-byte cp.async (each warp reads 128
-contiguous bytes). 6 stages of one 32-k chunk; one chunk's wgmma group stays in flight
+core-matrix row is four 4-byte words of it (natural words 4t + 2h + b, t = 0..3), copied with
+4-byte cp.async (each warp reads 128 contiguous bytes). 6 stages of one 32-k chunk; one chunk's wgmma group stays in flight
 (wait_group 1) while the next is issued; before a range's fold, wait_group 0. Range totals:
 64 of a thread's 128 in registers, the rest in its own shared-memory slots. Blocks walk groups
 of 16 row tiles, row tile fastest, so x stays in L2 and each W tile leaves DRAM about once.
@@ -106,7 +106,7 @@ __device__ __forceinline__ unsigned long long desc_of(unsigned a) {
 }
 
 // grid: ceil(M / 128) * (N / 256) blocks (1-D, grouped order), 256 threads, SMEM dynamic.
-// x [M, K] bf16 (K %% 32 == 0), Wp: matmul_cuda's Packed data [N/8][K/32][32][8], N %% 256 == 0.
+// x [M, K] bf16 (K %% 32 == 0), Wp: matmul_cuda's Packed data [N/8][K/32][8][32] (pi order), N %% 256 == 0.
 // SPLIT_ (few rows): grid (blocks, KSPLIT); block (b, q) sums range q only and writes it,
 // unfolded and without bias, to C + q M N (matmul_cuda's fold_parts then folds in order).
 extern "C" __global__ void __launch_bounds__(256, 1) wgmma_gemm(
@@ -134,9 +134,11 @@ extern "C" __global__ void __launch_bounds__(256, 1) wgmma_gemm(
     const bf16* xsrc0 = x + (long long)(ok0 ? xr0 : 0) * K + 8 * (tid & 3);
     const bf16* xsrc1 = x + (long long)(ok1 ? xr1 : 0) * K + 8 * (tid & 3);
     const unsigned xdst = (tid >> 2) * 64 + (tid & 3) * 16;
-    // W: word ww (k 2ww, 2ww+1 of the chunk) of row gg of column group n0/8 + tid/128 + 2r
+    // W: natural word ww (k 2ww, 2ww+1 of the chunk) of row gg of column group n0/8 + tid/128
+    // + 2r, which Packed keeps at stored word 4 (ww %% 4) + ww / 4 of the row (pi order)
     const int within = tid & 127, gg = within >> 4, ww = within & 15;
-    const bf16* bsrc = Wp + ((long long)(n0 / 8 + (tid >> 7)) * nch) * 256 + within * 2;
+    const bf16* bsrc = Wp + ((long long)(n0 / 8 + (tid >> 7)) * nch) * 256 + gg * 32
+                     + (4 * (ww & 3) + (ww >> 2)) * 2;
     const long long bstep = 2LL * nch * 256;
     const unsigned bdst = A_BYTES + ((ww >> 1) & 1) * B_HST + (tid >> 7) * B_SBO + (ww & 1) * B_LBO
                         + gg * 16 + (ww >> 2) * 4;
@@ -259,39 +261,45 @@ _fn: dict = {}
 _modules: list = []
 
 
+def load_sm90a(src: str, name: str, smem: int, what: str):
+    """Kernel `name` of src compiled through NVRTC for compute_90a (wgmma, setmaxnreg and TMA
+    are sm_90a instructions) and loaded as PTX, allowed `smem` bytes of dynamic shared memory;
+    None (logged once, `what` names the fallback) where the device is not sm_90 or the
+    compile fails."""
+    if not ENABLED or cp.cuda.Device().compute_capability != "90":
+        return None
+    try:
+        from cupy_backends.cuda.libs import nvrtc
+        prog = nvrtc.createProgram(src, name + ".cu", (), ())
+        try:
+            nvrtc.compileProgram(prog, ("-arch=compute_90a", "--std=c++17"))
+        except Exception:
+            raise RuntimeError(nvrtc.getProgramLog(prog))
+        ptx = nvrtc.getPTX(prog)
+        nvrtc.destroyProgram(prog)
+        if isinstance(ptx, str):
+            ptx = ptx.encode()
+        mod = cp.cuda.function.Module()
+        mod.load(ptx.rstrip(b"\0") + b"\0")
+        fn = mod.get_function(name)
+        try:
+            fn.max_dynamic_shared_size_bytes = smem
+        except AttributeError:                                   # older cupy: the driver call
+            from cupy_backends.cuda.api import driver
+            driver.funcSetAttribute(fn.ptr, 8, smem)             # MAX_DYNAMIC_SHARED_SIZE_BYTES
+        _modules.append(mod)                                     # kept alive with the function
+        return fn
+    except Exception as e:
+        log.warning("%s unavailable (%s: %s); %s", name, type(e).__name__, str(e)[:300], what)
+        return None
+
+
 def _compile(split: bool = False):
     """The kernel for this device (None where it cannot run: not sm_90, or no compile)."""
     dev = cp.cuda.Device()
-    if (dev.id, split) in _fn:
-        return _fn[dev.id, split]
-    fn = None
-    if ENABLED and dev.compute_capability == "90":
-        try:
-            from cupy_backends.cuda.libs import nvrtc
-            prog = nvrtc.createProgram(source(split), "wgmma_gemm.cu", (), ())
-            try:
-                nvrtc.compileProgram(prog, ("-arch=compute_90a", "--std=c++17"))
-            except Exception:
-                raise RuntimeError(nvrtc.getProgramLog(prog))
-            ptx = nvrtc.getPTX(prog)
-            nvrtc.destroyProgram(prog)
-            if isinstance(ptx, str):
-                ptx = ptx.encode()
-            mod = cp.cuda.function.Module()
-            mod.load(ptx.rstrip(b"\0") + b"\0")
-            fn = mod.get_function("wgmma_gemm")
-            try:
-                fn.max_dynamic_shared_size_bytes = SMEM
-            except AttributeError:                               # older cupy: the driver call
-                from cupy_backends.cuda.api import driver
-                driver.funcSetAttribute(fn.ptr, 8, SMEM)         # MAX_DYNAMIC_SHARED_SIZE_BYTES
-            _modules.append(mod)                                 # kept alive with the function
-        except Exception as e:                                   # stay on the tiled kernel
-            log.warning("wgmma GEMM unavailable (%s: %s); the tiled kernel runs instead",
-                        type(e).__name__, str(e)[:300])
-            fn = None
-    _fn[dev.id, split] = fn
-    return fn
+    if (dev.id, split) not in _fn:
+        _fn[dev.id, split] = load_sm90a(source(split), "wgmma_gemm", SMEM, "the tiled kernel runs instead")
+    return _fn[dev.id, split]
 
 
 def available(M: int, N: int, K: int, min_blocks: int = MIN_BLOCKS) -> bool:

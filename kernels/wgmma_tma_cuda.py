@@ -1,0 +1,391 @@
+"""The prefill GEMM on Hopper (sm_90a): TMA loads into swizzled shared memory, an mbarrier
+pipeline, one producer and two consumer warpgroups, wgmma with both operands from shared
+memory; kernels/matmul_cuda.py's arithmetic exactly, so its bytes equal the streaming, tiled and
+wgmma_cuda kernels' for every row (tests/gpu/test_gemm_definition.py).
+
+Why the bits stay: the arithmetic takes each 32-k chunk in two k16 tensor-core steps whose
+positions j hold k = pi(16h + j), pi(16h + 8b + 2t + e) = 8t + 4h + 2b + e (matmul_cuda's
+mma.sync fragments). A wgmma step reads 16 consecutive stored k of a swizzled row, so both
+operands are stored in pi order: W is (matmul_cuda `Packed`: 8-column x 32-k tiles, each row in
+pi order), x is permuted into a scratch copy by `permute_k32` (a 4x4 transpose of 32-bit words
+per chunk). Ranges and their fold are the definition's: 8 ranges of K / 256 chunks (K % 256 ==
+0 here), each summed from zero by the steps in order (the first step of a range with scale-d
+0: D = A B), folded in order into totals from 0, + bias. wgmma with both operands in shared
+memory gives mma.sync's bits (bench/wgmma_tma_proto.cu, receipt 2026-11-29-tma-gemm: 0 of
+every output bit off on llama3-8b's prefill shapes).
+
+Layout: persistent blocks (grid = min(tiles, SMs)) walk 128 x BN tiles in groups of GM row
+tiles (row tile fastest). Stage = 64 k: x box {64 k, 128 rows} (128-byte swizzle, 2-D map over
+the permuted x) and W box {32 k, 8, 2 chunks, BN / 8 groups} (64-byte swizzle, 4-D map over the
+Packed data: a tile row is 64 bytes, chunks u = 0, 1 of a group 512 bytes apart, groups 1024).
+The producer's one thread issues the loads when the consumers have released a stage (empty
+barrier: 8 consumer warps), the stage's full barrier counts its bytes. Each consumer
+warpgroup owns 64 rows: m64nBNk16, BN / 2 f32 accumulators a thread, one stage of wgmma groups
+in flight; TOTR of the range totals in registers, the rest in the thread's own shared slots.
+BN 256 (ST 4 stages) where its tiles fill the device, else BN 128 (ST 6).
+
+Tensor maps are encoded by the driver (cuTensorMapEncodeTiled through ctypes) and passed by
+value (__grid_constant__); the kernel is launched with cuLaunchKernel. Used by matmul_cuda for
+more than 64 rows (never inside a decode round's CUDA graph).
+"""
+from __future__ import annotations
+
+import ctypes
+
+import cupy as cp
+import numpy as np
+
+from kernels.common_cuda import HEADER, kernel
+
+BM, BK, GM = 128, 64, 16
+ZFIRST = 1
+# BN: (stages, range totals in registers, setmaxnreg producer / consumers)
+CONFIGS = {256: (4, 96, 24, 240), 128: (6, 64, 40, 232)}
+ENABLED = True
+
+_SRC = r"""
+struct __align__(64) TMap { unsigned long long v[16]; };
+#define KSPLIT 8
+#define NCW 2
+#define NTHR (128 * (NCW + 1))
+#define NACC (BN / 2)
+#define A_BYTES (BM * BK * 2)
+#define B_BYTES (BN * BK * 2)
+#define STAGE (A_BYTES + B_BYTES)
+#define SMEM_PIPE (ST * STAGE)
+#define NTOTS (NACC - TOTR)
+#define SMEM_TOT (NTOTS * NCW * 128 * 4)
+
+__device__ __forceinline__ void wgmma_ss(float* d, unsigned long long da, unsigned long long db, int sd) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %SD, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n" BNS "k16.f32.bf16.bf16 {DREGS}, %DA, %DB, p, 1, 1, 0, 0;\n}\n"
+                 : DOUTS
+                 : "l"(da), "l"(db), "r"(sd) : "memory");
+}
+template <int n> __device__ __forceinline__ void wg_wait() {
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" :: "n"(n) : "memory");
+}
+__device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+// neither read the accumulators before a wgmma.wait_group nor write them after a fence
+__device__ __forceinline__ void fence_acc(float* acc) {
+#pragma unroll
+    for (int i = 0; i < NACC; i++) asm volatile("" : "+f"(acc[i]) :: "memory");
+}
+// K-major shared-memory operand descriptors: start >> 4, LBO 1 (unused when swizzled), SBO 1024
+// bytes between 8-row groups, layout type 1 = 128-byte swizzle (x), 2 = 64-byte swizzle (W);
+// a k16 step inside a swizzled row adds its byte offset to the start (as CUTLASS does)
+__device__ __forceinline__ unsigned long long desc(unsigned addr, unsigned long long type) {
+    return (unsigned long long)((addr >> 4) & 0x3FFF) | (1ull << 16) | ((unsigned long long)(1024 >> 4) << 32)
+         | (type << 62);
+}
+__device__ __forceinline__ void mbar_init(unsigned bar, unsigned count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" :: "r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_expect_tx(unsigned bar, unsigned bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" :: "r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(unsigned bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" :: "r"(bar) : "memory");
+}
+// wait until the phase of parity `par` has completed (a fresh barrier: parity 1 passes)
+__device__ __forceinline__ void mbar_wait(unsigned bar, unsigned par) {
+    unsigned done;
+    do {
+        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                     "selp.u32 %0, 1, 0, p;\n}\n" : "=r"(done) : "r"(bar), "r"(par) : "memory");
+    } while (!done);
+}
+__device__ __forceinline__ void tma2(unsigned dst, const TMap* map, int c0, int c1, unsigned bar) {
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes "
+                 "[%0], [%1, {%2, %3}], [%4];\n"
+                 :: "r"(dst), "l"((unsigned long long)map), "r"(c0), "r"(c1), "r"(bar) : "memory");
+}
+__device__ __forceinline__ void tma4(unsigned dst, const TMap* map, int c2, int c3, unsigned bar) {
+    asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes "
+                 "[%0], [%1, {%2, %2, %3, %4}], [%5];\n"
+                 :: "r"(dst), "l"((unsigned long long)map), "r"(0), "r"(c2), "r"(c3), "r"(bar) : "memory");
+}
+// tile -> (m0, n0): groups of GM row tiles x all column tiles, row tile fastest
+__device__ __forceinline__ void tile_origin(int tile, int tiles_m, int tiles_n, int& m0, int& n0) {
+    const int per_group = GM * tiles_n, grp = tile / per_group, first_m = grp * GM;
+    const int gm = min(GM, tiles_m - first_m), rr = tile - grp * per_group;
+    m0 = (first_m + rr % gm) * BM;
+    n0 = (rr / gm) * BN;
+}
+
+// grid min(tiles, SMs), NTHR threads, SMEM dynamic bytes. tmX: the permuted x [M, K] bf16, box
+// {64, 128}, 128-byte swizzle; tmW: Packed W as [N/8][K/32][8][32], box {32, 8, 2, BN/8},
+// 64-byte swizzle. C [M, N] f32 (+ bias bf16 [N] or null). N % BN == 0, K % 256 == 0.
+extern "C" __global__ void __launch_bounds__(NTHR, 1) gemm_tma(
+        const __grid_constant__ TMap tmX, const __grid_constant__ TMap tmW, const bf16* bias,
+        float* __restrict__ C, int M, int N, int K) {
+    extern __shared__ unsigned char smraw[];
+    const unsigned raw = (unsigned)__cvta_generic_to_shared(smraw);
+    const unsigned base = (raw + 1023u) & ~1023u;                  // stages: 1024-aligned
+    unsigned char* sm = smraw + (base - raw);
+    const unsigned full_bar = base + SMEM_PIPE + SMEM_TOT, empty_bar = full_bar + 8 * ST;
+    const int tid = threadIdx.x, wg = tid >> 7;
+    if (tid == 0) {
+        for (int s = 0; s < ST; s++) {
+            mbar_init(full_bar + 8 * s, 1);                        // the producer's expect_tx
+            mbar_init(empty_bar + 8 * s, NCW * 4);                 // every consumer warp
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    }
+    __syncthreads();
+    const int tiles_m = (M + BM - 1) / BM, tiles_n = N / BN, ntiles = tiles_m * tiles_n;
+    const int nkb = K / BK, rch = K / 256;                         // stages a tile; chunks a range
+
+    if (wg == 0) {                                                 // producer
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" :: "n"(REG_P));
+        if (tid == 0) {
+            asm volatile("prefetch.tensormap [%0];\n" :: "l"((unsigned long long)&tmX) : "memory");
+            asm volatile("prefetch.tensormap [%0];\n" :: "l"((unsigned long long)&tmW) : "memory");
+            int slot = 0;
+            unsigned ph = 0;
+            for (int tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
+                int m0, n0;
+                tile_origin(tile, tiles_m, tiles_n, m0, n0);
+                for (int kb = 0; kb < nkb; kb++) {
+                    mbar_wait(empty_bar + 8 * slot, ph ^ 1);       // consumers released it
+                    const unsigned fb = full_bar + 8 * slot, sA = base + slot * STAGE;
+                    mbar_expect_tx(fb, STAGE);                     // whole boxes, OOB rows too
+                    tma2(sA, &tmX, kb * BK, m0, fb);
+                    tma4(sA + A_BYTES, &tmW, 2 * kb, n0 / 8, fb);
+                    if (++slot == ST) { slot = 0; ph ^= 1; }
+                }
+            }
+        }
+    } else {                                                       // consumers
+        asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" :: "n"(REG_C));
+        const int ci = wg - 1, ctid = tid - 128, w = (tid >> 5) & 3, lane = tid & 31;
+        const int g = lane >> 2, t = lane & 3;
+        float acc[NACC];
+        float totr[TOTR];
+        float* tots = (float*)(sm + SMEM_PIPE);                    // [NTOTS][NCW * 128]
+        int slot = 0, prev = 0;
+        unsigned ph = 0;
+        for (int tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
+            int m0, n0;
+            tile_origin(tile, tiles_m, tiles_n, m0, n0);
+            const int row0 = m0 + 64 * ci + 16 * w + g;            // and row0 + 8
+            const bool ok0 = row0 < M, ok1 = row0 + 8 < M;
+#pragma unroll
+            for (int i = 0; i < NACC; i++) acc[i] = 0.f;
+#pragma unroll
+            for (int i = 0; i < TOTR; i++) totr[i] = 0.f;
+#pragma unroll
+            for (int i = 0; i < NTOTS; i++) tots[i * (NCW * 128) + ctid] = 0.f;
+            fence_acc(acc);
+            // a range ends: tot = tot + acc for each element (ZFIRST: acc is left as it is, the
+            // next range's first wgmma overwrites it with scale-d 0)
+            auto fold = [&]() {
+#pragma unroll
+                for (int i = 0; i < TOTR; i++) {
+                    totr[i] = __fadd_rn(totr[i], acc[i]);
+                    if (!ZFIRST) acc[i] = 0.f;
+                }
+#pragma unroll
+                for (int i = TOTR; i < NACC; i++) {
+                    float* p = tots + (i - TOTR) * (NCW * 128) + ctid;
+                    *p = __fadd_rn(*p, acc[i]);
+                    if (!ZFIRST) acc[i] = 0.f;
+                    if ((i - TOTR) % 8 == 7) asm volatile("" ::: "memory");   // few loads ahead
+                }
+            };
+            int q_end = rch;                                       // chunk where the next range starts
+            int sd = ZFIRST ? 0 : 1;                               // scale-d of the next step 0
+#pragma unroll 1
+            for (int kb = 0; kb < nkb; kb++) {
+                mbar_wait(full_bar + 8 * slot, ph);                // the stage landed
+                const unsigned sA = base + slot * STAGE, sB = sA + A_BYTES;
+                const unsigned long long da = desc(sA + ci * (64 * 128), 1), db = desc(sB, 2);
+#pragma unroll
+                for (int u = 0; u < 2; u++) {                      // chunk c = 2 kb + u
+                    if (2 * kb + u == q_end) {                     // a range ends before it
+                        wg_wait<0>();
+                        fence_acc(acc);
+                        fold();
+                        q_end += rch;
+                        if (ZFIRST) sd = 0;
+                        fence_acc(acc);
+                    }
+                    wg_fence();
+                    wgmma_ss(acc, da + 4 * u, db + 32 * u, sd);            // step 0: x +64u, W +512u bytes
+                    wgmma_ss(acc, da + 4 * u + 2, db + 32 * u + 2, 1);     // step 1: +32 bytes
+                    wg_commit();
+                    sd = 1;
+                }
+                wg_wait<2>();                                      // the previous stage's done
+                if (kb > 0 && lane == 0) mbar_arrive(empty_bar + 8 * prev);
+                prev = slot;
+                if (++slot == ST) { slot = 0; ph ^= 1; }
+            }
+            wg_wait<0>();
+            fence_acc(acc);
+            if (lane == 0) mbar_arrive(empty_bar + 8 * prev);
+            fold();                                                // the last range
+            float* c0 = C + (long long)row0 * N + n0 + 2 * t;       // acc[4j + e]: row0 + 8 (e >> 1),
+            float* c1 = c0 + 8LL * N;                               //   column n0 + 8j + 2t + (e & 1)
+#pragma unroll
+            for (int j = 0; j < BN / 8; j++) {
+                float v[4];
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const int i = 4 * j + e;
+                    v[e] = i < TOTR ? totr[i < TOTR ? i : 0] : tots[(i - TOTR) * (NCW * 128) + ctid];
+                }
+                if (bias) {
+                    const int n = n0 + 8 * j + 2 * t;
+                    const float b0 = b2f(bias[n]), b1 = b2f(bias[n + 1]);
+                    v[0] = v[0] + b0; v[1] = v[1] + b1; v[2] = v[2] + b0; v[3] = v[3] + b1;
+                }
+                if (ok0) *(float2*)(c0 + 8 * j) = make_float2(v[0], v[1]);
+                if (ok1) *(float2*)(c1 + 8 * j) = make_float2(v[2], v[3]);
+                if (j % 2 == 1) asm volatile("" ::: "memory");
+            }
+        }
+    }
+}
+"""
+
+_PERMUTE = r"""
+// x [M, K] bf16 -> each 32-k chunk in pi order: one thread a chunk (64 bytes), a 4x4 transpose
+// of 32-bit words (out word 4i + t = in word 4t + i)
+extern "C" __global__ void permute_k32(const uint4* __restrict__ in, uint4* __restrict__ out, long long n) {
+    const long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    const uint4 a = in[4 * i], b = in[4 * i + 1], c = in[4 * i + 2], d = in[4 * i + 3];
+    out[4 * i + 0] = make_uint4(a.x, b.x, c.x, d.x);
+    out[4 * i + 1] = make_uint4(a.y, b.y, c.y, d.y);
+    out[4 * i + 2] = make_uint4(a.z, b.z, c.z, d.z);
+    out[4 * i + 3] = make_uint4(a.w, b.w, c.w, d.w);
+}
+"""
+
+
+def _smem(bn: int) -> int:
+    st, totr, _, _ = CONFIGS[bn]
+    return 1024 + st * (BM * BK * 2 + bn * BK * 2) + (bn // 2 - totr) * 2 * 128 * 4 + 2 * st * 8
+
+
+def source(bn: int) -> str:
+    st, totr, rp, rc = CONFIGS[bn]
+    nacc = bn // 2
+    body = (_SRC.replace("DREGS", ", ".join(f"%{i}" for i in range(nacc)))
+            .replace("DOUTS", ", ".join(f'"+f"(d[{i}])' for i in range(nacc)))
+            .replace("%SD", f"%{nacc + 2}").replace("%DA", f"%{nacc}").replace("%DB", f"%{nacc + 1}"))
+    defs = "".join(f"#define {k} {v}\n" for k, v in dict(
+        BM=BM, BK=BK, GM=GM, BN=bn, BNS=f'"{bn}"', ST=st, TOTR=totr, REG_P=rp, REG_C=rc, ZFIRST=ZFIRST).items())
+    return HEADER + defs + body
+
+
+_fn: dict = {}
+
+
+def _compile(bn: int):
+    key = (cp.cuda.Device().id, bn)
+    if key not in _fn:
+        from kernels.wgmma_cuda import load_sm90a
+        _fn[key] = load_sm90a(source(bn), "gemm_tma", _smem(bn), "the other GEMM kernels run instead") \
+            if ENABLED else None
+    return _fn[key]
+
+
+def pick_bn(M: int, N: int) -> int:
+    """256-column tiles where they fill the device (a wave of SMs), else 128."""
+    tiles = -(-M // BM) * (N // 256) if N % 256 == 0 else 0
+    return 256 if tiles >= _sms() else 128
+
+
+def available(M: int, N: int, K: int) -> bool:
+    """Whether this shape runs here: sm_90, N % 128 == 0, K % 256 == 0, M > 0."""
+    if M <= 0 or N % 128 or K % 256:
+        return False
+    return _compile(pick_bn(M, N)) is not None
+
+
+# -- the driver: tensor maps and the launch ------------------------------------------------
+_BF16, _SW64, _SW128, _L2_256 = 9, 2, 3, 3          # CUtensorMap enums (cuda.h)
+_lib = None
+_sm_count: dict = {}
+
+
+def _sms() -> int:
+    dev = cp.cuda.Device()
+    if dev.id not in _sm_count:
+        _sm_count[dev.id] = dev.attributes["MultiProcessorCount"]
+    return _sm_count[dev.id]
+
+
+def _driver():
+    global _lib
+    if _lib is None:
+        _lib = ctypes.CDLL("libcuda.so.1")
+        _lib.cuTensorMapEncodeTiled.restype = ctypes.c_int
+        _lib.cuLaunchKernel.restype = ctypes.c_int
+    return _lib
+
+
+class _Map:
+    """One CUtensorMap (128 bytes, 64-aligned) in host memory, kept alive with its array."""
+
+    def __init__(self, ptr: int, dims, strides, box, swizzle: int, keep):
+        self.buf = ctypes.create_string_buffer(128 + 64)
+        self.addr = (ctypes.addressof(self.buf) + 63) & ~63
+        self.keep = keep
+        U64, U32 = ctypes.c_uint64, ctypes.c_uint32
+        n = len(dims)
+        rc = _driver().cuTensorMapEncodeTiled(
+            ctypes.c_void_p(self.addr), ctypes.c_int(_BF16), U32(n), ctypes.c_void_p(ptr),
+            (U64 * n)(*dims), (U64 * (n - 1))(*strides), (U32 * n)(*box), (U32 * n)(*([1] * n)),
+            ctypes.c_int(0), ctypes.c_int(swizzle), ctypes.c_int(_L2_256), ctypes.c_int(0))
+        if rc != 0:
+            raise RuntimeError(f"cuTensorMapEncodeTiled failed: CUresult {rc} (dims {dims}, box {box})")
+
+
+_wmaps: dict = {}
+
+
+def _wmap(wdata, N: int, K: int, bn: int) -> _Map:
+    """The W map of a Packed array (cached by its address: weights live as long as the model)."""
+    key = (wdata.data.ptr, N, K, bn)
+    m = _wmaps.get(key)
+    if m is None or m.keep is not wdata:
+        kc = K // 32
+        m = _Map(wdata.data.ptr, (32, 8, kc, N // 8), (64, 512, kc * 512), (32, 8, 2, bn // 8), _SW64, wdata)
+        _wmaps[key] = m
+    return m
+
+
+def permute(x):
+    """x [M, K] bf16 with each 32-k chunk in pi order (a new array)."""
+    M, K = x.shape
+    out = cp.empty_like(x)
+    n = M * K // 32
+    if n:
+        kernel(_PERMUTE, "permute_k32")((-(-n // 256),), (256,), (x, out, np.int64(n)))
+    return out
+
+
+def cuda(x, wdata, bias, out, M: int, N: int, K: int) -> None:
+    """out[M, N] (float32) = x[M, K] (bf16, contiguous, natural order) @ W^T (+ bias bf16 [N]
+    or None), W as matmul_cuda's Packed data. The caller checked `available`."""
+    bn = pick_bn(M, N)
+    fn = _compile(bn)
+    xp = permute(x)
+    xmap = _Map(xp.data.ptr, (K, M), (K * 2,), (BK, BM), _SW128, xp)
+    wmap = _wmap(wdata, N, K, bn)
+    tiles = -(-M // BM) * (N // bn)
+    vals = [ctypes.c_void_p(0 if bias is None else bias.data.ptr), ctypes.c_void_p(out.data.ptr),
+            ctypes.c_int(M), ctypes.c_int(N), ctypes.c_int(K)]
+    params = (ctypes.c_void_p * 7)(xmap.addr, wmap.addr, *[ctypes.addressof(v) for v in vals])
+    U = ctypes.c_uint
+    rc = _driver().cuLaunchKernel(
+        ctypes.c_void_p(fn.ptr), U(min(tiles, _sms())), U(1), U(1), U(128 * 3), U(1), U(1),
+        U(_smem(bn)), ctypes.c_void_p(cp.cuda.get_current_stream().ptr), params, None)
+    if rc != 0:
+        raise RuntimeError(f"cuLaunchKernel(gemm_tma) failed: CUresult {rc}")
+    del xmap                                  # the map was copied into the launch's parameters

@@ -1,0 +1,80 @@
+"""Every GEMM kernel's bytes equal the definition's (matmul_cuda.definition: the arithmetic
+run plainly on W [N, K] in natural order), for every path the dispatcher or a caller can
+take: streaming (each config), tiled, split, and on sm_90 wgmma, wgmma split and the TMA
+kernel; with and without bias, M off every tile. This pins the arithmetic itself, so a change
+of the packed layout (or of any kernel) that moved a bit fails here even when all kernels moved
+together."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests.gpu.conftest import bf16_round, poison_pool, rel
+from tests.gpu.test_kernels import dev_bf16, host
+
+rng = np.random.default_rng()
+
+
+def _sm90() -> bool:
+    import cupy as cp
+    return cp.cuda.Device().compute_capability == "90"
+
+
+def _case(M, N, K):
+    from kernels import matmul_cuda
+    x = bf16_round(rng.standard_normal((M, K)).astype(np.float32))
+    w = bf16_round(rng.standard_normal((N, K)).astype(np.float32) * 0.02)
+    b = bf16_round(rng.standard_normal(N).astype(np.float32))
+    xd, wd, bd = dev_bf16(x), dev_bf16(w), dev_bf16(b)
+    return x, w, b, xd, wd, matmul_cuda.pack(wd), bd
+
+
+def _same(a, b) -> bool:
+    return np.array_equal(host(a).view(np.uint32), host(b).view(np.uint32))
+
+
+@pytest.mark.parametrize("M,N,K", [(300, 768, 1056), (130, 256, 4096), (2085, 512, 2048), (64, 1024, 768)])
+def test_every_gemm_path_equals_the_definition(M, N, K):
+    from kernels import matmul_cuda
+    x, w, b, xd, wd, wp, bd = _case(M, N, K)
+    paths = ["tiled", "split"]
+    if _sm90():
+        from kernels import wgmma_cuda, wgmma_tma_cuda
+        if wgmma_tma_cuda.available(M, N, K):
+            paths.append("tma")
+        if N % 256 == 0 and K % 32 == 0:
+            paths += ["wgmma", "wgmma_split"]
+    for bias in (None, bd):
+        want = matmul_cuda.definition(xd, wd, bias)
+        ref = x.astype(np.float64) @ w.astype(np.float64).T + (0 if bias is None else b)
+        assert rel(host(want), ref) < 1e-5
+        for how in paths:
+            poison_pool()
+            assert _same(matmul_cuda.cuda(xd, wp, bias, force=how), want), how
+        for cfg in matmul_cuda.STREAM_CFG:                  # decode sizes: rows alone too
+            few = min(M, cfg[0])
+            got = matmul_cuda.cuda(xd[:few], wp, bias, force="stream", cfg=cfg[1:])
+            assert _same(got, want[:few]), cfg
+        poison_pool()
+        assert _same(matmul_cuda.cuda(xd, wp, bias), want), "dispatcher"
+
+
+def test_tma_kernel_is_taken_for_prefill_shapes():
+    """On sm_90 the dispatcher gives llama3-8b's prefill GEMMs to the TMA kernel, both tile widths."""
+    if not _sm90():
+        pytest.skip("the TMA GEMM needs sm_90")
+    from kernels import wgmma_tma_cuda
+    for M, N, K in ((2048, 6144, 4096), (2048, 4096, 14336), (512, 4096, 4096), (65, 28672, 4096)):
+        assert wgmma_tma_cuda.available(M, N, K), (M, N, K)
+    assert wgmma_tma_cuda.pick_bn(2048, 4096) == 256 and wgmma_tma_cuda.pick_bn(128, 4096) == 128
+    assert not wgmma_tma_cuda.available(2048, 960, 576)      # K off 256: the other kernels
+
+
+def test_tma_gemm_rows_alone_equal_rows_among_others():
+    if not _sm90():
+        pytest.skip("the TMA GEMM needs sm_90")
+    from kernels import matmul_cuda
+    _, _, _, xd, _, wp, _ = _case(2000, 1024, 1024)
+    full = matmul_cuda.cuda(xd, wp, force="tma")
+    for a, m in ((0, 65), (700, 77), (1900, 100), (128 * 9, 128 * 6 + 5)):
+        assert _same(matmul_cuda.cuda(xd[a:a + m], wp, force="tma"), full[a:a + m]), (a, m)
