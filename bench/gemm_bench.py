@@ -64,6 +64,16 @@ def main():
             lm = graph_ms(lambda: matmul_cuda.cuda(xs[0], head), reps=5, inner=1)
             got["ours" if inv else "plain"] = layer * s.n_layers + lm
         matmul_cuda.INVARIANT = True
+        if M >= 512:                                          # each prefill GEMM alone, both
+            for name, x, w in zip(("qkv", "o", "gate_up", "down"), xs, ws):
+                for inv in (True, False):
+                    matmul_cuda.INVARIANT = inv
+                    log(f"M{M}_{name}_{'ours' if inv else 'plain'}_ms",
+                        graph_ms(lambda: matmul_cuda.cuda(x, w), reps=7, inner=2))
+                matmul_cuda.INVARIANT = True
+                if x.shape[1] % 256 == 0:
+                    from kernels import wgmma_tma_cuda
+                    log(f"M{M}_{name}_x_permute_ms", graph_ms(lambda: wgmma_tma_cuda.permute(x), reps=7, inner=2))
         for how in ("stream", "tiled", "split"):              # each kernel forced (same bytes)
             if how == "stream" and M > 128:
                 continue

@@ -22,14 +22,17 @@ from kernels import ops  # noqa: E402
 from server.engine.spec import SHAPES  # noqa: E402
 
 SYNC = False
-WRAP = ("embed", "linear", "rms_norm", "norm_linear", "qkv_attend")
+WRAP = ("embed", "linear", "rms_norm", "add_rms_norm", "norm_linear", "gate_up_silu", "qkv_attend")
 
 
-def profile(spec, M, context, P=16):
+def profile(spec, M, context, P=16, prefill=0):
+    """prefill > 0: one prompt of that many tokens from position 0 instead (eager only)."""
     model = model_of(spec)
-    kv = store(spec, context * M, P, fill=True)
+    kv = store(spec, max(context * M, prefill + P), P, fill=True)
     per = context // P
     chunks = [(tuple(range(s * per, (s + 1) * per)), P, context - 2, (17,), True) for s in range(M)]
+    if prefill:
+        chunks = [(tuple(range(-(-prefill // P))), P, 0, tuple(range(1, prefill + 1)), True)]
     rows = model.rows(chunks)
     names = {}
     for L in model.w.layers[:1]:
@@ -40,7 +43,7 @@ def profile(spec, M, context, P=16):
 
     def wrap(n, f):
         def g(*a, **k):
-            wi = {"linear": 1, "norm_linear": 4}.get(n)
+            wi = {"linear": 1, "norm_linear": 4, "gate_up_silu": 1}.get(n)
             tag = n if wi is None else f"{n}:{names.get(a[wi].shape[0], a[wi].shape[0])}"
             calls.append((tag, f, a, k))
             r = f(*a, **k)
@@ -71,6 +74,12 @@ def profile(spec, M, context, P=16):
             raise
         cnt[tag] += 1
     eager = cuda_ms(lambda: model.run(rows, kv), reps=5, warm=2)
+    if prefill:
+        print(f"== {spec.name} prefill {prefill} tokens (an empty graph's launch: {1e3 * empty:.1f} us, subtracted)")
+        for tag in sorted(tot, key=lambda t: -tot[t]):
+            print(f"  {tag:18s} {tot[tag]:8.3f} ms  ({cnt[tag]} calls, {1e3 * tot[tag] / cnt[tag]:7.1f} us each)")
+        print(f"  ops sum {sum(tot.values()):.3f} ms; eager forward {eager:.3f} ms", flush=True)
+        return
     model.forward(chunks, kv)                        # capture the bucket's graph
     g = model.graphs.graphs[next(b for b in (1, 2, 4, 8, 16, 32, 64, 128) if b >= M)]
     graph = cuda_ms(lambda: g.graph.launch(stream=cp.cuda.get_current_stream()), reps=20, warm=3)
@@ -88,6 +97,7 @@ def main():
     ap.add_argument("--shapes", default="smollm2-135m,llama3-8b")
     ap.add_argument("--M", default="1")
     ap.add_argument("--context", default="384")
+    ap.add_argument("--prefill", type=int, default=0, help="profile one prompt of N tokens instead")
     ap.add_argument("--fuse-norm", type=int, default=None, help="1/0: RMSNorm in the GEMM or not")
     ap.add_argument("--sync", action="store_true", help="synchronize after each op (find a fault)")
     ap.add_argument("--pdl", type=int, default=None, help="1/0: programmatic dependent launch in graphs")
@@ -103,7 +113,7 @@ def main():
     for name in a.shapes.split(","):
         for M in (int(m) for m in a.M.split(",")):
             for ctx in (int(c) for c in a.context.split(",")):
-                profile(SHAPES[name], M, ctx)
+                profile(SHAPES[name], M, ctx, prefill=a.prefill)
 
 
 if __name__ == "__main__":

@@ -6,8 +6,8 @@ wgmma_cuda kernels' for every row (tests/gpu/test_gemm_definition.py).
 Why the bits stay: the arithmetic takes each 32-k chunk in two k16 tensor-core steps whose
 positions j hold k = pi(16h + j), pi(16h + 8b + 2t + e) = 8t + 4h + 2b + e (matmul_cuda's
 mma.sync fragments). A wgmma step reads 16 consecutive stored k of a swizzled row, so both
-operands are stored in pi order: W is (matmul_cuda `Packed`: 8-column x 32-k tiles, each row in
-pi order), x is permuted into a scratch copy by `permute_k32` (a 4x4 transpose of 32-bit words
+operands are stored in pi order: W is (matmul_cuda `Packed`: 8-column x 64-k tiles, each
+32-k half of a row in pi order), x is permuted into a scratch copy by `permute_k32` (a 4x4 transpose of 32-bit words
 per chunk). Ranges and their fold are the definition's: 8 ranges of K / 256 chunks (K % 256 ==
 0 here), each summed from zero by the steps in order (the first step of a range with scale-d
 0: D = A B), folded in order into totals from 0, + bias. wgmma with both operands in shared
@@ -15,14 +15,16 @@ memory gives mma.sync's bits (bench/wgmma_tma_proto.cu, receipt 2026-11-29-tma-g
 every output bit off on llama3-8b's prefill shapes).
 
 Layout: persistent blocks (grid = min(tiles, SMs)) walk 128 x BN tiles in groups of GM row
-tiles (row tile fastest). Stage = 64 k: x box {64 k, 128 rows} (128-byte swizzle, 2-D map over
-the permuted x) and W box {32 k, 8, 2 chunks, BN / 8 groups} (64-byte swizzle, 4-D map over the
-Packed data: a tile row is 64 bytes, chunks u = 0, 1 of a group 512 bytes apart, groups 1024).
+tiles (row tile fastest). Stage = 64 k: x box {64 k, 128 rows} (2-D map over the permuted x) and
+W box {64 k, 8, 1, BN / 8 groups} (4-D map over the Packed data: one 1,024-byte tile a group),
+both 128-byte swizzled (rows of 128 bytes, 8-row atoms 1,024 bytes apart).
 The producer's one thread issues the loads when the consumers have released a stage (empty
 barrier: 8 consumer warps), the stage's full barrier counts its bytes. Each consumer
 warpgroup owns 64 rows: m64nBNk16, BN / 2 f32 accumulators a thread, one stage of wgmma groups
 in flight; TOTR of the range totals in registers, the rest in the thread's own shared slots.
-BN 256 (ST 4 stages) where its tiles fill the device, else BN 128 (ST 6).
+BN 256 (ST 4 stages) where its tiles fill the device, else BN 128 (ST 6). GLU form (gate|up):
+a tile holds BN / 2 gate and the matching BN / 2 up columns (two W boxes a stage), and its
+epilogue writes silu_mul(gate, up) as bf16: swiglu_cuda's bytes without the float32 round trip.
 
 Tensor maps are encoded by the driver (cuTensorMapEncodeTiled through ctypes) and passed by
 value (__grid_constant__); the kernel is launched with cuLaunchKernel. Used by matmul_cuda for
@@ -73,11 +75,11 @@ __device__ __forceinline__ void fence_acc(float* acc) {
     for (int i = 0; i < NACC; i++) asm volatile("" : "+f"(acc[i]) :: "memory");
 }
 // K-major shared-memory operand descriptors: start >> 4, LBO 1 (unused when swizzled), SBO 1024
-// bytes between 8-row groups, layout type 1 = 128-byte swizzle (x), 2 = 64-byte swizzle (W);
+// bytes between 8-row groups, layout type 1 = 128-byte swizzle;
 // a k16 step inside a swizzled row adds its byte offset to the start (as CUTLASS does)
-__device__ __forceinline__ unsigned long long desc(unsigned addr, unsigned long long type) {
+__device__ __forceinline__ unsigned long long desc(unsigned addr) {
     return (unsigned long long)((addr >> 4) & 0x3FFF) | (1ull << 16) | ((unsigned long long)(1024 >> 4) << 32)
-         | (type << 62);
+         | (1ull << 62);
 }
 __device__ __forceinline__ void mbar_init(unsigned bar, unsigned count) {
     asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" :: "r"(bar), "r"(count) : "memory");
@@ -106,17 +108,20 @@ __device__ __forceinline__ void tma4(unsigned dst, const TMap* map, int c2, int 
                  "[%0], [%1, {%2, %2, %3, %4}], [%5];\n"
                  :: "r"(dst), "l"((unsigned long long)map), "r"(0), "r"(c2), "r"(c3), "r"(bar) : "memory");
 }
+// output columns a tile: GLU tiles hold BN / 2 gate columns and the BN / 2 up columns F on
+#define NB (GLU ? BN / 2 : BN)
 // tile -> (m0, n0): groups of GM row tiles x all column tiles, row tile fastest
 __device__ __forceinline__ void tile_origin(int tile, int tiles_m, int tiles_n, int& m0, int& n0) {
     const int per_group = GM * tiles_n, grp = tile / per_group, first_m = grp * GM;
     const int gm = min(GM, tiles_m - first_m), rr = tile - grp * per_group;
     m0 = (first_m + rr % gm) * BM;
-    n0 = (rr / gm) * BN;
+    n0 = (rr / gm) * NB;
 }
 
 // grid min(tiles, SMs), NTHR threads, SMEM dynamic bytes. tmX: the permuted x [M, K] bf16, box
-// {64, 128}, 128-byte swizzle; tmW: Packed W as [N/8][K/32][8][32], box {32, 8, 2, BN/8},
-// 64-byte swizzle. C [M, N] f32 (+ bias bf16 [N] or null). N % BN == 0, K % 256 == 0.
+// {64, 128}; tmW: Packed W as [N/8][K/64][8][64], box {64, 8, 1, BN/8}; both 128-byte swizzle. C [M, N] f32 (+ bias bf16 [N] or null). N % BN == 0, K % 256 == 0.
+// GLU: W is gate|up [N = 2F, K] and C is bf16 [M, F] = silu_mul(gate + bias, up + bias) (the
+// W box is then {64, 8, 1, BN/16}, loaded twice a stage: gate groups, then up groups F/8 on).
 extern "C" __global__ void __launch_bounds__(NTHR, 1) gemm_tma(
         const __grid_constant__ TMap tmX, const __grid_constant__ TMap tmW, const bf16* bias,
         float* __restrict__ C, int M, int N, int K) {
@@ -135,7 +140,8 @@ extern "C" __global__ void __launch_bounds__(NTHR, 1) gemm_tma(
         asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
     }
     __syncthreads();
-    const int tiles_m = (M + BM - 1) / BM, tiles_n = N / BN, ntiles = tiles_m * tiles_n;
+    const int F = N / 2;
+    const int tiles_m = (M + BM - 1) / BM, tiles_n = (GLU ? F : N) / NB, ntiles = tiles_m * tiles_n;
     const int nkb = K / BK, rch = K / 256;                         // stages a tile; chunks a range
 
     if (wg == 0) {                                                 // producer
@@ -153,7 +159,12 @@ extern "C" __global__ void __launch_bounds__(NTHR, 1) gemm_tma(
                     const unsigned fb = full_bar + 8 * slot, sA = base + slot * STAGE;
                     mbar_expect_tx(fb, STAGE);                     // whole boxes, OOB rows too
                     tma2(sA, &tmX, kb * BK, m0, fb);
-                    tma4(sA + A_BYTES, &tmW, 2 * kb, n0 / 8, fb);
+#if GLU
+                    tma4(sA + A_BYTES, &tmW, kb, n0 / 8, fb);
+                    tma4(sA + A_BYTES + B_BYTES / 2, &tmW, kb, (F + n0) / 8, fb);
+#else
+                    tma4(sA + A_BYTES, &tmW, kb, n0 / 8, fb);
+#endif
                     if (++slot == ST) { slot = 0; ph ^= 1; }
                 }
             }
@@ -201,7 +212,7 @@ extern "C" __global__ void __launch_bounds__(NTHR, 1) gemm_tma(
             for (int kb = 0; kb < nkb; kb++) {
                 mbar_wait(full_bar + 8 * slot, ph);                // the stage landed
                 const unsigned sA = base + slot * STAGE, sB = sA + A_BYTES;
-                const unsigned long long da = desc(sA + ci * (64 * 128), 1), db = desc(sB, 2);
+                const unsigned long long da = desc(sA + ci * (64 * 128)), db = desc(sB);
 #pragma unroll
                 for (int u = 0; u < 2; u++) {                      // chunk c = 2 kb + u
                     if (2 * kb + u == q_end) {                     // a range ends before it
@@ -213,8 +224,8 @@ extern "C" __global__ void __launch_bounds__(NTHR, 1) gemm_tma(
                         fence_acc(acc);
                     }
                     wg_fence();
-                    wgmma_ss(acc, da + 4 * u, db + 32 * u, sd);            // step 0: x +64u, W +512u bytes
-                    wgmma_ss(acc, da + 4 * u + 2, db + 32 * u + 2, 1);     // step 1: +32 bytes
+                    wgmma_ss(acc, da + 4 * u, db + 4 * u, sd);             // step 0: +64u bytes
+                    wgmma_ss(acc, da + 4 * u + 2, db + 4 * u + 2, 1);      // step 1: +64u + 32
                     wg_commit();
                     sd = 1;
                 }
@@ -227,16 +238,40 @@ extern "C" __global__ void __launch_bounds__(NTHR, 1) gemm_tma(
             fence_acc(acc);
             if (lane == 0) mbar_arrive(empty_bar + 8 * prev);
             fold();                                                // the last range
-            float* c0 = C + (long long)row0 * N + n0 + 2 * t;       // acc[4j + e]: row0 + 8 (e >> 1),
-            float* c1 = c0 + 8LL * N;                               //   column n0 + 8j + 2t + (e & 1)
+            // total i = 4j + e: row row0 + 8 (e >> 1), tile column 8j + 2t + (e & 1)
+            auto total = [&](int i) {
+                return i < TOTR ? totr[i < TOTR ? i : 0] : tots[(i - TOTR) * (NCW * 128) + ctid];
+            };
+#if GLU
+            unsigned* o0 = (unsigned*)((bf16*)C + (long long)row0 * F + n0 + 2 * t);
+            unsigned* o1 = (unsigned*)((bf16*)C + (long long)(row0 + 8) * F + n0 + 2 * t);
+#pragma unroll
+            for (int j = 0; j < BN / 16; j++) {
+                const int n = n0 + 8 * j + 2 * t;
+                float v[4], vu[4];
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    v[e] = total(4 * j + e);
+                    vu[e] = total(4 * (j + BN / 16) + e);
+                    if (bias) {
+                        v[e] = v[e] + b2f(bias[n + (e & 1)]);
+                        vu[e] = vu[e] + b2f(bias[F + n + (e & 1)]);
+                    }
+                }
+                const unsigned w0 = (unsigned)f2b(silu_mul(v[0], vu[0])) | ((unsigned)f2b(silu_mul(v[1], vu[1])) << 16);
+                const unsigned w1 = (unsigned)f2b(silu_mul(v[2], vu[2])) | ((unsigned)f2b(silu_mul(v[3], vu[3])) << 16);
+                if (ok0) o0[4 * j] = w0;
+                if (ok1) o1[4 * j] = w1;
+                if (j % 2 == 1) asm volatile("" ::: "memory");
+            }
+#else
+            float* c0 = C + (long long)row0 * N + n0 + 2 * t;
+            float* c1 = c0 + 8LL * N;
 #pragma unroll
             for (int j = 0; j < BN / 8; j++) {
                 float v[4];
 #pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    const int i = 4 * j + e;
-                    v[e] = i < TOTR ? totr[i < TOTR ? i : 0] : tots[(i - TOTR) * (NCW * 128) + ctid];
-                }
+                for (int e = 0; e < 4; e++) v[e] = total(4 * j + e);
                 if (bias) {
                     const int n = n0 + 8 * j + 2 * t;
                     const float b0 = b2f(bias[n]), b1 = b2f(bias[n + 1]);
@@ -246,6 +281,7 @@ extern "C" __global__ void __launch_bounds__(NTHR, 1) gemm_tma(
                 if (ok1) *(float2*)(c1 + 8 * j) = make_float2(v[2], v[3]);
                 if (j % 2 == 1) asm volatile("" ::: "memory");
             }
+#endif
         }
     }
 }
@@ -271,25 +307,26 @@ def _smem(bn: int) -> int:
     return 1024 + st * (BM * BK * 2 + bn * BK * 2) + (bn // 2 - totr) * 2 * 128 * 4 + 2 * st * 8
 
 
-def source(bn: int) -> str:
+def source(bn: int, glu: bool = False) -> str:
     st, totr, rp, rc = CONFIGS[bn]
     nacc = bn // 2
     body = (_SRC.replace("DREGS", ", ".join(f"%{i}" for i in range(nacc)))
             .replace("DOUTS", ", ".join(f'"+f"(d[{i}])' for i in range(nacc)))
             .replace("%SD", f"%{nacc + 2}").replace("%DA", f"%{nacc}").replace("%DB", f"%{nacc + 1}"))
     defs = "".join(f"#define {k} {v}\n" for k, v in dict(
-        BM=BM, BK=BK, GM=GM, BN=bn, BNS=f'"{bn}"', ST=st, TOTR=totr, REG_P=rp, REG_C=rc, ZFIRST=ZFIRST).items())
+        BM=BM, BK=BK, GM=GM, BN=bn, BNS=f'"{bn}"', ST=st, TOTR=totr, REG_P=rp, REG_C=rc, ZFIRST=ZFIRST,
+        GLU=int(glu)).items())
     return HEADER + defs + body
 
 
 _fn: dict = {}
 
 
-def _compile(bn: int):
-    key = (cp.cuda.Device().id, bn)
+def _compile(bn: int, glu: bool = False):
+    key = (cp.cuda.Device().id, bn, glu)
     if key not in _fn:
         from kernels.wgmma_cuda import load_sm90a
-        _fn[key] = load_sm90a(source(bn), "gemm_tma", _smem(bn), "the other GEMM kernels run instead") \
+        _fn[key] = load_sm90a(source(bn, glu), "gemm_tma", _smem(bn), "the other GEMM kernels run instead") \
             if ENABLED else None
     return _fn[key]
 
@@ -300,15 +337,16 @@ def pick_bn(M: int, N: int) -> int:
     return 256 if tiles >= _sms() else 128
 
 
-def available(M: int, N: int, K: int) -> bool:
-    """Whether this shape runs here: sm_90, N % 128 == 0, K % 256 == 0, M > 0."""
-    if M <= 0 or N % 128 or K % 256:
+def available(M: int, N: int, K: int, glu: bool = False) -> bool:
+    """Whether this shape runs here: sm_90, N % 128 == 0 (GLU: N = 2F, F % 128 == 0),
+    K % 256 == 0, M > 0."""
+    if M <= 0 or N % (256 if glu else 128) or K % 256:
         return False
-    return _compile(pick_bn(M, N)) is not None
+    return _compile(pick_bn(M, N), glu) is not None
 
 
 # -- the driver: tensor maps and the launch ------------------------------------------------
-_BF16, _SW64, _SW128, _L2_256 = 9, 2, 3, 3          # CUtensorMap enums (cuda.h)
+_BF16, _SW128, _L2_256 = 9, 3, 3          # CUtensorMap enums (cuda.h)
 _lib = None
 _sm_count: dict = {}
 
@@ -349,13 +387,14 @@ class _Map:
 _wmaps: dict = {}
 
 
-def _wmap(wdata, N: int, K: int, bn: int) -> _Map:
-    """The W map of a Packed array (cached by its address: weights live as long as the model)."""
-    key = (wdata.data.ptr, N, K, bn)
+def _wmap(wdata, N: int, K: int, groups: int) -> _Map:
+    """The W map of a Packed array, boxes of `groups` 8-column groups (cached by its address:
+    weights live as long as the model)."""
+    key = (wdata.data.ptr, N, K, groups)
     m = _wmaps.get(key)
     if m is None or m.keep is not wdata:
-        kc = K // 32
-        m = _Map(wdata.data.ptr, (32, 8, kc, N // 8), (64, 512, kc * 512), (32, 8, 2, bn // 8), _SW64, wdata)
+        kc2 = K // 64
+        m = _Map(wdata.data.ptr, (64, 8, kc2, N // 8), (128, 1024, kc2 * 1024), (64, 8, 1, groups), _SW128, wdata)
         _wmaps[key] = m
     return m
 
@@ -370,14 +409,16 @@ def permute(x):
     return out
 
 
-def cuda(x, wdata, bias, out, M: int, N: int, K: int) -> None:
+def cuda(x, wdata, bias, out, M: int, N: int, K: int, glu: bool = False) -> None:
     """out[M, N] (float32) = x[M, K] (bf16, contiguous, natural order) @ W^T (+ bias bf16 [N]
-    or None), W as matmul_cuda's Packed data. The caller checked `available`."""
+    or None), W as matmul_cuda's Packed data. glu: W is gate|up [N = 2F, K] and out is bf16
+    [M, F] = silu_mul(gate, up) (common_cuda; swiglu_cuda's bytes). The caller checked
+    `available`."""
     bn = pick_bn(M, N)
-    fn = _compile(bn)
+    fn = _compile(bn, glu)
     xp = permute(x)
     xmap = _Map(xp.data.ptr, (K, M), (K * 2,), (BK, BM), _SW128, xp)
-    wmap = _wmap(wdata, N, K, bn)
+    wmap = _wmap(wdata, N, K, bn // 16 if glu else bn // 8)
     tiles = -(-M // BM) * (N // bn)
     vals = [ctypes.c_void_p(0 if bias is None else bias.data.ptr), ctypes.c_void_p(out.data.ptr),
             ctypes.c_int(M), ctypes.c_int(N), ctypes.c_int(K)]

@@ -78,3 +78,23 @@ def test_tma_gemm_rows_alone_equal_rows_among_others():
     full = matmul_cuda.cuda(xd, wp, force="tma")
     for a, m in ((0, 65), (700, 77), (1900, 100), (128 * 9, 128 * 6 + 5)):
         assert _same(matmul_cuda.cuda(xd[a:a + m], wp, force="tma"), full[a:a + m]), (a, m)
+
+
+@pytest.mark.parametrize("M,F,K", [(300, 1024, 1024), (2085, 1536, 512)])
+def test_tma_gate_up_swiglu_equals_the_definition(M, F, K):
+    """The TMA kernel's SwiGLU epilogue (gate|up at prefill rows) writes swiglu_cuda's bytes of
+    the definition's gate and up values, with and without bias; at decode rows the streaming
+    kernel's fused epilogue writes the same bytes."""
+    if not _sm90():
+        pytest.skip("the TMA GEMM needs sm_90")
+    from kernels import matmul_cuda, swiglu_cuda, wgmma_tma_cuda
+    _, _, _, xd, wd, wp, bd = _case(M, 2 * F, K)
+    assert wgmma_tma_cuda.available(M, 2 * F, K, glu=True)
+    for bias in (None, bd):
+        d = matmul_cuda.definition(xd, wd, bias)
+        want = swiglu_cuda.cuda(d[:, :F], d[:, F:])
+        poison_pool()
+        got = matmul_cuda.cuda_glu(xd, wp, F, bias)                  # the dispatcher's choice
+        assert np.array_equal(host(got).view(np.uint32), host(want).view(np.uint32))
+        few = matmul_cuda.cuda_glu(xd[:16], wp, F, bias, force="stream")
+        assert np.array_equal(host(few).view(np.uint32), host(want[:16]).view(np.uint32))
