@@ -1,0 +1,27 @@
+#!/bin/bash
+# The sixth stop's final device calls (one H200), on the tree that lands. PART=a: GPU tests and
+# gpu_bench (ours vs transformers, ceilings in the same run) and gemm_bench at prefill rows;
+# PART=b: the serving checks (solo == concurrent x5, check-pages x2) and bench/multi_gpu.py's
+# speed stage at TP=1 (64 concurrent requests through the server). Writes under $OUT.
+pip install -q --no-deps --target /tmp/site .whl/*.whl >/dev/null 2>&1
+export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0
+nvidia-smi > $OUT/nvidia-smi.txt
+if [ "${PART:-a}" = a ]; then
+  timeout 200 python3 -m pytest -q tests/gpu 2>&1 | tail -4 | tee $OUT/tests.txt
+  timeout 200 python3 bench/gpu_bench.py --out $OUT > $OUT/bench.txt 2>&1; sed -n '/== summary ==/,$p' $OUT/bench.txt | grep -v gemms_
+  timeout 100 python3 bench/gemm_bench.py --rows 1,64,512,2048 --out $OUT > $OUT/gemm_bench.txt 2>&1; tail -6 $OUT/gemm_bench.txt
+else
+  mkdir -p /tmp/serve; OUT=/tmp/serve timeout 150 bash bench/device/serve_checks.sh 2>&1 | grep -E "^\{|check-pages:" | tee $OUT/serve_summary.txt
+  FOLDSERVE_MODEL=dummy:smollm2-135m timeout 250 python3 bench/multi_gpu.py --out /tmp/multi --tps 1 \
+    --stages speed > $OUT/multi_run.txt 2>&1
+  cp /tmp/multi/results.json $OUT/multi_results.json
+  tar czf $OUT/logs.tgz -C /tmp serve multi 2>/dev/null
+  python3 - $OUT/multi_results.json <<'PY'
+import json, sys
+R = json.load(open(sys.argv[1]))
+for k, v in R.items():
+    if isinstance(v, dict) and "output_throughput" in v:
+        print(k, "tok/s %.1f" % v["output_throughput"], "tpot p50 %.2f p99 %.2f" % (v["tpot_ms"]["median"], v["tpot_ms"]["p99"]),
+              "ttft p50 %.0f p99 %.0f" % (v["ttft_ms"]["median"], v["ttft_ms"]["p99"]), "failed", v["failed"])
+PY
+fi
