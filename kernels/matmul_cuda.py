@@ -170,8 +170,8 @@ extern "C" __global__ void __launch_bounds__(32 * S_) stream(
     extern __shared__ float part[];                  // [S_][MT][NT][4][32]
     const int lane = threadIdx.x & 31, q = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
     const int n8 = (N + 7) / 8, m0 = blockIdx.y * 16 * MT;
-    const int KC = (K + 31) / 32, KC2 = (K + 63) / 64;
-    const bf16* wr = W + g * 64 + t * 8;             // Packed: row g, stored words 4t .. 4t+3
+    const int KC = (K + 31) / 32;
+    const bf16* wr = W + lane * 8;                   // Packed: row g, stored words 4t .. 4t+3
     const int nch = KC, c_lo = range_lo(q, nch), c_hi = range_lo(q + 1, nch);
     uint4 w[U_][NT];                                 // every load of U_ chunks in flight at once
     auto load_w = [&](int c0) {
@@ -180,8 +180,7 @@ extern "C" __global__ void __launch_bounds__(32 * S_) stream(
 #pragma unroll
             for (int j = 0; j < NT; j++)
                 w[u][j] = c0 + u < c_hi && group_ok(j, n8)
-                        ? __ldg((const uint4*)(wr + ((long long)group_of(j, n8) * KC2 + ((c0 + u) >> 1)) * 512
-                                               + ((c0 + u) & 1) * 32))
+                        ? __ldg((const uint4*)(wr + ((long long)group_of(j, n8) * KC + c0 + u) * 256))
                         : make_uint4(0, 0, 0, 0);
     };
     pdl_trigger();
@@ -326,8 +325,8 @@ extern "C" __global__ void __launch_bounds__(256, SPLIT_ONLY + 1) tiled(
             const int mx = min(m0 + r, M - 1), n = n0 + r, kk = min(k, K - 8);
             const bool wok = n < N && (k & ~31) < K;      // a chunk's stored pieces mix its k (pi order)
             cp16(xd + sw(r, p), x + (long long)mx * K + kk, m0 + r < M && k < K);
-            cp16(wd + sw(r, p), W + (wok ? ((long long)(n >> 3) * ((K + 63) / 64) + st) * 512
-                                           + (n & 7) * 64 + p * 8 : 0), wok);   // Packed: tile row, piece p
+            cp16(wd + sw(r, p), W + (wok ? ((long long)(n >> 3) * nch + (k >> 5)) * 256
+                                           + ((n & 7) * 4 + ((k >> 3) & 3)) * 8 : 0), wok);
         }
     };
 #pragma unroll
@@ -476,27 +475,29 @@ def definition(x, w, bias=None):
 
 
 class Packed:
-    """W [N, K] bf16 in tiles of 8 columns x 64 k (1,024 bytes): data[N8][KC2][8][64],
-    N8 = ceil(N / 8), KC2 = ceil(K / 64); row g of tile (n / 8, k / 64) is column 8 (n / 8) + g's
-    two 32-k chunks, each in "pi order": the chunk's 32-bit word 4i + t holds its k pair
-    8t + 2i, +1 (position p = 16h + 8b + 2t + e holds k = 8t + 4h + 2b + e). That is the order
-    in which the arithmetic's two k16 steps take k (the module docstring), so a tensor-core
-    step reads 16 consecutive stored k: what lets kernels/wgmma_tma_cuda.py load tiles with TMA
-    (128-byte swizzled rows); the mma.sync kernels load natural order back with `unpi` (a quad
-    transpose). Padding (N to 8, K to 64) is zeros."""
+    """W [N, K] bf16 in tiles of 8 columns x 32 k, so a warp's load of one chunk of a column
+    group is 512 contiguous bytes (the decode GEMVs read it so: with 8 x 64-k tiles, 64 bytes a
+    row a chunk, llama3-8b's decode step went 5.15 -> 5.62 ms at one row and 10.0 -> 12.2 at 64
+    on the H200): data[N8][KC][8][32],
+    N8 = ceil(N / 8), KC = ceil(K / 32); row g of tile (n / 8, k / 32) is column 8 (n / 8) + g's
+    32 k of that chunk in "pi order": its 32-bit word 4i + t holds the k pair 8t + 2i, +1
+    (position p = 16h + 8b + 2t + e holds k = 8t + 4h + 2b + e). That is the order in which the
+    arithmetic's two k16 steps take k (the module docstring), so a tensor-core step reads 16
+    consecutive stored k: what lets kernels/wgmma_tma_cuda.py load tiles with TMA (whole
+    16-byte pieces); the mma.sync kernels load natural order back with `unpi` (a quad
+    transpose). Padding (N to 8, K to 32) is zeros."""
 
     def __init__(self, w):
         N, K = w.shape
-        n8, kc2 = -(-N // 8), -(-K // 64)
+        n8, kc = -(-N // 8), -(-K // 32)
         u = as_bf16(w).view(cp.uint16)
-        if (n8 * 8, kc2 * 64) != (N, K):
-            z = cp.zeros((n8 * 8, kc2 * 64), dtype=cp.uint16)
+        if (n8 * 8, kc * 32) != (N, K):
+            z = cp.zeros((n8 * 8, kc * 32), dtype=cp.uint16)
             z[:N, :K] = u
             u = z
-        # [n8, g, kc2, chunk, natural word 4t + i as (t, i), e]
-        #   -> [n8, kc2, g, chunk, stored word 4i + t, e]
+        # [n8, g, kc, natural word 4t + i as (t, i), e] -> [n8, kc, g, stored word 4i + t, e]
         self.data = cp.ascontiguousarray(
-            u.reshape(n8, 8, kc2, 2, 4, 4, 2).transpose(0, 2, 1, 3, 5, 4, 6)).view(BF16)
+            u.reshape(n8, 8, kc, 4, 4, 2).transpose(0, 2, 1, 4, 3, 5)).view(BF16)
         self.shape, self.dtype, self.nbytes = (N, K), BF16, self.data.nbytes
         self.plain = w if KEEP_PLAIN else None       # benchmarks: cuBLAS on the same numbers
 

@@ -106,7 +106,7 @@ __device__ __forceinline__ unsigned long long desc_of(unsigned a) {
 }
 
 // grid: ceil(M / 128) * (N / 256) blocks (1-D, grouped order), 256 threads, SMEM dynamic.
-// x [M, K] bf16 (K %% 32 == 0), Wp: matmul_cuda's Packed data [N/8][K/64][8][64] (pi order), N %% 256 == 0.
+// x [M, K] bf16 (K %% 32 == 0), Wp: matmul_cuda's Packed data [N/8][K/32][8][32] (pi order), N %% 256 == 0.
 // SPLIT_ (few rows): grid (blocks, KSPLIT); block (b, q) sums range q only and writes it,
 // unfolded and without bias, to C + q M N (matmul_cuda's fold_parts then folds in order).
 extern "C" __global__ void __launch_bounds__(256, 1) wgmma_gemm(
@@ -135,19 +135,18 @@ extern "C" __global__ void __launch_bounds__(256, 1) wgmma_gemm(
     const bf16* xsrc1 = x + (long long)(ok1 ? xr1 : 0) * K + 8 * (tid & 3);
     const unsigned xdst = (tid >> 2) * 64 + (tid & 3) * 16;
     // W: natural word ww (k 2ww, 2ww+1 of the chunk) of row gg of column group n0/8 + tid/128
-    // + 2r, which Packed keeps at stored word 4 (ww %% 4) + ww / 4 of the chunk (pi order);
-    // chunk c is half c %% 2 of the row of 64-k tile c / 2
-    const int within = tid & 127, gg = within >> 4, ww = within & 15, kc2 = (nch + 1) / 2;
-    const bf16* bsrc = Wp + ((long long)(n0 / 8 + (tid >> 7)) * kc2) * 512 + gg * 64
+    // + 2r, which Packed keeps at stored word 4 (ww %% 4) + ww / 4 of the row (pi order)
+    const int within = tid & 127, gg = within >> 4, ww = within & 15;
+    const bf16* bsrc = Wp + ((long long)(n0 / 8 + (tid >> 7)) * nch) * 256 + gg * 32
                      + (4 * (ww & 3) + (ww >> 2)) * 2;
-    const long long bstep = 2LL * kc2 * 512;
+    const long long bstep = 2LL * nch * 256;
     const unsigned bdst = A_BYTES + ((ww >> 1) & 1) * B_HST + (tid >> 7) * B_SBO + (ww & 1) * B_LBO
                         + gg * 16 + (ww >> 2) * 4;
     auto load_chunk = [&](int c) {
         const unsigned d = sbase + (c %% ST_) * CT;
         cp16(d + xdst, xsrc0 + 32 * c, ok0);
         cp16(d + xdst + 64 * 64, xsrc1 + 32 * c, ok1);
-        const bf16* b = bsrc + 512LL * (c >> 1) + 32 * (c & 1);
+        const bf16* b = bsrc + 256LL * c;
         long long step;                      // opaque: keeps the compiler from 16 live pointers
         asm volatile("mov.b64 %%0, %%1;\n" : "=l"(step) : "l"(bstep));
 #pragma unroll

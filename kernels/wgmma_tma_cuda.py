@@ -6,18 +6,21 @@ wgmma_cuda kernels' for every row (tests/gpu/test_gemm_definition.py).
 Why the bits stay: the arithmetic takes each 32-k chunk in two k16 tensor-core steps whose
 positions j hold k = pi(16h + j), pi(16h + 8b + 2t + e) = 8t + 4h + 2b + e (matmul_cuda's
 mma.sync fragments). A wgmma step reads 16 consecutive stored k of a swizzled row, so both
-operands are stored in pi order: W is (matmul_cuda `Packed`: 8-column x 64-k tiles, each
-32-k half of a row in pi order), x is permuted into a scratch copy by `permute_k32` (a 4x4 transpose of 32-bit words
-per chunk). Ranges and their fold are the definition's: 8 ranges of K / 256 chunks (K % 256 ==
+operands are stored in pi order: W is (matmul_cuda `Packed`: 8-column x 32-k tiles, each
+row in pi order), x is permuted into a scratch copy by `permute_k32` (a 4x4 transpose of
+32-bit words per chunk). Ranges and their fold are the definition's: 8 ranges of K / 256 chunks (K % 256 ==
 0 here), each summed from zero by the steps in order (the first step of a range with scale-d
 0: D = A B), folded in order into totals from 0, + bias. wgmma with both operands in shared
 memory gives mma.sync's bits (bench/wgmma_tma_proto.cu, receipt 2026-11-29-tma-gemm: 0 of
 every output bit off on llama3-8b's prefill shapes).
 
 Layout: persistent blocks (grid = min(tiles, SMs)) walk 128 x BN tiles in groups of GM row
-tiles (row tile fastest). Stage = 64 k: x box {64 k, 128 rows} (2-D map over the permuted x) and
-W box {64 k, 8, 1, BN / 8 groups} (4-D map over the Packed data: one 1,024-byte tile a group),
-both 128-byte swizzled (rows of 128 bytes, 8-row atoms 1,024 bytes apart).
+tiles (row tile fastest). Stage = 64 k: x box {64 k, 128 rows} (2-D map over the permuted x,
+128-byte swizzle) and W box {32 k, 8 rows, 2 chunks, BN / 8 groups} (4-D map over the Packed
+data, 64-byte swizzle: rows of one chunk, a group's two chunks 512 bytes apart, groups 1,024).
+(Packed tiles of 64 k would give W 128-byte rows, ~10% faster GEMMs at prefill rows, but cost
+the decode GEMVs more (see Packed); a 128-byte-swizzled box gathering a tile's two chunks side
+by side ({32, 2, 8, groups}) faulted on the H200.)
 The producer's one thread issues the loads when the consumers have released a stage (empty
 barrier: 8 consumer warps), the stage's full barrier counts its bytes. Each consumer
 warpgroup owns 64 rows: m64nBNk16, BN / 2 f32 accumulators a thread, one stage of wgmma groups
@@ -75,11 +78,11 @@ __device__ __forceinline__ void fence_acc(float* acc) {
     for (int i = 0; i < NACC; i++) asm volatile("" : "+f"(acc[i]) :: "memory");
 }
 // K-major shared-memory operand descriptors: start >> 4, LBO 1 (unused when swizzled), SBO 1024
-// bytes between 8-row groups, layout type 1 = 128-byte swizzle;
+// bytes between 8-row groups, layout type 1 = 128-byte swizzle, 2 = 64-byte;
 // a k16 step inside a swizzled row adds its byte offset to the start (as CUTLASS does)
-__device__ __forceinline__ unsigned long long desc(unsigned addr) {
+__device__ __forceinline__ unsigned long long desc(unsigned addr, unsigned long long type) {
     return (unsigned long long)((addr >> 4) & 0x3FFF) | (1ull << 16) | ((unsigned long long)(1024 >> 4) << 32)
-         | (1ull << 62);
+         | (type << 62);
 }
 __device__ __forceinline__ void mbar_init(unsigned bar, unsigned count) {
     asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" :: "r"(bar), "r"(count) : "memory");
@@ -103,10 +106,15 @@ __device__ __forceinline__ void tma2(unsigned dst, const TMap* map, int c0, int 
                  "[%0], [%1, {%2, %3}], [%4];\n"
                  :: "r"(dst), "l"((unsigned long long)map), "r"(c0), "r"(c1), "r"(bar) : "memory");
 }
-__device__ __forceinline__ void tma4(unsigned dst, const TMap* map, int c2, int c3, unsigned bar) {
+__device__ __forceinline__ void tma4(unsigned dst, const TMap* map, int c1, int c2, int c3, unsigned bar) {
     asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes "
-                 "[%0], [%1, {%2, %2, %3, %4}], [%5];\n"
-                 :: "r"(dst), "l"((unsigned long long)map), "r"(0), "r"(c2), "r"(c3), "r"(bar) : "memory");
+                 "[%0], [%1, {%2, %3, %4, %5}], [%6];\n"
+                 :: "r"(dst), "l"((unsigned long long)map), "r"(0), "r"(c1), "r"(c2), "r"(c3), "r"(bar) : "memory");
+}
+// W stage kb of column groups from g8: box {32 k, 8 rows, 2 chunks, groups}, 64-byte rows,
+// the two chunks of a group 512 bytes apart, groups 1024
+__device__ __forceinline__ void tma_w(unsigned dst, const TMap* map, int kb, int g8, unsigned bar) {
+    tma4(dst, map, 0, 2 * kb, g8, bar);
 }
 // output columns a tile: GLU tiles hold BN / 2 gate columns and the BN / 2 up columns F on
 #define NB (GLU ? BN / 2 : BN)
@@ -119,9 +127,10 @@ __device__ __forceinline__ void tile_origin(int tile, int tiles_m, int tiles_n, 
 }
 
 // grid min(tiles, SMs), NTHR threads, SMEM dynamic bytes. tmX: the permuted x [M, K] bf16, box
-// {64, 128}; tmW: Packed W as [N/8][K/64][8][64], box {64, 8, 1, BN/8}; both 128-byte swizzle. C [M, N] f32 (+ bias bf16 [N] or null). N % BN == 0, K % 256 == 0.
+// {64, 128}, 128-byte swizzle; tmW: Packed W as [N/8][K/32][8][32], box {32, 8, 2, BN/8},
+// 64-byte swizzle. C [M, N] f32 (+ bias bf16 [N] or null). N % BN == 0, K % 256 == 0.
 // GLU: W is gate|up [N = 2F, K] and C is bf16 [M, F] = silu_mul(gate + bias, up + bias) (the
-// W box is then {64, 8, 1, BN/16}, loaded twice a stage: gate groups, then up groups F/8 on).
+// W box is then {32, 8, 2, BN/16}, loaded twice a stage: gate groups, then up groups F/8 on).
 extern "C" __global__ void __launch_bounds__(NTHR, 1) gemm_tma(
         const __grid_constant__ TMap tmX, const __grid_constant__ TMap tmW, const bf16* bias,
         float* __restrict__ C, int M, int N, int K) {
@@ -160,10 +169,10 @@ extern "C" __global__ void __launch_bounds__(NTHR, 1) gemm_tma(
                     mbar_expect_tx(fb, STAGE);                     // whole boxes, OOB rows too
                     tma2(sA, &tmX, kb * BK, m0, fb);
 #if GLU
-                    tma4(sA + A_BYTES, &tmW, kb, n0 / 8, fb);
-                    tma4(sA + A_BYTES + B_BYTES / 2, &tmW, kb, (F + n0) / 8, fb);
+                    tma_w(sA + A_BYTES, &tmW, kb, n0 / 8, fb);
+                    tma_w(sA + A_BYTES + B_BYTES / 2, &tmW, kb, (F + n0) / 8, fb);
 #else
-                    tma4(sA + A_BYTES, &tmW, kb, n0 / 8, fb);
+                    tma_w(sA + A_BYTES, &tmW, kb, n0 / 8, fb);
 #endif
                     if (++slot == ST) { slot = 0; ph ^= 1; }
                 }
@@ -212,7 +221,7 @@ extern "C" __global__ void __launch_bounds__(NTHR, 1) gemm_tma(
             for (int kb = 0; kb < nkb; kb++) {
                 mbar_wait(full_bar + 8 * slot, ph);                // the stage landed
                 const unsigned sA = base + slot * STAGE, sB = sA + A_BYTES;
-                const unsigned long long da = desc(sA + ci * (64 * 128)), db = desc(sB);
+                const unsigned long long da = desc(sA + ci * (64 * 128), 1), db = desc(sB, 2);
 #pragma unroll
                 for (int u = 0; u < 2; u++) {                      // chunk c = 2 kb + u
                     if (2 * kb + u == q_end) {                     // a range ends before it
@@ -224,8 +233,9 @@ extern "C" __global__ void __launch_bounds__(NTHR, 1) gemm_tma(
                         fence_acc(acc);
                     }
                     wg_fence();
-                    wgmma_ss(acc, da + 4 * u, db + 4 * u, sd);             // step 0: +64u bytes
-                    wgmma_ss(acc, da + 4 * u + 2, db + 4 * u + 2, 1);      // step 1: +64u + 32
+                    // chunk u, step h: x at +64u + 32h bytes, W at +512u + 32h
+                    wgmma_ss(acc, da + 4 * u, db + 32 * u, sd);
+                    wgmma_ss(acc, da + 4 * u + 2, db + 32 * u + 2, 1);
                     wg_commit();
                     sd = 1;
                 }
@@ -346,7 +356,7 @@ def available(M: int, N: int, K: int, glu: bool = False) -> bool:
 
 
 # -- the driver: tensor maps and the launch ------------------------------------------------
-_BF16, _SW128, _L2_256 = 9, 3, 3          # CUtensorMap enums (cuda.h)
+_BF16, _SW64, _SW128, _L2_256 = 9, 2, 3, 3          # CUtensorMap enums (cuda.h)
 _lib = None
 _sm_count: dict = {}
 
@@ -393,8 +403,8 @@ def _wmap(wdata, N: int, K: int, groups: int) -> _Map:
     key = (wdata.data.ptr, N, K, groups)
     m = _wmaps.get(key)
     if m is None or m.keep is not wdata:
-        kc2 = K // 64
-        m = _Map(wdata.data.ptr, (64, 8, kc2, N // 8), (128, 1024, kc2 * 1024), (64, 8, 1, groups), _SW128, wdata)
+        kc = K // 32                  # Packed [N/8][K/32][8][32]: k, row 64 B, chunk 512 B, group
+        m = _Map(wdata.data.ptr, (32, 8, kc, N // 8), (64, 512, kc * 512), (32, 8, 2, groups), _SW64, wdata)
         _wmaps[key] = m
     return m
 
