@@ -13,7 +13,7 @@ if [ "${PART:-a}" = a ]; then
 else
   mkdir -p /tmp/serve; OUT=/tmp/serve timeout 150 bash bench/device/serve_checks.sh 2>&1 | grep -E "^\{|check-pages:" | tee $OUT/serve_summary.txt
   FOLDSERVE_MODEL=dummy:smollm2-135m timeout 250 python3 bench/multi_gpu.py --out /tmp/multi --tps 1 \
-    --stages speed > $OUT/multi_run.txt 2>&1
+    --stages speed --golden .keep/golden.json > $OUT/multi_run.txt 2>&1
   cp /tmp/multi/results.json $OUT/multi_results.json
   tar czf $OUT/logs.tgz -C /tmp serve multi 2>/dev/null
   python3 - $OUT/multi_results.json <<'PY'
