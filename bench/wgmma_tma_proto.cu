@@ -1,5 +1,6 @@
-// NOT YET RUN: written (by a helper, reviewed) in the fifth stop without device time left; it
-// builds for sm_90a with no spills in every variant (bench/device/wgmma_tma.sh COMPILE_ONLY=1).
+// Written in the fifth stop, first run in the sixth (receipt 2026-11-29-tma-gemm/prototype):
+// every SS variant and r128 keep every bit; r256 does not (not pursued). The product's form is
+// kernels/wgmma_tma_cuda.py (W from matmul_cuda's Packed tiles instead of a permuted [N, K]).
 // bench/wgmma_tma_proto.cu: research prototype (not wired into the server) of a faster Hopper
 // (sm_90a) GEMM with the project's exact arithmetic. Descendant of bench/wgmma_gemm_v2.cu
 // (cp.async, A from registers, 373-427 TFLOP/s); here: TMA + mbarrier pipeline + warp
