@@ -48,6 +48,20 @@ _HST = (BN // 8) * _SBO + 64          # one k16 step's core matrices
 _CT = BM * 64 + 2 * _HST              # one 32-k chunk: the x tile, then W steps 0 and 1
 SMEM = ST * _CT + (BN // 2 - TOTR) * 256 * 4
 
+# wgmma group control, shared with kernels/wgmma_tma_cuda.py (needs NACC: accumulators a thread)
+WG_SRC = r"""
+template <int n> __device__ __forceinline__ void wg_wait() {
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" :: "n"(n) : "memory");
+}
+__device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+// neither read the accumulators before a wgmma.wait_group nor write them after a fence
+__device__ __forceinline__ void fence_acc(float* acc) {
+#pragma unroll
+    for (int i = 0; i < NACC; i++) asm volatile("" : "+f"(acc[i]) :: "memory");
+}
+"""
+
 _SRC = r"""
 #define KSPLIT 8
 #define BN_ %(BN)d
@@ -90,16 +104,7 @@ __device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_grou
 template <int n> __device__ __forceinline__ void cp_wait() {
     asm volatile("cp.async.wait_group %%0;\n" :: "n"(n) : "memory");
 }
-template <int n> __device__ __forceinline__ void wg_wait() {
-    asm volatile("wgmma.wait_group.sync.aligned %%0;\n" :: "n"(n) : "memory");
-}
-__device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-// neither read the accumulators before a wgmma.wait_group nor write them after a fence
-__device__ __forceinline__ void fence_acc(float* acc) {
-#pragma unroll
-    for (int i = 0; i < NACC; i++) asm volatile("" : "+f"(acc[i]) :: "memory");
-}
+%(WG)s
 __device__ __forceinline__ unsigned long long desc_of(unsigned a) {
     return (unsigned long long)((a >> 4) & 0x3FFF) | ((unsigned long long)(B_LBO >> 4) << 16)
          | ((unsigned long long)(B_SBO >> 4) << 32);
@@ -254,7 +259,7 @@ def source(split: bool = False) -> str:
     dregs = ", ".join(f"%{i}" for i in range(128))
     douts = ", ".join(f'"+f"(d[{i}])' for i in range(128))
     return HEADER + f"#define SPLIT_ {int(split)}\n" + _SRC % dict(BN=BN, BM=BM, ST=ST, TOTR=TOTR, GM=GM, LBO=_LBO, SBO=_SBO,
-                                HST=_HST, CT=_CT, DREGS=dregs, DOUTS=douts)
+                                HST=_HST, CT=_CT, DREGS=dregs, DOUTS=douts, WG=WG_SRC)
 
 
 _fn: dict = {}

@@ -67,16 +67,7 @@ __device__ __forceinline__ void wgmma_ss(float* d, unsigned long long da, unsign
                  : DOUTS
                  : "l"(da), "l"(db), "r"(sd) : "memory");
 }
-template <int n> __device__ __forceinline__ void wg_wait() {
-    asm volatile("wgmma.wait_group.sync.aligned %0;\n" :: "n"(n) : "memory");
-}
-__device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-// neither read the accumulators before a wgmma.wait_group nor write them after a fence
-__device__ __forceinline__ void fence_acc(float* acc) {
-#pragma unroll
-    for (int i = 0; i < NACC; i++) asm volatile("" : "+f"(acc[i]) :: "memory");
-}
+WG_HELPERS
 // K-major shared-memory operand descriptors: start >> 4, LBO 1 (unused when swizzled), SBO 1024
 // bytes between 8-row groups, layout type 1 = 128-byte swizzle, 2 = 64-byte;
 // a k16 step inside a swizzled row adds its byte offset to the start (as CUTLASS does)
@@ -320,7 +311,8 @@ def _smem(bn: int) -> int:
 def source(bn: int, glu: bool = False) -> str:
     st, totr, rp, rc = CONFIGS[bn]
     nacc = bn // 2
-    body = (_SRC.replace("DREGS", ", ".join(f"%{i}" for i in range(nacc)))
+    from kernels.wgmma_cuda import WG_SRC
+    body = (_SRC.replace("WG_HELPERS\n", WG_SRC).replace("DREGS", ", ".join(f"%{i}" for i in range(nacc)))
             .replace("DOUTS", ", ".join(f'"+f"(d[{i}])' for i in range(nacc)))
             .replace("%SD", f"%{nacc + 2}").replace("%DA", f"%{nacc}").replace("%DB", f"%{nacc + 1}"))
     defs = "".join(f"#define {k} {v}\n" for k, v in dict(

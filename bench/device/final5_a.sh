@@ -16,13 +16,4 @@ FOLDSERVE_MODEL=dummy:smollm2-135m timeout 200 python3 bench/multi_gpu.py --out 
   --stages ${STAGES:-mismatch,rooms,allreduce,speed} --golden .keep/golden.json > $OUT/multi_run.txt 2>&1
 cp /tmp/multi/results.json $OUT/multi_results.json
 tar czf $OUT/logs.tgz -C /tmp serve multi 2>/dev/null
-python3 - $OUT/multi_results.json <<'PY'
-import json, sys
-R = json.load(open(sys.argv[1]))
-for k, v in R.items():
-    if isinstance(v, dict) and "output_throughput" in v:
-        print(k, "tok/s %.1f" % v["output_throughput"], "tpot p50 %.2f p99 %.2f" % (v["tpot_ms"]["median"], v["tpot_ms"]["p99"]),
-              "ttft p50 %.0f p99 %.0f" % (v["ttft_ms"]["median"], v["ttft_ms"]["p99"]), "failed", v["failed"])
-    elif k.endswith(("_exit", "_ok", "_tables", "_kv", "_messages")) or k == "allreduce":
-        print(k, str(v)[:300])
-PY
+python3 bench/device/multi_summary.py $OUT/multi_results.json
