@@ -8,19 +8,19 @@ positions j hold k = pi(16h + j), pi(16h + 8b + 2t + e) = 8t + 4h + 2b + e (matm
 mma.sync fragments). A wgmma step reads 16 consecutive stored k of a swizzled row, so both
 operands are stored in pi order: W is (matmul_cuda `Packed`: 8-column x 32-k tiles, each
 row in pi order), x is permuted into a scratch copy by `permute_k32` (a 4x4 transpose of
-32-bit words per chunk). Ranges and their fold are the definition's: 8 ranges of K / 256 chunks (K % 256 ==
-0 here), each summed from zero by the steps in order (the first step of a range with scale-d
-0: D = A B), folded in order into totals from 0, + bias. wgmma with both operands in shared
-memory gives mma.sync's bits (bench/wgmma_tma_proto.cu, receipt 2026-11-29-tma-gemm: 0 of
-every output bit off on llama3-8b's prefill shapes).
+32-bit words per chunk). Ranges and their fold are the definition's: 8 ranges of K / 256
+chunks (K % 256 == 0 here), each summed from zero by the steps in order (the first step of a
+range with scale-d 0: D = A B), folded in order into totals from 0, + bias. wgmma with both
+operands in shared memory gives mma.sync's bits (bench/wgmma_tma_proto.cu, receipt
+2026-11-29-tma-gemm: no output bit off on llama3-8b's prefill shapes).
 
 Layout: persistent blocks (grid = min(tiles, SMs)) walk 128 x BN tiles in groups of GM row
 tiles (row tile fastest). Stage = 64 k: x box {64 k, 128 rows} (2-D map over the permuted x,
 128-byte swizzle) and W box {32 k, 8 rows, 2 chunks, BN / 8 groups} (4-D map over the Packed
 data, 64-byte swizzle: rows of one chunk, a group's two chunks 512 bytes apart, groups 1,024).
-(Packed tiles of 64 k would give W 128-byte rows, ~10% faster GEMMs at prefill rows, but cost
-the decode GEMVs more (see Packed); a 128-byte-swizzled box gathering a tile's two chunks side
-by side ({32, 2, 8, groups}) faulted on the H200.)
+(On the H200 these W boxes run ~25% under 128-byte rows: Packed tiles of 64 k gave the
+prefill 76 -> 68 ms but slowed the decode GEMVs, see Packed; a 128-byte-swizzled box gathering
+a tile's two chunks side by side ({32, 2, 8, groups}) faulted.)
 The producer's one thread issues the loads when the consumers have released a stage (empty
 barrier: 8 consumer warps), the stage's full barrier counts its bytes. Each consumer
 warpgroup owns 64 rows: m64nBNk16, BN / 2 f32 accumulators a thread, one stage of wgmma groups
