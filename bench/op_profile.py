@@ -75,9 +75,7 @@ def profile(spec, M, context, P=16, prefill=0):
         cnt[tag] += 1
     eager = cuda_ms(lambda: model.run(rows, kv), reps=5, warm=2)
     if prefill:
-        print(f"== {spec.name} prefill {prefill} tokens (an empty graph's launch: {1e3 * empty:.1f} us, subtracted)")
-        for tag in sorted(tot, key=lambda t: -tot[t]):
-            print(f"  {tag:18s} {tot[tag]:8.3f} ms  ({cnt[tag]} calls, {1e3 * tot[tag] / cnt[tag]:7.1f} us each)")
+        _report(f"{spec.name} prefill {prefill} tokens", empty, tot, cnt)
         print(f"  ops sum {sum(tot.values()):.3f} ms; eager forward {eager:.3f} ms", flush=True)
         return
     model.forward(chunks, kv)                        # capture the bucket's graph
@@ -85,11 +83,16 @@ def profile(spec, M, context, P=16, prefill=0):
     graph = cuda_ms(lambda: g.graph.launch(stream=cp.cuda.get_current_stream()), reps=20, warm=3)
     host = cuda_ms(lambda: model.forward(chunks, kv), reps=20, warm=3)
     ops_sum = sum(tot.values())
-    print(f"== {spec.name} M={M} context {context} (an empty graph's launch: {1e3 * empty:.1f} us, subtracted)")
-    for tag in sorted(tot, key=lambda t: -tot[t]):
-        print(f"  {tag:18s} {tot[tag]:8.3f} ms  ({cnt[tag]} calls, {1e3 * tot[tag] / cnt[tag]:7.1f} us each)")
+    _report(f"{spec.name} M={M} context {context}", empty, tot, cnt)
     print(f"  ops sum {ops_sum:.3f} ms; eager step {eager:.3f} ms; graph replay {graph:.3f} ms; "
           f"forward with host {host:.3f} ms; graph - ops = {graph - ops_sum:.3f} ms", flush=True)
+
+
+def _report(title, empty, tot, cnt) -> None:
+    """The header and one line an op, slowest first."""
+    print(f"== {title} (an empty graph's launch: {1e3 * empty:.1f} us, subtracted)")
+    for tag in sorted(tot, key=lambda t: -tot[t]):
+        print(f"  {tag:18s} {tot[tag]:8.3f} ms  ({cnt[tag]} calls, {1e3 * tot[tag] / cnt[tag]:7.1f} us each)")
 
 
 def main():
