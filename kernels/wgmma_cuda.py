@@ -271,7 +271,7 @@ def load_sm90a(src: str, name: str, smem: int, what: str):
     are sm_90a instructions) and loaded as PTX, allowed `smem` bytes of dynamic shared memory;
     None (logged once, `what` names the fallback) where the device is not sm_90 or the
     compile fails."""
-    if not ENABLED or cp.cuda.Device().compute_capability != "90":
+    if cp.cuda.Device().compute_capability != "90":
         return None
     try:
         from cupy_backends.cuda.libs import nvrtc
@@ -303,7 +303,8 @@ def _compile(split: bool = False):
     """The kernel for this device (None where it cannot run: not sm_90, or no compile)."""
     dev = cp.cuda.Device()
     if (dev.id, split) not in _fn:
-        _fn[dev.id, split] = load_sm90a(source(split), "wgmma_gemm", SMEM, "the tiled kernel runs instead")
+        _fn[dev.id, split] = load_sm90a(source(split), "wgmma_gemm", SMEM,
+                                        "the tiled kernel runs instead") if ENABLED else None
     return _fn[dev.id, split]
 
 
