@@ -51,7 +51,8 @@ KEEP_PLAIN = False     # benchmarks: packed weights keep their [N, K] form for c
 # streaming kernel configurations by rows (scheduling only; bench/stream_sweep.py):
 # (up to M rows, MT tiles of 16 rows, NT groups of 8 columns a block, U chunks in flight)
 STREAM_CFG = [(16, 1, 1, 4), (64, 2, 4, 2)]
-WGMMA = True           # sm_90: large M through kernels/wgmma_cuda.py (same bytes, ~2x the tiled)
+WGMMA = True           # sm_90: more than 64 rows through kernels/wgmma_tma_cuda.py (shapes it
+                       # lacks: wgmma_cuda.py), 17..64 rows per WGMMA_SMALL (same bytes)
 WGMMA_SMALL = (17, 96)  # from 17 rows (decode rounds), a GEMM of >= 96 wgmma blocks (tiles, or
                         # tiles x 8 K ranges then fold_parts) takes wgmma_cuda (same bytes); a
                         # gate|up of >= 96 tiles: wgmma_cuda then swiglu_cuda (the same bytes as
@@ -648,9 +649,10 @@ def _glu_fused(w, F, cfg) -> bool:
 
 def cuda_glu(x, w, F: int, bias=None, force: str | None = None, cfg: tuple | None = None):
     """silu(x @ Wg^T) * (x @ Wu^T) as bf16 [M, F], w: the gate|up matrix [2F, K] (gate rows
-    then up rows). Decode sizes: one streaming launch with SwiGLU in its epilogue; else the
-    GEMM then kernels/swiglu_cuda. Both: the GEMM's float32 values, then common_cuda's
-    silu_mul, rounded to bf16 once: the same bytes (tests/gpu/test_kernels.py)."""
+    then up rows). Decode sizes: one streaming launch with SwiGLU in its epilogue; more than
+    64 rows on sm_90: the TMA GEMM with SwiGLU in its epilogue; else the GEMM then
+    kernels/swiglu_cuda. All: the GEMM's float32 values, then common_cuda's silu_mul, rounded
+    to bf16 once: the same bytes (tests/gpu/test_kernels.py, test_gemm_definition.py)."""
     M, K = x.shape
     cfg = cfg or stream_cfg(M)
     if ((force == "tma" or (force is None and cfg is None and WGMMA)) and INVARIANT
