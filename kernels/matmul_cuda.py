@@ -40,6 +40,7 @@ split-K) from the shape, so its rows change with M (gpu-notes), and is not used 
 from __future__ import annotations
 
 import ctypes
+import os
 
 import cupy as cp
 import numpy as np
@@ -57,6 +58,8 @@ WGMMA_SMALL = (17, 96)  # from 17 rows (decode rounds), a GEMM of >= 96 wgmma bl
                         # tiles x 8 K ranges then fold_parts) takes wgmma_cuda (same bytes); a
                         # gate|up of >= 96 tiles: wgmma_cuda then swiglu_cuda (the same bytes as
                         # the fused stream launch)
+TMA_SMALL = os.environ.get("TF_TMA_SMALL", "1") != "0"   # 17..64 rows of wide GEMMs through
+                       # kernels/wgmma_tma_cuda (whole tiles, or its split form); else wgmma_cuda
 SPLIT_BELOW = 100      # tiles (128 x 128) below which the tiled kernel splits K over blocks
 KSPLIT = 8             # K ranges summed apart, then folded in order: ARITHMETIC (all kernels)
 FUSE_NORM = True       # residual add + RMSNorm in the streaming GEMM's x load (cuda_norm) ..
@@ -172,7 +175,7 @@ extern "C" __global__ void __launch_bounds__(32 * S_) stream(
     const int lane = threadIdx.x & 31, q = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
     const int n8 = (N + 7) / 8, m0 = blockIdx.y * 16 * MT;
     const int KC = (K + 31) / 32;
-    const bf16* wr = W + lane * 8;                   // Packed: row g, stored words 4t .. 4t+3
+    const bf16* wr = W + t * 64 + g * 8;             // Packed: row g's stored words 4t .. 4t+3
     const int nch = KC, c_lo = range_lo(q, nch), c_hi = range_lo(q + 1, nch);
     uint4 w[U_][NT];                                 // every load of U_ chunks in flight at once
     auto load_w = [&](int c0) {
@@ -326,8 +329,8 @@ extern "C" __global__ void __launch_bounds__(256, SPLIT_ONLY + 1) tiled(
             const int mx = min(m0 + r, M - 1), n = n0 + r, kk = min(k, K - 8);
             const bool wok = n < N && (k & ~31) < K;      // a chunk's stored pieces mix its k (pi order)
             cp16(xd + sw(r, p), x + (long long)mx * K + kk, m0 + r < M && k < K);
-            cp16(wd + sw(r, p), W + (wok ? ((long long)(n >> 3) * nch + (k >> 5)) * 256
-                                           + ((n & 7) * 4 + ((k >> 3) & 3)) * 8 : 0), wok);
+            cp16(wd + sw(r, p), W + (wok ? ((long long)(n >> 3) * nch + (k >> 5)) * 256   // Packed:
+                                           + ((k >> 3) & 3) * 64 + (n & 7) * 8 : 0), wok);  // piece, row
         }
     };
 #pragma unroll
@@ -476,17 +479,18 @@ def definition(x, w, bias=None):
 
 
 class Packed:
-    """W [N, K] bf16 in tiles of 8 columns x 32 k, so a warp's load of one chunk of a column
-    group is 512 contiguous bytes (the decode GEMVs read it so: with 8 x 64-k tiles, 64 bytes a
-    row a chunk, llama3-8b's decode step went 5.15 -> 5.62 ms at one row and 10.0 -> 12.2 at 64
-    on the H200): data[N8][KC][8][32],
-    N8 = ceil(N / 8), KC = ceil(K / 32); row g of tile (n / 8, k / 32) is column 8 (n / 8) + g's
-    32 k of that chunk in "pi order": its 32-bit word 4i + t holds the k pair 8t + 2i, +1
-    (position p = 16h + 8b + 2t + e holds k = 8t + 4h + 2b + e). That is the order in which the
-    arithmetic's two k16 steps take k (the module docstring), so a tensor-core step reads 16
-    consecutive stored k: what lets kernels/wgmma_tma_cuda.py load tiles with TMA (whole
-    16-byte pieces); the mma.sync kernels load natural order back with `unpi` (a quad
-    transpose). Padding (N to 8, K to 32) is zeros."""
+    """W [N, K] bf16 in tiles of 8 columns x 32 k (512 contiguous bytes: a warp's load of one
+    chunk of a column group is one tile, as the decode GEMVs want; with 8 x 64-k tiles, 64 bytes
+    a row a chunk, llama3-8b's decode step went 5.15 -> 5.62 ms at one row and 10.0 -> 12.2 at
+    64 on the H200). data[N8][KC][4][8][8], N8 = ceil(N / 8), KC = ceil(K / 32): tile (n / 8,
+    k / 32) holds the chunk's 32 k of columns 8 (n / 8) + g, g = 0..7, in "pi order" (the row's
+    32-bit word 4i + t holds the k pair 8t + 2i, +1; position p = 16h + 8b + 2t + e holds
+    k = 8t + 4h + 2b + e), stored as four "core matrices": piece i (16 bytes = words 4i..4i+3)
+    of rows 0..7, 128 bytes each. Pi order is the order in which the arithmetic's two k16 steps
+    take k (the module docstring): step h reads pieces 2h, 2h + 1 of every row, which is what
+    wgmma reads from a K-major, unswizzled shared-memory tile, so kernels/wgmma_tma_cuda.py
+    loads whole tiles with TMA; the mma.sync kernels load natural order back with `unpi` (a
+    quad transpose). Padding (N to 8, K to 32) is zeros."""
 
     def __init__(self, w):
         N, K = w.shape
@@ -496,9 +500,9 @@ class Packed:
             z = cp.zeros((n8 * 8, kc * 32), dtype=cp.uint16)
             z[:N, :K] = u
             u = z
-        # [n8, g, kc, natural word 4t + i as (t, i), e] -> [n8, kc, g, stored word 4i + t, e]
+        # [n8, g, kc, natural word 4t + i as (t, i), e] -> [n8, kc, piece i, g, t, e]
         self.data = cp.ascontiguousarray(
-            u.reshape(n8, 8, kc, 4, 4, 2).transpose(0, 2, 1, 4, 3, 5)).view(BF16)
+            u.reshape(n8, 8, kc, 4, 4, 2).transpose(0, 2, 4, 1, 3, 5)).view(BF16)
         self.shape, self.dtype, self.nbytes = (N, K), BF16, self.data.nbytes
         self.plain = w if KEEP_PLAIN else None       # benchmarks: cuBLAS on the same numbers
 
@@ -569,8 +573,8 @@ def _stream(x, w, bias, out, N, cfg, glu=False, norm=None):
 
 def cuda(x, w, bias=None, force: str | None = None, cfg: tuple | None = None):
     """x: [M, K] float32 or bf16; w: Packed (or [N, K], packed on the fly); bias: [N] bf16
-    or None -> [M, N] float32. force: "stream", "tiled", "split", "wgmma", "wgmma_split" or
-    "tma" (tests, benchmarks), else chosen by shape (on sm_90 "tma" / "wgmma" where
+    or None -> [M, N] float32. force: "stream", "tiled", "split", "wgmma", "wgmma_split",
+    "tma" or "tma_split" (tests, benchmarks), else chosen by shape (on sm_90 "tma" / "wgmma" where
     kernels/wgmma_tma_cuda / wgmma_cuda say available); cfg: the streaming kernel's
     (MT, NT, U) (tests, sweeps)."""
     M, K = x.shape
@@ -589,7 +593,11 @@ def cuda(x, w, bias=None, force: str | None = None, cfg: tuple | None = None):
     elif force is None and WGMMA and not cfg and wgmma_cuda().available(M, N, K):
         force = "wgmma"
     elif force is None and WGMMA and cfg and M >= WGMMA_SMALL[0]:
-        if wgmma_cuda().available(M, N, K, WGMMA_SMALL[1]):     # decode rows: weights read once
+        if TMA_SMALL and wgmma_tma_cuda().available(M, N, K, min_tiles=WGMMA_SMALL[1]):
+            force = "tma"                                     # decode rows: weights read once
+        elif TMA_SMALL and wgmma_tma_cuda().split_available(M, N, K):
+            force = "tma_split"
+        elif wgmma_cuda().available(M, N, K, WGMMA_SMALL[1]):     # decode rows: weights read once
             force = "wgmma"
         elif wgmma_cuda().split_available(M, N, K, WGMMA_SMALL[1]):
             force = "wgmma_split"
@@ -602,6 +610,10 @@ def cuda(x, w, bias=None, force: str | None = None, cfg: tuple | None = None):
     if how == "tma":                                    # Hopper: kernels/wgmma_tma_cuda.py
         wgmma_tma_cuda().cuda(x, w, None if bias is _NULL else bias, out, M, N, K)
         return out
+    if how == "tma_split":                              # its ranges apart, folded below
+        part = cp.empty((KSPLIT, M, N), dtype=cp.float32)
+        wgmma_tma_cuda().cuda(x, w, None, part, M, N, K, split=True)
+        return _fold(part, bias, out)
     if how == "wgmma":                                  # Hopper: kernels/wgmma_cuda.py
         wgmma_cuda().cuda(x, w, bias, out, M, N, K)
         return out
@@ -655,8 +667,10 @@ def cuda_glu(x, w, F: int, bias=None, force: str | None = None, cfg: tuple | Non
     to bf16 once: the same bytes (tests/gpu/test_kernels.py, test_gemm_definition.py)."""
     M, K = x.shape
     cfg = cfg or stream_cfg(M)
-    if ((force == "tma" or (force is None and cfg is None and WGMMA)) and INVARIANT
-            and w.shape[0] == 2 * F and wgmma_tma_cuda().available(M, 2 * F, K, glu=True)):
+    small = cfg is not None and TMA_SMALL and M >= WGMMA_SMALL[0]        # 17..64 rows
+    if ((force == "tma" or (force is None and (cfg is None or small) and WGMMA)) and INVARIANT
+            and w.shape[0] == 2 * F
+            and wgmma_tma_cuda().available(M, 2 * F, K, glu=True, min_tiles=WGMMA_SMALL[1] if small else 0)):
         _check(x, w)                     # prefill rows on sm_90: SwiGLU in the TMA GEMM's epilogue
         out = cp.empty((M, F), dtype=BF16)
         wgmma_tma_cuda().cuda(as_bf16(x), pack(w).data, None if bias is None else _bias(bias),

@@ -15,7 +15,7 @@ wgmma m64n256k16, A (x) from registers (16-byte shared loads give both steps' fr
 from shared memory in K-major core matrices (no swizzle; padded strides LBO 160 B, SBO 288 B
 keep the copies free of bank conflicts). W stays in matmul_cuda's packed order (`Packed`); a
 core-matrix row is four 4-byte words of it (natural words 4t + 2h + b, t = 0..3), copied with
-4-byte cp.async (each warp reads 128 contiguous bytes). 6 stages of one 32-k chunk; one chunk's wgmma group stays in flight
+4-byte cp.async. 6 stages of one 32-k chunk; one chunk's wgmma group stays in flight
 (wait_group 1) while the next is issued; before a range's fold, wait_group 0. Range totals:
 64 of a thread's 128 in registers, the rest in its own shared-memory slots. Blocks walk groups
 of 16 row tiles, row tile fastest, so x stays in L2 and each W tile leaves DRAM about once.
@@ -111,7 +111,7 @@ __device__ __forceinline__ unsigned long long desc_of(unsigned a) {
 }
 
 // grid: ceil(M / 128) * (N / 256) blocks (1-D, grouped order), 256 threads, SMEM dynamic.
-// x [M, K] bf16 (K %% 32 == 0), Wp: matmul_cuda's Packed data [N/8][K/32][8][32] (pi order), N %% 256 == 0.
+// x [M, K] bf16 (K %% 32 == 0), Wp: matmul_cuda's Packed data [N/8][K/32][4][8][8] (pi order), N %% 256 == 0.
 // SPLIT_ (few rows): grid (blocks, KSPLIT); block (b, q) sums range q only and writes it,
 // unfolded and without bias, to C + q M N (matmul_cuda's fold_parts then folds in order).
 extern "C" __global__ void __launch_bounds__(256, 1) wgmma_gemm(
@@ -140,10 +140,10 @@ extern "C" __global__ void __launch_bounds__(256, 1) wgmma_gemm(
     const bf16* xsrc1 = x + (long long)(ok1 ? xr1 : 0) * K + 8 * (tid & 3);
     const unsigned xdst = (tid >> 2) * 64 + (tid & 3) * 16;
     // W: natural word ww (k 2ww, 2ww+1 of the chunk) of row gg of column group n0/8 + tid/128
-    // + 2r, which Packed keeps at stored word 4 (ww %% 4) + ww / 4 of the row (pi order)
+    // + 2r, which Packed keeps as word ww / 4 of piece ww %% 4 of the row (pi order)
     const int within = tid & 127, gg = within >> 4, ww = within & 15;
-    const bf16* bsrc = Wp + ((long long)(n0 / 8 + (tid >> 7)) * nch) * 256 + gg * 32
-                     + (4 * (ww & 3) + (ww >> 2)) * 2;
+    const bf16* bsrc = Wp + ((long long)(n0 / 8 + (tid >> 7)) * nch) * 256 + (ww & 3) * 64 + gg * 8
+                     + (ww >> 2) * 2;
     const long long bstep = 2LL * nch * 256;
     const unsigned bdst = A_BYTES + ((ww >> 1) & 1) * B_HST + (tid >> 7) * B_SBO + (ww & 1) * B_LBO
                         + gg * 16 + (ww >> 2) * 4;

@@ -16,22 +16,27 @@ operands in shared memory gives mma.sync's bits (bench/wgmma_tma_proto.cu, recei
 
 Layout: persistent blocks (grid = min(tiles, SMs)) walk 128 x BN tiles in groups of GM row
 tiles (row tile fastest). Stage = 64 k: x box {64 k, 128 rows} (2-D map over the permuted x,
-128-byte swizzle) and W box {32 k, 8 rows, 2 chunks, BN / 8 groups} (4-D map over the Packed
-data, 64-byte swizzle: rows of one chunk, a group's two chunks 512 bytes apart, groups 1,024).
-(On the H200 these W boxes run ~25% under 128-byte rows: Packed tiles of 64 k gave the
-prefill 76 -> 68 ms but slowed the decode GEMVs, see Packed; a 128-byte-swizzled box gathering
-a tile's two chunks side by side ({32, 2, 8, groups}) faulted.)
+128-byte swizzle) and W box {256, 2 chunks, BN / 8 groups} (3-D map over the Packed data, whose
+512-byte tiles are already wgmma's unswizzled K-major core matrices: no swizzle). Earlier forms
+on the H200 (receipt 2026-11-29-tma-gemm): 64-byte-swizzled boxes of 64-byte rows ran the
+prefill GEMMs ~25% slower than the prototype's 128-byte rows; Packed tiles of 64 k (128-byte
+rows) got that back but slowed the decode GEMVs (see Packed); a 128-byte-swizzled box
+gathering a tile's two chunks side by side faulted.
 The producer's one thread issues the loads when the consumers have released a stage (empty
 barrier: 8 consumer warps), the stage's full barrier counts its bytes. Each consumer
 warpgroup owns 64 rows: m64nBNk16, BN / 2 f32 accumulators a thread, one stage of wgmma groups
 in flight; TOTR of the range totals in registers, the rest in the thread's own shared slots.
-BN 256 (ST 4 stages) where its tiles fill the device, else BN 128 (ST 6). GLU form (gate|up):
+BN 256 (ST 4 stages) where its tiles fill the device, else BN 128 (ST 6). Split form (decode
+rows, 17..64): a block per (tile, K range), the range's sum written as it is (matmul_cuda's
+fold_parts folds them); a consumer warpgroup whose 64 rows all lie past M issues no wgmma.
+GLU form (gate|up):
 a tile holds BN / 2 gate and the matching BN / 2 up columns (two W boxes a stage), and its
 epilogue writes silu_mul(gate, up) as bf16: swiglu_cuda's bytes without the float32 round trip.
 
 Tensor maps are encoded by the driver (cuTensorMapEncodeTiled through ctypes) and passed by
-value (__grid_constant__); the kernel is launched with cuLaunchKernel. Used by matmul_cuda for
-more than 64 rows (never inside a decode round's CUDA graph).
+value (__grid_constant__); the kernel is launched with cuLaunchKernel (a CUDA graph captures
+the maps with the launch). Used by matmul_cuda for more than 64 rows, and for 17..64 rows of
+wide GEMMs (split form, or whole tiles where they fill the device).
 """
 from __future__ import annotations
 
@@ -68,12 +73,18 @@ __device__ __forceinline__ void wgmma_ss(float* d, unsigned long long da, unsign
                  : "l"(da), "l"(db), "r"(sd) : "memory");
 }
 WG_HELPERS
-// K-major shared-memory operand descriptors: start >> 4, LBO 1 (unused when swizzled), SBO 1024
-// bytes between 8-row groups, layout type 1 = 128-byte swizzle, 2 = 64-byte;
+// x: K-major, 128-byte swizzle: start >> 4, LBO 1 (unused when swizzled), SBO 1024 bytes
+// between 8-row groups, layout type 1;
 // a k16 step inside a swizzled row adds its byte offset to the start (as CUTLASS does)
-__device__ __forceinline__ unsigned long long desc(unsigned addr, unsigned long long type) {
+__device__ __forceinline__ unsigned long long desc(unsigned addr) {
     return (unsigned long long)((addr >> 4) & 0x3FFF) | (1ull << 16) | ((unsigned long long)(1024 >> 4) << 32)
-         | (type << 62);
+         | (1ull << 62);
+}
+// W: K-major, unswizzled: core matrices of 8 rows x 16 bytes; LBO 128 bytes (the next 8 k of a
+// step: the next piece), SBO 1,024 (the next 8 rows: the next column group), layout type 0
+__device__ __forceinline__ unsigned long long wdesc(unsigned addr) {
+    return (unsigned long long)((addr >> 4) & 0x3FFF) | ((unsigned long long)(128 >> 4) << 16)
+         | ((unsigned long long)(1024 >> 4) << 32);
 }
 __device__ __forceinline__ void mbar_init(unsigned bar, unsigned count) {
     asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" :: "r"(bar), "r"(count) : "memory");
@@ -97,18 +108,18 @@ __device__ __forceinline__ void tma2(unsigned dst, const TMap* map, int c0, int 
                  "[%0], [%1, {%2, %3}], [%4];\n"
                  :: "r"(dst), "l"((unsigned long long)map), "r"(c0), "r"(c1), "r"(bar) : "memory");
 }
-__device__ __forceinline__ void tma4(unsigned dst, const TMap* map, int c1, int c2, int c3, unsigned bar) {
-    asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes "
-                 "[%0], [%1, {%2, %3, %4, %5}], [%6];\n"
-                 :: "r"(dst), "l"((unsigned long long)map), "r"(0), "r"(c1), "r"(c2), "r"(c3), "r"(bar) : "memory");
-}
-// W stage kb of column groups from g8: box {32 k, 8 rows, 2 chunks, groups}, 64-byte rows,
-// the two chunks of a group 512 bytes apart, groups 1024
+// W stage kb of column groups from g8: box {256 (one whole Packed tile), 2 chunks, groups},
+// unswizzled: a group's two tiles, 512 bytes each, then the next group (1,024 bytes on)
 __device__ __forceinline__ void tma_w(unsigned dst, const TMap* map, int kb, int g8, unsigned bar) {
-    tma4(dst, map, 0, 2 * kb, g8, bar);
+    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes "
+                 "[%0], [%1, {%2, %3, %4}], [%5];\n"
+                 :: "r"(dst), "l"((unsigned long long)map), "r"(0), "r"(2 * kb), "r"(g8), "r"(bar) : "memory");
 }
 // output columns a tile: GLU tiles hold BN / 2 gate columns and the BN / 2 up columns F on
 #define NB (GLU ? BN / 2 : BN)
+#if SPLIT && GLU
+#error "SPLIT and GLU do not go together"
+#endif
 // tile -> (m0, n0): groups of GM row tiles x all column tiles, row tile fastest
 __device__ __forceinline__ void tile_origin(int tile, int tiles_m, int tiles_n, int& m0, int& n0) {
     const int per_group = GM * tiles_n, grp = tile / per_group, first_m = grp * GM;
@@ -118,10 +129,10 @@ __device__ __forceinline__ void tile_origin(int tile, int tiles_m, int tiles_n, 
 }
 
 // grid min(tiles, SMs), NTHR threads, SMEM dynamic bytes. tmX: the permuted x [M, K] bf16, box
-// {64, 128}, 128-byte swizzle; tmW: Packed W as [N/8][K/32][8][32], box {32, 8, 2, BN/8},
-// 64-byte swizzle. C [M, N] f32 (+ bias bf16 [N] or null). N % BN == 0, K % 256 == 0.
+// {64, 128}, 128-byte swizzle; tmW: Packed W as [N/8][K/32][256], box {256, 2, BN/8}, no
+// swizzle. C [M, N] f32 (+ bias bf16 [N] or null). N % BN == 0, K % 256 == 0.
 // GLU: W is gate|up [N = 2F, K] and C is bf16 [M, F] = silu_mul(gate + bias, up + bias) (the
-// W box is then {32, 8, 2, BN/16}, loaded twice a stage: gate groups, then up groups F/8 on).
+// W box is then {256, 2, BN/16}, loaded twice a stage: gate groups, then up groups F/8 on).
 extern "C" __global__ void __launch_bounds__(NTHR, 1) gemm_tma(
         const __grid_constant__ TMap tmX, const __grid_constant__ TMap tmW, const bf16* bias,
         float* __restrict__ C, int M, int N, int K) {
@@ -143,6 +154,11 @@ extern "C" __global__ void __launch_bounds__(NTHR, 1) gemm_tma(
     const int F = N / 2;
     const int tiles_m = (M + BM - 1) / BM, tiles_n = (GLU ? F : N) / NB, ntiles = tiles_m * tiles_n;
     const int nkb = K / BK, rch = K / 256;                         // stages a tile; chunks a range
+#if SPLIT
+    const int kb_lo = blockIdx.y * (nkb / KSPLIT), kb_hi = kb_lo + nkb / KSPLIT;   // range y alone
+#else
+    const int kb_lo = 0, kb_hi = nkb;
+#endif
 
     if (wg == 0) {                                                 // producer
         asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" :: "n"(REG_P));
@@ -154,7 +170,7 @@ extern "C" __global__ void __launch_bounds__(NTHR, 1) gemm_tma(
             for (int tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
                 int m0, n0;
                 tile_origin(tile, tiles_m, tiles_n, m0, n0);
-                for (int kb = 0; kb < nkb; kb++) {
+                for (int kb = kb_lo; kb < kb_hi; kb++) {
                     mbar_wait(empty_bar + 8 * slot, ph ^ 1);       // consumers released it
                     const unsigned fb = full_bar + 8 * slot, sA = base + slot * STAGE;
                     mbar_expect_tx(fb, STAGE);                     // whole boxes, OOB rows too
@@ -183,6 +199,9 @@ extern "C" __global__ void __launch_bounds__(NTHR, 1) gemm_tma(
             tile_origin(tile, tiles_m, tiles_n, m0, n0);
             const int row0 = m0 + 64 * ci + 16 * w + g;            // and row0 + 8
             const bool ok0 = row0 < M, ok1 = row0 + 8 < M;
+            // rows all past M (decode rows, BN 128 only: BN 256 spills with the branch): no
+            // wgmma, barriers only
+            const bool idle = BN == 128 && m0 + 64 * ci >= M;
 #pragma unroll
             for (int i = 0; i < NACC; i++) acc[i] = 0.f;
 #pragma unroll
@@ -206,38 +225,55 @@ extern "C" __global__ void __launch_bounds__(NTHR, 1) gemm_tma(
                     if ((i - TOTR) % 8 == 7) asm volatile("" ::: "memory");   // few loads ahead
                 }
             };
-            int q_end = rch;                                       // chunk where the next range starts
+            int q_end = SPLIT ? 0x7fffffff : rch;                 // chunk where the next range starts
             int sd = ZFIRST ? 0 : 1;                               // scale-d of the next step 0
 #pragma unroll 1
-            for (int kb = 0; kb < nkb; kb++) {
+            for (int kb = kb_lo; kb < kb_hi; kb++) {
                 mbar_wait(full_bar + 8 * slot, ph);                // the stage landed
                 const unsigned sA = base + slot * STAGE, sB = sA + A_BYTES;
-                const unsigned long long da = desc(sA + ci * (64 * 128), 1), db = desc(sB, 2);
+                const unsigned long long da = desc(sA + ci * (64 * 128)), db = wdesc(sB);
+                if (!idle) {
 #pragma unroll
-                for (int u = 0; u < 2; u++) {                      // chunk c = 2 kb + u
-                    if (2 * kb + u == q_end) {                     // a range ends before it
-                        wg_wait<0>();
-                        fence_acc(acc);
-                        fold();
-                        q_end += rch;
-                        if (ZFIRST) sd = 0;
-                        fence_acc(acc);
+                    for (int u = 0; u < 2; u++) {                  // chunk c = 2 kb + u
+                        if (2 * kb + u == q_end) {                 // a range ends before it
+                            wg_wait<0>();
+                            fence_acc(acc);
+                            fold();
+                            q_end += rch;
+                            if (ZFIRST) sd = 0;
+                            fence_acc(acc);
+                        }
+                        wg_fence();
+                        // chunk u, step h: x at +64u + 32h bytes, W at +512u + 256h (pieces 2h, 2h+1)
+                        wgmma_ss(acc, da + 4 * u, db + 32 * u, sd);
+                        wgmma_ss(acc, da + 4 * u + 2, db + 32 * u + 16, 1);
+                        wg_commit();
+                        sd = 1;
                     }
-                    wg_fence();
-                    // chunk u, step h: x at +64u + 32h bytes, W at +512u + 32h
-                    wgmma_ss(acc, da + 4 * u, db + 32 * u, sd);
-                    wgmma_ss(acc, da + 4 * u + 2, db + 32 * u + 2, 1);
-                    wg_commit();
-                    sd = 1;
+                    wg_wait<2>();                                  // the previous stage's done
                 }
-                wg_wait<2>();                                      // the previous stage's done
-                if (kb > 0 && lane == 0) mbar_arrive(empty_bar + 8 * prev);
+                if (kb > kb_lo && lane == 0) mbar_arrive(empty_bar + 8 * prev);
                 prev = slot;
                 if (++slot == ST) { slot = 0; ph ^= 1; }
             }
-            wg_wait<0>();
-            fence_acc(acc);
+            if (!idle) {
+                wg_wait<0>();
+                fence_acc(acc);
+            }
             if (lane == 0) mbar_arrive(empty_bar + 8 * prev);
+            if (idle) continue;
+#if SPLIT
+            {                                                      // range y's sum, as it is
+                float* P = C + (long long)blockIdx.y * M * N + (long long)row0 * N + n0 + 2 * t;
+#pragma unroll
+                for (int j = 0; j < BN / 8; j++) {
+                    if (ok0) *(float2*)(P + 8 * j) = make_float2(acc[4 * j], acc[4 * j + 1]);
+                    if (ok1) *(float2*)(P + 8LL * N + 8 * j) = make_float2(acc[4 * j + 2], acc[4 * j + 3]);
+                    if (j % 2 == 1) asm volatile("" ::: "memory");
+                }
+                continue;
+            }
+#endif
             fold();                                                // the last range
             // total i = 4j + e: row row0 + 8 (e >> 1), tile column 8j + 2t + (e & 1)
             auto total = [&](int i) {
@@ -308,7 +344,7 @@ def _smem(bn: int) -> int:
     return 1024 + st * (BM * BK * 2 + bn * BK * 2) + (bn // 2 - totr) * 2 * 128 * 4 + 2 * st * 8
 
 
-def source(bn: int, glu: bool = False) -> str:
+def source(bn: int, glu: bool = False, split: bool = False) -> str:
     st, totr, rp, rc = CONFIGS[bn]
     nacc = bn // 2
     from kernels.wgmma_cuda import WG_SRC
@@ -317,19 +353,19 @@ def source(bn: int, glu: bool = False) -> str:
             .replace("%SD", f"%{nacc + 2}").replace("%DA", f"%{nacc}").replace("%DB", f"%{nacc + 1}"))
     defs = "".join(f"#define {k} {v}\n" for k, v in dict(
         BM=BM, BK=BK, GM=GM, BN=bn, BNS=f'"{bn}"', ST=st, TOTR=totr, REG_P=rp, REG_C=rc, ZFIRST=ZFIRST,
-        GLU=int(glu)).items())
+        GLU=int(glu), SPLIT=int(split)).items())
     return HEADER + defs + body
 
 
 _fn: dict = {}
 
 
-def _compile(bn: int, glu: bool = False):
-    key = (cp.cuda.Device().id, bn, glu)
+def _compile(bn: int, glu: bool = False, split: bool = False):
+    key = (cp.cuda.Device().id, bn, glu, split)
     if key not in _fn:
         from kernels.wgmma_cuda import load_sm90a
-        _fn[key] = load_sm90a(source(bn, glu), "gemm_tma", _smem(bn), "the other GEMM kernels run instead") \
-            if ENABLED else None
+        _fn[key] = load_sm90a(source(bn, glu, split), "gemm_tma", _smem(bn),
+                              "the other GEMM kernels run instead") if ENABLED else None
     return _fn[key]
 
 
@@ -339,16 +375,28 @@ def pick_bn(M: int, N: int) -> int:
     return 256 if tiles >= _sms() else 128
 
 
-def available(M: int, N: int, K: int, glu: bool = False) -> bool:
+def available(M: int, N: int, K: int, glu: bool = False, min_tiles: int = 0) -> bool:
     """Whether this shape runs here: sm_90, N % 128 == 0 (GLU: N = 2F, F % 128 == 0),
-    K % 256 == 0, M > 0."""
+    K % 256 == 0, M > 0, and at least min_tiles tiles."""
     if M <= 0 or N % (256 if glu else 128) or K % 256:
         return False
-    return _compile(pick_bn(M, N), glu) is not None
+    bn = pick_bn(M, N)
+    if -(-M // BM) * (N // bn) < min_tiles:
+        return False
+    return _compile(bn, glu) is not None
+
+
+def split_available(M: int, N: int, K: int) -> bool:
+    """The range-split form (`cuda(..., split=True)`: one block a tile and K range, for rows
+    too few to fill the device with tiles): N % 128 == 0, K % 512 == 0 (ranges of whole
+    stages)."""
+    if M <= 0 or N % 128 or K % 512:
+        return False
+    return _compile(128, False, True) is not None
 
 
 # -- the driver: tensor maps and the launch ------------------------------------------------
-_BF16, _SW64, _SW128, _L2_256 = 9, 2, 3, 3          # CUtensorMap enums (cuda.h)
+_BF16, _NONE, _SW128, _L2_256 = 9, 0, 3, 3          # CUtensorMap enums (cuda.h)
 _lib = None
 _sm_count: dict = {}
 
@@ -395,8 +443,8 @@ def _wmap(wdata, N: int, K: int, groups: int) -> _Map:
     key = (wdata.data.ptr, N, K, groups)
     m = _wmaps.get(key)
     if m is None or m.keep is not wdata:
-        kc = K // 32                  # Packed [N/8][K/32][8][32]: k, row 64 B, chunk 512 B, group
-        m = _Map(wdata.data.ptr, (32, 8, kc, N // 8), (64, 512, kc * 512), (32, 8, 2, groups), _SW64, wdata)
+        kc = K // 32                  # Packed [N/8][K/32][512 bytes]: tile, chunk, group
+        m = _Map(wdata.data.ptr, (256, kc, N // 8), (512, kc * 512), (256, 2, groups), _NONE, wdata)
         _wmaps[key] = m
     return m
 
@@ -411,13 +459,14 @@ def permute(x):
     return out
 
 
-def cuda(x, wdata, bias, out, M: int, N: int, K: int, glu: bool = False) -> None:
+def cuda(x, wdata, bias, out, M: int, N: int, K: int, glu: bool = False, split: bool = False) -> None:
     """out[M, N] (float32) = x[M, K] (bf16, contiguous, natural order) @ W^T (+ bias bf16 [N]
     or None), W as matmul_cuda's Packed data. glu: W is gate|up [N = 2F, K] and out is bf16
-    [M, F] = silu_mul(gate, up) (common_cuda; swiglu_cuda's bytes). The caller checked
-    `available`."""
-    bn = pick_bn(M, N)
-    fn = _compile(bn, glu)
+    [M, F] = silu_mul(gate, up) (common_cuda; swiglu_cuda's bytes). split: out is [8, M, N],
+    range q's sum in out[q] (no bias: matmul_cuda's fold_parts folds them in order). The
+    caller checked `available` / `split_available`."""
+    bn = 128 if split else pick_bn(M, N)
+    fn = _compile(bn, glu, split)
     xp = permute(x)
     xmap = _Map(xp.data.ptr, (K, M), (K * 2,), (BK, BM), _SW128, xp)
     wmap = _wmap(wdata, N, K, bn // 16 if glu else bn // 8)
@@ -427,7 +476,8 @@ def cuda(x, wdata, bias, out, M: int, N: int, K: int, glu: bool = False) -> None
     params = (ctypes.c_void_p * 7)(xmap.addr, wmap.addr, *[ctypes.addressof(v) for v in vals])
     U = ctypes.c_uint
     rc = _driver().cuLaunchKernel(
-        ctypes.c_void_p(fn.ptr), U(min(tiles, _sms())), U(1), U(1), U(128 * 3), U(1), U(1),
+        ctypes.c_void_p(fn.ptr), U(tiles if split else min(tiles, _sms())), U(8 if split else 1), U(1),
+        U(128 * 3), U(1), U(1),
         U(_smem(bn)), ctypes.c_void_p(cp.cuda.get_current_stream().ptr), params, None)
     if rc != 0:
         raise RuntimeError(f"cuLaunchKernel(gemm_tma) failed: CUresult {rc}")

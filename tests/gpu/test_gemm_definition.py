@@ -33,15 +33,18 @@ def _same(a, b) -> bool:
     return np.array_equal(host(a).view(np.uint32), host(b).view(np.uint32))
 
 
-@pytest.mark.parametrize("M,N,K", [(300, 768, 1056), (130, 256, 4096), (2085, 512, 2048), (64, 1024, 768)])
+@pytest.mark.parametrize("M,N,K", [(300, 768, 1056), (130, 256, 4096), (2085, 512, 2048), (64, 1024, 768),
+                                   (40, 1024, 1024), (33, 16384, 512)])
 def test_every_gemm_path_equals_the_definition(M, N, K):
     from kernels import matmul_cuda
     x, w, b, xd, wd, wp, bd = _case(M, N, K)
     paths = ["tiled", "split"]
     if _sm90():
-        from kernels import wgmma_cuda, wgmma_tma_cuda
+        from kernels import wgmma_tma_cuda
         if wgmma_tma_cuda.available(M, N, K):
             paths.append("tma")
+        if wgmma_tma_cuda.split_available(M, N, K):
+            paths.append("tma_split")
         if N % 256 == 0 and K % 32 == 0:
             paths += ["wgmma", "wgmma_split"]
     for bias in (None, bd):
@@ -60,7 +63,8 @@ def test_every_gemm_path_equals_the_definition(M, N, K):
 
 
 def test_tma_kernel_is_taken_for_prefill_shapes():
-    """On sm_90 the dispatcher gives llama3-8b's prefill GEMMs to the TMA kernel, both tile widths."""
+    """On sm_90 the dispatcher gives llama3-8b's prefill GEMMs to the TMA kernel, both tile widths,
+    and its decode-row GEMMs (17..64 rows) to the split form or, for wide ones, whole tiles."""
     if not _sm90():
         pytest.skip("the TMA GEMM needs sm_90")
     from kernels import wgmma_tma_cuda
@@ -68,6 +72,9 @@ def test_tma_kernel_is_taken_for_prefill_shapes():
         assert wgmma_tma_cuda.available(M, N, K), (M, N, K)
     assert wgmma_tma_cuda.pick_bn(2048, 4096) == 256 and wgmma_tma_cuda.pick_bn(128, 4096) == 128
     assert not wgmma_tma_cuda.available(2048, 960, 576)      # K off 256: the other kernels
+    for N, K in ((6144, 4096), (4096, 4096), (4096, 14336)):  # qkv, o, down at 64 rows: split
+        assert wgmma_tma_cuda.split_available(64, N, K)
+    assert wgmma_tma_cuda.available(64, 128256, 4096, min_tiles=96)      # the LM head: tiles
 
 
 def test_tma_gemm_rows_alone_equal_rows_among_others():
@@ -80,7 +87,7 @@ def test_tma_gemm_rows_alone_equal_rows_among_others():
         assert _same(matmul_cuda.cuda(xd[a:a + m], wp, force="tma"), full[a:a + m]), (a, m)
 
 
-@pytest.mark.parametrize("M,F,K", [(300, 1024, 1024), (2085, 1536, 512)])
+@pytest.mark.parametrize("M,F,K", [(300, 1024, 1024), (2085, 1536, 512), (48, 6144, 512)])
 def test_tma_gate_up_swiglu_equals_the_definition(M, F, K):
     """The TMA kernel's SwiGLU epilogue (gate|up at prefill rows) writes swiglu_cuda's bytes of
     the definition's gate and up values, with and without bias; at decode rows the streaming
@@ -98,3 +105,5 @@ def test_tma_gate_up_swiglu_equals_the_definition(M, F, K):
         assert np.array_equal(host(got).view(np.uint32), host(want).view(np.uint32))
         few = matmul_cuda.cuda_glu(xd[:16], wp, F, bias, force="stream")
         assert np.array_equal(host(few).view(np.uint32), host(want[:16]).view(np.uint32))
+        if M <= 64:                                     # decode rows: the TMA GLU was taken
+            assert wgmma_tma_cuda.available(M, 2 * F, K, glu=True, min_tiles=matmul_cuda.WGMMA_SMALL[1])
