@@ -99,6 +99,23 @@ __device__ __forceinline__ uint4 unpi(uint4 u) {
     if (t & 1) { u.x = r0; u.z = r1; } else { u.y = r0; u.w = r1; }
     return u;
 }
+// The streaming kernel loads a Packed tile lane-contiguously (lane L: the 16 bytes at 16 L =
+// piece L / 8 of row L % 8, so each quarter warp reads one 128-byte line); `chunk` wants on
+// lane (g, t) row g's natural words 4t .. 4t+3 = word t of its pieces 0..3, held by lanes
+// 8i + g. Four shuffles: in round r lane (g, t) reads lane 8((t + r) & 3) + g, which sends its
+// word (L / 8 - r) & 3: the one that reader wants. Every lane of the warp must call it.
+__device__ __forceinline__ uint4 untile(uint4 u) {
+    const int L = threadIdx.x & 31, p = L >> 3, g = L >> 2, t = L & 3;
+    unsigned o0 = 0, o1 = 0, o2 = 0, o3 = 0;
+#pragma unroll
+    for (int r = 0; r < 4; r++) {
+        const int c = (p - r) & 3, k = (t + r) & 3;
+        const unsigned s = c == 0 ? u.x : c == 1 ? u.y : c == 2 ? u.z : u.w;
+        const unsigned v = __shfl_sync(FULL, s, 8 * k + g);
+        o0 = k == 0 ? v : o0; o1 = k == 1 ? v : o1; o2 = k == 2 ? v : o2; o3 = k == 3 ? v : o3;
+    }
+    return make_uint4(o0, o1, o2, o3);
+}
 __device__ __forceinline__ unsigned pack(float lo, float hi) {
     return ((unsigned)f2b(hi) << 16) | (unsigned)f2b(lo);
 }
@@ -175,7 +192,7 @@ extern "C" __global__ void __launch_bounds__(32 * S_) stream(
     const int lane = threadIdx.x & 31, q = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
     const int n8 = (N + 7) / 8, m0 = blockIdx.y * 16 * MT;
     const int KC = (K + 31) / 32;
-    const bf16* wr = W + t * 64 + g * 8;             // Packed: row g's stored words 4t .. 4t+3
+    const bf16* wr = W + lane * 8;                   // Packed: lane-contiguous (see untile)
     const int nch = KC, c_lo = range_lo(q, nch), c_hi = range_lo(q + 1, nch);
     uint4 w[U_][NT];                                 // every load of U_ chunks in flight at once
     auto load_w = [&](int c0) {
@@ -246,10 +263,10 @@ extern "C" __global__ void __launch_bounds__(32 * S_) stream(
         }
 #pragma unroll
         for (int u = 0; u < U_; u++)
-            if (c0 + u < c_hi) {                      // uniform in the warp (unpi shuffles)
+            if (c0 + u < c_hi) {                      // uniform in the warp (untile shuffles)
                 uint4 wn[NT];
 #pragma unroll
-                for (int j = 0; j < NT; j++) wn[j] = unpi(w[u][j]);
+                for (int j = 0; j < NT; j++) wn[j] = untile(w[u][j]);
 #pragma unroll
                 for (int i = 0; i < MT; i++)
 #pragma unroll
@@ -326,11 +343,15 @@ extern "C" __global__ void __launch_bounds__(256, SPLIT_ONLY + 1) tiled(
         bf16* wd = ws + (st % ST) * BN * 64;
         for (int i = tid; i < BM * 8; i += 256) {
             const int r = i >> 3, p = i & 7, k = st * 64 + 8 * p;
-            const int mx = min(m0 + r, M - 1), n = n0 + r, kk = min(k, K - 8);
-            const bool wok = n < N && (k & ~31) < K;      // a chunk's stored pieces mix its k (pi order)
+            const int mx = min(m0 + r, M - 1), kk = min(k, K - 8);
             cp16(xd + sw(r, p), x + (long long)mx * K + kk, m0 + r < M && k < K);
-            cp16(wd + sw(r, p), W + (wok ? ((long long)(n >> 3) * nch + (k >> 5)) * 256   // Packed:
-                                           + ((k >> 3) & 3) * 64 + (n & 7) * 8 : 0), wok);  // piece, row
+            // W: consecutive i read consecutive 16 bytes of the Packed tiles: row rr (fastest),
+            // piece pc, chunk h of the stage, column group G
+            const int rr = i & 7, pc = (i >> 3) & 3, h = (i >> 5) & 1, rw = (i >> 6) * 8 + rr;
+            const int n = n0 + rw, kw = st * 64 + 32 * h;
+            const bool wok = n < N && kw < K;             // a chunk's stored pieces mix its k (pi order)
+            cp16(wd + sw(rw, 4 * h + pc), W + (wok ? ((long long)(n >> 3) * nch + (kw >> 5)) * 256
+                                                   + pc * 64 + rr * 8 : 0), wok);
         }
     };
 #pragma unroll

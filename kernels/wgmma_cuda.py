@@ -139,11 +139,11 @@ extern "C" __global__ void __launch_bounds__(256, 1) wgmma_gemm(
     const bf16* xsrc0 = x + (long long)(ok0 ? xr0 : 0) * K + 8 * (tid & 3);
     const bf16* xsrc1 = x + (long long)(ok1 ? xr1 : 0) * K + 8 * (tid & 3);
     const unsigned xdst = (tid >> 2) * 64 + (tid & 3) * 16;
-    // W: natural word ww (k 2ww, 2ww+1 of the chunk) of row gg of column group n0/8 + tid/128
-    // + 2r, which Packed keeps as word ww / 4 of piece ww %% 4 of the row (pi order)
-    const int within = tid & 127, gg = within >> 4, ww = within & 15;
-    const bf16* bsrc = Wp + ((long long)(n0 / 8 + (tid >> 7)) * nch) * 256 + (ww & 3) * 64 + gg * 8
-                     + (ww >> 2) * 2;
+    // W: word `within` of a Packed tile (of column group n0/8 + tid/128 + 2r; consecutive threads
+    // read consecutive words): piece within / 32, row gg, word within %% 4 of the piece = the
+    // row's stored word 4 piece + within %% 4 = natural word ww (k 2ww, 2ww+1 of the chunk)
+    const int within = tid & 127, gg = (within >> 2) & 7, ww = 4 * (within & 3) + (within >> 5);
+    const bf16* bsrc = Wp + ((long long)(n0 / 8 + (tid >> 7)) * nch) * 256 + within * 2;
     const long long bstep = 2LL * nch * 256;
     const unsigned bdst = A_BYTES + ((ww >> 1) & 1) * B_HST + (tid >> 7) * B_SBO + (ww & 1) * B_LBO
                         + gg * 16 + (ww >> 2) * 4;
