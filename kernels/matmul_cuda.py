@@ -510,8 +510,9 @@ class Packed:
     of rows 0..7, 128 bytes each. Pi order is the order in which the arithmetic's two k16 steps
     take k (the module docstring): step h reads pieces 2h, 2h + 1 of every row, which is what
     wgmma reads from a K-major, unswizzled shared-memory tile, so kernels/wgmma_tma_cuda.py
-    loads whole tiles with TMA; the mma.sync kernels load natural order back with `unpi` (a
-    quad transpose). Padding (N to 8, K to 32) is zeros."""
+    loads whole tiles with TMA; the streaming kernel regroups its lane-contiguous loads into
+    natural order with `untile`, the tiled kernel its (g, t) shared-memory reads with `unpi`.
+    Padding (N to 8, K to 32) is zeros."""
 
     def __init__(self, w):
         N, K = w.shape
