@@ -58,8 +58,12 @@ WGMMA_SMALL = (17, 96)  # from 17 rows (decode rounds), a GEMM of >= 96 wgmma bl
                         # tiles x 8 K ranges then fold_parts) takes wgmma_cuda (same bytes); a
                         # gate|up of >= 96 tiles: wgmma_cuda then swiglu_cuda (the same bytes as
                         # the fused stream launch)
-TMA_SMALL = os.environ.get("TF_TMA_SMALL", "1") != "0"   # 17..64 rows of wide GEMMs through
-                       # kernels/wgmma_tma_cuda (whole tiles, or its split form); else wgmma_cuda
+PF = os.environ.get("TF_STREAM_PF", "1") != "0"  # the streaming kernel loads round r + 1's
+                       # weights before round r's arithmetic (llama3-8b's GEMMs at one row on the
+                       # H200: 4.38 -> 4.21 ms; cuBLAS 4.08)
+TMA_SMALL = os.environ.get("TF_TMA_SMALL", "0") == "1"   # 17..64 rows of wide GEMMs through
+                       # kernels/wgmma_tma_cuda (whole tiles, or its split form); else wgmma_cuda.
+                       # Off: at 64 rows the H200 measured 6.54-6.60 ms on, 6.42 off (same bytes)
 SPLIT_BELOW = 100      # tiles (128 x 128) below which the tiled kernel splits K over blocks
 KSPLIT = 8             # K ranges summed apart, then folded in order: ARITHMETIC (all kernels)
 FUSE_NORM = True       # residual add + RMSNorm in the streaming GEMM's x load (cuda_norm) ..
@@ -98,23 +102,6 @@ __device__ __forceinline__ uint4 unpi(uint4 u) {
     r0 = __shfl_xor_sync(FULL, s0, 1); r1 = __shfl_xor_sync(FULL, s1, 1);
     if (t & 1) { u.x = r0; u.z = r1; } else { u.y = r0; u.w = r1; }
     return u;
-}
-// The streaming kernel loads a Packed tile lane-contiguously (lane L: the 16 bytes at 16 L =
-// piece L / 8 of row L % 8, so each quarter warp reads one 128-byte line); `chunk` wants on
-// lane (g, t) row g's natural words 4t .. 4t+3 = word t of its pieces 0..3, held by lanes
-// 8i + g. Four shuffles: in round r lane (g, t) reads lane 8((t + r) & 3) + g, which sends its
-// word (L / 8 - r) & 3: the one that reader wants. Every lane of the warp must call it.
-__device__ __forceinline__ uint4 untile(uint4 u) {
-    const int L = threadIdx.x & 31, p = L >> 3, g = L >> 2, t = L & 3;
-    unsigned o0 = 0, o1 = 0, o2 = 0, o3 = 0;
-#pragma unroll
-    for (int r = 0; r < 4; r++) {
-        const int c = (p - r) & 3, k = (t + r) & 3;
-        const unsigned s = c == 0 ? u.x : c == 1 ? u.y : c == 2 ? u.z : u.w;
-        const unsigned v = __shfl_sync(FULL, s, 8 * k + g);
-        o0 = k == 0 ? v : o0; o1 = k == 1 ? v : o1; o2 = k == 2 ? v : o2; o3 = k == 3 ? v : o3;
-    }
-    return make_uint4(o0, o1, o2, o3);
 }
 __device__ __forceinline__ unsigned pack(float lo, float hi) {
     return ((unsigned)f2b(hi) << 16) | (unsigned)f2b(lo);
@@ -192,17 +179,22 @@ extern "C" __global__ void __launch_bounds__(32 * S_) stream(
     const int lane = threadIdx.x & 31, q = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
     const int n8 = (N + 7) / 8, m0 = blockIdx.y * 16 * MT;
     const int KC = (K + 31) / 32;
-    const bf16* wr = W + lane * 8;                   // Packed: lane-contiguous (see untile)
+    const bf16* wr = W + g * 8 + t * 2;              // Packed: word t of row g in each piece
     const int nch = KC, c_lo = range_lo(q, nch), c_hi = range_lo(q + 1, nch);
     uint4 w[U_][NT];                                 // every load of U_ chunks in flight at once
     auto load_w = [&](int c0) {
 #pragma unroll
         for (int u = 0; u < U_; u++)
 #pragma unroll
-            for (int j = 0; j < NT; j++)
-                w[u][j] = c0 + u < c_hi && group_ok(j, n8)
-                        ? __ldg((const uint4*)(wr + ((long long)group_of(j, n8) * KC + c0 + u) * 256))
-                        : make_uint4(0, 0, 0, 0);
+            for (int j = 0; j < NT; j++) {
+                const bool ok = c0 + u < c_hi && group_ok(j, n8);
+                const bf16* p = wr + (ok ? ((long long)group_of(j, n8) * KC + c0 + u) * 256 : 0);
+                // four 32-bit loads, one a piece: each is one whole 128-byte line for the warp,
+                // and lane (g, t) gets natural words 4t .. 4t+3 of row g (what `chunk` wants)
+                const unsigned* pw = (const unsigned*)p;
+                w[u][j] = ok ? make_uint4(__ldg(pw), __ldg(pw + 32), __ldg(pw + 64), __ldg(pw + 96))
+                             : make_uint4(0, 0, 0, 0);
+            }
     };
     pdl_trigger();
     load_w(c_lo);                   // the first weights in flight while the kernel before ends
@@ -246,7 +238,17 @@ extern "C" __global__ void __launch_bounds__(32 * S_) stream(
         for (int j = 0; j < NT; j++) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.f;
     for (int c0 = c_lo; c0 < c_hi; c0 += U_) {
         uint4 xl[U_][MT], xh[U_][MT];
+#if PF_
+        uint4 wc[U_][NT];                             // this round's weights; the next round's
+#pragma unroll                                        // loads go out before its arithmetic
+        for (int u = 0; u < U_; u++)
+#pragma unroll
+            for (int j = 0; j < NT; j++) wc[u][j] = w[u][j];
+        if (c0 + U_ < c_hi) load_w(c0 + U_);
+#else
         if (c0 != c_lo) load_w(c0);
+        uint4 (&wc)[U_][NT] = w;
+#endif
 #pragma unroll
         for (int u = 0; u < U_; u++) {
             const int k = c0 + u < c_hi ? (c0 + u) * 32 + 8 * t : K;
@@ -263,14 +265,11 @@ extern "C" __global__ void __launch_bounds__(32 * S_) stream(
         }
 #pragma unroll
         for (int u = 0; u < U_; u++)
-            if (c0 + u < c_hi) {                      // uniform in the warp (untile shuffles)
-                uint4 wn[NT];
-#pragma unroll
-                for (int j = 0; j < NT; j++) wn[j] = untile(w[u][j]);
+            if (c0 + u < c_hi) {
 #pragma unroll
                 for (int i = 0; i < MT; i++)
 #pragma unroll
-                    for (int j = 0; j < NT; j++) chunk(acc[i][j], xl[u][i], xh[u][i], wn[j]);
+                    for (int j = 0; j < NT; j++) chunk(acc[i][j], xl[u][i], xh[u][i], wc[u][j]);
             }
     }
     constexpr int E = MT * NT * 128;                  // outputs of the block
@@ -510,8 +509,9 @@ class Packed:
     of rows 0..7, 128 bytes each. Pi order is the order in which the arithmetic's two k16 steps
     take k (the module docstring): step h reads pieces 2h, 2h + 1 of every row, which is what
     wgmma reads from a K-major, unswizzled shared-memory tile, so kernels/wgmma_tma_cuda.py
-    loads whole tiles with TMA; the streaming kernel regroups its lane-contiguous loads into
-    natural order with `untile`, the tiled kernel its (g, t) shared-memory reads with `unpi`.
+    loads whole tiles with TMA; the streaming kernel loads a chunk as four 32-bit words, word t
+    of row g of each piece (one whole 128-byte line a warp load, and natural order on arrival),
+    the tiled kernel regroups its (g, t) shared-memory reads with `unpi`.
     Padding (N to 8, K to 32) is zeros."""
 
     def __init__(self, w):
@@ -550,7 +550,7 @@ def _fn(name: str, x_f32: bool = False, mt: int = 1, nt: int = 1, u: int = 2,
         split_only: bool = False, glu: bool = False, norm: bool = False):
     defs = (f"XT={'float' if x_f32 else 'bf16'}", f"X_F32={int(x_f32)}", f"MT={mt}", f"NT={nt}",
             f"U_={u}", f"S_={KSPLIT}", f"SPLIT_ONLY={int(split_only)}", f"GLU_={int(glu)}",
-            f"NORM_={int(norm)}")
+            f"NORM_={int(norm)}", f"PF_={int(PF)}")
     smem = _TILED_SMEM if name == "tiled" else _stream_smem(mt, nt) if name == "stream" else 0
     return kernel(_SRC, name, defs, smem)
 

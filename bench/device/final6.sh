@@ -1,7 +1,7 @@
 #!/bin/bash
-# The sixth stop's final device call (one H200), on the tree that lands: the GEMM definition
-# tests first (with TF_TMA_SMALL=0 as a second try if they fail: the decode-row TMA paths off),
-# then all GPU tests, gpu_bench (ours vs transformers, ceilings in the same run), gemm_bench,
+# The final device call of a stop (one H200), on the tree that lands: the GEMM definition
+# tests first (it stops if they fail), then all GPU tests, gpu_bench (ours vs transformers,
+# ceilings in the same run), gemm_bench,
 # the serving checks (solo == concurrent x5, check-pages x2) and bench/multi_gpu.py's speed
 # stage at TP=1 (64 concurrent requests through the server). Carry .whl and .keep/golden.json.
 # PART=a: tests and benches only; PART=b: serving only. Writes under $OUT.
@@ -9,10 +9,8 @@ pip install -q --no-deps --target /tmp/site .whl/*.whl >/dev/null 2>&1
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0
 nvidia-smi > $OUT/nvidia-smi.txt
 if [ "${PART:-ab}" != b ]; then
-  if ! timeout 120 python3 -m pytest -q -x tests/gpu/test_gemm_definition.py > $OUT/definition.txt 2>&1; then
-    tail -30 $OUT/definition.txt; export TF_TMA_SMALL=0; echo "== TF_TMA_SMALL=0" | tee -a $OUT/definition.txt
-    timeout 120 python3 -m pytest -q -x tests/gpu/test_gemm_definition.py >> $OUT/definition.txt 2>&1 || { tail -30 $OUT/definition.txt; exit 1; }
-  fi
+  timeout 120 python3 -m pytest -q -x tests/gpu/test_gemm_definition.py > $OUT/definition.txt 2>&1 \
+    || { tail -30 $OUT/definition.txt; exit 1; }
   tail -2 $OUT/definition.txt
   timeout 200 python3 -m pytest -q tests/gpu 2>&1 | tail -4 | tee $OUT/tests.txt
   timeout 150 python3 bench/gpu_bench.py --out $OUT > $OUT/bench.txt 2>&1; sed -n '/== summary ==/,$p' $OUT/bench.txt | grep -v "gemms_\|graphs\|tokens_per"
