@@ -603,7 +603,7 @@ def host_map(chunks, group, width=None):
     qt = max(1, PAIRS // group)
     W = width or max(len(c[0]) for c in chunks)
     tables = np.zeros((len(chunks), W), dtype=np.int32)
-    slot, pos, trow, tn = [], [], [], []
+    slot, pos, trow, tn, keys = [], [], [], [], []
     row = 0
     for ci, c in enumerate(chunks):
         tables[ci, :len(c[0])] = c[0]
@@ -613,9 +613,14 @@ def host_map(chunks, group, width=None):
         for a in range(0, n, qt):
             trow.append(row + a)
             tn.append(min(qt, n - a))
+            keys.append(c[2] + a + tn[-1])              # the most keys a row of the tile reads
         row += n
     i32 = lambda a: np.asarray(a, dtype=np.int32)
-    return tables, i32(slot), i32(pos), i32(trow), i32(tn)
+    # Tiles with the most keys first: blocks start in grid order, so a causal prefill's long
+    # tiles no longer form the launch's last wave (scheduling only: a tile's bytes do not
+    # depend on its block)
+    order = np.argsort(-np.asarray(keys, dtype=np.int64), kind="stable")
+    return tables, i32(slot), i32(pos), i32(trow)[order], i32(tn)[order]
 
 
 def round_map(chunks, group, pos=None, width=None) -> RoundMap:
