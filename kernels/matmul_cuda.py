@@ -45,7 +45,7 @@ import os
 import cupy as cp
 import numpy as np
 
-from kernels.common_cuda import BF16, as_bf16, as_f32, kernel, launch
+from kernels.common_cuda import BF16, UNPI, as_bf16, as_f32, kernel, launch
 
 INVARIANT = True       # False: plain cuBLAS (benchmarks: what invariance costs)
 KEEP_PLAIN = False     # benchmarks: packed weights keep their [N, K] form for cuBLAS
@@ -82,26 +82,11 @@ __device__ __forceinline__ void mma(float* d, unsigned a0, unsigned a1, unsigned
 }
 """
 
-_SRC = _MMA + r"""
+_SRC = _MMA + UNPI + r"""
 // one chunk of 32 k: xl/xh = rows g and g+8 (k 8t .. 8t+7), w = column g (k 8t .. 8t+7)
 __device__ __forceinline__ void chunk(float* d, const uint4& xl, const uint4& xh, const uint4& w) {
     mma(d, xl.x, xh.x, xl.y, xh.y, w.x, w.y);
     mma(d, xl.z, xh.z, xl.w, xh.w, w.z, w.w);
-}
-// The packed weights hold each column's 32-k chunk in "pi order" (`Packed`): stored 32-bit
-// word 4i + t is natural word 4t + i (k pair 8t + 2i, +1). A lane that loaded the 16 bytes at
-// 16t holds stored words 4t .. 4t+3; across the 4 lanes of a quad this is a 4x4 word transpose
-// of what `chunk` wants (natural words 4t .. 4t+3: k 8t .. 8t+7), undone here by two butterfly
-// exchanges. Every lane of the warp must call it (shuffles).
-__device__ __forceinline__ uint4 unpi(uint4 u) {
-    const int t = threadIdx.x & 3;
-    unsigned s0 = (t & 2) ? u.x : u.z, s1 = (t & 2) ? u.y : u.w;
-    unsigned r0 = __shfl_xor_sync(FULL, s0, 2), r1 = __shfl_xor_sync(FULL, s1, 2);
-    if (t & 2) { u.x = r0; u.y = r1; } else { u.z = r0; u.w = r1; }
-    s0 = (t & 1) ? u.x : u.y; s1 = (t & 1) ? u.z : u.w;
-    r0 = __shfl_xor_sync(FULL, s0, 1); r1 = __shfl_xor_sync(FULL, s1, 1);
-    if (t & 1) { u.x = r0; u.z = r1; } else { u.y = r0; u.w = r1; }
-    return u;
 }
 __device__ __forceinline__ unsigned pack(float lo, float hi) {
     return ((unsigned)f2b(hi) << 16) | (unsigned)f2b(lo);

@@ -45,7 +45,7 @@ import ctypes
 import cupy as cp
 import numpy as np
 
-from kernels.common_cuda import HEADER, kernel
+from kernels.common_cuda import HEADER, UNPI, kernel
 
 BM, BK, GM = 128, 64, 16
 ZFIRST = 1
@@ -324,17 +324,14 @@ extern "C" __global__ void __launch_bounds__(NTHR, 1) gemm_tma(
 }
 """
 
-_PERMUTE = r"""
-// x [M, K] bf16 -> each 32-k chunk in pi order: one thread a chunk (64 bytes), a 4x4 transpose
-// of 32-bit words (out word 4i + t = in word 4t + i)
+_PERMUTE = UNPI + r"""
+// x [M, K] bf16 -> each 32-k chunk in pi order: a quad of lanes a chunk, each lane 16 bytes
+// (so a warp reads and writes 512 contiguous bytes), regrouped by `unpi`. n: 16-byte words, a
+// multiple of 4; lanes past n take part in the shuffles and store nothing.
 extern "C" __global__ void permute_k32(const uint4* __restrict__ in, uint4* __restrict__ out, long long n) {
     const long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
-    if (i >= n) return;
-    const uint4 a = in[4 * i], b = in[4 * i + 1], c = in[4 * i + 2], d = in[4 * i + 3];
-    out[4 * i + 0] = make_uint4(a.x, b.x, c.x, d.x);
-    out[4 * i + 1] = make_uint4(a.y, b.y, c.y, d.y);
-    out[4 * i + 2] = make_uint4(a.z, b.z, c.z, d.z);
-    out[4 * i + 3] = make_uint4(a.w, b.w, c.w, d.w);
+    const uint4 u = unpi(i < n ? in[i] : make_uint4(0u, 0u, 0u, 0u));
+    if (i < n) out[i] = u;
 }
 """
 
@@ -453,7 +450,7 @@ def permute(x):
     """x [M, K] bf16 with each 32-k chunk in pi order (a new array)."""
     M, K = x.shape
     out = cp.empty_like(x)
-    n = M * K // 32
+    n = M * K // 8
     if n:
         kernel(_PERMUTE, "permute_k32")((-(-n // 256),), (256,), (x, out, np.int64(n)))
     return out
