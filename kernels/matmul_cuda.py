@@ -583,9 +583,12 @@ def cuda(x, w, bias=None, force: str | None = None, cfg: tuple | None = None):
     or None -> [M, N] float32. force: "stream", "tiled", "split", "wgmma", "wgmma_split",
     "tma" or "tma_split" (tests, benchmarks), else chosen by shape (on sm_90 "tma" / "wgmma" where
     kernels/wgmma_tma_cuda / wgmma_cuda say available); cfg: the streaming kernel's
-    (MT, NT, U) (tests, sweeps)."""
+    (MT, NT, U) (tests, sweeps). x may be a `Pi` (the TMA path then skips its permute)."""
     M, K = x.shape
     N = w.shape[0]
+    x_pi = False
+    if isinstance(x, Pi):
+        x, x_pi = _unpi(x, force == "tma" or (force is None and INVARIANT and tma_rows(M, N, K, cfg)))
     if not INVARIANT and force is None:
         out = plain(x, w)
         return out if bias is None else out + as_f32(bias)
@@ -595,7 +598,7 @@ def cuda(x, w, bias=None, force: str | None = None, cfg: tuple | None = None):
         return out
     tiles = -(-N // 128) * -(-M // 128)
     cfg = cfg or stream_cfg(M)
-    if force is None and WGMMA and not cfg and wgmma_tma_cuda().available(M, N, K):
+    if force is None and tma_rows(M, N, K, cfg):
         force = "tma"
     elif force is None and WGMMA and not cfg and wgmma_cuda().available(M, N, K):
         force = "wgmma"
@@ -615,7 +618,7 @@ def cuda(x, w, bias=None, force: str | None = None, cfg: tuple | None = None):
     w, bias, I = pack(w).data, _bias(bias), np.int32
     x = as_bf16(x)
     if how == "tma":                                    # Hopper: kernels/wgmma_tma_cuda.py
-        wgmma_tma_cuda().cuda(x, w, None if bias is _NULL else bias, out, M, N, K)
+        wgmma_tma_cuda().cuda(x, w, None if bias is _NULL else bias, out, M, N, K, x_pi=x_pi)
         return out
     if how == "tma_split":                              # its ranges apart, folded below
         part = cp.empty((KSPLIT, M, N), dtype=cp.float32)
@@ -638,6 +641,33 @@ def cuda(x, w, bias=None, force: str | None = None, cfg: tuple | None = None):
                      shared_mem=_TILED_SMEM)
         _fold(part, bias, out)
     return out
+
+
+class Pi:
+    """A bf16 [M, K] activation that its producer wrote with each 32-k chunk in pi order
+    (`Packed`'s order), for the TMA GEMM, which then skips its permute (rmsnorm_cuda's `pi`,
+    the TMA GLU epilogue's `pi_out`); any other path takes `natural()` (the permute is its own
+    inverse): the same bytes as a natural-order x either way."""
+
+    def __init__(self, a):
+        self.a, self.shape, self.dtype = a, a.shape, a.dtype
+
+    def natural(self):
+        return wgmma_tma_cuda().permute(self.a)
+
+
+def _unpi(x, tma: bool):
+    """(x for the chosen path, whether it is in pi order): a Pi stays so only for the TMA path."""
+    if not isinstance(x, Pi):
+        return x, False
+    return (x.a, True) if tma else (x.natural(), False)
+
+
+def tma_rows(M: int, N: int, K: int, cfg=None, glu: bool = False) -> bool:
+    """Whether the dispatcher sends this shape (not forced) to kernels/wgmma_tma_cuda: more
+    rows than STREAM_CFG covers, on sm_90, shapes it takes."""
+    cfg = cfg or stream_cfg(M)
+    return WGMMA and not cfg and wgmma_tma_cuda().available(M, N, K, glu=glu)
 
 
 def _check(x, w) -> None:
@@ -666,23 +696,27 @@ def _glu_fused(w, F, cfg) -> bool:
     return cfg is not None and F % 8 == 0 and INVARIANT and w.shape[0] == 2 * F
 
 
-def cuda_glu(x, w, F: int, bias=None, force: str | None = None, cfg: tuple | None = None):
+def cuda_glu(x, w, F: int, bias=None, force: str | None = None, cfg: tuple | None = None,
+             pi_out: bool = False):
     """silu(x @ Wg^T) * (x @ Wu^T) as bf16 [M, F], w: the gate|up matrix [2F, K] (gate rows
     then up rows). Decode sizes: one streaming launch with SwiGLU in its epilogue; more than
     64 rows on sm_90: the TMA GEMM with SwiGLU in its epilogue; else the GEMM then
     kernels/swiglu_cuda. All: the GEMM's float32 values, then common_cuda's silu_mul, rounded
-    to bf16 once: the same bytes (tests/gpu/test_kernels.py, test_gemm_definition.py)."""
+    to bf16 once: the same bytes (tests/gpu/test_kernels.py, test_gemm_definition.py). x may
+    be a `Pi`; pi_out: where the TMA GEMM runs, the result is a `Pi` (for a next TMA GEMM)."""
     M, K = x.shape
     cfg = cfg or stream_cfg(M)
     small = cfg is not None and TMA_SMALL and M >= WGMMA_SMALL[0]        # 17..64 rows
-    if ((force == "tma" or (force is None and (cfg is None or small) and WGMMA)) and INVARIANT
-            and w.shape[0] == 2 * F
-            and wgmma_tma_cuda().available(M, 2 * F, K, glu=True, min_tiles=WGMMA_SMALL[1] if small else 0)):
+    tma = ((force == "tma" or (force is None and (cfg is None or small) and WGMMA)) and INVARIANT
+           and w.shape[0] == 2 * F
+           and wgmma_tma_cuda().available(M, 2 * F, K, glu=True, min_tiles=WGMMA_SMALL[1] if small else 0))
+    x, x_pi = _unpi(x, tma)
+    if tma:
         _check(x, w)                     # prefill rows on sm_90: SwiGLU in the TMA GEMM's epilogue
         out = cp.empty((M, F), dtype=BF16)
         wgmma_tma_cuda().cuda(as_bf16(x), pack(w).data, None if bias is None else _bias(bias),
-                              out, M, 2 * F, K, glu=True)
-        return out
+                              out, M, 2 * F, K, glu=True, x_pi=x_pi, pi_out=pi_out)
+        return Pi(out) if pi_out else out
     if (force is None and cfg is not None and WGMMA and M >= WGMMA_SMALL[0] and w.shape[0] == 2 * F
             and wgmma_cuda().available(M, 2 * F, K, WGMMA_SMALL[1])):
         force = "wgmma"                  # a wide gate|up at 17..64 rows: weights read once
@@ -699,13 +733,15 @@ def cuda_glu(x, w, F: int, bias=None, force: str | None = None, cfg: tuple | Non
 
 
 def cuda_norm(xo, h, norm_w, eps, w, bias=None, glu_F: int | None = None, fuse: bool | None = None,
-              cfg: tuple | None = None):
+              cfg: tuple | None = None, pi_out: bool = False):
     """The layer's residual add and RMSNorm with the next GEMM: h' = xo + h (h alone when xo
     is None), y = rmsnorm(h') @ W^T (with SwiGLU when glu_F: bf16 [M, glu_F]). Up to 16 rows
     of up to FUSE_NORM_MAX_K (and FUSE_NORM): one streaming launch that norms rows as it
     loads them; else rmsnorm_cuda then the GEMM. The same bytes either way. Returns (y, h').
     cfg: the streaming kernel's (MT, NT, U) (tests, sweeps); else stream_cfg(M), widened to
-    NORM_WIDE's NT for many columns (each block norms its rows once: fewer, wider blocks)."""
+    NORM_WIDE's NT for many columns (each block norms its rows once: fewer, wider blocks).
+    Where the GEMM is the TMA kernel, rmsnorm_cuda writes its rows in pi order (no permute);
+    pi_out (glu): cuda_glu's `pi_out` (y may be a `Pi`, for the down GEMM)."""
     from kernels import rmsnorm_cuda
     M, K = h.shape
     if cfg is None:
@@ -717,11 +753,14 @@ def cuda_norm(xo, h, norm_w, eps, w, bias=None, glu_F: int | None = None, fuse: 
           and K <= FUSE_NORM_MAX_K
           and w.shape[1] == K and (glu_F is None or _glu_fused(w, glu_F, cfg)))
     if not ok:
+        N = w.shape[0]
+        pi = INVARIANT and K % 32 == 0 and tma_rows(M, N, K, glu=glu_F is not None and N == 2 * glu_F)
         if xo is None:
-            x, hn = rmsnorm_cuda.cuda(h, norm_w, eps), h
+            x, hn = rmsnorm_cuda.cuda(h, norm_w, eps, pi), h
         else:
-            x, hn = rmsnorm_cuda.add_cuda(xo, h, norm_w, eps)
-        return (cuda(x, w, bias) if glu_F is None else cuda_glu(x, w, glu_F, bias)), hn
+            x, hn = rmsnorm_cuda.add_cuda(xo, h, norm_w, eps, pi)
+        x = Pi(x) if pi else x
+        return (cuda(x, w, bias) if glu_F is None else cuda_glu(x, w, glu_F, bias, pi_out=pi_out)), hn
     h = cp.ascontiguousarray(h, dtype=cp.float32)
     if xo is not None:
         xo = cp.ascontiguousarray(xo, dtype=cp.float32)

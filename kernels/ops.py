@@ -44,8 +44,8 @@ def norm_linear(out, h, norm_w, eps, w, bias=None, glu_ff=None):
     """A sublayer's input: h' = out + h (h alone when out is None), then rmsnorm(h') times W
     (gate|up with SwiGLU when glu_ff). Returns (y, h'). On the GPU at up to 16 rows one GEMM
     launch norms the rows as it loads them (kernels/matmul_cuda.cuda_norm)."""
-    if not _cpu(h):
-        return _gpu("matmul").cuda_norm(out, h, norm_w, eps, w, bias, glu_ff)
+    if not _cpu(h):                  # at prefill rows y may be a matmul_cuda.Pi (for `linear`)
+        return _gpu("matmul").cuda_norm(out, h, norm_w, eps, w, bias, glu_ff, pi_out=True)
     x, h = (rms_norm(h, norm_w, eps), h) if out is None else add_rms_norm(out, h, norm_w, eps)
     return (linear(x, w, bias) if glu_ff is None else gate_up_silu(x, w, glu_ff)), h
 

@@ -39,13 +39,19 @@ extern "C" __global__ void rmsnorm(const float* x, const float* res, float* hout
 #pragma unroll
     for (int u = 0; u < NPT; u++) {
         const int i = threadIdx.x + u * blockDim.x;
+#if PI_
+        // pi order within each 32-element chunk (matmul_cuda.Packed): for a TMA GEMM's x
+        if (i < D) out[base + (i & ~31) + 8 * ((i >> 1) & 3) + 2 * ((i >> 3) & 3) + (i & 1)] =
+            f2b(rms_apply(v[u], r, w[i]));
+#else
         if (i < D) out[base + i] = f2b(rms_apply(v[u], r, w[i]));
+#endif
     }
 }
 """
 
 
-def _run(x, res, w, eps):
+def _run(x, res, w, eps, pi=False):
     shape = x.shape
     x = as_f32(x).reshape(-1, shape[-1])
     M, D = x.shape
@@ -55,16 +61,17 @@ def _run(x, res, w, eps):
         res = as_f32(res).reshape(M, D)
     threads = min(1024, (D + 31) // 32 * 32)              # by D only: the sums' order is fixed
     if M:
-        launch(kernel(_SRC, "rmsnorm", (f"NPT={-(-D // threads)}",)), (M,), (threads,),
+        launch(kernel(_SRC, "rmsnorm", (f"NPT={-(-D // threads)}", f"PI_={int(pi)}")), (M,), (threads,),
                (x, res, h, w, out, cp.int32(D), cp.float32(eps)))
     return out.reshape(shape), None if h is None else h.reshape(shape)
 
 
-def cuda(x, w, eps):
-    # x: [M, D] float32 (or bf16), w: [D] bf16 -> [M, D] bf16
-    return _run(x, None, w, eps)[0]
+def cuda(x, w, eps, pi=False):
+    # x: [M, D] float32 (or bf16), w: [D] bf16 -> [M, D] bf16 (pi: each 32-element chunk in
+    # pi order, D % 32 == 0, for matmul_cuda's TMA GEMM)
+    return _run(x, None, w, eps, pi)[0]
 
 
-def add_cuda(x, residual, w, eps):
+def add_cuda(x, residual, w, eps, pi=False):
     # returns (rmsnorm(x + residual) [M, D] bf16, x + residual [M, D] float32)
-    return _run(x, residual, w, eps)
+    return _run(x, residual, w, eps, pi)

@@ -297,8 +297,16 @@ extern "C" __global__ void __launch_bounds__(NTHR, 1) gemm_tma(
                 }
                 const unsigned w0 = (unsigned)f2b(silu_mul(v[0], vu[0])) | ((unsigned)f2b(silu_mul(v[1], vu[1])) << 16);
                 const unsigned w1 = (unsigned)f2b(silu_mul(v[2], vu[2])) | ((unsigned)f2b(silu_mul(v[3], vu[3])) << 16);
+#if PIOUT
+                // pi order for the next TMA GEMM: natural word wn of a 32-column chunk is
+                // stored as word 4 (wn % 4) + wn / 4
+                const int wn = (n & 31) >> 1, at = (n & ~31) / 2 - n0 / 2 - t + 4 * (wn & 3) + (wn >> 2);
+                if (ok0) o0[at] = w0;
+                if (ok1) o1[at] = w1;
+#else
                 if (ok0) o0[4 * j] = w0;
                 if (ok1) o1[4 * j] = w1;
+#endif
                 if (j % 2 == 1) asm volatile("" ::: "memory");
             }
 #else
@@ -341,7 +349,7 @@ def _smem(bn: int) -> int:
     return 1024 + st * (BM * BK * 2 + bn * BK * 2) + (bn // 2 - totr) * 2 * 128 * 4 + 2 * st * 8
 
 
-def source(bn: int, glu: bool = False, split: bool = False) -> str:
+def source(bn: int, glu: bool = False, split: bool = False, pi_out: bool = False) -> str:
     st, totr, rp, rc = CONFIGS[bn]
     nacc = bn // 2
     from kernels.wgmma_cuda import WG_SRC
@@ -350,18 +358,18 @@ def source(bn: int, glu: bool = False, split: bool = False) -> str:
             .replace("%SD", f"%{nacc + 2}").replace("%DA", f"%{nacc}").replace("%DB", f"%{nacc + 1}"))
     defs = "".join(f"#define {k} {v}\n" for k, v in dict(
         BM=BM, BK=BK, GM=GM, BN=bn, BNS=f'"{bn}"', ST=st, TOTR=totr, REG_P=rp, REG_C=rc, ZFIRST=ZFIRST,
-        GLU=int(glu), SPLIT=int(split)).items())
+        GLU=int(glu), SPLIT=int(split), PIOUT=int(pi_out)).items())
     return HEADER + defs + body
 
 
 _fn: dict = {}
 
 
-def _compile(bn: int, glu: bool = False, split: bool = False):
-    key = (cp.cuda.Device().id, bn, glu, split)
+def _compile(bn: int, glu: bool = False, split: bool = False, pi_out: bool = False):
+    key = (cp.cuda.Device().id, bn, glu, split, pi_out)
     if key not in _fn:
         from kernels.wgmma_cuda import load_sm90a
-        _fn[key] = load_sm90a(source(bn, glu, split), "gemm_tma", _smem(bn),
+        _fn[key] = load_sm90a(source(bn, glu, split, pi_out), "gemm_tma", _smem(bn),
                               "the other GEMM kernels run instead") if ENABLED else None
     return _fn[key]
 
@@ -456,15 +464,17 @@ def permute(x):
     return out
 
 
-def cuda(x, wdata, bias, out, M: int, N: int, K: int, glu: bool = False, split: bool = False) -> None:
+def cuda(x, wdata, bias, out, M: int, N: int, K: int, glu: bool = False, split: bool = False,
+         x_pi: bool = False, pi_out: bool = False) -> None:
     """out[M, N] (float32) = x[M, K] (bf16, contiguous, natural order) @ W^T (+ bias bf16 [N]
     or None), W as matmul_cuda's Packed data. glu: W is gate|up [N = 2F, K] and out is bf16
     [M, F] = silu_mul(gate, up) (common_cuda; swiglu_cuda's bytes). split: out is [8, M, N],
-    range q's sum in out[q] (no bias: matmul_cuda's fold_parts folds them in order). The
-    caller checked `available` / `split_available`."""
+    range q's sum in out[q] (no bias: matmul_cuda's fold_parts folds them in order). x_pi: x
+    is already in pi order (its producer wrote it so: no permute). pi_out (glu): out in pi
+    order, for a next TMA GEMM. The caller checked `available` / `split_available`."""
     bn = 128 if split else pick_bn(M, N)
-    fn = _compile(bn, glu, split)
-    xp = permute(x)
+    fn = _compile(bn, glu, split, pi_out and glu)
+    xp = x if x_pi else permute(x)
     xmap = _Map(xp.data.ptr, (K, M), (K * 2,), (BK, BM), _SW128, xp)
     wmap = _wmap(wdata, N, K, bn // 16 if glu else bn // 8)
     tiles = -(-M // BM) * (N // bn)

@@ -63,8 +63,9 @@ def test_every_gemm_path_equals_the_definition(M, N, K):
 
 
 def test_tma_kernel_is_taken_for_prefill_shapes():
-    """On sm_90 the dispatcher gives llama3-8b's prefill GEMMs to the TMA kernel, both tile widths,
-    and its decode-row GEMMs (17..64 rows) to the split form or, for wide ones, whole tiles."""
+    """On sm_90 the dispatcher gives llama3-8b's prefill GEMMs to the TMA kernel, both tile widths;
+    its decode-row GEMMs (17..64 rows) can take the split form or, for wide ones, whole tiles
+    (TF_TMA_SMALL=1)."""
     if not _sm90():
         pytest.skip("the TMA GEMM needs sm_90")
     from kernels import wgmma_tma_cuda
@@ -107,3 +108,40 @@ def test_tma_gate_up_swiglu_equals_the_definition(M, F, K):
         assert np.array_equal(host(few).view(np.uint32), host(want[:16]).view(np.uint32))
         if M <= 64:                                     # decode rows: the TMA GLU was taken
             assert wgmma_tma_cuda.available(M, 2 * F, K, glu=True, min_tiles=matmul_cuda.WGMMA_SMALL[1])
+
+
+def test_pi_order_producers_give_the_same_bytes():
+    """At prefill rows the norm writes the TMA GEMM's x in pi order and the gate|up GEMM's
+    SwiGLU epilogue writes the down GEMM's x so (matmul_cuda.Pi: no permute launch): each
+    equals the permute of the natural bytes, every GEMM path given a Pi gives the natural x's
+    bytes, and a layer's norm -> gate|up -> down chain is unchanged."""
+    import cupy as cp
+    from kernels import matmul_cuda, rmsnorm_cuda
+    M, K, F = 300, 1024, 1024
+    h = cp.asarray(rng.standard_normal((M, K)).astype(np.float32))
+    nw = dev_bf16(bf16_round(rng.standard_normal(K).astype(np.float32)))
+    nat = rmsnorm_cuda.cuda(h, nw, 1e-5)
+    assert not _sm90() or matmul_cuda.tma_rows(M, K, K)
+    from kernels import wgmma_tma_cuda
+    poison_pool()
+    assert _same(rmsnorm_cuda.cuda(h, nw, 1e-5, pi=True), wgmma_tma_cuda.permute(nat))
+    if not _sm90():
+        pytest.skip("the Pi paths' GEMMs need sm_90")
+    _, _, _, _, _, wp, _ = _case(M, K, K)
+    pi = matmul_cuda.Pi(wgmma_tma_cuda.permute(nat))
+    want = matmul_cuda.cuda(nat, wp)
+    for how in (None, "tma", "tiled"):
+        poison_pool()
+        assert _same(matmul_cuda.cuda(pi, wp, force=how), want), how
+    few = matmul_cuda.Pi(wgmma_tma_cuda.permute(nat[:16]))
+    assert _same(matmul_cuda.cuda(few, wp), want[:16])              # the streaming kernel
+    _, _, _, _, _, gu, _ = _case(M, 2 * F, K)
+    _, _, _, _, _, down, _ = _case(M, K, F)
+    act = matmul_cuda.cuda_glu(nat, gu, F)
+    poison_pool()
+    got = matmul_cuda.cuda_glu(pi, gu, F, pi_out=True)
+    assert isinstance(got, matmul_cuda.Pi)
+    assert _same(got.a, wgmma_tma_cuda.permute(act)) and _same(got.natural(), act)
+    y, _ = matmul_cuda.cuda_norm(None, h, nw, 1e-5, gu, glu_F=F, pi_out=True)
+    assert isinstance(y, matmul_cuda.Pi)
+    assert _same(matmul_cuda.cuda(y, down), matmul_cuda.cuda(act, down))
