@@ -15,6 +15,7 @@ if [ "${PART:-ab}" != b ]; then
   timeout 200 python3 -m pytest -q tests/gpu 2>&1 | tail -4 | tee $OUT/tests.txt
   timeout 150 python3 bench/gpu_bench.py --out $OUT > $OUT/bench.txt 2>&1; sed -n '/== summary ==/,$p' $OUT/bench.txt | grep -v "gemms_\|graphs\|tokens_per"
   timeout 60 python3 bench/gemm_bench.py --rows 1,64,2048 --out $OUT > $OUT/gemm_bench.txt 2>&1; tail -5 $OUT/gemm_bench.txt
+  timeout 100 python3 bench/op_profile.py --shapes llama3-8b --prefill 2048 > $OUT/profile.txt 2>&1; tail -8 $OUT/profile.txt
 fi
 if [ "${PART:-ab}" != a ]; then
   mkdir -p /tmp/serve; OUT=/tmp/serve timeout 120 bash bench/device/serve_checks.sh 2>&1 | grep -E "^\{|check-pages:" | tee $OUT/serve_summary.txt
