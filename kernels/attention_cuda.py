@@ -173,12 +173,23 @@ __device__ __forceinline__ void fold(float& M, float& L, float (&A)[NA][4], int 
 __device__ __forceinline__ float out_el(float A, float L) { return __fmul_rn(A, __frcp_rn(L)); }
 // row half hh's output of N d tiles from o: d = 8dt + 2t, 2t + 1 as one 32-bit word each dt;
 // zeros for padding
+// PI_: each 32-element chunk of an output row in pi order (matmul_cuda.Pi: the o GEMM's x for
+// its TMA kernel): natural word 4dt + t is stored as word 16 (dt / 4) + 4t + dt % 4
+#ifndef PI_
+#define PI_ 0
+#endif
+__device__ __forceinline__ int out_at(int dt, int t) {                // element of d pair 8dt + 2t
+    return 2 * (PI_ ? 16 * (dt >> 2) + 4 * t + (dt & 3) : 4 * dt + t);
+}
+__device__ __forceinline__ int out_at1(int d) {                       // element d alone
+    return PI_ ? (d & ~31) + 8 * ((d >> 1) & 3) + 2 * ((d >> 3) & 3) + (d & 1) : d;
+}
 template <int N, int NA>
 __device__ __forceinline__ void finish(const float (&A)[NA][4], float L, int hh, int t, bool pad,
-                                       bf16* o) {
+                                       bf16* o, int dt0 = 0) {
 #pragma unroll
     for (int dt = 0; dt < N; dt++)
-        *(unsigned*)(o + 8 * dt + 2 * t) = pad ? 0u :
+        *(unsigned*)(o + out_at(dt0 + dt, t)) = pad ? 0u :
             pack_bf16(out_el(A[dt][2 * hh], L), out_el(A[dt][2 * hh + 1], L));
 }
 """
@@ -494,15 +505,15 @@ extern "C" __global__ void __launch_bounds__(128, 2) attend(
                 }
 #pragma unroll
                 for (int c = 0; c < HD / 32; c++)
-                    out[w * HD + lane + 32 * c] = (bf16)(pack_bf16(out_el(Ax[c], Lx), 0.f) & 0xffffu);
+                    out[w * HD + out_at1(lane + 32 * c)] = (bf16)(pack_bf16(out_el(Ax[c], Lx), 0.f) & 0xffffu);
             }
         }
         if (z != 0) return;
     }
     // rows of one span (every row in-block; split: those and padding, by the span-0 block)
     if (dec) {                                                // d tiles NCW w .. NCW w + NCW - 1
-        if (pa < npairs && !(split && p0 >= SPAN)) finish<NCW>(A, L[0], 0, t, p0 < 0, out + wa * HD + 8 * NCW * warp);
-        if (pb < npairs && !(split && p1 >= SPAN)) finish<NCW>(A, L[1], 1, t, p1 < 0, out + wb * HD + 8 * NCW * warp);
+        if (pa < npairs && !(split && p0 >= SPAN)) finish<NCW>(A, L[0], 0, t, p0 < 0, out + wa * HD, NCW * warp);
+        if (pb < npairs && !(split && p1 >= SPAN)) finish<NCW>(A, L[1], 1, t, p1 < 0, out + wb * HD, NCW * warp);
         return;
     }
     if (pa < npairs && !(split && p0 >= SPAN)) finish<NC>(A, L[0], 0, t, p0 < 0, out + wa * HD);
@@ -665,8 +676,9 @@ def _smem(hd: int) -> int:
     return (2 * PAIRS + 4 * SPAN) * hd * 2        # q (high, rest), K and V of two spans: bf16
 
 
-def cuda_round(q, k_pool, v_pool, rmap: RoundMap, scale):
+def cuda_round(q, k_pool, v_pool, rmap: RoundMap, scale, pi: bool = False):
     # q: [T, Hq, hd] float32 contiguous; pools [pages, P, KV, hd] bf16 -> [T, Hq, hd] bf16
+    # (pi: each 32-element chunk of a row in pi order, for matmul_cuda's TMA GEMM)
     T, hq, hd = q.shape
     kv = k_pool.shape[2]
     if hd not in HEAD_DIMS:
@@ -686,7 +698,7 @@ def cuda_round(q, k_pool, v_pool, rmap: RoundMap, scale):
         sa = cp.empty((T * hq * spans * hd,), dtype=cp.float32)
     else:
         sm = sl = sa = cp.empty((1,), dtype=cp.float32)
-    fn = kernel(_SRC, "attend", (f"HD={hd}", f"PF_={int(PREFETCH)}"), smem=_smem(hd))
+    fn = kernel(_SRC, "attend", (f"HD={hd}", f"PF_={int(PREFETCH)}", f"PI_={int(pi)}"), smem=_smem(hd))
     launch(fn, (n_tiles, kv, z), (128,), (q, k_pool, v_pool, rmap.tables, cp.int32(rmap.width),
                                           rmap.slot, rmap.pos, rmap.tile_row, rmap.tile_n,
                                           cp.int32(rmap.page_rows), cp.int32(hq), cp.int32(kv),

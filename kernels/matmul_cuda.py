@@ -655,6 +655,9 @@ class Pi:
     def natural(self):
         return wgmma_tma_cuda().permute(self.a)
 
+    def reshape(self, *shape):
+        return Pi(self.a.reshape(*shape))
+
 
 def _unpi(x, tma: bool):
     """(x for the chosen path, whether it is in pi order): a Pi stays so only for the TMA path."""

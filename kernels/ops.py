@@ -92,7 +92,10 @@ def qkv_attend(qkv, nq, nkv, hd, pos, inv, k_pool, v_pool, rows, scale, norms=No
     T = qkv.shape[0]
     if not _cpu(qkv) and norms is None:
         q = _gpu("kv_write").rope_round(qkv, nq, nkv, hd, inv, k_pool, v_pool, rows.dev)
-        return _gpu("attention").cuda_round(q, k_pool, v_pool, rows.dev, scale)
+        mm = _gpu("matmul")              # prefill rows: the output in pi order for the o GEMM
+        pi = hd % 32 == 0 and mm.tma_rows(T, nq * hd, nq * hd)
+        out = _gpu("attention").cuda_round(q, k_pool, v_pool, rows.dev, scale, pi)
+        return mm.Pi(out) if pi else out
     q = qkv[:, : nq * hd].reshape(T, nq, hd)
     k = qkv[:, nq * hd:(nq + nkv) * hd].reshape(T, nkv, hd)
     v = qkv[:, (nq + nkv) * hd:].reshape(T, nkv, hd)

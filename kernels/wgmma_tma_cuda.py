@@ -455,10 +455,10 @@ def _wmap(wdata, N: int, K: int, groups: int) -> _Map:
 
 
 def permute(x):
-    """x [M, K] bf16 with each 32-k chunk in pi order (a new array)."""
-    M, K = x.shape
+    """x [..., K] bf16 (K % 32 == 0) with each 32-k chunk in pi order (a new array); the same
+    call turns pi order back into natural order."""
     out = cp.empty_like(x)
-    n = M * K // 8
+    n = x.size // 8
     if n:
         kernel(_PERMUTE, "permute_k32")((-(-n // 256),), (256,), (x, out, np.int64(n)))
     return out

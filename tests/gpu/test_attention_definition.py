@@ -69,3 +69,26 @@ def test_a_mixed_round_equals_the_definition_row_by_row():
         assert np.array_equal(got[o:o + ns[i]], want), i
         o += ns[i]
     assert not got[T:].any()
+
+
+def test_pi_order_output_is_the_permute_of_the_natural_bytes():
+    """pi=True (the o GEMM's x for its TMA kernel) writes each row's 32-element chunks in pi
+    order: the permute of the natural output, in both modes, for prefill and decode tiles."""
+    import cupy as cp
+    from kernels import attention_cuda, wgmma_tma_cuda
+    hq, kv, hd, P = 32, 8, 128, 16
+    lengths = [901, 1500, 3]
+    kp, vp, tables, _, _ = _streams(lengths, kv, hd, P)
+    starts, ns = [900, 1400, 0], [1, 100, 3]
+    chunks = [(tables[i], P, starts[i], range(ns[i]), True) for i in range(3)]
+    q = cp.asarray(rng.standard_normal((sum(ns), hq, hd)).astype(np.float32))
+    rm = attention_cuda.round_map(chunks, hq // kv)
+    kept = attention_cuda.FORCE_SPLIT
+    try:
+        for split in (False, True):
+            attention_cuda.FORCE_SPLIT = split
+            nat = attention_cuda.cuda_round(q, kp, vp, rm, 0.088)
+            pi = attention_cuda.cuda_round(q, kp, vp, rm, 0.088, pi=True)
+            assert np.array_equal(_bytes(pi), _bytes(wgmma_tma_cuda.permute(nat))), split
+    finally:
+        attention_cuda.FORCE_SPLIT = kept
