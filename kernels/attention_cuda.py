@@ -386,19 +386,28 @@ extern "C" __global__ void __launch_bounds__(128, 2) attend(
     const long long wa = (long long)(r0 + pa / G) * NQ + kvh * G + pa % G;   // (row, head) index
     const long long wb = (long long)(r0 + pb / G) * NQ + kvh * G + pb % G;
     const int* tab = tables + (long long)s * W;
-    // span j's K and V into buffer b: keys past the tile's last row are zero (V must be finite)
+    // span j's K and V into buffer b: keys past the tile's last row are zero (V must be finite).
+    // Thread tid copies chunk tid % NC of rows tid / NC + RS u; the page of a key by a shift
+    // where the page rows are a power of two (a division was ~a quarter of the loop's
+    // instructions), 64-bit math only for the page's base
+    constexpr int RS = 128 / NC;                               // rows a pass of the block
+    static_assert(RS % 8 == 0, "a pass keeps a row's swizzle phase");
+    const int r_ld = tid / NC, c_ld = tid % NC, sw_ld = sw(r_ld, c_ld);
+    const int pshift = (P & (P - 1)) == 0 ? __ffs(P) - 1 : -1;
+    const long long page_el = (long long)P * KV * HD;
+    const int in_page = kvh * HD + 8 * c_ld;
     auto load = [&](int j, int b) {
         const int k0 = j * SPAN, kend = min(pmax, k0 + SPAN - 1);
-        bf16* kd = ks + b * SPAN * HD;
-        bf16* vd = vs + b * SPAN * HD;
+        bf16* kd = ks + b * SPAN * HD + sw_ld;
+        bf16* vd = vs + b * SPAN * HD + sw_ld;
 #pragma unroll
-        for (int u = 0; u < SPAN * NC / 128; u++) {
-            const int i = tid + 128 * u, row = i / NC, c = i % NC, key = k0 + row;
+        for (int u = 0; u < SPAN / RS; u++) {
+            const int key = k0 + r_ld + RS * u;
             const bool ok = key <= kend;
-            long long off = 0;
-            if (ok) off = (((long long)tab[key / P] * P + key % P) * KV + kvh) * HD + 8 * c;
-            cp16z(smem_u32(kd + sw(row, c)), kp + off, ok);
-            cp16z(smem_u32(vd + sw(row, c)), vp + off, ok);
+            const int pg = pshift >= 0 ? key >> pshift : key / P;
+            const long long off = ok ? (long long)tab[pg] * page_el + (key - pg * P) * (KV * HD) + in_page : 0;
+            cp16z(smem_u32(kd + RS * u * HD), kp + off, ok);
+            cp16z(smem_u32(vd + RS * u * HD), vp + off, ok);
         }
     };
     float M[2] = {NEG_INF, NEG_INF}, L[2] = {0.f, 0.f}, A[NC][4];
