@@ -87,12 +87,13 @@ __device__ __forceinline__ void mma(float (&d)[4], unsigned a0, unsigned a1, uns
 // The pieces of steps (2)-(5) on one n8 tile's C fragment c (c[0..1]: row g's keys key, key + 1;
 // c[2..3]: row g + 8's; key = k0 + 8 nt + 2t), so every path runs the same operations.
 // (2), (3): scale and mask in place, then the thread's running maxima
+template <bool MASK = true>
 __device__ __forceinline__ void scale_mask(float (&c)[4], int key, int p0, int p1, float scale,
                                            float& m0, float& m1) {
 #pragma unroll
     for (int e = 0; e < 2; e++) {
-        c[e] = key + e <= p0 ? __fmul_rn(c[e], scale) : NEG_INF;
-        c[2 + e] = key + e <= p1 ? __fmul_rn(c[2 + e], scale) : NEG_INF;
+        c[e] = !MASK || key + e <= p0 ? __fmul_rn(c[e], scale) : NEG_INF;
+        c[2 + e] = !MASK || key + e <= p1 ? __fmul_rn(c[2 + e], scale) : NEG_INF;
         m0 = fmaxf(m0, c[e]);
         m1 = fmaxf(m1, c[2 + e]);
     }
@@ -107,13 +108,14 @@ __device__ __forceinline__ float quad_sum(float v) {
 }
 // (4): the weights w = expf(s - m) (0 past p) as bf16 high words P0 (row g), P1 (row g + 8)
 // and the rest Q0, Q1
+template <bool MASK = true>
 __device__ __forceinline__ void weights(const float (&c)[4], int key, int p0, int p1, float m0,
                                         float m1, unsigned& P0, unsigned& P1, unsigned& Q0,
                                         unsigned& Q1) {
-    const float x0 = key <= p0 ? expf(__fsub_rn(c[0], m0)) : 0.f;
-    const float x1 = key + 1 <= p0 ? expf(__fsub_rn(c[1], m0)) : 0.f;
-    const float x2 = key <= p1 ? expf(__fsub_rn(c[2], m1)) : 0.f;
-    const float x3 = key + 1 <= p1 ? expf(__fsub_rn(c[3], m1)) : 0.f;
+    const float x0 = !MASK || key <= p0 ? expf(__fsub_rn(c[0], m0)) : 0.f;
+    const float x1 = !MASK || key + 1 <= p0 ? expf(__fsub_rn(c[1], m0)) : 0.f;
+    const float x2 = !MASK || key <= p1 ? expf(__fsub_rn(c[2], m1)) : 0.f;
+    const float x3 = !MASK || key + 1 <= p1 ? expf(__fsub_rn(c[3], m1)) : 0.f;
     P0 = pack_bf16(x0, x1);
     P1 = pack_bf16(x2, x3);
     Q0 = rest_bf16(x0, x1, P0);
@@ -127,20 +129,23 @@ __device__ __forceinline__ void add_l(float& l, unsigned P, unsigned Q) {
 // Steps (2)-(5) for the two m-rows a thread serves (g and g + 8 of its warp): s[nt] is tile nt's
 // C fragment. p0, p1: the rows' positions (-1: none). Out: P[nt][0] / P[nt][1] the rows' bf16
 // high pairs, Q the rest, m and l of each row (the same in the quad).
+// MASK = false: every key of the span is <= both rows' positions (the masks are all true: the
+// same values without the compares)
+template <bool MASK = true>
 __device__ __forceinline__ void span_softmax(float (&s)[8][4], int p0, int p1, int k0, int t,
                                              float scale, unsigned (&P)[8][2], unsigned (&Q)[8][2],
                                              float& m0, float& m1, float& l0, float& l1) {
     m0 = NEG_INF;
     m1 = NEG_INF;
 #pragma unroll
-    for (int nt = 0; nt < 8; nt++) scale_mask(s[nt], k0 + 8 * nt + 2 * t, p0, p1, scale, m0, m1);
+    for (int nt = 0; nt < 8; nt++) scale_mask<MASK>(s[nt], k0 + 8 * nt + 2 * t, p0, p1, scale, m0, m1);
     m0 = quad_max(m0);
     m1 = quad_max(m1);
     l0 = 0.f;
     l1 = 0.f;
 #pragma unroll
     for (int nt = 0; nt < 8; nt++) {
-        weights(s[nt], k0 + 8 * nt + 2 * t, p0, p1, m0, m1, P[nt][0], P[nt][1], Q[nt][0], Q[nt][1]);
+        weights<MASK>(s[nt], k0 + 8 * nt + 2 * t, p0, p1, m0, m1, P[nt][0], P[nt][1], Q[nt][0], Q[nt][1]);
         add_l(l0, P[nt][0], Q[nt][0]);
         add_l(l1, P[nt][1], Q[nt][1]);
     }
@@ -453,7 +458,10 @@ extern "C" __global__ void __launch_bounds__(128, 2) attend(
         // (2)-(5)
         unsigned Pw[8][2], Qw[8][2];
         float m0, m1, l0, l1;
-        span_softmax(s, p0, p1, k0, t, scale, Pw, Qw, m0, m1, l0, l1);
+        if (__all_sync(FULL, k0 + SPAN - 1 <= min(p0, p1)))   // below the diagonal: no masks
+            span_softmax<false>(s, p0, p1, k0, t, scale, Pw, Qw, m0, m1, l0, l1);
+        else
+            span_softmax(s, p0, p1, k0, t, scale, Pw, Qw, m0, m1, l0, l1);
         // (6) acc = P V: each acc[dt] gets the key chunks 0..3 in order
         float acc[NC][4];
 #pragma unroll
