@@ -63,9 +63,9 @@ def profile(spec, M, context, P=16, prefill=0):
     finally:
         for n in WRAP:
             setattr(ops, n, orig[n])
-    # graph_ms replays on a non-blocking stream: without this wait its first replays ran beside
-    # the eager step still on the device (both split-mode attention launches counting in the
-    # same per-tile counters) and the second configuration of a run faulted
+    # graph_ms replays on a non-blocking stream: without this wait its first replays could run
+    # beside the eager step still on the device (two split-mode attention launches on the same
+    # per-tile counters: the likely cause of the fault seen in a run's second configuration)
     cp.cuda.Device().synchronize()
     z = cp.zeros(1, dtype=cp.float32)
     empty = graph_ms(lambda: z.__iadd__(1), reps=20, inner=1)
