@@ -1,6 +1,8 @@
 #!/bin/bash
 # A/B of the streaming kernel's weight loads on one H200 (seventh stop): the GEMM definition
 # tests under each variant, then bench/gemm_bench.py at decode rows for each. Carry .whl.
+# A record of that call (receipt 2026-11-29-stream-loads): the TF_WLOAD switch it set was
+# removed after it (WLOAD 0 kept), so on later trees only TF_STREAM_PF still changes a run.
 pip install -q --no-deps --target /tmp/site .whl/*.whl >/dev/null 2>&1
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
 nvidia-smi > $OUT/nvidia-smi.txt
