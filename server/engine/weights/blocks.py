@@ -1,0 +1,100 @@
+"""Blocks: a weight matrix kept as its GGUF file stores it (quantized blocks, never dequantized).
+
+A matrix of `rows` x `cols` elements in GGML type `kind` is `rows` rows of `row_bytes` bytes
+each; a row is cols / block elements in blocks of `block_bytes` bytes, exactly the file's bytes
+(GGUF lists the innermost dimension first, so a stored row is one output feature of a
+[out, in] weight: HF orientation). Row operations (take rows, concatenate rows, permute rows)
+are byte copies; a column range must start and end on a block boundary, else it is refused
+with the shapes named.
+
+`data` is a C-contiguous uint8 array [rows, row_bytes] (numpy on the host; a device array once
+a backend has moved it). The kernels that read it are the backend's; `dequantize` here is the
+definition they are tested against.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+# kind -> (elements a block, bytes a block); the GGML types served as stored
+BLOCK = {
+    "Q8_0": (32, 34),
+    "Q4_0": (32, 18),
+    "Q4_1": (32, 20),
+    "Q4_K": (256, 144),
+    "Q6_K": (256, 210),
+}
+
+
+class BlockSplitError(ValueError):
+    """A split or slice that would cut a block."""
+
+
+@dataclass(frozen=True)
+class Blocks:
+    kind: str            # "Q8_0", "Q4_0", "Q4_1", "Q4_K" or "Q6_K"
+    rows: int
+    cols: int
+    data: np.ndarray     # uint8 [rows, row_bytes]
+
+    def __post_init__(self):
+        if self.kind not in BLOCK:
+            raise ValueError(f"Blocks: {self.kind} is not one of {', '.join(BLOCK)}")
+        blk, _ = BLOCK[self.kind]
+        if self.cols % blk:
+            raise BlockSplitError(f"Blocks: {self.cols} columns is not a whole number of "
+                                  f"{self.kind} blocks of {blk}")
+        if tuple(self.data.shape) != (self.rows, self.row_bytes):
+            raise ValueError(f"Blocks: data shape {tuple(self.data.shape)} != "
+                             f"({self.rows}, {self.row_bytes}) for {self.kind} {self.rows}x{self.cols}")
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (self.rows, self.cols)
+
+    @property
+    def block(self) -> int:
+        return BLOCK[self.kind][0]
+
+    @property
+    def row_bytes(self) -> int:
+        blk, nbytes = BLOCK[self.kind]
+        return self.cols // blk * nbytes
+
+    @property
+    def nbytes(self) -> int:
+        return self.rows * self.row_bytes
+
+    def take_rows(self, index) -> "Blocks":
+        """Rows by a slice, a list or an index array (a byte copy)."""
+        data = np.ascontiguousarray(self.data[index])
+        return Blocks(self.kind, int(data.shape[0]), self.cols, data)
+
+    def take_cols(self, lo: int, hi: int) -> "Blocks":
+        """Columns [lo, hi): whole blocks only, else BlockSplitError naming the shapes."""
+        blk, nbytes = BLOCK[self.kind]
+        if lo % blk or hi % blk or not 0 <= lo < hi <= self.cols:
+            raise BlockSplitError(f"columns [{lo}, {hi}) of a {self.rows}x{self.cols} {self.kind} "
+                                  f"matrix cut its blocks of {blk}; a row-parallel split of this "
+                                  f"tensor needs each rank's columns in whole blocks")
+        data = np.ascontiguousarray(self.data[:, lo // blk * nbytes: hi // blk * nbytes])
+        return Blocks(self.kind, self.rows, hi - lo, data)
+
+    def dequantize(self) -> np.ndarray:
+        """The definition: float32 [rows, cols], by the gguf library's own dequantizer."""
+        from gguf import GGMLQuantizationType
+        from gguf.quants import dequantize
+        x = dequantize(self.data, GGMLQuantizationType[self.kind])
+        return np.ascontiguousarray(x.reshape(self.rows, self.cols), dtype=np.float32)
+
+
+def concat_rows(parts: list[Blocks]) -> Blocks:
+    """Stack matrices of one kind and width (q|k|v, gate|up); mixed kinds are refused."""
+    kinds = {p.kind for p in parts}
+    cols = {p.cols for p in parts}
+    if len(kinds) != 1 or len(cols) != 1:
+        raise ValueError(f"concat_rows: parts differ in kind or width: "
+                         f"{[(p.kind, p.rows, p.cols) for p in parts]}")
+    data = np.ascontiguousarray(np.concatenate([p.data for p in parts], axis=0))
+    return Blocks(parts[0].kind, int(data.shape[0]), parts[0].cols, data)
