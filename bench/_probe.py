@@ -6,7 +6,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import numpy as np, cupy as cp
 import gpu_bench as G
 from kernels import matmul_cuda
-from server.engine.spec import SHAPES
+from server.shapes.spec import SHAPES
 spec = SHAPES["llama3-8b"]
 hf = G.hf_model(spec, 0); model = G.our_model(spec, hf); del hf
 P = 16

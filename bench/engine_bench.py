@@ -20,7 +20,7 @@ import cupy as cp  # noqa: E402
 from bench.cudatime import Results, copy_TBps, cuda_ms  # noqa: E402
 from bench.fixtures import bench384, model_of, store  # noqa: E402
 from server.engine.logits import DeviceLogits  # noqa: E402
-from server.engine.spec import SHAPES  # noqa: E402
+from server.shapes.spec import SHAPES  # noqa: E402
 
 
 def weight_bytes(spec) -> int:

@@ -22,7 +22,7 @@ import cupy as cp  # noqa: E402
 from bench.cudatime import Results, copy_TBps, cuda_ms, graph_ms  # noqa: E402
 from kernels import matmul_cuda  # noqa: E402
 from kernels.common_cuda import as_bf16  # noqa: E402
-from server.engine.spec import SHAPES  # noqa: E402
+from server.shapes.spec import SHAPES  # noqa: E402
 
 
 def layer_shapes(s) -> list:

@@ -29,7 +29,7 @@ from kernels.common_cuda import BF16  # noqa: E402
 from server.engine.kvstore import KVStore  # noqa: E402
 from server.engine.model import LayerWeights, Model, ShardWeights  # noqa: E402
 from server.engine.logits import DeviceLogits  # noqa: E402
-from server.engine.spec import SHAPES  # noqa: E402
+from server.shapes.spec import SHAPES  # noqa: E402
 
 R = Results()
 log = R.log

@@ -26,7 +26,7 @@ def main():
     from transformers import GenerationConfig
 
     from bench.gpu_bench import hf_model
-    from server.engine.spec import SHAPES
+    from server.shapes.spec import SHAPES
     spec = SHAPES[a.shape]
     m = hf_model(spec, 0)
     m.set_attn_implementation("paged|sdpa") if hasattr(m, "set_attn_implementation") else None       # the paged attention generate_batch is made for

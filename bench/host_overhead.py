@@ -19,7 +19,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from server.engine.spec import SHAPES  # noqa: E402
+from server.shapes.spec import SHAPES  # noqa: E402
 from server.ranks.steps import RoundStep  # noqa: E402
 
 
@@ -59,9 +59,9 @@ class StubEngine:
 
 def serve(a):
     from server.api.app import create_app
-    from server.api.serve import run_uvicorn
+    from server.api.http_server import run_uvicorn
     from server.api.state import AppState
-    from server.driver import LocalDriver
+    from server.step_driver import LocalDriver
     from server.planner.admission import Admission
     from server.planner.layout import KV_BYTES, layouts
     from server.planner.plan import plan

@@ -15,7 +15,7 @@ import cupy as cp  # noqa: E402
 
 from bench.fixtures import model_of, store  # noqa: E402
 from kernels import argmax_cuda  # noqa: E402
-from server.engine.spec import SHAPES  # noqa: E402
+from server.shapes.spec import SHAPES  # noqa: E402
 
 spec = SHAPES[sys.argv[1] if len(sys.argv) > 1 else "smollm2-135m"]
 model = model_of(spec)

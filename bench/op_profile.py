@@ -19,7 +19,7 @@ import cupy as cp  # noqa: E402
 from bench.cudatime import cuda_ms, graph_ms  # noqa: E402
 from bench.fixtures import model_of, store  # noqa: E402
 from kernels import ops  # noqa: E402
-from server.engine.spec import SHAPES  # noqa: E402
+from server.shapes.spec import SHAPES  # noqa: E402
 
 SYNC = False
 WRAP = ("embed", "linear", "rms_norm", "add_rms_norm", "norm_linear", "gate_up_silu", "qkv_attend")

@@ -21,7 +21,7 @@ import cupy as cp  # noqa: E402
 
 from bench.cudatime import cuda_ms  # noqa: E402
 from bench.fixtures import model_of, store  # noqa: E402
-from server.engine.spec import SHAPES  # noqa: E402
+from server.shapes.spec import SHAPES  # noqa: E402
 
 
 def main():

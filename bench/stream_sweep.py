@@ -16,7 +16,7 @@ from bench.cudatime import copy_TBps, graph_ms  # noqa: E402
 from bench.gemm_bench import layer_shapes  # noqa: E402
 from kernels import matmul_cuda as mm  # noqa: E402
 from kernels.common_cuda import as_bf16  # noqa: E402
-from server.engine.spec import SHAPES  # noqa: E402
+from server.shapes.spec import SHAPES  # noqa: E402
 
 CFGS = [(1, 1, 8), (1, 1, 4), (1, 2, 4), (1, 4, 4), (2, 2, 4), (2, 4, 2), (2, 4, 4), (2, 8, 2),
         (4, 2, 2), (4, 4, 2), (4, 4, 1), (4, 8, 1), (8, 2, 1), (8, 4, 1)]

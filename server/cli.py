@@ -51,7 +51,7 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     from server.config import ConfigError
     from server.engine.locate import ModelNotFound
-    from server.engine.spec import UnsupportedModel
+    from server.shapes.spec import UnsupportedModel
     from server.engine.weights.loaded import WeightsError
     from server.text.gguf_meta import GGUFMetadataError
     from server.text.tokenizer import TokenizerError

@@ -50,7 +50,7 @@ def run(args) -> int:
                   file=sys.stderr)
             return 2
     elif args.chat:
-        from server.text.chat import render_chat
+        from server.text.chat_template import render_chat
         text = render_chat(tok.chat_template, [{"role": "user", "content": args.prompt}],
                            add_generation_prompt=True, bos_token=tok.bos_token,
                            eos_token=tok.eos_token)

@@ -89,7 +89,7 @@ def _launch_followers(args, world: int, master: str) -> list:
 
 def run(args) -> int:
     from server.config import ConfigError, Env
-    from server.ranks.errors import RankError
+    from server.ranks.rank_errors import RankError
     from server.planner.plan import PlanError
     try:
         return _run(args, Env.read())
@@ -126,7 +126,7 @@ def _run(args, env) -> int:
 def _serve_rank(args, env, rank, world, mhost, mport) -> int:
     from server.engine.build import open_model
     from server.engine.room import measure
-    from server.engine.shard import shard_for
+    from server.shapes.shard import shard_for
     from server.planner.layout import KV_BYTES, layouts
     from server.ranks import fingerprint
     from server.ranks.rendezvous import join
@@ -192,9 +192,9 @@ def _exit_on_term(signum, frame):
 
 def _serve_front(args, env, opened, comm, lays, rooms, reserves, context, parallel) -> int:
     from server.api.app import create_app
-    from server.api.serve import run_uvicorn
+    from server.api.http_server import run_uvicorn
     from server.api.state import AppState
-    from server.driver import LocalDriver, RankDriver
+    from server.step_driver import LocalDriver, RankDriver
     from server.planner.admission import Admission
     from server.planner.describe import startup_line
     from server.planner.plan import PlanError, plan

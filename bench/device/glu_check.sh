@@ -12,7 +12,7 @@ from bench.cudatime import graph_ms
 from bench.engine_bench import static_batch
 from bench.fixtures import model_of
 from kernels import matmul_cuda as mm
-from server.engine.spec import SHAPES
+from server.shapes.spec import SHAPES
 spec = SHAPES["llama3-8b"]
 m = model_of(spec)
 w, F = m.w.layers[0].wgu, spec.d_ff

@@ -8,7 +8,7 @@ timeout 80 python3 - <<'PY' 2>&1 | tee $OUT/split.txt
 from bench.engine_bench import static_batch
 from bench.fixtures import model_of
 from kernels import matmul_cuda as mm
-from server.engine.spec import SHAPES
+from server.shapes.spec import SHAPES
 spec = SHAPES["llama3-8b"]
 m = model_of(spec)
 for on in (True, False, True):

@@ -9,7 +9,7 @@ import numpy as np, cupy as cp
 from bench.cudatime import cuda_ms, graph_ms
 from bench.fixtures import model_of, store
 from kernels import matmul_cuda as mm
-from server.engine.spec import SHAPES
+from server.shapes.spec import SHAPES
 spec = SHAPES["llama3-8b"]; m = model_of(spec)
 kv = store(spec, 2048, fill=False)
 ids = tuple(int(t) for t in np.random.default_rng(1).integers(0, spec.vocab, 2048))

@@ -6,8 +6,8 @@ import time
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
-from .admission import check_model, parse_body
-from .driver import Generation, collect
+from .request_checks import check_model, parse_body
+from .token_stream import Generation, collect
 from .errors import invalid
 from .sampling import refuse_unsupported
 from .start import start_generation

@@ -7,8 +7,8 @@ import uuid
 
 from server.requests import GenRequest
 
-from .admission import admit
-from .driver import Generation
+from .request_checks import admit
+from .token_stream import Generation
 from .sampling import check_fit, resolve_max_tokens, sampling_params, stop_strings
 
 

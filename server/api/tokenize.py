@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request
 
-from .admission import check_model, parse_body
+from .request_checks import check_model, parse_body
 from .chat import chat_prompt_ids
 from .errors import invalid
 from .schemas import DetokenizeRequest, TokenizeRequest

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from server.engine import locate
 from server.engine.engine import Engine
-from server.engine.spec import ModelSpec, UnsupportedModel, shape
+from server.shapes.spec import ModelSpec, UnsupportedModel, shape
 
 
 @dataclass

@@ -12,7 +12,7 @@ from server.engine.kvstore import KVStore
 from server.engine.logits import DeviceLogits
 from server.engine.model import Model
 from server.engine.prepare import shard_weights
-from server.engine.shard import shard_for
+from server.shapes.shard import shard_for
 from server.ranks.steps import BeginStep, CopyStep, EndStep, PoolStep, RoundStep, StopStep
 
 log = logging.getLogger("foldserve")

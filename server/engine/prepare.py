@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from server.engine.model import LayerWeights, ShardWeights
-from server.engine.shard import Shard
+from server.shapes.shard import Shard
 
 
 def _xp(a):

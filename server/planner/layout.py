@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from server.engine.shard import shard_for
-from server.engine.spec import ModelSpec
+from server.shapes.shard import shard_for
+from server.shapes.spec import ModelSpec
 
 KV_BYTES = {"cpu": 4, "cuda": 2}
 

@@ -14,7 +14,7 @@ import os
 import sys
 
 from server.config import ConfigError, Env
-from server.engine.spec import ModelSpec, UnsupportedModel, shape
+from server.shapes.spec import ModelSpec, UnsupportedModel, shape
 from server.planner.describe import startup_line
 from server.planner.layout import KV_BYTES, default_page_rows, layouts
 from server.planner.plan import PlanError, plan
@@ -70,7 +70,7 @@ def load_spec(model: str) -> ModelSpec:
     if not os.path.isfile(model):
         raise FileNotFoundError(f"--model {model}: no such file or folder")
     from gguf import GGUFReader
-    from server.engine.weights.gguf_meta import Fields, spec_from_gguf
+    from server.engine.weights.gguf_spec import Fields, spec_from_gguf
     reader = GGUFReader(model, "r")
     spec, _ = spec_from_gguf(Fields(reader, model), {t.name for t in reader.tensors})
     return spec

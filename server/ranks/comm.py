@@ -23,7 +23,7 @@ import struct
 import numpy as np
 
 from server.ranks import wire
-from server.ranks.errors import RankError, RankLost, RankMismatch
+from server.ranks.rank_errors import RankError, RankLost, RankMismatch
 from server.ranks.rendezvous import Link
 
 

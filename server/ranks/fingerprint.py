@@ -15,7 +15,7 @@ import hashlib
 import json
 
 import server
-from server.ranks.errors import FingerprintMismatch
+from server.ranks.rank_errors import FingerprintMismatch
 from server.ranks.rendezvous import PROTOCOL
 
 SAME_VERSION = "run the same foldserve version on every host"

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from server.ranks import steps
-from server.ranks.errors import RankMismatch
+from server.ranks.rank_errors import RankMismatch
 
 
 class FollowerEngine(Protocol):

@@ -18,7 +18,7 @@ from typing import Mapping
 
 from server.config import ConfigError
 from server.ranks import wire
-from server.ranks.errors import JoinError, JoinTimeout, RankMismatch
+from server.ranks.rank_errors import JoinError, JoinTimeout, RankMismatch
 
 PROTOCOL = 1                 # bump when frames or steps change shape
 DEFAULT_HOST = "127.0.0.1"

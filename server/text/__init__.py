@@ -1,5 +1,5 @@
 """The text layer: tokenizer (GGUF or HF folder), chat templates, streamed detokenizing."""
-from .chat import DEFAULT_CHAT_TEMPLATE, ChatTemplateError, render_chat
+from .chat_template import DEFAULT_CHAT_TEMPLATE, ChatTemplateError, render_chat
 from .detok import IncrementalDetokenizer, StopMatcher
 from .tokenizer import Tokenizer, TokenizerError
 

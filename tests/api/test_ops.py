@@ -3,7 +3,7 @@ from fastapi.testclient import TestClient
 
 from api_fakes import BOS, BYTE0, FakeScheduler, make_state
 from server.api import create_app
-from server.api.serve import exposure_warning, startup_line
+from server.api.http_server import exposure_warning, startup_line
 
 
 def test_health_ok_and_unhealthy(client, sched):

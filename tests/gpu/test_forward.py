@@ -8,7 +8,7 @@ import functools
 import numpy as np
 import pytest
 
-from server.engine.spec import SHAPES
+from server.shapes.spec import SHAPES
 from server.ranks.steps import BeginStep, Chunk, PoolStep, RoundStep
 from tests.gpu.conftest import bf16_round, rel
 

@@ -33,7 +33,7 @@ def test_a_gpu_head_dim_the_kernel_lacks_is_refused_before_the_weights(monkeypat
     """tiny has head dim 16: on cuda (a GPU assumed present) the open stops with
     UnsupportedModel naming the dims, before Engine (which would need cupy) is built."""
     from server.engine import build, device
-    from server.engine.spec import UnsupportedModel
+    from server.shapes.spec import UnsupportedModel
 
     def no_engine(*a, **k):
         raise AssertionError("the engine was built")

@@ -109,7 +109,7 @@ class _FakeDeviceLogits:
 
 
 def test_scheduler_draws_seed_only_rows_on_the_device(monkeypatch):
-    from server.driver import LocalDriver
+    from server.step_driver import LocalDriver
     from server.engine.build import open_model
     from server.planner.admission import Admission
     from server.ranks.steps import PoolStep

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from server.driver import LocalDriver
+from server.step_driver import LocalDriver
 from server.engine.build import open_model
 from server.engine import sampler as sampler_mod
 from server.planner.admission import Admission

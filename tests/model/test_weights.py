@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from server.engine.spec import SHAPES, UnsupportedModel
+from server.shapes.spec import SHAPES, UnsupportedModel
 from server.engine.weights import WeightsError, dummy_identity, dummy_tensor, load, n_floats, tensor_shapes
 from server.engine.weights import dummy as dummy_mod
 from server.engine.weights import permute

@@ -1,4 +1,4 @@
-from server.engine.spec import shape
+from server.shapes.spec import shape
 from server.planner.layout import Layout, default_page_rows, layouts
 from planner_cases import small
 

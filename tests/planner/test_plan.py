@@ -1,7 +1,7 @@
 """Exact plans on small layouts (8 bytes a token, pages of 4 rows = 32 bytes, fixed 48 on pages)."""
 import pytest
 
-from server.engine.spec import shape
+from server.shapes.spec import shape
 from server.planner.layout import layouts
 from server.planner.plan import NoStream, PlanError, TooManyStreams, plan
 from server.planner.units import GIB

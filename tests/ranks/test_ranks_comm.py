@@ -10,7 +10,7 @@ import pytest
 
 from rank_procs import HOST, run
 from server.ranks.comm import HostComm
-from server.ranks.errors import RankLost
+from server.ranks.rank_errors import RankLost
 from server.ranks.rendezvous import join
 
 # values where float32 addition order shows: (a0 + a1) + a2 differs from a0 + (a1 + a2)

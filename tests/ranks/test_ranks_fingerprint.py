@@ -7,9 +7,9 @@ import pytest
 
 import server
 from rank_procs import HOST, run
-from server.engine.shard import shard_for
+from server.shapes.shard import shard_for
 from server.ranks import fingerprint as fpm
-from server.ranks.errors import FingerprintMismatch
+from server.ranks.rank_errors import FingerprintMismatch
 
 HASH_A = "ab12" + "0" * 60
 HASH_B = "cd34" + "0" * 60

@@ -8,7 +8,7 @@ import pytest
 
 from rank_procs import HOST, free_port, run
 from server.config import ConfigError
-from server.ranks.errors import JoinError, JoinTimeout, RankMismatch
+from server.ranks.rank_errors import JoinError, JoinTimeout, RankMismatch
 from server.ranks.rendezvous import from_env_or_args, join, parse_master
 
 

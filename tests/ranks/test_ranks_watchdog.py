@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from server.driver import RankDriver
-from server.ranks.errors import RankLost
+from server.step_driver import RankDriver
+from server.ranks.rank_errors import RankLost
 from server.ranks.steps import EndStep
 
 

@@ -10,7 +10,7 @@ from hypothesis import given, strategies as st
 from rank_procs import HOST, free_port
 from server.ranks import wire
 from server.ranks.comm import HostComm
-from server.ranks.errors import RankLost, RankMismatch
+from server.ranks.rank_errors import RankLost, RankMismatch
 from server.ranks.rendezvous import join
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from server.text.chat import DEFAULT_CHAT_TEMPLATE, ChatTemplateError, render_chat
+from server.text.chat_template import DEFAULT_CHAT_TEMPLATE, ChatTemplateError, render_chat
 
 from .cases import CHAT_MESSAGES
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import time
 
-from ..spec import UnsupportedModel
+from server.shapes.spec import UnsupportedModel
 from .dummy import dummy_identity, dummy_tensor, load_dummy
 from .loaded import Loaded, WeightsError
 from .names import n_floats, stored_names, tensor_shapes

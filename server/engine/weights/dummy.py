@@ -12,7 +12,7 @@ import time
 
 import numpy as np
 
-from ..spec import ModelSpec, shape
+from server.shapes.spec import ModelSpec, shape
 from .identity import identity
 from .loaded import Loaded, WeightsError
 from .names import EMBED, HEAD, n_floats, stored_names, tensor_shapes

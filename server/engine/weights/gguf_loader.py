@@ -9,9 +9,9 @@ import numpy as np
 from gguf import GGMLQuantizationType, GGUFReader
 from gguf.quants import dequantize
 
-from ..spec import ModelSpec
+from server.shapes.spec import ModelSpec
 from . import permute, rope_scaling
-from .gguf_meta import Fields, spec_from_gguf
+from .gguf_spec import Fields, spec_from_gguf
 from .gguf_names import IGNORED, hf_name
 from .identity import hash_files, identity
 from .loaded import Loaded, WeightsError

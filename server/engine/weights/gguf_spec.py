@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..spec import ModelSpec, check_arch
+from server.shapes.spec import ModelSpec, check_arch
 from .loaded import WeightsError
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 import os
 
-from ..spec import SUPPORTED_ARCHS, ModelSpec, UnsupportedModel, check_arch
+from server.shapes.spec import SUPPORTED_ARCHS, ModelSpec, UnsupportedModel, check_arch
 from .loaded import WeightsError
 
 ARCHITECTURES = {

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import os
 
-from ..spec import ModelSpec
+from server.shapes.spec import ModelSpec
 
 CHUNK = 8 << 20
 

@@ -5,7 +5,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..spec import ModelSpec, UnsupportedModel
+from server.shapes.spec import ModelSpec, UnsupportedModel
 
 
 class WeightsError(ValueError):

@@ -5,7 +5,7 @@ the planner can size a model without loading it.
 """
 from __future__ import annotations
 
-from ..spec import ModelSpec
+from server.shapes.spec import ModelSpec
 from .loaded import WeightsError
 
 EMBED = "model.embed_tokens.weight"
