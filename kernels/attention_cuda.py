@@ -627,21 +627,22 @@ class RoundMap:
 
 
 def host_map(chunks, group, width=None):
-    """numpy arrays for a RoundMap of chunks [(table, page_rows, start, ids, ...)]."""
+    """numpy arrays for a RoundMap of chunks [(table, page_rows, start, ids, want_logits)]
+    (server/engine/rows.py's RoundChunk, or a plain tuple in its order)."""
     qt = max(1, PAIRS // group)
-    W = width or max(len(c[0]) for c in chunks)
+    W = width or max(len(c[0]) for c in chunks)          # c[0]: the table
     tables = np.zeros((len(chunks), W), dtype=np.int32)
     slot, pos, trow, tn, keys = [], [], [], [], []
     row = 0
-    for ci, c in enumerate(chunks):
-        tables[ci, :len(c[0])] = c[0]
-        n = len(c[3])
+    for ci, (table, _, start, ids, *_) in enumerate(chunks):
+        tables[ci, :len(table)] = table
+        n = len(ids)
         slot += [ci] * n
-        pos += range(c[2], c[2] + n)
+        pos += range(start, start + n)
         for a in range(0, n, qt):
             trow.append(row + a)
             tn.append(min(qt, n - a))
-            keys.append(c[2] + a + tn[-1])              # the most keys a row of the tile reads
+            keys.append(start + a + tn[-1])             # the most keys a row of the tile reads
         row += n
     i32 = lambda a: np.asarray(a, dtype=np.int32)
     # Tiles with the most keys first: blocks start in grid order, so a causal prefill's long
@@ -654,7 +655,7 @@ def host_map(chunks, group, width=None):
 def round_map(chunks, group, pos=None, width=None) -> RoundMap:
     t, s, p, tr, tn = host_map(chunks, group, width)
     d = cp.asarray
-    return RoundMap(d(t), d(s), d(p) if pos is None else pos, d(tr), d(tn), chunks[0][1])
+    return RoundMap(d(t), d(s), d(p) if pos is None else pos, d(tr), d(tn), chunks[0][1])  # page_rows
 
 
 def plan(T, hq, hd, kv, n_tiles, keys):

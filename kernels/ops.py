@@ -78,8 +78,8 @@ def write_and_attend(q, k, v, k_pool, v_pool, rows, scale):
     if _cpu(q):
         out = np.empty(q.shape, dtype=q.dtype)
         for (a, b), c in zip(rows.spans, rows.chunks):
-            kv_write.ref(k_pool, v_pool, c[0], c[1], c[2], k[a:b], v[a:b])
-            out[a:b] = attention.ref(q[a:b], k_pool, v_pool, c[0], c[1], c[2], scale)
+            kv_write.ref(k_pool, v_pool, c.table, c.page_rows, c.start, k[a:b], v[a:b])
+            out[a:b] = attention.ref(q[a:b], k_pool, v_pool, c.table, c.page_rows, c.start, scale)
         return out
     _gpu("kv_write").cuda_round(k_pool, v_pool, rows.dev, k, v)
     return _gpu("attention").cuda_round(q, k_pool, v_pool, rows.dev, scale)

@@ -11,15 +11,13 @@ from kernels import rope
 from server.engine.kvstore import KVStore
 from server.engine.logits import DeviceLogits
 from server.engine.model import Model
+from server.engine.rows import RoundChunk
 from server.engine.prepare import shard_weights
 from server.shapes.shard import shard_for
+from server.ranks.rank_errors import RankMismatch
 from server.ranks.steps import BeginStep, CopyStep, EndStep, PoolStep, RoundStep, StopStep
 
 log = logging.getLogger("foldserve")
-
-
-class RankMismatch(RuntimeError):
-    pass
 
 
 def array_module(device: str):
@@ -116,7 +114,7 @@ class Engine:
         chunks = []
         for c in step.chunks:
             table, prow = self.kv.address(c.stream, self.tables[c.stream])
-            chunks.append((table, prow, c.start, c.tokens, c.logits))
+            chunks.append(RoundChunk(table, prow, c.start, c.tokens, c.logits))
         logits = self.model.forward(chunks, self.kv)
         if logits is None:
             return None

@@ -20,6 +20,7 @@ import cupy as cp
 import numpy as np
 
 from kernels.attention_cuda import RoundMap
+from server.engine.rows import Rows
 
 log = logging.getLogger("foldserve")
 
@@ -28,7 +29,6 @@ BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128)
 
 class _Graph:
     def __init__(self, model, kv, B, W):
-        from server.engine.model import Rows
         group = model.spec.n_heads // model.spec.n_kv_heads
         # host layout of the one input buffer: ids | pos | slot | tile_row | tile_n | tables
         self.B, self.W = B, W
@@ -68,13 +68,13 @@ class _Graph:
     def fill(self, chunks) -> None:
         """The host buffer for a round of these chunks: ids, positions (padding -1), tables."""
         B, W, b, h = self.B, self.W, len(chunks), self.host
-        h[:b] = [c[3][0] for c in chunks]
-        h[B:B + b] = [c[2] for c in chunks]
+        h[:b] = [c.tokens[0] for c in chunks]
+        h[B:B + b] = [c.start for c in chunks]
         h[B + b:2 * B] = -1
         tables = h[5 * B:].reshape(B, W)
         tables[:] = 0
         for i, c in enumerate(chunks):
-            tables[i, :len(c[0])] = c[0]
+            tables[i, :len(c.table)] = c.table
 
     def replay(self, chunks):
         b = len(chunks)
@@ -105,13 +105,13 @@ class DecodeGraphs:
     def run(self, chunks, kv):
         if not self.enabled or self.failed or not chunks:
             return NotImplemented
-        if any(len(c[3]) != 1 or not c[4] for c in chunks) or len(chunks) > BUCKETS[-1]:
+        if any(len(c.tokens) != 1 or not c.logits for c in chunks) or len(chunks) > BUCKETS[-1]:
             return NotImplemented
         if kv is not self.kv:                           # a new store: old graphs point into the old one
             self.graphs, self.kv = {}, kv
         P = kv.page_rows if kv.paged else kv.context
         W = max(1, -(-kv.context // P))
-        if max(len(c[0]) for c in chunks) > W:
+        if max(len(c.table) for c in chunks) > W:
             return NotImplemented
         B = next(b for b in BUCKETS if b >= len(chunks))
         if B not in self.graphs:

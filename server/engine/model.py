@@ -11,17 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from kernels import ops
-
-
-@dataclass
-class Rows:
-    """One round's rows: chunk c covers rows spans[c] of the round's [T, ...] arrays."""
-    chunks: list           # [(table, page_rows, start, token_ids, want_logits)]
-    spans: list            # [(a, b)]
-    ids: object            # [T] int32 token ids
-    pos: object            # [T] int32 positions
-    sel: object            # [n_wanted] int32 rows whose logits are returned, or None
-    dev: object = None     # GPU: kernels.attention_cuda.RoundMap (tables, slots, tiles)
+from server.engine.rows import Rows, as_chunks
 
 
 @dataclass
@@ -64,8 +54,9 @@ class Model:
             self.graphs = DecodeGraphs(self)
 
     def forward(self, chunks, kv) -> object:
-        """chunks: [(table, page_rows, start, token_ids, want_logits)] over `kv` (a KVStore view
-        with k(layer), v(layer) pools). Returns logits [n_wanted, vocab] (float32)."""
+        """chunks: [RoundChunk] (server/engine/rows.py) over `kv` (a KVStore view with
+        k(layer), v(layer) pools). Returns logits [n_wanted, vocab] (float32)."""
+        chunks = as_chunks(chunks)
         if self.graphs is not None:
             logits = self.graphs.run(chunks, kv)       # decode rounds: CUDA graph replay
             if logits is not NotImplemented:
@@ -75,19 +66,20 @@ class Model:
     def rows(self, chunks, width=None) -> Rows:
         """The round's row description: host lists, and device arrays on the GPU."""
         xp = self.xp
+        chunks = as_chunks(chunks)
         spans, o = [], 0                                   # rows of each chunk in the round
         for c in chunks:
-            spans.append((o, o + len(c[3])))
-            o += len(c[3])
-        ids = xp.asarray([t for c in chunks for t in c[3]], dtype=xp.int32)
-        pos = xp.asarray([c[2] + i for c in chunks for i in range(len(c[3]))], dtype=xp.int32)
-        want = [b - 1 for (a, b), c in zip(spans, chunks) if c[4]]
+            spans.append((o, o + len(c.tokens)))
+            o += len(c.tokens)
+        ids = xp.asarray([t for c in chunks for t in c.tokens], dtype=xp.int32)
+        pos = xp.asarray([c.start + i for c in chunks for i in range(len(c.tokens))], dtype=xp.int32)
+        want = [b - 1 for (a, b), c in zip(spans, chunks) if c.logits]
         sel = xp.asarray(want, dtype=xp.int32) if want else None
         dev = None
         if xp is not np:
             from kernels.attention_cuda import round_map
             dev = round_map(chunks, self.spec.n_heads // self.spec.n_kv_heads, pos, width)
-        return Rows(list(chunks), spans, ids, pos, sel, dev)
+        return Rows(chunks, spans, ids, pos, sel, dev)
 
     def run(self, r: Rows, kv):
         """The forward over a prepared round; device work only (CUDA graphs capture this)."""

@@ -2,7 +2,7 @@
 
 One interface, two transports:
   HostComm (here)        CPU ranks and CI: TCP sockets of a rendezvous Link, rank 0 a hub.
-  NcclComm (nccl_comm)   GPU ranks: cupy.cuda.nccl; imported lazily, never on a CPU host.
+  NcclComm (nccl_comm)   GPU ranks: cupy.cuda.nccl; import it from there (never on a CPU host).
 
 HostComm's shape, rank 0 the hub:
   broadcast_step  rank 0 -> each follower: one frame [n, words...] of int32
@@ -56,13 +56,6 @@ class Comm:
 
     def close(self) -> None:
         raise NotImplementedError
-
-
-def __getattr__(name):            # `from server.ranks.comm import NcclComm` without importing cupy here
-    if name == "NcclComm":
-        from server.ranks.nccl_comm import NcclComm
-        return NcclComm
-    raise AttributeError(name)
 
 
 class HostComm(Comm):

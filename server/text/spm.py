@@ -28,6 +28,8 @@ from __future__ import annotations
 from tokenizers import AddedToken, decoders, models, normalizers
 from tokenizers import Tokenizer as HFTokenizer
 
+from .tokenizer_error import TokenizerError
+
 # GGUF token_type values (llama.cpp's llama_token_type)
 NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
 SPACE = "\u2581"  # "▁", SentencePiece's whitespace symbol
@@ -71,8 +73,6 @@ def spm_merges(tokens: list[str], scores: list[float], types: list[int]) -> list
 
 def build_spm(meta: dict, tokens: list[str], types: list[int], path) -> HFTokenizer:
     """The `tokenizers` object for a GGUF's SentencePiece vocabulary (special tokens included)."""
-    from .tokenizer import TokenizerError  # the caller's error type; no import cycle at load
-
     scores = meta.get("tokenizer.ggml.scores")
     if scores is None:
         # No scores: llama.cpp reads 0.0 for all, which leaves no order at all. Trained

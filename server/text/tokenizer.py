@@ -19,6 +19,7 @@ from tokenizers import Tokenizer as HFTokenizer
 
 from . import pretok, spm
 from .gguf_meta import read_metadata
+from .tokenizer_error import TokenizerError
 
 # GGUF token_type values (llama.cpp's llama_token_type)
 CONTROL, USER_DEFINED = 3, 4
@@ -26,10 +27,6 @@ CONTROL, USER_DEFINED = 3, 4
 # End-of-turn markers that stop generation in common chat formats besides the model's eos.
 END_OF_TURN = ("<|im_end|>", "<|eot_id|>", "<|eom_id|>", "<|endoftext|>", "<|end|>",
                "<end_of_turn>", "</s>")
-
-
-class TokenizerError(ValueError):
-    pass
 
 
 class Tokenizer:

@@ -1,0 +1,37 @@
+"""A round's rows, in the two forms the forward reads.
+
+RoundChunk: one stream's piece of a round, as the engine addresses it (its table of page ids
+on this rank's KV store, the rows a page holds, the first position, the token ids, whether
+its last row's logits are wanted). A NamedTuple, so a plain 5-tuple in the same order (the
+benchmarks and the GPU tests build them) reads the same.
+
+Rows: the whole round laid out as [T, ...] arrays, chunk c covering rows spans[c].
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+
+def as_chunks(chunks) -> list:
+    """chunks as RoundChunks (plain 5-tuples in RoundChunk's order are taken as they are)."""
+    return [c if type(c) is RoundChunk else RoundChunk(*c) for c in chunks]
+
+
+class RoundChunk(NamedTuple):
+    table: tuple           # page ids of the stream (a window: one page of `context` rows)
+    page_rows: int         # rows a page holds
+    start: int             # position of the chunk's first token
+    tokens: tuple          # token ids
+    logits: bool           # the last row's logits are wanted
+
+
+@dataclass
+class Rows:
+    """One round's rows: chunk c covers rows spans[c] of the round's [T, ...] arrays."""
+    chunks: list           # [RoundChunk]
+    spans: list            # [(a, b)]
+    ids: object            # [T] int32 token ids
+    pos: object            # [T] int32 positions
+    sel: object            # [n_wanted] int32 rows whose logits are returned, or None
+    dev: object = None     # GPU: kernels.attention_cuda.RoundMap (tables, slots, tiles)
