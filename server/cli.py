@@ -33,7 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--prefill-chunk", type=int, default=64)
 
     pl = sub.add_parser("plan", help="print the pool plan without loading weights")
-    from server.planner import plan_cli
+    from server import plan_cli
     plan_cli.add_arguments(pl)
 
     b = sub.add_parser("bench", help="load an OpenAI-compatible server and report its latency")
@@ -73,7 +73,7 @@ def _command(args) -> int:
         opened = open_model(args.model, device=args.device)
         return run_check(opened.engine, page_rows=args.page_rows, prefill_chunk=args.prefill_chunk)
     if args.cmd == "plan":
-        from server.planner import plan_cli
+        from server import plan_cli
         return plan_cli.run(args)
     if args.cmd == "bench":
         from server import bench

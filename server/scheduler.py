@@ -20,8 +20,6 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from server.engine.logits import argmax_rows
-from server.engine.sampler import SamplerState, sample
 from server.requests import GenRequest, TokenEvent
 from server.ranks.steps import Chunk, RoundStep
 
@@ -34,7 +32,7 @@ class Active:
     stream: int
     page_ids: tuple
     fed: int                       # rows written so far (prompt rows, then reply rows)
-    sampler: SamplerState
+    sampler: object                  # the driver's sampler_state(): server/engine/sampler.py
     out: list = field(default_factory=list)
     cached: int = 0
     first_token_at: float | None = None
@@ -210,7 +208,7 @@ class Scheduler:
             # handler still answers it (a request in neither list would hang its client)
             req = self.waiting[g.req_id]
             try:
-                st = SamplerState(req.params, req.prompt_ids, self.seed_salt)
+                st = self.driver.sampler_state(req.params, req.prompt_ids, self.seed_salt)
             except Exception as e:           # this request's own settings: end it alone
                 log.exception("request %s: sampler", req.id)
                 del self.waiting[req.id]
@@ -252,7 +250,7 @@ class Scheduler:
         row = 0
         now = time.monotonic()
         plain = [a.sampler.plain_greedy for c, a in zip(chunks, owners) if c.logits]
-        best = argmax_rows(logits) if any(plain) else None   # greedy rows: arg-max where they lie
+        best = self.driver.argmax_rows(logits) if any(plain) else None   # greedy: arg-max where they lie
         drawn = {}                           # GPU rounds: rows needing only a seed, one launch
         if hasattr(logits, "sample_rows"):
             dev = [(r, a) for r, a in enumerate(a for c, a in zip(chunks, owners) if c.logits)
@@ -273,7 +271,7 @@ class Scheduler:
                     tok, lp, top = drawn[row], None, ()
                     a.sampler.record(tok)
                 else:
-                    tok, lp, top = sample(logits[row], a.sampler)
+                    tok, lp, top = self.driver.sample(logits[row], a.sampler)
             except Exception as e:           # a bug in one request's sampling ends it alone
                 log.exception("request %s: sampling", a.req.id)
                 row += 1

@@ -1,17 +1,35 @@
 """Driver: how rank 0 runs a Step everywhere. At TP=1 it applies it; at TP>1 it first
-broadcasts the packed step so the followers apply the same step in the same order."""
+broadcasts the packed step so the followers apply the same step in the same order.
+
+A driver also hands the scheduler rank 0's sampling (`Sampling`), so the scheduler, which
+is control plane, imports neither numpy nor server/engine."""
 from __future__ import annotations
 
 import logging
 import threading
 import time
 
+from server.engine.logits import argmax_rows
+from server.engine.sampler import SamplerState, sample
 from server.ranks.steps import pack
 
 log = logging.getLogger("foldserve")
 
 
-class LocalDriver:
+class Sampling:
+    """Rank 0's sampling of a round's logits, on whichever device holds them."""
+
+    def sampler_state(self, params, prompt_ids, salt):
+        return SamplerState(params, prompt_ids, salt)
+
+    def argmax_rows(self, logits) -> list:
+        return argmax_rows(logits)
+
+    def sample(self, row, st):
+        return sample(row, st)
+
+
+class LocalDriver(Sampling):
     ranks = 1
 
     def __init__(self, engine):
@@ -29,7 +47,7 @@ class LocalDriver:
         self.engine.apply(StopStep(0))
 
 
-class RankDriver:
+class RankDriver(Sampling):
     def __init__(self, engine, comm, stall_s: float = 3.0):
         self.engine, self.comm = engine, comm
         self.ranks = comm.world

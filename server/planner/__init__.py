@@ -1,6 +1,6 @@
 """The control plane's memory logic: layout, plan, pool, admission, prompt cache.
 
-Pure Python: no numpy or cupy, no device (plan_cli alone reads model shapes lazily).
+Pure Python: no numpy or cupy, no device (`foldserve plan`, which reads model files, is server/plan_cli.py).
 """
 from server.planner.admission import Admission, Grant, Refused, Ticket
 from server.planner.describe import startup_line

@@ -115,7 +115,7 @@ def test_scheduler_draws_seed_only_rows_on_the_device(monkeypatch):
     from server.ranks.steps import PoolStep
     from server.requests import GenRequest, SamplingParams
     from server.scheduler import Scheduler
-    import server.scheduler as sched_mod
+    import server.step_driver as sched_mod
 
     class Driver(LocalDriver):
         def run(self, step):

@@ -25,7 +25,7 @@ def test_a_failing_sampler_ends_only_its_request(monkeypatch):
             raise RuntimeError("planted")
         return real(row, st)
 
-    monkeypatch.setattr("server.scheduler.sample", broken)
+    monkeypatch.setattr("server.step_driver.sample", broken)
     sched.start()
 
     async def one(rid, temp):

@@ -5,7 +5,7 @@ import math
 import subprocess
 import sys
 
-from server.planner import plan_cli
+from server import plan_cli
 from server.planner.units import GIB
 
 
@@ -70,7 +70,7 @@ def test_startup_line_is_printed_without_json(capsys):
 
 
 def test_the_planner_imports_no_numpy():
-    code = ("import sys, server.planner, server.planner.plan_cli; "
+    code = ("import sys, server.planner, server.plan_cli; "
             "bad = [m for m in ('numpy', 'cupy') if m in sys.modules]; print(bad); sys.exit(bool(bad))")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr

@@ -1,0 +1,107 @@
+"""The house's import rules, read from the sources (ast), so they hold without importing anything.
+
+- No circles: no module reaches itself, counting imports inside functions too (each circle
+  the tree once had was held open by one).
+- The control plane (planner, scheduler, steps, fingerprint, rendezvous) reaches neither
+  server/engine nor kernels, nor numpy or cupy; and in a fresh interpreter importing it
+  loads neither numpy nor cupy.
+- No two modules under server/ share a file name.
+"""
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = ("server", "kernels")
+CONTROL = ("server.planner", "server.scheduler", "server.ranks.steps", "server.ranks.fingerprint",
+           "server.ranks.rendezvous", "server.requests")
+DATA = ("server.engine", "kernels")
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def modules() -> dict[str, Path]:
+    return {module_name(p): p for pkg in PACKAGES for p in sorted((ROOT / pkg).rglob("*.py"))}
+
+
+def imports(name: str, path: Path, known: dict) -> set[str]:
+    """Every module `name` imports, anywhere in the file (module level or inside a function)."""
+    is_pkg = path.name == "__init__.py"
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = name.split(".")
+                base = base[:len(base) - node.level + (1 if is_pkg else 0)]
+                mod = ".".join(base + ([node.module] if node.module else []))
+            else:
+                mod = node.module
+            for a in node.names:              # `from pkg import submodule` imports the submodule
+                sub = f"{mod}.{a.name}"
+                out.add(sub if sub in known else mod)
+    return out
+
+
+def graph() -> dict[str, set[str]]:
+    known = modules()
+    return {n: imports(n, p, known) for n, p in known.items()}
+
+
+def reach(g: dict, start: str) -> set[str]:
+    seen, todo = set(), [start]
+    while todo:
+        for m in g.get(todo.pop(), ()):
+            if m not in seen:
+                seen.add(m)
+                todo.append(m)
+    return seen
+
+
+def under(name: str, prefixes) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in prefixes)
+
+
+def test_no_import_circles():
+    g = graph()
+    # a package's __init__ re-exporting its modules is not a circle of the modules themselves
+    inner = {n: {m for m in ms if m in g and not (g[m] and n.startswith(m + "."))}
+             for n, ms in g.items()}
+    circles = sorted(n for n in inner if n in reach(inner, n))
+    assert not circles, f"modules that import themselves through others: {circles}"
+
+
+def test_control_plane_reaches_no_engine_kernels_or_arrays():
+    g = graph()
+    control = [n for n in g if under(n, CONTROL)]
+    assert "server.planner.layout" in control and "server.scheduler" in control
+    bad = {}
+    for n in control:
+        hit = sorted(m for m in reach(g, n) | g[n]
+                     if under(m, DATA) or under(m, ("numpy", "cupy", "cupyx")))
+        if hit:
+            bad[n] = hit
+    assert not bad, f"control-plane modules reaching the data plane: {bad}"
+
+
+def test_control_plane_imports_without_numpy_or_cupy():
+    mods = [n for n in modules() if under(n, CONTROL)]
+    code = ("import sys\n" + "".join(f"import {m}\n" for m in mods) +
+            "print(sorted(m for m in ('numpy', 'cupy', 'kernels', 'server.engine') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                         env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]", f"importing the control plane loaded {out.stdout.strip()}"
+
+
+def test_no_two_server_modules_share_a_file_name():
+    names = Counter(p.name for p in (ROOT / "server").rglob("*.py") if p.name != "__init__.py")
+    assert not [n for n, k in names.items() if k > 1], sorted(n for n, k in names.items() if k > 1)
