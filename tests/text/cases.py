@@ -6,7 +6,7 @@ from pathlib import Path
 
 from hypothesis import strategies as st
 
-GOLDEN = Path(__file__).resolve().parents[2].parent / "shared/golden/smollm2-135m-instruct-q4_1.json"
+GOLDEN = Path(__file__).resolve().parents[1] / "data/smollm2-135m-instruct-q4_1.json"   # tests/data/README.md
 
 # The messages the golden chat cases were rendered from.
 CHAT_MESSAGES = {
