@@ -30,7 +30,7 @@ from pathlib import Path
 import httpx
 
 ROOT = Path(__file__).resolve().parents[1]
-GOLDEN = ROOT.parent / "shared/golden/smollm2-135m-instruct-q4_1.json"
+GOLDEN = ROOT / "tests/data/smollm2-135m-instruct-q4_1.json"
 R: dict = {}
 
 

@@ -1,7 +1,7 @@
 """One line per result of bench/multi_gpu.py's results.json (the device scripts print it):
 throughput, TPOT and TTFT of the speed runs, the exits, tables, KV and messages of the others.
 
-  python3 bench/device/multi_summary.py results.json
+  python3 bench/multi_summary.py results.json
 """
 import json
 import sys
