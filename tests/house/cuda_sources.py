@@ -1,0 +1,76 @@
+"""Every CUDA source string the kernels hand to the compiler, composed on the CPU.
+
+The kernels compile at run time: `common_cuda.kernel(src, name, defines)` passes HEADER + src
+to cupy (defines as -D options), `load_sm90a(source(...), ...)` passes a composed string to
+NVRTC. This lists each module's source constants, HEADER + each of them (what cupy gets),
+and every variant of the composing functions (wgmma_cuda.source, wgmma_tma_cuda.source,
+sample_cuda.SRC), so a test can hold their bytes to a fixture made before a refactor:
+
+    PYTHONPATH=$PWD python3 tests/house/cuda_sources.py --write tests/data/cuda_sources.sha256.json
+
+cupy is replaced by a stub where it is absent: nothing here touches a device.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib
+import itertools
+import json
+import sys
+import types
+from unittest import mock
+
+MODULES = ("common_cuda", "argmax_cuda", "attention_cuda", "kv_write_cuda", "matmul_cuda",
+           "rmsnorm_cuda", "rope_cuda", "sample_cuda", "swiglu_cuda", "wgmma_cuda", "wgmma_tma_cuda")
+
+
+def _stub_cupy() -> None:
+    try:
+        import cupy  # noqa: F401
+    except ImportError:
+        cp = mock.MagicMock(name="cupy")
+        cp.__spec__ = None
+        sys.modules["cupy"] = cp
+        for sub in ("cupy.cuda", "cupyx", "cupy_backends", "cupy_backends.cuda",
+                    "cupy_backends.cuda.api", "cupy_backends.cuda.libs"):
+            sys.modules.setdefault(sub, mock.MagicMock(name=sub))
+
+
+# The sources common_cuda.kernel compiles (each call site's src), by module and name.
+KERNEL_SOURCES = (("argmax_cuda", "_SRC"), ("attention_cuda", "_SRC"), ("attention_cuda", "_REF_SRC"),
+                  ("common_cuda", "_CONVERT"), ("common_cuda", "_WIDEN"), ("kv_write_cuda", "_SRC"),
+                  ("matmul_cuda", "_SRC"), ("matmul_cuda", "_DEFINITION"), ("rmsnorm_cuda", "_SRC"),
+                  ("rope_cuda", "_SRC"), ("sample_cuda", "SRC"), ("swiglu_cuda", "_SRC"),
+                  ("wgmma_tma_cuda", "_PERMUTE"))
+
+
+def composed() -> dict[str, str]:
+    """name -> the exact string handed to cupy or NVRTC."""
+    _stub_cupy()
+    mods = {m: importlib.import_module(f"kernels.{m}") for m in MODULES}
+    header = mods["common_cuda"].HEADER
+    out = {"common_cuda.HEADER": header}
+    for m, name in KERNEL_SOURCES:
+        out[f"kernel({m}.{name})"] = header + getattr(mods[m], name)     # common_cuda.kernel's code
+    w = mods["wgmma_cuda"]
+    for split in (False, True):
+        out[f"wgmma_cuda.source(split={split})"] = w.source(split)
+    t = mods["wgmma_tma_cuda"]
+    for bn, glu, split, pi_out in itertools.product(sorted(t.CONFIGS), *[(False, True)] * 3):
+        out[f"wgmma_tma_cuda.source({bn},glu={glu},split={split},pi_out={pi_out})"] = \
+            t.source(bn, glu, split, pi_out)
+    return out
+
+
+def digests() -> dict[str, str]:
+    return {k: hashlib.sha256(v.encode()).hexdigest() for k, v in sorted(composed().items())}
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "--write":
+        with open(sys.argv[2], "w") as f:
+            json.dump(digests(), f, indent=1, sort_keys=True)
+            f.write("\n")
+    else:
+        for k, v in digests().items():
+            print(v, k)
