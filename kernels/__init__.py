@@ -1,7 +1,11 @@
-"""One pair per op: a numpy reference and a CUDA source with its cupy launcher.
+"""One pair per op: a numpy reference and a CUDA form with its cupy launcher.
 
-Every module here exports `ref(...)` (numpy, float32, the arithmetic the CPU engine runs)
-and, where the op has a GPU form, `cuda(...)` (cupy arrays in, cupy arrays out). The
-model never calls either directly: it calls `kernels.ops.<op>(xp, ...)`, which picks the
-form by array module.
+`kernels/<op>.py` holds `ref(...)` (numpy, float32: the arithmetic the CPU engine runs);
+where the op has a GPU form, `kernels/<op>_cuda.py` holds `cuda(...)` (cupy arrays in, cupy
+arrays out), its CUDA C in `kernels/csrc/` (`*.cu`, and `*.cuh` for what several share:
+common.cuh with bf16, warp reductions, the shared per-element arithmetic and PDL;
+pi_order.cuh; the mma steps), read verbatim and compiled at run time for the device's own
+SM (`common_cuda.kernel`; `wgmma_cuda.load_sm90a` for the sm_90a kernels). The model never
+calls either form directly: it calls `kernels.ops.<op>(...)`, which picks the form by the
+array's type (numpy or cupy).
 """

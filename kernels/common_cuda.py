@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+from pathlib import Path
 
 import cupy as cp
 import numpy as np
@@ -16,81 +17,21 @@ if BF16 is None:                                   # cupy < 14: the ml_dtypes ty
     import ml_dtypes
     BF16 = ml_dtypes.bfloat16
 
-HEADER = r"""
-typedef unsigned short bf16;
-#define FULL 0xffffffffu
-__device__ __forceinline__ float b2f(bf16 x) { return __uint_as_float(((unsigned)x) << 16); }
-__device__ __forceinline__ bf16 f2b(float f) {           // round to nearest even, NaN kept
-    unsigned u = __float_as_uint(f);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (bf16)0x7fc0;
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (bf16)(u >> 16);
-}
-__device__ __forceinline__ float warp_sum(float v) {
-    for (int o = 16; o; o >>= 1) v += __shfl_xor_sync(FULL, v, o);
-    return v;
-}
-// SwiGLU's silu(g) * u, each step rounded on its own (no contraction can differ between the
-// kernels that use it: swiglu_cuda and the GEMM's fused epilogue)
-__device__ __forceinline__ float silu_mul(float g, float u) {
-    return __fmul_rn(__fdiv_rn(g, __fadd_rn(1.0f, expf(-g))), u);
-}
-// RMSNorm's arithmetic, each step rounded on its own (rmsnorm_cuda and the GEMM's fused
-// prologue in matmul_cuda): a row's sum of squares is laid out over T = min(1024, D rounded
-// up to 32) threads, thread t summing v[t + u T] (u = 0, 1, ..) with fma, then a butterfly in
-// each warp of 32, then the warps' sums in a butterfly over one warp (zeros past them)
-__device__ __forceinline__ float rms_scale(float ss, int D, float eps) {
-    return __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(ss, (float)D), eps)));
-}
-__device__ __forceinline__ float rms_apply(float v, float r, bf16 w) {
-    return __fmul_rn(__fmul_rn(v, r), b2f(w));
-}
-// RoPE of one pair (a, b) = (x[i], x[i + half]) at position p: the angle f32(p) x inv in
-// float32, cosf/sinf, products and sums rounded on their own (rope_cuda, kv_write_cuda)
-__device__ __forceinline__ void rope_pair(float& a, float& b, int p, float inv) {
-    const float f = __fmul_rn((float)p, inv);
-    const float c = cosf(f), s = sinf(f);
-    const float a2 = __fsub_rn(__fmul_rn(a, c), __fmul_rn(b, s));
-    b = __fadd_rn(__fmul_rn(b, c), __fmul_rn(a, s));
-    a = a2;
-}
-// Programmatic dependent launch (sm_90 and later; no-ops before): a kernel lets the next one
-// be scheduled (`pdl_trigger`, at its start) and waits for the one before it to finish and
-// flush (`pdl_wait`) before it reads anything that kernel may write, and before it writes
-// anything at all; only the weights (never written during a forward) may be touched before.
-// Launched without the attribute (see `launch`) both are no-ops.
-__device__ __forceinline__ void pdl_trigger() {
-#if __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void pdl_wait() {
-#if __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.wait;\n" ::: "memory");
-#endif
-}
-__device__ __forceinline__ float warp_max(float v) {
-    for (int o = 16; o; o >>= 1) v = fmaxf(v, __shfl_xor_sync(FULL, v, o));
-    return v;
-}
-"""
+CSRC = Path(__file__).resolve().with_name("csrc")
 
-UNPI = r"""
-// "Pi order" (matmul_cuda.Packed): a 32-k chunk's stored 32-bit word 4i + t is natural word
-// 4t + i (k pair 8t + 2i, +1). Lane t of a quad holding words 4t .. 4t+3 of a chunk in one
-// order gets words 4t .. 4t+3 of it in the other (a 4x4 word transpose across the quad, its own
-// inverse) from two butterfly exchanges. Every lane of the warp must call it (shuffles).
-__device__ __forceinline__ uint4 unpi(uint4 u) {
-    const int t = threadIdx.x & 3;
-    unsigned s0 = (t & 2) ? u.x : u.z, s1 = (t & 2) ? u.y : u.w;
-    unsigned r0 = __shfl_xor_sync(FULL, s0, 2), r1 = __shfl_xor_sync(FULL, s1, 2);
-    if (t & 2) { u.x = r0; u.y = r1; } else { u.z = r0; u.w = r1; }
-    s0 = (t & 1) ? u.x : u.y; s1 = (t & 1) ? u.z : u.w;
-    r0 = __shfl_xor_sync(FULL, s0, 1); r1 = __shfl_xor_sync(FULL, s1, 1);
-    if (t & 1) { u.x = r0; u.z = r1; } else { u.y = r0; u.w = r1; }
-    return u;
-}
-"""
+
+def csrc(name: str) -> str:
+    """The text of kernels/csrc/<name>, exactly as it is (the sources handed to the compiler
+    are held to their bytes by tests/house/test_cuda_sources.py)."""
+    return (CSRC / name).read_text(encoding="utf-8")
+
+
+# Prepended to every source common_cuda.kernel compiles: bf16, warp reductions, the shared
+# per-element arithmetic (SwiGLU, RMSNorm, RoPE), programmatic dependent launch
+HEADER = csrc("common.cuh")
+
+# the pi order of a 32-k chunk (matmul_cuda.Packed) and its inverse
+UNPI = csrc("pi_order.cuh")
 
 _cache: dict = {}
 
@@ -169,12 +110,7 @@ def grid(n: int, threads: int = 256) -> tuple:
     return (min((n + threads - 1) // threads, 65535),)
 
 
-_CONVERT = r"""
-extern "C" __global__ void f32_to_bf16(const float* x, bf16* y, long long n) {
-    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
-         i += (long long)gridDim.x * blockDim.x) y[i] = f2b(x[i]);
-}
-"""
+_CONVERT = csrc("f32_to_bf16.cu")
 
 
 def as_bf16(x):
@@ -187,12 +123,7 @@ def as_bf16(x):
     return y
 
 
-_WIDEN = r"""
-extern "C" __global__ void bf16_to_f32(const bf16* x, float* y, long long n) {
-    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
-         i += (long long)gridDim.x * blockDim.x) y[i] = b2f(x[i]);
-}
-"""
+_WIDEN = csrc("bf16_to_f32.cu")
 
 
 def as_f32(x):

@@ -18,7 +18,10 @@ import itertools
 import json
 import sys
 import types
+from pathlib import Path
 from unittest import mock
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))     # this tree's kernels, not an installed copy
 
 MODULES = ("common_cuda", "argmax_cuda", "attention_cuda", "kv_write_cuda", "matmul_cuda",
            "rmsnorm_cuda", "rope_cuda", "sample_cuda", "swiglu_cuda", "wgmma_cuda", "wgmma_tma_cuda")
