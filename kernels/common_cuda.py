@@ -6,11 +6,12 @@ bf16 is stored as raw 16-bit words (`bf16` below); arithmetic is always float32.
 from __future__ import annotations
 
 import ctypes
-import os
 from pathlib import Path
 
 import cupy as cp
 import numpy as np
+
+from server.config import setting
 
 BF16 = getattr(cp, "bfloat16", None)
 if BF16 is None:                                   # cupy < 14: the ml_dtypes type
@@ -51,7 +52,7 @@ def kernel(src: str, name: str, defines: tuple = (), smem: int = 0):
     return _cache[key]
 
 
-PDL = os.environ.get("TF_PDL", "1") != "0"   # programmatic dependent launch in CUDA graphs
+PDL = setting("TF_PDL") != "0"   # programmatic dependent launch in CUDA graphs
 _PDL_DEV: dict = {}
 
 

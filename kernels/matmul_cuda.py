@@ -40,12 +40,12 @@ split-K) from the shape, so its rows change with M (gpu-notes), and is not used 
 from __future__ import annotations
 
 import ctypes
-import os
 
 import cupy as cp
 import numpy as np
 
 from kernels.common_cuda import BF16, UNPI, as_bf16, as_f32, csrc, kernel, launch
+from server.config import setting
 
 INVARIANT = True       # False: plain cuBLAS (benchmarks: what invariance costs)
 KEEP_PLAIN = False     # benchmarks: packed weights keep their [N, K] form for cuBLAS
@@ -58,10 +58,10 @@ WGMMA_SMALL = (17, 96)  # from 17 rows (decode rounds), a GEMM of >= 96 wgmma bl
                         # tiles x 8 K ranges then fold_parts) takes wgmma_cuda (same bytes); a
                         # gate|up of >= 96 tiles: wgmma_cuda then swiglu_cuda (the same bytes as
                         # the fused stream launch)
-PF = os.environ.get("TF_STREAM_PF", "1") != "0"  # the streaming kernel loads round r + 1's
+PF = setting("TF_STREAM_PF") != "0"  # the streaming kernel loads round r + 1's
                        # weights before round r's arithmetic (llama3-8b's GEMMs at one row on the
                        # H200: 4.38 -> 4.21 ms; cuBLAS 4.08)
-TMA_SMALL = os.environ.get("TF_TMA_SMALL", "0") == "1"   # 17..64 rows of wide GEMMs through
+TMA_SMALL = setting("TF_TMA_SMALL") == "1"   # 17..64 rows of wide GEMMs through
                        # kernels/wgmma_tma_cuda (whole tiles, or its split form); else wgmma_cuda.
                        # Off: at 64 rows the H200 measured 6.54-6.60 ms on, 6.42 off (same bytes)
 SPLIT_BELOW = 100      # tiles (128 x 128) below which the tiled kernel splits K over blocks

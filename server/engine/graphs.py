@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import gc
 import logging
-import os
 
 import cupy as cp
 import numpy as np
 
 from kernels.attention_cuda import RoundMap
+from server.config import setting
 from server.engine.rows import Rows
 
 log = logging.getLogger("foldserve")
@@ -96,7 +96,7 @@ class _Graph:
 class DecodeGraphs:
     def __init__(self, model, enabled=None):
         if enabled is None:                             # FOLDSERVE_CUDA_GRAPHS=0: every round eager
-            enabled = os.environ.get("FOLDSERVE_CUDA_GRAPHS", "1") != "0"
+            enabled = setting("FOLDSERVE_CUDA_GRAPHS") != "0"
         self.model, self.enabled = model, enabled
         self.graphs: dict = {}
         self.kv = None

