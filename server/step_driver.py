@@ -19,14 +19,15 @@ log = logging.getLogger("foldserve")
 class Sampling:
     """Rank 0's sampling of a round's logits, on whichever device holds them."""
 
-    def sampler_state(self, params, prompt_ids, salt):
-        return SamplerState(params, prompt_ids, salt)
+    # the arguments pass through as they are: server/engine/sampler.py and logits.py define them
+    def sampler_state(self, *args, **kw):
+        return SamplerState(*args, **kw)
 
-    def argmax_rows(self, logits) -> list:
-        return argmax_rows(logits)
+    def argmax_rows(self, *args, **kw) -> list:
+        return argmax_rows(*args, **kw)
 
-    def sample(self, row, st):
-        return sample(row, st)
+    def sample(self, *args, **kw):
+        return sample(*args, **kw)
 
 
 class LocalDriver(Sampling):
