@@ -15,6 +15,7 @@ import cupy as cp  # noqa: E402
 
 from bench.fixtures import model_of, store  # noqa: E402
 from kernels import argmax_cuda  # noqa: E402
+from server.engine.rows import RoundChunk  # noqa: E402
 from server.shapes.spec import SHAPES  # noqa: E402
 
 spec = SHAPES[sys.argv[1] if len(sys.argv) > 1 else "smollm2-135m"]
@@ -53,7 +54,7 @@ print(f"graph replay alone (device) {np.median(ts):.3f} ms")
 
 # the host pieces of one replay and one arg-max, each timed alone (device idle)
 import timeit  # noqa: E402
-chunks = [(table, P, pos, (tok,), True)]
+chunks = [RoundChunk(table, P, pos, (tok,), True)]       # _Graph.fill reads the named fields
 h = g.host
 cur = cp.cuda.get_current_stream()
 parts = {
