@@ -45,7 +45,9 @@ def rand_q(kind: str, N: int, K: int) -> Q.QWeight:
     elif kind == "Q4_1":
         p = (u8(N * K // 2), None, f16(2 * nblk, 4e-3), None)
     elif kind == "Q4_K":
-        p = (u8(N * K // 2), u8(nblk * 12), f16(2 * nblk, 1e-3), None)
+        hd = u8(nblk * 16).reshape(nblk, 16)
+        hd[:, :4] = f16(2 * nblk, 1e-3).reshape(nblk, 4)
+        p = (u8(N * K // 2), hd, None, None)
     else:
         p = (u8(N * K // 2), u8(N * K // 4), f16(nblk, 2e-5), u8(N * K // 16))
     planes = tuple(None if a is None else a.reshape(N, -1) for a in p)
@@ -105,17 +107,20 @@ def main():
     print(f"copy rate: {rate / 1e12:.3f} TB/s (bytes read + written)", flush=True)
     table = []
 
-    # config sweep at M = 1 on 8 distinct gate|up matrices
+    # config sweep at M = 1 and 64 on 8 distinct gate|up matrices (K % 2048 == 0: unpack_g)
+    sweeps = {1: [(1, 1, 1), (1, 2, 1), (1, 4, 1)], 16: [(1, 1, 1), (1, 2, 1)],
+              64: [(4, 1, 1), (2, 1, 1), (2, 2, 1), (4, 2, 1)]}
     for kind in [k for k in a.sweep.split(",") if k]:
         ws = [rand_q(kind, 2 * F, H) for _ in range(8)]
-        x = C.as_bf16(cp.random.standard_normal((1, H), dtype=cp.float32))
-        out = cp.empty((1, 2 * F), dtype=cp.float32)
         b = sum(w.nbytes for w in ws)
-        res = []
-        for cfg in [(1, 1, 1), (1, 1, 2), (1, 1, 4), (1, 1, 8), (1, 2, 2), (1, 2, 4), (1, 4, 2)]:
-            ms = graph_ms(lambda: [Q.gemv(x, w, out=out, cfg=cfg) for w in ws], reps=10, inner=2)
-            res.append(f"{cfg}: {ms / 8 * 1e3:.1f} us {b / 8 / (ms / 8 * 1e-3) / 1e9:.0f} GB/s")
-        print(f"sweep M=1 {kind} 28672x4096 ({b / 8 / 1e6:.1f} MB): " + "; ".join(res), flush=True)
+        for M, cfgs in sweeps.items():
+            x = C.as_bf16(cp.random.standard_normal((M, H), dtype=cp.float32))
+            out = cp.empty((M, 2 * F), dtype=cp.float32)
+            res = []
+            for cfg in cfgs:
+                ms = graph_ms(lambda: [Q.gemv(x, w, out=out, cfg=cfg) for w in ws], reps=10, inner=2)
+                res.append(f"{cfg[:2]}: {ms / 8 * 1e3:.1f} us {b / 8 / (ms / 8 * 1e-3) / 1e9:.0f} GB/s")
+            print(f"sweep M={M} {kind} 28672x4096 ({b / 8 / 1e6:.1f} MB): " + "; ".join(res), flush=True)
         del ws
 
     bf16_ms = {}

@@ -79,7 +79,7 @@ def planes_of(b: Blocks) -> tuple:
     if b.kind == "Q4_1":
         return cut(4, 20), None, cut(0, 4), None
     if b.kind == "Q4_K":
-        return cut(16, 144), cut(4, 16), cut(0, 4), None
+        return cut(16, 144), cut(0, 16), None, None
     if b.kind == "Q6_K":
         return cut(0, 128), cut(128, 192), cut(208, 210), cut(192, 208)
     raise ValueError(f"no GPU kernel for {b.kind}")
@@ -238,3 +238,24 @@ def cuda(x, w, bias=None):
     if M <= GEMV_MAX:
         return gemv(x, w, bias)
     return MM.cuda(x, dequant_packed(w, scratch(w.shape[0] * w.shape[1])), bias)
+
+
+def rows(w: QWeight, ids) -> cp.ndarray:
+    """Embedding rows w[ids] as float32 [T, K] (dequantized to bf16, widened): the bytes
+    common_cuda.rows_of gives from the bf16 table."""
+    ids = cp.ascontiguousarray(cp.asarray(ids, dtype=cp.int32).reshape(-1))
+    T, K = int(ids.size), w.shape[1]
+    out = cp.empty((T, K), dtype=cp.float32)
+    tot = T * (K // 32) * 4
+    if tot:
+        C.launch(_fn("qrows", w.kind), (-(-tot // 256),), (256,),
+                 w.ptrs() + (ids, out, np.int32(T), np.int32(K)))
+    return out
+
+
+def glu(x, w, ff: int, bias=None):
+    """silu(x Wg) * (x Wu) as bf16 [M, ff] from a quantized gate|up: the GEMM, then
+    swiglu_cuda (== matmul_cuda.cuda_glu's fused epilogue, byte for byte)."""
+    from kernels import swiglu_cuda
+    gu = cuda(x, w, bias)
+    return swiglu_cuda.cuda(gu[:, :ff], gu[:, ff:])

@@ -18,11 +18,11 @@ if [[ $STAGES == *peer* ]]; then
 fi
 if [[ $STAGES == *tests* ]]; then
   el tests
-  timeout 220 python3 -m pytest -q --maxfail=8 -rf tests/gpu/test_quant_definition.py 2>&1 | tee $OUT/tests.txt | tail -25
+  timeout ${TEST_T:-220} python3 -m pytest -q --maxfail=8 -rf tests/gpu/test_quant_definition.py 2>&1 | tee $OUT/tests.txt | tail -25
 fi
 if [[ $STAGES == *bench* ]]; then
   el bench
-  timeout 230 python3 bench/quant_bench.py $BENCH_ARGS 2>&1 | tee $OUT/quant_bench.txt | grep -v "^step\|^prefill\|^sweep"
+  timeout ${BENCH_T:-230} python3 bench/quant_bench.py $BENCH_ARGS 2>&1 | tee $OUT/quant_bench.txt
 fi
 if [[ $STAGES == *peer* ]]; then
   el "waiting for quantize"

@@ -29,7 +29,8 @@ __device__ __forceinline__ int range_lo(int q, int nch) { return (int)((long lon
 
 // grid (ceil(N / (8 NT)), ceil(M / (16 MT))), 32 S_ threads, dynamic shared memory
 // S_ MT NT 128 floats. Warp q sums K range q of the block's NT groups of 8 columns for its MT
-// tiles of 16 rows, U_ chunks' weights loaded and unpacked before their mma; the S_ partial
+// tiles of 16 rows: where its range is whole groups of 8 chunks, a group's weights unpacked by
+// unpack_g before their mma, else U_ chunks at a time by unpack8; the S_ partial
 // sums are folded in order from 0.f by all threads. out [M, ldo] float32 (a column slice of a
 // wider output: out points at its first column). N % 8 == 0, K % 32 == 0, x rows ldx apart.
 extern "C" __global__ void __launch_bounds__(32 * S_)
@@ -50,6 +51,34 @@ qgemv(const bf16* __restrict__ x, long long ldx, const unsigned char* p0, const 
 #pragma unroll
             for (int r = 0; r < 4; r++) acc[i][j][r] = 0.f;
     pdl_wait();
+    if (lo % 8 == 0 && hi % 8 == 0) {
+        // groups of 8 chunks (K % 2048 == 0: every range whole groups): row pointers hoisted,
+        // each group's planes in the widest loads (unpack_g), the same weights as unpack8
+        QRow R[NT];
+#pragma unroll
+        for (int j = 0; j < NT; j++) R[j] = qrow(P, min(n0 + 8 * j + g, N - 1), K);
+        for (int gi = lo / 8; gi < hi / 8; gi++) {
+            uint4 w[NT][8];
+#pragma unroll
+            for (int j = 0; j < NT; j++) {
+                unpack_g(R[j], gi, t, w[j]);
+                if (n0 + 8 * j + g >= N)
+#pragma unroll
+                    for (int u = 0; u < 8; u++) w[j][u] = make_uint4(0, 0, 0, 0);
+            }
+#pragma unroll
+            for (int u = 0; u < 8; u++) {
+                const int k = 32 * (8 * gi + u) + 8 * t;
+#pragma unroll
+                for (int i = 0; i < MT; i++) {
+                    const uint4 xl = xrow8(x, m0 + 16 * i + g, M, ldx, k);
+                    const uint4 xh = xrow8(x, m0 + 16 * i + g + 8, M, ldx, k);
+#pragma unroll
+                    for (int j = 0; j < NT; j++) chunk(acc[i][j], xl, xh, w[j][u]);
+                }
+            }
+        }
+    } else {
     for (int c0 = lo; c0 < hi; c0 += U_) {
         uint4 w[U_][NT];
 #pragma unroll
@@ -72,6 +101,7 @@ qgemv(const bf16* __restrict__ x, long long ldx, const unsigned char* p0, const 
                 }
             }
         }
+    }
     }
 #pragma unroll
     for (int i = 0; i < MT; i++)
@@ -142,4 +172,23 @@ extern "C" __global__ void qdequant(const unsigned char* p0, const unsigned char
     tile[(1 * 8 + g) * 4 + t] = w.y;
     tile[(2 * 8 + g) * 4 + t] = w.z;
     tile[(3 * 8 + g) * 4 + t] = w.w;
+}
+
+// Embedding rows: out[r, :] = row ids[r] of the matrix, dequantized (bf16) and widened to
+// float32: the bytes common_cuda.rows_of gives from the bf16 table. One thread a (row, chunk,
+// quad lane).
+extern "C" __global__ void qrows(const unsigned char* p0, const unsigned char* p1,
+                                 const unsigned char* p2, const unsigned char* p3,
+                                 const int* __restrict__ ids, float* __restrict__ out, int T, int K) {
+    const QPlanes P = {p0, p1, p2, p3};
+    const long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    const int nch = K / 32;
+    if (e >= (long long)T * nch * 4) return;
+    const int t = (int)(e & 3), c = (int)((e >> 2) % nch), r = (int)((e >> 2) / nch);
+    const uint4 w = unpack8(P, ids[r], c, t, K);
+    float4* o = (float4*)(out + (long long)r * K + 32 * c + 8 * t);
+    o[0] = make_float4(__uint_as_float(w.x << 16), __uint_as_float(w.x & 0xffff0000u),
+                       __uint_as_float(w.y << 16), __uint_as_float(w.y & 0xffff0000u));
+    o[1] = make_float4(__uint_as_float(w.z << 16), __uint_as_float(w.z & 0xffff0000u),
+                       __uint_as_float(w.w << 16), __uint_as_float(w.w & 0xffff0000u));
 }

@@ -31,17 +31,18 @@ def random_blocks(kind: str, N: int, K: int, rng) -> Blocks:
     blk, nb = BLOCK[kind]
     d = rng.integers(0, 256, (N, K // blk, nb), dtype=np.uint8)
 
-    def f16(lo, scale):
-        v = (rng.standard_normal((N, K // blk)) * scale).astype(np.float16)
+    def f16(lo, scale, positive=False):
+        v = rng.standard_normal((N, K // blk)) * scale
+        v = (np.abs(v) if positive else v).astype(np.float16)
         d[:, :, lo:lo + 2] = v.view(np.uint8).reshape(N, K // blk, 2)
     if kind == "Q8_0":
         f16(0, 2e-4)
     elif kind == "Q4_0":
         f16(0, 4e-3)
     elif kind == "Q4_1":
-        f16(0, 4e-3), f16(2, 3e-2)
+        f16(0, 4e-3, True), f16(2, 3e-2)          # d >= 0, as llama.cpp writes (qblocks.cuh)
     elif kind == "Q4_K":
-        f16(0, 1e-3), f16(2, 1e-3)
+        f16(0, 1e-3, True), f16(2, 1e-3, True)
     elif kind == "Q6_K":
         f16(208, 2e-5)
     return Blocks(kind, N, K, d.reshape(N, -1))
@@ -77,10 +78,13 @@ def test_dequant_is_gguf_rounded_to_bf16(kind):
 
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("M", [1, 5, 16, 17, 33, 64])
-def test_paths_equal_definition(kind, M):
-    rng = np.random.default_rng(100 + M)
-    N, K = 96, 1280 if kind in ("Q4_K", "Q6_K") else 1312
-    K = K // 256 * 256 if kind in ("Q4_K", "Q6_K") else K
+@pytest.mark.parametrize("wide", [False, True])
+def test_paths_equal_definition(kind, M, wide):
+    """wide: K = 4096 (every range whole groups of 8 chunks: qgemv's unpack_g path); else
+    1,280 / 1,312 (ranges cut groups and super-blocks: the unpack8 path)."""
+    rng = np.random.default_rng(100 + M + 1000 * wide)
+    N = 96
+    K = 4096 if wide else 1280 if kind in ("Q4_K", "Q6_K") else 1312
     b = random_blocks(kind, N, K, rng)
     w = Q.upload(b)
     x = _x(M, K, rng)
@@ -137,3 +141,38 @@ def test_mixed_stack():
         assert (_bits(Q.cuda(x, w, bias)) == _bits(want)).all(), f"M={M}"
         want2 = MM.definition(x, Q.dequant(same))
         assert (_bits(Q.cuda(x, same)) == _bits(want2)).all(), f"M={M} same-type stack"
+
+
+def _nat(y):
+    return y.natural() if isinstance(y, MM.Pi) else y
+
+
+@pytest.mark.parametrize("kind", ["Q4_K", "Q6_K", "Q8_0", "Q4_1"])
+def test_ops_quant_equal_bf16_path(kind):
+    """kernels/ops with quantized weights give the bf16 path's bytes (the same file kept as
+    bf16 on the device): linear, the gate|up with SwiGLU, the norm-fused sublayer input (plain
+    and SwiGLU, with and without a residual), the embedding gather; decode and prefill rows."""
+    from kernels import ops
+    rng = np.random.default_rng(5)
+    D, ff = 2048, 1024
+    wq = Q.upload(random_blocks(kind, 3 * D // 2, D, rng))
+    gq = Q.upload(random_blocks(kind, 2 * ff, D, rng))
+    wb, gb = MM.Packed(Q.dequant(wq)), MM.Packed(Q.dequant(gq))
+    nw = C.as_bf16(cp.asarray((1 + 0.1 * rng.standard_normal(D)).astype(np.float32)))
+    for M in (1, 7, 16, 64, 300):
+        x = _x(M, D, rng)
+        assert (_bits(ops.linear(x, wq)) == _bits(ops.linear(x, wb))).all(), f"linear M={M}"
+        a, b = ops.gate_up_silu(x, gq, ff), ops.gate_up_silu(x, gb, ff)
+        assert (cp.asnumpy(_nat(a)).view(np.uint16) == cp.asnumpy(_nat(b)).view(np.uint16)).all(), f"glu M={M}"
+        h = cp.asarray(rng.standard_normal((M, D)).astype(np.float32))
+        o = cp.asarray(rng.standard_normal((M, D)).astype(np.float32))
+        for out in (None, o):
+            for w1, w2, g in ((wq, wb, None), (gq, gb, ff)):
+                y1, h1 = ops.norm_linear(out, h, nw, 1e-5, w1, None, g)
+                y2, h2 = ops.norm_linear(out, h, nw, 1e-5, w2, None, g)
+                y1, y2 = cp.asnumpy(_nat(y1)), cp.asnumpy(_nat(y2))
+                assert y1.dtype == y2.dtype and (y1.view(np.uint8) == y2.view(np.uint8)).all(), \
+                    f"norm_linear M={M} glu={g} residual={out is not None}"
+                assert (_bits(h1) == _bits(h2)).all()
+    ids = cp.asarray(rng.integers(0, 3 * D // 2, 37).astype(np.int32))
+    assert (_bits(ops.embed(wq, ids)) == _bits(ops.embed(Q.dequant(wq), ids))).all()
