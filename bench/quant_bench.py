@@ -120,6 +120,10 @@ def main():
             for cfg in cfgs:
                 ms = graph_ms(lambda: [Q.gemv(x, w, out=out, cfg=cfg) for w in ws], reps=10, inner=2)
                 res.append(f"{cfg[:2]}: {ms / 8 * 1e3:.1f} us {b / 8 / (ms / 8 * 1e-3) / 1e9:.0f} GB/s")
+            Q.BP_INT = 1
+            ms = graph_ms(lambda: [Q.gemv(x, w, out=out, cfg=cfgs[0]) for w in ws], reps=10, inner=2)
+            Q.BP_INT = 0
+            res.append(f"{cfgs[0][:2]} integer bf16 rounding: {ms / 8 * 1e3:.1f} us")
             print(f"sweep M={M} {kind} 28672x4096 ({b / 8 / 1e6:.1f} MB): " + "; ".join(res), flush=True)
         del ws
 

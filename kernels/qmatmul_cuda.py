@@ -34,6 +34,7 @@ GEMV_MAX = int(os.environ.get("TF_QGEMV_MAX", "64"))   # rows through qgemv; mor
 # (up to M rows: MT, NT, U) of qgemv, from bench/quant_bench.py's sweep
 GEMV_CFG = [(16, 1, 1, 4), (32, 2, 1, 2), (64, 4, 1, 2)]
 _NULL = np.uint64(0)
+BP_INT = int(os.environ.get("TF_QBP_INT", "0"))   # 1: bf16 rounding by integer ops (a speed variant)
 
 
 def source(name: str) -> str:
@@ -46,7 +47,8 @@ def source(name: str) -> str:
 
 
 def _fn(name: str, kind: str, mt: int = 1, nt: int = 1, u: int = 1):
-    defs = (f"QK={KIND_ID[kind]}", f"S_={MM.KSPLIT}", f"MT={mt}", f"NT={nt}", f"U_={u}")
+    defs = (f"QK={KIND_ID[kind]}", f"S_={MM.KSPLIT}", f"MT={mt}", f"NT={nt}", f"U_={u}",
+            f"BP_INT={BP_INT}")
     smem = MM.KSPLIT * mt * nt * 128 * 4
     return C.kernel(source("qgemv.cu"), name, defs, smem if smem > 48 * 1024 else 0)
 
