@@ -32,7 +32,7 @@ CSRC = Path(__file__).resolve().parent / "csrc"
 KIND_ID = {"Q8_0": 1, "Q4_0": 2, "Q4_1": 3, "Q4_K": 4, "Q6_K": 5}
 GEMV_MAX = int(os.environ.get("TF_QGEMV_MAX", "64"))   # rows through qgemv; more: dequant + GEMM
 # (up to M rows: MT, NT, U) of qgemv, from bench/quant_bench.py's sweep
-GEMV_CFG = [(16, 1, 1, 4), (32, 2, 1, 2), (64, 4, 1, 2)]
+GEMV_CFG = [(16, 1, 2, 1), (64, 4, 2, 1)]
 _NULL = np.uint64(0)
 BP_INT = int(os.environ.get("TF_QBP_INT", "0"))   # 1: bf16 rounding by integer ops (a speed variant)
 
