@@ -99,7 +99,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", default="1,16,64")
     ap.add_argument("--kinds", default="bf16,Q8_0,Q4_K_M")
-    ap.add_argument("--sweep", default="Q8_0,Q4_K,Q6_K,Q4_0,Q4_1")
+    ap.add_argument("--sweep", default="Q8_0,Q4_K,Q6_K")
     ap.add_argument("--prefill", type=int, default=2048)
     a = ap.parse_args()
     t0 = time.time()
@@ -107,24 +107,29 @@ def main():
     print(f"copy rate: {rate / 1e12:.3f} TB/s (bytes read + written)", flush=True)
     table = []
 
-    # config sweep at M = 1 and 64 on 8 distinct gate|up matrices (K % 2048 == 0: unpack_g)
+    # config sweep at M = 1, 16, 64 on 8 distinct gate|up matrices (K % 2048 == 0: unpack_g),
+    # (MT, NT, U, PF); the best of each (type, M) becomes qmatmul_cuda.GEMV_CFG_KIND for the steps
     sweeps = {1: [(1, 1, 1), (1, 2, 1), (1, 4, 1)], 16: [(1, 1, 1), (1, 2, 1)],
-              64: [(4, 1, 1), (2, 1, 1), (2, 2, 1), (4, 2, 1)]}
+              64: [(4, 1, 1), (2, 2, 1), (4, 2, 1)]}
     for kind in [k for k in a.sweep.split(",") if k]:
         ws = [rand_q(kind, 2 * F, H) for _ in range(8)]
         b = sum(w.nbytes for w in ws)
+        best = []
         for M, cfgs in sweeps.items():
             x = C.as_bf16(cp.random.standard_normal((M, H), dtype=cp.float32))
             out = cp.empty((M, 2 * F), dtype=cp.float32)
-            res = []
+            res, top = [], None
             for cfg in cfgs:
-                ms = graph_ms(lambda: [Q.gemv(x, w, out=out, cfg=cfg) for w in ws], reps=10, inner=2)
-                res.append(f"{cfg[:2]}: {ms / 8 * 1e3:.1f} us {b / 8 / (ms / 8 * 1e-3) / 1e9:.0f} GB/s")
-            Q.BP_INT = 1
-            ms = graph_ms(lambda: [Q.gemv(x, w, out=out, cfg=cfgs[0]) for w in ws], reps=10, inner=2)
-            Q.BP_INT = 0
-            res.append(f"{cfgs[0][:2]} integer bf16 rounding: {ms / 8 * 1e3:.1f} us")
+                for pf in (1, 0):
+                    c4 = cfg + (pf,)
+                    ms = graph_ms(lambda: [Q.gemv(x, w, out=out, cfg=c4) for w in ws], reps=10, inner=2)
+                    res.append(f"{cfg[:2]} pf{pf}: {ms / 8 * 1e3:.1f} us {b / 8 / (ms / 8 * 1e-3) / 1e9:.0f} GB/s")
+                    if top is None or ms < top[0]:
+                        top = (ms, c4)
+            best.append((M,) + top[1])
             print(f"sweep M={M} {kind} 28672x4096 ({b / 8 / 1e6:.1f} MB): " + "; ".join(res), flush=True)
+        Q.GEMV_CFG_KIND[kind] = best
+        print(f"chosen {kind}: {best}", flush=True)
         del ws
 
     bf16_ms = {}

@@ -35,6 +35,7 @@ GEMV_MAX = int(os.environ.get("TF_QGEMV_MAX", "64"))   # rows through qgemv; mor
 GEMV_CFG = [(16, 1, 2, 1), (64, 4, 2, 1)]
 _NULL = np.uint64(0)
 BP_INT = int(os.environ.get("TF_QBP_INT", "0"))   # 1: bf16 rounding by integer ops (a speed variant)
+PF_G = int(os.environ.get("TF_QPF", "1"))          # qgemv loads group g + 1 before group g's arithmetic
 
 
 def source(name: str) -> str:
@@ -46,9 +47,9 @@ def source(name: str) -> str:
     return re.sub(r'^#include "([^"]+)"\s*$', inc, text, flags=re.M)
 
 
-def _fn(name: str, kind: str, mt: int = 1, nt: int = 1, u: int = 1):
+def _fn(name: str, kind: str, mt: int = 1, nt: int = 1, u: int = 1, pf: int | None = None):
     defs = (f"QK={KIND_ID[kind]}", f"S_={MM.KSPLIT}", f"MT={mt}", f"NT={nt}", f"U_={u}",
-            f"BP_INT={BP_INT}")
+            f"BP_INT={BP_INT}", f"PF_G={PF_G if pf is None else pf}")
     smem = MM.KSPLIT * mt * nt * 128 * 4
     return C.kernel(source("qgemv.cu"), name, defs, smem if smem > 48 * 1024 else 0)
 
@@ -130,11 +131,15 @@ def _parts(w):
     return w.parts if isinstance(w, QStack) else [w]
 
 
-def gemv_cfg(M: int):
-    for top, mt, nt, u in GEMV_CFG:
+# per type: [(up to M rows, (MT, NT, U, PF))], from bench/quant_bench.py's sweep; else GEMV_CFG
+GEMV_CFG_KIND: dict = {}
+
+
+def gemv_cfg(M: int, kind: str | None = None):
+    for top, *cfg in GEMV_CFG_KIND.get(kind, GEMV_CFG):
         if M <= top:
-            return mt, nt, u
-    return GEMV_CFG[-1][1:]
+            return tuple(cfg)
+    return tuple(GEMV_CFG[-1][1:])
 
 
 def _bias(bias):
@@ -153,14 +158,15 @@ def gemv(x, w, bias=None, out=None, cfg: tuple | None = None):
         out = cp.empty((M, N), dtype=cp.float32)
     if not M:
         return out
-    mt, nt, u = cfg or gemv_cfg(M)
     ldo = out.strides[0] // 4
     col = 0
     for p in _parts(w):
         n = p.shape[0]
+        mt, nt, u, *pf = cfg or gemv_cfg(M, p.kind)
+        pf = pf[0] if pf else None
         b = _NULL if bias is None else _bias(bias[col:col + n])
         o = out[:, col:col + n]
-        C.launch(_fn("qgemv", p.kind, mt, nt, u), (-(-n // (8 * nt)), -(-M // (16 * mt))),
+        C.launch(_fn("qgemv", p.kind, mt, nt, u, pf), (-(-n // (8 * nt)), -(-M // (16 * mt))),
                  (32 * MM.KSPLIT,),
                  (x, np.int64(K)) + p.ptrs() + (b, o, np.int64(ldo), np.int32(M), np.int32(n),
                                                 np.int32(K)),

@@ -271,3 +271,84 @@ __device__ __forceinline__ void unpack_g(const QRow R, int g, int t, uint4* w) {
     }
 #endif
 }
+
+// The same group split in two: `load_g` issues a group's loads (raw bytes in registers), `conv_u`
+// makes fragment u from them, so a kernel can load group g + 1 while it multiplies group g.
+// conv_u(load_g(R, g, t), u, t) == unpack_g's w[u] (the same operations per weight).
+struct Raw {
+#if QK == Q4_K
+    uint2 q[4]; uint4 h;
+#elif QK == Q6_K
+    uint2 l[4], hb[2]; uint4 h; unsigned d;
+#elif QK == Q4_1
+    uint2 q[8]; uint4 h, h2;
+#else
+    uint2 q[8]; uint4 h;
+#endif
+};
+__device__ __forceinline__ Raw load_g(const QRow R, int g, int t) {
+    Raw r;
+#if QK == Q8_0
+#pragma unroll
+    for (int u = 0; u < 8; u++) r.q[u] = ld8(R.p0 + 256 * g + 32 * u + 8 * t);
+    r.h = __ldg((const uint4*)(R.p2 + 16 * g));
+#elif QK == Q4_0 || QK == Q4_1
+#pragma unroll
+    for (int u = 0; u < 8; u++) r.q[u] = ld8(R.p0 + 128 * g + 16 * u + 8 * (t & 1));
+#if QK == Q4_0
+    r.h = __ldg((const uint4*)(R.p2 + 16 * g));
+#else
+    r.h = __ldg((const uint4*)(R.p2 + 32 * g)); r.h2 = __ldg((const uint4*)(R.p2 + 32 * g + 16));
+#endif
+#elif QK == Q4_K
+    r.h = __ldg((const uint4*)(R.p1 + 16 * g));
+#pragma unroll
+    for (int j = 0; j < 4; j++) r.q[j] = ld8(R.p0 + 128 * g + 32 * j + 8 * t);
+#elif QK == Q6_K
+#pragma unroll
+    for (int j = 0; j < 4; j++) r.l[j] = ld8(R.p0 + 128 * g + 32 * j + 8 * t);
+#pragma unroll
+    for (int h = 0; h < 2; h++) r.hb[h] = ld8(R.p1 + 64 * g + 32 * h + 8 * t);
+    r.h = __ldg((const uint4*)(R.p3 + 16 * g));
+    r.d = ((const unsigned short*)R.p2)[g];
+#endif
+    return r;
+}
+__device__ __forceinline__ uint4 conv_u(const Raw& r, int u, int t) {
+#if QK == Q8_0
+    const float d = h2f((unsigned short)half_of(r.h, u));
+    const unsigned a = r.q[u].x ^ 0x80808080u, b = r.q[u].y ^ 0x80808080u;
+    float v[8];
+#pragma unroll
+    for (int i = 0; i < 8; i++) v[i] = __fmul_rn(__fsub_rn(magic(i < 4 ? a : b, i & 3), 8388736.f), d);
+    return pack8(v);
+#elif QK == Q4_0
+    const int sh = 4 * (t >> 1);
+    const float d = h2f((unsigned short)half_of(r.h, u));
+    const unsigned a = (r.q[u].x >> sh) & 0x0f0f0f0fu, b = (r.q[u].y >> sh) & 0x0f0f0f0fu;
+    float v[8];
+#pragma unroll
+    for (int i = 0; i < 8; i++) v[i] = __fmul_rn(d, __fsub_rn(magic(i < 4 ? a : b, i & 3), 8388616.f));
+    return pack8(v);
+#elif QK == Q4_1
+    const unsigned dm = word_of(u < 4 ? r.h : r.h2, u & 3);
+    return nib_conv<false>(r.q[u], 4 * (t >> 1), h2f((unsigned short)(dm & 0xffffu)), h2f((unsigned short)(dm >> 16)));
+#elif QK == Q4_K
+    float D, M;
+    k_scale(r.h, u, D, M);
+    return k_conv(r.q[u >> 1], 4 * (u & 1), D, M);
+#elif QK == Q6_K
+    const int h = u >> 2, s = u & 3;
+    const unsigned sw = word_of(r.h, u >> 1);
+    const int scv = ((int)(sw << (24 - 8 * (2 * (u & 1) + (t >> 1))))) >> 24;
+    const float D = __fmul_rn(h2f((unsigned short)r.d), (float)scv);
+    const uint2 l = r.l[2 * h + (s & 1)], hb = r.hb[h];
+    const int shl = 4 * (s >> 1), shh = 2 * s;
+    const unsigned a = ((l.x >> shl) & 0x0f0f0f0fu) | (((hb.x >> shh) & 0x03030303u) << 4);
+    const unsigned b = ((l.y >> shl) & 0x0f0f0f0fu) | (((hb.y >> shh) & 0x03030303u) << 4);
+    float v[8];
+#pragma unroll
+    for (int i = 0; i < 8; i++) v[i] = __fmul_rn(D, __fsub_rn(magic(i < 4 ? a : b, i & 3), 8388640.f));
+    return pack8(v);
+#endif
+}

@@ -9,6 +9,9 @@
 // computes a range, and how many rows or columns share a launch, is scheduling only: an output
 // element's bytes depend on its x row, its weight row and K alone (solo == concurrent).
 #include "qblocks.cuh"
+#ifndef PF_G
+#define PF_G 1
+#endif
 
 __device__ __forceinline__ void mma(float* d, unsigned a0, unsigned a1, unsigned a2,
                                     unsigned a3, unsigned b0, unsigned b1) {
@@ -57,6 +60,36 @@ qgemv(const bf16* __restrict__ x, long long ldx, const unsigned char* p0, const 
         QRow R[NT];
 #pragma unroll
         for (int j = 0; j < NT; j++) R[j] = qrow(P, min(n0 + 8 * j + g, N - 1), K);
+#if PF_G
+        // group gi + 1's loads go out before group gi's arithmetic
+        Raw cur[NT];
+#pragma unroll
+        for (int j = 0; j < NT; j++) cur[j] = load_g(R[j], lo / 8, t);
+        for (int gi = lo / 8; gi < hi / 8; gi++) {
+            Raw nxt[NT];
+            if (gi + 1 < hi / 8) {
+#pragma unroll
+                for (int j = 0; j < NT; j++) nxt[j] = load_g(R[j], gi + 1, t);
+            }
+#pragma unroll
+            for (int u = 0; u < 8; u++) {
+                const int k = 32 * (8 * gi + u) + 8 * t;
+                uint4 w[NT];
+#pragma unroll
+                for (int j = 0; j < NT; j++)
+                    w[j] = n0 + 8 * j + g < N ? conv_u(cur[j], u, t) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+                for (int i = 0; i < MT; i++) {
+                    const uint4 xl = xrow8(x, m0 + 16 * i + g, M, ldx, k);
+                    const uint4 xh = xrow8(x, m0 + 16 * i + g + 8, M, ldx, k);
+#pragma unroll
+                    for (int j = 0; j < NT; j++) chunk(acc[i][j], xl, xh, w[j]);
+                }
+            }
+#pragma unroll
+            for (int j = 0; j < NT; j++) cur[j] = nxt[j];
+        }
+#else
         for (int gi = lo / 8; gi < hi / 8; gi++) {
             uint4 w[NT][8];
 #pragma unroll
@@ -78,6 +111,7 @@ qgemv(const bf16* __restrict__ x, long long ldx, const unsigned char* p0, const 
                 }
             }
         }
+#endif
     } else {
     for (int c0 = lo; c0 < hi; c0 += U_) {
         uint4 w[U_][NT];
