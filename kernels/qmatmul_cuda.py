@@ -31,11 +31,13 @@ from server.engine.weights.blocks import BLOCK, Blocks
 CSRC = Path(__file__).resolve().parent / "csrc"
 KIND_ID = {"Q8_0": 1, "Q4_0": 2, "Q4_1": 3, "Q4_K": 4, "Q6_K": 5}
 GEMV_MAX = int(os.environ.get("TF_QGEMV_MAX", "64"))   # rows through qgemv; more: dequant + GEMM
-# (up to M rows: MT, NT, U) of qgemv, from bench/quant_bench.py's sweep
-GEMV_CFG = [(16, 1, 2, 1), (64, 4, 2, 1)]
+# (up to M rows: MT, NT, U, PF) of qgemv, from bench/quant_bench.py's sweeps on the H200
+# (receipt 2026-12-01-quant-gpu, run3): NT = 2 groups a warp at decode rows, the next
+# group's loads issued early (PF) only where it measured faster
+GEMV_CFG = [(16, 1, 2, 1, 0), (64, 4, 2, 1, 0)]
 _NULL = np.uint64(0)
 BP_INT = int(os.environ.get("TF_QBP_INT", "0"))   # 1: bf16 rounding by integer ops (a speed variant)
-PF_G = int(os.environ.get("TF_QPF", "1"))          # qgemv loads group g + 1 before group g's arithmetic
+PF_G = int(os.environ.get("TF_QPF", "0"))          # default of qgemv's PF: group g + 1's loads before g's arithmetic
 
 
 def source(name: str) -> str:
@@ -132,7 +134,11 @@ def _parts(w):
 
 
 # per type: [(up to M rows, (MT, NT, U, PF))], from bench/quant_bench.py's sweep; else GEMV_CFG
-GEMV_CFG_KIND: dict = {}
+GEMV_CFG_KIND: dict = {
+    "Q8_0": [(16, 1, 2, 1, 0), (64, 2, 2, 1, 0)],
+    "Q4_K": [(16, 1, 2, 1, 0), (64, 4, 2, 1, 1)],
+    "Q6_K": [(16, 1, 2, 1, 0), (64, 4, 2, 1, 0)],
+}
 
 
 def gemv_cfg(M: int, kind: str | None = None):
