@@ -182,7 +182,7 @@ extern "C" __global__ void qdefinition(const bf16* x, const unsigned char* p0, c
 
 // Dequantize to bf16: plain [N, K] (tests, the CPU's cross-check), or straight into
 // matmul_cuda.Packed's order (prefill: the tensor-core GEMMs read it as they read the bf16
-// path's weights). One thread a (row, chunk, quad lane): 8 weights. Packed: data[N8][KC][4][8][4][2]
+// path's weights). One thread a (row, chunk, quad lane): 8 weights; N % 8 == 0. Packed: data[N8][KC][4][8][4][2]
 // (piece i holds natural word 4t + i of row g at word position 4 (8 i + g) + t); rows of this
 // matrix start at Packed row `row0` (a multiple of 8: q|k|v, gate|up of mixed types).
 extern "C" __global__ void qdequant(const unsigned char* p0, const unsigned char* p1, const unsigned char* p2,
@@ -192,14 +192,18 @@ extern "C" __global__ void qdequant(const unsigned char* p0, const unsigned char
     const long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x;
     const int nch = K / 32;
     if (e >= (long long)N * nch * 4) return;
-    const int t = (int)(e & 3), c = (int)((e >> 2) % nch), n = (int)((e >> 2) / nch);
+    // thread (row group n / 8, chunk c, row g, lane t): a warp writes one whole Packed tile,
+    // each of its four stores 128 contiguous bytes
+    const int t = (int)(e & 3), g = (int)((e >> 2) & 7);
+    const long long rest = e >> 5;
+    const int c = (int)(rest % nch), n = 8 * (int)(rest / nch) + g;
     const uint4 w = unpack8(P, n, c, t, K);
     if (!packed) {
         uint4* o = (uint4*)(out + ((long long)n * K + 32 * c + 8 * t) / 2);
         *o = w;
         return;
     }
-    const int r = row0 + n, n8 = r >> 3, g = r & 7;
+    const int r = row0 + n, n8 = r >> 3;
     unsigned* tile = out + ((long long)n8 * KC + c) * 128;        // 512 bytes = 128 words
     // natural word 4t + i (k pair 8t + 2i) -> piece i, row g, word t
     tile[(0 * 8 + g) * 4 + t] = w.x;

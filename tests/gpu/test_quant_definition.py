@@ -93,7 +93,7 @@ def test_paths_equal_definition(kind, M, wide):
         want = MM.definition(x, Q.dequant(w), bb)
         d = Q.definition(x, w, bb)
         assert (_bits(d) == _bits(want)).all(), f"{kind} M={M}: qdefinition != matmul definition"
-        for cfg in [(1, 1, 1), (1, 1, 4), (1, 2, 2), (2, 1, 2), (4, 1, 2), (4, 2, 1), (1, 2, 1, 0), (4, 2, 1, 0)]:
+        for cfg in [(1, 1, 1), (1, 1, 4), (1, 2, 2), (2, 1, 2), (4, 1, 2), (4, 2, 1), (1, 2, 1, 0), (4, 2, 1, 0), (2, 2, 1, 0)]:
             out = cp.full((M, N + 8), cp.nan, dtype=cp.float32)
             Q.gemv(x, w, bb, out=out[:, 4:4 + N], cfg=cfg)
             assert not cp.isnan(out[:, 4:4 + N]).any()
