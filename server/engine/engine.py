@@ -13,9 +13,15 @@ from server.engine.logits import DeviceLogits
 from server.engine.model import Model
 from server.engine.prepare import shard_weights
 from server.engine.shard import shard_for
+from server.engine.weights.blocks import Blocks
 from server.ranks.steps import BeginStep, CopyStep, EndStep, PoolStep, RoundStep, StopStep
 
 log = logging.getLogger("foldserve")
+
+
+def cpu_reads_blocks() -> tuple[bool, str]:
+    """(whether the CPU forward reads Blocks as stored, else why they are dequantized)."""
+    return False, "on the CPU (no kernels over blocks yet)"
 
 
 class RankMismatch(RuntimeError):
@@ -37,7 +43,8 @@ class Engine:
         self.shard = shard_for(spec.n_heads, spec.n_kv_heads, spec.d_ff, tp, rank)
         if device == "cpu":
             self.kv_dtype = kv_dtype or np.float32
-            to_dev = lambda a: np.ascontiguousarray(a, dtype=np.float32)
+            to_dev = lambda a: a if isinstance(a, Blocks) else np.ascontiguousarray(a, dtype=np.float32)
+            keep, why = cpu_reads_blocks()
         else:
             # cupy 14.2 has no cupy.bfloat16 (checked on the H200): bf16 is ml_dtypes' type,
             # converted by our own kernel (round to nearest even)
@@ -45,7 +52,9 @@ class Engine:
             self.kv_dtype = kv_dtype or BF16
             xp = self.xp
             to_dev = lambda a: as_bf16(xp.ascontiguousarray(xp.asarray(a, dtype=xp.float32)))
-        self.weights = shard_weights(spec, get_tensor, self.shard, to_dev, out_in=device != "cpu")
+            keep, why = False, "for the GPU (its kernels over blocks are not in yet)"
+        self.weights = shard_weights(spec, get_tensor, self.shard, to_dev, out_in=device != "cpu",
+                                     keep_blocks=keep, why=why)
         inv = rope.inv_freq(spec.head_dim, spec.rope_theta, spec.rope_scaling)
         self.model = Model(spec, self.weights, inv if device == "cpu" else self.xp.asarray(inv),
                            self.xp, all_reduce)
