@@ -51,10 +51,18 @@ class Engine:
             from kernels.common_cuda import BF16, as_bf16
             self.kv_dtype = kv_dtype or BF16
             xp = self.xp
-            to_dev = lambda a: as_bf16(xp.ascontiguousarray(xp.asarray(a, dtype=xp.float32)))
-            keep, why = False, "for the GPU (its kernels over blocks are not in yet)"
+            from kernels import qmatmul_cuda as Q
+            from server.engine.prepare import MixedBlocks
+
+            def to_dev(a):            # GGUF blocks stay as stored (kernels/qmatmul_cuda)
+                if isinstance(a, Blocks):
+                    return Q.upload(a)
+                if isinstance(a, MixedBlocks):
+                    return Q.stack([Q.upload(p) for p in a])
+                return as_bf16(xp.ascontiguousarray(xp.asarray(a, dtype=xp.float32)))
+            keep, why = True, ""
         self.weights = shard_weights(spec, get_tensor, self.shard, to_dev, out_in=device != "cpu",
-                                     keep_blocks=keep, why=why)
+                                     keep_blocks=keep, why=why, mixed=device != "cpu")
         inv = rope.inv_freq(spec.head_dim, spec.rope_theta, spec.rope_scaling)
         self.model = Model(spec, self.weights, inv if device == "cpu" else self.xp.asarray(inv),
                            self.xp, all_reduce)

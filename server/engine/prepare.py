@@ -48,15 +48,23 @@ def _dense(parts):
     return [p.dequantize() if isinstance(p, Blocks) else p for p in parts]
 
 
-def _cat(parts, axis=0):
+class MixedBlocks(list):
+    """Row-stacked parts of one fused matrix (q|k|v, gate|up) kept as Blocks of different
+    kinds (Q4_K_M's Q6_K v beside Q4_K q and k): for a backend that stacks them its own way
+    (the GPU: kernels/qmatmul_cuda.QStack, one launch a kind)."""
+
+
+def _cat(parts, axis=0, mixed=False):
     if all(isinstance(p, Blocks) for p in parts) and len({p.kind for p in parts}) == 1:
         return concat_rows(parts) if axis == 0 else concat_cols(parts)
+    if mixed and axis == 0 and all(isinstance(p, Blocks) for p in parts):
+        return MixedBlocks(parts)
     parts = _dense(parts)
     return _xp(parts[0]).concatenate(parts, axis=axis)
 
 
 def _contig(a):
-    return a if isinstance(a, Blocks) else _xp(a).ascontiguousarray(a)
+    return a if isinstance(a, (Blocks, MixedBlocks)) else _xp(a).ascontiguousarray(a)
 
 
 def _rows(w, heads, hd: int):
@@ -108,21 +116,23 @@ class _Dequantized:
 
 
 def shard_weights(spec, get, shard: Shard, to_device=lambda a: a, out_in: bool = False,
-                  keep_blocks: bool = False, why: str = "") -> ShardWeights:
+                  keep_blocks: bool = False, why: str = "", mixed: bool = False) -> ShardWeights:
     """get(name) -> float32 ndarray in HF orientation, or Blocks (lets dummy weights come one
     at a time). out_in: keep matrices [out, in] (the GPU) instead of [in, out] (the CPU);
     Blocks are [out, in] whatever out_in. keep_blocks: the backend reads Blocks; else they are
-    dequantized on arrival, with one warning saying `why` and the cost."""
+    dequantized on arrival, with one warning saying `why` and the cost. mixed (with keep_blocks):
+    a fused matrix whose parts differ in kind comes to to_device as MixedBlocks, else it is
+    dequantized with a warning."""
     deq = None
     if not keep_blocks:
         get = deq = _Dequantized(get, why)
-    sw = _shard_weights(spec, get, shard, to_device, out_in)
+    sw = _shard_weights(spec, get, shard, to_device, out_in, mixed and keep_blocks)
     if deq is not None:
         deq.said()
     return sw
 
 
-def _shard_weights(spec, get, shard, to_device, out_in) -> ShardWeights:
+def _shard_weights(spec, get, shard, to_device, out_in, mixed=False) -> ShardWeights:
     hd = spec.head_dim
     orient = _contig if out_in else (lambda a: _contig(a if isinstance(a, Blocks) else a.T))
     lo, hi = shard.ff
@@ -132,7 +142,7 @@ def _shard_weights(spec, get, shard, to_device, out_in) -> ShardWeights:
         wq = _rows(get(p + "self_attn.q_proj.weight"), shard.q_heads, hd)
         wk = _rows(get(p + "self_attn.k_proj.weight"), shard.kv_heads, hd)
         wv = _rows(get(p + "self_attn.v_proj.weight"), shard.kv_heads, hd)
-        wqkv = orient(_cat([wq, wk, wv], axis=0))
+        wqkv = orient(_cat([wq, wk, wv], axis=0, mixed=mixed))
         bqkv = None
         if spec.qkv_bias:
             bq = _cat([get(p + "self_attn.q_proj.bias")[h * hd:(h + 1) * hd] for h in shard.q_heads])
@@ -143,7 +153,7 @@ def _shard_weights(spec, get, shard, to_device, out_in) -> ShardWeights:
                                p + "self_attn.o_proj.weight"))
         gate = _take(get(p + "mlp.gate_proj.weight"), lo, hi)
         up = _take(get(p + "mlp.up_proj.weight"), lo, hi)
-        wgu = orient(_cat([gate, up], axis=0))
+        wgu = orient(_cat([gate, up], axis=0, mixed=mixed))
         wdown = orient(_cols(get(p + "mlp.down_proj.weight"), lo, hi, p + "mlp.down_proj.weight"))
         layers.append(LayerWeights(
             attn_norm=to_device(get(p + "input_layernorm.weight")),
