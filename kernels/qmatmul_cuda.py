@@ -109,7 +109,7 @@ class QStack:
         self.parts = list(parts)
         self.shape = (sum(p.shape[0] for p in parts), ks.pop())
         self.nbytes = sum(p.nbytes for p in parts)
-        self.dtype = "+".join(sorted({p.kind for p in parts}))
+        self.dtype = self.kind = "+".join(sorted({p.kind for p in parts}))
 
 
 def stack(parts: list):

@@ -63,6 +63,9 @@ class Engine:
             keep, why = True, ""
         self.weights = shard_weights(spec, get_tensor, self.shard, to_dev, out_in=device != "cpu",
                                      keep_blocks=keep, why=why, mixed=device != "cpu")
+        if device != "cpu":                   # the weights as held (GGUF blocks as stored)
+            from server.engine.prepare import describe_weight_bytes
+            log.info("rank %d weights on the device: %s", rank, describe_weight_bytes(self.weights))
         inv = rope.inv_freq(spec.head_dim, spec.rope_theta, spec.rope_scaling)
         self.model = Model(spec, self.weights, inv if device == "cpu" else self.xp.asarray(inv),
                            self.xp, all_reduce)

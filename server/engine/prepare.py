@@ -172,3 +172,31 @@ def _shard_weights(spec, get, shard, to_device, out_in, mixed=False) -> ShardWei
     return ShardWeights(embed=embed_dev, norm=to_device(get("model.norm.weight")),
                         lm_head=lm_head, layers=layers,
                         nq=shard.n_q, nkv=shard.n_kv, ff=hi - lo)
+
+
+def weight_bytes(sw: ShardWeights) -> dict:
+    """{kind: bytes} of a shard's weights as held (each array once, a tied head with its
+    embedding): GGUF blocks by their kind ("Q4_K", a stack "Q4_K+Q6_K"), arrays by dtype."""
+    seen, out = set(), {}
+
+    def add(w):
+        if w is None or id(w) in seen:
+            return
+        seen.add(id(w))
+        kind = getattr(w, "kind", None)
+        if kind is None:
+            kind = str(getattr(w, "dtype", type(w).__name__))
+        out[kind] = out.get(kind, 0) + int(w.nbytes)
+    for L in sw.layers:
+        for w in (L.attn_norm, L.wqkv, L.bqkv, L.q_norm, L.k_norm, L.wo, L.mlp_norm, L.wgu, L.wdown):
+            add(w)
+    for w in (sw.embed, sw.norm, sw.lm_head):
+        add(w)
+    return out
+
+
+def describe_weight_bytes(sw: ShardWeights) -> str:
+    """'4.62 GB: Q4_K 3.90 GB, Q4_K+Q6_K 0.12 GB, ...' (largest first)."""
+    b = weight_bytes(sw)
+    parts = ", ".join(f"{k} {v / 1e9:.2f} GB" for k, v in sorted(b.items(), key=lambda kv: -kv[1]))
+    return f"{sum(b.values()) / 1e9:.2f} GB: {parts}"
