@@ -3,7 +3,9 @@
 # carry .h17 .whl .peers; ../.whl holds gguf, ../.peers llama.cpp's tarball). In the background
 # (setsid, survives the call): llama.cpp's build, the llama3-8b-shaped BF16 GGUF, then Q8_0 and
 # Q4_K_M by llama-quantize. In the foreground: the quantized-GEMM definition tests and
-# bench/quant_bench.py; then llama-bench on both files. Writes $OUT. STAGES=tests,bench,peer
+# bench/quant_bench.py; then llama-bench on both files; STAGES with `engine`: then
+# bench/quant_engine_bench.py (foldserve's engine on both files; not yet run). Writes $OUT.
+# STAGES=tests,bench,peer[,engine]
 STAGES=${STAGES:-tests,bench,peer}
 T0=$(date +%s)
 el() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
@@ -34,5 +36,10 @@ if [[ $STAGES == *peer* ]]; then
     timeout $(( 585 - ($(date +%s) - T0) )) python3 bench/peer_llamacpp.py --llama-bench 2>&1 | tee -a $OUT/peer.txt | grep -v "^+"
   fi
   ls -la /root/keep/models 2>&1 | tail -4
+fi
+if [[ $STAGES == *engine* ]]; then           # foldserve's engine on the llama3-shaped files
+  el engine
+  timeout ${ENGINE_T:-300} python3 bench/quant_engine_bench.py /root/keep/models/l3-Q8_0.gguf \
+    /root/keep/models/l3-Q4_K_M.gguf 2>&1 | tee $OUT/engine.txt | tail -8
 fi
 el done
