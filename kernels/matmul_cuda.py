@@ -124,7 +124,8 @@ class Packed:
 
 
 def pack(w) -> Packed:
-    return w if isinstance(w, Packed) else Packed(w)
+    # quantized weights (kernels/qmatmul_cuda: planes / parts) stay as their blocks
+    return w if isinstance(w, Packed) or hasattr(w, "planes") or hasattr(w, "parts") else Packed(w)
 
 
 def pack_weights(sw) -> None:

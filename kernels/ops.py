@@ -19,12 +19,21 @@ def _gpu(module):
     return importlib.import_module(f"kernels.{module}_cuda")
 
 
+def _quant(w) -> bool:
+    # GGUF blocks kept on the device (kernels/qmatmul_cuda.QWeight / QStack)
+    return hasattr(w, "planes") or hasattr(w, "parts")
+
+
 def embed(table, ids):
     # table: [vocab, d] -> [T, d] float32
+    if _quant(table):
+        return _gpu("qmatmul").rows(table, ids)
     return table[ids] if _cpu(table) else _gpu("common").rows_of(table, ids)
 
 
 def linear(x, w, bias=None):
+    if _quant(w):
+        return _gpu("qmatmul").cuda(x, w, bias)
     return matmul.ref(x, w, bias) if _cpu(x) else _gpu("matmul").cuda(x, w, bias)
 
 
@@ -44,7 +53,7 @@ def norm_linear(out, h, norm_w, eps, w, bias=None, glu_ff=None):
     """A sublayer's input: h' = out + h (h alone when out is None), then rmsnorm(h') times W
     (gate|up with SwiGLU when glu_ff). Returns (y, h'). On the GPU at up to 16 rows one GEMM
     launch norms the rows as it loads them (kernels/matmul_cuda.cuda_norm)."""
-    if not _cpu(h):                  # at prefill rows y may be a matmul_cuda.Pi (for `linear`)
+    if not _cpu(h) and not _quant(w):  # at prefill rows y may be a matmul_cuda.Pi (for `linear`)
         return _gpu("matmul").cuda_norm(out, h, norm_w, eps, w, bias, glu_ff, pi_out=True)
     x, h = (rms_norm(h, norm_w, eps), h) if out is None else add_rms_norm(out, h, norm_w, eps)
     return (linear(x, w, bias) if glu_ff is None else gate_up_silu(x, w, glu_ff)), h
@@ -53,6 +62,8 @@ def norm_linear(out, h, norm_w, eps, w, bias=None, glu_ff=None):
 def gate_up_silu(x, w, ff):
     """silu(x Wg) * (x Wu) from the fused gate|up matrix (gate columns then up): on the GPU at
     decode sizes one GEMM launch with SwiGLU in its epilogue (kernels/matmul_cuda.cuda_glu)."""
+    if _quant(w):                    # the GEMM, then swiglu_cuda: cuda_glu's bytes
+        return _gpu("qmatmul").glu(x, w, ff)
     if _cpu(x):
         gu = matmul.ref(x, w)
         return swiglu.ref(gu[:, :ff], gu[:, ff:])

@@ -15,9 +15,15 @@ from server.engine.rows import RoundChunk
 from server.engine.prepare import shard_weights
 from server.shapes.shard import shard_for
 from server.ranks.rank_errors import RankMismatch
+from server.engine.weights.blocks import Blocks
 from server.ranks.steps import BeginStep, CopyStep, EndStep, PoolStep, RoundStep, StopStep
 
 log = logging.getLogger("foldserve")
+
+
+def cpu_reads_blocks() -> tuple[bool, str]:
+    """(whether the CPU forward reads Blocks as stored, else why they are dequantized)."""
+    return False, "on the CPU (no kernels over blocks yet)"
 
 
 def array_module(device: str):
@@ -35,15 +41,29 @@ class Engine:
         self.shard = shard_for(spec.n_heads, spec.n_kv_heads, spec.d_ff, tp, rank)
         if device == "cpu":
             self.kv_dtype = kv_dtype or np.float32
-            to_dev = lambda a: np.ascontiguousarray(a, dtype=np.float32)
+            to_dev = lambda a: a if isinstance(a, Blocks) else np.ascontiguousarray(a, dtype=np.float32)
+            keep, why = cpu_reads_blocks()
         else:
             # cupy 14.2 has no cupy.bfloat16 (checked on the H200): bf16 is ml_dtypes' type,
             # converted by our own kernel (round to nearest even)
             from kernels.common_cuda import BF16, as_bf16
             self.kv_dtype = kv_dtype or BF16
             xp = self.xp
-            to_dev = lambda a: as_bf16(xp.ascontiguousarray(xp.asarray(a, dtype=xp.float32)))
-        self.weights = shard_weights(spec, get_tensor, self.shard, to_dev, out_in=device != "cpu")
+            from kernels import qmatmul_cuda as Q
+            from server.engine.prepare import MixedBlocks
+
+            def to_dev(a):            # GGUF blocks stay as stored (kernels/qmatmul_cuda)
+                if isinstance(a, Blocks):
+                    return Q.upload(a)
+                if isinstance(a, MixedBlocks):
+                    return Q.stack([Q.upload(p) for p in a])
+                return as_bf16(xp.ascontiguousarray(xp.asarray(a, dtype=xp.float32)))
+            keep, why = True, ""
+        self.weights = shard_weights(spec, get_tensor, self.shard, to_dev, out_in=device != "cpu",
+                                     keep_blocks=keep, why=why, mixed=device != "cpu")
+        if device != "cpu":                   # the weights as held (GGUF blocks as stored)
+            from server.engine.prepare import describe_weight_bytes
+            log.info("rank %d weights on the device: %s", rank, describe_weight_bytes(self.weights))
         inv = rope.inv_freq(spec.head_dim, spec.rope_theta, spec.rope_scaling)
         self.model = Model(spec, self.weights, inv if device == "cpu" else self.xp.asarray(inv),
                            self.xp, all_reduce)

@@ -8,13 +8,26 @@
 On the CPU every matrix is stored transposed ([in, out]) so the forward is x @ W (numpy);
 on the GPU it stays [out, in], the orientation our tensor-core GEMM reads (x @ W^T), and a
 tied LM head is then the embedding array itself.
+
+A matrix kept as its GGUF blocks (server.engine.weights.blocks.Blocks, [out, in] always)
+splits the same way: column-parallel = take_rows, row-parallel = take_cols on whole blocks
+(a split that would cut a block is refused here, at load, naming the tensor and shapes).
+Where the backend reads no Blocks (`keep_blocks` False: the GPU until its kernels over blocks
+land, or the CPU without numba) they are dequantized as they arrive, said once in a line
+naming the cost.
 """
 from __future__ import annotations
+
+import logging
 
 import numpy as np
 
 from server.engine.model import LayerWeights, ShardWeights
 from server.shapes.shard import Shard
+from server.engine.weights.blocks import BlockSplitError, Blocks, concat_cols, concat_rows
+from server.engine.weights.loaded import WeightsError
+
+log = logging.getLogger("foldserve")
 
 
 def _xp(a):
@@ -25,23 +38,103 @@ def _xp(a):
     return np
 
 
-def _cat(parts, axis=0):
+def _dense(parts):
+    """Parts of one matrix, float32: Blocks among them dequantized (mixed kinds, Q4_K_M's
+    Q6_K v beside Q4_K q and k, cannot share one Blocks)."""
+    if any(isinstance(p, Blocks) for p in parts):
+        kinds = sorted({p.kind if isinstance(p, Blocks) else str(p.dtype) for p in parts})
+        log.warning("dequantizing a matrix of mixed kinds %s to float32 (its blocks cannot be "
+                    "stacked as one)", "+".join(kinds))
+    return [p.dequantize() if isinstance(p, Blocks) else p for p in parts]
+
+
+class MixedBlocks(list):
+    """Row-stacked parts of one fused matrix (q|k|v, gate|up) kept as Blocks of different
+    kinds (Q4_K_M's Q6_K v beside Q4_K q and k): for a backend that stacks them its own way
+    (the GPU: kernels/qmatmul_cuda.QStack, one launch a kind)."""
+
+
+def _cat(parts, axis=0, mixed=False):
+    if all(isinstance(p, Blocks) for p in parts) and len({p.kind for p in parts}) == 1:
+        return concat_rows(parts) if axis == 0 else concat_cols(parts)
+    if mixed and axis == 0 and all(isinstance(p, Blocks) for p in parts):
+        return MixedBlocks(parts)
+    parts = _dense(parts)
     return _xp(parts[0]).concatenate(parts, axis=axis)
 
 
 def _contig(a):
-    return _xp(a).ascontiguousarray(a)
+    return a if isinstance(a, (Blocks, MixedBlocks)) else _xp(a).ascontiguousarray(a)
 
 
-def _rows(w: np.ndarray, heads, hd: int) -> np.ndarray:
+def _rows(w, heads, hd: int):
+    if isinstance(w, Blocks):
+        return w.take_rows(np.concatenate([np.arange(h * hd, (h + 1) * hd) for h in heads]))
     return _cat([w[h * hd:(h + 1) * hd] for h in heads], axis=0)
 
 
-def shard_weights(spec, get, shard: Shard, to_device=lambda a: a, out_in: bool = False) -> ShardWeights:
-    """get(name) -> float32 ndarray in HF orientation (lets dummy weights come one at a time).
-    out_in: keep matrices [out, in] (the GPU) instead of [in, out] (the CPU)."""
+def _take(w, lo: int, hi: int):
+    return w.take_rows(slice(lo, hi)) if isinstance(w, Blocks) else w[lo:hi]
+
+
+def _cols(w, lo: int, hi: int, name: str):
+    """Columns [lo, hi) of a row-parallel matrix; Blocks only in whole blocks."""
+    if not isinstance(w, Blocks):
+        return w[:, lo:hi]
+    try:
+        return w.take_cols(lo, hi)
+    except BlockSplitError as e:
+        raise WeightsError(f"{name}: {e}") from None
+
+
+def _head_cols(w, heads, hd: int, name: str):
+    heads = list(heads)
+    if heads == list(range(heads[0], heads[-1] + 1)):        # one range (every split today)
+        return _cols(w, heads[0] * hd, (heads[-1] + 1) * hd, name)
+    return _cat([_cols(w, h * hd, (h + 1) * hd, name) for h in heads], axis=1)
+
+
+class _Dequantized:
+    """get(name) with Blocks dequantized as they arrive, the cost said once."""
+
+    def __init__(self, get, why: str):
+        self.get, self.why, self.stored, self.floats = get, why, 0, 0
+
+    def __call__(self, name):
+        a = self.get(name)
+        if isinstance(a, Blocks):
+            self.stored += a.nbytes
+            self.floats += a.rows * a.cols * 4
+            return a.dequantize()
+        return a
+
+    def said(self):
+        if self.stored:
+            log.warning("dequantizing the model's quantized blocks to float32 %s: %.0f MB as "
+                        "stored -> %.0f MB (%.1fx the memory and bytes a step)", self.why,
+                        self.stored / 1e6, self.floats / 1e6, self.floats / self.stored)
+
+
+def shard_weights(spec, get, shard: Shard, to_device=lambda a: a, out_in: bool = False,
+                  keep_blocks: bool = False, why: str = "", mixed: bool = False) -> ShardWeights:
+    """get(name) -> float32 ndarray in HF orientation, or Blocks (lets dummy weights come one
+    at a time). out_in: keep matrices [out, in] (the GPU) instead of [in, out] (the CPU);
+    Blocks are [out, in] whatever out_in. keep_blocks: the backend reads Blocks; else they are
+    dequantized on arrival, with one warning saying `why` and the cost. mixed (with keep_blocks):
+    a fused matrix whose parts differ in kind comes to to_device as MixedBlocks, else it is
+    dequantized with a warning."""
+    deq = None
+    if not keep_blocks:
+        get = deq = _Dequantized(get, why)
+    sw = _shard_weights(spec, get, shard, to_device, out_in, mixed and keep_blocks)
+    if deq is not None:
+        deq.said()
+    return sw
+
+
+def _shard_weights(spec, get, shard, to_device, out_in, mixed=False) -> ShardWeights:
     hd = spec.head_dim
-    orient = _contig if out_in else (lambda a: _contig(a.T))
+    orient = _contig if out_in else (lambda a: _contig(a if isinstance(a, Blocks) else a.T))
     lo, hi = shard.ff
     layers = []
     for i in range(spec.n_layers):
@@ -49,19 +142,19 @@ def shard_weights(spec, get, shard: Shard, to_device=lambda a: a, out_in: bool =
         wq = _rows(get(p + "self_attn.q_proj.weight"), shard.q_heads, hd)
         wk = _rows(get(p + "self_attn.k_proj.weight"), shard.kv_heads, hd)
         wv = _rows(get(p + "self_attn.v_proj.weight"), shard.kv_heads, hd)
-        wqkv = orient(_cat([wq, wk, wv], axis=0))
+        wqkv = orient(_cat([wq, wk, wv], axis=0, mixed=mixed))
         bqkv = None
         if spec.qkv_bias:
             bq = _cat([get(p + "self_attn.q_proj.bias")[h * hd:(h + 1) * hd] for h in shard.q_heads])
             bk = _cat([get(p + "self_attn.k_proj.bias")[h * hd:(h + 1) * hd] for h in shard.kv_heads])
             bv = _cat([get(p + "self_attn.v_proj.bias")[h * hd:(h + 1) * hd] for h in shard.kv_heads])
             bqkv = _cat([bq, bk, bv])
-        wo_full = get(p + "self_attn.o_proj.weight")
-        wo = orient(_cat([wo_full[:, h * hd:(h + 1) * hd] for h in shard.q_heads], axis=1))
-        gate = get(p + "mlp.gate_proj.weight")[lo:hi]
-        up = get(p + "mlp.up_proj.weight")[lo:hi]
-        wgu = orient(_cat([gate, up], axis=0))
-        wdown = orient(get(p + "mlp.down_proj.weight")[:, lo:hi])
+        wo = orient(_head_cols(get(p + "self_attn.o_proj.weight"), shard.q_heads, hd,
+                               p + "self_attn.o_proj.weight"))
+        gate = _take(get(p + "mlp.gate_proj.weight"), lo, hi)
+        up = _take(get(p + "mlp.up_proj.weight"), lo, hi)
+        wgu = orient(_cat([gate, up], axis=0, mixed=mixed))
+        wdown = orient(_cols(get(p + "mlp.down_proj.weight"), lo, hi, p + "mlp.down_proj.weight"))
         layers.append(LayerWeights(
             attn_norm=to_device(get(p + "input_layernorm.weight")),
             wqkv=to_device(wqkv), bqkv=None if bqkv is None else to_device(bqkv),
@@ -72,10 +165,38 @@ def shard_weights(spec, get, shard: Shard, to_device=lambda a: a, out_in: bool =
     embed = get("model.embed_tokens.weight")
     head = embed if spec.tie_embeddings else get("lm_head.weight")
     embed_dev = to_device(embed)
-    if out_in and spec.tie_embeddings:
+    if (out_in or isinstance(embed, Blocks)) and spec.tie_embeddings:
         lm_head = embed_dev                          # [vocab, d] is already [out, in]
     else:
         lm_head = to_device(orient(head))
     return ShardWeights(embed=embed_dev, norm=to_device(get("model.norm.weight")),
                         lm_head=lm_head, layers=layers,
                         nq=shard.n_q, nkv=shard.n_kv, ff=hi - lo)
+
+
+def weight_bytes(sw: ShardWeights) -> dict:
+    """{kind: bytes} of a shard's weights as held (each array once, a tied head with its
+    embedding): GGUF blocks by their kind ("Q4_K", a stack "Q4_K+Q6_K"), arrays by dtype."""
+    seen, out = set(), {}
+
+    def add(w):
+        if w is None or id(w) in seen:
+            return
+        seen.add(id(w))
+        kind = getattr(w, "kind", None)
+        if kind is None:
+            kind = str(getattr(w, "dtype", type(w).__name__))
+        out[kind] = out.get(kind, 0) + int(w.nbytes)
+    for L in sw.layers:
+        for w in (L.attn_norm, L.wqkv, L.bqkv, L.q_norm, L.k_norm, L.wo, L.mlp_norm, L.wgu, L.wdown):
+            add(w)
+    for w in (sw.embed, sw.norm, sw.lm_head):
+        add(w)
+    return out
+
+
+def describe_weight_bytes(sw: ShardWeights) -> str:
+    """'4.62 GB: Q4_K 3.90 GB, Q4_K+Q6_K 0.12 GB, ...' (largest first)."""
+    b = weight_bytes(sw)
+    parts = ", ".join(f"{k} {v / 1e9:.2f} GB" for k, v in sorted(b.items(), key=lambda kv: -kv[1]))
+    return f"{sum(b.values()) / 1e9:.2f} GB: {parts}"

@@ -1,7 +1,8 @@
 """Weight loading: GGUF, Hugging Face safetensors and dummy:SHAPE give the same contract.
 
 float32 C-contiguous arrays under HF llama names, [out, in], lm_head the embedding
-object itself when tied; unsupported architectures refused by name.
+object itself when tied; a GGUF's quantized matrices as Blocks ([out, in], the file's
+bytes); unsupported architectures refused by name.
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from server.shapes.spec import SHAPES, UnsupportedModel
 from server.engine.weights import WeightsError, dummy_identity, dummy_tensor, load, n_floats, tensor_shapes
 from server.engine.weights import dummy as dummy_mod
 from server.engine.weights import permute
+from server.engine.weights.blocks import Blocks
 
 GOLDEN = Path(__file__).resolve().parents[1] / "data/smollm2-135m-instruct-q4_1.json"   # tests/data/README.md
 
@@ -45,6 +47,9 @@ def assert_contract(loaded):
     for name, shape in want.items():
         x = loaded.tensors[name]
         assert x.shape == shape, name
+        if isinstance(x, Blocks):
+            assert len(shape) == 2 and x.data.dtype == np.uint8 and x.data.flags.c_contiguous, name
+            continue
         assert x.dtype == np.float32 and x.flags.c_contiguous, name
     head, embed = loaded.tensors["lm_head.weight"], loaded.tensors["model.embed_tokens.weight"]
     assert (head is embed) == loaded.spec.tie_embeddings
@@ -110,10 +115,32 @@ def test_real_gguf_matches_golden_first_token(smollm):
     """The q/k unpermutation is right only if the loaded weights reproduce transformers' logits."""
     loaded, _ = smollm
     case = json.loads(GOLDEN.read_text())["cases"][0]
-    logits = _first_logits(loaded.tensors, loaded.spec, case["prompt_ids"])
+    dense = {n: x.dequantize() if isinstance(x, Blocks) else x for n, x in loaded.tensors.items()}
+    logits = _first_logits(dense, loaded.spec, case["prompt_ids"])
     top5 = np.argsort(-logits)[:5].tolist()
     assert top5 == case["top5"][0]["ids"]
     np.testing.assert_allclose(logits[top5], case["top5"][0]["logits"], rtol=1e-4)
+
+
+def test_real_gguf_blocks_are_the_dequantized_weights(smollm):
+    """Kept as stored, un-permuted by rows: the same floats the float32 loader made."""
+    from gguf import GGMLQuantizationType, GGUFReader
+    from gguf.quants import dequantize
+    loaded, _ = smollm
+    reader = GGUFReader(loaded.source, "r")
+    by = {t.name: t for t in reader.tensors}
+    for gname, hname, heads in (("blk.3.attn_q.weight", "model.layers.3.self_attn.q_proj.weight", 9),
+                                ("blk.3.attn_k.weight", "model.layers.3.self_attn.k_proj.weight", 3),
+                                ("blk.3.ffn_down.weight", "model.layers.3.mlp.down_proj.weight", 0),
+                                ("token_embd.weight", "model.embed_tokens.weight", 0)):
+        t = by[gname]
+        want = dequantize(t.data, GGMLQuantizationType(t.tensor_type)).reshape(
+            [int(s) for s in reversed(t.shape)])
+        if heads:
+            want = permute.from_gguf(want, heads)
+        got = loaded.tensors[hname]
+        assert isinstance(got, Blocks)
+        assert np.array_equal(got.dequantize(), want), hname
 
 
 # ---------------------------------------------------------------- q/k permutation
@@ -219,7 +246,9 @@ def test_quantized_gguf_dequantizes_near_the_original(tmp_path):
     assert loaded.identity["tensors"]["blk.0.attn_q.weight"]["dtype"] == "Q8_0"
     assert_contract(loaded)
     for name, x in hf.items():   # Q8_0: 8 bits per value with a scale per 32
-        np.testing.assert_allclose(loaded.tensors[name], x, atol=np.abs(x).max() / 100, err_msg=name)
+        got = loaded.tensors[name]
+        got = got.dequantize() if isinstance(got, Blocks) else got
+        np.testing.assert_allclose(got, x, atol=np.abs(x).max() / 100, err_msg=name)
 
 
 def test_gguf_of_another_architecture_is_refused_by_name(tmp_path):

@@ -81,6 +81,13 @@ class Blocks:
         data = np.ascontiguousarray(self.data[:, lo // blk * nbytes: hi // blk * nbytes])
         return Blocks(self.kind, self.rows, hi - lo, data)
 
+    def permute_rows(self, order) -> "Blocks":
+        """Row r of the result is row order[r] (a permutation: every row once)."""
+        order = np.asarray(order)
+        if sorted(order.tolist()) != list(range(self.rows)):
+            raise ValueError(f"permute_rows: not a permutation of {self.rows} rows")
+        return self.take_rows(order)
+
     def dequantize(self) -> np.ndarray:
         """The definition: float32 [rows, cols], by the gguf library's own dequantizer."""
         from gguf import GGMLQuantizationType
@@ -98,3 +105,15 @@ def concat_rows(parts: list[Blocks]) -> Blocks:
                          f"{[(p.kind, p.rows, p.cols) for p in parts]}")
     data = np.ascontiguousarray(np.concatenate([p.data for p in parts], axis=0))
     return Blocks(parts[0].kind, int(data.shape[0]), parts[0].cols, data)
+
+
+def concat_cols(parts: list[Blocks]) -> Blocks:
+    """Columns side by side (o_proj's columns of a shard's heads when they are not one range);
+    each part is whole blocks by construction, so this is a byte concatenation of rows."""
+    kinds = {p.kind for p in parts}
+    rows = {p.rows for p in parts}
+    if len(kinds) != 1 or len(rows) != 1:
+        raise ValueError(f"concat_cols: parts differ in kind or height: "
+                         f"{[(p.kind, p.rows, p.cols) for p in parts]}")
+    data = np.ascontiguousarray(np.concatenate([p.data for p in parts], axis=1))
+    return Blocks(parts[0].kind, parts[0].rows, sum(p.cols for p in parts), data)

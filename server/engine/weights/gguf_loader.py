@@ -1,4 +1,5 @@
-"""Load a .gguf file: dequantize to float32, rename to HF, undo llama.cpp's q/k row order."""
+"""Load a .gguf file: quantized matrices kept as stored (Blocks), the rest as float32;
+rename to HF; undo llama.cpp's q/k row order (a row permutation: Blocks.take_rows)."""
 from __future__ import annotations
 
 import os
@@ -6,12 +7,14 @@ import time
 from dataclasses import replace
 
 import numpy as np
-from gguf import GGMLQuantizationType, GGUFReader
+from gguf import GGMLQuantizationType
 from gguf.quants import dequantize
 
 from server.shapes.spec import ModelSpec
 from . import permute, rope_scaling
 from .gguf_spec import Fields, spec_from_gguf
+from .blocks import BLOCK, Blocks
+from .gguf_file import GGUFFile
 from .gguf_names import IGNORED, hf_name
 from .identity import hash_files, identity
 from .loaded import Loaded, WeightsError
@@ -21,24 +24,32 @@ from .progress import Progress
 
 def to_float32(t, path: str) -> np.ndarray:
     """One GGUF tensor as a float32 C-contiguous array in numpy shape order."""
-    qtype = GGMLQuantizationType(t.tensor_type)
+    qtype = GGMLQuantizationType(t.ggml_type)
     try:
         x = dequantize(t.data, qtype)
     except NotImplementedError:
         raise WeightsError(f"{path}: tensor {t.name} is stored as {qtype.name}, which gguf "
                            "cannot dequantize; convert the model to F16, Q8_0, Q4_K or similar") from None
-    shape = tuple(int(s) for s in reversed(t.shape))     # GGUF lists dims innermost first
-    x = x.reshape(shape)
+    x = x.reshape(t.shape)
     if qtype == GGMLQuantizationType.F32 or not x.flags.c_contiguous or x.dtype != np.float32:
         x = np.array(x, dtype=np.float32, order="C", copy=True)   # F32 is a view of the mmap
     return x
 
 
+def as_stored(t, path: str):
+    """A 2-D tensor of a block type as Blocks over the file's bytes (no copy); else float32."""
+    kind = GGMLQuantizationType(t.ggml_type).name
+    if kind in BLOCK and len(t.dims) == 2:
+        rows, cols = t.shape
+        return Blocks(kind, rows, cols, t.data.reshape(rows, -1))
+    return to_float32(t, path)
+
+
 def load_gguf(path: str, *, progress: bool = True) -> Loaded:
     start = time.monotonic()
     try:
-        reader = GGUFReader(path, "r")
-    except Exception as e:                    # the gguf library's own: bad magic, truncated file
+        reader = GGUFFile(path)
+    except Exception as e:                    # bad magic, truncated file, unknown type
         raise WeightsError(f"{path}: not a readable GGUF file ({type(e).__name__}: {e})") from e
     by_name = {t.name: t for t in reader.tensors}
     spec, raw_arch = spec_from_gguf(Fields(reader, path), set(by_name))
@@ -51,17 +62,16 @@ def load_gguf(path: str, *, progress: bool = True) -> Loaded:
     spec = _rope_scaling(spec, reader, by_name, raw_arch, path)
     permuted = raw_arch in permute.PERMUTED_ARCHS or spec.arch in permute.PERMUTED_ARCHS
 
-    tensors: dict[str, np.ndarray] = {}
+    tensors: dict = {}
     stored: dict[str, dict] = {}
     with Progress(f"loading {os.path.basename(path)}", len(by_name),
                   enabled=progress, start=start) as bar:
         for name, t in by_name.items():
-            qtype = GGMLQuantizationType(t.tensor_type)
-            stored[name] = {"shape": [int(s) for s in reversed(t.shape)], "dtype": qtype.name}
+            stored[name] = {"shape": [int(s) for s in t.shape], "dtype": t.type_name}
             if name in IGNORED:
                 bar.advance()
                 continue
-            x = to_float32(t, path)
+            x = as_stored(t, path)
             hf = hf_name(name)
             if permuted and hf.endswith(("q_proj.weight", "k_proj.weight")):
                 heads = spec.n_heads if "q_proj" in hf else spec.n_kv_heads

@@ -21,14 +21,21 @@ def to_gguf(w: np.ndarray, n_head: int) -> np.ndarray:
     return w.reshape(n_head, 2, hd // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
 
 
-def from_gguf(w: np.ndarray, n_head: int) -> np.ndarray:
-    # w: [n_head * hd, d] in GGUF order  ->  HF order (a fresh C-contiguous array)
-    rows = w.shape[0]
+def from_gguf_order(rows: int, n_head: int) -> np.ndarray:
+    """The row permutation from_gguf applies: HF row r is GGUF row order[r]."""
     if rows % n_head or (rows // n_head) % 2:
         raise ValueError(f"cannot unpermute {rows} rows over {n_head} heads (head dim must be even)")
     hd = rows // n_head
-    out = w.reshape(n_head, hd // 2, 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
-    return np.ascontiguousarray(out)
+    return np.arange(rows).reshape(n_head, hd // 2, 2).swapaxes(1, 2).reshape(rows)
+
+
+def from_gguf(w, n_head: int):
+    # w: [n_head * hd, d] in GGUF order  ->  HF order (a fresh C-contiguous array, or Blocks:
+    # a row permutation is a byte copy of whole rows, Blocks.take_rows)
+    order = from_gguf_order(w.shape[0], n_head)
+    if not isinstance(w, np.ndarray):
+        return w.permute_rows(order)
+    return np.ascontiguousarray(w[order])
 
 
 # the GGUF architectures whose q/k rows llama.cpp permutes
