@@ -135,6 +135,8 @@ def _serve_rank(args, env, rank, world, mhost, mport) -> int:
         from server.ranks.comm import HostComm
         comm = HostComm(link, args.comm_timeout)
     try:
+        if world > 1:                          # settings and file identity, before any weight is read
+            _early_fingerprint(args, env, comm, rank, world)
         opened = open_model(args.model, device=args.device, tp=world, rank=rank,
                             all_reduce=comm.all_reduce if world > 1 else None,
                             progress=rank == 0)
@@ -175,6 +177,38 @@ def _serve_rank(args, env, rank, world, mhost, mport) -> int:
     finally:
         if comm:
             comm.close()
+
+
+def _early_fingerprint(args, env, comm, rank, world) -> None:
+    from server.engine.locate import resolve
+    from server.flags import resolve_context
+    from server.ranks import fingerprint
+    source = resolve(args.model)
+    try:
+        context = resolve_context(args.context, _trained_context(source))
+    except Exception:                      # the load that follows names what is wrong
+        context = None
+    fp = fingerprint.make_early(
+        rank=rank, tp=world, model_file=fingerprint.file_identity(source), device=args.device,
+        kv_pages=env.kv_pages_static, kv_poison=env.kv_poison, page_rows=args.page_rows,
+        context=context, parallel=int(args.parallel), prefill_chunk=args.prefill_chunk,
+        prompt_cache_gib=args.prompt_cache_gib, verify_window=1, seed_salt=args.seed_salt)
+    fingerprint.exchange_and_check(comm, fp)
+
+
+def _trained_context(source: str) -> int:
+    """The model's trained context from its metadata alone (gguf.GGUFReader would take
+    seconds on the default model: it parses the vocabulary into numpy views)."""
+    import os
+    from server.engine.spec import shape
+    if source.startswith("dummy:"):
+        return shape(source.removeprefix("dummy:").partition(":")[0]).max_context
+    if os.path.isdir(source):
+        from server.engine.weights.hf_config import read_config
+        return int(read_config(source).get("max_position_embeddings", 4096))
+    from server.text.gguf_meta import read_metadata
+    arch = read_metadata(source, ("general.architecture",))["general.architecture"]
+    return int(read_metadata(source, (f"{arch}.context_length",)).get(f"{arch}.context_length", 4096))
 
 
 def _exit_on_term(signum, frame):

@@ -107,7 +107,8 @@ REFUSALS = {
                 "ranks disagree on context: rank 0 has 512, rank 2 has 256; "
                 "start every rank with the same --context"),
     "model": (2, {0: ([], {}), 1: (["--model", "dummy:tiny:1"], {})},
-              "ranks disagree on model content hash: rank 0 has "),
+              "ranks disagree on model file: rank 0 has dummy:tiny, rank 1 has dummy:tiny:1; "
+              "every rank must load the same model file"),
 }
 
 
