@@ -81,6 +81,7 @@ def run(args) -> int:
     from server.config import ConfigError, Env
     from server.ranks.errors import RankError
     from server.planner.plan import PlanError
+    logging.getLogger("foldserve").setLevel(args.log_level.upper())
     try:
         return _run(args, Env.read())
     except (ConfigError, RankError, PlanError) as e:
@@ -211,6 +212,10 @@ def _trained_context(source: str) -> int:
     return int(read_metadata(source, (f"{arch}.context_length",)).get(f"{arch}.context_length", 4096))
 
 
+def _dtype_name(dtype) -> str:
+    return getattr(dtype, "__name__", None) or str(dtype)
+
+
 def _exit_on_term(signum, frame):
     raise SystemExit(0)
 
@@ -225,6 +230,8 @@ def _serve_front(args, env, opened, comm, lays, rooms, reserves, context, parall
     from server.planner.plan import PlanError, plan
     from server.ranks.steps import StopStep, pack
     from server.scheduler import Scheduler
+    from server.startup import startup_block, weight_bytes
+    from server.stats_log import StatsLogger
 
     try:
         p = plan(lays, rooms, context, parallel, int(args.prompt_cache_gib * (1 << 30)),
@@ -233,24 +240,31 @@ def _serve_front(args, env, opened, comm, lays, rooms, reserves, context, parall
         if comm and len(rooms) > 1:                # tell the followers to stop, then say why
             comm.broadcast_step(pack(StopStep(1)))
         raise
-    for note in p.notes:
-        log.warning("%s", note)
     line = startup_line(p, reserves[p.governing])       # the governing rank's own reserve
+    budget = args.max_batch_tokens or (2048 if args.device == "cuda" else 512)
+    graphs = getattr(opened.engine.model, "graphs", None)
+    block = startup_block(          # the notes are in the plan line: said once
+        plan=p, plan_line=line, model=opened.name, spec=opened.spec,
+        weights=weight_bytes(opened.engine.weights), load_s=opened.load_seconds,
+        device=args.device, kv_dtype=_dtype_name(opened.engine.kv_dtype),
+        reserve=reserves[p.governing], env=env, token_budget=budget,
+        prefill_chunk=args.prefill_chunk, cuda_graphs=graphs.enabled if graphs else None)
     driver = RankDriver(opened.engine, comm) if len(rooms) > 1 else LocalDriver(opened.engine)
     driver.run(p.pool_step(env.kv_poison))
     sched = Scheduler(driver, Admission.from_plan(p, poison=env.kv_poison), context=context,
                       prefill_chunk=args.prefill_chunk, seed_salt=args.seed_salt,
-                      token_budget=args.max_batch_tokens or (2048 if args.device == "cuda" else 512)
-                      ).start()
+                      token_budget=budget).start()
     state = AppState(scheduler=sched, tokenizer=opened.tokenizer, model_name=opened.name,
                      context=context, api_key=args.api_key, max_body_bytes=args.max_body_bytes,
-                     max_queue=args.max_queue, tp=len(rooms), plan_line=line,
+                     max_queue=args.max_queue, tp=len(rooms), plan_line="\n".join(block),
                      kv_mode="pages" if p.paged else "windows", load_s=opened.load_seconds)
     # uvicorn re-raises the SIGTERM it caught once it has shut down; under the default
     # action that killed rank 0 before sched.stop() could send the followers their StopStep
     signal.signal(signal.SIGTERM, _exit_on_term)
+    stats = StatsLogger(sched.stats, args.stats_interval).start()
     try:
         run_uvicorn(create_app(state), args.host, args.port, args.log_level)
     finally:
+        stats.stop()
         sched.stop()
     return 0
