@@ -125,6 +125,7 @@ class Scheduler:
                 "queue": len(self.waiting), "context": self.context, "rounds": self.rounds,
                 "pages_total": pool.total, "pages_free": pool.free, "pages_kept": pool.kept,
                 "paged": self.adm.paged, "page_rows": self.adm.page_rows, "error": self.error,
+                "cache_pages": self.adm.cache.budget,
                 "prompt_tokens_done": self.prompt_tokens_done,
                 "generation_tokens_done": self.generation_tokens_done}
 
