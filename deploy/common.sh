@@ -1,4 +1,4 @@
-# Sourced by one-host.sh and rank.sh: the env file, and how to run foldserve.
+# Sourced by one-host.sh and rank.sh: the env file, and which foldserve to run.
 
 # deploy/foldserve.env, or $FOLDSERVE_ENV; a missing file is fine (defaults apply)
 load_env() {
@@ -11,18 +11,37 @@ load_env() {
     fi
 }
 
-# the checkout this script lives in, else the installed console script
-run_foldserve() {
-    local cmd
-    if [ -f "$here/../server/cli.py" ]; then
-        cd "$here/.."
-        cmd=("${PYTHON:-python3}" -m server.cli "$@")
+# Which foldserve, first found (and said on stderr, so the log shows it):
+#   $PYTHON, if set: that interpreter runs this checkout (python -m server.cli)
+#   the checkout's own .venv (what `make install` / `make serve` build) beside deploy/
+#   `foldserve` on PATH (what `make install-system` links into /usr/local/bin)
+find_foldserve() {
+    local root
+    root=$(cd "$here/.." && pwd)
+    if [ -n "${PYTHON:-}" ] && [ -f "$root/server/cli.py" ]; then
+        FOLDSERVE_CMD=("$PYTHON" -m server.cli) FOLDSERVE_CWD=$root
+        FOLDSERVE_FROM="\$PYTHON ($PYTHON) on the checkout $root"
+    elif [ -x "$root/.venv/bin/python" ] && [ -f "$root/server/cli.py" ]; then
+        FOLDSERVE_CMD=("$root/.venv/bin/python" -m server.cli) FOLDSERVE_CWD=$root
+        FOLDSERVE_FROM="the checkout's .venv ($root/.venv)"
+    elif command -v foldserve >/dev/null 2>&1; then
+        FOLDSERVE_CMD=("$(command -v foldserve)") FOLDSERVE_CWD=$PWD
+        FOLDSERVE_FROM="foldserve on PATH (${FOLDSERVE_CMD[0]})"
     else
-        cmd=(foldserve "$@")
+        echo "$0: no foldserve found: no $root/.venv (run \`make install\` in $root)," \
+             "no foldserve on PATH (\`sudo make install-system\`), and PYTHON is not set" >&2
+        exit 2
     fi
+}
+
+run_foldserve() {
+    find_foldserve
+    local cmd=("${FOLDSERVE_CMD[@]}" "$@")
+    echo "deploy: running $FOLDSERVE_FROM" >&2
     if [ "${FOLDSERVE_DRY_RUN:-0}" = 1 ]; then
         printf '%q ' "${cmd[@]}"; echo
         return 0
     fi
+    cd "$FOLDSERVE_CWD"
     exec "${cmd[@]}"
 }

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
 import random
 import sys
 import time
@@ -185,6 +186,8 @@ async def bench(args) -> dict:
 
 
 def run(args) -> int:
+    # httpx logs every request at INFO ("HTTP Request: POST ... 200 OK"): a line a request here
+    logging.getLogger("httpx").setLevel(logging.WARNING)
     try:
         summary = asyncio.run(bench(args))
     except (httpx.HTTPError, KeyError, IndexError, ValueError) as e:

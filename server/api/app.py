@@ -8,6 +8,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from . import chat, completions, health, models, tokenize
 from .auth import BearerAuth
 from .bodylimit import BodyLimit
+from .docs_page import install_docs
 from .errors import install_handlers
 from .metrics import Metrics
 from .openapi import install_openapi
@@ -16,7 +17,8 @@ from .state import AppState
 
 def create_app(state: AppState) -> FastAPI:
     app = FastAPI(title="foldserve", summary="OpenAI-compatible LLM server",
-                  version="0.1.0", redoc_url=None)
+                  version="0.1.0", docs_url=None, redoc_url=None)
+    install_docs(app)                           # Swagger UI from local files, not a CDN
     app.state.foldserve = state
     app.state.metrics = metrics = Metrics(state.model_name, state.scheduler.stats)
     if getattr(state.scheduler, "metrics", False) is None:

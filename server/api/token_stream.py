@@ -38,6 +38,7 @@ class Generation:
         self.cached_tokens = 0
         self.completion_tokens = 0
         self.finish: str | None = None
+        self.first_token_s: float | None = None     # arrival to the first token
 
     def usage(self) -> dict:
         return {"prompt_tokens": self.prompt_tokens,
@@ -65,6 +66,7 @@ class Generation:
                     self.completion_tokens += 1
                     if last_t is None:
                         metrics.ttft.observe(now - req.arrival)
+                        self.first_token_s = now - req.arrival
                     else:
                         metrics.token_gap(now - last_t)
                     last_t = now
@@ -119,7 +121,8 @@ class Generation:
         self.metrics.request_done(
             reason=self.finish or "abort", e2e=time.monotonic() - self.req.arrival,
             prompt_tokens=self.prompt_tokens, cached_tokens=self.cached_tokens,
-            completion_tokens=self.completion_tokens)
+            completion_tokens=self.completion_tokens, req_id=self.req.id,
+            first_token_s=self.first_token_s)
 
 
 async def _client_gone(request) -> None:

@@ -188,7 +188,8 @@ def _no_stream(rank: int, room: int, context: int, need: int, how: str, largest:
     return NoStream(
         f"room {size(room)} on rank {rank} is under the floor: one stream at a {context}-token "
         f"context needs {size(need)} ({how}); {fit}. Lower --context, give the rank more "
-        f"room (--reserve-gib, TF_ROOM_GIB) or spread the model over more ranks (--tp)",
+        f"room (a smaller --reserve-gib or a larger TF_ROOM_GIB; --room in foldserve plan) or "
+        f"spread the model over more ranks (--tp)",
         rank, room, need, largest)
 
 

@@ -5,6 +5,11 @@ every rank computes the same verdict from the same list, so a difference stops e
 rank with the same message: the first differing field in this order, the rank, both
 values, and the fix. Pure Python, no numpy: the check is reachable by host tests.
 
+Two passes: `make_early` right after the ranks join, before any weight is read (the
+settings, the model file's identity by size and a hash of its header, TP, versions), so
+a mismatch stops every rank within seconds; `make` after the load, with the content hash,
+the tensors and each shard's page bytes.
+
 `rank` and `shard` legitimately differ between ranks: they are left out of the
 equality and checked on their own (each rank's shard against what the shard rule
 gives for that rank).
@@ -13,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 
 import server
 from server.ranks.rank_errors import FingerprintMismatch
@@ -31,6 +37,7 @@ def _flag(name: str) -> str:
 FIELDS = {
     "protocol": ("protocol version", "has", SAME_VERSION),
     "version": ("foldserve version", "has", SAME_VERSION),
+    "model.file": ("model file", "has", SAME_MODEL),
     "model.architecture": ("model architecture", "has", SAME_MODEL),
     "model.config": ("model config", "has", SAME_MODEL),
     "model.tensors": ("model tensors", "has", SAME_MODEL),
@@ -41,6 +48,7 @@ FIELDS = {
     "page_rows": ("page rows", "has", _flag("--page-rows")),
     "page_bytes": ("page bytes", "has", f"{SAME_MODEL}, with the same KV dtype and --page-rows"),
     "kv_dtype": ("KV dtype", "has", f"{_flag('--device')} and KV dtype"),
+    "device": ("device", "has", _flag("--device")),
     "context": ("context", "has", _flag("--context")),
     "parallel": ("parallel", "has", _flag("--parallel")),
     "prefill_chunk": ("prefill chunk", "has", _flag("--prefill-chunk")),
@@ -76,6 +84,42 @@ def make(*, rank: int, model: dict, tp: int, shard: str, kv_pages: str, kv_poiso
               parallel=parallel, prefill_chunk=prefill_chunk,
               prompt_cache_gib=float(prompt_cache_gib), verify_window=verify_window,
               seed_salt=seed_salt, rank=rank, shard=shard)
+    return fp
+
+
+HEADER_BYTES = 1 << 20       # a GGUF's header and metadata, a folder file's first MiB
+
+
+def _head_size(path: str) -> str:
+    with open(path, "rb") as f:
+        head = f.read(HEADER_BYTES)
+    return f"{os.path.getsize(path)}:{hashlib.sha256(head).hexdigest()[:16]}"
+
+
+def file_identity(source: str) -> str:
+    """The model as far as it is known without reading weights: dummy:SHAPE[:SEED] as
+    given; a file's size and a hash of its first MiB; a folder's file names, each with
+    its size and a hash of its first MiB. A missing path is named as given (the load
+    that follows reports it)."""
+    if source.startswith("dummy:") or not os.path.exists(source):
+        return source
+    if os.path.isdir(source):
+        names = sorted(n for n in os.listdir(source) if os.path.isfile(os.path.join(source, n)))
+        return digest({n: _head_size(os.path.join(source, n)) for n in names})
+    return _head_size(source)
+
+
+def make_early(*, rank: int, tp: int, model_file: str, device: str, kv_pages: str,
+               kv_poison: bool, page_rows: int, context: int | None, parallel: int,
+               prefill_chunk: int, prompt_cache_gib: float, verify_window: int,
+               seed_salt: int) -> dict:
+    """What the ranks compare before the model loads (the same keys as `make` where they
+    overlap; compare() passes over keys that no rank has). context None: not known yet."""
+    fp = {"protocol": PROTOCOL, "version": server.__version__, "model.file": model_file,
+          "tp": tp, "kv_pages": kv_pages, "kv_poison": int(bool(kv_poison)),
+          "page_rows": page_rows, "device": device, "context": context, "parallel": parallel,
+          "prefill_chunk": prefill_chunk, "prompt_cache_gib": float(prompt_cache_gib),
+          "verify_window": verify_window, "seed_salt": seed_salt, "rank": rank}
     return fp
 
 

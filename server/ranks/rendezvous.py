@@ -10,6 +10,7 @@ over the NCCL unique id. No numpy here: this is control plane.
 """
 from __future__ import annotations
 
+import logging
 import socket
 import struct
 import time
@@ -26,6 +27,9 @@ DEFAULT_PORT = 29551
 _MAGIC = b"FSRV"
 _HELLO = struct.Struct("<4sIII")   # magic, protocol, rank, world
 _GRACE_S = 5.0               # a follower waits this much past rank 0's timeout for its verdict
+WAITING_EVERY_S = 5.0        # rank 0 says who is missing this often while it waits
+
+log = logging.getLogger("foldserve")
 
 
 @dataclass
@@ -133,14 +137,19 @@ def _host(world: int, host: str, port: int, timeout_s: float) -> Link:
         raise JoinError(f"rank 0: cannot listen on {where}: {e}; is another foldserve "
                         f"using that port, and is {host} an address of this host?") from None
     link = Link(0, world, host, port)
-    deadline = time.monotonic() + timeout_s
+    start = time.monotonic()
+    deadline, say_at = start + timeout_s, start + WAITING_EVERY_S
     try:
         with listener:
             while len(link.peers) < world - 1:
-                left = deadline - time.monotonic()
+                now = time.monotonic()
+                left = deadline - now
                 if left <= 0:
                     raise JoinTimeout(_missing_message(link, timeout_s, where))
-                listener.settimeout(left)
+                if now >= say_at:
+                    log.info("foldserve: %s", _missing_message(link, timeout_s, where, now - start))
+                    say_at = now + WAITING_EVERY_S
+                listener.settimeout(max(0.01, min(left, say_at - now)))
                 try:
                     conn, _ = listener.accept()
                 except socket.timeout:
@@ -193,14 +202,15 @@ def _admit(link: Link, conn: socket.socket, hello_timeout: float) -> None:
     link.peers = dict(sorted(link.peers.items()))
 
 
-def _missing_message(link: Link, timeout_s: float, where: str) -> str:
+def _missing_message(link: Link, timeout_s: float, where: str, waited: float | None = None) -> str:
     missing = [r for r in range(1, link.world) if r not in link.peers]
     if len(missing) == 1:
         who, verbs = f"rank {missing[0]}", "is it started, and can it"
     else:
         who = "ranks " + ", ".join(map(str, missing[:-1])) + f" and {missing[-1]}"
         verbs = "are they started, and can they"
-    return f"rank 0: waiting for {who} of {link.world} ({timeout_s:g} s); {verbs} reach {where}?"
+    took = f"{timeout_s:g} s" if waited is None else f"{waited:.0f} s of {timeout_s:g} s"
+    return f"rank 0: waiting for {who} of {link.world} ({took}); {verbs} reach {where}?"
 
 
 def _follow(rank: int, world: int, host: str, port: int, timeout_s: float) -> Link:

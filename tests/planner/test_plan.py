@@ -41,8 +41,8 @@ def test_under_the_floor_is_no_stream_with_the_numbers():
     assert str(e.value) == (
         "room 100 bytes on rank 0 is under the floor: one stream at a 15-token context needs "
         "176 bytes (4 pages of 4 rows x 32 bytes + 48 bytes fixed); the largest context that "
-        "fits is 4 tokens. Lower --context, give the rank more room (--reserve-gib, TF_ROOM_GIB) "
-        "or spread the model over more ranks (--tp)")
+        "fits is 4 tokens. Lower --context, give the rank more room (a smaller --reserve-gib or a "
+        "larger TF_ROOM_GIB; --room in foldserve plan) or spread the model over more ranks (--tp)")
     assert (e.value.room, e.value.floor_bytes, e.value.largest_context) == (100, 176, 4)
 
 

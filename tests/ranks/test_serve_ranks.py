@@ -107,7 +107,8 @@ REFUSALS = {
                 "ranks disagree on context: rank 0 has 512, rank 2 has 256; "
                 "start every rank with the same --context"),
     "model": (2, {0: ([], {}), 1: (["--model", "dummy:tiny:1"], {})},
-              "ranks disagree on model content hash: rank 0 has "),
+              "ranks disagree on model file: rank 0 has dummy:tiny, rank 1 has dummy:tiny:1; "
+              "every rank must load the same model file"),
 }
 
 
@@ -361,17 +362,17 @@ def test_env_file_documents_every_variable():
                         "_", str(DEPLOY / "foldserve.env")], capture_output=True, text=True)
     assert r.stdout.strip() == "auto|0", r.stderr
     unit = (DEPLOY / "foldserve-rank@.service").read_text()
-    assert "EnvironmentFile=" in unit and "Environment=RANK=%i" in unit
+    assert "EnvironmentFile=" in unit and "env RANK=%i " in unit
 
 
 def test_deploy_scripts_build_the_commands():
     env = {"FOLDSERVE_DRY_RUN": "1", "PYTHON": sys.executable}
     one = _script("one-host.sh", "3", "--port", "9000", env=env)
     assert one.returncode == 0, one.stderr
-    assert "serve --tp 3 --device cuda" in one.stdout and one.stdout.strip().endswith("--port 9000")
+    assert "serve --tp 3 --host 127.0.0.1" in one.stdout and one.stdout.strip().endswith("--port 9000")
     rank = _script("rank.sh", "1", "2", "10.0.0.1:29551", env=env)
     assert rank.returncode == 0, rank.stderr
-    assert "serve --tp 2 --rank 1 --master 10.0.0.1:29551 --device cuda" in rank.stdout
+    assert "serve --tp 2 --rank 1 --master 10.0.0.1:29551 --host 127.0.0.1" in rank.stdout
     for bad in (("4",), ("x",), ()):
         r = _script("one-host.sh", *bad, env=env)
         assert r.returncode == 2 and "usage" in r.stderr

