@@ -17,7 +17,6 @@ common_cuda.kernel (HEADER in front); `source` inlines the local includes.
 """
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
@@ -26,18 +25,19 @@ import numpy as np
 
 from kernels import common_cuda as C
 from kernels import matmul_cuda as MM
+from server.config import setting
 from server.engine.weights.blocks import BLOCK, Blocks
 
 CSRC = Path(__file__).resolve().parent / "csrc"
 KIND_ID = {"Q8_0": 1, "Q4_0": 2, "Q4_1": 3, "Q4_K": 4, "Q6_K": 5}
-GEMV_MAX = int(os.environ.get("TF_QGEMV_MAX", "64"))   # rows through qgemv; more: dequant + GEMM
+GEMV_MAX = int(setting("TF_QGEMV_MAX"))   # rows through qgemv; more: dequant + GEMM
 # (up to M rows: MT, NT, U, PF) of qgemv, from bench/quant_bench.py's sweeps on the H200
 # (receipt 2026-12-01-quant-gpu, run3): NT = 2 groups a warp at decode rows, the next
 # group's loads issued early (PF) only where it measured faster
 GEMV_CFG = [(16, 1, 2, 1, 0), (64, 4, 2, 1, 0)]
 _NULL = np.uint64(0)
-BP_INT = int(os.environ.get("TF_QBP_INT", "0"))   # 1: bf16 rounding by integer ops (a speed variant)
-PF_G = int(os.environ.get("TF_QPF", "0"))          # default of qgemv's PF: group g + 1's loads before g's arithmetic
+BP_INT = int(setting("TF_QBP_INT"))   # 1: bf16 rounding by integer ops (a speed variant)
+PF_G = int(setting("TF_QPF"))          # default of qgemv's PF: group g + 1's loads before g's arithmetic
 
 
 def source(name: str) -> str:

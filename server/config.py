@@ -36,6 +36,10 @@ SETTINGS = (
             "(scheduling only)"),
     Setting("TF_TMA_SMALL", "0", "1: 17..64-row GEMMs through the TMA kernel on sm_90 "
             "(scheduling only)"),
+    Setting("TF_QGEMV_MAX", "64", "rows up to which GEMMs over GGUF blocks unpack in registers "
+            "(qgemv); above, dequantized bf16 tiles for the tensor cores (scheduling only)"),
+    Setting("TF_QBP_INT", "0", "1: qgemv rounds to bf16 by integer ops (scheduling only)"),
+    Setting("TF_QPF", "0", "1: qgemv loads the next block group early (scheduling only)"),
 )
 # read by the deploy scripts (bash), not by foldserve itself
 DEPLOY_SETTINGS = ("FOLDSERVE_ARGS", "FOLDSERVE_ENV", "FOLDSERVE_DRY_RUN")
