@@ -54,3 +54,22 @@ def test_bench_table(paged):
                 if line and not line.startswith("=") and len(line.split()) > 1)
     assert rows["Successful requests"].strip() == "2" and rows["Failed requests"].strip() == "0"
     assert float(rows["Output token throughput (tok/s)"]) > 0
+
+
+def test_bench_sampled_poisson_shared_prefix(paged):
+    """The traffic-model flags reach the server: sampled requests with seeds, Poisson arrivals,
+    a shared prefix and length ranges all complete, and goodput is reported."""
+    cmd = bench_command(paged.url, "--concurrency", "4", "--requests", "8", "--input-len", "32",
+                        "--output-len", "8", "--random-range-ratio", "0.5",
+                        "--shared-prefix-len", "16", "--request-rate", "20",
+                        "--temperature", "0.8", "--top-p", "0.95", "--top-k", "40",
+                        "--slo-ttft", "60000", "--percentiles", "50,90", "--json")
+    out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    m = json.loads(out.stdout)
+    assert (m["completed"], m["failed"]) == (8, 0), m["errors"]
+    assert m["request_rate"] == 20.0
+    assert m["good_requests"] == 8 and m["goodput"] > 0
+    assert 8 * (16 + 16) <= m["total_input_tokens"] <= 8 * (16 + 48)
+    assert "p90" in m["ttft_ms"]
+    paged.wait_idle()
