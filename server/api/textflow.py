@@ -67,5 +67,5 @@ def encode(tok, text: str, add_special_tokens: bool) -> list[int]:
         return list(tok.encode(text, add_special_tokens=add_special_tokens))
     except ApiError:
         raise
-    except ValueError as e:
+    except (ValueError, TypeError) as e:
         raise invalid(f"could not tokenize the text: {e}") from e
