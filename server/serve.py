@@ -50,7 +50,12 @@ def add_arguments(p):
     p.add_argument("--reserve-gib", type=float, default=None)
     p.add_argument("--api-key", default=None)
     p.add_argument("--max-body-bytes", type=int, default=4 << 20)
-    p.add_argument("--max-queue", type=int, default=256)
+    p.add_argument("--max-queue", type=int, default=256,
+                   help="requests that may wait beyond the running streams; 503 past it")
+    p.add_argument("--header-timeout", type=float, default=10.0,
+                   help="seconds a connection has to send a request's headers (408 after)")
+    p.add_argument("--max-connections", type=int, default=None,
+                   help="open client connections at most (default: from the open-file limit)")
     p.add_argument("--seed-salt", type=int, default=0)
     p.add_argument("--log-level", default="info")
 
@@ -225,7 +230,8 @@ def _serve_front(args, env, opened, comm, lays, rooms, reserves, context, parall
     # action that killed rank 0 before sched.stop() could send the followers their StopStep
     signal.signal(signal.SIGTERM, _exit_on_term)
     try:
-        run_uvicorn(create_app(state), args.host, args.port, args.log_level)
+        run_uvicorn(create_app(state), args.host, args.port, args.log_level,
+                    header_timeout=args.header_timeout, max_connections=args.max_connections)
     finally:
         sched.stop()
     return 0
