@@ -65,6 +65,7 @@ class Message(BaseModel):
     role: Literal["system", "developer", "user", "assistant", "tool"]
     content: str | list[TextPart] | None = None
     name: str | None = None
+    tool_call_id: str | None = None     # required on a tool message (textflow.message_dicts)
 
 
 class ChatRequest(SamplingFields):

@@ -33,6 +33,12 @@ def message_dicts(messages) -> list[dict]:
         d = {"role": m.role, "content": content}
         if m.name is not None:
             d["name"] = m.name
+        if m.role == "tool":
+            if not m.tool_call_id:
+                raise invalid(f"messages[{i}]: a 'tool' message needs 'tool_call_id' (the id "
+                              "of the assistant's tool call it answers)",
+                              param=f"messages[{i}].tool_call_id")
+            d["tool_call_id"] = m.tool_call_id
         out.append(d)
     return out
 

@@ -4,7 +4,8 @@ Both can take seconds (a 4 MB prompt tokenizes in about 14 s on one CPU core, a 
 110,000 messages renders in 3 s); run inside an async handler they stopped every other
 request, /health included. `TextWork.run` hands them to a small thread pool; the
 tokenizer (server/text/tokenizer.py) encodes through a call of the `tokenizers` library
-that lets go of the GIL while it works, so the loop keeps answering.
+that lets go of the GIL while it works, and the workers run at a lower CPU priority, so
+the loop keeps answering.
 
 `refuse_sure_overflow` is the per-request token bound checked before the expensive part:
 no token covers more characters than the longest one in the vocabulary, so a text longer
@@ -15,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import os
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 from .errors import ApiError
@@ -24,10 +26,23 @@ def default_workers() -> int:
     return max(2, min(8, os.cpu_count() or 1))
 
 
+# The workers run this much nicer than the event loop (Linux sets it per thread): on a
+# busy host four long tokenizations otherwise take the cores the loop needs to answer.
+WORKER_NICE = 10
+
+
+def _lower_priority() -> None:
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), WORKER_NICE)
+    except (AttributeError, OSError):
+        pass
+
+
 class TextWork:
     def __init__(self, workers: int | None = None):
         self.workers = workers or default_workers()
-        self.pool = ThreadPoolExecutor(self.workers, thread_name_prefix="foldserve-text")
+        self.pool = ThreadPoolExecutor(self.workers, thread_name_prefix="foldserve-text",
+                                       initializer=_lower_priority)
 
     async def run(self, fn, *args, **kwargs):
         loop = asyncio.get_running_loop()
