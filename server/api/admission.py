@@ -10,13 +10,19 @@ from .backlog import Ticket
 from .errors import ApiError, invalid, validation_error
 
 
+LARGE_BODY = 256 << 10
+
+
 async def parse_body(request: Request, model: type[BaseModel]) -> BaseModel:
     """Malformed JSON, a non-object body and wrong types are 400s naming the field."""
     raw = await request.body()
     if not raw.strip():
         raise invalid("The request body is empty; send a JSON object")
     try:
-        data = json.loads(raw)
+        if len(raw) > LARGE_BODY:       # megabytes of JSON parse on a worker, not the loop
+            data = await request.app.state.text_work.run(json.loads, raw)
+        else:
+            data = json.loads(raw)
     except RecursionError:
         raise invalid("The request body is nested too deeply") from None
     except ValueError as e:     # bad JSON, bad UTF-8, an integer past Python's digit limit

@@ -1,7 +1,10 @@
 """POST /tokenize and POST /detokenize, as vLLM serves them."""
 from __future__ import annotations
 
+import json
+
 from fastapi import APIRouter, Request
+from fastapi.responses import Response
 
 from .admission import check_model, parse_body
 from .chat import chat_prompt_ids
@@ -21,8 +24,15 @@ async def tokenize(request: Request):
     if (body.prompt is None) == (body.messages is None):
         raise invalid("send exactly one of 'prompt' (text) or 'messages' (a chat)",
                       param="prompt")
-    ids = await text_work(request).run(_token_ids, state, body)
-    return {"tokens": ids, "count": len(ids), "max_model_len": state.context}
+    # a 4 MB prompt's reply is a million ids: rendered on the worker too, not the loop
+    return Response(await text_work(request).run(_reply, state, body),
+                    media_type="application/json")
+
+
+def _reply(state, body: TokenizeRequest) -> bytes:
+    ids = _token_ids(state, body)
+    return json.dumps({"tokens": ids, "count": len(ids), "max_model_len": state.context},
+                      separators=(",", ":")).encode()
 
 
 def _token_ids(state, body: TokenizeRequest) -> list[int]:
