@@ -81,7 +81,7 @@ BAD = [  # (path, raw body, what it reproduces)
 def test_bad_input_is_a_4xx_and_the_connection_stays_usable(hard):
     conn = http.client.HTTPConnection("127.0.0.1", hard.port, timeout=60)
     ok = json.dumps({"model": hard.model, "prompt": "The capital of France is",
-                     "max_tokens": 4, "temperature": 0}).encode()
+                     "max_tokens": 1, "temperature": 0}).encode()
     status, _, body, _ = _post(conn, "/v1/completions", ok)
     assert status == 200, body
     sock = conn.sock
@@ -116,9 +116,11 @@ def test_a_burst_of_40_holds_max_queue(hard):
     words = ["river", "mountain", "library", "garden", "engine", "winter", "harbor", "violin"]
     prompts = [f"Tell me about the {words[i % 8]} number {i}." for i in range(40)]
 
+    client = httpx.Client(timeout=120, limits=httpx.Limits(max_connections=50))
+
     def ask(prompt):
-        r = httpx.post(hard.url + "/v1/completions", timeout=120, json={
-            "model": hard.model, "prompt": prompt, "max_tokens": 12, "temperature": 0,
+        r = client.post(hard.url + "/v1/completions", json={
+            "model": hard.model, "prompt": prompt, "max_tokens": 6, "temperature": 0,
             "ignore_eos": True})
         return r.status_code, r.headers.get("retry-after"), r.json()
 
@@ -138,6 +140,7 @@ def test_a_burst_of_40_holds_max_queue(hard):
     for prompt, body in admitted:
         st, _, solo = ask(prompt)
         assert st == 200 and solo["choices"][0]["text"] == body["choices"][0]["text"], prompt
+    client.close()
     hard.wait_idle(10)
 
 
