@@ -10,7 +10,7 @@ from .backlog import Ticket
 from .errors import ApiError, invalid, validation_error
 
 
-LARGE_BODY = 256 << 10
+LARGE_BODY = 256 << 10     # bodies past this are decoded on a text worker, not the loop
 
 
 async def parse_body(request: Request, model: type[BaseModel]) -> BaseModel:
@@ -18,11 +18,14 @@ async def parse_body(request: Request, model: type[BaseModel]) -> BaseModel:
     raw = await request.body()
     if not raw.strip():
         raise invalid("The request body is empty; send a JSON object")
+    if len(raw) > LARGE_BODY:   # megabytes of JSON, or a chat of 100,000 messages
+        return await request.app.state.text_work.run(decode_body, raw, model)
+    return decode_body(raw, model)
+
+
+def decode_body(raw: bytes, model: type[BaseModel]) -> BaseModel:
     try:
-        if len(raw) > LARGE_BODY:       # megabytes of JSON parse on a worker, not the loop
-            data = await request.app.state.text_work.run(json.loads, raw)
-        else:
-            data = json.loads(raw)
+        data = json.loads(raw)
     except RecursionError:
         raise invalid("The request body is nested too deeply") from None
     except ValueError as e:     # bad JSON, bad UTF-8, an integer past Python's digit limit

@@ -198,6 +198,7 @@ def test_a_late_header_gets_408_and_the_connection_closes(hard):
 
 
 def test_health_answers_while_four_4mb_prompts_tokenize(hard):
+    """And while a chat of 110,000 messages renders (it stalled /health 3 s)."""
     rng = random.Random(16)
     vocab = ["alpha", "beta", "gamma", "delta", "ocean", "forest", "42", "lantern", "quiet"]
     words = []
@@ -219,7 +220,22 @@ def test_health_answers_while_four_4mb_prompts_tokenize(hard):
         except httpx.HTTPError:
             pass                       # closed by the test once /health has been timed
 
+    chat = json.dumps({"messages": [{"role": "user", "content": "x"}] * 110_000},
+                      separators=(",", ":")).encode()
+
+    def long_chat():                   # rendered on a worker, then refused (past the context)
+        c = httpx.Client(timeout=600)
+        clients.append(c)
+        try:
+            r = c.post(hard.url + "/v1/chat/completions", content=chat,
+                       headers={"content-type": "application/json"})
+            outcome.append(r.status_code)
+        except httpx.HTTPError:
+            pass
+
+    outcome = []
     workers = [threading.Thread(target=tokenize, daemon=True) for _ in range(4)]
+    workers.append(threading.Thread(target=long_chat, daemon=True))
     for w in workers:
         w.start()
     probe = httpx.Client(timeout=5)
@@ -236,3 +252,4 @@ def test_health_answers_while_four_4mb_prompts_tokenize(hard):
     for c in clients:
         c.close()
     assert max(times) < 0.2, times
+    assert all(code == 400 for code in outcome), outcome     # if it was answered yet
