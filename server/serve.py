@@ -36,7 +36,12 @@ def add_arguments(p):
                         "(default 2048 on GPUs, 512 on the CPU)")
     p.add_argument("--api-key", default=None, help="bearer key every request must carry (default: none)")
     p.add_argument("--max-body-bytes", type=int, default=4 << 20, help="largest request body")
-    p.add_argument("--max-queue", type=int, default=256, help="requests waiting for a stream before 503s")
+    p.add_argument("--max-queue", type=int, default=256,
+                   help="requests that may wait beyond the running streams; 503 past it")
+    p.add_argument("--header-timeout", type=float, default=10.0,
+                   help="seconds a connection has to send a request's headers (408 after)")
+    p.add_argument("--max-connections", type=int, default=None,
+                   help="open client connections at most (default: from the open-file limit)")
     p.add_argument("--seed-salt", type=int, default=0,
                    help="mixed into every request's sampling seed (the same on every rank)")
     p.add_argument("--stats-interval", type=float, default=10.0,
@@ -263,7 +268,8 @@ def _serve_front(args, env, opened, comm, lays, rooms, reserves, context, parall
     signal.signal(signal.SIGTERM, _exit_on_term)
     stats = StatsLogger(sched.stats, args.stats_interval).start()
     try:
-        run_uvicorn(create_app(state), args.host, args.port, args.log_level)
+        run_uvicorn(create_app(state), args.host, args.port, args.log_level,
+                    header_timeout=args.header_timeout, max_connections=args.max_connections)
     finally:
         stats.stop()
         sched.stop()

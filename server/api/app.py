@@ -13,6 +13,7 @@ from .errors import install_handlers
 from .metrics import Metrics
 from .openapi import install_openapi
 from .state import AppState
+from .textwork import TextWork
 
 
 def create_app(state: AppState) -> FastAPI:
@@ -20,6 +21,7 @@ def create_app(state: AppState) -> FastAPI:
                   version="0.1.0", docs_url=None, redoc_url=None)
     install_docs(app)                           # Swagger UI from local files, not a CDN
     app.state.foldserve = state
+    app.state.text_work = TextWork()        # tokenizing and templates, off the event loop
     app.state.metrics = metrics = Metrics(state.model_name, state.scheduler.stats)
     if getattr(state.scheduler, "metrics", False) is None:
         state.scheduler.metrics = metrics       # queue time is known only to the scheduler

@@ -14,12 +14,14 @@ from .start import start_generation
 from .schemas import ChatRequest
 from .sse import sse_response
 from .textflow import encode, message_dicts, render_chat_prompt
+from .textwork import refuse_sure_overflow, text_work
 
 router = APIRouter()
 
 
 def chat_prompt_ids(state, messages, add_generation_prompt: bool = True) -> list[int]:
     text = render_chat_prompt(state, message_dicts(messages), add_generation_prompt)
+    refuse_sure_overflow(state, text, "messages")
     # the template writes its own bos; the tokenizer must not add a second one
     ids = encode(state.tokenizer, text, add_special_tokens=False)
     if not ids:
@@ -46,7 +48,8 @@ async def chat_completions(request: Request):
     refuse_unsupported(body)
     if body.top_logprobs is not None and not body.logprobs:
         raise invalid("top_logprobs needs logprobs=true", param="top_logprobs")
-    ids = chat_prompt_ids(state, body.messages, body.add_generation_prompt is not False)
+    ids = await text_work(request).run(chat_prompt_ids, state, body.messages,
+                                       body.add_generation_prompt is not False)
     logprobs = (body.top_logprobs or 0) if body.logprobs else None
     gen = start_generation(state, metrics, body, ids, chat=True, logprobs=logprobs)
     req = gen.req

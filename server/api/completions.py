@@ -14,6 +14,7 @@ from .start import start_generation
 from .schemas import CompletionRequest
 from .sse import sse_response
 from .textflow import check_token_ids, encode
+from .textwork import refuse_sure_overflow, text_work
 
 router = APIRouter()
 
@@ -27,6 +28,7 @@ def prompt_ids(state, prompt) -> list[int]:
     if isinstance(prompt, str):
         if not prompt:
             raise invalid("prompt is empty; send some text or token ids", param="prompt")
+        refuse_sure_overflow(state, prompt, "prompt")
         ids = encode(state.tokenizer, prompt, add_special_tokens=True)
     else:
         ids = list(prompt)
@@ -54,7 +56,7 @@ async def completions(request: Request):
     body = await parse_body(request, CompletionRequest)
     check_model(state, body.model)
     refuse_unsupported(body)
-    ids = prompt_ids(state, body.prompt)
+    ids = await text_work(request).run(prompt_ids, state, body.prompt)
     gen = start_generation(state, metrics, body, ids, chat=False, logprobs=body.logprobs)
     req = gen.req
     head = {"id": req.id, "object": "text_completion", "created": int(time.time()),

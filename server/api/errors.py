@@ -6,6 +6,7 @@ JSON body of that shape. A 500 is only ever a real bug in this server.
 """
 from __future__ import annotations
 
+import json
 import logging
 
 from fastapi import FastAPI, Request
@@ -45,7 +46,14 @@ class ApiError(Exception):
                           "param": self.param, "code": self.code}}
 
     def response(self) -> JSONResponse:
-        return JSONResponse(self.body(), status_code=self.status, headers=self.headers)
+        return ErrorResponse(self.body(), status_code=self.status, headers=self.headers)
+
+
+class ErrorResponse(JSONResponse):
+    """ASCII JSON: a message that quotes the client's text stays encodable whatever it held."""
+
+    def render(self, content) -> bytes:
+        return json.dumps(content, separators=(",", ":")).encode("ascii")
 
 
 def invalid(message: str, param: str | None = None, code: str | None = None) -> ApiError:

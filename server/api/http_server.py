@@ -19,11 +19,29 @@ def startup_line(state, host: str, port: int) -> str:
             f"context {state.context}, {state.kv_mode}, loaded in {state.load_s:.1f} s)")
 
 
+def default_max_connections() -> int:
+    """Raise the soft file-descriptor limit to the hard one, and leave an eighth of it (at
+    least 64) for everything but client connections: model files, rank links, logs."""
+    import resource
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or soft < hard:
+        want = hard if hard != resource.RLIM_INFINITY else max(soft, 65536)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+            soft = want
+        except (ValueError, OSError):
+            pass
+    return max(16, soft - max(64, soft // 8))
+
+
 def run_uvicorn(app, host: str = "127.0.0.1", port: int = 8000, log_level: str = "info",
-                out=None) -> None:
+                out=None, header_timeout: float = 10.0, max_connections: int | None = None) -> None:
     """Print the plan line, the exposure warning (if any) and the serving line, then serve
-    until interrupted."""
+    until interrupted, with a header deadline and a connection cap (server/api/protocol.py)."""
     import uvicorn
+
+    from .logthrottle import throttle_floods
+    from .protocol import ConnectionLimits, guarded_protocol
 
     out = out or sys.stderr
     state = app.state.foldserve
@@ -32,5 +50,9 @@ def run_uvicorn(app, host: str = "127.0.0.1", port: int = 8000, log_level: str =
     warning = exposure_warning(host, state.api_key)
     if warning:
         print(warning, file=out, flush=True)
+    limits = ConnectionLimits(header_timeout, max_connections or default_max_connections())
     print(startup_line(state, host, port), file=out, flush=True)
-    uvicorn.run(app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=5)
+    config = uvicorn.Config(app, host=host, port=port, log_level=log_level,
+                            timeout_graceful_shutdown=5, http=guarded_protocol(limits))
+    throttle_floods("asyncio", "uvicorn.error")     # after Config has set up logging
+    uvicorn.Server(config).run()

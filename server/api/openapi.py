@@ -1,30 +1,182 @@
-"""The OpenAPI document, with the request bodies the routes parse themselves (they read
-raw bytes so that malformed JSON and wrong types get OpenAI-shaped 400s)."""
+"""The OpenAPI document, as strict as the server: a body the schema allows is one the
+server takes, a body it refuses is one the server refuses with a 4xx, and every status a
+route can answer is listed with its body's schema (errors in OpenAI's shape, streams as
+text/event-stream). tests/api/test_schemathesis.py holds the server to it.
+
+The routes read raw bytes (so malformed JSON and wrong types get OpenAI-shaped 400s), so
+the request bodies are put in here from the pydantic models of schemas.py; the checks the
+routes make beyond those models (sampling.refuse_unsupported, textflow, tokenize) are
+written into the document by `tighten`. One rule stays out of every schema: the prompt's
+tokens plus max_tokens must fit the context (a 400, code context_length_exceeded).
+"""
 from __future__ import annotations
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
+from . import responses as R
 from .schemas import ChatRequest, CompletionRequest, DetokenizeRequest, TokenizeRequest
 
 BODIES = {"/v1/completions": CompletionRequest, "/v1/chat/completions": ChatRequest,
           "/tokenize": TokenizeRequest, "/detokenize": DetokenizeRequest}
 
+REPLIES = {  # (path, method) -> the 200 body, and the streamed event's (None: no stream)
+    ("/v1/completions", "post"): (R.Completion, R.CompletionChunk),
+    ("/v1/chat/completions", "post"): (R.ChatCompletion, R.ChatChunk),
+    ("/v1/models", "get"): (R.ModelList, None),
+    ("/v1/models/{model_id}", "get"): (R.ModelCard, None),
+    ("/health", "get"): (R.Health, None),
+    ("/tokenize", "post"): (R.Tokens, None),
+    ("/detokenize", "post"): (R.Detokenized, None),
+}
+
+ERRORS = {
+    400: "Malformed JSON, a wrong type, an out-of-range value, a field this server does not "
+         "serve, or a prompt past the context (code context_length_exceeded)",
+    401: "--api-key is set and the bearer is missing or wrong (code invalid_api_key)",
+    404: "The model is not the served one (code model_not_found), or no such route",
+    413: "The body is past --max-body-bytes (code request_too_large)",
+    500: "Only a bug in foldserve (code internal_error)",
+    503: "The queue is full (code queue_full, header Retry-After) or a rank is gone "
+         "(code rank_lost)",
+}
+ERRORS_BY_ROUTE = {
+    "post": (400, 404, 413, 500),
+    "get": (404, 500),
+}
+GENERATING = ("/v1/completions", "/v1/chat/completions")
+
+SSE = ("One `data: {json}` event per chunk (a completion or chat.completion.chunk object), "
+       "then `data: [DONE]`; an error after the stream opened is one `data: {\"error\": "
+       "{...}}` event, then `data: [DONE]`")
+
+
+def _ref(name: str) -> dict:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _nullable(*branches: dict) -> dict:
+    return {"anyOf": [*branches, {"type": "null"}]}
+
+
+def token_id(vocab) -> dict:
+    s = {"type": "integer", "minimum": 0}
+    if isinstance(vocab, int) and vocab > 0:
+        s["maximum"] = vocab - 1
+    return s
+
+
+def sse_event(chunk: str) -> dict:
+    """One server-sent event: its data is a chunk, an error, or the closing [DONE]."""
+    return {"type": "object", "required": ["data"], "properties": {"data": {
+        "type": "string",
+        "if": {"const": "[DONE]"},
+        "else": {"contentMediaType": "application/json",
+                 "contentSchema": {"anyOf": [_ref(chunk), _ref("ErrorBody")]}}}}}
+
+
+def tighten(components: dict, vocab) -> None:
+    """The routes' own checks, written into the request schemas."""
+    tid = token_id(vocab)
+    text = {"type": "string", "minLength": 1}
+    stop = _nullable(text, {"type": "array", "items": text})
+    for name in ("CompletionRequest", "ChatRequest"):
+        props = components[name]["properties"]
+        props["n"] = {**_nullable({"type": "integer", "minimum": 1, "maximum": 1}),
+                      "description": "1 only: one choice per request"}
+        props["stop"] = stop                             # sampling: no empty stop string
+    comp = components["CompletionRequest"]["properties"]
+    comp["prompt"] = {"anyOf": [
+        text,                                            # completions.prompt_ids: not empty
+        {"type": "array", "items": tid, "minItems": 1},
+        {"type": "array", "items": text, "minItems": 1, "maxItems": 1},
+        {"type": "array", "items": {"type": "array", "items": tid, "minItems": 1},
+         "minItems": 1, "maxItems": 1}]}
+    comp["best_of"] = _nullable({"type": "integer", "minimum": 1, "maximum": 1})
+    comp["echo"] = _nullable({"type": "boolean", "enum": [False]})
+    comp["suffix"] = _nullable({"type": "string", "maxLength": 0})
+    chat = components["ChatRequest"]
+    # chat.py: top_logprobs needs logprobs=true
+    chat["if"] = {"required": ["top_logprobs"],
+                  "properties": {"top_logprobs": {"type": "integer"}}}
+    chat["then"] = {"required": ["logprobs"], "properties": {"logprobs": {"const": True}}}
+    # textflow.message_dicts: parts are text parts; a tool message names its call
+    components["TextPart"]["properties"] = {"type": {"type": "string", "enum": ["text"]},
+                                            "text": {"type": "string"}}
+    components["TextPart"]["required"] = ["type", "text"]
+    msg = components["Message"]
+    msg["if"] = {"properties": {"role": {"const": "tool"}}}
+    msg["then"] = {"required": ["tool_call_id"],
+                   "properties": {"tool_call_id": {"type": "string", "minLength": 1}}}
+    # tokenize.py: exactly one of prompt and messages (null counts as left out)
+    tok = components["TokenizeRequest"]
+    tok["oneOf"] = [
+        {"required": ["prompt"], "properties": {"prompt": {"type": "string"},
+                                                "messages": {"type": "null"}}},
+        {"required": ["messages"], "properties": {"messages": {"type": "array", "minItems": 1},
+                                                  "prompt": {"type": "null"}}}]
+    components["DetokenizeRequest"]["properties"]["tokens"] = {"type": "array", "items": tid}
+
+
+def _responses(path: str, method: str, api_key: bool) -> dict:
+    out = {}
+    model, chunk = REPLIES[(path, method)]
+    streams = chunk is not None
+    content = {"application/json": {"schema": _ref(model.__name__)}}
+    if streams:
+        content["text/event-stream"] = {"schema": sse_event(chunk.__name__),
+                                        "description": SSE}
+    out["200"] = {"description": "OK" + (" (a stream with \"stream\": true)" if streams else ""),
+                  "content": content}
+    if path == "/health":
+        out["503"] = {"description": "A rank is gone: status unhealthy, with a reason",
+                      "content": {"application/json": {"schema": _ref("Health")}}}
+        return out
+    codes = list(ERRORS_BY_ROUTE[method])
+    if path in GENERATING:
+        codes.append(503)
+    if api_key:
+        codes.append(401)
+    if path == "/v1/models":
+        codes.remove(404)
+    for code in sorted(codes):
+        out[str(code)] = {"description": ERRORS[code],
+                          "content": {"application/json": {"schema": _ref("ErrorBody")}}}
+    return out
+
+
+def build_document(app: FastAPI) -> dict:
+    state = app.state.foldserve
+    doc = get_openapi(title=app.title, version=app.version, summary=app.summary,
+                      routes=app.routes)
+    components = doc.setdefault("components", {}).setdefault("schemas", {})
+    for name in ("HTTPValidationError", "ValidationError"):   # we answer 400, never 422
+        components.pop(name, None)
+    models = [*BODIES.values(), *(m for pair in REPLIES.values() for m in pair if m),
+              R.ErrorBody]
+    for model in models:
+        schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
+        components.update(schema.pop("$defs", {}))
+        components[model.__name__] = schema
+    tighten(components, getattr(state.tokenizer, "vocab_size", None))
+    for path, model in BODIES.items():
+        doc["paths"][path]["post"]["requestBody"] = {"required": True, "content": {
+            "application/json": {"schema": _ref(model.__name__)}}}
+    for (path, method) in REPLIES:
+        doc["paths"][path][method]["responses"] = _responses(path, method, bool(state.api_key))
+    if state.api_key:
+        doc["components"]["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
+        for path, ops in doc["paths"].items():
+            if path != "/health":
+                for op in ops.values():
+                    op["security"] = [{"bearer": []}]
+    return doc
+
 
 def install_openapi(app: FastAPI) -> None:
     def openapi() -> dict:
-        if app.openapi_schema:
-            return app.openapi_schema
-        doc = get_openapi(title=app.title, version=app.version, summary=app.summary,
-                          routes=app.routes)
-        components = doc.setdefault("components", {}).setdefault("schemas", {})
-        for path, model in BODIES.items():
-            schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
-            components.update(schema.pop("$defs", {}))
-            components[model.__name__] = schema
-            doc["paths"][path]["post"]["requestBody"] = {"required": True, "content": {
-                "application/json": {"schema": {"$ref": f"#/components/schemas/{model.__name__}"}}}}
-        app.openapi_schema = doc
-        return doc
+        if not app.openapi_schema:
+            app.openapi_schema = build_document(app)
+        return app.openapi_schema
 
     app.openapi = openapi

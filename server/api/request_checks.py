@@ -6,7 +6,11 @@ import json
 from fastapi import Request
 from pydantic import BaseModel, ValidationError
 
+from .backlog import Ticket
 from .errors import ApiError, invalid, validation_error
+
+
+LARGE_BODY = 256 << 10     # bodies past this are decoded on a text worker, not the loop
 
 
 async def parse_body(request: Request, model: type[BaseModel]) -> BaseModel:
@@ -14,16 +18,49 @@ async def parse_body(request: Request, model: type[BaseModel]) -> BaseModel:
     raw = await request.body()
     if not raw.strip():
         raise invalid("The request body is empty; send a JSON object")
+    if len(raw) > LARGE_BODY:   # megabytes of JSON, or a chat of 100,000 messages
+        return await request.app.state.text_work.run(decode_body, raw, model)
+    return decode_body(raw, model)
+
+
+def decode_body(raw: bytes, model: type[BaseModel]) -> BaseModel:
     try:
         data = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+    except RecursionError:
+        raise invalid("The request body is nested too deeply") from None
+    except ValueError as e:     # bad JSON, bad UTF-8, an integer past Python's digit limit
         raise invalid(f"The request body is not valid JSON: {e}") from None
     if not isinstance(data, dict):
         raise invalid(f"The request body must be a JSON object, not {type(data).__name__}")
+    check_text(data)
     try:
         return model.model_validate(data)
+    except RecursionError:
+        raise invalid("The request body is nested too deeply") from None
     except ValidationError as e:
         raise validation_error(e.errors(include_url=False)) from None
+
+
+def check_text(data, where: str = "") -> None:
+    """Every string (keys too) must be encodable as UTF-8: JSON lets a body carry a lone
+    surrogate ("\\ud800"), which no tokenizer, template or reply can hold."""
+    stack = [(data, where)]
+    while stack:
+        value, at = stack.pop()
+        if isinstance(value, str):
+            if not value.isascii():
+                try:
+                    value.encode("utf-8")
+                except UnicodeEncodeError as e:
+                    raise invalid(f"Invalid value for '{at or 'the request body'}': the text "
+                                  f"holds a lone surrogate ({value[e.start]!a} at character "
+                                  f"{e.start}); send valid Unicode", param=at or None) from None
+        elif isinstance(value, dict):
+            for k, v in value.items():
+                stack.append((k, at))
+                stack.append((v, f"{at}.{k}" if at else str(k)))
+        elif isinstance(value, list):
+            stack.extend((v, f"{at}[{i}]") for i, v in enumerate(value))
 
 
 def check_model(state, model: str | None) -> None:
@@ -32,8 +69,12 @@ def check_model(state, model: str | None) -> None:
                        f"'{state.model_name}'", param="model", code="model_not_found")
 
 
-def admit(state) -> dict:
-    """503 while a rank is gone or the queue is full: refuse now rather than hang."""
+def admit(state) -> Ticket:
+    """503 while a rank is gone or the queue is full: refuse now rather than hang.
+
+    The queue is the API's own count (server/api/backlog.py): requests accepted and not yet
+    finished, beyond the streams that can run. The returned ticket holds the place until
+    released."""
     try:
         stats = state.scheduler.stats()
     except Exception as e:
@@ -42,9 +83,10 @@ def admit(state) -> dict:
     if not stats.get("ranks_ok", True):
         raise ApiError(503, f"a rank is gone (ranks: {stats.get('ranks')}); this server "
                        "cannot generate until it is restarted", code="rank_lost")
-    queue = int(stats.get("queue", 0) or 0)
+    streams = int(stats.get("streams_total", 0) or 0)
+    queue = state.backlog.waiting(streams)
     if queue >= state.max_queue:
-        raise ApiError(503, f"the queue is full ({queue} requests waiting, --max-queue "
-                       f"{state.max_queue}); retry shortly", code="queue_full",
-                       headers={"Retry-After": "1"})
-    return stats
+        raise ApiError(503, f"the queue is full ({queue} requests waiting beside {streams} "
+                       f"streams, --max-queue {state.max_queue}); retry shortly",
+                       code="queue_full", headers={"Retry-After": "1"})
+    return state.backlog.enter()

@@ -35,7 +35,8 @@ class SamplingFields(BaseModel):
     stop_token_ids: TokenIds | None = None
     presence_penalty: Annotated[float, Field(ge=-2.0, le=2.0)] | None = None
     frequency_penalty: Annotated[float, Field(ge=-2.0, le=2.0)] | None = None
-    repetition_penalty: Annotated[float, Field(gt=0.0, le=2.0)] | None = None
+    # at least 0.01, so penalised logits (divided by it) stay finite in float32
+    repetition_penalty: Annotated[float, Field(ge=0.01, le=2.0)] | None = None
     stream: bool | None = False
     stream_options: StreamOptions | None = None
     n: Annotated[int, Field(ge=1)] | None = 1
@@ -64,6 +65,7 @@ class Message(BaseModel):
     role: Literal["system", "developer", "user", "assistant", "tool"]
     content: str | list[TextPart] | None = None
     name: str | None = None
+    tool_call_id: str | None = None     # required on a tool message (textflow.message_dicts)
 
 
 class ChatRequest(SamplingFields):

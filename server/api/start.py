@@ -15,9 +15,11 @@ from .sampling import check_fit, resolve_max_tokens, sampling_params, stop_strin
 def start_generation(state, metrics, body, ids: list, *, chat: bool, logprobs) -> Generation:
     max_tokens = resolve_max_tokens(body, prompt_len=len(ids), context=state.context, chat=chat)
     check_fit(state.scheduler, len(ids), max_tokens)
-    admit(state)
+    ticket = admit(state)
     req = GenRequest(id=f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}", prompt_ids=ids,
                      params=sampling_params(body, max_tokens, logprobs),
                      eos_ids=frozenset(getattr(state.tokenizer, "eos_ids", ()) or ()),
                      arrival=time.monotonic())
-    return Generation(state, metrics, req, stop_strings(body))
+    gen = Generation(state, metrics, req, stop_strings(body))
+    gen.ticket = ticket                 # released when the generation ends
+    return gen

@@ -7,6 +7,8 @@ from typing import Any, AsyncIterator, Callable, Protocol
 
 from server.requests import GenRequest, TokenEvent
 
+from .backlog import Backlog
+
 
 class SchedulerLike(Protocol):
     def generate(self, req: GenRequest) -> AsyncIterator[TokenEvent]: ...
@@ -37,3 +39,4 @@ class AppState:
     load_s: float = 0.0
     render_chat: Callable[[list], str] | None = None
     created: int = field(default_factory=lambda: int(time.time()))
+    backlog: Backlog = field(default_factory=Backlog)   # admitted, not finished (--max-queue)

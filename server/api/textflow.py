@@ -33,6 +33,12 @@ def message_dicts(messages) -> list[dict]:
         d = {"role": m.role, "content": content}
         if m.name is not None:
             d["name"] = m.name
+        if m.role == "tool":
+            if not m.tool_call_id:
+                raise invalid(f"messages[{i}]: a 'tool' message needs 'tool_call_id' (the id "
+                              "of the assistant's tool call it answers)",
+                              param=f"messages[{i}].tool_call_id")
+            d["tool_call_id"] = m.tool_call_id
         out.append(d)
     return out
 
@@ -67,5 +73,5 @@ def encode(tok, text: str, add_special_tokens: bool) -> list[int]:
         return list(tok.encode(text, add_special_tokens=add_special_tokens))
     except ApiError:
         raise
-    except ValueError as e:
+    except (ValueError, TypeError) as e:
         raise invalid(f"could not tokenize the text: {e}") from e

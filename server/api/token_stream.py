@@ -39,6 +39,7 @@ class Generation:
         self.completion_tokens = 0
         self.finish: str | None = None
         self.first_token_s: float | None = None     # arrival to the first token
+        self.ticket = None          # the queue place (backlog.Ticket), released at the end
 
     def usage(self) -> dict:
         return {"prompt_tokens": self.prompt_tokens,
@@ -99,6 +100,8 @@ class Generation:
         finally:
             if not done:                        # client left, or we failed: free the stream
                 sched.cancel(req.id)
+            if self.ticket is not None:
+                self.ticket.release()
             with contextlib.suppress(Exception):
                 await events.aclose()
             self._observe_end()
@@ -111,7 +114,9 @@ class Generation:
         self.finish = "error" if reason == "error" else "abort"
         if reason == "error":
             status = ev.error_code if 400 <= (ev.error_code or 0) < 600 else 503
-            err = ApiError(status, ev.error or "generation failed", code="generation_error")
+            # the scheduler's 503 means the engine (a rank) is gone
+            err = ApiError(status, ev.error or "generation failed",
+                           code="rank_lost" if status == 503 else "generation_error")
         else:
             err = ApiError(503, f"the server ended this request ({reason}) before it finished",
                            code="request_aborted")

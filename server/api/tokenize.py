@@ -1,13 +1,17 @@
 """POST /tokenize and POST /detokenize, as vLLM serves them."""
 from __future__ import annotations
 
+import json
+
 from fastapi import APIRouter, Request
+from fastapi.responses import Response
 
 from .request_checks import check_model, parse_body
 from .chat import chat_prompt_ids
 from .errors import invalid
 from .schemas import DetokenizeRequest, TokenizeRequest
 from .textflow import check_token_ids, encode
+from .textwork import text_work
 
 router = APIRouter()
 
@@ -20,17 +24,28 @@ async def tokenize(request: Request):
     if (body.prompt is None) == (body.messages is None):
         raise invalid("send exactly one of 'prompt' (text) or 'messages' (a chat)",
                       param="prompt")
+    # a 4 MB prompt's reply is a million ids: rendered on the worker too, not the loop
+    return Response(await text_work(request).run(_reply, state, body),
+                    media_type="application/json")
+
+
+def _reply(state, body: TokenizeRequest) -> bytes:
+    ids = _token_ids(state, body)
+    return json.dumps({"tokens": ids, "count": len(ids), "max_model_len": state.context},
+                      separators=(",", ":")).encode()
+
+
+def _token_ids(state, body: TokenizeRequest) -> list[int]:
     if body.prompt is not None:
-        ids = encode(state.tokenizer, body.prompt, add_special_tokens=body.add_special_tokens
-                     is not False)
-    else:
-        if not body.messages:
-            raise invalid("messages is empty", param="messages")
-        ids = chat_prompt_ids(state, body.messages, body.add_generation_prompt is not False)
-        if body.add_special_tokens:     # chat templates write their own specials
-            bos = getattr(state.tokenizer, "bos_id", None)
-            ids = ([bos] if bos is not None else []) + ids
-    return {"tokens": ids, "count": len(ids), "max_model_len": state.context}
+        return encode(state.tokenizer, body.prompt, add_special_tokens=body.add_special_tokens
+                      is not False)
+    if not body.messages:
+        raise invalid("messages is empty", param="messages")
+    ids = chat_prompt_ids(state, body.messages, body.add_generation_prompt is not False)
+    if body.add_special_tokens:     # chat templates write their own specials
+        bos = getattr(state.tokenizer, "bos_id", None)
+        ids = ([bos] if bos is not None else []) + ids
+    return ids
 
 
 @router.post("/detokenize")

@@ -71,11 +71,25 @@ def penalise(logits: np.ndarray, st: SamplerState) -> np.ndarray:
     return logits
 
 
+class NonFiniteLogits(FloatingPointError):
+    """A row of logits holding NaN or +inf: no token can be drawn from it. The scheduler
+    ends that request alone with this message; the round goes on."""
+
+
+def check_finite(logits: np.ndarray) -> None:
+    # -inf is a legal mask; NaN and +inf turn every probability into NaN
+    if np.isnan(logits).any() or np.isposinf(logits).any():
+        bad = int(np.isnan(logits).sum() + np.isposinf(logits).sum())
+        raise NonFiniteLogits(f"{bad} of this request's {logits.size} logits are NaN or "
+                              "infinite; no token can be drawn (a numerical fault)")
+
+
 def sample(row: np.ndarray, st: SamplerState):
     """-> (token, logprob of it, top logprobs [(id, lp)]) from raw logits `row` [vocab]."""
     p = st.params
     raw = np.asarray(row, dtype=np.float32)
     logits = penalise(raw.copy(), st)
+    check_finite(logits)
     if p.greedy or p.temperature < MIN_TEMPERATURE:
         tok = int(np.argmax(logits))
     else:

@@ -130,7 +130,9 @@ class Tokenizer:
     # ---- use ----
 
     def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
-        return self._hf.encode(text, add_special_tokens=add_special_tokens).ids
+        # encode_batch lets go of the GIL while it works (encode does not): a long prompt
+        # tokenized on the API's worker thread then leaves the event loop free
+        return self._hf.encode_batch([text], add_special_tokens=add_special_tokens)[0].ids
 
     def decode(self, ids: list[int], skip_special_tokens: bool = False) -> str:
         return self._hf.decode(list(ids), skip_special_tokens=skip_special_tokens)

@@ -6,8 +6,9 @@ from api_fakes import FakeScheduler, make_state
 from server.api import create_app
 
 
-async def call_and_leave(app, path: str, body: dict, leave_after: float) -> list:
-    """Drive the app as an ASGI server would; the client disconnects after leave_after s."""
+async def call_and_leave(app, path: str, body: dict, leave_after: float, started=None) -> list:
+    """Drive the app as an ASGI server would; the client disconnects leave_after s after
+    started() turns true (the prompt is tokenized on a worker thread first)."""
     raw = json.dumps(body).encode()
     scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1",
              "method": "POST", "path": path, "raw_path": path.encode(), "query_string": b"",
@@ -32,6 +33,10 @@ async def call_and_leave(app, path: str, body: dict, leave_after: float) -> list
             raise OSError("client is gone")
 
     async def leave():
+        for _ in range(500):
+            if started is None or started():
+                break
+            await asyncio.sleep(0.01)
         await asyncio.sleep(leave_after)
         gone.set()
 
@@ -47,7 +52,8 @@ async def call_and_leave(app, path: str, body: dict, leave_after: float) -> list
 def run_case(path: str, body: dict):
     sched = FakeScheduler(delay=0.01)
     app = create_app(make_state(sched))
-    asyncio.run(call_and_leave(app, path, {**body, "max_tokens": 200}, leave_after=0.1))
+    asyncio.run(call_and_leave(app, path, {**body, "max_tokens": 200}, leave_after=0.1,
+                               started=lambda: bool(sched.started)))
     return sched
 
 

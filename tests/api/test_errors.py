@@ -152,12 +152,16 @@ def test_body_too_large():
 
 def test_queue_full_and_rank_lost_are_503s():
     sched = FakeScheduler()
-    with TestClient(create_app(make_state(sched, max_queue=2))) as c:
-        sched.state["queue"] = 2
-        err = error_of(c.post(COMP, json={"prompt": "x"}), 503)
-        assert err["code"] == "queue_full"
-        sched.state["queue"] = 1
+    state = make_state(sched, max_queue=2)
+    with TestClient(create_app(state)) as c:
+        # streams_total (4) requests run, two more may wait: six places held fill the queue
+        held = [state.backlog.enter() for _ in range(6)]
+        r = c.post(COMP, json={"prompt": "x"})
+        err = error_of(r, 503)
+        assert err["code"] == "queue_full" and r.headers["retry-after"] == "1"
+        held.pop().release()
         assert c.post(COMP, json={"prompt": "x", "max_tokens": 1}).status_code == 200
+        assert state.backlog.count == 5         # the finished request gave its place back
         sched.state["ranks_ok"] = False
         err = error_of(c.post(CHAT, json={"messages": MSGS}), 503)
         assert err["code"] == "rank_lost"

@@ -40,6 +40,7 @@ class Server:
     log_path: Path | None = None
     model: str = ""
     _log: object = field(default=None, repr=False)
+    preexec: object = field(default=None, repr=False)   # e.g. a lower open-file limit
 
     @property
     def url(self) -> str:
@@ -54,7 +55,8 @@ class Server:
         cmd = [sys.executable, "-m", "server.cli", "serve", "--port", str(self.port),
                "--log-level", "warning", *self.args]
         self.proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=self._log,
-                                     stderr=subprocess.STDOUT, start_new_session=True)
+                                     stderr=subprocess.STDOUT, start_new_session=True,
+                                     preexec_fn=self.preexec)
 
     def log_tail(self, n: int = 3000) -> str:
         try:

@@ -44,3 +44,23 @@ def test_same_seed_same_draws_and_logprobs():
     assert tok == 49 and len(top) == 3 and top[0][0] == 49
     assert abs(np.exp([t[1] for t in top]).sum() - np.exp(row[-3:] - np.log(np.exp(row).sum())).sum()) < 1e-5
     assert lp == top[0][1] < 0
+
+
+def test_nan_or_inf_logits_are_refused_and_minus_inf_is_a_mask():
+    import pytest
+    from server.engine.sampler import NonFiniteLogits
+    for bad in (float("nan"), float("inf")):
+        for temperature in (0.0, 0.7):
+            st = SamplerState(SamplingParams(temperature=temperature, seed=1), [0])
+            with pytest.raises(NonFiniteLogits, match="NaN or infinite"):
+                sample(np.array([1.0, bad, 0.5], np.float32), st)
+    st = SamplerState(SamplingParams(temperature=0.7, seed=1), [0])
+    assert sample(np.array([-np.inf, 1.0, -np.inf], np.float32), st)[0] == 1
+
+
+def test_the_smallest_repetition_penalty_the_api_takes_stays_finite():
+    """0.01 (the API's floor) divides a large logit into a finite one; 1e-39 did not."""
+    row = np.array([60.0, 59.0, -60.0], np.float32)
+    st = SamplerState(SamplingParams(temperature=1e-5, seed=1, repetition_penalty=0.01), [0, 2])
+    tok, _, _ = sample(row, st)
+    assert tok == 0                          # in the prompt: 60 / 0.01 = 6000, x 1e5 still finite

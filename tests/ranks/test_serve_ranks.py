@@ -300,6 +300,7 @@ def test_follower_killed_mid_request(stream, group):
         assert r.status_code == 503, r.text
         err = r.json()["error"]
         assert err["type"] == "service_unavailable" and "rank 1 lost" in err["message"]
+        assert err["code"] == "rank_lost", err            # as docs/api.md says
     else:
         events = []
         with httpx.stream("POST", url + "/v1/completions", json={**body, "stream": True},
@@ -315,6 +316,7 @@ def test_follower_killed_mid_request(stream, group):
         assert events[-1] == "[DONE]"
         last = json.loads(events[-2])
         assert "error" in last and "rank 1 lost" in last["error"]["message"], events[-3:]
+        assert last["error"]["code"] == "rank_lost", last
         assert all("choices" in json.loads(e) for e in events[:-2])
     assert took < 10, f"the request took {took:.1f} s to end after the follower died"
     _assert_unhealthy_soon(url, procs, within=5)

@@ -1,0 +1,122 @@
+"""uvicorn's h11 protocol with what it lacks against slow or many clients.
+
+- A header deadline (`--header-timeout`): from a connection's start, or from the end of
+  its previous response, a request's headers must have arrived within the deadline, or
+  the connection gets a 408 and is closed. uvicorn has no such setting: its
+  `timeout_keep_alive` is cancelled by the first byte that arrives, so a client that
+  trickles one header byte a second holds its connection (and a file descriptor) forever.
+- A connection cap (`--max-connections`): past it, the oldest connection that is waiting
+  for a request (slow headers, or idle between keep-alive requests) is closed to make room,
+  so held-open connections cannot lock out a client that sends its request at once; when
+  every connection is busy with a request the newcomer gets a 503 and is closed.
+- uvicorn's own 400 for a request h11 cannot parse (`Content-Length: abc`) is sent in
+  OpenAI's error shape instead of plain text.
+
+`guarded_protocol(limits)` makes the class handed to uvicorn.Config(http=...); every
+connection of one server shares the `ConnectionLimits`.
+"""
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+log = logging.getLogger("foldserve.api")
+
+
+@dataclass
+class ConnectionLimits:
+    header_timeout: float
+    max_connections: int
+    waiting: dict = field(default_factory=dict)   # protocol -> None, oldest first
+    closed_late: int = 0                            # connections past the header deadline
+    evicted: int = 0                                # waiting ones closed to make room
+    refused: int = 0                                # newcomers refused (every one busy)
+
+
+def raw_error(status: int, reason: str, message: str, code: str, extra: str = "") -> bytes:
+    """A whole HTTP/1.1 error response with an OpenAI-shaped body, for moments when h11
+    holds no request to answer (it would refuse to send a response)."""
+    body = json.dumps({"error": {"message": message, "type": "invalid_request_error"
+                                 if status < 500 else "service_unavailable",
+                                 "param": None, "code": code}}).encode("ascii")
+    head = (f"HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\n"
+            f"content-length: {len(body)}\r\nconnection: close\r\n{extra}\r\n")
+    return head.encode("ascii") + body
+
+
+def guarded_protocol(limits: ConnectionLimits) -> type:
+    class GuardedH11Protocol(H11Protocol):
+        _limits = limits
+
+        def connection_made(self, transport) -> None:
+            self._header_timer = None
+            super().connection_made(transport)
+            lim = self._limits
+            if len(self.connections) > lim.max_connections:
+                victim = next(iter(lim.waiting), None)
+                if victim is None:
+                    lim.refused += 1
+                    self.transport.write(raw_error(
+                        503, "Service Unavailable", f"this server holds its most connections "
+                        f"({lim.max_connections}, --max-connections), every one busy; retry "
+                        "shortly", "too_many_connections", "retry-after: 1\r\n"))
+                    self.transport.close()
+                    return
+                lim.evicted += 1
+                victim._close_waiting()
+            self._await_request()
+
+        def connection_lost(self, exc) -> None:
+            self._request_started()
+            super().connection_lost(exc)
+
+        def data_received(self, data: bytes) -> None:
+            super().data_received(data)
+            if self.cycle is not None and not self.cycle.response_complete:
+                self._request_started()
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            if not self.transport.is_closing() and (
+                    self.cycle is None or self.cycle.response_complete):
+                self._await_request()       # the next request's headers have a deadline too
+
+        def send_400_response(self, msg: str) -> None:
+            self._request_started()
+            self.transport.write(raw_error(400, "Bad Request", f"{msg} (malformed HTTP: "
+                                           "request line or headers)", "invalid_http"))
+            self.transport.close()
+
+        # ---- the waiting list and the deadline ----
+        def _await_request(self) -> None:
+            lim = self._limits
+            lim.waiting[self] = None
+            if self._header_timer is None:
+                self._header_timer = self.loop.call_later(lim.header_timeout, self._headers_late)
+
+        def _request_started(self) -> None:
+            self._limits.waiting.pop(self, None)
+            if self._header_timer is not None:
+                self._header_timer.cancel()
+                self._header_timer = None
+
+        def _headers_late(self) -> None:
+            self._header_timer = None
+            if self.transport.is_closing() or self not in self._limits.waiting:
+                return
+            self._limits.closed_late += 1
+            self._limits.waiting.pop(self, None)
+            self.transport.write(raw_error(
+                408, "Request Timeout", f"the request's headers did not arrive within "
+                f"{self._limits.header_timeout:g} s (--header-timeout)", "request_timeout"))
+            self.transport.close()
+
+        def _close_waiting(self) -> None:
+            self._request_started()
+            if not self.transport.is_closing():
+                self.transport.close()
+
+    return GuardedH11Protocol

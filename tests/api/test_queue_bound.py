@@ -1,0 +1,38 @@
+"""--max-queue is counted at admission: a burst cannot slip past it (issue 16)."""
+import asyncio
+
+import httpx
+
+from api_fakes import FakeScheduler, make_state
+from server.api import create_app
+
+
+async def _burst(app, n: int, body: dict):
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://t") as c:
+        return await asyncio.gather(*(c.post("/v1/completions", json=body) for _ in range(n)))
+
+
+def test_a_burst_gets_at_most_streams_plus_max_queue():
+    sched = FakeScheduler(delay=0.01)           # 4 streams_total
+    state = make_state(sched, max_queue=2)
+    app = create_app(state)
+    replies = asyncio.run(_burst(app, 20, {"prompt": "x", "max_tokens": 5}))
+    ok = [r for r in replies if r.status_code == 200]
+    full = [r for r in replies if r.status_code == 503]
+    assert len(ok) + len(full) == 20
+    assert len(ok) == 6, [r.status_code for r in replies]
+    assert all(r.json()["error"]["code"] == "queue_full" and r.headers["retry-after"] == "1"
+               for r in full)
+    assert all(r.json()["choices"][0]["text"] == "Hello" for r in ok)
+    assert state.backlog.count == 0             # every admitted request gave its place back
+
+
+def test_streams_and_failures_give_their_place_back():
+    sched = FakeScheduler(fail_after=1)
+    state = make_state(sched, max_queue=1)
+    app = create_app(state)
+    body = {"prompt": "x", "max_tokens": 5, "stream": True}
+    replies = asyncio.run(_burst(app, 3, body))
+    assert all(r.status_code == 200 and '"rank_lost"' in r.text for r in replies)
+    assert state.backlog.count == 0

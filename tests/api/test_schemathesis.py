@@ -1,0 +1,104 @@
+"""schemathesis with every check (`--checks all`) against the ASGI app and its own OpenAPI
+document: no 5xx, every reply in its documented status, content type, headers and schema,
+every schema-valid body accepted and every schema-invalid one refused (issue 16).
+
+The fake scheduler ends each reply after a few tokens, so a max_tokens near the context
+costs nothing. One rule no schema can hold is left to the server: the prompt's tokens plus
+max_tokens must fit the context; schema-valid bodies past it are not generated."""
+from __future__ import annotations
+
+import json
+
+import schemathesis
+from hypothesis import HealthCheck, assume, settings
+from schemathesis.checks import CHECKS, load_all_checks
+from schemathesis.generation.modes import GenerationMode
+
+from api_fakes import FakeScheduler, FakeTokenizer, fake_render, make_state
+from server.api import create_app
+from server.requests import TokenEvent
+
+CONTEXT = 4096
+
+
+class ShortScheduler(FakeScheduler):
+    """Replies of at most 3 tokens, whatever max_tokens asks."""
+
+    async def generate(self, req):
+        n = 0
+        async for ev in super().generate(req):
+            if ev.token_id is not None:
+                n += 1
+            if n > 3:
+                yield TokenEvent(None, finish_reason="length", prompt_tokens=len(req.prompt_ids))
+                return
+            yield ev
+
+
+APP = create_app(make_state(ShortScheduler(), context=CONTEXT))
+SCHEMA = schemathesis.openapi.from_asgi("/openapi.json", APP)
+load_all_checks()
+ALL_CHECKS = CHECKS.get_all()
+
+
+def prompt_tokens(path: str, body: dict) -> int | None:
+    """The prompt's length in the fake tokenizer's tokens, as the routes count it."""
+    tok = FakeTokenizer()
+    try:
+        if path == "/v1/completions":
+            p = body["prompt"]
+            if isinstance(p, list) and p and not isinstance(p[0], int):
+                p = p[0]
+            return len(tok.encode(p)) if isinstance(p, str) else len(p)
+        if path == "/v1/chat/completions":
+            msgs = [{"role": m["role"], "content": m.get("content") if isinstance(
+                m.get("content"), str) else "".join(x.get("text") or "" for x in m.get(
+                    "content") or [])} for m in body["messages"]]
+            return len(tok.encode(fake_render(msgs), add_special_tokens=False))
+    except (KeyError, TypeError, AttributeError, IndexError):
+        return None
+    return None
+
+
+def fits_context(case) -> bool:
+    body = case.body if isinstance(case.body, dict) else None
+    if body is None or case.path not in ("/v1/completions", "/v1/chat/completions"):
+        return True
+    n = prompt_tokens(case.path, body)
+    if n is None:
+        return True
+    asked = body.get("max_completion_tokens") or body.get("max_tokens")
+    return n + (asked if isinstance(asked, int) else 1) <= CONTEXT   # defaults fit the room
+
+
+def integral_floats_as_ints(value):
+    """JSON Schema's "integer" takes 396.0 (the same number as 396), so schemathesis sends
+    such floats as valid integers; the server's types are strict (1.0 is not an int, as
+    docs/api.md says), a difference no schema can state. Positive cases send them as ints."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**63:
+        return int(value)
+    if isinstance(value, list):
+        return [integral_floats_as_ints(v) for v in value]
+    if isinstance(value, dict):
+        return {k: integral_floats_as_ints(v) for k, v in value.items()}
+    return value
+
+
+@SCHEMA.parametrize()
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+def test_the_api_keeps_its_openapi_document(case):
+    positive = case.meta is None or case.meta.generation.mode == GenerationMode.POSITIVE
+    if positive:
+        case.body = integral_floats_as_ints(case.body)
+        assume(fits_context(case))
+    case.call_and_validate(checks=ALL_CHECKS)
+
+
+def test_the_document_lists_errors_and_streams():
+    doc = APP.openapi()
+    comp = doc["paths"]["/v1/completions"]["post"]["responses"]
+    assert {"200", "400", "404", "413", "500", "503"} <= set(comp)
+    assert "text/event-stream" in comp["200"]["content"]
+    assert comp["400"]["content"]["application/json"]["schema"]["$ref"].endswith("/ErrorBody")
+    assert "422" not in json.dumps(doc["paths"])
+    assert doc["paths"]["/health"]["get"]["responses"]["503"]
