@@ -13,6 +13,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 
 log = logging.getLogger("foldserve")
 
@@ -38,6 +39,9 @@ def add_arguments(p):
     p.add_argument("--join-timeout", type=float, default=60.0)
     p.add_argument("--comm-timeout", type=float, default=120.0,
                    help="seconds a CPU rank waits on a peer before calling it lost")
+    p.add_argument("--peer-timeout", type=_positive, default=5.0,
+                   help="seconds without an answer to rank 0's heartbeat after which a rank "
+                        "is lost, idle or busy (default 5)")
     p.add_argument("--context", type=int, default=None,
                    help="longest conversation in tokens (default: the model's, at most 8192)")
     p.add_argument("--parallel", default="4", type=_streams, help="streams at once, or auto")
@@ -53,6 +57,16 @@ def add_arguments(p):
     p.add_argument("--max-queue", type=int, default=256)
     p.add_argument("--seed-salt", type=int, default=0)
     p.add_argument("--log-level", default="info")
+
+
+def _positive(v: str) -> float:
+    try:
+        x = float(v)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{v!r} is not a number of seconds") from None
+    if not x > 0:
+        raise argparse.ArgumentTypeError(f"{v!r}: give a number of seconds above 0")
+    return x
 
 
 def _free_port(host: str) -> int:
@@ -83,8 +97,21 @@ def _launch_followers(args, world: int, master: str) -> list:
         argv = [sys.executable, "-m", "server.cli", *base, "--rank", str(r), "--master", master]
         if "--tp" not in base:
             argv += ["--tp", str(world)]
-        procs.append(subprocess.Popen(argv, env={**os.environ, "FOLDSERVE_FOLLOWER": "1"}))
+        proc = subprocess.Popen(argv, env={**os.environ, "FOLDSERVE_FOLLOWER": "1"})
+        threading.Thread(target=_reap, args=(proc, r), name=f"foldserve-reap-{r}",
+                         daemon=True).start()
+        procs.append(proc)
     return procs
+
+
+def _reap(proc: subprocess.Popen, rank: int) -> None:
+    """Wait for a follower as soon as it exits, so a dead one is no zombie while rank 0
+    serves on (answering 503s), and say how it ended."""
+    code = proc.wait()
+    if code < 0:
+        log.warning("rank %d (pid %d) was killed by signal %d", rank, proc.pid, -code)
+    elif code:
+        log.warning("rank %d (pid %d) exited with status %d", rank, proc.pid, code)
 
 
 def run(args) -> int:
@@ -128,7 +155,7 @@ def _serve_rank(args, env, rank, world, mhost, mport) -> int:
     from server.engine.room import measure
     from server.engine.shard import shard_for
     from server.planner.layout import KV_BYTES, layouts
-    from server.ranks import fingerprint
+    from server.ranks import fingerprint, heartbeat
     from server.ranks.rendezvous import join
 
     if args.device == "cuda":                  # _run has checked that cupy and a device are here
@@ -136,13 +163,23 @@ def _serve_rank(args, env, rank, world, mhost, mport) -> int:
         dev = env.local_rank if env.local_rank is not None else rank % cupy.cuda.runtime.getDeviceCount()
         cupy.cuda.Device(dev).use()
     link = join(rank, world, mhost, mport, args.join_timeout)
-    comm = None
-    if args.device == "cuda":                  # NCCL even at TP=1: a communicator of one
-        from server.ranks.nccl_comm import NcclComm
-        comm = NcclComm(link)
-    elif world > 1:
-        from server.ranks.comm import HostComm
-        comm = HostComm(link, args.comm_timeout)
+    comm = beat = None
+    try:
+        # rank 0: a Monitor (pings); followers: a Responder; None at TP=1
+        beat = heartbeat.start(link, args.peer_timeout, args.join_timeout)
+        if args.device == "cuda":              # NCCL even at TP=1: a communicator of one
+            from server.ranks.nccl_comm import NcclComm
+            comm = NcclComm(link)
+        elif world > 1:
+            from server.ranks.comm import HostComm
+            comm = HostComm(link, args.comm_timeout)
+    except BaseException:
+        if beat:
+            beat.stop()
+        link.close()
+        raise
+    if rank == 0 and beat:
+        beat.on_lost(comm.lose)                # a frozen follower breaks the comm at once
     try:
         opened = open_model(args.model, device=args.device, tp=world, rank=rank,
                             all_reduce=comm.all_reduce if world > 1 else None,
@@ -180,8 +217,11 @@ def _serve_rank(args, env, rank, world, mhost, mport) -> int:
             from server.ranks.follower import follow
             follow(comm, opened.engine)
             return 0
-        return _serve_front(args, env, opened, comm, lays, rooms, reserves, context, parallel)
+        return _serve_front(args, env, opened, comm, beat, lays, rooms, reserves, context,
+                            parallel)
     finally:
+        if beat:                               # before the comm: a clean stop is no lost rank
+            beat.stop()
         if comm:
             comm.close()
 
@@ -190,7 +230,7 @@ def _exit_on_term(signum, frame):
     raise SystemExit(0)
 
 
-def _serve_front(args, env, opened, comm, lays, rooms, reserves, context, parallel) -> int:
+def _serve_front(args, env, opened, comm, beat, lays, rooms, reserves, context, parallel) -> int:
     from server.api.app import create_app
     from server.api.serve import run_uvicorn
     from server.api.state import AppState
@@ -212,6 +252,8 @@ def _serve_front(args, env, opened, comm, lays, rooms, reserves, context, parall
         log.warning("%s", note)
     line = startup_line(p, reserves[p.governing])       # the governing rank's own reserve
     driver = RankDriver(opened.engine, comm) if len(rooms) > 1 else LocalDriver(opened.engine)
+    if beat:
+        beat.on_lost(driver.lost)              # /health 503 at once; NCCL: abort a waiting step
     driver.run(p.pool_step(env.kv_poison))
     sched = Scheduler(driver, Admission.from_plan(p, poison=env.kv_poison), context=context,
                       prefill_chunk=args.prefill_chunk, seed_salt=args.seed_salt,
@@ -226,6 +268,14 @@ def _serve_front(args, env, opened, comm, lays, rooms, reserves, context, parall
     signal.signal(signal.SIGTERM, _exit_on_term)
     try:
         run_uvicorn(create_app(state), args.host, args.port, args.log_level)
+    except SystemExit as e:                    # the SIGTERM above: exit as below
+        if e.code not in (0, None):
+            raise
     finally:
+        if beat:                               # the followers leave at the StopStep: no alarm
+            beat.stop()
         sched.stop()
+    if not driver.ok or sched.error:           # the group failed while serving: say so
+        log.error("exiting with status 1: %s", sched.error or driver.failure or "a rank failed")
+        return 1
     return 0

@@ -109,7 +109,8 @@ class Generation:
         self.finish = "error" if reason == "error" else "abort"
         if reason == "error":
             status = ev.error_code if 400 <= (ev.error_code or 0) < 600 else 503
-            err = ApiError(status, ev.error or "generation failed", code="generation_error")
+            err = ApiError(status, ev.error or "generation failed",
+                           code=ev.code or "generation_error")
         else:
             err = ApiError(503, f"the server ended this request ({reason}) before it finished",
                            code="request_aborted")
