@@ -206,3 +206,12 @@ def test_the_verdict_while_idle_marks_the_driver_without_aborting():
     verdict = RankLost(1, "x")
     drv.lost(verdict)
     assert drv.ok is False and drv.failure is verdict and not comm.aborted.is_set()
+
+
+def test_the_heartbeat_is_control_plane():
+    import subprocess
+    import sys
+    code = ("import sys, server.ranks.heartbeat, server.ranks.rendezvous, server.ranks.steps; "
+            "bad = [m for m in ('numpy', 'cupy') if m in sys.modules]; print(bad); sys.exit(bool(bad))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
