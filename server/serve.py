@@ -118,6 +118,8 @@ def run(args) -> int:
     from server.config import ConfigError, Env
     from server.ranks.errors import RankError
     from server.planner.plan import PlanError
+    if str(args.log_level).lower() == "debug":     # tracebacks of a lost rank, and the like
+        logging.getLogger("foldserve").setLevel(logging.DEBUG)
     try:
         return _run(args, Env.read())
     except (ConfigError, RankError, PlanError) as e:
@@ -165,8 +167,9 @@ def _serve_rank(args, env, rank, world, mhost, mport) -> int:
     link = join(rank, world, mhost, mport, args.join_timeout)
     comm = beat = None
     try:
-        # rank 0: a Monitor (pings); followers: a Responder; None at TP=1
-        beat = heartbeat.start(link, args.peer_timeout, args.join_timeout)
+        # rank 0: a Monitor (pings; the join timeout's allowance until serving begins);
+        # followers: a Responder; None at TP=1
+        beat = heartbeat.start(link, max(args.peer_timeout, args.join_timeout), args.join_timeout)
         if args.device == "cuda":              # NCCL even at TP=1: a communicator of one
             from server.ranks.nccl_comm import NcclComm
             comm = NcclComm(link)
@@ -255,6 +258,8 @@ def _serve_front(args, env, opened, comm, beat, lays, rooms, reserves, context, 
     if beat:
         beat.on_lost(driver.lost)              # /health 503 at once; NCCL: abort a waiting step
     driver.run(p.pool_step(env.kv_poison))
+    if beat:                                   # serving from here: the peer timeout holds
+        beat.set_timeout(args.peer_timeout)
     sched = Scheduler(driver, Admission.from_plan(p, poison=env.kv_poison), context=context,
                       prefill_chunk=args.prefill_chunk, seed_salt=args.seed_salt,
                       token_budget=args.max_batch_tokens or (2048 if args.device == "cuda" else 512)

@@ -12,6 +12,11 @@ thread of its own:
              monitor calls every on_lost callback once with a RankLost, and stops.
   followers  Responder: echoes each ping at once; ends when rank 0's end closes.
 
+While the ranks start (model load, fingerprints, the pool) the monitor allows a longer
+silence (the join timeout): a load may hold a follower's interpreter for seconds in one
+C call (a cast of a large tensor), and nothing is served yet. set_timeout() arms the
+peer timeout once serving begins.
+
 The engine thread never touches these sockets, so a long step (a follower busy for
 minutes in a forward) does not delay an answer: numpy, cupy and NCCL release the GIL
 while they work, and the responder needs it only for a few microseconds a ping. The
@@ -134,6 +139,7 @@ class Monitor:
         self.socks = dict(socks)
         self.timeout_s = timeout_s
         self.interval_s = interval_s or min(0.5, timeout_s / 5)
+        self._wake_r, self._wake_w = socket.socketpair()    # set_timeout and stop wake the wait
         self.lost: RankLost | None = None
         self._callbacks: list = []
         self._lock = threading.Lock()
@@ -153,15 +159,30 @@ class Monitor:
         if lost is not None:
             callback(lost)
 
+    def set_timeout(self, timeout_s: float, interval_s: float | None = None) -> None:
+        """From now on a rank silent for timeout_s is lost (the peer timeout, once serving)."""
+        if timeout_s <= 0:
+            raise ValueError(f"peer timeout {timeout_s:g} s must be positive")
+        self.timeout_s = timeout_s
+        self.interval_s = interval_s or min(0.5, timeout_s / 5)
+        self._wake()
+
     def stop(self) -> None:
         self._stop.set()
+        self._wake()
         if self._thread.is_alive() and self._thread is not threading.current_thread():
             self._thread.join(5)
-        for s in self.socks.values():
+        for s in [*self.socks.values(), self._wake_r, self._wake_w]:
             try:
                 s.close()
             except OSError:
                 pass
+
+    def _wake(self) -> None:
+        try:
+            self._wake_w.send(b"x", socket.MSG_DONTWAIT)
+        except OSError:
+            pass
 
     # -- the thread --
 
@@ -190,8 +211,14 @@ class Monitor:
                 next_ping = now + self.interval_s
             # wait for echoes until the next ping or the first deadline, whichever is sooner
             due = min([next_ping] + [heard[r] + self.timeout_s for r in self.socks if waiting[r]])
-            ready, _, _ = select.select(list(self.socks.values()), [], [],
+            ready, _, _ = select.select([*self.socks.values(), self._wake_r], [], [],
                                         max(0.0, due - time.monotonic()))
+            if self._wake_r in ready:
+                try:
+                    self._wake_r.recv(64, socket.MSG_DONTWAIT)
+                except OSError:
+                    pass
+                next_ping = min(next_ping, time.monotonic() + self.interval_s)
             for r, s in self.socks.items():
                 if s not in ready:
                     continue
@@ -277,7 +304,8 @@ class Responder:
 
 
 def start(link: Link, timeout_s: float, join_timeout_s: float):
-    """After the join: rank 0 gets a started Monitor, a follower a started Responder
+    """After the join: rank 0 gets a started Monitor, judging by timeout_s (the start-up
+    allowance; set_timeout() arms the peer timeout later), a follower a started Responder
     (None at TP=1)."""
     if link.world == 1:
         return None

@@ -215,3 +215,20 @@ def test_the_heartbeat_is_control_plane():
             "bad = [m for m in ('numpy', 'cupy') if m in sys.modules]; print(bad); sys.exit(bool(bad))")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_the_start_up_allowance_then_the_peer_timeout():
+    """While the ranks load, a silence up to the join timeout is allowed; once serving,
+    set_timeout arms the peer timeout and a silent follower is lost by it."""
+    link0, link1, sock = pair(follower_heartbeat="silent")
+    monitor = heartbeat.Monitor(heartbeat.accept(link0, 5.0), timeout_s=30).start()
+    verdicts = Verdicts()
+    monitor.on_lost(verdicts)
+    assert not verdicts.event.wait(1.0)      # silent for 1 s: within the allowance
+    t0 = time.monotonic()
+    monitor.set_timeout(0.5)
+    assert verdicts.event.wait(5)
+    (at, err), = verdicts.got
+    assert at - t0 < 1.0 and "for 0.5 s" in str(err)
+    monitor.stop()
+    link0.close(), link1.close(), sock.close()
