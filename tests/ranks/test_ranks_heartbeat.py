@@ -232,3 +232,24 @@ def test_the_start_up_allowance_then_the_peer_timeout():
     assert at - t0 < 1.0 and "for 0.5 s" in str(err)
     monitor.stop()
     link0.close(), link1.close(), sock.close()
+
+
+def test_at_tp3_the_other_follower_hears_the_verdict():
+    port = free_port()
+    links = {}
+    ts = [threading.Thread(target=lambda r=r: links.__setitem__(r, join(r, 3, HOST, port, 10.0)))
+          for r in (1, 2)]
+    for t in ts:
+        t.start()
+    links[0] = join(0, 3, HOST, port, 10.0)
+    for t in ts:
+        t.join(10)
+    comms = {r: HostComm(links[r], timeout_s=10) for r in range(3)}
+    comms[0].lose(RankLost(1, heartbeat.lost_detail(5.0)))
+    with pytest.raises(RankLost, match="rank 0 lost: it reported: rank 1 lost: no answer to "
+                                       "the heartbeat for 5 s"):
+        comms[2].broadcast_step(None)
+    with pytest.raises(RankLost, match="rank 0 gave up on rank 1"):
+        comms[1].broadcast_step(None)
+    for c in comms.values():
+        c.close()
