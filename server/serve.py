@@ -248,6 +248,8 @@ def _serve_front(args, env, opened, comm, beat, lays, rooms, reserves, context, 
         p = plan(lays, rooms, context, parallel, int(args.prompt_cache_gib * (1 << 30)),
                  env.kv_pages, verify_window=1)
     except PlanError:
+        if beat:                                   # the followers leave now: no lost rank
+            beat.stop()
         if comm and len(rooms) > 1:                # tell the followers to stop, then say why
             comm.broadcast_step(pack(StopStep(1)))
         raise

@@ -258,7 +258,8 @@ class Monitor:
                 return
             self.lost = err
             callbacks, self._callbacks = self._callbacks, []
-        log.error("%s", err)
+        # not logged here: whoever the verdict stops says it once (the scheduler's "engine
+        # loop stopped: rank 1 lost: ...", or the start-up's one-line error)
         for cb in callbacks:
             try:
                 cb(err)
