@@ -53,8 +53,8 @@ def run(args) -> int:
         from server.text.chat_template import render_chat
         text = render_chat(tok.chat_template, [{"role": "user", "content": args.prompt}],
                            add_generation_prompt=True, bos_token=tok.bos_token,
-                           eos_token=tok.eos_token)
-        ids = tok.encode(text, add_special_tokens=False)
+                           eos_token=tok.eos_token, literal=tok.literal)
+        ids = tok.literal.encode(text)       # the prompt's special tokens stay text, as served
     else:
         ids = tok.encode(args.prompt)
     params = SamplingParams(max_tokens=args.max_tokens, temperature=args.temperature,

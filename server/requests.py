@@ -43,5 +43,6 @@ class TokenEvent:
     finish_reason: str | None = None
     error: str | None = None
     error_code: int = 0            # HTTP status suggested for errors (503 rank lost, 400 refused)
+    code: str | None = None        # the API error's code, where the scheduler knows it (rank_lost)
     prompt_tokens: int = 0
     cached_tokens: int = 0         # prompt tokens resumed from the prompt cache

@@ -69,6 +69,7 @@ class Scheduler:
         self.sinks: dict[str, tuple] = {}        # req id -> (loop, asyncio.Queue)
         self.waiting: dict[str, GenRequest] = {}
         self.error: str | None = None
+        self.error_code: str | None = None   # the API code of self.error: rank_lost, or None
         self.rounds = 0
         self.prompt_tokens_done = 0          # prompt tokens prefilled, all requests (stats line)
         self.generation_tokens_done = 0      # tokens sampled, all requests
@@ -96,7 +97,8 @@ class Scheduler:
         loop = asyncio.get_running_loop()
         q: asyncio.Queue = asyncio.Queue()
         if self.error:
-            yield TokenEvent(None, finish_reason="error", error=self.error, error_code=503)
+            yield TokenEvent(None, finish_reason="error", error=self.error, error_code=503,
+                             code=self.error_code)
             return
         req.arrival = req.arrival or time.monotonic()
         self.sinks[req.id] = (loop, q)
@@ -156,15 +158,20 @@ class Scheduler:
                         self._checked = self._steps
                     self.driver.check()          # a follower gone while idle is noticed now
         except Exception as e:               # a rank is gone, or a bug: nobody hangs
-            if isinstance(e, RankError):     # one line, as docs/operations.md shows it
-                log.error("%s: %s", type(e).__name__, e, exc_info=log.isEnabledFor(logging.DEBUG))
+            # the heartbeat's or watchdog's verdict where there is one: on NCCL the step
+            # itself then fails with the communicator's abort, which says less
+            cause = getattr(self.driver, "failure", None) or e
+            if isinstance(cause, RankError):   # one line; the traceback only at debug
+                log.error("engine loop stopped: %s", cause)
+                log.debug("engine loop stopped", exc_info=True)
+                self.error_code = "rank_lost"
             else:
                 log.exception("engine loop stopped")
-            self.error = f"the engine stopped: {e}; restart the ranks"
+            self.error = f"the engine stopped: {cause}; restart the ranks"
             self.driver.ok = False
             for rid in list(self.active) + list(self.waiting):
                 self._emit(rid, TokenEvent(None, finish_reason="error", error=self.error,
-                                           error_code=503))
+                                           error_code=503, code=self.error_code))
             self.active.clear()
             self.waiting.clear()
             while True:                      # answer what still arrives
@@ -176,7 +183,7 @@ class Scheduler:
                     continue
                 if kind == "new":
                     self._emit(x.id, TokenEvent(None, finish_reason="error", error=self.error,
-                                                error_code=503))
+                                                error_code=503, code=self.error_code))
 
     def _drain(self, block: bool):
         try:

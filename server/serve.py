@@ -13,6 +13,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 
 log = logging.getLogger("foldserve")
 
@@ -31,6 +32,9 @@ def add_arguments(p):
                    help="seconds rank 0 waits for every rank to arrive")
     p.add_argument("--comm-timeout", type=float, default=120.0,
                    help="seconds a CPU rank waits on a peer before calling it lost")
+    p.add_argument("--peer-timeout", type=_positive, default=5.0,
+                   help="seconds without an answer to rank 0's heartbeat after which a rank "
+                        "is lost, idle or busy (default 5)")
     p.add_argument("--max-batch-tokens", type=int, default=None,
                    help="tokens in one round, decodes and prefill chunks together "
                         "(default 2048 on GPUs, 512 on the CPU)")
@@ -48,6 +52,16 @@ def add_arguments(p):
                    help="seconds between rank 0's stats lines while requests run (0: none)")
     p.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"),
                    help="uvicorn's and foldserve's log level; debug adds tracebacks")
+
+
+def _positive(v: str) -> float:
+    try:
+        x = float(v)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{v!r} is not a number of seconds") from None
+    if not x > 0:
+        raise argparse.ArgumentTypeError(f"{v!r}: give a number of seconds above 0")
+    return x
 
 
 def _free_port(host: str) -> int:
@@ -78,8 +92,21 @@ def _launch_followers(args, world: int, master: str) -> list:
         argv = [sys.executable, "-m", "server.cli", *base, "--rank", str(r), "--master", master]
         if "--tp" not in base:
             argv += ["--tp", str(world)]
-        procs.append(subprocess.Popen(argv, env={**os.environ, "FOLDSERVE_FOLLOWER": "1"}))
+        proc = subprocess.Popen(argv, env={**os.environ, "FOLDSERVE_FOLLOWER": "1"})
+        threading.Thread(target=_reap, args=(proc, r), name=f"foldserve-reap-{r}",
+                         daemon=True).start()
+        procs.append(proc)
     return procs
+
+
+def _reap(proc: subprocess.Popen, rank: int) -> None:
+    """Wait for a follower as soon as it exits, so a dead one is no zombie while rank 0
+    serves on (answering 503s), and say how it ended."""
+    code = proc.wait()
+    if code < 0:
+        log.warning("rank %d (pid %d) was killed by signal %d", rank, proc.pid, -code)
+    elif code:
+        log.warning("rank %d (pid %d) exited with status %d", rank, proc.pid, code)
 
 
 def run(args) -> int:
@@ -125,7 +152,7 @@ def _serve_rank(args, env, rank, world, mhost, mport) -> int:
     from server.shapes.shard import shard_for
     from server.flags import resolve_context
     from server.planner.layout import KV_BYTES, layouts
-    from server.ranks import fingerprint
+    from server.ranks import fingerprint, heartbeat
     from server.ranks.rendezvous import join
 
     if args.device == "cuda":                  # _run has checked that cupy and a device are here
@@ -133,13 +160,24 @@ def _serve_rank(args, env, rank, world, mhost, mport) -> int:
         dev = env.local_rank if env.local_rank is not None else rank % cupy.cuda.runtime.getDeviceCount()
         cupy.cuda.Device(dev).use()
     link = join(rank, world, mhost, mport, args.join_timeout)
-    comm = None
-    if args.device == "cuda":                  # NCCL even at TP=1: a communicator of one
-        from server.ranks.nccl_comm import NcclComm
-        comm = NcclComm(link)
-    elif world > 1:
-        from server.ranks.comm import HostComm
-        comm = HostComm(link, args.comm_timeout)
+    comm = beat = None
+    try:
+        # rank 0: a Monitor (pings; the join timeout's allowance until serving begins);
+        # followers: a Responder; None at TP=1
+        beat = heartbeat.start(link, max(args.peer_timeout, args.join_timeout), args.join_timeout)
+        if args.device == "cuda":              # NCCL even at TP=1: a communicator of one
+            from server.ranks.nccl_comm import NcclComm
+            comm = NcclComm(link)
+        elif world > 1:
+            from server.ranks.comm import HostComm
+            comm = HostComm(link, args.comm_timeout)
+    except BaseException:
+        if beat:
+            beat.stop()
+        link.close()
+        raise
+    if rank == 0 and beat:
+        beat.on_lost(comm.lose)                # a frozen follower breaks the comm at once
     try:
         if world > 1:                          # settings and file identity, before any weight is read
             _early_fingerprint(args, env, comm, rank, world)
@@ -179,8 +217,11 @@ def _serve_rank(args, env, rank, world, mhost, mport) -> int:
             from server.ranks.follower import follow
             follow(comm, opened.engine)
             return 0
-        return _serve_front(args, env, opened, comm, lays, rooms, reserves, context, parallel)
+        return _serve_front(args, env, opened, comm, beat, lays, rooms, reserves, context,
+                            parallel)
     finally:
+        if beat:                               # before the comm: a clean stop is no lost rank
+            beat.stop()
         if comm:
             comm.close()
 
@@ -225,7 +266,7 @@ def _exit_on_term(signum, frame):
     raise SystemExit(0)
 
 
-def _serve_front(args, env, opened, comm, lays, rooms, reserves, context, parallel) -> int:
+def _serve_front(args, env, opened, comm, beat, lays, rooms, reserves, context, parallel) -> int:
     from server.api.app import create_app
     from server.api.http_server import run_uvicorn
     from server.api.state import AppState
@@ -242,6 +283,8 @@ def _serve_front(args, env, opened, comm, lays, rooms, reserves, context, parall
         p = plan(lays, rooms, context, parallel, int(args.prompt_cache_gib * (1 << 30)),
                  env.kv_pages, verify_window=1)
     except PlanError:
+        if beat:                                   # the followers leave now: no lost rank
+            beat.stop()
         if comm and len(rooms) > 1:                # tell the followers to stop, then say why
             comm.broadcast_step(pack(StopStep(1)))
         raise
@@ -255,7 +298,11 @@ def _serve_front(args, env, opened, comm, lays, rooms, reserves, context, parall
         reserve=reserves[p.governing], env=env, token_budget=budget,
         prefill_chunk=args.prefill_chunk, cuda_graphs=graphs.enabled if graphs else None)
     driver = RankDriver(opened.engine, comm) if len(rooms) > 1 else LocalDriver(opened.engine)
+    if beat:
+        beat.on_lost(driver.lost)              # /health 503 at once; NCCL: abort a waiting step
     driver.run(p.pool_step(env.kv_poison))
+    if beat:                                   # serving from here: the peer timeout holds
+        beat.set_timeout(args.peer_timeout)
     sched = Scheduler(driver, Admission.from_plan(p, poison=env.kv_poison), context=context,
                       prefill_chunk=args.prefill_chunk, seed_salt=args.seed_salt,
                       token_budget=budget).start()
@@ -270,7 +317,15 @@ def _serve_front(args, env, opened, comm, lays, rooms, reserves, context, parall
     try:
         run_uvicorn(create_app(state), args.host, args.port, args.log_level,
                     header_timeout=args.header_timeout, max_connections=args.max_connections)
+    except SystemExit as e:                    # the SIGTERM above: exit as below
+        if e.code not in (0, None):
+            raise
     finally:
         stats.stop()
+        if beat:                               # the followers leave at the StopStep: no alarm
+            beat.stop()
         sched.stop()
+    if not driver.ok or sched.error:           # the group failed while serving: say so
+        log.error("exiting with status 1: %s", sched.error or driver.failure or "a rank failed")
+        return 1
     return 0

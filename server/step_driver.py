@@ -2,7 +2,12 @@
 broadcasts the packed step so the followers apply the same step in the same order.
 
 A driver also hands the scheduler rank 0's sampling (`Sampling`), so the scheduler, which
-is control plane, imports neither numpy nor server/engine."""
+is control plane, imports neither numpy nor server/engine.
+
+RankDriver.lost(err) is the heartbeat's verdict (server/ranks/heartbeat.py, from its own
+thread): `ok` turns False at once (so /health says 503 at once), `failure` keeps the
+RankLost for the scheduler's error, and on NCCL a step in flight is aborted at once (the
+comm has already been broken by comm.lose, which wakes a host-link wait by itself)."""
 from __future__ import annotations
 
 import logging
@@ -53,6 +58,7 @@ class RankDriver(Sampling):
         self.engine, self.comm = engine, comm
         self.ranks = comm.world
         self.ok = True
+        self.failure = None                  # the RankLost that ended the group, once known
         self.stall_s = stall_s
         self._step_since: float | None = None
         self._watch: threading.Thread | None = None
@@ -72,6 +78,15 @@ class RankDriver(Sampling):
         finally:
             self._step_since = None
 
+    def lost(self, err) -> None:
+        """A peer stopped answering the heartbeat (any thread). On NCCL a collective waiting
+        on it never returns by itself: abort it now rather than after stall_s."""
+        self.failure = self.failure or err
+        self.ok = False
+        if self._step_since is not None and hasattr(self.comm, "abort"):
+            log.error("%s during a step: aborting the collectives", err)
+            self.comm.abort()
+
     def watch_once(self) -> bool:
         """A step running past stall_s with a peer gone: abort the collectives, so the engine
         thread's step raises instead of waiting forever. True when it aborted."""
@@ -84,6 +99,7 @@ class RankDriver(Sampling):
         except Exception as e:
             log.error("a step has waited %.1f s and %s: aborting the collectives",
                       time.monotonic() - since, e)
+            self.failure = self.failure or e
             self.ok = False
             self.comm.abort()
             return True

@@ -13,7 +13,7 @@ from .sampling import refuse_unsupported
 from .start import start_generation
 from .schemas import ChatRequest
 from .sse import sse_response
-from .textflow import encode, message_dicts, render_chat_prompt
+from .textflow import encode_chat, message_dicts, render_chat_prompt
 from .textwork import refuse_sure_overflow, text_work
 
 router = APIRouter()
@@ -22,8 +22,9 @@ router = APIRouter()
 def chat_prompt_ids(state, messages, add_generation_prompt: bool = True) -> list[int]:
     text = render_chat_prompt(state, message_dicts(messages), add_generation_prompt)
     refuse_sure_overflow(state, text, "messages")
-    # the template writes its own bos; the tokenizer must not add a second one
-    ids = encode(state.tokenizer, text, add_special_tokens=False)
+    # the template writes its own bos (no second one), and its own markers: special tokens'
+    # text inside the messages stays text (no forged turns)
+    ids = encode_chat(state.tokenizer, text)
     if not ids:
         raise invalid("the messages render to an empty prompt", param="messages")
     return ids

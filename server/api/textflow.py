@@ -54,7 +54,8 @@ def render_chat_prompt(state, messages: list[dict], add_generation_prompt: bool 
         return render_chat(getattr(tok, "chat_template", None), messages,
                            add_generation_prompt=add_generation_prompt,
                            bos_token=getattr(tok, "bos_token", "") or "",
-                           eos_token=getattr(tok, "eos_token", "") or "")
+                           eos_token=getattr(tok, "eos_token", "") or "",
+                           literal=getattr(tok, "literal", None))
     except ChatTemplateError as e:
         raise invalid(str(e), param="messages", code="chat_template_error") from e
 
@@ -66,6 +67,18 @@ def check_token_ids(tok, ids, param: str) -> None:
         if bad:
             raise invalid(f"token id {bad[0]} is out of range; this model's vocabulary has "
                           f"{vocab} tokens (ids 0..{vocab - 1})", param=param)
+
+
+def encode_chat(tok, text: str) -> list[int]:
+    """A rendered chat prompt: the template's markers are control tokens, special tokens'
+    text from the messages is text (server.text.literal); no BOS added."""
+    literal = getattr(tok, "literal", None)
+    if literal is None:
+        return encode(tok, text, add_special_tokens=False)
+    try:
+        return literal.encode(text)
+    except ValueError as e:
+        raise invalid(f"could not tokenize the text: {e}") from e
 
 
 def encode(tok, text: str, add_special_tokens: bool) -> list[int]:

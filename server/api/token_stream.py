@@ -116,7 +116,7 @@ class Generation:
             status = ev.error_code if 400 <= (ev.error_code or 0) < 600 else 503
             # the scheduler's 503 means the engine (a rank) is gone
             err = ApiError(status, ev.error or "generation failed",
-                           code="rank_lost" if status == 503 else "generation_error")
+                           code=ev.code or ("rank_lost" if status == 503 else "generation_error"))
         else:
             err = ApiError(503, f"the server ended this request ({reason}) before it finished",
                            code="request_aborted")

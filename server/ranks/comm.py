@@ -13,12 +13,17 @@ HostComm's shape, rank 0 the hub:
 A peer that dies (EOF, reset) or, with timeout_s, stops answering raises RankLost
 naming it; the comm is then broken and every later call raises at once. Rank 0 tells
 the surviving followers why before it raises, so nobody waits on a dead group.
+lose() is the same from outside: the heartbeat (server/ranks/heartbeat.py) calls it from
+its own thread when a follower stops answering, and a collective waiting on that
+follower wakes at once with the heartbeat's RankLost. Frames are sent under a lock, so a
+failure report from that thread never lands inside another frame.
 """
 from __future__ import annotations
 
 import select
 import socket
 import struct
+import threading
 
 import numpy as np
 
@@ -54,6 +59,11 @@ class Comm:
     def report_failure(self, detail: str) -> None:
         """Best effort: tell the group this rank is failing (follower -> rank 0, rank 0 -> all)."""
 
+    def lose(self, err: RankLost) -> None:
+        """From any thread: a peer is lost by an outside verdict (the heartbeat). Break the
+        comm for good; a collective waiting on that peer, and every later one, raises err."""
+        raise NotImplementedError
+
     def close(self) -> None:
         raise NotImplementedError
 
@@ -66,6 +76,7 @@ class HostComm(Comm):
         self.rank, self.world = link.rank, link.world
         self.timeout_s = timeout_s
         self._broken: RankError | None = None
+        self._send_lock = threading.Lock()       # whole frames only: lose() sends from another thread
 
     # -- collectives ---------------------------------------------------------------
 
@@ -147,13 +158,41 @@ class HostComm(Comm):
             if head[0] == wire.ERROR:     # a failure report; anything else is a collective ahead of us
                 self._recv(r, wire.ERROR, self.timeout_s)
 
-    def report_failure(self, detail: str) -> None:
-        for s in self._sockets().values():
+    def report_failure(self, detail: str, skip: int | None = None) -> None:
+        for r, s in self._sockets().items():
+            if r == skip or not self._send_lock.acquire(timeout=2.0):
+                continue
             try:
                 s.settimeout(1.0)
                 wire.send(s, wire.ERROR, detail.encode()[:65000])
             except OSError:
                 pass
+            finally:
+                self._send_lock.release()
+
+    def lose(self, err: RankLost) -> None:
+        if self._broken is None:
+            self._broken = err
+        s = self._sockets().get(err.rank)
+        if s is not None:
+            # tell the lost rank too, should it resume (a SIGCONT): it then stops with this
+            # reason instead of running on in a group that is gone. Skipped when a frame to it
+            # is half sent (the engine thread blocked on it); the shutdown below ends that send.
+            if self._send_lock.acquire(timeout=0.2):
+                try:
+                    s.send(wire.frame(wire.ERROR, f"rank 0 gave up on rank {err.rank}: "
+                                      f"{err.detail}; restart every rank".encode()),
+                           socket.MSG_DONTWAIT)
+                except OSError:
+                    pass
+                finally:
+                    self._send_lock.release()
+            try:
+                s.shutdown(socket.SHUT_RDWR)     # wakes a recv or send blocked on it, with EOF
+            except OSError:
+                pass
+        if self.rank == 0:
+            self.report_failure(str(err), skip=err.rank)
 
     def close(self) -> None:
         self.link.close()
@@ -171,7 +210,10 @@ class HostComm(Comm):
             raise self._broken
 
     def _fail(self, err: RankError):
-        """Break the comm for good; rank 0 first tells the followers why."""
+        """Break the comm for good; rank 0 first tells the followers why. The first verdict
+        wins: after lose(), the EOF its shutdown causes raises lose()'s reason."""
+        if self._broken is not None:
+            raise self._broken
         self._broken = err
         if self.rank == 0:
             self.report_failure(str(err))
@@ -181,7 +223,8 @@ class HostComm(Comm):
         s = self._sockets()[r]
         try:
             s.settimeout(self.timeout_s)
-            wire.send(s, tag, payload)
+            with self._send_lock:
+                wire.send(s, tag, payload)
         except TimeoutError:
             self._fail(RankLost(r, f"not reading for {self.timeout_s:g} s"))
         except OSError as e:

@@ -22,6 +22,7 @@ import logging
 import threading
 
 from server.ranks.comm import Comm, HostComm
+from server.ranks.rank_errors import RankLost
 from server.ranks.rendezvous import Link
 
 log = logging.getLogger("foldserve")
@@ -51,6 +52,7 @@ class NcclComm(Comm):
         self.rank, self.world = link.rank, link.world
         self.host = HostComm(link, timeout_s)
         self.steps_over_nccl = steps_over_nccl
+        self._closed = False
         uid = uid_to_bytes(nccl.get_unique_id()) if self.rank == 0 else b""
         uid = self.host.all_gather_bytes(uid)[0]            # rank 0's, on every rank
         self.nccl = self._communicator(nccl, uid)
@@ -96,6 +98,11 @@ class NcclComm(Comm):
     def report_failure(self, detail: str) -> None:
         self.host.report_failure(detail)
 
+    def lose(self, err) -> None:
+        """The heartbeat's verdict: the host link breaks (check_peers raises it from now on);
+        rank 0's driver then aborts the communicator if a step is waiting on the peer."""
+        self.host.lose(err)
+
     def abort(self) -> None:
         """From another thread, after a lost rank: collectives in flight return with an error."""
         self.close(abort=True)
@@ -105,7 +112,13 @@ class NcclComm(Comm):
 
         Both wait inside NCCL until every CUDA graph that captured a collective of this
         communicator is destroyed (the engine drops its graphs at the StopStep). The wait is
-        bounded: past timeout_s the rank logs why and goes on to exit without it."""
+        bounded: past timeout_s the rank logs why and goes on to exit without it.
+        Once a peer is lost (RankLost on the host link) close aborts too: destroy would wait
+        on that peer. A second call (the watchdog aborted, then the rank exits) does nothing."""
+        if self._closed:
+            return
+        self._closed = True
+        abort = abort or isinstance(self.host._broken, RankLost)
         failed: list = []
 
         def end():

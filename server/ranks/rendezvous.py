@@ -21,7 +21,7 @@ from server.config import ConfigError
 from server.ranks import wire
 from server.ranks.rank_errors import JoinError, JoinTimeout, RankMismatch
 
-PROTOCOL = 1                 # bump when frames or steps change shape
+PROTOCOL = 2                 # bump when frames or steps change shape (2: the heartbeat connection)
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 29551
 _MAGIC = b"FSRV"
@@ -40,15 +40,16 @@ class Link:
     port: int
     peers: dict = field(default_factory=dict)   # rank 0: {rank: socket}, ranks 1..world-1
     hub: socket.socket | None = None            # followers: the socket to rank 0
+    listener: socket.socket | None = None       # rank 0: still listening, for the heartbeat's connections
 
     def close(self) -> None:
-        for s in [*self.peers.values(), self.hub]:
+        for s in [*self.peers.values(), self.hub, self.listener]:
             if s is not None:
                 try:
                     s.close()
                 except OSError:
                     pass
-        self.peers, self.hub = {}, None
+        self.peers, self.hub, self.listener = {}, None, None
 
 
 def address(host: str, port: int) -> str:
@@ -136,25 +137,26 @@ def _host(world: int, host: str, port: int, timeout_s: float) -> Link:
     except OSError as e:
         raise JoinError(f"rank 0: cannot listen on {where}: {e}; is another foldserve "
                         f"using that port, and is {host} an address of this host?") from None
-    link = Link(0, world, host, port)
+    # the listener stays open on the Link: each follower opens its heartbeat connection to
+    # the same address next (server/ranks/heartbeat.py), which then closes it
+    link = Link(0, world, host, port, listener=listener)
     start = time.monotonic()
     deadline, say_at = start + timeout_s, start + WAITING_EVERY_S
     try:
-        with listener:
-            while len(link.peers) < world - 1:
-                now = time.monotonic()
-                left = deadline - now
-                if left <= 0:
-                    raise JoinTimeout(_missing_message(link, timeout_s, where))
-                if now >= say_at:
-                    log.info("foldserve: %s", _missing_message(link, timeout_s, where, now - start))
-                    say_at = now + WAITING_EVERY_S
-                listener.settimeout(max(0.01, min(left, say_at - now)))
-                try:
-                    conn, _ = listener.accept()
-                except socket.timeout:
-                    continue
-                _admit(link, conn, min(left, _GRACE_S))
+        while len(link.peers) < world - 1:
+            now = time.monotonic()
+            left = deadline - now
+            if left <= 0:
+                raise JoinTimeout(_missing_message(link, timeout_s, where))
+            if now >= say_at:
+                log.info("foldserve: %s", _missing_message(link, timeout_s, where, now - start))
+                say_at = now + WAITING_EVERY_S
+            listener.settimeout(max(0.01, min(left, say_at - now)))
+            try:
+                conn, _ = listener.accept()
+            except socket.timeout:
+                continue
+            _admit(link, conn, min(left, _GRACE_S))
         for s in link.peers.values():
             wire.send(s, wire.WELCOME)
         return link

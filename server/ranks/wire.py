@@ -12,12 +12,18 @@ from __future__ import annotations
 import socket
 import struct
 
-HELLO, WELCOME, STEP, REDUCE, GATHER, ERROR = 1, 2, 3, 4, 5, 6
+HELLO, WELCOME, STEP, REDUCE, GATHER, ERROR, HEARTBEAT = 1, 2, 3, 4, 5, 6, 7
 TAG_NAMES = {HELLO: "hello", WELCOME: "welcome", STEP: "broadcast_step",
-             REDUCE: "all_reduce", GATHER: "all_gather", ERROR: "error"}
+             REDUCE: "all_reduce", GATHER: "all_gather", ERROR: "error",
+             HEARTBEAT: "heartbeat"}      # heartbeat frames travel on a connection of their own
 
 _HEADER = struct.Struct("<BI")
 MAX_FRAME = 1 << 31          # a step or a reduce buffer is far smaller; larger is a corrupt header
+
+
+def frame(tag: int, payload: bytes = b"") -> bytes:
+    """One small frame as bytes (for a single non-blocking send)."""
+    return _HEADER.pack(tag, len(payload)) + bytes(payload)
 
 
 def send(sock: socket.socket, tag: int, payload: bytes | memoryview = b"") -> None:

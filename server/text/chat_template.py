@@ -55,11 +55,15 @@ def _compile(template: str) -> jinja2.Template:
 
 
 def render_chat(template: str | None, messages: list[dict], add_generation_prompt: bool = True,
-                bos_token: str = "", eos_token: str = "", **extra) -> str:
+                bos_token: str = "", eos_token: str = "", literal=None, **extra) -> str:
     """The prompt text for `messages`; `template` None means DEFAULT_CHAT_TEMPLATE.
 
     `extra` reaches the template as variables (tools, documents, enable_thinking, ...).
+    `literal` (a text.literal.Literal): special tokens' text in the messages and extra
+    stays text; encode the result with literal.encode, not a plain encode.
     """
+    if literal is not None:
+        messages, extra = literal.protect(messages), literal.protect(extra)
     source = template if template is not None else DEFAULT_CHAT_TEMPLATE
     try:
         compiled = _compile(source)

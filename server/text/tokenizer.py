@@ -20,6 +20,7 @@ from tokenizers import Tokenizer as HFTokenizer
 from . import pretok, spm
 from .gguf_meta import read_metadata
 from .tokenizer_error import TokenizerError
+from .literal import Literal
 
 # GGUF token_type values (llama.cpp's llama_token_type)
 CONTROL, USER_DEFINED = 3, 4
@@ -38,6 +39,7 @@ class Tokenizer:
         self._eos_id = eos_id  # the model's own eos; eos_ids adds end-of-turn markers
         self._eos_ids = frozenset(eos_ids | ({eos_id} if eos_id is not None else set()))
         self._chat_template = chat_template
+        self._literal: Literal | None = None
 
     # ---- construction ----
 
@@ -148,6 +150,14 @@ class Tokenizer:
 
     def token_to_id(self, token: str) -> int | None:
         return self._hf.token_to_id(token)
+
+    @property
+    def literal(self) -> Literal:
+        """Special tokens in chat message content as text (literal.py): protect the
+        messages before rendering, encode the rendered prompt with it."""
+        if self._literal is None:
+            self._literal = Literal(self._hf)
+        return self._literal
 
     @property
     def bos_id(self) -> int | None:

@@ -127,3 +127,24 @@ def test_close_reports_a_failed_destroy(fake_cupy):
     comm.nccl.destroy = fail
     with pytest.raises(RuntimeError, match="unhandled cuda error"):
         comm.close()
+
+
+def test_after_a_lost_rank_close_aborts_once(fake_cupy):
+    """The heartbeat's verdict breaks the host link (comm.lose); closing then aborts the
+    communicator (destroy would wait on the lost peer), and a close after the watchdog's
+    abort does nothing (NCCL must not see a second call on a freed communicator)."""
+    from server.ranks.rank_errors import RankLost
+    from server.ranks.nccl_comm import NcclComm
+    comm = NcclComm(Link(0, 1, "127.0.0.1", 1))
+    comm.nccl.abort = lambda: fake_cupy.append(("abort",))
+    comm.lose(RankLost(1, "no answer to the heartbeat for 5 s"))
+    with pytest.raises(RankLost, match="heartbeat"):
+        comm.check_peers()
+    comm.abort()                          # the driver, a step in flight
+    comm.close()                          # the rank's exit
+    assert [c for c in fake_cupy if c[0] in ("abort", "destroy")] == [("abort",)]
+    comm2 = NcclComm(Link(0, 1, "127.0.0.1", 1))
+    comm2.nccl.abort = lambda: fake_cupy.append(("abort",))
+    comm2.lose(RankLost(1, "x"))
+    comm2.close()                         # no abort() before: close aborts by itself
+    assert fake_cupy[-1] == ("abort",)

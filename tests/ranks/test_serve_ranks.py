@@ -7,6 +7,10 @@
             rank's tables equal rank 0's and every pool is free
   lost      a follower killed mid-request or while idle: the request ends with a 503,
             /health turns unhealthy, rank 0 keeps answering
+  frozen    a SIGSTOPped follower, idle or busy: /health 503 and the request's rank_lost
+            error within 6 s (the heartbeat, --peer-timeout 5); SIGCONT brings nothing
+            back (the follower stops, rank 0 stays unhealthy and exits 1); a step longer
+            than the peer timeout trips nothing; a launched follower that dies is reaped
 
 Every server runs in process groups of its own, killed at teardown; a test fails if any
 process of them is left behind.
@@ -321,6 +325,7 @@ def test_follower_killed_mid_request(stream, group):
     assert took < 10, f"the request took {took:.1f} s to end after the follower died"
     _assert_unhealthy_soon(url, procs, within=5)
     assert "rank 1 lost" in procs[0].stderr
+    assert "Traceback" not in procs[0].stderr, procs[0].stderr[-3000:]   # one line, not a trace
     print(f"request ended {took:.2f} s after the kill: {procs[0].stderr.count('rank 1 lost')}")
 
 
@@ -330,6 +335,110 @@ def test_follower_killed_while_idle_is_noticed(group):
     os.kill(procs[1].pid, signal.SIGKILL)
     took = _assert_unhealthy_soon(url, procs, within=5)
     print(f"idle follower loss noticed in {took:.2f} s")
+
+
+# ---- frozen: a SIGSTOPped follower, noticed by the heartbeat ---------------------------------
+
+def _stopped(pid: int) -> bool:
+    with open(f"/proc/{pid}/stat") as f:
+        stat = f.read()
+    return stat[stat.rindex(")") + 2] == "T"
+
+
+@pytest.mark.parametrize("busy", [False, True], ids=["idle", "busy"])
+def test_a_stopped_follower_is_lost_within_6_s(busy, group):
+    url, procs = _start_pair(group, "dummy:smollm2-135m" if busy else "dummy:tiny")
+    follower = procs[1]
+    got = {}
+    if busy:                               # about 0.1 s a token: mid-request for 30 s
+        body = dict(prompt=[1, 2, 3, 4], max_tokens=300, temperature=0, ignore_eos=True)
+        t = threading.Thread(target=lambda: got.update(r=completion(url, **body),
+                                                        at=time.monotonic()))
+        t.start()
+        _wait_busy(url)
+        time.sleep(0.3)
+    t0 = time.monotonic()
+    os.kill(follower.pid, signal.SIGSTOP)
+    try:
+        while not _stopped(follower.pid):
+            time.sleep(0.01)
+        polled = time.monotonic()
+        took = polled - t0 + _assert_unhealthy_soon(url, procs, within=6 - (polled - t0))
+        if busy:
+            t.join(10)
+            assert not t.is_alive(), "the request hangs on a stopped follower"
+            r, ended = got["r"], got["at"] - t0
+            assert ended < 6, f"the in-flight request ended {ended:.1f} s after the stop"
+            assert r.status_code == 503, r.text
+            err = r.json()["error"]
+            assert err["code"] == "rank_lost" and err["type"] == "service_unavailable", err
+            assert "rank 1 lost: no answer to the heartbeat for 5 s" in err["message"], err
+        late = completion(url, prompt=[1, 2], max_tokens=2)
+        assert late.json()["error"]["code"] == "rank_lost"
+    finally:
+        os.kill(follower.pid, signal.SIGCONT)
+    # SIGCONT resurrects nothing: the follower reads rank 0's verdict and stops, in one line
+    assert wait_exit([follower], 20) < 20, "the resumed follower runs on in a dead group"
+    assert follower.popen.returncode not in (0, None)
+    lines = follower.stderr.strip().splitlines()
+    assert "Traceback" not in follower.stderr and lines[-1].startswith(
+        "foldserve: rank 0 lost: it reported: rank 0 gave up on rank 1: no answer to the "
+        "heartbeat"), follower.stderr[-2000:]
+    assert httpx.get(url + "/health").status_code == 503
+    assert completion(url, prompt=[1, 2], max_tokens=2).status_code == 503
+    assert "Traceback" not in procs[0].stderr, procs[0].stderr[-3000:]
+    procs[0].popen.send_signal(signal.SIGTERM)      # the group failed: rank 0 exits non-zero
+    assert wait_exit(procs[:1], 30) < 30
+    assert procs[0].popen.returncode == 1 and "exiting with status 1" in procs[0].stderr
+    print(f"{'busy' if busy else 'idle'}: /health 503 {took:.2f} s "
+          f"after the stop{f', request ended {ended:.2f} s after' if busy else ''}")
+
+
+def test_a_step_longer_than_the_peer_timeout_trips_nothing(group):
+    """--peer-timeout 0.5 and one prefill round of 32 tokens on the 135M shape: the round
+    takes longer than the timeout (about 3 s here), the heartbeat answers beside it."""
+    url, procs = _start_pair(group, "dummy:smollm2-135m",
+                             ["--peer-timeout", "0.5"])
+    t0 = time.monotonic()
+    r = completion(url, prompt=[(7 * k) % 500 + 1 for k in range(32)], max_tokens=1,
+                   temperature=0, ignore_eos=True)
+    took = time.monotonic() - t0
+    assert r.status_code == 200, r.text
+    assert took > 0.5, f"the prefill took {took:.2f} s: too short to test the timeout"
+    assert httpx.get(url + "/health").json()["status"] == "ok"
+    assert "lost" not in procs[0].stderr
+    print(f"a 32-token prefill round took {took:.2f} s at --peer-timeout 0.5: no rank lost")
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                stat = open(f"/proc/{d}/stat").read()
+            except OSError:
+                continue
+            if int(stat[stat.rindex(")") + 2:].split()[1]) == pid:
+                out.append(int(d))
+    return out
+
+
+def test_a_launched_follower_that_dies_is_reaped(group):
+    port = free_port()
+    url = f"http://{HOST}:{port}"
+    server = group.start(["--tp", "2", "--port", str(port), *TINY], name="rank0")
+    wait_health(url, [server])
+    (child,) = [c for c in _children(server.pid) if "server.cli" in
+                open(f"/proc/{c}/cmdline").read().replace("\0", " ")]
+    os.kill(child, signal.SIGKILL)
+    deadline = time.monotonic() + 5
+    while os.path.exists(f"/proc/{child}") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not os.path.exists(f"/proc/{child}"), "the killed follower is left a zombie"
+    _assert_unhealthy_soon(url, [server], within=5)
+    assert f"rank 1 (pid {child}) was killed by signal 9" in server.stderr
+    server.popen.send_signal(signal.SIGTERM)
+    assert wait_exit([server], 30) < 30 and server.popen.returncode == 1
 
 
 # ---- deploy/: the scripts an operator runs -----------------------------------------------

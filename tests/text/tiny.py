@@ -11,21 +11,24 @@ CORPUS = ["hello world", "hello there", "the world says hello", "12 + 34 = 46"] 
 SPECIALS = ["<s>", "</s>", "<|im_end|>"]
 
 
-def train_byte_bpe() -> Tokenizer:
+def train_byte_bpe(specials=SPECIALS) -> Tokenizer:
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=300, special_tokens=SPECIALS,
+    trainer = trainers.BpeTrainer(vocab_size=300, special_tokens=list(specials),
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
     tok.train_from_iterator(CORPUS, trainer)
     return tok
 
 
-def write_hf_dir(d: Path, chat_template=None, template_file: str | None = None) -> Tokenizer:
-    tok = train_byte_bpe()
-    tok.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", 0)])
+def write_hf_dir(d: Path, chat_template=None, template_file: str | None = None,
+                 specials=SPECIALS) -> Tokenizer:
+    """specials: the first is BOS (id 0), the second EOS (id 1)."""
+    tok = train_byte_bpe(specials)
+    bos, eos = specials[0], specials[1]
+    tok.post_processor = processors.TemplateProcessing(single=f"{bos} $A", special_tokens=[(bos, 0)])
     tok.save(str(d / "tokenizer.json"))
-    cfg = {"bos_token": "<s>", "eos_token": {"content": "</s>", "special": True}}
+    cfg = {"bos_token": bos, "eos_token": {"content": eos, "special": True}}
     if chat_template is not None:
         cfg["chat_template"] = chat_template
     (d / "tokenizer_config.json").write_text(json.dumps(cfg))
@@ -35,9 +38,11 @@ def write_hf_dir(d: Path, chat_template=None, template_file: str | None = None) 
     return tok
 
 
-def write_gguf(path: Path, model="gpt2", pre="llama-bpe", add_bos=True, extra=None) -> Tokenizer:
-    """A GGUF holding only tokenizer metadata, taken from a freshly trained byte-level BPE."""
-    tok = train_byte_bpe()
+def write_gguf(path: Path, model="gpt2", pre="llama-bpe", add_bos=True, extra=None,
+               specials=SPECIALS) -> Tokenizer:
+    """A GGUF holding only tokenizer metadata, taken from a freshly trained byte-level BPE;
+    `specials` are its control tokens, the first BOS (id 0), the second EOS (id 1)."""
+    tok = train_byte_bpe(specials)
     state = json.loads(tok.to_str())["model"]
     tokens = [t for t, _ in sorted(state["vocab"].items(), key=lambda kv: kv[1])]
     merges = [m if isinstance(m, str) else " ".join(m) for m in state["merges"]]
@@ -46,7 +51,7 @@ def write_gguf(path: Path, model="gpt2", pre="llama-bpe", add_bos=True, extra=No
     if pre is not None:
         w.add_tokenizer_pre(pre)
     w.add_token_list(tokens)
-    w.add_token_types([3 if t in SPECIALS else 1 for t in tokens])
+    w.add_token_types([3 if t in specials else 1 for t in tokens])
     w.add_token_merges(merges)
     w.add_bos_token_id(0)
     w.add_eos_token_id(1)
