@@ -210,7 +210,8 @@ class Scheduler:
             # handler still answers it (a request in neither list would hang its client)
             req = self.waiting[g.req_id]
             try:
-                st = SamplerState(req.params, req.prompt_ids, self.seed_salt)
+                st = SamplerState(req.params, req.prompt_ids, self.seed_salt,
+                                  grammar=req.grammar, eos_ids=req.eos_ids)
             except Exception as e:           # this request's own settings: end it alone
                 log.exception("request %s: sampler", req.id)
                 del self.waiting[req.id]
@@ -292,6 +293,8 @@ class Scheduler:
     def _finish_reason(self, a: Active, tok: int) -> str | None:
         p = a.req.params
         if not p.ignore_eos and (tok in a.req.eos_ids or tok in p.stop_token_ids):
+            return "stop"
+        if a.sampler.done:                   # the grammar is complete (with ignore_eos too)
             return "stop"
         if len(a.out) >= p.max_tokens or a.length >= self.context:
             return "length"

@@ -2,17 +2,20 @@
 streaming pieces (server.text: IncrementalDetokenizer, StopMatcher)."""
 from __future__ import annotations
 
+import json
+
 from server.text import ChatTemplateError, IncrementalDetokenizer, StopMatcher, render_chat
 
 from .errors import ApiError, invalid
 
 
-def detokenizer(tok, prompt_ids=()) -> IncrementalDetokenizer:
-    return IncrementalDetokenizer(tok, context=list(prompt_ids)[-1:])
+def detokenizer(tok, prompt_ids=(), skip_special_tokens: bool = True) -> IncrementalDetokenizer:
+    return IncrementalDetokenizer(tok, skip_special_tokens=skip_special_tokens,
+                                  context=list(prompt_ids)[-1:])
 
 
-def stop_matcher(stops: list[str]) -> StopMatcher:
-    return StopMatcher(stops)
+def stop_matcher(stops: list[str], include_stop: bool = False) -> StopMatcher:
+    return StopMatcher(stops, include_stop=include_stop)
 
 
 def message_dicts(messages) -> list[dict]:
@@ -33,11 +36,32 @@ def message_dicts(messages) -> list[dict]:
         d = {"role": m.role, "content": content}
         if m.name is not None:
             d["name"] = m.name
+        if m.tool_calls:        # arguments as objects, as HF templates (and vLLM) take them
+            d["tool_calls"] = [{"id": c.id, "type": "function", "function": {
+                "name": c.function.name, "arguments": _arguments(c.function.arguments, i)}}
+                for c in m.tool_calls]
+        if m.tool_call_id is not None:
+            d["tool_call_id"] = m.tool_call_id
         out.append(d)
     return out
 
 
-def render_chat_prompt(state, messages: list[dict], add_generation_prompt: bool = True) -> str:
+def _arguments(args, i: int):
+    if isinstance(args, dict):
+        return args
+    try:
+        value = json.loads(args)
+    except json.JSONDecodeError as e:
+        raise invalid(f"messages[{i}].tool_calls: arguments is not JSON: {e}",
+                      param=f"messages[{i}].tool_calls") from None
+    if not isinstance(value, dict):
+        raise invalid(f"messages[{i}].tool_calls: arguments must be a JSON object",
+                      param=f"messages[{i}].tool_calls")
+    return value
+
+
+def render_chat_prompt(state, messages: list[dict], add_generation_prompt: bool = True,
+                       **extra) -> str:
     if state.render_chat is not None:
         try:
             return state.render_chat(messages)
@@ -48,7 +72,7 @@ def render_chat_prompt(state, messages: list[dict], add_generation_prompt: bool 
         return render_chat(getattr(tok, "chat_template", None), messages,
                            add_generation_prompt=add_generation_prompt,
                            bos_token=getattr(tok, "bos_token", "") or "",
-                           eos_token=getattr(tok, "eos_token", "") or "")
+                           eos_token=getattr(tok, "eos_token", "") or "", **extra)
     except ChatTemplateError as e:
         raise invalid(str(e), param="messages", code="chat_template_error") from e
 
