@@ -22,6 +22,7 @@ import json
 import uuid
 from dataclasses import dataclass, field
 
+from server.engine.grammar import JSON_OPTIONS
 from server.text import tool_calls as tc
 
 from .errors import invalid
@@ -83,6 +84,7 @@ def call_grammar(tools: list, many: bool) -> str:
                                               "arguments": _params(t["function"])},
              "required": ["name", "arguments"], "additionalProperties": False} for t in tools]
     schema = alts[0] if len(alts) == 1 else {"anyOf": alts}
+    schema = {**schema, "x-guidance": JSON_OPTIONS}
     call = '"<tool_call>\\n" %json ' + json.dumps(schema) + ' "\\n</tool_call>"'
     more = ' ("\\n" call)*' if many else ""
     return f"start: call{more}\ncall: {call}\n"

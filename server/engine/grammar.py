@@ -25,6 +25,12 @@ _LOCK = threading.Lock()
 _TOKENIZERS: dict[int, object] = {}
 
 
+# JSON comes out as json.dumps writes it (", " and ": ", no newlines): a small model
+# offered free whitespace can spend its whole max_tokens on it. A schema's own
+# "x-guidance" settings win over these.
+JSON_OPTIONS = {"whitespace_flexible": False, "item_separator": ", ", "key_separator": ": "}
+
+
 class GrammarError(ValueError):
     """The grammar or schema does not compile; str() is the reason."""
 
@@ -62,9 +68,9 @@ def grammar_text(kind: str, spec) -> str:
             schema = json.loads(spec) if isinstance(spec, str) else spec
             if not isinstance(schema, dict):
                 raise GrammarError("a JSON schema must be an object")
-            return M.grammar_from_json_schema(schema)
+            return M.grammar_from_json_schema(schema, defaults=JSON_OPTIONS)
         if kind == "json_object":
-            return M.grammar_from_json_schema({"type": "object"})
+            return M.grammar_from_json_schema({"type": "object"}, defaults=JSON_OPTIONS)
         if kind == "regex":
             return M.grammar_from_regex(spec)
         if kind == "choice":

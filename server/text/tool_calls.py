@@ -9,7 +9,8 @@
                (or "arguments"), optionally after <|python_tag|>, several joined by ";"
 
 A call is (name, arguments as a JSON string). Text that does not parse as a call stays
-content: a reply is never lost to a parser.
+content: a reply is never lost to a parser (a last Hermes call cut off by max_tokens is
+dropped, the complete ones before it kept).
 """
 from __future__ import annotations
 
@@ -53,18 +54,20 @@ def _calls(values) -> list[Call] | None:
 def parse(text: str) -> tuple[str | None, list[Call]]:
     """-> (content or None, calls); calls empty when the text holds none."""
     if HERMES_OPEN in text:
-        calls, ok = [], True
+        calls, ok, cut = [], True, len(text)
         for m in _HERMES.finditer(text):
             try:
                 c = _call(json.loads(m.group(1)))
             except json.JSONDecodeError:
                 c = None
             if c is None:
-                ok = False
+                # a last call cut off (finish_reason "length") is dropped, the rest kept
+                ok = bool(calls) and not m.group(0).endswith(HERMES_CLOSE) and m.end() == len(text)
+                cut = m.start()
                 break
             calls.append(c)
         if ok and calls:
-            content = _HERMES.sub("", text).strip()
+            content = _HERMES.sub("", text[:cut]).strip()
             return content or None, calls
     stripped = text.strip()
     if stripped.startswith(MISTRAL):
