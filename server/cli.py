@@ -15,6 +15,8 @@ def _model_args(p):
 
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="foldserve", description=__doc__)
+    from server import __version__
+    ap.add_argument("--version", action="version", version=f"foldserve {__version__}")
     sub = ap.add_subparsers(dest="cmd", required=True)
 
     g = sub.add_parser("generate", help="generate from one prompt, printing as it comes")

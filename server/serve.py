@@ -17,6 +17,19 @@ import sys
 log = logging.getLogger("foldserve")
 
 
+def read_chat_template(arg: str | None) -> str | None:
+    """--chat-template: a file's text, or (as vLLM takes it) the template itself."""
+    if arg is None:
+        return None
+    from server.config import ConfigError
+    if os.path.isfile(arg):
+        with open(arg, encoding="utf-8") as f:
+            return f.read()
+    if "{{" in arg or "{%" in arg:
+        return arg
+    raise ConfigError(f"--chat-template {arg!r}: no such file (and not a template)")
+
+
 def _streams(v: str) -> str:
     """--parallel: a count >= 1 or `auto` (argparse names the flag and the value otherwise)."""
     if v == "auto" or (v.isdigit() and int(v) >= 1):
@@ -49,6 +62,12 @@ def add_arguments(p):
     p.add_argument("--prompt-cache-gib", type=float, default=0.25)
     p.add_argument("--reserve-gib", type=float, default=None)
     p.add_argument("--api-key", default=None)
+    p.add_argument("--served-model-name", nargs="+", default=None, metavar="NAME",
+                   help="the model's name(s) in the API (default: the model file's); the "
+                        "first is the one replies carry")
+    p.add_argument("--chat-template", default=None, metavar="FILE",
+                   help="a jinja2 chat template file (or the template itself) replacing the "
+                        "model's")
     p.add_argument("--max-body-bytes", type=int, default=4 << 20)
     p.add_argument("--max-queue", type=int, default=256)
     p.add_argument("--seed-salt", type=int, default=0)
@@ -217,7 +236,10 @@ def _serve_front(args, env, opened, comm, lays, rooms, reserves, context, parall
                       prefill_chunk=args.prefill_chunk, seed_salt=args.seed_salt,
                       token_budget=args.max_batch_tokens or (2048 if args.device == "cuda" else 512)
                       ).start()
-    state = AppState(scheduler=sched, tokenizer=opened.tokenizer, model_name=opened.name,
+    names = tuple(args.served_model_name or ())
+    state = AppState(scheduler=sched, tokenizer=opened.tokenizer,
+                     model_name=names[0] if names else opened.name, served_names=names,
+                     chat_template=read_chat_template(args.chat_template),
                      context=context, api_key=args.api_key, max_body_bytes=args.max_body_bytes,
                      max_queue=args.max_queue, tp=len(rooms), plan_line=line,
                      kv_mode="pages" if p.paged else "windows", load_s=opened.load_seconds)

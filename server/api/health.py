@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 
 router = APIRouter()
 
@@ -10,7 +10,7 @@ FIELDS = ("ranks", "streams_busy", "streams_total", "pages_free", "pages_kept", 
           "queue", "context")
 
 
-@router.get("/health")
+@router.api_route("/health", methods=["GET", "HEAD"])
 async def health(request: Request):
     state = request.app.state.foldserve
     try:
@@ -26,3 +26,16 @@ async def health(request: Request):
     if body["status"] != "ok":
         body["reason"] = "a rank is gone; restart the server"
     return JSONResponse(body, status_code=200 if body["status"] == "ok" else 503)
+
+
+@router.api_route("/ping", methods=["GET", "POST"])
+async def ping(request: Request):
+    """vLLM's (and SageMaker's) liveness probe: /health's status, an empty body."""
+    r = await health(request)
+    return Response(status_code=r.status_code)
+
+
+@router.get("/version")
+async def version():
+    from server import __version__
+    return {"version": __version__}

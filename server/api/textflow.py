@@ -60,6 +60,11 @@ def _arguments(args, i: int):
     return value
 
 
+def chat_template(state) -> str | None:
+    """--chat-template's, else the model's own (None: the default ChatML)."""
+    return getattr(state, "chat_template", None) or getattr(state.tokenizer, "chat_template", None)
+
+
 def render_chat_prompt(state, messages: list[dict], add_generation_prompt: bool = True,
                        **extra) -> str:
     if state.render_chat is not None:
@@ -69,7 +74,7 @@ def render_chat_prompt(state, messages: list[dict], add_generation_prompt: bool 
             raise invalid(str(e), param="messages") from e
     tok = state.tokenizer
     try:
-        return render_chat(getattr(tok, "chat_template", None), messages,
+        return render_chat(chat_template(state), messages,
                            add_generation_prompt=add_generation_prompt,
                            bos_token=getattr(tok, "bos_token", "") or "",
                            eos_token=getattr(tok, "eos_token", "") or "", **extra)

@@ -91,7 +91,8 @@ def call_grammar(tools: list, many: bool) -> str:
 
 
 def template_supports(state, word: str) -> bool:
-    t = getattr(state.tokenizer, "chat_template", None)
+    from .textflow import chat_template
+    t = chat_template(state)
     return state.render_chat is None and isinstance(t, str) and word in t
 
 
