@@ -21,9 +21,12 @@ router = APIRouter()
 
 
 def chat_prompt_ids(state, messages, add_generation_prompt: bool = True,
-                    plan: toolmod.ToolPlan | None = None) -> list[int]:
+                    plan: toolmod.ToolPlan | None = None,
+                    template_kwargs: dict | None = None) -> list[int]:
     msgs, extra = toolmod.prepare_messages(state, message_dicts(messages),
                                            plan or toolmod.ToolPlan("none"))
+    reserved = {"messages", "add_generation_prompt", "bos_token", "eos_token"}
+    extra = {**{k: v for k, v in (template_kwargs or {}).items() if k not in reserved}, **extra}
     text = render_chat_prompt(state, msgs, add_generation_prompt, **extra)
     # the template writes its own bos; the tokenizer must not add a second one
     ids = encode(state.tokenizer, text, add_special_tokens=False)
@@ -58,7 +61,8 @@ async def chat_completions(request: Request):
             raise invalid(f"tool_choice {body.tool_choice!r} constrains the reply; it cannot "
                           "be combined with response_format or a grammar", param="tool_choice")
         grammar = plan.grammar
-    ids = chat_prompt_ids(state, body.messages, body.add_generation_prompt is not False, plan)
+    ids = chat_prompt_ids(state, body.messages, body.add_generation_prompt is not False, plan,
+                          body.chat_template_kwargs)
     logprobs = (body.top_logprobs or 0) if body.logprobs else None
     rid, gens = start_generations(state, metrics, body, ids, chat=True, logprobs=logprobs,
                                   grammar=grammar)

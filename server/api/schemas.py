@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from .unsupported import refuse_unsupported_fields
+from .unsupported import CHAT_UNSUPPORTED, refuse_unsupported_fields
 
 Strict = ConfigDict(strict=True, extra="ignore", allow_inf_nan=False)
 
@@ -153,10 +153,17 @@ class NamedToolChoice(BaseModel):
 
 
 class ChatRequest(SamplingFields):
+    @model_validator(mode="before")
+    @classmethod
+    def _refuse_chat_unsupported(cls, data):
+        refuse_unsupported_fields(data, CHAT_UNSUPPORTED)
+        return data
+
     messages: Annotated[list[Message], Field(min_length=1)]
     logprobs: bool | None = False
     top_logprobs: Annotated[int, Field(ge=0, le=20)] | None = None
     add_generation_prompt: bool | None = True
+    chat_template_kwargs: dict[str, Any] | None = None      # vLLM / llama-server
     tools: list[Tool] | None = None
     tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = None
     parallel_tool_calls: bool | None = True
