@@ -14,7 +14,7 @@ from .sampling import refuse_unsupported
 from .start import start_generations, usage
 from .schemas import ChatRequest
 from .sse import sse_response
-from .structured import request_grammar
+from .structured import off_loop, request_grammar
 from .textflow import encode, message_dicts, render_chat_prompt
 
 router = APIRouter()
@@ -54,8 +54,8 @@ async def chat_completions(request: Request):
     refuse_unsupported(body)
     if body.top_logprobs is not None and not body.logprobs:
         raise invalid("top_logprobs needs logprobs=true", param="top_logprobs")
-    plan = toolmod.plan(state, body)
-    grammar = request_grammar(state, body)
+    plan = await off_loop(toolmod.plan, state, body)
+    grammar = await off_loop(request_grammar, state, body)
     if plan.grammar is not None:
         if grammar is not None:
             raise invalid(f"tool_choice {body.tool_choice!r} constrains the reply; it cannot "

@@ -11,7 +11,7 @@ from .driver import collect_all, merged
 from .errors import invalid
 from .sampling import refuse_unsupported
 from .start import start_generations, usage
-from .structured import request_grammar
+from .structured import off_loop, request_grammar
 from .schemas import CompletionRequest
 from .sse import sse_response
 from .textflow import check_token_ids, encode
@@ -56,7 +56,7 @@ async def completions(request: Request):
     check_model(state, body.model)
     refuse_unsupported(body)
     ids = prompt_ids(state, body.prompt)
-    grammar = request_grammar(state, body)
+    grammar = await off_loop(request_grammar, state, body)
     rid, gens = start_generations(state, metrics, body, ids, chat=False,
                                   logprobs=body.logprobs, grammar=grammar)
     head = {"id": rid, "object": "text_completion", "created": int(time.time()),

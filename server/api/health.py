@@ -10,7 +10,8 @@ FIELDS = ("ranks", "streams_busy", "streams_total", "pages_free", "pages_kept", 
           "queue", "context")
 
 
-@router.api_route("/health", methods=["GET", "HEAD"])
+@router.head("/health", include_in_schema=False)
+@router.get("/health")
 async def health(request: Request):
     state = request.app.state.foldserve
     try:
@@ -28,7 +29,8 @@ async def health(request: Request):
     return JSONResponse(body, status_code=200 if body["status"] == "ok" else 503)
 
 
-@router.api_route("/ping", methods=["GET", "POST"])
+@router.post("/ping", include_in_schema=False)
+@router.get("/ping")
 async def ping(request: Request):
     """vLLM's (and SageMaker's) liveness probe: /health's status, an empty body."""
     r = await health(request)

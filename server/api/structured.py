@@ -8,6 +8,8 @@ A schema or grammar that does not compile is a 400 naming the field and the reas
 """
 from __future__ import annotations
 
+import asyncio
+
 from server.engine.grammar import GrammarError, compile_grammar
 
 from .errors import invalid
@@ -62,3 +64,9 @@ def request_grammar(state, body):
     """The compiled grammar the body asks for, or None (400 on a bad one)."""
     spec = constraint_spec(body)
     return None if spec is None else compile_for(state, *spec)
+
+
+async def off_loop(fn, *args):
+    """Compiling runs in a worker thread: the first one builds the tokenizer's llguidance
+    twin (about a second), and a large schema may take long; the event loop keeps serving."""
+    return await asyncio.to_thread(fn, *args)
