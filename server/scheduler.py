@@ -14,6 +14,7 @@ The engine runs in one thread of its own; the front end talks to it through an i
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import queue
 import threading
@@ -74,6 +75,7 @@ class Scheduler:
         self._steps = 0                      # steps sent; the idle check runs once per change
         self._checked = -1
         self._stop = threading.Event()
+        self._host = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="foldserve-masks")
         self._thread = threading.Thread(target=self._run, name="foldserve-engine", daemon=True)
 
     # ---- front end side (any thread / the event loop) ----
@@ -85,6 +87,7 @@ class Scheduler:
         self._stop.set()
         self.inbox.put(("wake", None))
         self._thread.join(timeout=30)
+        self._host.shutdown(wait=False)
         self.driver.close()
 
     def check(self, prompt_len: int, max_tokens: int) -> None:
@@ -247,7 +250,14 @@ class Scheduler:
                 chunks.append(Chunk(a.stream, a.fed, tuple(a.req.prompt_ids[a.fed:a.fed + n]), last))
                 owners.append(a)
                 budget -= n
-        logits = self.driver.run(RoundStep(tuple(chunks)))
+        # grammar masks for the rows this round samples: on the host while the ranks run it
+        masks = [self._host.submit(a.sampler.prepare) for c, a in zip(chunks, owners)
+                 if c.logits and a.sampler.constraint is not None]
+        try:
+            logits = self.driver.run(RoundStep(tuple(chunks)))
+        finally:
+            for f in masks:
+                f.exception()                # wait; a failure shows again when sampling
         self.rounds += 1
         self._steps += 1
         row = 0

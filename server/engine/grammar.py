@@ -111,19 +111,27 @@ class Constraint:
     def __init__(self, matcher, vocab: int):
         self.m, self.vocab = matcher, vocab
         self._words = np.full((vocab + 31) // 32, -1, dtype=np.int32)
+        self._bits: np.ndarray | None = None     # the mask for the current state, once computed
 
     @property
     def done(self) -> bool:
         """Stopped: the grammar is complete and takes no more tokens (only eos)."""
         return self.m.is_stopped()
 
+    def prepare(self) -> None:
+        """Compute the next mask now (the scheduler calls it while a round runs)."""
+        if self._bits is not None or self.m.is_error():
+            return
+        w = self._words
+        self.m.unsafe_compute_mask_ptr(w.ctypes.data, w.nbytes)
+        self._bits = np.unpackbits(w.view(np.uint8), bitorder="little").astype(bool)
+
     def allowed(self, n: int) -> np.ndarray:
         """Bool [n]: the tokens the grammar allows next (ids past its vocabulary: none)."""
         if self.m.is_error():
             raise GrammarError(f"the grammar matcher failed: {self.m.get_error()}")
-        w = self._words
-        self.m.unsafe_compute_mask_ptr(w.ctypes.data, w.nbytes)
-        bits = np.unpackbits(w.view(np.uint8), bitorder="little").astype(bool)
+        self.prepare()
+        bits = self._bits
         out = np.zeros(n, dtype=bool)
         k = min(n, self.vocab)
         out[:k] = bits[:k]
@@ -132,5 +140,6 @@ class Constraint:
     def consume(self, token: int) -> None:
         if self.done:
             return
+        self._bits = None
         if not self.m.consume_token(int(token)):
             raise GrammarError(f"token {token} breaks the grammar: {self.m.get_error()}")

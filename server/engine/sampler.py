@@ -72,6 +72,11 @@ class SamplerState:
                 and p.repetition_penalty == 1.0 and not p.presence_penalty
                 and not p.frequency_penalty and not self.shaped)
 
+    def prepare(self) -> None:
+        """Work that needs only this stream's past: its grammar's next mask."""
+        if self.constraint is not None and not self.constraint.done:
+            self.constraint.prepare()
+
     def record(self, token: int) -> None:
         self.counts[token] = self.counts.get(token, 0) + 1
         self.produced += 1

@@ -3,7 +3,7 @@ ignore_eos without <|im_end|> in the text, n > 1 equal to single requests with t
 derived seeds, echo, structured outputs (random schemas, streamed and not, solo ==
 concurrent), tools (required / named, a follow-up turn, streamed deltas), refusals.
 
-FOLDSERVE_E2E_SCHEMA_EXAMPLES (default 3) sets how many random schemas go through the
+FOLDSERVE_E2E_SCHEMA_EXAMPLES (default 2) sets how many random schemas go through the
 real model; tests/model/test_grammar_walk.py runs the same strategy for 200 on the
 sampler alone. FOLDSERVE_E2E_URL points these tests at a server already running.
 """
@@ -23,7 +23,7 @@ from tests.model.schemas import schemas
 
 pytestmark = pytest.mark.slow
 
-EXAMPLES = int(os.environ.get("FOLDSERVE_E2E_SCHEMA_EXAMPLES", "3"))
+EXAMPLES = int(os.environ.get("FOLDSERVE_E2E_SCHEMA_EXAMPLES", "2"))
 TWO = [{"role": "user", "content": "What is 2+2? Answer with a number only."}]
 TOOLS = [{"type": "function", "function": {
     "name": "get_weather", "description": "Get the current weather in a city",
