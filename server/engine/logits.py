@@ -9,7 +9,8 @@ state (no penalties, no logprobs) in one launch and copies one int a row; on GPU
 replies follow kernels/sample.py's counter-based draw, not the host generator's.
 Rows with logit_bias, min_tokens or a grammar (SamplerState.shaped) take neither shortcut:
 the scheduler copies them with `row(i)` and the host sampler applies bias and masks
-(not yet on the device; not measured on a GPU).
+(grammar masks are computed on a host thread while the round runs; the masks are not
+applied on the device yet, and the cost is not measured on a GPU).
 """
 from __future__ import annotations
 
