@@ -19,7 +19,10 @@ import openai
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from tests.model.schemas import schemas
+try:
+    from model.schemas import schemas          # tests/ on sys.path (pytest's rootdir insert)
+except ImportError:
+    from tests.model.schemas import schemas
 
 pytestmark = pytest.mark.slow
 
