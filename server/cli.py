@@ -10,6 +10,8 @@ import sys
 def build_parser() -> argparse.ArgumentParser:
     from server.flags import HelpFormatter, add_model_flags as _model_args
     ap = argparse.ArgumentParser(prog="foldserve", description=__doc__)
+    from server import __version__
+    ap.add_argument("--version", action="version", version=f"foldserve {__version__}")
     sub = ap.add_subparsers(dest="cmd", required=True)
     sub.add_parser = functools.partial(sub.add_parser, formatter_class=HelpFormatter)
 

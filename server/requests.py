@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -18,6 +19,8 @@ class SamplingParams:
     stop_token_ids: tuple = ()
     ignore_eos: bool = False
     logprobs: int | None = None   # top logprobs to return per token (0 = only the chosen one)
+    logit_bias: tuple = ()        # ((token_id, bias), ...), added to the logits before sampling
+    min_tokens: int = 0           # eos and stop_token_ids are masked out until this many
 
     @property
     def greedy(self) -> bool:
@@ -31,6 +34,7 @@ class GenRequest:
     params: SamplingParams
     eos_ids: frozenset = frozenset()
     arrival: float = 0.0
+    grammar: Any = None           # server.engine.grammar.Grammar: the reply must match it
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ The engine runs in one thread of its own; the front end talks to it through an i
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import queue
 import threading
@@ -76,6 +77,7 @@ class Scheduler:
         self._steps = 0                      # steps sent; the idle check runs once per change
         self._checked = -1
         self._stop = threading.Event()
+        self._host = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="foldserve-masks")
         self._thread = threading.Thread(target=self._run, name="foldserve-engine", daemon=True)
 
     # ---- front end side (any thread / the event loop) ----
@@ -87,6 +89,7 @@ class Scheduler:
         self._stop.set()
         self.inbox.put(("wake", None))
         self._thread.join(timeout=30)
+        self._host.shutdown(wait=False)
         self.driver.close()
 
     def check(self, prompt_len: int, max_tokens: int) -> None:
@@ -224,7 +227,8 @@ class Scheduler:
             # handler still answers it (a request in neither list would hang its client)
             req = self.waiting[g.req_id]
             try:
-                st = self.driver.sampler_state(req.params, req.prompt_ids, self.seed_salt)
+                st = self.driver.sampler_state(req.params, req.prompt_ids, self.seed_salt,
+                                               grammar=req.grammar, eos_ids=req.eos_ids)
             except Exception as e:           # this request's own settings: end it alone
                 log.exception("request %s: sampler", req.id)
                 del self.waiting[req.id]
@@ -260,7 +264,14 @@ class Scheduler:
                 chunks.append(Chunk(a.stream, a.fed, tuple(a.req.prompt_ids[a.fed:a.fed + n]), last))
                 owners.append(a)
                 budget -= n
-        logits = self.driver.run(RoundStep(tuple(chunks)))
+        # grammar masks for the rows this round samples: on the host while the ranks run it
+        masks = [self._host.submit(a.sampler.prepare) for c, a in zip(chunks, owners)
+                 if c.logits and a.sampler.constraint is not None]
+        try:
+            logits = self.driver.run(RoundStep(tuple(chunks)))
+        finally:
+            for f in masks:
+                f.exception()                # wait; a failure shows again when sampling
         self.rounds += 1
         self._steps += 1
         fed = sum(len(c.tokens) for c in chunks)
@@ -312,6 +323,8 @@ class Scheduler:
     def _finish_reason(self, a: Active, tok: int) -> str | None:
         p = a.req.params
         if not p.ignore_eos and (tok in a.req.eos_ids or tok in p.stop_token_ids):
+            return "stop"
+        if a.sampler.done:                   # the grammar is complete (with ignore_eos too)
             return "stop"
         if len(a.out) >= p.max_tokens or a.length >= self.context:
             return "length"

@@ -18,6 +18,19 @@ import threading
 log = logging.getLogger("foldserve")
 
 
+def read_chat_template(arg: str | None) -> str | None:
+    """--chat-template: a file's text, or (as vLLM takes it) the template itself."""
+    if arg is None:
+        return None
+    from server.config import ConfigError
+    if os.path.isfile(arg):
+        with open(arg, encoding="utf-8") as f:
+            return f.read()
+    if "{{" in arg or "{%" in arg:
+        return arg
+    raise ConfigError(f"--chat-template {arg!r}: no such file (and not a template)")
+
+
 def add_arguments(p):
     from server.flags import add_plan_flags
     add_plan_flags(p)               # --model --device --tp --context --parallel ... (plan's too)
@@ -39,6 +52,12 @@ def add_arguments(p):
                    help="tokens in one round, decodes and prefill chunks together "
                         "(default 2048 on GPUs, 512 on the CPU)")
     p.add_argument("--api-key", default=None, help="bearer key every request must carry (default: none)")
+    p.add_argument("--served-model-name", nargs="+", default=None, metavar="NAME",
+                   help="the model's name(s) in the API (default: the model file's); the "
+                        "first is the one replies carry")
+    p.add_argument("--chat-template", default=None, metavar="FILE",
+                   help="a jinja2 chat template file (or the template itself) replacing the "
+                        "model's")
     p.add_argument("--max-body-bytes", type=int, default=4 << 20, help="largest request body")
     p.add_argument("--max-queue", type=int, default=256,
                    help="requests that may wait beyond the running streams; 503 past it")
@@ -306,7 +325,10 @@ def _serve_front(args, env, opened, comm, beat, lays, rooms, reserves, context, 
     sched = Scheduler(driver, Admission.from_plan(p, poison=env.kv_poison), context=context,
                       prefill_chunk=args.prefill_chunk, seed_salt=args.seed_salt,
                       token_budget=budget).start()
-    state = AppState(scheduler=sched, tokenizer=opened.tokenizer, model_name=opened.name,
+    names = tuple(args.served_model_name or ())
+    state = AppState(scheduler=sched, tokenizer=opened.tokenizer,
+                     model_name=names[0] if names else opened.name, served_names=names,
+                     chat_template=read_chat_template(args.chat_template),
                      context=context, api_key=args.api_key, max_body_bytes=args.max_body_bytes,
                      max_queue=args.max_queue, tp=len(rooms), plan_line="\n".join(block),
                      kv_mode="pages" if p.paged else "windows", load_s=opened.load_seconds)

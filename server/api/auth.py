@@ -1,13 +1,13 @@
 """Bearer-key check (pure ASGI middleware): with --api-key set, the OpenAI routes and
-/tokenize, /detokenize need `Authorization: Bearer KEY`; /health and /metrics stay open
-for probes and scrapers."""
+/tokenize, /detokenize need `Authorization: Bearer KEY`; /health, /ping, /version and
+/metrics stay open for probes and scrapers."""
 from __future__ import annotations
 
 import hmac
 
 from .errors import ApiError
 
-OPEN_PATHS = ("/health", "/metrics", "/docs", "/openapi.json")
+OPEN_PATHS = ("/health", "/metrics", "/docs", "/openapi.json", "/ping", "/version")
 
 
 def needs_key(path: str) -> bool:

@@ -7,20 +7,28 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
 from .request_checks import check_model, parse_body
-from .token_stream import Generation, collect
+from . import tools as toolmod
+from .token_stream import collect_all, merged
 from .errors import invalid
 from .sampling import refuse_unsupported
-from .start import start_generation
+from .start import start_generations, usage
 from .schemas import ChatRequest
 from .sse import sse_response
+from .structured import off_loop, request_grammar
 from .textflow import encode_chat, message_dicts, render_chat_prompt
 from .textwork import refuse_sure_overflow, text_work
 
 router = APIRouter()
 
 
-def chat_prompt_ids(state, messages, add_generation_prompt: bool = True) -> list[int]:
-    text = render_chat_prompt(state, message_dicts(messages), add_generation_prompt)
+def chat_prompt_ids(state, messages, add_generation_prompt: bool = True,
+                    plan: toolmod.ToolPlan | None = None,
+                    template_kwargs: dict | None = None) -> list[int]:
+    msgs, extra = toolmod.prepare_messages(state, message_dicts(messages),
+                                           plan or toolmod.ToolPlan("none"))
+    reserved = {"messages", "add_generation_prompt", "bos_token", "eos_token"}
+    extra = {**{k: v for k, v in (template_kwargs or {}).items() if k not in reserved}, **extra}
+    text = render_chat_prompt(state, msgs, add_generation_prompt, **extra)
     refuse_sure_overflow(state, text, "messages")
     # the template writes its own bos (no second one), and its own markers: special tokens'
     # text inside the messages stays text (no forged turns)
@@ -49,46 +57,71 @@ async def chat_completions(request: Request):
     refuse_unsupported(body)
     if body.top_logprobs is not None and not body.logprobs:
         raise invalid("top_logprobs needs logprobs=true", param="top_logprobs")
+    plan = await off_loop(toolmod.plan, state, body)
+    grammar = await off_loop(request_grammar, state, body)
+    if plan.grammar is not None:
+        if grammar is not None:
+            raise invalid(f"tool_choice {body.tool_choice!r} constrains the reply; it cannot "
+                          "be combined with response_format or a grammar", param="tool_choice")
+        grammar = plan.grammar
     ids = await text_work(request).run(chat_prompt_ids, state, body.messages,
-                                       body.add_generation_prompt is not False)
+                                       body.add_generation_prompt is not False, plan,
+                                       body.chat_template_kwargs)
     logprobs = (body.top_logprobs or 0) if body.logprobs else None
-    gen = start_generation(state, metrics, body, ids, chat=True, logprobs=logprobs)
-    req = gen.req
-    head = {"id": req.id, "created": int(time.time()), "model": state.model_name}
+    rid, gens = start_generations(state, metrics, body, ids, chat=True, logprobs=logprobs,
+                                  grammar=grammar)
+    head = {"id": rid, "created": int(time.time()), "model": state.model_name}
 
     if body.stream:
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
-        return sse_response(_stream(state, gen, head, body.logprobs, include_usage))
+        return sse_response(_stream(state, gens, head, body.logprobs, include_usage, plan))
 
-    result = await collect(request, gen)
-    if result is None:
+    results = await collect_all(request, gens)
+    if results is None:
         return Response(status_code=499)    # the client left; nobody reads this
-    text, tokens, finish, error = result
-    if error is not None:
-        return error.response()
-    choice = {"index": 0, "message": {"role": "assistant", "content": text},
-              "logprobs": logprobs_block(state.tokenizer, tokens) if body.logprobs else None,
-              "finish_reason": finish}
-    return JSONResponse({**head, "object": "chat.completion", "choices": [choice],
-                         "usage": gen.usage()})
+    choices = []
+    for i, (text, tokens, finish, error) in enumerate(results):
+        if error is not None:
+            return error.response()
+        msg, finish = toolmod.message(text, finish, plan)
+        choices.append({"index": i, "message": msg,
+                        "logprobs": logprobs_block(state.tokenizer, tokens) if body.logprobs
+                        else None, "finish_reason": finish})
+    return JSONResponse({**head, "object": "chat.completion", "choices": choices,
+                         "usage": usage(gens)})
 
 
-async def _stream(state, gen: Generation, head: dict, want_logprobs: bool, include_usage: bool):
+async def _stream(state, gens, head: dict, want_logprobs: bool, include_usage: bool,
+                  plan: toolmod.ToolPlan):
     head = {**head, "object": "chat.completion.chunk"}
     extra = {"usage": None} if include_usage else {}
+    parsers = [toolmod.ToolStream() if plan.parses else None for _ in gens]
 
-    def chunk(delta: dict, finish=None, lp=None) -> dict:
-        return {**head, "choices": [{"index": 0, "delta": delta, "logprobs": lp,
+    def chunk(i: int, delta: dict, finish=None, lp=None) -> dict:
+        return {**head, "choices": [{"index": i, "delta": delta, "logprobs": lp,
                                      "finish_reason": finish}], **extra}
 
-    yield chunk({"role": "assistant", "content": ""})
-    async for p in gen.pieces():
+    for i in range(len(gens)):
+        yield chunk(i, {"role": "assistant", "content": ""})
+    async for i, p in merged([g.pieces() for g in gens]):
+        tp = parsers[i]
         if p.text:
             lp = logprobs_block(state.tokenizer, p.tokens) if want_logprobs else None
-            yield chunk({"content": p.text}, lp=lp)
+            if tp is None:
+                yield chunk(i, {"content": p.text}, lp=lp)
+            else:
+                for d in tp.push(p.text):
+                    yield chunk(i, d, lp=lp)
+                    lp = None
         if p.error is not None:
             raise p.error
         if p.finish:
-            yield chunk({}, finish=p.finish)
+            finish = p.finish
+            if tp is not None:
+                for d in tp.finish():
+                    yield chunk(i, d)
+                if tp.count and finish == "stop":
+                    finish = "tool_calls"
+            yield chunk(i, {}, finish=finish)
     if include_usage:
-        yield {**head, "choices": [], "usage": gen.usage()}
+        yield {**head, "choices": [], "usage": usage(gens)}

@@ -7,10 +7,11 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
 from .request_checks import check_model, parse_body
-from .token_stream import Generation, collect
+from .token_stream import collect_all, merged
 from .errors import invalid
 from .sampling import refuse_unsupported
-from .start import start_generation
+from .start import start_generations, usage
+from .structured import off_loop, request_grammar
 from .schemas import CompletionRequest
 from .sse import sse_response
 from .textflow import check_token_ids, encode
@@ -57,39 +58,56 @@ async def completions(request: Request):
     check_model(state, body.model)
     refuse_unsupported(body)
     ids = await text_work(request).run(prompt_ids, state, body.prompt)
-    gen = start_generation(state, metrics, body, ids, chat=False, logprobs=body.logprobs)
-    req = gen.req
-    head = {"id": req.id, "object": "text_completion", "created": int(time.time()),
+    grammar = await off_loop(request_grammar, state, body)
+    rid, gens = start_generations(state, metrics, body, ids, chat=False,
+                                  logprobs=body.logprobs, grammar=grammar)
+    head = {"id": rid, "object": "text_completion", "created": int(time.time()),
             "model": state.model_name}
     want_logprobs = body.logprobs is not None
+    # echo: the prompt's text before each choice's reply (a token-id prompt decoded)
+    echo = _prompt_text(state, body.prompt, ids) if body.echo else ""
 
     if body.stream:
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
-        return sse_response(_stream(state, gen, head, want_logprobs, include_usage))
+        return sse_response(_stream(state, gens, head, want_logprobs, include_usage, echo))
 
-    result = await collect(request, gen)
-    if result is None:
+    results = await collect_all(request, gens)
+    if results is None:
         return Response(status_code=499)    # the client left; nobody reads this
-    text, tokens, finish, error = result
-    if error is not None:
-        return error.response()
-    choice = {"index": 0, "text": text, "finish_reason": finish,
-              "logprobs": logprobs_block(state.tokenizer, tokens, 0) if want_logprobs else None}
-    return JSONResponse({**head, "choices": [choice], "usage": gen.usage()})
+    choices = []
+    for i, (text, tokens, finish, error) in enumerate(results):
+        if error is not None:
+            return error.response()
+        choices.append({"index": i, "text": echo + text, "finish_reason": finish,
+                        "logprobs": logprobs_block(state.tokenizer, tokens, 0)
+                        if want_logprobs else None})
+    return JSONResponse({**head, "choices": choices, "usage": usage(gens)})
 
 
-async def _stream(state, gen: Generation, head: dict, want_logprobs: bool, include_usage: bool):
-    offset = 0
+def _prompt_text(state, prompt, ids) -> str:
+    if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
+        prompt = prompt[0]
+    if isinstance(prompt, str):
+        return prompt
+    return state.tokenizer.decode(ids)
+
+
+async def _stream(state, gens, head: dict, want_logprobs: bool, include_usage: bool, echo: str):
+    offsets = [0] * len(gens)
     extra = {"usage": None} if include_usage else {}
-    async for p in gen.pieces():
+    if echo:
+        for i in range(len(gens)):
+            yield {**head, "choices": [{"index": i, "text": echo, "logprobs": None,
+                                        "finish_reason": None}], **extra}
+    async for i, p in merged([g.pieces() for g in gens]):
         if p.error is not None:
             if p.text:
-                yield {**head, "choices": [{"index": 0, "text": p.text, "logprobs": None,
+                yield {**head, "choices": [{"index": i, "text": p.text, "logprobs": None,
                                             "finish_reason": None}], **extra}
             raise p.error
-        lp = logprobs_block(state.tokenizer, p.tokens, offset) if want_logprobs else None
-        offset += len(p.text)
-        yield {**head, "choices": [{"index": 0, "text": p.text, "logprobs": lp,
+        lp = logprobs_block(state.tokenizer, p.tokens, offsets[i]) if want_logprobs else None
+        offsets[i] += len(p.text)
+        yield {**head, "choices": [{"index": i, "text": p.text, "logprobs": lp,
                                     "finish_reason": p.finish}], **extra}
     if include_usage:
-        yield {**head, "choices": [], "usage": gen.usage()}
+        yield {**head, "choices": [], "usage": usage(gens)}

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 
 router = APIRouter()
 
@@ -10,6 +10,7 @@ FIELDS = ("ranks", "streams_busy", "streams_total", "pages_free", "pages_kept", 
           "queue", "context")
 
 
+@router.head("/health", include_in_schema=False)
 @router.get("/health")
 async def health(request: Request):
     state = request.app.state.foldserve
@@ -26,3 +27,17 @@ async def health(request: Request):
     if body["status"] != "ok":
         body["reason"] = "a rank is gone; restart the server"
     return JSONResponse(body, status_code=200 if body["status"] == "ok" else 503)
+
+
+@router.post("/ping", include_in_schema=False)
+@router.get("/ping")
+async def ping(request: Request):
+    """vLLM's (and SageMaker's) liveness probe: /health's status, an empty body."""
+    r = await health(request)
+    return Response(status_code=r.status_code)
+
+
+@router.get("/version")
+async def version():
+    from server import __version__
+    return {"version": __version__}

@@ -8,21 +8,22 @@ from .errors import ApiError
 router = APIRouter()
 
 
-def card(state) -> dict:
-    return {"id": state.model_name, "object": "model", "created": state.created,
+def card(state, name: str | None = None) -> dict:
+    return {"id": name or state.model_name, "object": "model", "created": state.created,
             "owned_by": "foldserve", "root": state.model_name, "parent": None,
             "max_model_len": state.context}
 
 
 @router.get("/v1/models")
 async def list_models(request: Request):
-    return {"object": "list", "data": [card(request.app.state.foldserve)]}
+    state = request.app.state.foldserve
+    return {"object": "list", "data": [card(state, n) for n in state.names]}
 
 
 @router.get("/v1/models/{model_id:path}")
 async def get_model(model_id: str, request: Request):
     state = request.app.state.foldserve
-    if model_id != state.model_name:
+    if model_id not in state.names:
         raise ApiError(404, f"The model '{model_id}' does not exist; this server serves "
                        f"'{state.model_name}'", param="model", code="model_not_found")
-    return card(state)
+    return card(state, model_id)

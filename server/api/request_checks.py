@@ -64,7 +64,7 @@ def check_text(data, where: str = "") -> None:
 
 
 def check_model(state, model: str | None) -> None:
-    if model is not None and model != state.model_name:
+    if model is not None and model not in getattr(state, "names", (state.model_name,)):
         raise ApiError(404, f"The model '{model}' does not exist; this server serves "
                        f"'{state.model_name}'", param="model", code="model_not_found")
 

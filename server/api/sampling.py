@@ -14,16 +14,18 @@ from .schemas import SamplingFields
 COMPLETION_DEFAULT_MAX_TOKENS = 16
 
 
+MAX_N = 16
+
+
 def refuse_unsupported(body: SamplingFields) -> None:
-    if body.n is not None and body.n != 1:
-        raise invalid(f"n={body.n} is not supported: this server returns one choice per "
-                      "request; send n=1 (or leave it out) and repeat the request instead",
+    if body.n is not None and body.n > MAX_N:
+        raise invalid(f"n={body.n} is more than this server gives ({MAX_N} choices at most)",
                       param="n")
     if getattr(body, "best_of", None) not in (None, 1):
         raise invalid(f"best_of={body.best_of} is not supported; use best_of=1", param="best_of")
-    if getattr(body, "echo", False):
-        raise invalid("echo=true is not supported; the reply never repeats the prompt",
-                      param="echo")
+    if getattr(body, "echo", False) and getattr(body, "logprobs", None) is not None:
+        raise invalid("echo=true with logprobs needs the prompt's logprobs, which this "
+                      "server does not compute; send one of them", param="echo")
     if getattr(body, "suffix", None):
         raise invalid("suffix is not supported (no fill-in-the-middle)", param="suffix")
     if isinstance(body.stop, list) and any(s == "" for s in body.stop) or body.stop == "":
@@ -58,7 +60,32 @@ def check_fit(scheduler, prompt_len: int, max_tokens: int) -> None:
         raise
 
 
-def sampling_params(body: SamplingFields, max_tokens: int, logprobs: int | None) -> SamplingParams:
+def logit_bias(body: SamplingFields, vocab: int | None) -> tuple:
+    """OpenAI's {"token id as a string": bias in [-100, 100]} -> ((id, bias), ...), sorted."""
+    if not body.logit_bias:
+        return ()
+    out = []
+    for key, bias in body.logit_bias.items():
+        try:
+            tid = int(key)
+        except ValueError:
+            raise invalid(f"logit_bias keys are token ids as strings, got {key!r}",
+                          param="logit_bias") from None
+        if tid < 0 or (isinstance(vocab, int) and vocab > 0 and tid >= vocab):
+            raise invalid(f"logit_bias: token id {tid} is out of range (the vocabulary has "
+                          f"{vocab} tokens)", param="logit_bias")
+        out.append((tid, float(bias)))
+    return tuple(sorted(out))
+
+
+def choice_seed(seed: int | None, index: int) -> int | None:
+    """Choice `index` of an n > 1 request draws as a single request with this seed would:
+    seed + index (mod 2**64); without a seed every choice draws its own."""
+    return None if seed is None else (seed + index) % 2**64
+
+
+def sampling_params(body: SamplingFields, max_tokens: int, logprobs: int | None,
+                    vocab: int | None = None) -> SamplingParams:
     d = SamplingParams()
     top_k = body.top_k if body.top_k not in (None, -1) else 0
     return SamplingParams(
@@ -75,4 +102,6 @@ def sampling_params(body: SamplingFields, max_tokens: int, logprobs: int | None)
         stop_token_ids=tuple(body.stop_token_ids or ()),
         ignore_eos=bool(body.ignore_eos),
         logprobs=logprobs,
+        logit_bias=logit_bias(body, vocab),
+        min_tokens=min(int(body.min_tokens or 0), max_tokens),
     )

@@ -5,9 +5,11 @@ logprobs without top_logprobs...) live in `sampling.py`.
 """
 from __future__ import annotations
 
-from typing import Annotated, Literal, Union
+from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from .unsupported import CHAT_UNSUPPORTED, refuse_unsupported_fields
 
 Strict = ConfigDict(strict=True, extra="ignore", allow_inf_nan=False)
 
@@ -19,9 +21,40 @@ class StreamOptions(BaseModel):
     include_usage: bool | None = False
 
 
+class JsonSchemaFormat(BaseModel):
+    model_config = ConfigDict(strict=True, extra="ignore", allow_inf_nan=False,
+                              populate_by_name=True)
+    name: str | None = None
+    description: str | None = None
+    schema_: dict[str, Any] | None = Field(None, alias="schema")
+    strict: bool | None = None
+
+
+class ResponseFormat(BaseModel):
+    model_config = Strict
+    type: Literal["text", "json_object", "json_schema"]
+    json_schema: JsonSchemaFormat | None = None
+
+
+class StructuredOutputs(BaseModel):
+    """vLLM's `structured_outputs`: one of these."""
+    model_config = Strict
+    json_: dict[str, Any] | str | None = Field(None, alias="json")
+    regex: str | None = None
+    choice: list[str] | None = None
+    grammar: str | None = None
+    json_object: bool | None = None
+
+
 class SamplingFields(BaseModel):
     """The fields completions and chat share."""
     model_config = Strict
+
+    @model_validator(mode="before")
+    @classmethod
+    def _refuse_unsupported(cls, data):
+        refuse_unsupported_fields(data)        # an ApiError (400), not a validation error
+        return data
 
     model: str | None = None
     max_tokens: Annotated[int, Field(ge=1)] | None = None
@@ -43,6 +76,19 @@ class SamplingFields(BaseModel):
     ignore_eos: bool | None = False
     draft: bool | None = None          # accepted; False = plain decoding
     user: str | None = None
+    # issue 19: sampling shapes and structured outputs (server/api/structured.py)
+    logit_bias: dict[str, Annotated[float, Field(ge=-100.0, le=100.0)]] | None = None
+    min_tokens: Annotated[int, Field(ge=0)] | None = None
+    include_stop_str_in_output: bool | None = False
+    skip_special_tokens: bool | None = True
+    response_format: ResponseFormat | None = None
+    guided_json: dict[str, Any] | str | None = None       # vLLM
+    guided_regex: str | None = None
+    guided_choice: list[str] | None = None
+    guided_grammar: str | None = None
+    structured_outputs: StructuredOutputs | None = None
+    json_schema: dict[str, Any] | None = None               # llama-server
+    grammar: str | None = None                               # llama-server, GBNF
 
 
 class CompletionRequest(SamplingFields):
@@ -60,19 +106,68 @@ class TextPart(BaseModel):
     text: str | None = None
 
 
+class FunctionCall(BaseModel):
+    model_config = Strict
+    name: str
+    arguments: str | dict[str, Any] = "{}"
+
+
+class ToolCall(BaseModel):
+    model_config = Strict
+    id: str | None = None
+    type: Literal["function"] = "function"
+    function: FunctionCall
+
+
 class Message(BaseModel):
     model_config = Strict
     role: Literal["system", "developer", "user", "assistant", "tool"]
     content: str | list[TextPart] | None = None
     name: str | None = None
+    tool_calls: list[ToolCall] | None = None
     tool_call_id: str | None = None     # required on a tool message (textflow.message_dicts)
 
 
+class FunctionDef(BaseModel):
+    model_config = Strict
+    name: Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.\-]+$")]
+    description: str | None = None
+    parameters: dict[str, Any] | None = None
+    strict: bool | None = None
+
+
+class Tool(BaseModel):
+    model_config = Strict
+    type: Literal["function"]
+    function: FunctionDef
+
+
+class NamedFunction(BaseModel):
+    model_config = Strict
+    name: str
+
+
+class NamedToolChoice(BaseModel):
+    model_config = Strict
+    type: Literal["function"]
+    function: NamedFunction
+
+
 class ChatRequest(SamplingFields):
+    @model_validator(mode="before")
+    @classmethod
+    def _refuse_chat_unsupported(cls, data):
+        refuse_unsupported_fields(data, CHAT_UNSUPPORTED)
+        return data
+
     messages: Annotated[list[Message], Field(min_length=1)]
     logprobs: bool | None = False
     top_logprobs: Annotated[int, Field(ge=0, le=20)] | None = None
     add_generation_prompt: bool | None = True
+    chat_template_kwargs: dict[str, Any] | None = None      # vLLM / llama-server
+    tools: list[Tool] | None = None
+    tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = None
+    parallel_tool_calls: bool | None = True
 
 
 class TokenizeRequest(BaseModel):

@@ -1,7 +1,14 @@
-"""From a validated body and its prompt ids to a running Generation: the part the
-completions and chat endpoints share (limits, the fit check, admission, the request)."""
+"""From a validated body and its prompt ids to running Generations: the part the
+completions and chat endpoints share (limits, the fit check, admission, the requests).
+
+n > 1 gives n requests, one per choice: choice i is the request a single call with seed
+`choice_seed(seed, i)` would make (sampling.py), each with its own parse state when the
+reply is constrained; they share the prompt's pages through the prompt cache when it
+keeps them.
+"""
 from __future__ import annotations
 
+import dataclasses
 import time
 import uuid
 
@@ -9,17 +16,41 @@ from server.requests import GenRequest
 
 from .request_checks import admit
 from .token_stream import Generation
-from .sampling import check_fit, resolve_max_tokens, sampling_params, stop_strings
+from .sampling import (check_fit, choice_seed, resolve_max_tokens, sampling_params,
+                       stop_strings)
 
 
-def start_generation(state, metrics, body, ids: list, *, chat: bool, logprobs) -> Generation:
+def start_generations(state, metrics, body, ids: list, *, chat: bool, logprobs,
+                      grammar=None) -> tuple[str, list[Generation]]:
+    """-> (the response id, one Generation per choice)."""
     max_tokens = resolve_max_tokens(body, prompt_len=len(ids), context=state.context, chat=chat)
     check_fit(state.scheduler, len(ids), max_tokens)
-    ticket = admit(state)
-    req = GenRequest(id=f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}", prompt_ids=ids,
-                     params=sampling_params(body, max_tokens, logprobs),
-                     eos_ids=frozenset(getattr(state.tokenizer, "eos_ids", ()) or ()),
-                     arrival=time.monotonic())
-    gen = Generation(state, metrics, req, stop_strings(body))
-    gen.ticket = ticket                 # released when the generation ends
-    return gen
+    ticket = admit(state)               # the request's place; each further choice takes one too
+    params = sampling_params(body, max_tokens, logprobs,
+                             getattr(state.tokenizer, "vocab_size", None))
+    rid = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}"
+    n = body.n or 1
+    eos = frozenset(getattr(state.tokenizer, "eos_ids", ()) or ())
+    gens = []
+    for i in range(n):
+        p = params if n == 1 else dataclasses.replace(params, seed=choice_seed(params.seed, i))
+        req = GenRequest(id=rid if n == 1 else f"{rid}-{i}", prompt_ids=ids, params=p,
+                         eos_ids=eos, arrival=time.monotonic(), grammar=grammar)
+        gens.append(Generation(state, metrics, req, stop_strings(body),
+                               include_stop=bool(body.include_stop_str_in_output),
+                               skip_special=body.skip_special_tokens is not False, index=i))
+        gens[-1].ticket = ticket if i == 0 else state.backlog.enter()   # released when it ends
+    return rid, gens
+
+
+def start_generation(state, metrics, body, ids: list, *, chat: bool, logprobs,
+                     grammar=None) -> Generation:
+    return start_generations(state, metrics, body, ids, chat=chat, logprobs=logprobs,
+                             grammar=grammar)[1][0]
+
+
+def usage(gens: list[Generation]) -> dict:
+    """The prompt counted once, the completions summed (OpenAI's and vLLM's n > 1 usage)."""
+    u = gens[0].usage()
+    done = sum(g.completion_tokens for g in gens)
+    return {**u, "completion_tokens": done, "total_tokens": u["prompt_tokens"] + done}

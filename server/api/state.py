@@ -38,5 +38,11 @@ class AppState:
     kv_mode: str = "pages"          # pages | windows, for the startup line
     load_s: float = 0.0
     render_chat: Callable[[list], str] | None = None
+    served_names: tuple = ()        # --served-model-name: every name a request may use
+    chat_template: str | None = None    # --chat-template: replaces the tokenizer's
+
+    @property
+    def names(self) -> tuple:
+        return self.served_names or (self.model_name,)
     created: int = field(default_factory=lambda: int(time.time()))
     backlog: Backlog = field(default_factory=Backlog)   # admitted, not finished (--max-queue)

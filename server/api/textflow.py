@@ -2,17 +2,20 @@
 streaming pieces (server.text: IncrementalDetokenizer, StopMatcher)."""
 from __future__ import annotations
 
+import json
+
 from server.text import ChatTemplateError, IncrementalDetokenizer, StopMatcher, render_chat
 
 from .errors import ApiError, invalid
 
 
-def detokenizer(tok, prompt_ids=()) -> IncrementalDetokenizer:
-    return IncrementalDetokenizer(tok, context=list(prompt_ids)[-1:])
+def detokenizer(tok, prompt_ids=(), skip_special_tokens: bool = True) -> IncrementalDetokenizer:
+    return IncrementalDetokenizer(tok, skip_special_tokens=skip_special_tokens,
+                                  context=list(prompt_ids)[-1:])
 
 
-def stop_matcher(stops: list[str]) -> StopMatcher:
-    return StopMatcher(stops)
+def stop_matcher(stops: list[str], include_stop: bool = False) -> StopMatcher:
+    return StopMatcher(stops, include_stop=include_stop)
 
 
 def message_dicts(messages) -> list[dict]:
@@ -33,6 +36,10 @@ def message_dicts(messages) -> list[dict]:
         d = {"role": m.role, "content": content}
         if m.name is not None:
             d["name"] = m.name
+        if m.tool_calls:        # arguments as objects, as HF templates (and vLLM) take them
+            d["tool_calls"] = [{"id": c.id, "type": "function", "function": {
+                "name": c.function.name, "arguments": _arguments(c.function.arguments, i)}}
+                for c in m.tool_calls]
         if m.role == "tool":
             if not m.tool_call_id:
                 raise invalid(f"messages[{i}]: a 'tool' message needs 'tool_call_id' (the id "
@@ -43,7 +50,27 @@ def message_dicts(messages) -> list[dict]:
     return out
 
 
-def render_chat_prompt(state, messages: list[dict], add_generation_prompt: bool = True) -> str:
+def _arguments(args, i: int):
+    if isinstance(args, dict):
+        return args
+    try:
+        value = json.loads(args)
+    except json.JSONDecodeError as e:
+        raise invalid(f"messages[{i}].tool_calls: arguments is not JSON: {e}",
+                      param=f"messages[{i}].tool_calls") from None
+    if not isinstance(value, dict):
+        raise invalid(f"messages[{i}].tool_calls: arguments must be a JSON object",
+                      param=f"messages[{i}].tool_calls")
+    return value
+
+
+def chat_template(state) -> str | None:
+    """--chat-template's, else the model's own (None: the default ChatML)."""
+    return getattr(state, "chat_template", None) or getattr(state.tokenizer, "chat_template", None)
+
+
+def render_chat_prompt(state, messages: list[dict], add_generation_prompt: bool = True,
+                       **extra) -> str:
     if state.render_chat is not None:
         try:
             return state.render_chat(messages)
@@ -51,11 +78,11 @@ def render_chat_prompt(state, messages: list[dict], add_generation_prompt: bool 
             raise invalid(str(e), param="messages") from e
     tok = state.tokenizer
     try:
-        return render_chat(getattr(tok, "chat_template", None), messages,
+        return render_chat(chat_template(state), messages,
                            add_generation_prompt=add_generation_prompt,
                            bos_token=getattr(tok, "bos_token", "") or "",
                            eos_token=getattr(tok, "eos_token", "") or "",
-                           literal=getattr(tok, "literal", None))
+                           literal=getattr(tok, "literal", None), **extra)
     except ChatTemplateError as e:
         raise invalid(str(e), param="messages", code="chat_template_error") from e
 

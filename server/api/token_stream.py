@@ -27,12 +27,16 @@ class Piece:
 
 
 class Generation:
-    def __init__(self, state, metrics, req: GenRequest, stops: list[str]):
+    def __init__(self, state, metrics, req: GenRequest, stops: list[str], *,
+                 include_stop: bool = False, skip_special: bool = True, index: int = 0):
         self.state, self.metrics, self.req = state, metrics, req
-        self.stops = stops
-        # eos and stop tokens end the reply without showing up in its text (with
-        # ignore_eos they are ordinary tokens, as the scheduler treats them)
-        self.skip_ids = set() if req.params.ignore_eos else \
+        self.stops, self.include_stop, self.skip_special = stops, include_stop, skip_special
+        self.index = index                            # the choice's index (n > 1)
+        # eos and stop tokens end the reply without showing up in its text, unless
+        # include_stop_str_in_output; with ignore_eos they are ordinary tokens, as the
+        # scheduler treats them, and skip_special_tokens (default) keeps special ones
+        # such as <|im_end|> out of the text
+        self.skip_ids = set() if req.params.ignore_eos or include_stop else \
             set(req.eos_ids) | set(req.params.stop_token_ids)
         self.prompt_tokens = len(req.prompt_ids)
         self.cached_tokens = 0
@@ -50,8 +54,9 @@ class Generation:
     async def pieces(self):
         """Yields Pieces; the last one has finish or error set."""
         sched, req, metrics = self.state.scheduler, self.req, self.metrics
-        detok = detokenizer(self.state.tokenizer, self.req.prompt_ids)
-        stops = stop_matcher(self.stops)
+        detok = detokenizer(self.state.tokenizer, self.req.prompt_ids, self.skip_special)
+        stops = stop_matcher(self.stops, self.include_stop)
+        min_tokens = req.params.min_tokens
         pending: list = []          # tokens whose text is not sent yet
         last_t: float | None = None
         done = False
@@ -76,7 +81,9 @@ class Generation:
                         pending.append((ev.token_id, ev.logprob, ev.top_logprobs))
                 if ev.finish_reason is not None:
                     text += detok.flush()
-                emit, stopped = stops.push(text) if text else ("", False)
+                # stop strings count from min_tokens on (vLLM's rule)
+                armed = self.completion_tokens >= min_tokens
+                emit, stopped = stops.push(text, armed) if text else ("", False)
                 if stopped:
                     done = True
                     self.finish = "stop"
@@ -142,23 +149,76 @@ async def collect(request, gen: Generation):
     """Run a whole generation, unless the client leaves first (then None, and cancelled).
 
     Returns (text, tokens, finish, error)."""
-    async def run():
-        text, tokens = [], []
-        async for p in gen.pieces():
-            text.append(p.text)
-            tokens.extend(p.tokens)
-            if p.finish or p.error:
-                return "".join(text), tokens, p.finish, p.error
-        return "".join(text), tokens, None, None
+    results = await collect_all(request, [gen])
+    return None if results is None else results[0]
 
-    work = asyncio.ensure_future(run())
+
+async def _run_one(gen: Generation):
+    text, tokens = [], []
+    async for p in gen.pieces():
+        text.append(p.text)
+        tokens.extend(p.tokens)
+        if p.finish or p.error:
+            return "".join(text), tokens, p.finish, p.error
+    return "".join(text), tokens, None, None
+
+
+async def collect_all(request, gens: list):
+    """Every choice of a request (n of them), run at once; None if the client left first
+    (then every one is cancelled)."""
+    work = asyncio.ensure_future(asyncio.gather(*(_run_one(g) for g in gens)))
     gone = asyncio.ensure_future(_client_gone(request))
     try:
         await asyncio.wait({work, gone}, return_when=asyncio.FIRST_COMPLETED)
     finally:
         if not work.done():
-            work.cancel()               # its finally tells the scheduler to cancel
+            work.cancel()               # each one's finally tells the scheduler to cancel
             with contextlib.suppress(BaseException):
                 await work
         gone.cancel()
-    return work.result() if not work.cancelled() else None
+    if not work.done() or work.cancelled():
+        return None
+    try:
+        return work.result()
+    except asyncio.CancelledError:      # a gather whose children were cancelled
+        return None
+
+
+async def merged(streams: list):
+    """Items of several async generators as they come: (index, item); each generator's
+    own order kept. An exception in one ends the whole (the others are closed)."""
+    if len(streams) == 1:
+        async for item in streams[0]:
+            yield 0, item
+        return
+    q: asyncio.Queue = asyncio.Queue()
+    done = object()
+
+    async def pump(i, gen):
+        try:
+            async for item in gen:
+                await q.put((i, item, None))
+        except BaseException as e:      # noqa: BLE001 - handed to the consumer
+            await q.put((i, done, e))
+            return
+        await q.put((i, done, None))
+
+    tasks = [asyncio.ensure_future(pump(i, g)) for i, g in enumerate(streams)]
+    left = len(tasks)
+    try:
+        while left:
+            i, item, err = await q.get()
+            if err is not None and not isinstance(err, asyncio.CancelledError):
+                raise err
+            if item is done:
+                left -= 1
+                continue
+            yield i, item
+    finally:
+        for t in tasks:
+            t.cancel()
+        for t in tasks:
+            with contextlib.suppress(BaseException):
+                await t
+
+

@@ -7,6 +7,10 @@ the first index on both paths (numpy and cupy arg-max agree), so greedy replies 
 depend on which path chose them. `sample_rows()` draws the sampled rows that need no host
 state (no penalties, no logprobs) in one launch and copies one int a row; on GPUs their
 replies follow kernels/sample.py's counter-based draw, not the host generator's.
+Rows with logit_bias, min_tokens or a grammar (SamplerState.shaped) take neither shortcut:
+the scheduler copies them with `row(i)` and the host sampler applies bias and masks
+(grammar masks are computed on a host thread while the round runs; the masks are not
+applied on the device yet, and the cost is not measured on a GPU).
 """
 from __future__ import annotations
 

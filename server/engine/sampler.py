@@ -1,8 +1,14 @@
 """Choose the next token from one row of logits (host numpy, float32).
 
-Order: penalties on the raw logits, then temperature, then top-k, top-p and min-p,
-then a draw from the request's own generator (same seed, same reply). Greedy is the
-first arg-max of the penalised logits.
+Order: penalties on the raw logits, then logit_bias (added), then the masks (eos and
+stop tokens before min_tokens; the grammar's allowed tokens), then temperature, top-k,
+top-p and min-p, then a draw from the request's own generator (same seed, same reply).
+Greedy is the first arg-max of the penalised, biased and masked logits. Logprobs are
+those of the raw logits (vLLM's default), whatever bias or mask chose the token.
+
+A stream with logit_bias, min_tokens or a grammar is `shaped`: it is never plain greedy
+nor device sampled, so on every path (CPU, and GPU rounds, which copy its row to the
+host) its token comes from `sample()` here.
 """
 from __future__ import annotations
 
@@ -20,10 +26,16 @@ MIN_TEMPERATURE = 1e-5
 class SamplerState:
     """One stream's history for penalties, and its random generator."""
 
-    def __init__(self, params: SamplingParams, prompt_ids, salt: int = 0):
+    def __init__(self, params: SamplingParams, prompt_ids, salt: int = 0, *,
+                 grammar=None, eos_ids=()):
         self.params = params
         self.prompt = np.asarray(prompt_ids, dtype=np.int64)
         self.counts: dict[int, int] = {}
+        self.produced = 0
+        self.constraint = grammar.constraint() if grammar is not None else None
+        self.end_ids = np.asarray(sorted(set(eos_ids) | set(params.stop_token_ids)), dtype=np.int64)
+        self.bias_ids = np.asarray([t for t, _ in params.logit_bias], dtype=np.int64)
+        self.bias = np.asarray([b for _, b in params.logit_bias], dtype=np.float32)
         # the API takes seeds in [-2**63, 2**64); numpy's seeds must not be negative, so a
         # seed counts as its 64-bit two's complement (-1 and 2**64 - 1 draw the same)
         seed = params.seed % 2**64 if params.seed is not None else None
@@ -34,11 +46,22 @@ class SamplerState:
         self.salt = salt % 2**64
 
     @property
+    def shaped(self) -> bool:
+        """Logits changed by bias or masks: only the host sampler applies those."""
+        p = self.params
+        return bool(p.logit_bias) or p.min_tokens > 0 or self.constraint is not None
+
+    @property
+    def done(self) -> bool:
+        """The grammar is complete: the reply ends here."""
+        return self.constraint is not None and self.constraint.done
+
+    @property
     def plain_greedy(self) -> bool:
         """Greedy with nothing that reads the logits' values: the arg-max alone decides."""
         p = self.params
         return (p.greedy and p.logprobs is None and p.repetition_penalty == 1.0
-                and not p.presence_penalty and not p.frequency_penalty)
+                and not p.presence_penalty and not p.frequency_penalty and not self.shaped)
 
     @property
     def device_sampled(self) -> bool:
@@ -47,10 +70,18 @@ class SamplerState:
         p = self.params
         return (not p.greedy and p.temperature >= MIN_TEMPERATURE and p.logprobs is None
                 and p.repetition_penalty == 1.0 and not p.presence_penalty
-                and not p.frequency_penalty)
+                and not p.frequency_penalty and not self.shaped)
+
+    def prepare(self) -> None:
+        """Work that needs only this stream's past: its grammar's next mask."""
+        if self.constraint is not None and not self.constraint.done:
+            self.constraint.prepare()
 
     def record(self, token: int) -> None:
         self.counts[token] = self.counts.get(token, 0) + 1
+        self.produced += 1
+        if self.constraint is not None:
+            self.constraint.consume(token)
 
 
 def _log_softmax(x: np.ndarray) -> np.ndarray:
@@ -84,11 +115,28 @@ def check_finite(logits: np.ndarray) -> None:
                               "infinite; no token can be drawn (a numerical fault)")
 
 
+def shape(logits: np.ndarray, st: SamplerState) -> np.ndarray:
+    """logit_bias, then the min_tokens and grammar masks (-inf), in place."""
+    if st.bias_ids.size:
+        ok = st.bias_ids < logits.size
+        np.add.at(logits, st.bias_ids[ok], st.bias[ok])
+    if st.produced < st.params.min_tokens and st.end_ids.size:
+        logits[st.end_ids[st.end_ids < logits.size]] = -np.inf
+    if st.constraint is not None:
+        logits[~st.constraint.allowed(logits.size)] = -np.inf
+    if st.shaped and not np.isfinite(logits).any():
+        raise ValueError("no token is allowed: logit_bias, min_tokens and the grammar "
+                         "leave nothing to sample")
+    return logits
+
+
 def sample(row: np.ndarray, st: SamplerState):
     """-> (token, logprob of it, top logprobs [(id, lp)]) from raw logits `row` [vocab]."""
     p = st.params
     raw = np.asarray(row, dtype=np.float32)
     logits = penalise(raw.copy(), st)
+    if st.shaped:
+        logits = shape(logits, st)
     check_finite(logits)
     if p.greedy or p.temperature < MIN_TEMPERATURE:
         tok = int(np.argmax(logits))

@@ -50,28 +50,35 @@ class IncrementalDetokenizer:
 
 
 class StopMatcher:
-    """Cuts streamed text at the first stop string; the stop string itself is not emitted.
+    """Cuts streamed text at the first stop string; the stop string itself is not emitted
+    (unless include_stop: then the text ends with it).
 
     A tail that could still grow into a stop string is held back until the next push
-    decides it: with stop "</s>", "ab</" emits "ab" and holds "</".
+    decides it: with stop "</s>", "ab</" emits "ab" and holds "</". push(text,
+    armed=False) (before min_tokens) matches nothing and holds nothing back.
     """
 
-    def __init__(self, stops: list[str]):
+    def __init__(self, stops: list[str], include_stop: bool = False):
         self._stops = [s for s in stops if s]  # an empty stop would match everywhere
+        self._include = include_stop
         self._held = ""
         self.stopped = False
 
-    def push(self, text: str) -> tuple[str, bool]:
+    def push(self, text: str, armed: bool = True) -> tuple[str, bool]:
         if self.stopped:
             return "", True
         buf = self._held + text
+        if not armed:
+            self._held = ""
+            return buf, False
         # Generation stops the moment a stop string completes, so the stop that ends first
         # wins (then the longest of those), however the text was chunked: with stops
         # ">" and "<><", the text "<><" stops at "<>" and emits "<".
         hits = [(i + len(s), i) for s, i in ((s, buf.find(s)) for s in self._stops) if i >= 0]
         if hits:
             self._held, self.stopped = "", True
-            return buf[:min(hits)[1]], True
+            end, start = min(hits)
+            return buf[:end if self._include else start], True
         keep = self._partial_tail(buf)
         self._held = buf[len(buf) - keep:]
         return buf[:len(buf) - keep], False

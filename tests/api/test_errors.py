@@ -38,8 +38,15 @@ def error_of(r, status: int) -> dict:
     ({"prompt": "x", "stop": [""]}, "stop"),
     ({"prompt": "x", "seed": "1"}, "seed"),
     ({"prompt": "x", "logprobs": 50}, "logprobs"),
-    ({"prompt": "x", "n": 2}, "n"),
-    ({"prompt": "x", "echo": True}, "echo"),
+    ({"prompt": "x", "n": 17}, "n"),
+    ({"prompt": "x", "echo": True, "logprobs": 1}, "echo"),
+    ({"prompt": "x", "prompt_logprobs": 1}, "prompt_logprobs"),
+    ({"prompt": "x", "logit_bias": {"x": 1}}, "logit_bias"),
+    ({"prompt": "x", "logit_bias": {"5": 101}}, "logit_bias.5"),
+    ({"prompt": "x", "logit_bias": {"99999999": 1}}, "logit_bias"),
+    ({"prompt": "x", "min_tokens": -1}, "min_tokens"),
+    ({"prompt": "x", "mirostat": 2}, "mirostat"),
+    ({"prompt": "x", "use_beam_search": True}, "use_beam_search"),
     ({"prompt": "x", "best_of": 3}, "best_of"),
     ({"prompt": "x", "stream_options": {"include_usage": "y"}}, "stream_options.include_usage"),
     ({"prompt": ""}, "prompt"),
@@ -66,7 +73,12 @@ def test_bad_completion_fields_are_400s(client, body, param):
      "messages[0].content[0].type"),
     ({"messages": MSGS, "logprobs": 3}, "logprobs"),
     ({"messages": MSGS, "top_logprobs": 2}, "top_logprobs"),
-    ({"messages": MSGS, "n": 4}, "n"),
+    ({"messages": MSGS, "n": 400}, "n"),
+    ({"messages": MSGS, "audio": {"voice": "x"}}, "audio"),
+    ({"messages": MSGS, "functions": [{"name": "f"}]}, "functions"),
+    ({"messages": MSGS, "modalities": ["text", "audio"]}, "modalities"),
+    ({"messages": MSGS, "tool_choice": "required"}, "tool_choice"),
+    ({"messages": MSGS, "tool_choice": "sometimes"}, "tool_choice"),
     ({"messages": MSGS, "max_completion_tokens": 0}, "max_completion_tokens"),
 ])
 def test_bad_chat_fields_are_400s(client, body, param):
@@ -76,8 +88,14 @@ def test_bad_chat_fields_are_400s(client, body, param):
 
 
 def test_n_message_is_clear(client):
-    err = error_of(client.post(COMP, json={"prompt": "x", "n": 2}), 400)
-    assert "n=2 is not supported" in err["message"]
+    err = error_of(client.post(COMP, json={"prompt": "x", "n": 17}), 400)
+    assert "n=17 is more than" in err["message"]
+
+
+def test_plausible_unknown_fields_are_ignored_and_noop_values_pass(client):
+    r = client.post(COMP, json={"prompt": "x", "max_tokens": 2, "top_a": 0.5, "mirostat": 0,
+                                "typical_p": 1.0, "modalities": None, "best_of": 1})
+    assert r.status_code == 200, r.text
 
 
 @pytest.mark.parametrize("raw", [b"{", b"[1,2]", b"", b"null", b"\xff\xfe", b'"str"'])

@@ -76,7 +76,8 @@ def test_golden_at_tp(tp, golden, real_model_path, group):
     def ask(case):       # all cases at once: continuous batching must not change a token
         n = case["exact_prefix"]
         results[case["name"]] = completion(url, prompt=case["prompt_ids"], max_tokens=n,
-                                           temperature=0, ignore_eos=True, logprobs=0)
+                                           temperature=0, ignore_eos=True, logprobs=0,
+                                           skip_special_tokens=False)   # the golden ids' text, specials too
 
     threads = [threading.Thread(target=ask, args=(c,)) for c in cases]
     for t in threads:

@@ -1,0 +1,215 @@
+"""Tools on /v1/chat/completions: tools, tool_choice, parallel_tool_calls.
+
+- tool_choice "none" (the default without tools): tools stay out of the prompt, the
+  reply is text.
+- "auto" (the default with tools): tools reach the chat template as HF's
+  apply_chat_template passes them (`tools=[{"type": "function", "function": {...}}]`);
+  a template that never mentions `tools` gets FALLBACK_PROMPT (Hermes style, as Qwen2.5's
+  template writes it) in its system message instead. The reply is parsed into tool calls
+  (server/text/tool_calls.py: Hermes/Qwen <tool_call>, Mistral [TOOL_CALLS], Llama JSON).
+- "required" and a named function constrain the reply with a grammar
+  (server/engine/grammar.py): `<tool_call>\n{"name": ..., "arguments": <the function's
+  parameters schema>}\n</tool_call>`, one call, or several when parallel_tool_calls and
+  "required"; the arguments always validate.
+
+Assistant turns with tool_calls and tool messages render back through the template; for
+a template that does not mention `tool_calls`, the calls are written into the assistant's
+content in the Hermes format and tool results as <tool_response> text.
+"""
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass, field
+
+from server.engine.grammar import JSON_OPTIONS
+from server.text import tool_calls as tc
+
+from .errors import invalid
+from .structured import compile_for
+
+FALLBACK_PROMPT = (
+    "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+    "You are provided with function signatures within <tools></tools> XML tags:\n<tools>\n"
+    "{tools}\n</tools>\n\nFor each function call, return a json object with function name "
+    "and arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n"
+    '{{"name": <function-name>, "arguments": <args-json-object>}}\n</tool_call>'
+)
+
+
+@dataclass
+class ToolPlan:
+    mode: str                        # none | auto | required | named
+    tools: list = field(default_factory=list)   # [{"type": "function", "function": {...}}]
+    parallel: bool = True
+    grammar: object = None
+
+    @property
+    def parses(self) -> bool:
+        return self.mode != "none" and bool(self.tools)
+
+
+def plan(state, body) -> ToolPlan:
+    tools = [t.model_dump(exclude_none=True) for t in (body.tools or [])]
+    choice = body.tool_choice
+    mode = ("auto" if tools else "none") if choice is None else \
+        (choice if isinstance(choice, str) else "named")
+    parallel = body.parallel_tool_calls is not False
+    if mode != "none" and not tools:
+        raise invalid(f"tool_choice {mode!r} needs tools", param="tool_choice")
+    names = [t["function"]["name"] for t in tools]
+    if len(set(names)) != len(names):
+        raise invalid("two tools have the same function name", param="tools")
+    p = ToolPlan(mode, tools if mode != "none" else [], parallel)
+    if mode in ("required", "named"):
+        if mode == "named":
+            name = choice.function.name
+            if name not in names:
+                raise invalid(f"tool_choice names the function {name!r}, which is not in "
+                              "tools", param="tool_choice.function.name")
+            chosen, many = [t for t in tools if t["function"]["name"] == name], False
+        else:
+            chosen, many = tools, parallel
+        p.grammar = compile_for(state, "lark", call_grammar(chosen, many), "tools")
+    return p
+
+
+def _params(fn: dict) -> dict:
+    return fn.get("parameters") or {"type": "object", "properties": {}}
+
+
+def call_grammar(tools: list, many: bool) -> str:
+    """Lark for `<tool_call>\\n{"name", "arguments"}\\n</tool_call>` (one, or one or more)."""
+    alts = [{"type": "object", "properties": {"name": {"const": t["function"]["name"]},
+                                              "arguments": _params(t["function"])},
+             "required": ["name", "arguments"], "additionalProperties": False} for t in tools]
+    schema = alts[0] if len(alts) == 1 else {"anyOf": alts}
+    schema = {**schema, "x-guidance": JSON_OPTIONS}
+    call = '"<tool_call>\\n" %json ' + json.dumps(schema) + ' "\\n</tool_call>"'
+    more = ' ("\\n" call)*' if many else ""
+    return f"start: call{more}\ncall: {call}\n"
+
+
+def template_supports(state, word: str) -> bool:
+    from .textflow import chat_template
+    t = chat_template(state)
+    return state.render_chat is None and isinstance(t, str) and word in t
+
+
+def prepare_messages(state, messages: list[dict], p: ToolPlan) -> tuple[list[dict], dict]:
+    """-> (messages, extra template variables): tools into the template, or the fallback."""
+    extra = {}
+    if not template_supports(state, "tool_calls"):
+        messages = [_flatten(m) for m in messages]
+    if p.tools:
+        if template_supports(state, "tools"):
+            extra["tools"] = p.tools
+        else:
+            text = FALLBACK_PROMPT.format(tools="\n".join(json.dumps(t, ensure_ascii=False)
+                                                          for t in p.tools))
+            if messages and messages[0]["role"] in ("system", "developer"):
+                messages = [{**messages[0], "content": messages[0]["content"] + "\n\n" + text},
+                            *messages[1:]]
+            else:
+                messages = [{"role": "system", "content": text}, *messages]
+    return messages, extra
+
+
+def _flatten(m: dict) -> dict:
+    """Tool calls and results as text, for a template that knows neither."""
+    if m["role"] == "assistant" and m.get("tool_calls"):
+        calls = "\n".join(tc.HERMES_OPEN + "\n" + json.dumps(
+            {"name": c["function"]["name"], "arguments": c["function"]["arguments"]},
+            ensure_ascii=False) + "\n" + tc.HERMES_CLOSE for c in m["tool_calls"])
+        content = (m.get("content") or "") + ("\n" if m.get("content") else "") + calls
+        return {k: v for k, v in m.items() if k != "tool_calls"} | {"content": content}
+    if m["role"] == "tool":
+        return {"role": "user", "content": f"<tool_response>\n{m.get('content') or ''}\n"
+                "</tool_response>"}
+    return m
+
+
+def call_id() -> str:
+    return "call_" + uuid.uuid4().hex[:24]
+
+
+def call_dict(c: tc.Call) -> dict:
+    return {"id": call_id(), "type": "function",
+            "function": {"name": c.name, "arguments": c.arguments}}
+
+
+def message(text: str, finish: str | None, p: ToolPlan) -> tuple[dict, str | None]:
+    """The assistant message for a whole reply, and its finish_reason."""
+    if not p.parses:
+        return {"role": "assistant", "content": text}, finish
+    content, calls = tc.parse(text)
+    if not calls:
+        return {"role": "assistant", "content": text}, finish
+    msg = {"role": "assistant", "content": content, "tool_calls": [call_dict(c) for c in calls]}
+    return msg, "tool_calls" if finish == "stop" else finish
+
+
+class ToolStream:
+    """Streamed text -> deltas: content streams until a tool-call marker, calls come out
+    whole as OpenAI's tool-call deltas (id, type and name first, then the arguments)."""
+
+    def __init__(self):
+        self.held = ""
+        self.mode = "start"          # start | content | calls | whole
+        self.count = 0
+
+    def push(self, text: str) -> list[dict]:
+        self.held += text
+        out = []
+        while True:
+            if self.mode == "start":
+                if tc.may_start_call(self.held) and not tc.marker_at(self.held) >= 0:
+                    s = self.held.lstrip()
+                    if s.startswith("{") or s.startswith(tc.PYTHON_TAG):
+                        self.mode = "whole"     # Llama JSON: the whole reply decides
+                    return out
+                self.mode = "content"
+            if self.mode == "whole":
+                return out
+            if self.mode == "content":
+                i = tc.marker_at(self.held)
+                if i < 0:
+                    keep = tc.partial_marker_tail(self.held)
+                    emit, self.held = self.held[:len(self.held) - keep], self.held[len(self.held) - keep:]
+                    if emit:
+                        out.append({"content": emit})
+                    return out
+                if self.held[:i]:
+                    out.append({"content": self.held[:i]})
+                self.held, self.mode = self.held[i:], "calls"
+            if self.mode == "calls":
+                if self.held.startswith(tc.MISTRAL):
+                    return out                  # Mistral: a list, decided at the end
+                j = self.held.find(tc.HERMES_CLOSE)
+                if j < 0:
+                    return out
+                seg = self.held[:j + len(tc.HERMES_CLOSE)]
+                content, calls = tc.parse(seg)
+                out += self._calls(calls) if calls else [{"content": seg}]
+                rest = self.held[len(seg):]
+                self.held = rest.lstrip("\n") if calls else rest
+                self.mode = "content"
+
+    def finish(self) -> list[dict]:
+        held, self.held = self.held, ""
+        if not held:
+            return []
+        content, calls = tc.parse(held)
+        out = [{"content": content}] if content and calls else []
+        return out + (self._calls(calls) if calls else [{"content": held}])
+
+    def _calls(self, calls) -> list[dict]:
+        out = []
+        for c in calls:
+            d = call_dict(c)
+            out.append({"tool_calls": [{"index": self.count, "id": d["id"], "type": "function",
+                                        "function": {"name": c.name, "arguments": ""}}]})
+            out.append({"tool_calls": [{"index": self.count,
+                                        "function": {"arguments": c.arguments}}]})
+            self.count += 1
+        return out

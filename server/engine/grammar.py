@@ -1,0 +1,145 @@
+"""Constrained decoding: a grammar (JSON schema, regex, choice, Lark or GBNF) compiled by
+llguidance into a per-request matcher, and the token mask it gives before each draw.
+
+Why llguidance: docs/receipts/2026-12-01-grammar-engine/README.md (no torch, ~1 ms
+compiles, ~0.05-0.2 ms masks at a 49,152 vocabulary on this host's CPU).
+
+    g = compile_grammar(tok, "json_schema", schema)     # GrammarError: the reason
+    c = g.constraint()                                  # one per reply (state of the parse)
+    allowed = c.allowed(vocab)                          # bool [vocab]; eos only once accepting
+    c.consume(token)                                    # after the draw
+    c.done                                              # the grammar can take nothing more
+
+The mask is computed on the host from the tokens so far alone, so a constrained reply
+is the same whatever else runs in the round (solo == concurrent). The tokenizer's
+llguidance twin is built once per tokenizer (~0.6 s for this vocabulary) and cached.
+"""
+from __future__ import annotations
+
+import json
+import threading
+
+import numpy as np
+
+_LOCK = threading.Lock()
+_TOKENIZERS: dict[int, object] = {}
+
+
+# JSON comes out as json.dumps writes it (", " and ": ", no newlines): a small model
+# offered free whitespace can spend its whole max_tokens on it. A schema's own
+# "x-guidance" settings win over these.
+JSON_OPTIONS = {"whitespace_flexible": False, "item_separator": ", ", "key_separator": ": "}
+
+
+class GrammarError(ValueError):
+    """The grammar or schema does not compile; str() is the reason."""
+
+
+def _llg():
+    import llguidance
+    return llguidance
+
+
+def ll_tokenizer(tok):
+    """llguidance's view of our tokenizer (server.text.Tokenizer: an HF `tokenizers` inside)."""
+    key = id(tok)
+    with _LOCK:
+        cached = _TOKENIZERS.get(key)
+        if cached is not None and cached[0] is tok:
+            return cached[1]
+        llg = _llg()
+        hf = getattr(tok, "hf", None)
+        if hf is None:
+            raise GrammarError("this server's tokenizer has no HF tokenizer inside; "
+                               "constrained decoding is not available")
+        eos = sorted(getattr(tok, "eos_ids", ()) or ()) or None
+        llt = llg.LLTokenizer(hf.to_str(), n_vocab=getattr(tok, "vocab_size", None),
+                              eos_token=eos)
+        _TOKENIZERS[key] = (tok, llt)
+        return llt
+
+
+def grammar_text(kind: str, spec) -> str:
+    """kind: json_schema | json_object | regex | choice | lark | gbnf -> llguidance's grammar."""
+    llg = _llg()
+    M = llg.LLMatcher
+    try:
+        if kind == "json_schema":
+            schema = json.loads(spec) if isinstance(spec, str) else spec
+            if not isinstance(schema, dict):
+                raise GrammarError("a JSON schema must be an object")
+            return M.grammar_from_json_schema(schema, defaults=JSON_OPTIONS)
+        if kind == "json_object":
+            return M.grammar_from_json_schema({"type": "object"}, defaults=JSON_OPTIONS)
+        if kind == "regex":
+            return M.grammar_from_regex(spec)
+        if kind == "choice":
+            if not spec or not all(isinstance(s, str) for s in spec):
+                raise GrammarError("a choice is a non-empty list of strings")
+            return M.grammar_from_lark("start: " + " | ".join(json.dumps(s) for s in spec))
+        if kind == "lark":
+            return M.grammar_from_lark(spec)
+        if kind == "gbnf":
+            return llg.grammar_from("gbnf", spec)   # Lark text passes through as Lark
+    except GrammarError:
+        raise
+    except (ValueError, TypeError) as e:
+        raise GrammarError(str(e)) from e
+    raise GrammarError(f"unknown grammar kind {kind!r}")
+
+
+class Grammar:
+    """A compiled grammar: constraint() gives a fresh parse state for one reply."""
+
+    def __init__(self, llt, text: str, kind: str):
+        self.llt, self.text, self.kind = llt, text, kind
+
+    def constraint(self) -> "Constraint":
+        return Constraint(_llg().LLMatcher(self.llt, self.text, log_level=0), self.llt.vocab_size)
+
+
+def compile_grammar(tok, kind: str, spec) -> Grammar:
+    llt = ll_tokenizer(tok)
+    text = grammar_text(kind, spec)
+    err = _llg().LLMatcher.validate_grammar(text, llt)
+    if err:
+        raise GrammarError(err.strip().splitlines()[0] if len(err) > 300 else err.strip())
+    return Grammar(llt, text, kind)
+
+
+class Constraint:
+    def __init__(self, matcher, vocab: int):
+        self.m, self.vocab = matcher, vocab
+        self._words = np.full((vocab + 31) // 32, -1, dtype=np.int32)
+        self._bits: np.ndarray | None = None     # the mask for the current state, once computed
+
+    @property
+    def done(self) -> bool:
+        """Stopped: the grammar is complete and takes no more tokens (only eos)."""
+        return self.m.is_stopped()
+
+    def prepare(self) -> None:
+        """Compute the next mask now (the scheduler calls it while a round runs)."""
+        if self._bits is not None or self.m.is_error():
+            return
+        w = self._words
+        self.m.unsafe_compute_mask_ptr(w.ctypes.data, w.nbytes)
+        self._bits = np.unpackbits(w.view(np.uint8), bitorder="little").astype(bool)
+
+    def allowed(self, n: int) -> np.ndarray:
+        """Bool [n]: the tokens the grammar allows next (ids past its vocabulary: none)."""
+        if self.m.is_error():
+            raise GrammarError(f"the grammar matcher failed: {self.m.get_error()}")
+        self.prepare()
+        bits = self._bits
+        out = np.zeros(n, dtype=bool)
+        k = min(n, self.vocab)
+        out[:k] = bits[:k]
+        return out
+
+    def consume(self, token: int) -> None:
+        if self.done:
+            return
+        self._bits = None
+        if not self.m.consume_token(int(token)):
+            raise GrammarError(f"token {token} breaks the grammar: {self.m.get_error()}")

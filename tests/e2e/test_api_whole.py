@@ -1,0 +1,226 @@
+"""Issue 19 with the real model and the real openai client: logit_bias, min_tokens,
+ignore_eos without <|im_end|> in the text, n > 1 equal to single requests with the
+derived seeds, echo, structured outputs (random schemas, streamed and not, solo ==
+concurrent), tools (required / named, a follow-up turn, streamed deltas), refusals.
+
+FOLDSERVE_E2E_SCHEMA_EXAMPLES (default 2) sets how many random schemas go through the
+real model; tests/model/test_grammar_walk.py runs the same strategy for 200 on the
+sampler alone. FOLDSERVE_E2E_URL points these tests at a server already running.
+"""
+from __future__ import annotations
+
+import concurrent.futures as cf
+import json
+import os
+
+import httpx
+import jsonschema
+import openai
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+try:
+    from model.schemas import schemas          # tests/ on sys.path (pytest's rootdir insert)
+except ImportError:
+    from tests.model.schemas import schemas
+
+pytestmark = pytest.mark.slow
+
+EXAMPLES = int(os.environ.get("FOLDSERVE_E2E_SCHEMA_EXAMPLES", "2"))
+TWO = [{"role": "user", "content": "What is 2+2? Answer with a number only."}]
+TOOLS = [{"type": "function", "function": {
+    "name": "get_weather", "description": "Get the current weather in a city",
+    "parameters": {"type": "object", "properties": {
+        "city": {"type": "string", "maxLength": 20},
+        "unit": {"enum": ["celsius", "fahrenheit"]}}, "required": ["city", "unit"],
+        "additionalProperties": False}}},
+    {"type": "function", "function": {"name": "get_time", "parameters": {
+        "type": "object", "properties": {"tz": {"type": "string", "maxLength": 8}},
+        "required": ["tz"], "additionalProperties": False}}}]
+WEATHER = [{"role": "user", "content": "What's the weather like in Paris today?"}]
+
+
+class _Url:
+    def __init__(self, url):
+        self.url = url
+        self.model = httpx.get(url + "/v1/models").json()["data"][0]["id"]
+
+
+@pytest.fixture(scope="module")
+def srv(request):
+    url = os.environ.get("FOLDSERVE_E2E_URL")
+    return _Url(url) if url else request.getfixturevalue("paged")
+
+
+@pytest.fixture(scope="module")
+def client(srv):
+    return openai.OpenAI(base_url=srv.url + "/v1", api_key="x", max_retries=0, timeout=300)
+
+
+def ids_of(srv, text: str) -> list[int]:
+    return httpx.post(srv.url + "/tokenize", json={"prompt": text, "add_special_tokens": False}).json()["tokens"]
+
+
+def test_logit_bias_removes_and_forces(srv, client):
+    kw = dict(model=srv.model, prompt="The capital of France is", max_tokens=3, temperature=0)
+    paris = ids_of(srv, " Paris")[0]
+    r = client.completions.create(**kw, logprobs=0)
+    assert r.choices[0].text.startswith(" Paris")
+    r = client.completions.create(**kw, logit_bias={str(paris): -100})
+    assert not r.choices[0].text.startswith(" Paris")
+    hello = ids_of(srv, "hello")[0]
+    r = client.completions.create(**{**kw, "temperature": 1.0}, logit_bias={str(hello): 100}, seed=3)
+    assert r.choices[0].text == "hello" * 3
+
+
+def test_min_tokens_holds_off_eos_and_ignore_eos_keeps_specials_out(srv, client):
+    r = client.chat.completions.create(model=srv.model, messages=TWO, max_tokens=30, temperature=0)
+    n = r.usage.completion_tokens
+    assert r.choices[0].finish_reason == "stop" and n < 20
+    r = client.chat.completions.create(model=srv.model, messages=TWO, max_tokens=30, temperature=0,
+                                       extra_body={"min_tokens": n + 4})
+    assert r.usage.completion_tokens >= n + 4
+    r = client.chat.completions.create(model=srv.model, messages=TWO, max_tokens=n + 3, temperature=0,
+                                       extra_body={"ignore_eos": True})
+    assert r.usage.completion_tokens == n + 3 and "<|im_end|>" not in r.choices[0].message.content
+    r = client.chat.completions.create(model=srv.model, messages=TWO, max_tokens=n + 3, temperature=0,
+                                       extra_body={"ignore_eos": True, "skip_special_tokens": False})
+    assert "<|im_end|>" in r.choices[0].message.content
+    # a stop string inside the first min_tokens does not stop the reply
+    r = client.chat.completions.create(model=srv.model, messages=TWO, max_tokens=n + 4, temperature=0,
+                                       stop=["2"], extra_body={"min_tokens": n})
+    assert r.usage.completion_tokens >= n
+
+
+def test_n_equals_single_requests_with_derived_seeds(srv, client):
+    kw = dict(model=srv.model, messages=[{"role": "user", "content": "Tell me a word."}],
+              max_tokens=6, temperature=1.0)
+    r = client.chat.completions.create(**kw, n=3, seed=41)
+    singles = [client.chat.completions.create(**kw, seed=s).choices[0].message.content
+               for s in (41, 42, 43)]
+    assert [c.message.content for c in r.choices] == singles
+    assert [c.index for c in r.choices] == [0, 1, 2]
+    assert r.usage.completion_tokens == 18 and len(set(singles)) > 1
+
+
+def test_echo(srv, client):
+    r = client.completions.create(model=srv.model, prompt="The capital of France is",
+                                  max_tokens=2, temperature=0, echo=True)
+    assert r.choices[0].text.startswith("The capital of France is Paris")
+
+
+def check_schema_reply(client, srv, schema, stream: bool, seed: int = 0):
+    kw = dict(model=srv.model, max_tokens=250, temperature=0.7, seed=seed,
+              messages=[{"role": "user", "content": "Fill in this JSON object."}],
+              response_format={"type": "json_schema",
+                               "json_schema": {"name": "x", "schema": schema, "strict": True}})
+    if stream:
+        chunks = list(client.chat.completions.create(**kw, stream=True))
+        text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+        finish = [c.choices[0].finish_reason for c in chunks if c.choices][-1]
+    else:
+        r = client.chat.completions.create(**kw)
+        text, finish = r.choices[0].message.content, r.choices[0].finish_reason
+    assert finish in ("stop", "length")
+    if finish == "stop":
+        jsonschema.validate(json.loads(text), schema)
+    return text, finish
+
+
+@settings(max_examples=EXAMPLES, deadline=None, derandomize=True,
+          suppress_health_check=list(HealthCheck))
+@given(schema=schemas())
+def test_random_schemas_validate_streamed_and_not(srv, client, schema):
+    whole = check_schema_reply(client, srv, schema, stream=False)
+    streamed = check_schema_reply(client, srv, schema, stream=True)
+    assert whole == streamed            # same seed, same constrained reply either way
+    assert whole[1] == "stop"
+
+
+def test_constrained_solo_equals_concurrent(srv, client):
+    schema = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 10},
+                                               "n": {"type": "integer", "minimum": 0, "maximum": 99}},
+              "required": ["name", "n"], "additionalProperties": False}
+    solo = check_schema_reply(client, srv, schema, False, seed=5)
+    with cf.ThreadPoolExecutor(4) as ex:
+        futs = [ex.submit(check_schema_reply, client, srv, schema, False, 5)] + [
+            ex.submit(client.chat.completions.create, model=srv.model, messages=WEATHER,
+                      max_tokens=24, temperature=0.9, seed=s) for s in range(3)]
+        assert futs[0].result() == solo
+
+
+@pytest.mark.parametrize("form", [
+    {"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "objectx"}}}},
+    {"extra_body": {"guided_regex": "(("}}, {"extra_body": {"grammar": "root ::= nope"}}])
+def test_bad_schema_or_grammar_is_a_400(srv, client, form):
+    with pytest.raises(openai.BadRequestError) as e:
+        client.chat.completions.create(model=srv.model, messages=TWO, max_tokens=4, **form)
+    assert "does not compile" in e.value.body["message"] and e.value.body["param"]
+
+
+def test_choice_regex_and_json_object(srv, client):
+    r = client.chat.completions.create(model=srv.model, messages=TWO, max_tokens=8, temperature=0,
+                                       extra_body={"guided_choice": ["four", "five"]})
+    assert r.choices[0].message.content in ("four", "five")
+    r = client.completions.create(model=srv.model, prompt="Date:", max_tokens=12, temperature=0,
+                                  extra_body={"guided_regex": r"[0-9]{4}-[0-9]{2}-[0-9]{2}"})
+    import re
+    assert re.fullmatch(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", r.choices[0].text)
+    r = client.chat.completions.create(model=srv.model, messages=TWO, max_tokens=60, temperature=0,
+                                       response_format={"type": "json_object"})
+    if r.choices[0].finish_reason == "stop":
+        assert isinstance(json.loads(r.choices[0].message.content), dict)
+
+
+def _params_of(name):
+    return next(t["function"]["parameters"] for t in TOOLS if t["function"]["name"] == name)
+
+
+@pytest.mark.parametrize("choice", [{"type": "function", "function": {"name": "get_weather"}}, "required"])
+def test_forced_tool_call_validates_and_follow_up_answers(srv, client, choice):
+    kw = dict(model=srv.model, messages=WEATHER, tools=TOOLS, tool_choice=choice, max_tokens=60,
+              temperature=0, parallel_tool_calls=False)
+    r = client.chat.completions.create(**kw)
+    ch = r.choices[0]
+    assert ch.finish_reason == "tool_calls", ch
+    calls = ch.message.tool_calls
+    assert len(calls) == 1 and calls[0].id.startswith("call_")
+    args = json.loads(calls[0].function.arguments)
+    jsonschema.validate(args, _params_of(calls[0].function.name))
+    if isinstance(choice, dict):
+        assert calls[0].function.name == "get_weather"
+
+    if isinstance(choice, dict):
+        follow_up(srv, client, ch.message, calls[0])
+        return
+    # streamed: the deltas reassemble into the same call
+    name, arguments, finish = "", "", None
+    for chunk in client.chat.completions.create(**kw, stream=True):
+        if not chunk.choices:
+            continue
+        d = chunk.choices[0].delta
+        for tc in d.tool_calls or []:
+            name += tc.function.name or ""
+            arguments += tc.function.arguments or ""
+        finish = chunk.choices[0].finish_reason or finish
+    assert (name, json.loads(arguments), finish) == (calls[0].function.name, args, "tool_calls")
+
+
+def follow_up(srv, client, message, call):
+    """The next turn, with the assistant's tool call and the tool's result, renders and answers."""
+    follow = WEATHER + [message.model_dump(exclude_none=True),
+                        {"role": "tool", "tool_call_id": call.id, "content": "sunny, 24 C"}]
+    r = client.chat.completions.create(model=srv.model, messages=follow, tools=TOOLS,
+                                       max_tokens=12, temperature=0)
+    assert r.choices[0].finish_reason in ("stop", "length", "tool_calls")
+    assert r.choices[0].message.content or r.choices[0].message.tool_calls
+
+
+def test_unknown_field_ignored_known_unsupported_refused(srv, client):
+    r = client.chat.completions.create(model=srv.model, messages=TWO, max_tokens=2,
+                                       extra_body={"top_a": 0.2})
+    assert r.choices[0].message.content is not None
+    with pytest.raises(openai.BadRequestError) as e:
+        client.completions.create(model=srv.model, prompt="x", max_tokens=2,
+                                  extra_body={"prompt_logprobs": 1})
+    assert e.value.body["param"] == "prompt_logprobs"
