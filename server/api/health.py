@@ -29,8 +29,9 @@ async def health(request: Request):
     return JSONResponse(body, status_code=200 if body["status"] == "ok" else 503)
 
 
-@router.post("/ping", include_in_schema=False)
-@router.get("/ping")
+@router.get("/ping", response_class=Response,
+            responses={200: {"description": "healthy (an empty body)"},
+                       503: {"description": "a rank is gone (an empty body)"}})
 async def ping(request: Request):
     """vLLM's (and SageMaker's) liveness probe: /health's status, an empty body."""
     r = await health(request)

@@ -11,6 +11,8 @@ tokens plus max_tokens must fit the context (a 400, code context_length_exceeded
 """
 from __future__ import annotations
 
+from .sampling import MAX_N
+
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
@@ -59,6 +61,26 @@ def _nullable(*branches: dict) -> dict:
     return {"anyOf": [*branches, {"type": "null"}]}
 
 
+def id_pattern(vocab) -> str:
+    """A regex for the decimal token ids 0 .. vocab - 1 (no sign, no leading zeros): the
+    keys of logit_bias as sampling.logit_bias takes them."""
+    if not (isinstance(vocab, int) and vocab > 0):
+        return r"^(0|[1-9][0-9]*)$"
+    top = str(vocab - 1)
+    alts = ["0"] if top != "0" else []
+    if len(top) > 1:                                    # every shorter number
+        alts.append(f"[1-9][0-9]{{0,{len(top) - 2}}}" if len(top) > 2 else "[1-9]")
+    for i, ch in enumerate(top):                        # same length, first smaller digit at i
+        lo = "1" if i == 0 else "0"
+        if ch > lo or (i == 0 and ch == lo and len(top) == 1):
+            hi = chr(ord(ch) - 1)
+            if hi >= lo:
+                rest = len(top) - i - 1
+                alts.append(top[:i] + f"[{lo}-{hi}]" + (f"[0-9]{{{rest}}}" if rest else ""))
+    alts.append(top)
+    return "^(" + "|".join(dict.fromkeys(alts)) + ")$"
+
+
 def token_id(vocab) -> dict:
     s = {"type": "integer", "minimum": 0}
     if isinstance(vocab, int) and vocab > 0:
@@ -82,9 +104,12 @@ def tighten(components: dict, vocab) -> None:
     stop = _nullable(text, {"type": "array", "items": text})
     for name in ("CompletionRequest", "ChatRequest"):
         props = components[name]["properties"]
-        props["n"] = {**_nullable({"type": "integer", "minimum": 1, "maximum": 1}),
-                      "description": "1 only: one choice per request"}
+        props["n"] = {**_nullable({"type": "integer", "minimum": 1, "maximum": MAX_N}),
+                      "description": f"choices, 1..{MAX_N} (sampling.MAX_N)"}
         props["stop"] = stop                             # sampling: no empty stop string
+        props["logit_bias"] = _nullable({                # sampling.logit_bias
+            "type": "object", "propertyNames": {"pattern": id_pattern(vocab)},
+            "additionalProperties": {"type": "number", "minimum": -100, "maximum": 100}})
     comp = components["CompletionRequest"]["properties"]
     comp["prompt"] = {"anyOf": [
         text,                                            # completions.prompt_ids: not empty
@@ -93,7 +118,10 @@ def tighten(components: dict, vocab) -> None:
         {"type": "array", "items": {"type": "array", "items": tid, "minItems": 1},
          "minItems": 1, "maxItems": 1}]}
     comp["best_of"] = _nullable({"type": "integer", "minimum": 1, "maximum": 1})
-    comp["echo"] = _nullable({"type": "boolean", "enum": [False]})
+    # completions.py: echo with logprobs is refused (no prompt logprobs)
+    components["CompletionRequest"]["if"] = {"required": ["echo"],
+                                             "properties": {"echo": {"const": True}}}
+    components["CompletionRequest"]["then"] = {"properties": {"logprobs": {"type": "null"}}}
     comp["suffix"] = _nullable({"type": "string", "maxLength": 0})
     chat = components["ChatRequest"]
     # chat.py: top_logprobs needs logprobs=true

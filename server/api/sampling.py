@@ -66,11 +66,10 @@ def logit_bias(body: SamplingFields, vocab: int | None) -> tuple:
         return ()
     out = []
     for key, bias in body.logit_bias.items():
-        try:
-            tid = int(key)
-        except ValueError:
+        if not (key.isascii() and key.isdigit() and (key == "0" or key[0] != "0")):
             raise invalid(f"logit_bias keys are token ids as strings, got {key!r}",
-                          param="logit_bias") from None
+                          param="logit_bias")
+        tid = int(key)
         if tid < 0 or (isinstance(vocab, int) and vocab > 0 and tid >= vocab):
             raise invalid(f"logit_bias: token id {tid} is out of range (the vocabulary has "
                           f"{vocab} tokens)", param="logit_bias")
