@@ -37,8 +37,6 @@ SETTINGS = (
     Setting("TF_TMA_SMALL", "0", "1: 17..64-row GEMMs through the TMA kernel on sm_90 "
             "(scheduling only)"),
 )
-# read by the deploy scripts (bash), not by foldserve itself
-DEPLOY_SETTINGS = ("FOLDSERVE_ARGS", "FOLDSERVE_ENV", "FOLDSERVE_DRY_RUN")
 _BY_NAME = {s.name: s for s in SETTINGS}
 
 
