@@ -41,8 +41,6 @@ SETTINGS = (
     Setting("TF_QBP_INT", "0", "1: qgemv rounds to bf16 by integer ops (scheduling only)"),
     Setting("TF_QPF", "0", "1: qgemv loads the next block group early (scheduling only)"),
 )
-# read by the deploy scripts (bash), not by foldserve itself
-DEPLOY_SETTINGS = ("FOLDSERVE_ARGS", "FOLDSERVE_ENV", "FOLDSERVE_DRY_RUN")
 _BY_NAME = {s.name: s for s in SETTINGS}
 
 

@@ -5,10 +5,12 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from server.config import DEPLOY_SETTINGS, SETTINGS, setting
+from server.config import SETTINGS, setting
 
 ROOT = Path(__file__).resolve().parents[2]
 NAME = r"((?:TF|FOLDSERVE)_[A-Z0-9_]+)"
+# read by the deploy scripts (bash: deploy/common.sh, one-host.sh, rank.sh), not by foldserve
+DEPLOY_SETTINGS = ("FOLDSERVE_ARGS", "FOLDSERVE_ENV", "FOLDSERVE_DRY_RUN")
 
 
 def env_file_names() -> set[str]:
