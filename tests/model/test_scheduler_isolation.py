@@ -62,7 +62,7 @@ def test_nan_logits_end_only_their_request(monkeypatch):
             row[3] = float("nan")
         return real(row, st)
 
-    monkeypatch.setattr("server.scheduler.sample", poisoned)
+    monkeypatch.setattr("server.step_driver.sample", poisoned)   # rank 0 samples through its driver
     sched.start()
 
     async def one(rid, temp):
