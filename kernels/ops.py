@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernels import attention, kv_write, matmul, rmsnorm, rope, swiglu
+from kernels import attention, kv_write, matmul, qmatmul, rmsnorm, rope, swiglu
+from server.engine.weights.blocks import Blocks
 
 
 def _cpu(x) -> bool:
@@ -21,10 +22,14 @@ def _gpu(module):
 
 def embed(table, ids):
     # table: [vocab, d] -> [T, d] float32
+    if isinstance(table, Blocks):                  # CPU: the rows unpacked from their blocks
+        return qmatmul.rows(table, ids)
     return table[ids] if _cpu(table) else _gpu("common").rows_of(table, ids)
 
 
 def linear(x, w, bias=None):
+    if isinstance(w, Blocks):                      # CPU: numba over the blocks as stored
+        return qmatmul.cpu(x, w, bias)
     return matmul.ref(x, w, bias) if _cpu(x) else _gpu("matmul").cuda(x, w, bias)
 
 
@@ -54,7 +59,7 @@ def gate_up_silu(x, w, ff):
     """silu(x Wg) * (x Wu) from the fused gate|up matrix (gate columns then up): on the GPU at
     decode sizes one GEMM launch with SwiGLU in its epilogue (kernels/matmul_cuda.cuda_glu)."""
     if _cpu(x):
-        gu = matmul.ref(x, w)
+        gu = linear(x, w)
         return swiglu.ref(gu[:, :ff], gu[:, ff:])
     return _gpu("matmul").cuda_glu(x, w, ff)
 

@@ -21,7 +21,9 @@ log = logging.getLogger("foldserve")
 
 def cpu_reads_blocks() -> tuple[bool, str]:
     """(whether the CPU forward reads Blocks as stored, else why they are dequantized)."""
-    return False, "on the CPU (no kernels over blocks yet)"
+    from kernels import qmatmul
+    ok, why = qmatmul.available()
+    return ok, "" if ok else f"on the CPU: {why}; numpy reads float32 only"
 
 
 class RankMismatch(RuntimeError):
