@@ -95,3 +95,30 @@ def test_a_row_alone_equals_the_row_in_a_batch(kind):
         other = x.copy()
         other[1:] = rng.standard_normal(other[1:].shape)        # other rows, other values
         assert matmul(other, w.kind, w.data)[0].tobytes() == full[0].tobytes()
+
+
+@pytest.mark.parametrize("paged", [True, False], ids=["pages", "windows"])
+def test_real_model_on_blocks_solo_equals_concurrent(real_model, paged):
+    """The default model as served on the CPU (its Q4_1 / Q8_0 blocks read by the kernels):
+    a stream alone == among seven others, byte for byte, pages and windows."""
+    from server.engine.probe import solo_vs_concurrent
+    eng = real_model.engine
+    assert isinstance(eng.weights.layers[0].wqkv, Blocks) and isinstance(eng.weights.lm_head, Blocks)
+    r = solo_vs_concurrent(eng, paged=paged, steps=4, context=64)
+    assert r["equal_steps"] == r["steps"], r
+
+
+def test_real_model_on_blocks_paged_equals_window(real_model):
+    from server.engine.probe import solo_vs_concurrent
+    from server.ranks.steps import BeginStep, Chunk, EndStep, PoolStep, RoundStep
+    eng = real_model.engine
+    prompt = tuple(range(100, 123))
+    got = []
+    for paged in (True, False):
+        eng.apply(PoolStep(paged, 4 if paged else 0, 16, (eng.page_bytes(16),), 1, 64))
+        eng.apply(BeginStep(0, (3, 1, 2, 0) if paged else ()))
+        rows = [eng.apply(RoundStep((Chunk(0, 0, prompt[:13], False),))),
+                eng.apply(RoundStep((Chunk(0, 13, prompt[13:], True),)))[0].tobytes()]
+        eng.apply(EndStep(0))
+        got.append(rows[1])
+    assert got[0] == got[1]
