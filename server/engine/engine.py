@@ -46,7 +46,7 @@ class Engine:
         if device == "cpu":
             self.kv_dtype = kv_dtype or np.float32
             to_dev = lambda a: a if isinstance(a, Blocks) else np.ascontiguousarray(a, dtype=np.float32)
-            keep, why = cpu_reads_blocks()
+            keep, why = cpu_reads_blocks, ""          # asked at the first Blocks only
         else:
             # cupy 14.2 has no cupy.bfloat16 (checked on the H200): bf16 is ml_dtypes' type,
             # converted by our own kernel (round to nearest even)
