@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernels import attention, kv_write, matmul, rmsnorm, rope, swiglu
+from kernels import attention, kv_write, matmul, qmatmul, rmsnorm, rope, swiglu
+from server.engine.weights.blocks import Blocks
 
 
 def _cpu(x) -> bool:
@@ -28,12 +29,16 @@ def embed(table, ids):
     # table: [vocab, d] -> [T, d] float32
     if _quant(table):
         return _gpu("qmatmul").rows(table, ids)
+    if isinstance(table, Blocks):                  # CPU: the rows unpacked from their blocks
+        return qmatmul.rows(table, ids)
     return table[ids] if _cpu(table) else _gpu("common").rows_of(table, ids)
 
 
 def linear(x, w, bias=None):
     if _quant(w):
         return _gpu("qmatmul").cuda(x, w, bias)
+    if isinstance(w, Blocks):                      # CPU: numba over the blocks as stored
+        return qmatmul.cpu(x, w, bias)
     return matmul.ref(x, w, bias) if _cpu(x) else _gpu("matmul").cuda(x, w, bias)
 
 
@@ -65,7 +70,7 @@ def gate_up_silu(x, w, ff):
     if _quant(w):                    # the GEMM, then swiglu_cuda: cuda_glu's bytes
         return _gpu("qmatmul").glu(x, w, ff)
     if _cpu(x):
-        gu = matmul.ref(x, w)
+        gu = linear(x, w)
         return swiglu.ref(gu[:, :ff], gu[:, ff:])
     return _gpu("matmul").cuda_glu(x, w, ff)
 

@@ -23,7 +23,9 @@ log = logging.getLogger("foldserve")
 
 def cpu_reads_blocks() -> tuple[bool, str]:
     """(whether the CPU forward reads Blocks as stored, else why they are dequantized)."""
-    return False, "on the CPU (no kernels over blocks yet)"
+    from kernels import qmatmul
+    ok, why = qmatmul.available()
+    return ok, "" if ok else f"on the CPU: {why}; numpy reads float32 only"
 
 
 def array_module(device: str):
@@ -42,7 +44,7 @@ class Engine:
         if device == "cpu":
             self.kv_dtype = kv_dtype or np.float32
             to_dev = lambda a: a if isinstance(a, Blocks) else np.ascontiguousarray(a, dtype=np.float32)
-            keep, why = cpu_reads_blocks()
+            keep, why = cpu_reads_blocks, ""          # asked at the first Blocks only
         else:
             # cupy 14.2 has no cupy.bfloat16 (checked on the H200): bf16 is ml_dtypes' type,
             # converted by our own kernel (round to nearest even)

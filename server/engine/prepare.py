@@ -95,14 +95,20 @@ def _head_cols(w, heads, hd: int, name: str):
 
 
 class _Dequantized:
-    """get(name) with Blocks dequantized as they arrive, the cost said once."""
+    """get(name) with Blocks dequantized as they arrive (unless the backend reads them), the
+    cost said once. `keep` is a bool or a callable -> (bool, why), asked at the first Blocks
+    only (a float32 model never imports the CPU kernels' JIT)."""
 
-    def __init__(self, get, why: str):
-        self.get, self.why, self.stored, self.floats = get, why, 0, 0
+    def __init__(self, get, keep, why: str):
+        self.get, self.keep, self.why, self.stored, self.floats = get, keep, why, 0, 0
 
     def __call__(self, name):
         a = self.get(name)
         if isinstance(a, Blocks):
+            if callable(self.keep):
+                self.keep, self.why = self.keep()
+            if self.keep:
+                return a
             self.stored += a.nbytes
             self.floats += a.rows * a.cols * 4
             return a.dequantize()
@@ -116,19 +122,17 @@ class _Dequantized:
 
 
 def shard_weights(spec, get, shard: Shard, to_device=lambda a: a, out_in: bool = False,
-                  keep_blocks: bool = False, why: str = "", mixed: bool = False) -> ShardWeights:
+                  keep_blocks=False, why: str = "", mixed: bool = False) -> ShardWeights:
     """get(name) -> float32 ndarray in HF orientation, or Blocks (lets dummy weights come one
     at a time). out_in: keep matrices [out, in] (the GPU) instead of [in, out] (the CPU);
-    Blocks are [out, in] whatever out_in. keep_blocks: the backend reads Blocks; else they are
-    dequantized on arrival, with one warning saying `why` and the cost. mixed (with keep_blocks):
-    a fused matrix whose parts differ in kind comes to to_device as MixedBlocks, else it is
-    dequantized with a warning."""
-    deq = None
-    if not keep_blocks:
-        get = deq = _Dequantized(get, why)
-    sw = _shard_weights(spec, get, shard, to_device, out_in, mixed and keep_blocks)
-    if deq is not None:
-        deq.said()
+    Blocks are [out, in] whatever out_in. keep_blocks: the backend reads Blocks (a bool, or a
+    callable -> (bool, why) asked at the first Blocks); else they are dequantized on arrival,
+    with one warning saying `why` and the cost. mixed (with keep_blocks): a fused matrix whose
+    parts differ in kind comes to to_device as MixedBlocks, else it is dequantized with a
+    warning."""
+    deq = _Dequantized(get, keep_blocks, why)
+    sw = _shard_weights(spec, deq, shard, to_device, out_in, mixed and bool(keep_blocks))
+    deq.said()
     return sw
 
 

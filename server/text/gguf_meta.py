@@ -41,6 +41,26 @@ class _Cursor:
         # llama.cpp tolerates invalid utf-8 in token strings; keep them readable, never crash
         return bytes(s).decode("utf-8", errors="replace")
 
+    def strings(self, count: int, keep: bool):
+        """An array of strings in one tight walk (the vocabulary: ~100k of them), decoded
+        from one bytes copy of the region."""
+        buf, pos, unpack = self.buf, self.pos, struct.Struct("<Q").unpack_from
+        start = pos
+        spans = []
+        add = spans.append
+        for _ in range(count):
+            n = unpack(buf, pos)[0]
+            add(pos + 8)
+            pos += 8 + n
+            add(pos)
+        self.pos = pos
+        if not keep:
+            return None
+        raw = bytes(buf[start:pos])
+        it = iter(spans)
+        # llama.cpp tolerates invalid utf-8 in token strings; keep them readable, never crash
+        return [raw[a - start:b - start].decode("utf-8", errors="replace") for a, b in zip(it, it)]
+
     def value(self, vtype: int, keep: bool):
         if vtype in _SCALAR:
             return self.take(_SCALAR[vtype])
@@ -54,7 +74,9 @@ class _Cursor:
                 out = list(struct.unpack_from(f"<{count}{fmt}", self.buf, self.pos)) if keep else None
                 self.pos += size
                 return out
-            # arrays of strings (or nested arrays) need a walk either way
+            if etype == _STRING:
+                return self.strings(count, keep)
+            # nested arrays need a walk either way
             return [self.value(etype, keep) for _ in range(count)]
         raise GGUFMetadataError(f"unknown GGUF value type {vtype} at byte {self.pos}")
 

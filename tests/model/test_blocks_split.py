@@ -68,3 +68,19 @@ def test_row_permutation_of_blocks_is_the_float_permutation():
     x = np.random.default_rng(1).standard_normal((9 * 64, 64)).astype(np.float32)
     b = as_blocks(to_gguf(x, 9), "Q4_1")
     assert np.array_equal(from_gguf(b, 9).dequantize(), from_gguf(b.dequantize(), 9))
+
+
+def test_a_backend_without_blocks_gets_them_dequantized_with_one_warning(caplog):
+    """keep_blocks=False (the GPU until its kernels over blocks land): the float split, and
+    one warning naming the cost."""
+    spec = replace(SHAPES["tiny"], n_heads=6, n_kv_heads=3, d_ff=192)
+    dense, blocks = model(spec, "Q4_1")
+    shard = shard_for(spec.n_heads, spec.n_kv_heads, spec.d_ff, 2, 1)
+    with caplog.at_level("WARNING", logger="foldserve"):
+        got = shard_weights(spec, blocks.__getitem__, shard, out_in=True, keep_blocks=False, why="for the test")
+    want = shard_weights(spec, dense.__getitem__, shard, out_in=True)
+    assert not any(isinstance(a, Blocks) for a in flat(got))
+    for a, b in zip(flat(got), flat(want)):
+        assert np.array_equal(a, b)
+    said = [r.getMessage() for r in caplog.records if "dequantizing" in r.getMessage()]
+    assert len(said) == 1 and "for the test" in said[0] and "MB" in said[0]

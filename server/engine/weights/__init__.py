@@ -1,6 +1,7 @@
 """Model weights: load(model) -> Loaded, from a .gguf file, a Hugging Face folder or dummy:SHAPE.
 
-Every source ends the same: float32 C-contiguous arrays under Hugging Face llama names,
+Every source ends the same: float32 C-contiguous arrays under Hugging Face llama names
+(a GGUF's quantized matrices as Blocks, its bytes as stored),
 weights [out_features, in_features], lm_head.weight the very embedding array when tied.
 """
 from __future__ import annotations

@@ -15,7 +15,8 @@ class WeightsError(ValueError):
 @dataclass
 class Loaded:
     spec: ModelSpec
-    tensors: dict[str, np.ndarray]   # HF llama names, float32, C-contiguous, [out, in]
+    tensors: dict                    # HF llama names -> float32 C-contiguous [out, in], or Blocks
+                                     # (a GGUF matrix kept as stored, [out, in])
     source: str                      # the path, or "dummy:SHAPE"
     identity: dict                   # architecture, config, stored tensors, content hash
     gguf_path: str | None = None

@@ -1,0 +1,273 @@
+"""x @ W^T with W kept as its GGUF blocks, on the CPU: numba kernels that read the blocks as
+stored (Q8_0, Q4_0, Q4_1, Q4_K, Q6_K; F16, BF16 and F32 rows likewise).
+
+How a kernel runs: output rows n are split in chunks of ROWS rows, the chunks shared by the
+cores (prange). A chunk's rows are unpacked once into float32 (a few KB, in L1/L2), then every
+x row i in tiles of TILE rows is multiplied with every unpacked row n. out[i, n] is one
+computation: 32 float32 lanes, lane l summing w[k + l] * x[k + l] over k = 0, 32, 64, ...
+in order, then the 32 lanes added in a fixed tree (l + 16, + 8, + 4, then (0+2)+(1+3)). That order depends on K alone: never on
+the batch, the tile, the chunk or the thread, so a row's bytes never depend on other rows
+(batch invariance by construction, no 4-row tiles).
+
+fastmath is {"contract"} only: a * b + c may become one fused multiply-add (the same in
+every call, the code being one), but no reassociation: the compiler may not reorder any
+sum. The arrays each kernel is given never overlap, so the kernels are compiled with
+`noalias` on their array arguments (numba has no option for it; `_noalias` below sets the
+flag while our functions compile), which lets LLVM keep the lanes in vector registers.
+
+cache=True: compiled code is kept in numba's cache (__pycache__ beside this file, or
+NUMBA_CACHE_DIR) between runs; a kind compiles on its first use (a few seconds, once).
+The definition the tests compare against: kernels.qmatmul.ref (float64).
+"""
+from __future__ import annotations
+
+import os
+import threading
+
+import numpy as np
+
+os.environ.setdefault("NUMBA_SLP_VECTORIZE", "1")     # before numba reads its config
+import numba  # noqa: E402
+from numba import njit, prange  # noqa: E402
+from numba.core import config as _nbconfig  # noqa: E402
+from numba.core import cpu as _nbcpu  # noqa: E402
+
+_nbconfig.SLP_VECTORIZE = 1
+
+ROWS = 16          # output rows a chunk unpacks at once
+TILE = 64          # x rows multiplied against a chunk before the next tile
+
+# ---------------------------------------------------------------- noalias while ours compile
+_ours = threading.local()
+_finalize = _nbcpu.CPUTargetOptions.finalize
+
+
+def _finalize_noalias(self, flags, options):
+    _finalize(self, flags, options)
+    if getattr(_ours, "on", False):
+        flags.noalias = True
+
+
+_nbcpu.CPUTargetOptions.finalize = _finalize_noalias
+
+
+class _noalias:
+    def __enter__(self):
+        _ours.on = True
+
+    def __exit__(self, *a):
+        _ours.on = False
+
+
+def _jit(**kw):
+    """njit, deciding its options when the decorator runs: with noalias (see above)."""
+    def deco(fn):
+        with _noalias():
+            return njit(cache=True, fastmath={"contract"}, boundscheck=False, **kw)(fn)
+    return deco
+
+
+F16 = np.arange(65536, dtype=np.uint32).astype(np.uint16).view(np.float16).astype(np.float32)
+
+
+# ---------------------------------------------------------------- one row of blocks -> float32
+@_jit()
+def deq_q8_0(row, w, f16):
+    for b in range(w.shape[0] // 32):
+        blk = row[b * 34:b * 34 + 34]
+        d = f16[np.int64(blk[0]) | (np.int64(blk[1]) << 8)]
+        qs = blk[2:34].view(np.int8)
+        wb = w[b * 32:b * 32 + 32]
+        for j in range(32):
+            wb[j] = d * np.float32(qs[j])
+
+
+@_jit()
+def deq_q4_0(row, w, f16):
+    for b in range(w.shape[0] // 32):
+        blk = row[b * 18:b * 18 + 18]
+        d = f16[np.int64(blk[0]) | (np.int64(blk[1]) << 8)]
+        qs = blk[2:18]
+        wb = w[b * 32:b * 32 + 32]
+        for j in range(16):
+            q = np.int32(qs[j])
+            wb[j] = d * np.float32((q & 15) - 8)
+            wb[16 + j] = d * np.float32((q >> 4) - 8)
+
+
+@_jit()
+def deq_q4_1(row, w, f16):
+    for b in range(w.shape[0] // 32):
+        blk = row[b * 20:b * 20 + 20]
+        d = f16[np.int64(blk[0]) | (np.int64(blk[1]) << 8)]
+        m = f16[np.int64(blk[2]) | (np.int64(blk[3]) << 8)]
+        qs = blk[4:20]
+        wb = w[b * 32:b * 32 + 32]
+        for j in range(16):
+            q = np.int32(qs[j])
+            wb[j] = d * np.float32(q & 15) + m
+            wb[16 + j] = d * np.float32(q >> 4) + m
+
+
+@_jit()
+def deq_q4_k(row, w, f16):
+    # 256 values a block: d, dmin (f16), 12 bytes of 6-bit scales and mins for 8 groups of
+    # 32, then 128 bytes: group 2c in the low nibbles of bytes 32c..32c+31, 2c+1 in the high
+    for b in range(w.shape[0] // 256):
+        blk = row[b * 144:b * 144 + 144]
+        d = f16[np.int64(blk[0]) | (np.int64(blk[1]) << 8)]
+        dmin = f16[np.int64(blk[2]) | (np.int64(blk[3]) << 8)]
+        sc = blk[4:16]
+        qs = blk[16:144]
+        wb = w[b * 256:b * 256 + 256]
+        for c in range(4):
+            j = 2 * c
+            if j < 4:
+                s1, m1 = np.int32(sc[j]) & 63, np.int32(sc[j + 4]) & 63
+                s2, m2 = np.int32(sc[j + 1]) & 63, np.int32(sc[j + 5]) & 63
+            else:
+                s1 = (np.int32(sc[j + 4]) & 15) | ((np.int32(sc[j - 4]) >> 6) << 4)
+                m1 = (np.int32(sc[j + 4]) >> 4) | ((np.int32(sc[j]) >> 6) << 4)
+                s2 = (np.int32(sc[j + 5]) & 15) | ((np.int32(sc[j - 3]) >> 6) << 4)
+                m2 = (np.int32(sc[j + 5]) >> 4) | ((np.int32(sc[j + 1]) >> 6) << 4)
+            d1, n1 = d * np.float32(s1), dmin * np.float32(m1)
+            d2, n2 = d * np.float32(s2), dmin * np.float32(m2)
+            q = qs[32 * c:32 * c + 32]
+            lo = wb[64 * c:64 * c + 32]
+            hi = wb[64 * c + 32:64 * c + 64]
+            for l in range(32):
+                v = np.int32(q[l])
+                lo[l] = d1 * np.float32(v & 15) - n1
+                hi[l] = d2 * np.float32(v >> 4) - n2
+
+
+@_jit()
+def deq_q6_k(row, w, f16):
+    # 256 values a block: 128 bytes of low nibbles, 64 of high 2-bit pairs, 16 int8 scales
+    # (one per 16 values), d (f16) last
+    for b in range(w.shape[0] // 256):
+        blk = row[b * 210:b * 210 + 210]
+        sc = blk[192:208].view(np.int8)
+        d = f16[np.int64(blk[208]) | (np.int64(blk[209]) << 8)]
+        for half in range(2):
+            ql = blk[64 * half:64 * half + 64]
+            qh = blk[128 + 32 * half:128 + 32 * half + 32]
+            s = sc[8 * half:8 * half + 8]
+            y = w[b * 256 + 128 * half:b * 256 + 128 * half + 128]
+            for l in range(32):
+                i = l // 16
+                a = np.int32(ql[l])
+                c = np.int32(ql[l + 32])
+                h = np.int32(qh[l])
+                y[l] = d * np.float32(s[i]) * np.float32(((a & 15) | ((h & 3) << 4)) - 32)
+                y[l + 32] = d * np.float32(s[i + 2]) * np.float32(((c & 15) | (((h >> 2) & 3) << 4)) - 32)
+                y[l + 64] = d * np.float32(s[i + 4]) * np.float32(((a >> 4) | (((h >> 4) & 3) << 4)) - 32)
+                y[l + 96] = d * np.float32(s[i + 6]) * np.float32(((c >> 4) | (((h >> 6) & 3) << 4)) - 32)
+
+
+@_jit()
+def deq_f16(row, w, f16):
+    r = row.view(np.uint16)
+    for k in range(w.shape[0]):
+        w[k] = f16[r[k]]
+
+
+@_jit()
+def deq_bf16(row, w, f16):
+    r = row.view(np.uint16)
+    o = w.view(np.uint32)
+    for k in range(w.shape[0]):
+        o[k] = np.uint32(r[k]) << 16
+
+
+@_jit()
+def deq_f32(row, w, f16):
+    r = row.view(np.float32)
+    for k in range(w.shape[0]):
+        w[k] = r[k]
+
+
+# ---------------------------------------------------------------- the product
+def _make(deq):
+    @_jit()
+    def chunk(x, data, f16, out, lo, hi, w, acc):
+        """Output rows [lo, hi): unpack them into w, then every x row against every one.
+        out[i, n] = sum_k w[n, k] x[i, k] in the one fixed order: 32 lanes, lane l summing
+        over k = l, l + 32, l + 64, ... in order, then the lanes in a fixed tree."""
+        M, K = x.shape
+        for n in range(lo, hi):
+            deq(data[n], w[n - lo], f16)
+        for t in range(0, M, TILE):
+            for n in range(lo, hi):
+                wn = w[n - lo]
+                for i in range(t, min(t + TILE, M)):
+                    xi = x[i]
+                    for l in range(32):
+                        acc[l] = 0.0
+                    for k in range(0, K, 32):
+                        wk = wn[k:k + 32]
+                        xk = xi[k:k + 32]
+                        for l in range(32):
+                            acc[l] += wk[l] * xk[l]
+                    for l in range(16):          # the lanes in a fixed tree
+                        acc[l] += acc[l + 16]
+                    for l in range(8):
+                        acc[l] += acc[l + 8]
+                    for l in range(4):
+                        acc[l] += acc[l + 4]
+                    out[i, n] = (acc[0] + acc[2]) + (acc[1] + acc[3])
+
+    @_jit(parallel=True)
+    def mm(x, data, f16, out):
+        K = x.shape[1]
+        N = data.shape[0]
+        chunks = (N + ROWS - 1) // ROWS
+        for c in prange(chunks):
+            lo = c * ROWS
+            w = np.empty((ROWS, K), np.float32)
+            acc = np.empty(32, np.float32)
+            chunk(x, data, f16, out, lo, min(lo + ROWS, N), w, acc)
+    return mm
+
+
+with _noalias():
+    KERNELS = {
+        "Q8_0": _make(deq_q8_0), "Q4_0": _make(deq_q4_0), "Q4_1": _make(deq_q4_1),
+        "Q4_K": _make(deq_q4_k), "Q6_K": _make(deq_q6_k),
+        "F16": _make(deq_f16), "BF16": _make(deq_bf16), "F32": _make(deq_f32),
+    }
+DEQ = {"Q8_0": deq_q8_0, "Q4_0": deq_q4_0, "Q4_1": deq_q4_1, "Q4_K": deq_q4_k, "Q6_K": deq_q6_k,
+       "F16": deq_f16, "BF16": deq_bf16, "F32": deq_f32}
+
+
+def matmul(x: np.ndarray, kind: str, data: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """x [M, K] float32 times the [N, K] matrix whose rows are `data` (uint8 [N, row bytes]) in
+    `kind` -> [M, N] float32 (x @ W^T)."""
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    if out is None:
+        out = np.empty((x.shape[0], data.shape[0]), np.float32)
+    if x.shape[1] % 32:
+        raise ValueError(f"blocks_cpu: K = {x.shape[1]} is not a multiple of 32")
+    with _noalias():
+        KERNELS[kind](x, data, F16, out)
+    return out
+
+
+def dequantize_rows(kind: str, data: np.ndarray, cols: int) -> np.ndarray:
+    """Rows of blocks -> float32 [rows, cols] (the embedding's gather)."""
+    out = np.empty((data.shape[0], cols), np.float32)
+    with _noalias():
+        _deq_rows(DEQ[kind], data, out)
+    return out
+
+
+def _deq_rows_py(deq, data, out):
+    for r in range(data.shape[0]):
+        deq(data[r], out[r], F16)
+
+
+_deq_rows = _deq_rows_py
+
+
+def threads() -> int:
+    return numba.get_num_threads()
