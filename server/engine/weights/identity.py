@@ -21,7 +21,8 @@ CHUNK = 8 << 20
 
 
 def _cache_path() -> str:
-    base = os.environ.get("FOLDSERVE_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "foldserve")
+    from server.config import setting
+    base = setting("FOLDSERVE_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "foldserve")
     return os.path.join(base, "sha256.json")
 
 
