@@ -5,6 +5,8 @@ alone (its last token and position), so a stream's reply is the same alone or in
 and a round that reorders, drops or mixes chunks gives some stream another's token."""
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 
@@ -272,3 +274,120 @@ def test_active_ids_and_token_at_agree():
     assert a.prefilling
     a.fed = 3
     assert not a.prefilling
+
+
+def test_check_asks_admission_with_both_numbers():
+    from server.planner.admission import Refused
+    s, _, _ = make(context=16)
+    s.check(3, 13)
+    with pytest.raises(Refused, match="the prompt has 3 tokens and max_tokens asks for 14"):
+        s.check(3, 14)
+    with pytest.raises(Refused, match="max_tokens is 0"):
+        s.check(3, 0)
+
+
+def test_ranks_ok_needs_the_driver_and_no_error():
+    s, drv, _ = make()
+    assert s.stats()["ranks_ok"] is True
+    drv.ok = False
+    assert s.stats()["ranks_ok"] is False
+    drv.ok, s.error = True, "x"
+    assert s.stats()["ranks_ok"] is False and s.stats()["error"] == "x"
+
+
+def test_sampled_replies_are_the_same_alone_or_in_company():
+    def run(rids):
+        s, _, adm = make()
+        sinks = {}
+        for rid in rids:
+            sink = Sink()
+            s.sinks[rid] = (Loop(), sink)
+            s.inbox.put(("new", GenRequest(rid, list(PROMPTS[rid]),
+                                           SamplingParams(max_tokens=5, temperature=0.9, seed=3))))
+            sinks[rid] = sink
+        spin(s)
+        adm.check_integrity()
+        return {rid: tokens(k) for rid, k in sinks.items()}
+    together = run(list(PROMPTS))
+    for rid in PROMPTS:
+        assert run([rid])[rid] == together[rid], rid
+
+
+def test_the_engine_thread_serves_and_stops():
+    import asyncio
+    s, drv, adm = make()
+    s.start()
+
+    async def one(rid):
+        req = GenRequest(rid, list(PROMPTS[rid]), SamplingParams(max_tokens=4, temperature=0.0))
+        return [ev async for ev in s.generate(req)]
+
+    async def all_():
+        return await asyncio.gather(*(one(r) for r in PROMPTS))
+    try:
+        got = asyncio.run(all_())
+        deadline = time.monotonic() + 5
+        while drv.checks == 0 and time.monotonic() < deadline:
+            time.sleep(0.02)
+    finally:
+        s.stop()
+    for rid, evs in zip(PROMPTS, got):
+        assert [e.token_id for e in evs[:-1]] == expected(PROMPTS[rid], 4)
+        assert evs[-1].finish_reason == "length" and evs[-1].token_id is None
+    assert drv.checks > 0 and s._checked == s._steps
+    assert not s._thread.is_alive() and s.sinks == {}
+    assert adm.pool.free == adm.pool.total
+
+
+class Boom(FakeDriver):
+    def run(self, step):
+        if isinstance(step, RoundStep):
+            raise RuntimeError("rank 1 lost")
+        return super().run(step)
+
+
+def test_a_failing_round_stops_the_engine_and_answers_everyone():
+    import asyncio
+    adm = Admission(paged=True, pages=64, page_rows=4, streams=1, context=64)
+    drv = Boom()
+    s = Scheduler(drv, adm, context=64, prefill_chunk=4)
+    s.start()
+
+    async def one(rid):
+        req = GenRequest(rid, [1, 2, 3], SamplingParams(max_tokens=4, temperature=0.0))
+        return [ev async for ev in s.generate(req)]
+
+    async def both():
+        return await asyncio.gather(one("a"), one("b"))
+    try:
+        a, b = asyncio.run(both())
+        late = asyncio.run(asyncio.wait_for(_collect(s, "c"), 10))
+        s.inbox.put(("new", GenRequest("d", [1], SamplingParams(max_tokens=1))))
+        time.sleep(0.1)
+    finally:
+        s.stop()
+    msg = "the engine stopped: rank 1 lost; restart the ranks"
+    for evs in (a, b, late):
+        assert len(evs) == 1 and evs[0].finish_reason == "error"
+        assert evs[0].error == msg and evs[0].error_code == 503
+    assert s.error == msg and drv.ok is False and not s.active and not s.waiting
+    assert s.stats()["ranks_ok"] is False
+
+
+async def _collect(s, rid):
+    req = GenRequest(rid, [1, 2], SamplingParams(max_tokens=2))
+    return [ev async for ev in s.generate(req)]
+
+
+def test_emit_to_a_closed_loop_or_an_unknown_request_is_ignored():
+    s, _, _ = make()
+
+    class Gone:
+        def call_soon_threadsafe(self, *a):
+            raise RuntimeError("Event loop is closed")
+    from server.requests import TokenEvent
+    s.sinks["x"] = (Gone(), Sink())
+    s._emit("x", TokenEvent(1))
+    s._emit("nobody", TokenEvent(1))
+    s._emit("x", TokenEvent(None, finish_reason="stop"))
+    assert "x" not in s.sinks
