@@ -79,3 +79,22 @@ def test_copy_window_rows_to_cache_pages_and_back():
     assert (s.K[:, [0, 1]] == before[:, [0, 1]]).all()
     s.copy_window_pages(0, (2, 1), rows=4, to_pages=False)   # one page: the second is past
     assert (s.K[:, 0, 4:8] == before[:, 0, 4:8]).all()
+
+
+def test_poison_writes_the_canonical_nan_bits():
+    # float32: the quiet NaN 0x7FC00000; 2-byte KV (bf16 on the GPU, fp16 here): 0x7FC0,
+    # a NaN in both formats (fp16's own NaN would be 0x7E00)
+    s = store(True, np.float32)
+    s.K[:] = 0
+    s.poison(0, (1,), kept=0)
+    assert set(s.K[:, 1].view(np.uint32).ravel().tolist()) == {0x7FC00000}
+    h = store(True, np.float16)
+    h.K[:] = 0
+    h.V[:] = 0
+    h.poison(0, (2,), kept=0)
+    assert set(h.K[:, 2].view(np.uint16).ravel().tolist()) == {0x7FC0}
+    assert set(h.V[:, 2].view(np.uint16).ravel().tolist()) == {0x7FC0}
+    w = store(False, np.float16)
+    w.K[:] = 0
+    w.poison(0, (), kept=0)
+    assert set(w.K[:, 0].view(np.uint16).ravel().tolist()) == {0x7FC0}
