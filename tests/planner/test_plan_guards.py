@@ -73,8 +73,7 @@ def oracle_windows(Ls, rooms, context, parallel, cache_bytes, verify):
     return n, 0, cache
 
 
-CASES = list(itertools.product([0, 90, 176, 257, 400, 777], [1, 4, 15, 22], [0, 1, 2, 5],
-                               [0, 40, 64, 500], [1, 3]))
+CASES = list(itertools.product([0, 176, 257, 777], [1, 4, 15], [0, 2, 5], [0, 64, 500], [1, 3]))
 
 
 @pytest.mark.parametrize("mode", ["on", "off"])

@@ -22,7 +22,7 @@ import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from tools.mutants.modules import ALSO_COPY, MODULES, TESTS
+from tools.mutants.modules import ALSO_COPY, DESELECT, MODULES, TESTS
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
@@ -56,7 +56,7 @@ def write_config(dst: Path, modules, tests, kills: Path) -> None:
         f"only_mutate = {toml_list(modules)}\n"
         f"also_copy = {toml_list(ALSO_COPY)}\n"
         f"pytest_add_cli_args_test_selection = {toml_list(tests)}\n"
-        f"pytest_add_cli_args = {toml_list(['-p', 'tools.mutants.killer', '-p', 'no:cacheprovider', '-o', 'timeout=120'])}\n"
+        f"pytest_add_cli_args = {toml_list(['-p', 'tools.mutants.killer', '-p', 'no:cacheprovider', '-o', 'timeout=120', *(a for d in DESELECT for a in ('--deselect', d))])}\n"
         "use_git_change_detection = false\n"
     )
     py.write_text(text)
