@@ -233,7 +233,7 @@ def test_cancel_waiting_and_running_requests_free_everything():
     assert "b" in s.waiting and "a" in s.active
     s.cancel("b")
     s._drain(block=False)
-    assert b[-1].finish_reason == "abort" and "b" not in s.waiting
+    assert b[-1].finish_reason == "abort" and "b" not in s.waiting and adm.waiting == 0
     s.cancel("a")
     s._drain(block=False)
     assert a[-1].finish_reason == "abort" and not s.active

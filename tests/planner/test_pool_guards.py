@@ -29,7 +29,7 @@ def test_counts_through_every_state():
     p.give((1,))
     assert counts(p) == (5, 0, 1)
     p.release(1)
-    assert counts(p) == (6, 0, 0) and not p.is_kept(1)
+    assert counts(p) == (6, 0, 0) and p.is_kept(1) is False
     assert p.take(6) == (0, 1, 2, 3, 4, 5)
     p.check_integrity()
 
@@ -227,3 +227,17 @@ def test_check_allows_a_zero_budget_with_nodes():
     keep(pool, c, [1, 2])
     c.budget = 0
     c.check()
+
+
+def test_eviction_looks_past_a_held_leaf_and_its_parent():
+    pool, c = cache(budget=8, pages=8)
+    a, _ = keep(pool, c, [1, 2, 3, 4])                    # a2 (leaf), a1 (root): least recent
+    b, _ = keep(pool, c, [7, 8])
+    assert c.pages == (a[1], a[0], b[0])
+    pool.share(a[1:2])                                    # a stream holds a's leaf
+    free = pool.free
+    c.evict_until_free(free + 1)
+    assert pool.free == free + 1 and c.pages == (a[1], a[0])   # b went, past a2 and a1
+    pool.give(a[1:2])
+    c.check()
+    pool.check_integrity()
