@@ -138,6 +138,9 @@ def test_show_cuts_long_strings_only_past_where_they_differ():
     g = "k" * 30
     assert fpm.show(g, 3) == g                               # the other is no string: whole
     assert fpm.show(True, None) == "True"
+    assert fpm.show("q" * 30, "q" * 25) == "q" * 30            # no difference within the shorter
+    h, i = "z" * 20 + "A" + "qqq", "z" * 20 + "B" + "qqq"
+    assert fpm.show(h, i) == h                               # the cut would be the whole string
 
 
 def test_digest_is_stable_and_order_free():

@@ -25,6 +25,11 @@ def test_shapes_and_bytes():
     assert p.k(1) is not None and np.shares_memory(p.k(1), p.K) and p.k(1).shape == (6, 4, 1, 2)
     assert np.shares_memory(p.v(0), p.V) and not np.shares_memory(p.v(0), p.K)
     assert (p.paged, p.page_rows, p.context) == (True, 4, 10)
+    plain = KVStore(np, 1, 1, 2, np.float16, paged=False, pages=0, page_rows=4, streams=2, context=8)
+    assert plain.cK is None and plain.cV is None                 # no cache unless asked
+    assert w.cK.dtype == w.cV.dtype == w.K.dtype == w.V.dtype == np.float32
+    h = store(False, np.float16, cache_pages=2)
+    assert h.cK.dtype == h.cV.dtype == h.K.dtype == h.V.dtype == np.float16
 
 
 def test_address():

@@ -241,3 +241,21 @@ def test_eviction_looks_past_a_held_leaf_and_its_parent():
     pool.give(a[1:2])
     c.check()
     pool.check_integrity()
+
+
+def test_insert_copy_at_a_budget_of_one_and_exactly_at_the_budget():
+    pool, c = cache(budget=1, pages=10)
+    assert c.insert_copy([1, 2, 3, 4]) == ((0,), 2) and len(c) == 1
+    pool, c = cache(budget=3, pages=10)
+    c.insert_copy([9, 9, 8, 8])                           # 2 nodes
+    pages, rows = c.insert_copy([5, 5])                   # 2 + 1 == budget: nothing evicted
+    assert rows == 2 and len(c) == 3 and c.lookup([9, 9, 8, 8, 0]) != ()
+
+
+def test_insert_copy_extends_a_long_kept_prefix_from_its_last_node():
+    pool, c = cache(budget=8, pages=10)
+    first, _ = c.insert_copy([1, 2, 3, 4, 5, 6])          # 3 pages
+    pages, rows = c.insert_copy([1, 2, 3, 4, 5, 6, 7, 8])
+    assert pages[:3] == (-1, -1, -1) and rows == 8
+    assert c.lookup([1, 2, 3, 4, 5, 6, 7, 8, 0]) == first + pages[3:]
+    c.check()

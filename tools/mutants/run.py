@@ -173,6 +173,10 @@ def main(argv=None) -> int:
     ap.add_argument("--work", help="work dir (default: a temp dir); reused if it has a run")
     ap.add_argument("--max-children", type=int, default=2)
     ap.add_argument("--keep", action="store_true", help="keep the work dir")
+    ap.add_argument("--mutants", nargs="*", help="run only these mutants (names or globs), again")
+    ap.add_argument("--survivors", action="store_true",
+                    help="with --work: copy the tree's tests in again and rerun what was not killed")
+    ap.add_argument("--report-only", action="store_true", help="with --work: just write the report")
     a = ap.parse_args(argv)
     modules = a.only or MODULES
     tests = a.tests or TESTS
@@ -182,16 +186,27 @@ def main(argv=None) -> int:
     if not (work / "mutants").is_dir():
         copy_tree(work)
         write_config(work, modules, tests, kills)
+    names = list(a.mutants or [])
+    if a.survivors:
+        for sub in ("tests", "mutants/tests"):
+            shutil.rmtree(work / sub, ignore_errors=True)
+            shutil.copytree(ROOT / "tests", work / sub, ignore=shutil.ignore_patterns("__pycache__"))
+        names += [r["mutant"] for r in collect(work, kills)
+                  if r["status"] in ("survived", "no tests", "suspicious", "not checked")]
+        if not names:
+            a.report_only = True
     env = dict(os.environ, MUTMUT_KILLS=str(kills))
     env.pop("PYTHONPATH", None)              # mutmut puts mutants/ first itself
     mutmut = shutil.which("mutmut", path=str(Path(sys.executable).parent)) or "mutmut"
-    cmd = [mutmut, "run", "--max-children", str(a.max_children)]
-    print("in", work, ":", " ".join(cmd), flush=True)
-    rc = subprocess.run(cmd, cwd=work, env=env).returncode
+    cmd = [mutmut, "run", "--max-children", str(a.max_children), *names]
+    rc = 0
+    if not a.report_only:
+        print("in", work, ":", " ".join(cmd[:4]), f"({len(names)} named)" if names else "", flush=True)
+        rc = subprocess.run(cmd, cwd=work, env=env).returncode
     rows = collect(work, kills)
     if a.only:                               # a partial run reports its modules only
         rows = [r for r in rows if r["module"] in modules]
-    shown = "python -m tools.mutants.run" + (" --only " + " ".join(modules) if a.only else "")
+    shown = " ".join(["python -m tools.mutants.run", *(sys.argv[1:] if argv is None else argv)])
     report(rows, work, Path(a.out), time.time() - t0, shown)
     if not a.keep and not a.work:
         shutil.rmtree(work, ignore_errors=True)
