@@ -103,7 +103,10 @@ def test_an_unknown_field_is_still_compared():
     a["future"], b["future"] = "x", "y"
     assert fpm.compare([a, b]) == ("ranks disagree on future: rank 0 has x, rank 1 has y; "
                                    f"{fpm.SAME_VERSION}")
-    b["future"] = "x"
+    a["future"], b["future"] = "a" * 30, "b" * 30          # long values are cut where they differ
+    assert fpm.compare([a, b]) == ("ranks disagree on future: rank 0 has " + "a" * 12 + ".., rank 1 "
+                                   "has " + "b" * 12 + ".." + f"; {fpm.SAME_VERSION}")
+    b["future"] = "a" * 30
     assert fpm.compare([a, b]) is None
     del b["future"]
     assert "rank 1 has <missing>" in fpm.compare([a, b])
@@ -144,9 +147,11 @@ def test_show_cuts_long_strings_only_past_where_they_differ():
 
 
 def test_digest_is_stable_and_order_free():
+    import hashlib
     assert fpm.digest({"a": 1, "b": [1, 2]}) == fpm.digest({"b": [1, 2], "a": 1})
     assert fpm.digest({"a": 1}).startswith("sha256:") and len(fpm.digest(1)) == 7 + 64
     assert fpm.digest({"a": 1}) != fpm.digest({"a": 2})
+    assert fpm.digest(b"ab") == "sha256:" + hashlib.sha256(b'"b\'ab\'"').hexdigest()   # str() of the rest
     import hashlib
     assert fpm.digest({"b": 1, "a": [1, 2]}) == "sha256:" + hashlib.sha256(
         b'{"a":[1,2],"b":1}').hexdigest()

@@ -22,7 +22,7 @@ import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from tools.mutants.modules import ALSO_COPY, DESELECT, MODULES, TESTS
+from tools.mutants.modules import ALSO_COPY, DESELECT, IGNORE, MODULES, TESTS
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
@@ -49,14 +49,14 @@ def toml_list(xs) -> str:
 
 def write_config(dst: Path, modules, tests, kills: Path) -> None:
     py = dst / "pyproject.toml"
-    text = py.read_text()
+    text = (ROOT / "pyproject.toml").read_text()          # written afresh: runs may rewrite it
     text += (
         "\n[tool.mutmut]\n"
         f"source_paths = {toml_list(['server', 'kernels'])}\n"
         f"only_mutate = {toml_list(modules)}\n"
         f"also_copy = {toml_list(ALSO_COPY)}\n"
         f"pytest_add_cli_args_test_selection = {toml_list(tests)}\n"
-        f"pytest_add_cli_args = {toml_list(['-p', 'tools.mutants.killer', '-p', 'no:cacheprovider', '-o', 'timeout=120', *(a for d in DESELECT for a in ('--deselect', d))])}\n"
+        f"pytest_add_cli_args = {toml_list(['-p', 'tools.mutants.killer', '-p', 'no:cacheprovider', '-o', 'timeout=120', *(a for d in DESELECT for a in ('--deselect', d)), *(f'--ignore={i}' for i in IGNORE)])}\n"
         "use_git_change_detection = false\n"
     )
     py.write_text(text)
@@ -188,6 +188,7 @@ def main(argv=None) -> int:
         write_config(work, modules, tests, kills)
     names = list(a.mutants or [])
     if a.survivors:
+        write_config(work, modules, tests, kills)
         for sub in ("tests", "mutants/tests"):
             shutil.rmtree(work / sub, ignore_errors=True)
             shutil.copytree(ROOT / "tests", work / sub, ignore=shutil.ignore_patterns("__pycache__"))
