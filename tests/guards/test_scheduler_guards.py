@@ -120,6 +120,7 @@ def test_each_stream_gets_its_own_tokens_alone_or_in_company(paged):
         assert tokens(sinks[rid]) == solo[rid], rid
         assert sinks[rid][-1].finish_reason == "length"
         assert sinks[rid][-1].prompt_tokens == len(PROMPTS[rid])
+        assert sinks[rid][-1].error_code == 0 and sinks[rid][-1].error is None
     assert adm.running == 0 and adm.pool.held == 0
     adm.check_integrity()
 
@@ -391,3 +392,62 @@ def test_emit_to_a_closed_loop_or_an_unknown_request_is_ignored():
     s._emit("nobody", TokenEvent(1))
     s._emit("x", TokenEvent(None, finish_reason="stop"))
     assert "x" not in s.sinks
+
+
+class Metrics:
+    def __init__(self):
+        self.calls = []
+
+    def admitted(self, req, wait, resumed):
+        self.calls.append(("admitted", req.id, wait >= 0, resumed))
+
+    def finished(self, a, reason):
+        self.calls.append(("finished", a.req.id, reason))
+
+
+def test_metrics_hear_each_admission_and_end():
+    adm = Admission(paged=True, pages=64, page_rows=4, streams=2, context=64, cache_pages=8)
+    m = Metrics()
+    s = Scheduler(FakeDriver(), adm, context=64, prefill_chunk=4, metrics=m)
+    p = list(range(1, 10))
+    submit(s, "a", p, 2)
+    spin(s)
+    submit(s, "b", p, 2)
+    spin(s)
+    assert m.calls == [("admitted", "a", True, 0), ("finished", "a", "length"),
+                       ("admitted", "b", True, 8), ("finished", "b", "length")]
+
+
+def test_a_cut_off_request_keeps_nothing_in_the_prompt_cache():
+    s, drv, adm = make(cache_pages=8)
+    sink = submit(s, "a", list(range(1, 14)), 10)
+    s._drain(block=False)
+    s._admit()
+    for _ in range(6):
+        s._round()
+    s.cancel("a")
+    s._drain(block=False)
+    assert sink[-1].finish_reason == "abort" and sink[-1].error_code == 0
+    assert adm.pool.kept == 0 and adm.pool.free == adm.pool.total and not s.active
+
+
+def test_a_client_that_leaves_frees_its_stream():
+    import asyncio
+    s, drv, adm = make()
+    s.start()
+    req = GenRequest("gone", [1, 2, 3], SamplingParams(max_tokens=40, temperature=0.0))
+
+    async def leave_early():
+        agen = s.generate(req)
+        first = await agen.__anext__()
+        await agen.aclose()                      # the client went away after one token
+        return first
+    try:
+        first = asyncio.run(leave_early())
+        deadline = time.monotonic() + 10
+        while (s.active or adm.running) and time.monotonic() < deadline:
+            time.sleep(0.02)
+    finally:
+        s.stop()
+    assert first.token_id == expected([1, 2, 3], 1)[0]
+    assert req.arrival > 0 and not s.active and adm.running == 0 and adm.pool.held == 0

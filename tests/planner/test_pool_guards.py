@@ -259,3 +259,21 @@ def test_insert_copy_extends_a_long_kept_prefix_from_its_last_node():
     assert pages[:3] == (-1, -1, -1) and rows == 8
     assert c.lookup([1, 2, 3, 4, 5, 6, 7, 8, 0]) == first + pages[3:]
     c.check()
+
+
+def test_a_node_counts_every_child():
+    pool, c = cache(budget=8)
+    keep(pool, c, [1, 2, 3, 4])
+    keep(pool, c, [1, 2, 5, 6])                           # the root now has two children
+    root = c._nodes[page_key(b"", (1, 2))]
+    assert root.children == 2
+    c.check()
+
+
+def test_insert_never_grows_a_prefix_past_a_collision(monkeypatch):
+    monkeypatch.setattr("server.planner.prompt_cache.page_key", lambda prev, ids: prev + b"x")
+    pool, c = cache(budget=8)
+    c.insert([1, 2, 3, 4], pool.take(2))                  # keys x, xx
+    t = pool.take(3)
+    assert c.insert([5, 6, 7, 8, 9, 10], t) == 0          # x collides: nothing under it
+    assert len(c) == 2 and not any(pool.is_kept(p) for p in t)

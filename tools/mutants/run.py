@@ -78,6 +78,21 @@ STATUS = {0: "survived", 1: "killed", 3: "killed", 33: "no tests", 34: "skipped"
           5: "no tests", 2: "interrupted", 37: "caught by type check", -11: "segfault", -9: "segfault"}
 
 
+def merge_earlier(rows: list[dict], earlier: Path) -> list[dict]:
+    """Fill mutants this run left unchecked from an earlier run over the same sources (its
+    mutants/*.meta saved aside): a kill or a timeout there stands (tests were only added
+    since); anything else stays as this run has it."""
+    old = {}
+    for meta in earlier.rglob("*.meta"):
+        for name, code in json.loads(meta.read_text()).get("exit_code_by_key", {}).items():
+            old[name] = code
+    for r in rows:
+        code = old.get(r["mutant"])
+        if r["status"] == "not checked" and code is not None and STATUS.get(code) in ("killed", "timeout"):
+            r["status"], r["exit"], r["earlier"] = STATUS[code], code, True
+    return rows
+
+
 def collect(work: Path, kills_file: Path) -> list[dict]:
     killer = {}
     if kills_file.is_file():
@@ -176,7 +191,9 @@ def main(argv=None) -> int:
     ap.add_argument("--mutants", nargs="*", help="run only these mutants (names or globs), again")
     ap.add_argument("--survivors", action="store_true",
                     help="with --work: copy the tree's tests in again and rerun what was not killed")
+    ap.add_argument("--unchecked", action="store_true", help="with --survivors: the unchecked too")
     ap.add_argument("--report-only", action="store_true", help="with --work: just write the report")
+    ap.add_argument("--earlier", help="a saved mutants/ tree of an earlier run: its kills fill what this run left unchecked")
     a = ap.parse_args(argv)
     modules = a.only or MODULES
     tests = a.tests or TESTS
@@ -193,7 +210,8 @@ def main(argv=None) -> int:
             shutil.rmtree(work / sub, ignore_errors=True)
             shutil.copytree(ROOT / "tests", work / sub, ignore=shutil.ignore_patterns("__pycache__"))
         names += [r["mutant"] for r in collect(work, kills)
-                  if r["status"] in ("survived", "no tests", "suspicious", "not checked")]
+                  if r["status"] in ("survived", "no tests", "suspicious")
+                  or (a.unchecked and r["status"] == "not checked")]
         if not names:
             a.report_only = True
     env = dict(os.environ, MUTMUT_KILLS=str(kills))
@@ -205,6 +223,8 @@ def main(argv=None) -> int:
         print("in", work, ":", " ".join(cmd[:4]), f"({len(names)} named)" if names else "", flush=True)
         rc = subprocess.run(cmd, cwd=work, env=env).returncode
     rows = collect(work, kills)
+    if a.earlier:
+        rows = merge_earlier(rows, Path(a.earlier))
     if a.only:                               # a partial run reports its modules only
         rows = [r for r in rows if r["module"] in modules]
     shown = " ".join(["python -m tools.mutants.run", *(sys.argv[1:] if argv is None else argv)])
