@@ -193,7 +193,7 @@ def main(argv=None) -> int:
                     help="with --work: copy the tree's tests in again and rerun what was not killed")
     ap.add_argument("--unchecked", action="store_true", help="with --survivors: the unchecked too")
     ap.add_argument("--report-only", action="store_true", help="with --work: just write the report")
-    ap.add_argument("--earlier", help="a saved mutants/ tree of an earlier run: its kills fill what this run left unchecked")
+    ap.add_argument("--earlier", nargs="*", help="a saved mutants/ tree of an earlier run: its kills fill what this run left unchecked")
     a = ap.parse_args(argv)
     modules = a.only or MODULES
     tests = a.tests or TESTS
@@ -223,8 +223,8 @@ def main(argv=None) -> int:
         print("in", work, ":", " ".join(cmd[:4]), f"({len(names)} named)" if names else "", flush=True)
         rc = subprocess.run(cmd, cwd=work, env=env).returncode
     rows = collect(work, kills)
-    if a.earlier:
-        rows = merge_earlier(rows, Path(a.earlier))
+    for e in a.earlier or []:
+        rows = merge_earlier(rows, Path(e))
     if a.only:                               # a partial run reports its modules only
         rows = [r for r in rows if r["module"] in modules]
     shown = " ".join(["python -m tools.mutants.run", *(sys.argv[1:] if argv is None else argv)])
