@@ -53,6 +53,8 @@ def test_make_fills_every_field_the_check_knows_and_only_those():
 
 
 def test_a_model_without_its_identity_is_refused():
+    with pytest.raises(ValueError, match=r"^model identity lacks config, tensors$"):
+        fpm.make(rank=0, shard="s", **dict(ARGS, model={"architecture": "a", "content_hash": "h"}))
     for k in fpm.MODEL_KEYS:
         m = {x: v for x, v in MODEL.items() if x != k}
         with pytest.raises(ValueError, match=k):

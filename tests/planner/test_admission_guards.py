@@ -175,3 +175,17 @@ def test_check_integrity_finds_each_corruption(corrupt, msg):
         adm.check_integrity()
     if msg:
         assert str(e.value) == msg
+
+
+def test_defaults_and_pages_shared_by_two_running_tables():
+    assert paged().pool.poison is False
+    adm = Admission(paged=True, pages=12, page_rows=4, streams=3, context=40, cache_pages=4)
+    assert adm.pool.poison is False and adm.verify_window == 1
+    adm.request("a", list(range(9)), 3)
+    adm.admit_ready()
+    adm.finish("a", list(range(11)))
+    adm.request("b", list(range(10)), 2)
+    adm.request("c", list(range(10)), 2)
+    b, c = adm.admit_ready()
+    assert b.page_ids[:2] == c.page_ids[:2] and adm.pool.refs(b.page_ids[0]) == 2
+    adm.check_integrity()

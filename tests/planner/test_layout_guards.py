@@ -41,6 +41,7 @@ def test_for_shard_takes_the_shards_numbers():
                 r, spec.n_layers, s.n_kv, spec.head_dim, 2, 8, spec.vocab, spec.d_model,
                 s.ff[1] - s.ff[0], 64)
     assert Layout.for_shard(spec, 1, 0, 2, 1).page_rows == 1
+    assert Layout.for_shard(spec, 1, 0, 2, 16).prefill_chunk == 256
     with pytest.raises(ValueError, match=r"^--page-rows 0 must be at least 1$"):
         Layout.for_shard(spec, 1, 0, 2, 0)
     ls = layouts(spec, 3, kv_bytes=4, page_rows=16, prefill_chunk=32)

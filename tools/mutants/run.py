@@ -191,6 +191,7 @@ def main(argv=None) -> int:
     ap.add_argument("--mutants", nargs="*", help="run only these mutants (names or globs), again")
     ap.add_argument("--survivors", action="store_true",
                     help="with --work: copy the tree's tests in again and rerun what was not killed")
+    ap.add_argument("--verified", help="tsv: mutant, the test that kills it (checked by hand with MUTANT_UNDER_TEST)")
     ap.add_argument("--unchecked", action="store_true", help="with --survivors: the unchecked too")
     ap.add_argument("--report-only", action="store_true", help="with --work: just write the report")
     ap.add_argument("--earlier", nargs="*", help="a saved mutants/ tree of an earlier run: its kills fill what this run left unchecked")
@@ -223,6 +224,11 @@ def main(argv=None) -> int:
         print("in", work, ":", " ".join(cmd[:4]), f"({len(names)} named)" if names else "", flush=True)
         rc = subprocess.run(cmd, cwd=work, env=env).returncode
     rows = collect(work, kills)
+    if a.verified:                           # mutant<TAB>test, each killed by hand after the run
+        ver = dict(l.split("\t")[:2] for l in Path(a.verified).read_text().splitlines() if "\t" in l)
+        for r in rows:
+            if r["mutant"] in ver and r["status"] not in ("killed", "timeout"):
+                r["status"], r["killed_by"] = "killed", ver[r["mutant"]] + " (by hand, after the run)"
     for e in a.earlier or []:
         rows = merge_earlier(rows, Path(e))
     if a.only:                               # a partial run reports its modules only
