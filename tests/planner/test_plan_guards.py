@@ -248,3 +248,17 @@ def test_auto_streams_on_pages_are_capped():
     big = plan([small()], [10**7], context=15, kv_pages="on")
     assert big.streams == AUTO_PAGED_CAP
     assert plan([small()], [176], context=15, kv_pages="on").streams == 1
+
+
+def test_counts_are_ints_and_the_tightest_window_rank_governs():
+    p = plan([small()], [10**6], context=15, kv_pages="on")
+    assert all(type(x) is int for x in (p.streams, p.pages, p.cache_pages))
+    w = plan([lay(0), lay(1)], [2000, 700], context=15, parallel=2, prompt_cache_bytes=64,
+             kv_pages="off")
+    assert w.governing == 1
+    with pytest.raises(NoStream) as e:                   # pages: the floor named with verify
+        plan([small()], [100], context=13, parallel=1, kv_pages="on", verify_window=3)
+    assert "(4 pages of 4 rows x 32 bytes" in str(e.value)
+    with pytest.raises(NoStream) as e:                   # context 2: only 1 token can fit
+        plan([lay()], [lay().fixed_bytes(1, False) + 8], context=2, parallel=1, kv_pages="off")
+    assert e.value.largest_context == 1

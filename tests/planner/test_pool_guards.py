@@ -284,3 +284,9 @@ def test_trim_evicts_held_pages_too():
     t = pool.take(2)                                      # the stream still holds both
     assert c.insert([1, 2, 3, 4], t) == 2
     assert len(c) == 1 and c.pages == (t[0],) and not pool.is_kept(t[1])
+
+
+def test_a_budget_of_one_page_is_looked_up():
+    pool, c = cache(budget=1)
+    t, _ = keep(pool, c, [1, 2, 3])
+    assert c.lookup([1, 2, 3]) == t[:1]
