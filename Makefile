@@ -7,7 +7,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 ARGS ?=
 
-.PHONY: serve test install install-system model check-model clean
+.PHONY: serve test install install-system model check-model clean mutants guard-breaks
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -37,6 +37,17 @@ test: $(BIN)/python
 # what deploy/foldserve-rank@.service runs. As root: sudo make install-system
 install-system:
 	PY=$(PY) bash deploy/install-system.sh
+
+# mutation testing of the control plane (issue 22; not part of `make test`: it takes long).
+# Modules and tests: tools/mutants/modules.py. Report: mutants-report/ (ARGS="--only server/planner/pool.py")
+mutants: $(BIN)/python
+	$(BIN)/python -m pip install -q -e '.[test,mutants]'
+	PYTHONPATH=$(CURDIR) nice -n 10 $(BIN)/python -m tools.mutants.run $(ARGS)
+
+# hand-made guard breaks, one per guarantee, each on a copy; each must fail its named test
+guard-breaks: $(BIN)/python
+	$(BIN)/python -m pip install -q -e '.[test]'
+	PYTHONPATH=$(CURDIR) $(BIN)/python -m tools.guard_breaks $(ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info

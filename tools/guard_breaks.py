@@ -1,0 +1,182 @@
+"""`make guard-breaks`: break each guarantee by hand, on a copy of the tree, and show that
+a named test fails; the unchanged copy fails none of them.
+
+    python -m tools.guard_breaks [--only NAME ...] [--keep]
+
+Each break is a text replacement in one or more files (it must match exactly once, or
+the break is reported as stale: update it here when the code moves). The tree is copied
+once (tracked and untracked, not ignored files) to a temp dir; each break is applied
+there, its test run, the files restored. The working tree is never touched.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@dataclass(frozen=True)
+class Break:
+    name: str
+    guarantee: str
+    edits: tuple          # ((path, old, new), ...)
+    test: str
+
+
+G = "tests/guards/"
+BREAKS = [
+    Break("pages out of order on one rank", "the same page ids on every rank",
+          (("server/engine/engine.py",
+            "            self.tables[step.stream] = step.page_ids\n",
+            "            self.tables[step.stream] = tuple(sorted(step.page_ids)) if self.rank else step.page_ids\n"),),
+          G + "test_rank_guards.py::test_a_follower_maps_the_ids_rank_0_names"),
+    Break("a follower allocates its own page", "followers never take their own ids",
+          (("server/engine/engine.py",
+            "            self.tables[step.stream] = step.page_ids\n",
+            "            if self.rank:\n"
+            "                from server.planner.pool import Pool\n"
+            "                own = self.__dict__.setdefault('_own', Pool(self.pool.pages))\n"
+            "                self.tables[step.stream] = own.take(len(step.page_ids))\n"
+            "            else:\n"
+            "                self.tables[step.stream] = step.page_ids\n"),
+           ("server/engine/engine.py",
+            "            self.tables.pop(step.stream, None)\n",
+            "            gone = self.tables.pop(step.stream, None)\n"
+            "            if self.rank and gone:\n"
+            "                self._own.give(gone)\n")),
+          G + "test_rank_guards.py::test_a_follower_maps_the_ids_rank_0_names"),
+    Break("a prompt-cache hit skips the ids compare", "a hash collision never joins two prompts",
+          (("server/planner/prompt_cache.py",
+            "            if node is None or node.ids != part or node.parent != prev:\n",
+            "            if node is None or node.parent != prev:\n"),),
+          "tests/planner/test_prompt_cache.py::test_a_hash_collision_never_joins_two_prompts"),
+    Break("a page freed twice", "free + held + kept == total",
+          (("server/planner/pool.py",
+            "                raise PoolCorrupt(f\"give of page {i}, which no stream holds\")\n",
+            "                heapq.heappush(self._free, i)\n"
+            "                continue\n"),),
+          "tests/planner/test_pool.py::test_giving_a_page_twice_is_caught"),
+    Break("the plan funds the prompt cache before the floor", "one conversation can always reach --context",
+          (("server/planner/plan.py",
+            "    cache_pages, notes = _cache(cache_bytes, p, min(cap) - (floor + n - 1), notes)\n",
+            "    cache_pages, notes = _cache(cache_bytes, p, min(cap), notes)\n"),),
+          "tests/planner/test_plan.py::test_prompt_cache_is_trimmed_with_a_note"),
+    Break("a fingerprint skips a field", "every rank mismatch named",
+          (("server/ranks/fingerprint.py",
+            "              parallel=parallel, prefill_chunk=prefill_chunk,\n",
+            "              parallel=parallel,\n"),),
+          G + "test_fingerprint_guards.py::test_make_fills_every_field_the_check_knows_and_only_those"),
+    Break("a round reorders streams", "solo == concurrent",
+          (("server/scheduler.py",
+            "        logits = self.driver.run(RoundStep(tuple(chunks)))\n",
+            "        logits = self.driver.run(RoundStep(tuple(sorted(chunks, key=lambda c: -c.stream))))\n"),),
+          G + "test_scheduler_guards.py::test_each_stream_gets_its_own_tokens_alone_or_in_company"),
+    Break("an attention row reads one row past its position", "resumed == fresh, chunked == whole",
+          (("kernels/attention.py",
+            "        L = start + i + 1\n",
+            "        L = start + i + 2\n"),),
+          G + "test_attention_guards.py::test_a_row_reads_nothing_past_its_position"),
+    Break("a window and a page with different row order", "paged == window",
+          (("kernels/attention.py",
+            "    return pool[list(table[:pages])].reshape(-1, *pool.shape[2:])[:n]\n",
+            "    return pool[list(table[:pages])][:, ::-1].reshape(-1, *pool.shape[2:])[:n]\n"),),
+          G + "test_attention_guards.py::test_a_window_and_pages_hold_the_rows_in_the_same_order"),
+]
+
+
+def copy_tree(dst: Path) -> None:
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT,
+                           check=True, capture_output=True).stdout.decode().split("\0")
+    for f in files:
+        src = ROOT / f
+        if f and src.is_file():
+            out = dst / f
+            out.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, out)
+
+
+def run_test(work: Path, test: str) -> tuple[bool, str, float]:
+    env = dict(os.environ, PYTHONPATH=str(work))
+    t0 = time.time()
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", test],
+                       cwd=work, env=env, capture_output=True, text=True)
+    tail = [ln for ln in r.stdout.splitlines() if ln.startswith(("FAILED", "ERROR"))]
+    last = r.stdout.strip().splitlines()[-1] if r.stdout.strip() else r.stderr.strip()[-200:]
+    return r.returncode == 0, (tail[0] if tail else last), time.time() - t0
+
+
+def apply(work: Path, b: Break) -> dict:
+    saved = {}
+    for path, old, new in b.edits:
+        f = work / path
+        text = saved.get(path) or f.read_text()
+        saved.setdefault(path, text)
+        cur = f.read_text()
+        if cur.count(old) != 1:
+            for p, t in saved.items():
+                (work / p).write_text(t)
+            raise LookupError(f"{path}: the text to break is found {cur.count(old)} times, not once")
+        f.write_text(cur.replace(old, new))
+    return saved
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--only", nargs="*")
+    ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--out", help="write the table (markdown) here too")
+    a = ap.parse_args(argv)
+    breaks = [b for b in BREAKS if not a.only or b.name in a.only]
+    work = Path(tempfile.mkdtemp(prefix="foldserve-breaks-"))
+    copy_tree(work)
+    rows, bad = [], 0
+    tests = sorted({b.test for b in breaks})
+    for t in tests:                                   # the unchanged copy fails none
+        ok, line, s = run_test(work, t)
+        rows.append(("(unchanged tree)", "-", t, "passes" if ok else "FAILS", ok, s, line))
+        bad += not ok
+    for b in breaks:
+        try:
+            saved = apply(work, b)
+        except LookupError as e:
+            rows.append((b.name, b.guarantee, b.test, f"STALE: {e}", False, 0.0, ""))
+            bad += 1
+            continue
+        try:
+            ok, line, s = run_test(work, b.test)
+        finally:
+            for p, t in saved.items():
+                (work / p).write_text(t)
+        rows.append((b.name, b.guarantee, b.test, "fails (caught)" if not ok else "PASSES (missed)",
+                     not ok, s, line))
+        bad += ok
+    lines = ["| break | guarantee | test | result | how it failed | s |", "|---|---|---|---|---|---:|"]
+    for name, g, t, res, good, s, line in rows:
+        why = line.split(" - ", 1)[1] if line.startswith("FAILED") and " - " in line else ""
+        why = why.replace("|", "\\|")[:90]
+        lines.append(f"| {name} | {g} | `{t}` | {res} | {why} | {s:.1f} |")
+    lines.append("")
+    lines.append(f"{sum(1 for r in rows if r[0] != '(unchanged tree)' and r[4])} of {len(breaks)} breaks "
+                 f"caught; unchanged tree: {sum(1 for r in rows if r[0] == '(unchanged tree)' and not r[4])} "
+                 f"of {len(tests)} tests fail")
+    text = "\n".join(lines)
+    print(text)
+    if a.out:
+        Path(a.out).write_text(text + "\n")
+    if a.keep:
+        print("copy kept at", work)
+    else:
+        shutil.rmtree(work, ignore_errors=True)
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
