@@ -396,20 +396,21 @@ def test_a_stopped_follower_is_lost_within_6_s(busy, group):
 
 
 def test_a_step_longer_than_the_peer_timeout_trips_nothing(group):
-    """--peer-timeout 1.5 and one prefill round of 128 tokens on the 135M shape: the round
-    takes longer than the timeout (3 to 12 s on this 2-core box, as loaded), the heartbeat
-    answers beside it. (At 0.5 s a follower idle on a box at load 14 once missed it.)"""
+    """--peer-timeout 1.5 and one prefill round of 448 tokens on the 135M shape: the round
+    takes longer than the timeout (128 tokens took 1.2 s on a quiet 2-core box and 3 to 12 s
+    at load 14, so 448 in one round keeps it past 1.5 s either way); the heartbeat answers
+    beside it. (At 0.5 s a follower idle on a box at load 14 once missed it.)"""
     url, procs = _start_pair(group, "dummy:smollm2-135m",
-                             ["--peer-timeout", "1.5"])
+                             ["--peer-timeout", "1.5", "--prefill-chunk", "448"])
     t0 = time.monotonic()
-    r = completion(url, prompt=[(7 * k) % 500 + 1 for k in range(128)], max_tokens=1,
+    r = completion(url, prompt=[(7 * k) % 500 + 1 for k in range(448)], max_tokens=1,
                    temperature=0, ignore_eos=True)
     took = time.monotonic() - t0
     assert r.status_code == 200, r.text
     assert took > 1.5, f"the prefill took {took:.2f} s: too short to test the timeout"
     assert httpx.get(url + "/health").json()["status"] == "ok"
     assert "lost" not in procs[0].stderr
-    print(f"a 128-token prefill round took {took:.2f} s at --peer-timeout 1.5: no rank lost")
+    print(f"a 448-token prefill round took {took:.2f} s at --peer-timeout 1.5: no rank lost")
 
 
 def _children(pid: int) -> list[int]:
