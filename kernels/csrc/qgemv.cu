@@ -9,17 +9,11 @@
 // computes a range, and how many rows or columns share a launch, is scheduling only: an output
 // element's bytes depend on its x row, its weight row and K alone (solo == concurrent).
 #include "qblocks.cuh"
+#include "matmul_mma.cuh"
 #ifndef PF_G
 #define PF_G 1
 #endif
 
-__device__ __forceinline__ void mma(float* d, unsigned a0, unsigned a1, unsigned a2,
-                                    unsigned a3, unsigned b0, unsigned b1) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
-                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
 __device__ __forceinline__ void chunk(float* d, const uint4& xl, const uint4& xh, const uint4& w) {
     mma(d, xl.x, xh.x, xl.y, xh.y, w.x, w.y);
     mma(d, xl.z, xh.z, xl.w, xh.w, w.z, w.w);
