@@ -22,6 +22,7 @@ from server.ranks.comm import HostComm
 from server.ranks.rank_errors import JoinTimeout, RankLost
 from server.ranks.rendezvous import join
 from server.ranks.steps import EndStep
+from stand_ins import HangingComm, HangingEngine
 
 
 def free_port() -> int:
@@ -159,33 +160,6 @@ def test_lose_wakes_a_collective_waiting_on_the_peer_and_tells_the_peer():
         comm1.broadcast_step(None)
     responder.stop()
     comm0.close(), comm1.close()
-
-
-class HangingComm:
-    """Stands in for NcclComm: broadcast passes, the step's collective blocks until abort()."""
-    world, rank = 2, 0
-
-    def __init__(self):
-        self.aborted = threading.Event()
-
-    def broadcast_step(self, words):
-        return words
-
-    def check_peers(self):
-        pass
-
-    def abort(self):
-        self.aborted.set()
-
-
-class HangingEngine:
-    def __init__(self, comm):
-        self.comm = comm
-
-    def apply(self, step):
-        if not self.comm.aborted.wait(30):
-            raise AssertionError("never aborted")
-        raise RuntimeError("NCCL error: remote process exited or there was a network error")
 
 
 def test_the_verdict_aborts_a_step_in_flight_on_nccl_at_once():

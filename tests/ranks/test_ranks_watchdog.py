@@ -10,35 +10,7 @@ import pytest
 from server.step_driver import RankDriver
 from server.ranks.rank_errors import RankLost
 from server.ranks.steps import EndStep
-
-
-class HangingComm:
-    """Stands in for NcclComm: broadcast passes, the step's collective blocks until abort()."""
-    world, rank = 2, 0
-
-    def __init__(self):
-        self.aborted = threading.Event()
-        self.peer_dead = False
-
-    def broadcast_step(self, words):
-        return words
-
-    def check_peers(self):
-        if self.peer_dead:
-            raise RankLost(1, "connection closed by the peer")
-
-    def abort(self):
-        self.aborted.set()
-
-
-class HangingEngine:
-    def __init__(self, comm):
-        self.comm = comm
-
-    def apply(self, step):
-        if not self.comm.aborted.wait(30):
-            raise AssertionError("never aborted")
-        raise RuntimeError("NCCL error: remote process exited or there was a network error")
+from stand_ins import HangingComm, HangingEngine
 
 
 def test_a_stalled_step_with_a_lost_peer_is_aborted():
