@@ -8,7 +8,6 @@ import time
 import pytest
 
 from server.step_driver import RankDriver
-from server.ranks.rank_errors import RankLost
 from server.ranks.steps import EndStep
 from stand_ins import HangingComm, HangingEngine
 
