@@ -2,7 +2,8 @@
 
 Prints, all graph-timed (bench/cudatime.graph_ms) on weights of 32 distinct layers (no L2 reuse):
 - the copy rate (bytes read + written / s) and so the floor of each weight set (bytes / rate);
-- a config sweep of qgemv at M = 1 on the gate|up (28,672 x 4,096) for each type;
+- a config sweep of qgemv at M = 1, 16, 64 on the gate|up (28,672 x 4,096) for each type
+  (fconv_u's loop, CV = 1, beside the earlier conv_u loop, CV = 0);
 - one decode step's GEMMs (32 layers x qkv, o, gate|up, down + the LM head) at M = 1, 16, 64
   for bf16 (matmul_cuda, Packed), Q8_0 and a Q4_K_M-like mix (Q4_K; attn_v and ffn_down Q6_K in
   every other layer, the LM head Q6_K; q|k|v then two launches where v is Q6_K), with ms,
@@ -107,10 +108,13 @@ def main():
     print(f"copy rate: {rate / 1e12:.3f} TB/s (bytes read + written)", flush=True)
     table = []
 
-    # config sweep at M = 1, 16, 64 on 8 distinct gate|up matrices (K % 2048 == 0: unpack_g),
-    # (MT, NT, U, PF); the best of each (type, M) becomes qmatmul_cuda.GEMV_CFG_KIND for the steps
-    sweeps = {1: [(1, 1, 1), (1, 2, 1), (1, 4, 1)], 16: [(1, 1, 1), (1, 2, 1)],
-              64: [(4, 1, 1), (2, 2, 1), (4, 2, 1)]}
+    # config sweep at M = 1, 16, 64 on 8 distinct gate|up matrices (K % 2048 == 0: the group
+    # path), (MT, NT, U, PF, CV, MB), each with PF 1 and 0; CV 0: the earlier conv_u loop (the
+    # A/B of fconv_u's); the best of each (type, M) becomes qmatmul_cuda.GEMV_CFG_KIND for the steps
+    sweeps = {1: [(1, 2, 1, None, 0, 1), (1, 1, 1, None, 1, 1), (1, 2, 1, None, 1, 1),
+                  (1, 4, 1, None, 1, 1), (1, 2, 1, None, 1, 3)],
+              16: [(1, 2, 1, None, 0, 1), (1, 2, 1, None, 1, 1)],
+              64: [(4, 2, 1, None, 0, 1), (4, 2, 1, None, 1, 1)]}
     for kind in [k for k in a.sweep.split(",") if k]:
         ws = [rand_q(kind, 2 * F, H) for _ in range(8)]
         b = sum(w.nbytes for w in ws)
@@ -121,9 +125,10 @@ def main():
             res, top = [], None
             for cfg in cfgs:
                 for pf in (1, 0):
-                    c4 = cfg + (pf,)
+                    c4 = cfg[:3] + (pf,) + cfg[4:]
                     ms = graph_ms(lambda: [Q.gemv(x, w, out=out, cfg=c4) for w in ws], reps=10, inner=2)
-                    res.append(f"{cfg[:2]} pf{pf}: {ms / 8 * 1e3:.1f} us {b / 8 / (ms / 8 * 1e-3) / 1e9:.0f} GB/s")
+                    res.append(f"{cfg[:2]} pf{pf} cv{cfg[4]} mb{cfg[5]}: {ms / 8 * 1e3:.1f} us "
+                               f"{b / 8 / (ms / 8 * 1e-3) / 1e9:.0f} GB/s")
                     if top is None or ms < top[0]:
                         top = (ms, c4)
             best.append((M,) + top[1])
@@ -145,6 +150,17 @@ def main():
             line = (f"step GEMMs {kind:7s} M={M:3d}: {ms:7.3f} ms  weights {nb / 1e9:6.2f} GB  "
                     f"{nb / (ms * 1e-3) / 1e9:6.0f} GB/s  floor {floor:6.3f} ms  "
                     f"{ms / floor:5.2f}x floor  {vs}")
+            print(line, flush=True)
+            table.append(line)
+        if kind != "bf16" and 1 in [int(m) for m in a.rows.split(",")]:
+            # A/B in the same run: the step at one row with the earlier conv_u loop (CV = 0)
+            keep = dict(Q.GEMV_CFG_KIND)
+            for k in Q.KIND_ID:
+                Q.GEMV_CFG_KIND[k] = [(16, 1, 2, 1, 0, 0, 1)]
+            ms0 = graph_ms(step_fn(layers, head, 1), reps=7, inner=1)
+            Q.GEMV_CFG_KIND.clear()
+            Q.GEMV_CFG_KIND.update(keep)
+            line = f"step GEMMs {kind:7s} M=  1 with CV=0 (the conv_u loop): {ms0:7.3f} ms  {ms0 / floor:5.2f}x floor"
             print(line, flush=True)
             table.append(line)
         if a.prefill:
