@@ -8,7 +8,10 @@ Prints, all graph-timed (bench/cudatime.graph_ms) on weights of 32 distinct laye
   for bf16 (matmul_cuda, Packed), Q8_0 and a Q4_K_M-like mix (Q4_K; attn_v and ffn_down Q6_K in
   every other layer, the LM head Q6_K; q|k|v then two launches where v is Q6_K), with ms,
   GB/s of weights, and ratio to the floor and to bf16;
-- prefill GEMMs at 2,048 rows for 4 layers: bf16 against dequantize-to-Packed + the same GEMM.
+- prefill GEMMs at 2,048 rows for 4 layers: bf16 against dequantize-to-Packed + the same GEMM;
+- with --engine: the whole forward (bench/fixtures' Model, graphs, paged KV) on device-made
+  llama3-8b models, bf16 and quantized: b1 decode ms/step (prompt 128, 253 steps) and a
+  2,048-token prefill.
 Random planes (codes uniform, scales normal float16 of a weight's size) made on the device.
 """
 from __future__ import annotations
@@ -77,6 +80,54 @@ def model(kind: str):
     return layers, head
 
 
+def engine_model(kind: str):
+    """bench/fixtures' device-made llama3-8b Model with its matrices as `model` makes them
+    (bf16 Packed or GGUF planes) and the embedding in the same kind (Q4_K for Q4_K_M, as
+    llama-quantize writes it); norms bf16. -> (Model, weight bytes)."""
+    from bench.fixtures import model_of, rand_bf16
+    from kernels import rope
+    from server.engine.model import LayerWeights, Model, ShardWeights
+    from server.shapes.spec import SHAPES
+    spec = SHAPES["llama3-8b"]
+    if kind == "bf16":
+        return model_of(spec), None
+    layers, head = model(kind)
+    emb = rand_q("Q4_K" if kind == "Q4_K_M" else kind, V, H)
+    lw = [LayerWeights(attn_norm=rand_bf16((H,), 0.02, 1.0), wqkv=qkv, bqkv=None, q_norm=None,
+                       k_norm=None, wo=o, mlp_norm=rand_bf16((H,), 0.02, 1.0), wgu=gu, wdown=down)
+          for qkv, o, gu, down in layers]
+    sw = ShardWeights(embed=emb, norm=rand_bf16((H,), 0.02, 1.0), lm_head=head, layers=lw,
+                      nq=spec.n_heads, nkv=spec.n_kv_heads, ff=F)
+    inv = cp.asarray(rope.inv_freq(spec.head_dim, spec.rope_theta, spec.rope_scaling))
+    return Model(spec, sw, inv, cp), nbytes(layers, head) + emb.nbytes
+
+
+def engine_rows(kinds, rate):
+    """The whole forward as the server runs it (graphs, paged KV): b1 decode ms/step (prompt
+    128, 253 steps: gpu_bench's bench384, llama-bench tg256 at depth 128's workload) and a
+    2,048-token prefill, bf16 beside the quantized models, one run."""
+    from bench.cudatime import cuda_ms
+    from bench.fixtures import bench384, store
+    from server.shapes.spec import SHAPES
+    spec = SHAPES["llama3-8b"]
+    rows, base = [], {}
+    for kind in kinds:
+        m, held = engine_model(kind)
+        b1 = bench384(m, spec)
+        kv = store(spec, 2048, fill=False)
+        ids = tuple(int(t) for t in np.random.default_rng(1).integers(0, spec.vocab, 2048))
+        pf = cuda_ms(lambda: m.forward([(tuple(range(2048 // 16)), 16, 0, ids, True)], kv), reps=3, warm=1)
+        base.setdefault("b1", b1), base.setdefault("pf", pf)
+        fl = f"floor {held / rate * 1e3:.3f} ms ({b1 / (held / rate * 1e3):.2f}x)" if held else ""
+        line = (f"engine {kind:7s}: b1 decode {b1:6.3f} ms/step {fl}  {b1 / base['b1']:.3f}x bf16; "
+                f"prefill 2048 {pf:7.2f} ms ({pf / base['pf']:.3f}x bf16)")
+        print(line, flush=True)
+        rows.append(line)
+        del m, kv
+        cp.get_default_memory_pool().free_all_blocks()
+    return rows
+
+
 def nbytes(layers, head):
     return sum(w.nbytes for ws in layers for w in ws) + head.nbytes
 
@@ -102,6 +153,7 @@ def main():
     ap.add_argument("--kinds", default="bf16,Q8_0,Q4_K_M")
     ap.add_argument("--sweep", default="Q8_0,Q4_K,Q6_K")
     ap.add_argument("--prefill", type=int, default=2048)
+    ap.add_argument("--engine", default="", help="e.g. bf16,Q8_0,Q4_K_M: the whole forward (b1, prefill)")
     a = ap.parse_args()
     t0 = time.time()
     rate = copy_TBps() * 1e12
@@ -112,7 +164,7 @@ def main():
     # path), (MT, NT, U, PF, CV, MB), each with PF 1 and 0; CV 0: the earlier conv_u loop (the
     # A/B of fconv_u's); the best of each (type, M) becomes qmatmul_cuda.GEMV_CFG_KIND for the steps
     sweeps = {1: [(1, 2, 1, None, 0, 1), (1, 1, 1, None, 1, 1), (1, 2, 1, None, 1, 1),
-                  (1, 4, 1, None, 1, 1), (1, 2, 1, None, 1, 3)],
+                  (1, 4, 1, None, 1, 1), (1, 2, 1, None, 1, 3), (1, 1, 1, None, 1, 4)],
               16: [(1, 2, 1, None, 0, 1), (1, 2, 1, None, 1, 1)],
               64: [(4, 2, 1, None, 0, 1), (4, 2, 1, None, 1, 1)]}
     for kind in [k for k in a.sweep.split(",") if k]:
@@ -187,6 +239,8 @@ def main():
             table.append(line)
         del layers, head
         cp.get_default_memory_pool().free_all_blocks()
+    if a.engine:
+        table += engine_rows([k for k in a.engine.split(",") if k], rate)
     print(f"--- table (copy rate {rate / 1e12:.3f} TB/s, {time.time() - t0:.0f} s) ---")
     for line in table:
         print(line)

@@ -97,7 +97,7 @@ def test_paths_equal_definition(kind, M, wide):
         # conv_u loop; MB = 3: registers capped for 3 blocks an SM
         for cfg in [(1, 1, 1), (1, 1, 4), (1, 2, 2), (2, 1, 2), (4, 1, 2), (4, 2, 1), (1, 2, 1, 0),
                     (4, 2, 1, 0), (2, 2, 1, 0), (1, 2, 1, 0, 0), (4, 2, 1, 1, 0), (1, 4, 1, 1),
-                    (1, 2, 1, 0, 1, 3), (1, 2, 1, 1, 1, 3)]:
+                    (1, 2, 1, 0, 1, 3), (1, 2, 1, 1, 1, 3), (1, 1, 1, 0, 1, 4)]:
             out = cp.full((M, N + 8), cp.nan, dtype=cp.float32)
             Q.gemv(x, w, bb, out=out[:, 4:4 + N], cfg=cfg)
             assert not cp.isnan(out[:, 4:4 + N]).any()
