@@ -137,12 +137,13 @@ def _parts(w):
 
 
 # per type: [(up to M rows, (MT, NT, U, PF))], from bench/quant_bench.py's sweep; else GEMV_CFG
-# (receipt 2026-12-01-quant-gpu/run6-fconv: the sweep's choices; at 16 rows Q4_K / Q6_K keep
-# the conv_u loop, CV = 0, measured faster there; MB = 3 at one row for Q4_K / Q6_K)
+# (receipt 2026-12-01-quant-gpu/run7-engine: the sweep's choices, the same in run6 where both
+# swept them; at 16 rows Q4_K / Q6_K keep the conv_u loop, CV = 0, measured faster there; at one
+# row NT = 1 with 4 blocks an SM for Q8_0 / Q6_K, NT = 2 with 3 for Q4_K)
 GEMV_CFG_KIND: dict = {
-    "Q8_0": [(16, 1, 2, 1, 0, 1, 1), (64, 4, 2, 1, 0, 1, 1)],
+    "Q8_0": [(1, 1, 1, 1, 0, 1, 4), (16, 1, 2, 1, 0, 1, 1), (64, 4, 2, 1, 0, 1, 1)],
     "Q4_K": [(1, 1, 2, 1, 0, 1, 3), (16, 1, 2, 1, 0, 0, 1), (64, 4, 2, 1, 0, 1, 1)],
-    "Q6_K": [(1, 1, 2, 1, 0, 1, 3), (16, 1, 2, 1, 0, 0, 1), (64, 4, 2, 1, 0, 1, 1)],
+    "Q6_K": [(1, 1, 1, 1, 0, 1, 4), (16, 1, 2, 1, 0, 0, 1), (64, 4, 2, 1, 0, 1, 1)],
 }
 
 
