@@ -6,9 +6,12 @@ top-p and min-p, then a draw from the request's own generator (same seed, same r
 Greedy is the first arg-max of the penalised, biased and masked logits. Logprobs are
 those of the raw logits (vLLM's default), whatever bias or mask chose the token.
 
-A stream with logit_bias, min_tokens or a grammar is `shaped`: it is never plain greedy
-nor device sampled, so on every path (CPU, and GPU rounds, which copy its row to the
-host) its token comes from `sample()` here.
+A stream with logit_bias, min_tokens or a grammar is `shaped`: it is never plain greedy.
+On the CPU its token comes from `sample()` here. On GPU rounds every row that is not plain
+greedy is drawn on the device (kernels/sample_cuda.py, defined by kernels/sample.py): its
+penalties, bias, banned tokens and grammar bitmask go there as `device_inputs()`, with the
+same float32 arithmetic as `penalise()` and `shape()` here, and only the logprobs (when
+asked) are computed here, from a copy of the raw row (`logprobs()`).
 """
 from __future__ import annotations
 
@@ -44,6 +47,7 @@ class SamplerState:
         # seed, or one drawn once for it, and the server's salt
         self.device_seed = seed if seed is not None else secrets.randbits(64)
         self.salt = salt % 2**64
+        self._prompt_ids = None              # the prompt's distinct ids, once a device row needs them
 
     @property
     def shaped(self) -> bool:
@@ -63,14 +67,51 @@ class SamplerState:
         return (p.greedy and p.logprobs is None and p.repetition_penalty == 1.0
                 and not p.presence_penalty and not p.frequency_penalty and not self.shaped)
 
-    @property
-    def device_sampled(self) -> bool:
-        """Sampled with nothing but the seed as state (no penalties, no logprobs): a GPU round
-        may draw it on the device (kernels/sample_cuda.py)."""
+    def device_inputs(self) -> dict:
+        """This stream's row of the device sampler (kernels.sample.ref's per-row arguments):
+        greedy as temperature 0; adj = [A, 4] float64 rows (token, times generated, flags:
+        1 seen (repetition penalty), 2 banned (eos before min_tokens), bias), ids unique;
+        mask = the grammar's uint32 words or None; plain = greedy with nothing to shape."""
+        from kernels.sample import BANNED, SEEN
         p = self.params
-        return (not p.greedy and p.temperature >= MIN_TEMPERATURE and p.logprobs is None
-                and p.repetition_penalty == 1.0 and not p.presence_penalty
-                and not p.frequency_penalty and not self.shaped)
+        greedy = p.greedy or p.temperature < MIN_TEMPERATURE
+        rep = p.repetition_penalty != 1.0
+        pf = bool(p.presence_penalty or p.frequency_penalty)
+        gen = np.fromiter(self.counts.keys(), dtype=np.int64, count=len(self.counts))
+        cnt = np.fromiter(self.counts.values(), dtype=np.int64, count=len(self.counts))
+        ban = self.end_ids if self.produced < p.min_tokens else self.end_ids[:0]
+        parts = [self.bias_ids, ban]
+        if rep:
+            if self._prompt_ids is None:
+                self._prompt_ids = np.unique(self.prompt)
+            parts.append(self._prompt_ids)
+        if rep or pf:
+            parts.append(gen)
+        ids = np.unique(np.concatenate(parts)) if any(a.size for a in parts) else gen[:0]
+        adj = np.zeros((ids.size, 4), dtype=np.float64)
+        if ids.size:
+            adj[:, 0] = ids
+            at = lambda a: np.searchsorted(ids, a)
+            flags = np.zeros(ids.size, dtype=np.int64)
+            if pf and gen.size:
+                adj[at(gen), 1] = cnt
+            if rep:
+                flags[at(self._prompt_ids)] |= SEEN
+                flags[at(gen)] |= SEEN
+            flags[at(ban)] |= BANNED
+            adj[:, 2] = flags
+            if self.bias_ids.size:                    # ids are unique: logit_bias is a map
+                b = np.zeros(ids.size, dtype=np.float32)
+                np.add.at(b, at(self.bias_ids), self.bias)
+                adj[:, 3] = b
+        mask = None
+        if self.constraint is not None and not self.constraint.done:
+            mask = self.constraint.words()
+        return dict(temperature=0.0 if greedy else p.temperature, top_k=p.top_k,
+                    top_p=p.top_p, min_p=p.min_p, seed=self.device_seed, salt=self.salt,
+                    rep=p.repetition_penalty, pres=p.presence_penalty,
+                    freq=p.frequency_penalty, adj=adj, mask=mask,
+                    plain=self.plain_greedy)
 
     def prepare(self) -> None:
         """Work that needs only this stream's past: its grammar's next mask."""
@@ -128,6 +169,33 @@ def shape(logits: np.ndarray, st: SamplerState) -> np.ndarray:
         raise ValueError("no token is allowed: logit_bias, min_tokens and the grammar "
                          "leave nothing to sample")
     return logits
+
+
+def logprobs(row: np.ndarray, st: SamplerState, tok: int):
+    """-> (logprob of tok, top logprobs) of raw logits `row`, or (None, ()) if not asked."""
+    p = st.params
+    if p.logprobs is None:
+        return None, ()
+    ls = _log_softmax(np.asarray(row, dtype=np.float32))
+    n = max(0, int(p.logprobs))
+    top = ()
+    if n:
+        best = np.argsort(-ls, kind="stable")[:n]
+        top = tuple((int(i), float(ls[i])) for i in best)
+    return float(ls[tok]), top
+
+
+def device_token(tok: int, st: SamplerState) -> int:
+    """A token the device sampler drew for st, or the host sampler's error for its codes."""
+    if tok == -2:
+        raise NonFiniteLogits("this request's logits hold NaN or +inf after its penalties "
+                              "and bias; no token can be drawn (a numerical fault)")
+    if tok == -1:
+        raise ValueError("no token is allowed: logit_bias, min_tokens and the grammar "
+                         "leave nothing to sample")
+    if tok < 0:
+        raise RuntimeError(f"the device sampler failed on this row (code {tok})")
+    return tok
 
 
 def sample(row: np.ndarray, st: SamplerState):
