@@ -55,28 +55,33 @@ def pack(V, rows, temperature, top_k, top_p, min_p, seed, salt, step, rep=None, 
     rep, pres, freq = rep or [1.0] * n, pres or [0.0] * n, freq or [0.0] * n
     adj, mask, plain = adj or [()] * n, mask or [None] * n, plain or [False] * n
     ip = np.zeros((n, 8), dtype=np.uint64)
+    ip[:, 0] = rows
+    ip[:, 1] = [max(int(k), 0) for k in top_k]
+    ip[:, 2] = [int(v) & M for v in seed]
+    ip[:, 3] = [int(v) & M for v in salt]
+    ip[:, 4] = [int(v) & M for v in step]
+    ip[:, 7] = NO_MASK
     fp = np.zeros((n, 8), dtype=np.float64)
+    fp[:, 0], fp[:, 1], fp[:, 2] = temperature, top_p, min_p
+    fp[:, 3], fp[:, 4], fp[:, 5], fp[:, 6] = rep, pres, freq, plain
     ais, abs_, mws = [], [], []
     na = nw = 0
     words = -(-V // 32)
-    for i in range(n):
+    for i in range(n):                                # only rows with adjustments or a mask
         a = adj[i]
-        mo = NO_MASK
+        if len(a):
+            t = np.asarray(a, dtype=np.float64).reshape(-1, 4)
+            ais.append(t[:, :3].astype(np.int32))
+            abs_.append(t[:, 3].astype(np.float32))
+            ip[i, 5], ip[i, 6] = na, len(t)
+            na += len(t)
         if mask[i] is not None:
             w = np.zeros(words, dtype=np.uint32)
             m = np.asarray(mask[i], dtype=np.uint32)[:words]
             w[:m.size] = m
             mws.append(w)
-            mo, nw = nw, nw + words
-        ip[i] = [int(rows[i]), max(int(top_k[i]), 0), int(seed[i]) & M, int(salt[i]) & M,
-                 int(step[i]) & M, na, len(a), mo]
-        fp[i, :7] = [float(temperature[i]), float(top_p[i]), float(min_p[i]), float(rep[i]),
-                     float(pres[i]), float(freq[i]), 1.0 if plain[i] else 0.0]
-        if len(a):
-            t = np.asarray(a, dtype=np.float64).reshape(-1, 4)
-            ais.append(t[:, :3].astype(np.int32))
-            abs_.append(t[:, 3].astype(np.float32))
-            na += len(a)
+            ip[i, 7] = nw
+            nw += words
     ai = np.concatenate(ais) if ais else np.zeros((1, 3), dtype=np.int32)
     ab = np.concatenate(abs_) if abs_ else np.zeros(1, dtype=np.float32)
     mw = np.concatenate(mws) if mws else np.zeros(1, dtype=np.uint32)

@@ -48,6 +48,7 @@ class SamplerState:
         self.device_seed = seed if seed is not None else secrets.randbits(64)
         self.salt = salt % 2**64
         self._prompt_ids = None              # the prompt's distinct ids, once a device row needs them
+        self._device_row = None              # device_inputs()'s fixed part, once asked
 
     @property
     def shaped(self) -> bool:
@@ -74,12 +75,23 @@ class SamplerState:
         mask = the grammar's uint32 words or None; plain = greedy with nothing to shape."""
         from kernels.sample import BANNED, SEEN
         p = self.params
-        greedy = p.greedy or p.temperature < MIN_TEMPERATURE
+        if self._device_row is None:               # what never changes for this stream
+            greedy = p.greedy or p.temperature < MIN_TEMPERATURE
+            self._device_row = dict(
+                temperature=0.0 if greedy else p.temperature, top_k=p.top_k, top_p=p.top_p,
+                min_p=p.min_p, seed=self.device_seed, salt=self.salt,
+                rep=p.repetition_penalty, pres=p.presence_penalty, freq=p.frequency_penalty,
+                plain=self.plain_greedy)
         rep = p.repetition_penalty != 1.0
         pf = bool(p.presence_penalty or p.frequency_penalty)
+        ban = self.end_ids if self.produced < p.min_tokens else self.end_ids[:0]
+        mask = None
+        if self.constraint is not None and not self.constraint.done:
+            mask = self.constraint.words()
+        if not (rep or pf or self.bias_ids.size or ban.size):
+            return {**self._device_row, "adj": (), "mask": mask}
         gen = np.fromiter(self.counts.keys(), dtype=np.int64, count=len(self.counts))
         cnt = np.fromiter(self.counts.values(), dtype=np.int64, count=len(self.counts))
-        ban = self.end_ids if self.produced < p.min_tokens else self.end_ids[:0]
         parts = [self.bias_ids, ban]
         if rep:
             if self._prompt_ids is None:
@@ -87,7 +99,7 @@ class SamplerState:
             parts.append(self._prompt_ids)
         if rep or pf:
             parts.append(gen)
-        ids = np.unique(np.concatenate(parts)) if any(a.size for a in parts) else gen[:0]
+        ids = np.unique(np.concatenate(parts))
         adj = np.zeros((ids.size, 4), dtype=np.float64)
         if ids.size:
             adj[:, 0] = ids
@@ -104,14 +116,7 @@ class SamplerState:
                 b = np.zeros(ids.size, dtype=np.float32)
                 np.add.at(b, at(self.bias_ids), self.bias)
                 adj[:, 3] = b
-        mask = None
-        if self.constraint is not None and not self.constraint.done:
-            mask = self.constraint.words()
-        return dict(temperature=0.0 if greedy else p.temperature, top_k=p.top_k,
-                    top_p=p.top_p, min_p=p.min_p, seed=self.device_seed, salt=self.salt,
-                    rep=p.repetition_penalty, pres=p.presence_penalty,
-                    freq=p.frequency_penalty, adj=adj, mask=mask,
-                    plain=self.plain_greedy)
+        return {**self._device_row, "adj": adj, "mask": mask}
 
     def prepare(self) -> None:
         """Work that needs only this stream's past: its grammar's next mask."""
