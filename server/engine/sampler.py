@@ -49,6 +49,7 @@ class SamplerState:
         self.salt = salt % 2**64
         self._prompt_ids = None              # the prompt's distinct ids, once a device row needs them
         self._device_row = None              # device_inputs()'s fixed part, once asked
+        self._adj = None                     # its adjusted tokens, kept up by record()
 
     @property
     def shaped(self) -> bool:
@@ -73,7 +74,6 @@ class SamplerState:
         greedy as temperature 0; adj = [A, 4] float64 rows (token, times generated, flags:
         1 seen (repetition penalty), 2 banned (eos before min_tokens), bias), ids unique;
         mask = the grammar's uint32 words or None; plain = greedy with nothing to shape."""
-        from kernels.sample import BANNED, SEEN
         p = self.params
         if self._device_row is None:               # what never changes for this stream
             greedy = p.greedy or p.temperature < MIN_TEMPERATURE
@@ -82,41 +82,12 @@ class SamplerState:
                 min_p=p.min_p, seed=self.device_seed, salt=self.salt,
                 rep=p.repetition_penalty, pres=p.presence_penalty, freq=p.frequency_penalty,
                 plain=self.plain_greedy)
-        rep = p.repetition_penalty != 1.0
-        pf = bool(p.presence_penalty or p.frequency_penalty)
-        ban = self.end_ids if self.produced < p.min_tokens else self.end_ids[:0]
         mask = None
         if self.constraint is not None and not self.constraint.done:
             mask = self.constraint.words()
-        if not (rep or pf or self.bias_ids.size or ban.size):
-            return {**self._device_row, "adj": (), "mask": mask}
-        gen = np.fromiter(self.counts.keys(), dtype=np.int64, count=len(self.counts))
-        cnt = np.fromiter(self.counts.values(), dtype=np.int64, count=len(self.counts))
-        parts = [self.bias_ids, ban]
-        if rep:
-            if self._prompt_ids is None:
-                self._prompt_ids = np.unique(self.prompt)
-            parts.append(self._prompt_ids)
-        if rep or pf:
-            parts.append(gen)
-        ids = np.unique(np.concatenate(parts))
-        adj = np.zeros((ids.size, 4), dtype=np.float64)
-        if ids.size:
-            adj[:, 0] = ids
-            at = lambda a: np.searchsorted(ids, a)
-            flags = np.zeros(ids.size, dtype=np.int64)
-            if pf and gen.size:
-                adj[at(gen), 1] = cnt
-            if rep:
-                flags[at(self._prompt_ids)] |= SEEN
-                flags[at(gen)] |= SEEN
-            flags[at(ban)] |= BANNED
-            adj[:, 2] = flags
-            if self.bias_ids.size:                    # ids are unique: logit_bias is a map
-                b = np.zeros(ids.size, dtype=np.float32)
-                np.add.at(b, at(self.bias_ids), self.bias)
-                adj[:, 3] = b
-        return {**self._device_row, "adj": adj, "mask": mask}
+        if self._adj is None:
+            self._adj = _Adjusted(self)
+        return {**self._device_row, "adj": self._adj.rows(), "mask": mask}
 
     def prepare(self) -> None:
         """Work that needs only this stream's past: its grammar's next mask."""
@@ -126,8 +97,70 @@ class SamplerState:
     def record(self, token: int) -> None:
         self.counts[token] = self.counts.get(token, 0) + 1
         self.produced += 1
+        if self._adj is not None:
+            self._adj.record(token, self.produced)
         if self.constraint is not None:
             self.constraint.consume(token)
+
+
+class _Adjusted:
+    """A stream's adjusted tokens for the device sampler, [A, 4] float64 rows (token, times
+    generated, flags, bias), one row a token: the prompt's (seen, under a repetition
+    penalty), logit_bias's, the eos / stop ids (banned until min_tokens), and each generated
+    token, added or updated as it is recorded (O(1) a token, not a rebuild a round)."""
+
+    def __init__(self, st: SamplerState):
+        from kernels.sample import BANNED, SEEN
+        p = st.params
+        self.SEEN, self.BANNED = SEEN, BANNED
+        self.rep = p.repetition_penalty != 1.0
+        self.pf = bool(p.presence_penalty or p.frequency_penalty)
+        self.min_tokens = p.min_tokens
+        self.at: dict[int, int] = {}
+        self.a = np.zeros((16, 4), dtype=np.float64)
+        self.n = 0
+        if self.rep:
+            for t in np.unique(st.prompt).tolist():
+                self._row(t)[2] = SEEN
+        for t, b in zip(st.bias_ids.tolist(), st.bias.tolist()):
+            r = self._row(t)
+            r[3] = np.float32(r[3] + np.float32(b))
+        if p.min_tokens > 0:
+            self.ends = st.end_ids.tolist()
+            if st.produced < p.min_tokens:
+                for t in self.ends:
+                    self._row(t)[2] = int(self._row(t)[2]) | BANNED
+        for t, c in st.counts.items():
+            for _ in range(c):
+                self._gen(t)
+
+    def _row(self, t: int) -> np.ndarray:
+        i = self.at.get(t)
+        if i is None:
+            if self.n == len(self.a):
+                self.a = np.concatenate([self.a, np.zeros_like(self.a)])
+            i = self.at[t] = self.n
+            self.a[i, 0] = t
+            self.n += 1
+        return self.a[i]
+
+    def _gen(self, t: int) -> None:
+        if self.rep or self.pf:
+            r = self._row(t)
+            if self.pf:
+                r[1] += 1
+            if self.rep:
+                r[2] = int(r[2]) | self.SEEN
+
+    def record(self, t: int, produced: int) -> None:
+        self._gen(t)
+        if produced == self.min_tokens:               # min_tokens reached: eos allowed again
+            for e in self.ends:
+                r = self._row(e)
+                r[2] = int(r[2]) & ~self.BANNED
+
+    def rows(self) -> np.ndarray:
+        return self.a[:self.n]
 
 
 def _log_softmax(x: np.ndarray) -> np.ndarray:

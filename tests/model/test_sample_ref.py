@@ -167,8 +167,12 @@ def test_shaping_equals_the_host_sampler(V, rep, pres, freq, nbias, min_tokens, 
             def consume(self, t):
                 pass
         s.constraint = C()
+    early = SamplerState(p, prompt, eos_ids=(0,))      # device rows kept up token by token
+    early.constraint = s.constraint
+    early.device_inputs()
     for t in rng.integers(0, V, produced).tolist():
         s.record(t)
+        early.record(t)
     want = x.copy()
     want = penalise(want, s)
     if s.shaped:
@@ -180,6 +184,9 @@ def test_shaping_equals_the_host_sampler(V, rep, pres, freq, nbias, min_tokens, 
     got = sample.shape(x, d["rep"], d["pres"], d["freq"], d["adj"], d["mask"])
     assert got.tobytes() == (want + F32(0)).tobytes()
     assert not d["plain"]
+    e = early.device_inputs()
+    assert sample.shape(x, e["rep"], e["pres"], e["freq"], e["adj"], e["mask"]).tobytes() == got.tobytes()
+    assert len(np.unique(e["adj"][:, 0])) == len(e["adj"])
 
 
 def test_shaped_greedy_and_the_fault_codes():
