@@ -93,17 +93,26 @@ def keys(x: np.ndarray) -> np.ndarray:
     return np.where(u & 0x80000000, (~u) & 0xFFFFFFFF, u | 0x80000000)
 
 
+def split_adj(a):
+    """A row's adjusted tokens as (int32 [A, 3]: id, count, flags; float32 [A]: bias), from
+    (id, count, flags, bias) rows or such a pair already."""
+    if isinstance(a, tuple) and len(a) == 2 and isinstance(a[0], np.ndarray):
+        return a
+    t = np.asarray(a, dtype=np.float64).reshape(-1, 4)
+    return t[:, :3].astype(np.int32), t[:, 3].astype(F32)
+
+
 def shape(x, rep=1.0, pres=0.0, freq=0.0, adj=(), mask=None) -> np.ndarray:
-    """Step 1: the shaped float32 logits. adj: (id, count, flags, bias) tuples, ids unique;
-    mask: uint32 words (bit set = allowed) or None."""
+    """Step 1: the shaped float32 logits. adj: (id, count, flags, bias) rows (or split_adj's
+    pair), ids unique; mask: uint32 words (bit set = allowed) or None."""
     y = np.array(x, dtype=F32)
     V = y.size
     if mask is not None:
         w = np.asarray(mask, dtype=np.uint32)
         allowed = np.unpackbits(w.view(np.uint8), bitorder="little")[:V].astype(bool)
         allowed = np.concatenate([allowed, np.zeros(V - allowed.size, dtype=bool)])
-    for tid, cnt, flags, b in adj:
-        tid, flags = int(tid), int(flags)
+    ai, ab = split_adj(adj)
+    for (tid, cnt, flags), b in zip(ai.tolist(), ab.tolist()):
         if not 0 <= tid < V:
             continue
         v = F32(x[tid])

@@ -68,13 +68,12 @@ def pack(V, rows, temperature, top_k, top_p, min_p, seed, salt, step, rep=None, 
     na = nw = 0
     words = -(-V // 32)
     for i in range(n):                                # only rows with adjustments or a mask
-        a = adj[i]
-        if len(a):
-            t = np.asarray(a, dtype=np.float64).reshape(-1, 4)
-            ais.append(t[:, :3].astype(np.int32))
-            abs_.append(t[:, 3].astype(np.float32))
-            ip[i, 5], ip[i, 6] = na, len(t)
-            na += len(t)
+        if len(adj[i]):
+            a, b = ref_mod.split_adj(adj[i])
+            ais.append(a)
+            abs_.append(b)
+            ip[i, 5], ip[i, 6] = na, len(a)
+            na += len(a)
         if mask[i] is not None:
             w = np.zeros(words, dtype=np.uint32)
             m = np.asarray(mask[i], dtype=np.uint32)[:words]

@@ -71,7 +71,7 @@ class SamplerState:
 
     def device_inputs(self) -> dict:
         """This stream's row of the device sampler (kernels.sample.ref's per-row arguments):
-        greedy as temperature 0; adj = [A, 4] float64 rows (token, times generated, flags:
+        greedy as temperature 0; adj = kernels.sample.split_adj's pair (token, times generated, flags:
         1 seen (repetition penalty), 2 banned (eos before min_tokens), bias), ids unique;
         mask = the grammar's uint32 words or None; plain = greedy with nothing to shape."""
         p = self.params
@@ -104,10 +104,11 @@ class SamplerState:
 
 
 class _Adjusted:
-    """A stream's adjusted tokens for the device sampler, [A, 4] float64 rows (token, times
-    generated, flags, bias), one row a token: the prompt's (seen, under a repetition
-    penalty), logit_bias's, the eos / stop ids (banned until min_tokens), and each generated
-    token, added or updated as it is recorded (O(1) a token, not a rebuild a round)."""
+    """A stream's adjusted tokens for the device sampler (kernels.sample.split_adj's pair:
+    int32 [A, 3] token, times generated, flags; float32 [A] bias), one row a token: the
+    prompt's (seen, under a repetition penalty), logit_bias's, the eos / stop ids (banned
+    until min_tokens), and each generated token, added or updated as it is recorded (O(1) a
+    token, not a rebuild a round)."""
 
     def __init__(self, st: SamplerState):
         from kernels.sample import BANNED, SEEN
@@ -117,50 +118,59 @@ class _Adjusted:
         self.pf = bool(p.presence_penalty or p.frequency_penalty)
         self.min_tokens = p.min_tokens
         self.at: dict[int, int] = {}
-        self.a = np.zeros((16, 4), dtype=np.float64)
+        self.ai = np.zeros((16, 3), dtype=np.int32)
+        self.ab = np.zeros(16, dtype=np.float32)
         self.n = 0
+        self.ends = st.end_ids.tolist() if p.min_tokens > 0 else []
         if self.rep:
-            for t in np.unique(st.prompt).tolist():
-                self._row(t)[2] = SEEN
+            u = np.unique(st.prompt)
+            self._grow(u.size)
+            self.ai[:u.size, 0] = u
+            self.ai[:u.size, 2] = SEEN
+            self.at = {t: i for i, t in enumerate(u.tolist())}
+            self.n = u.size
         for t, b in zip(st.bias_ids.tolist(), st.bias.tolist()):
-            r = self._row(t)
-            r[3] = np.float32(r[3] + np.float32(b))
-        if p.min_tokens > 0:
-            self.ends = st.end_ids.tolist()
-            if st.produced < p.min_tokens:
-                for t in self.ends:
-                    self._row(t)[2] = int(self._row(t)[2]) | BANNED
+            i = self._row(t)
+            self.ab[i] = np.float32(self.ab[i] + np.float32(b))
+        if st.produced < p.min_tokens:
+            for t in self.ends:
+                i = self._row(t)                      # first: _row may grow self.ai
+                self.ai[i, 2] |= BANNED
         for t, c in st.counts.items():
             for _ in range(c):
                 self._gen(t)
 
-    def _row(self, t: int) -> np.ndarray:
+    def _grow(self, need: int) -> None:
+        while self.n + need > len(self.ab):
+            self.ai = np.concatenate([self.ai, np.zeros_like(self.ai)])
+            self.ab = np.concatenate([self.ab, np.zeros_like(self.ab)])
+
+    def _row(self, t: int) -> int:
         i = self.at.get(t)
         if i is None:
-            if self.n == len(self.a):
-                self.a = np.concatenate([self.a, np.zeros_like(self.a)])
+            self._grow(1)
             i = self.at[t] = self.n
-            self.a[i, 0] = t
+            self.ai[i, 0] = t
             self.n += 1
-        return self.a[i]
+        return i
 
     def _gen(self, t: int) -> None:
         if self.rep or self.pf:
-            r = self._row(t)
+            i = self._row(t)
             if self.pf:
-                r[1] += 1
+                self.ai[i, 1] += 1
             if self.rep:
-                r[2] = int(r[2]) | self.SEEN
+                self.ai[i, 2] |= self.SEEN
 
     def record(self, t: int, produced: int) -> None:
         self._gen(t)
         if produced == self.min_tokens:               # min_tokens reached: eos allowed again
             for e in self.ends:
-                r = self._row(e)
-                r[2] = int(r[2]) & ~self.BANNED
+                i = self._row(e)
+                self.ai[i, 2] &= ~self.BANNED
 
-    def rows(self) -> np.ndarray:
-        return self.a[:self.n]
+    def rows(self):
+        return (self.ai[:self.n], self.ab[:self.n]) if self.n else ()
 
 
 def _log_softmax(x: np.ndarray) -> np.ndarray:
