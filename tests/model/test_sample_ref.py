@@ -275,7 +275,9 @@ def _serve(reqs, streams=4, device="cpu"):
             out = super().run(step)
             return FakeDeviceLogits(out) if isinstance(out, np.ndarray) else out
 
-    eng = open_model("dummy:tiny", device=device, progress=False).engine
+    # the GPU's attention takes head dims 64 and 128: SmolLM2's shape there, tiny's here
+    model = "dummy:tiny" if device == "cpu" else "dummy:smollm2-135m"
+    eng = open_model(model, device=device, progress=False).engine
     pages = streams * 16
     adm = Admission(paged=True, pages=pages, page_rows=4, streams=streams, context=64)
     s = Scheduler(Driver(eng), adm, context=64, prefill_chunk=8, seed_salt=3)
