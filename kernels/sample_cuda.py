@@ -44,6 +44,7 @@ def _source() -> str:
 
 
 SRC = _source()
+SMEM = 32 * 256 * (8 + 4)      # the 32 warps' histograms (kernels/csrc/sample.cu's dyn)
 
 
 def pack(V, rows, temperature, top_k, top_p, min_p, seed, salt, step, rep=None, pres=None,
@@ -116,6 +117,7 @@ def cuda(logits, rows, temperature, top_k, top_p, min_p, seed, salt, step, **sha
     shaped = int(((ip[:, 6] > 0) | (ip[:, 7] != NO_MASK)).any())
     dip, dfp, dai, dab, dmw = _upload([ip, fp, ai, ab, mw])
     scratch = cp.empty((n if shaped else 1, V), dtype=cp.float32)
-    kernel(SRC, "sample_rows")((n,), (ref_mod.NT,),
-                               (x, np.int32(V), dip, dfp, dai, dab, dmw, scratch, out))
+    kernel(SRC, "sample_rows", smem=SMEM)((n,), (ref_mod.NT,),
+                                          (x, np.int32(V), dip, dfp, dai, dab, dmw, scratch, out),
+                                          shared_mem=SMEM)
     return out

@@ -37,37 +37,72 @@ __device__ __forceinline__ u64 warp_sum64(u64 v) {
     return v;
 }
 
+// Tokens i0 + 0..3 and i0 + 4 NT + 0..3 of x: two float4 loads where the row allows (so a
+// thread has 8 loads in flight: a pass over 128k logits is not bound by one load's latency);
+// past V: -inf.
+__device__ __forceinline__ void load8(const float* x, int V, int i0, bool vec, float* v) {
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        const int i = i0 + h * 4 * NT;
+        if (vec && i + 3 < V) {
+            const float4 f = *reinterpret_cast<const float4*>(x + i);
+            v[4 * h] = f.x; v[4 * h + 1] = f.y; v[4 * h + 2] = f.z; v[4 * h + 3] = f.w;
+        } else {
+#pragma unroll
+            for (int c = 0; c < 4; c++) v[4 * h + c] = i + c < V ? x[i + c] : NEG_INF;
+        }
+    }
+}
+__device__ __forceinline__ int idx8(int i0, int u) { return i0 + (u >> 2) * 4 * NT + (u & 3); }
+
 // The row's histogram of one byte of the key (shift 24, 16, 8, 0) over the tokens whose
 // higher bytes equal those of `prefix`: counts and masses, in shared memory. Integer sums:
-// the same in any order. A warp's lanes that fall in one bin add as one (__match_any_sync),
-// so a bin most tokens share (the first byte: sign and exponent) takes few atomics.
-__device__ void histo(const float* x, int V, unsigned prefix, int shift, float m, float T,
-                      float Mp, unsigned* hc, u64* hm) {
-    for (int i = threadIdx.x; i < 256; i += NT) { hc[i] = 0; hm[i] = 0; }
+// the same in any order. Each warp adds into its own histogram (hcw/hmw: dynamic shared
+// memory, 32 x 256), its lanes that fall in one bin as one (__match_any_sync): no atomics
+// and no contention on the bin most tokens share (the first byte: sign and exponent); then
+// the 32 are summed into hc/hm.
+__device__ void histo(const float* x, int V, bool vec, unsigned prefix, int shift, float m,
+                      float T, float Mp, unsigned* hc, u64* hm, unsigned* hcw, u64* hmw) {
+    for (int i = threadIdx.x; i < 32 * 256; i += NT) { hcw[i] = 0; hmw[i] = 0; }
     __syncthreads();
     const unsigned hi = shift == 24 ? 0u : (prefix >> (shift + 8));
     const int lane = threadIdx.x & 31;
-    for (int b = 0; b < V; b += NT) {                 // the same trip count for every thread
-        const int i = b + threadIdx.x;
-        unsigned d = 256;                             // 256: not counted here
-        u64 q = 0;
-        if (i < V) {
-            const float v = __fadd_rn(x[i], 0.0f);
-            const unsigned k = key(v);
-            if (shift == 24 || (k >> (shift + 8)) == hi) {
-                d = (k >> shift) & 255u;
-                q = qw(v, m, T, Mp);
+    unsigned* mc = hcw + 256 * (threadIdx.x >> 5);
+    u64* mm = hmw + 256 * (threadIdx.x >> 5);
+    for (int b = 0; b < V; b += 8 * NT) {             // the same trip count for every thread
+        const int i0 = b + 4 * threadIdx.x;
+        float v[8];
+        load8(x, V, i0, vec, v);
+#pragma unroll
+        for (int u = 0; u < 8; u++) {
+            unsigned d = 256;                         // 256: not counted here
+            u64 q = 0;
+            if (idx8(i0, u) < V) {
+                const float y = __fadd_rn(v[u], 0.0f);
+                const unsigned k = key(y);
+                if (shift == 24 || (k >> (shift + 8)) == hi) {
+                    d = (k >> shift) & 255u;
+                    q = qw(y, m, T, Mp);
+                }
             }
+            const unsigned peers = __match_any_sync(FULL, d);
+            // q <= 2^44: 22-bit halves, so 32 of each fit a uint32 sum
+            const unsigned slo = __reduce_add_sync(peers, (unsigned)(q & 0x3fffffu));
+            const unsigned shi = __reduce_add_sync(peers, (unsigned)(q >> 22));
+            if (d < 256 && lane == __ffs(peers) - 1) {   // one lane a bin: no race
+                mc[d] += (unsigned)__popc(peers);
+                mm[d] += ((u64)shi << 22) + slo;
+            }
+            __syncwarp();
         }
-        const unsigned peers = __match_any_sync(FULL, d);
-        // q <= 2^44: 22-bit halves, so 32 of each fit a uint32 sum
-        const unsigned slo = __reduce_add_sync(peers, (unsigned)(q & 0x3fffffu));
-        const unsigned shi = __reduce_add_sync(peers, (unsigned)(q >> 22));
-        if (d < 256 && lane == __ffs(peers) - 1) {
-            atomicAdd(&hc[d], (unsigned)__popc(peers));
-            const u64 s = ((u64)shi << 22) + slo;
-            if (s) atomicAdd(&hm[d], s);
-        }
+    }
+    __syncthreads();
+    for (int d = threadIdx.x; d < 256; d += NT) {
+        unsigned c = 0;
+        u64 w = 0;
+        for (int k = 0; k < 32; k++) { c += hcw[256 * k + d]; w += hmw[256 * k + d]; }
+        hc[d] = c;
+        hm[d] = w;
     }
     __syncthreads();
 }
@@ -133,12 +168,16 @@ __device__ u64 mass_from(const u64* hm, int d, u64* sa) {
 extern "C" __global__ void __launch_bounds__(NT)
 sample_rows(const float* logits, int V, const u64* ip, const double* fp, const int* ai,
             const float* ab, const unsigned* mw, float* scratch, int* out) {
+    extern __shared__ u64 dyn[];                      // 32 warps' histograms (SMEM bytes)
+    u64* hmw = dyn;
+    unsigned* hcw = reinterpret_cast<unsigned*>(dyn + 32 * 256);
     __shared__ unsigned hc[256];
     __shared__ u64 hm[256];
     __shared__ u64 h1m[256];
     __shared__ unsigned wk[NW];
     __shared__ int wi[NW], wbad[NW], wn[NW];
     __shared__ u64 wsum[NW];
+    __shared__ u64 tsum[NW];
     __shared__ int sd, sw;
     __shared__ u64 sa, sb;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -155,6 +194,7 @@ sample_rows(const float* logits, int V, const u64* ip, const double* fp, const i
 
     if (na > 0 || mo != NO_MASK) {                    // 1. shaping, into this row's scratch
         float* y = scratch + (long long)blockIdx.x * V;
+#pragma unroll 8
         for (int i = tid; i < V; i += NT) {
             float v = x[i];
             if (mo != NO_MASK && !((mw[mo + (i >> 5)] >> (i & 31)) & 1u)) v = NEG_INF;
@@ -177,16 +217,24 @@ sample_rows(const float* logits, int V, const u64* ip, const double* fp, const i
         __syncthreads();
         x = y;
     }
+    const bool vec = (V & 3) == 0 && (reinterpret_cast<size_t>(x) & 15) == 0;
 
     // 2, 3. the largest key and its first index, the first NaN, any +inf
     unsigned bk = 0;
     int bi = V, ni = V, bad = 0;
-    for (int i = tid; i < V; i += NT) {
-        const float v = __fadd_rn(x[i], 0.0f);
-        if (v != v) { bad = 1; ni = min(ni, i); }
-        if (v == POS_INF) bad = 1;
-        const unsigned k = key(v);
-        if (k > bk) { bk = k; bi = i; }
+    for (int i0 = 4 * tid; i0 < V; i0 += 8 * NT) {
+        float vv[8];
+        load8(x, V, i0, vec, vv);
+#pragma unroll
+        for (int u = 0; u < 8; u++) {
+            const int i = idx8(i0, u);
+            if (i >= V) continue;
+            const float v = __fadd_rn(vv[u], 0.0f);
+            if (v != v) { bad = 1; ni = min(ni, i); }
+            if (v == POS_INF) bad = 1;
+            const unsigned k = key(v);
+            if (k > bk) { bk = k; bi = i; }
+        }
     }
     for (int o = 16; o; o >>= 1) {
         const unsigned ok = __shfl_xor_sync(FULL, bk, o);
@@ -224,14 +272,14 @@ sample_rows(const float* logits, int V, const u64* ip, const double* fp, const i
     unsigned tk = 0, tp = 0;
     u64 Stk = 0;                                      // S(tk), once known
     if (topk || topp) {                               // 5. the first byte: counts and masses
-        histo(x, V, 0u, 24, m, T, Mp, hc, hm);
+        histo(x, V, vec, 0u, 24, m, T, Mp, hc, hm, hcw, hmw);
         for (int i = tid; i < 256; i += NT) h1m[i] = hm[i];
         __syncthreads();
         if (topk) {
             u64 cb = 0, mb = 0;
             unsigned pre = 0;
             for (int shift = 24; shift >= 0; shift -= 8) {
-                if (shift != 24) histo(x, V, pre, shift, m, T, Mp, hc, hm);
+                if (shift != 24) histo(x, V, vec, pre, shift, m, T, Mp, hc, hm, hcw, hmw);
                 u64 above;
                 const int d = find(hc, hm, true, cb, K, 0.0, &above, &sd, &sa);
                 mb += mass_from(hm, d + 1, &sb);        // the mass strictly above bin d
@@ -249,7 +297,7 @@ sample_rows(const float* logits, int V, const u64* ip, const double* fp, const i
             u64 mb = 0;
             unsigned pre = 0;
             for (int shift = 24; shift >= 0; shift -= 8) {
-                if (shift != 24) histo(x, V, pre, shift, m, T, Mp, hc, hm);
+                if (shift != 24) histo(x, V, vec, pre, shift, m, T, Mp, hc, hm, hcw, hmw);
                 u64 above;
                 const int d = find(hc, shift == 24 ? h1m : hm, false, mb, 0, target, &above,
                                    &sd, &sa);
@@ -260,13 +308,29 @@ sample_rows(const float* logits, int V, const u64* ip, const double* fp, const i
         }
     }
 
-    // 7. the draw: warp w owns tokens [w CW, (w + 1) CW), its lanes read them in turn
-    const int CW = ((V + NW - 1) / NW + 31) / 32 * 32;
+    // 7. the draw. (a) warp w's mass over tokens [w CW, (w + 1) CW) (CW a multiple of 128:
+    // lanes read float4s in turn); thread 0 finds the warp whose running sum crosses r.
+    const int CW = ((V + NW - 1) / NW + 127) / 128 * 128;
     const int lo = warp * CW, hi = min(V, lo + CW);
     u64 s = 0;
-    for (int i = lo + lane; i < hi; i += 32) {
-        const float v = __fadd_rn(x[i], 0.0f);
-        if (key(v) >= tp) s += qw(v, m, T, Mp);
+    for (int i0 = lo + 4 * lane; i0 < hi; i0 += 256) {
+        float vv[8];
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const int i = i0 + 128 * h;
+            if (vec && i + 3 < hi) {
+                const float4 f = *reinterpret_cast<const float4*>(x + i);
+                vv[4 * h] = f.x; vv[4 * h + 1] = f.y; vv[4 * h + 2] = f.z; vv[4 * h + 3] = f.w;
+            } else {
+#pragma unroll
+                for (int c = 0; c < 4; c++) vv[4 * h + c] = i + c < hi ? x[i + c] : NEG_INF;
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < 8; u++) {
+            const float v = __fadd_rn(vv[u], 0.0f);
+            if (key(v) >= tp) s += qw(v, m, T, Mp);   // -inf (past hi) weighs 0
+        }
     }
     s = warp_sum64(s);
     if (lane == 0) wsum[warp] = s;
@@ -281,32 +345,48 @@ sample_rows(const float* logits, int V, const u64* ip, const double* fp, const i
         int w = 0;
         for (; w < NW; w++) { if (c + wsum[w] > r) break; c += wsum[w]; }
         sw = w; sa = c; sb = r;
+        out[blockIdx.x] = -3;                         // overwritten below (a barrier later)
     }
     __syncthreads();
     const int w = sw;
     if (w >= NW) { if (tid == 0) out[blockIdx.x] = -3; return; }   // cannot happen: r < R
-    if (warp != w) return;
-    u64 c = sa;
-    const u64 r = sb;
+    // (b) that warp's tokens split among all threads, SC each in order; a block scan of the
+    // thread sums; the one thread whose range crosses r walks its tokens.
+    const u64 c0 = sa, r = sb;
     const int lo2 = w * CW, hi2 = min(V, lo2 + CW);
-    for (int j = lo2; j < hi2; j += 32) {
-        const int i = j + lane;
-        u64 e = 0;
-        if (i < hi2) {
-            const float v = __fadd_rn(x[i], 0.0f);
-            if (key(v) >= tp) e = qw(v, m, T, Mp);
-        }
-        u64 inc = e;                                  // inclusive scan over the lanes
-        for (int o = 1; o < 32; o <<= 1) {
-            const u64 n = __shfl_up_sync(FULL, inc, o);
-            if (lane >= o) inc += n;
-        }
-        const unsigned b = __ballot_sync(FULL, c + inc > r);
-        if (b) {
-            if (lane == 0) out[blockIdx.x] = j + __ffs(b) - 1;
-            return;
-        }
-        c += __shfl_sync(FULL, inc, 31);
+    const int SC = (CW + NT - 1) / NT;
+    const int t0 = lo2 + tid * SC, t1 = min(hi2, t0 + SC);
+    u64 e = 0;
+    for (int i = t0; i < t1; i++) {
+        const float v = __fadd_rn(x[i], 0.0f);
+        if (key(v) >= tp) e += qw(v, m, T, Mp);
     }
-    if (lane == 0) out[blockIdx.x] = -3;
+    u64 inc = e;                                      // inclusive scan within the warp
+    for (int o = 1; o < 32; o <<= 1) {
+        const u64 n = __shfl_up_sync(FULL, inc, o);
+        if (lane >= o) inc += n;
+    }
+    if (lane == 31) tsum[warp] = inc;
+    __syncthreads();
+    if (warp == 0) {                                  // the warps' totals, scanned exclusive
+        const u64 t = tsum[lane];
+        u64 x2 = t;
+        for (int o = 1; o < 32; o <<= 1) {
+            const u64 n = __shfl_up_sync(FULL, x2, o);
+            if (lane >= o) x2 += n;
+        }
+        tsum[lane] = x2 - t;
+    }
+    __syncthreads();
+    const u64 before = c0 + tsum[warp] + inc - e;
+    if (e > 0 && before <= r && r < before + e) {
+        u64 c = before;
+        for (int i = t0; i < t1; i++) {
+            const float v = __fadd_rn(x[i], 0.0f);
+            if (key(v) >= tp) {
+                c += qw(v, m, T, Mp);
+                if (c > r) { out[blockIdx.x] = i; return; }
+            }
+        }
+    }
 }
