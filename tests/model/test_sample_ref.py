@@ -262,6 +262,9 @@ class FakeDeviceLogits:
         return sample.ref(self.a, rows, step=steps, **device_args(states)).tolist()
 
 
+_ENGINES: dict = {}
+
+
 def _serve(reqs, streams=4, device="cpu"):
     from server.step_driver import LocalDriver
     from server.engine.build import open_model
@@ -275,9 +278,12 @@ def _serve(reqs, streams=4, device="cpu"):
             out = super().run(step)
             return FakeDeviceLogits(out) if isinstance(out, np.ndarray) else out
 
-    # the GPU's attention takes head dims 64 and 128: SmolLM2's shape there, tiny's here
-    model = "dummy:tiny" if device == "cpu" else "dummy:smollm2-135m"
-    eng = open_model(model, device=device, progress=False).engine
+    # the GPU's attention takes head dims 64 and 128: SmolLM2's shape there, tiny's here;
+    # one engine a device (each serve gets a fresh pool and streams)
+    if device not in _ENGINES:
+        model = "dummy:tiny" if device == "cpu" else "dummy:smollm2-135m"
+        _ENGINES[device] = open_model(model, device=device, progress=False).engine
+    eng = _ENGINES[device]
     pages = streams * 16
     adm = Admission(paged=True, pages=pages, page_rows=4, streams=streams, context=64)
     s = Scheduler(Driver(eng), adm, context=64, prefill_chunk=8, seed_salt=3)
