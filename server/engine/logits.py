@@ -44,16 +44,37 @@ class DeviceLogits:
     def sample_rows(self, rows, states, steps) -> list:
         """One launch picking a token for each of `rows` (their SamplerStates; steps = the
         token's index in each reply): kernels/sample_cuda.py. Codes -1 (nothing allowed)
-        and -2 (NaN or +inf) are for sampler.device_token to turn into the host's errors."""
+        and -2 (NaN or +inf), -4 (its inputs failed) are for sampler.device_token to turn into
+        the host's errors."""
         from kernels import sample_cuda
-        return sample_cuda.cuda(self.arr, rows, step=steps,
-                                **device_args(states)).get().tolist()
+        return draw_rows(lambda args: sample_cuda.cuda(self.arr, rows, step=steps, **args).get(),
+                         states)
 
 
-def device_args(states) -> dict:
-    """The per-row argument lists of kernels.sample.ref / sample_cuda.cuda for these states."""
-    rows = [s.device_inputs() for s in states]
-    return {k: [r[k] for r in rows] for k in rows[0]} if rows else {}
+def device_args(states) -> tuple[dict, list]:
+    """(the per-row argument lists of kernels.sample.ref / sample_cuda.cuda for these states,
+    the indices of the states whose inputs failed: their rows are drawn greedily and
+    discarded). A failure (a grammar matcher's error) stays on its state (`device_error`),
+    so it ends that request alone and the others' tokens do not change."""
+    rows, failed = [], []
+    for i, s in enumerate(states):
+        try:
+            rows.append(s.device_inputs())
+        except Exception as e:
+            s.device_error = e
+            failed.append(i)
+            rows.append(dict(temperature=0.0, top_k=0, top_p=1.0, min_p=0.0, seed=0, salt=0,
+                             rep=1.0, pres=0.0, freq=0.0, adj=(), mask=None, plain=True))
+    return ({k: [r[k] for r in rows] for k in rows[0]} if rows else {}), failed
+
+
+def draw_rows(draw, states) -> list:
+    """draw(args) -> tokens for device_args(states)'s args; the failed rows' tokens -> -4."""
+    args, failed = device_args(states)
+    toks = [int(t) for t in draw(args)]
+    for i in failed:
+        toks[i] = -4
+    return toks
 
 
 def argmax_rows(logits) -> list:

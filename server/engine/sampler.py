@@ -241,6 +241,8 @@ def device_token(tok: int, st: SamplerState) -> int:
     if tok == -1:
         raise ValueError("no token is allowed: logit_bias, min_tokens and the grammar "
                          "leave nothing to sample")
+    if tok == -4 and getattr(st, "device_error", None) is not None:
+        raise st.device_error
     if tok < 0:
         raise RuntimeError(f"the device sampler failed on this row (code {tok})")
     return tok

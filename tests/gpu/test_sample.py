@@ -143,7 +143,7 @@ def test_bf16_logits_and_device_logits_entry():
             s.record(t)
         states.append(s)
     toks = DeviceLogits(as_bf16(cp.asarray(x))).sample_rows(a["rows"], states, a["step"])
-    assert toks == sample.ref(x, a["rows"], step=a["step"], **device_args(states)).tolist()
+    assert toks == sample.ref(x, a["rows"], step=a["step"], **device_args(states)[0]).tolist()
 
 
 @pytest.mark.parametrize("T,K,P,M", [(1.0, 0, 1.0, 0.0), (0.7, 4, 1.0, 0.0),

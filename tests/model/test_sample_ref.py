@@ -257,9 +257,9 @@ class FakeDeviceLogits:
         return np.argmax(self.a, axis=1).tolist()
 
     def sample_rows(self, rows, states, steps):
-        from server.engine.logits import device_args
+        from server.engine.logits import draw_rows
         FakeDeviceLogits.calls.append(len(rows))
-        return sample.ref(self.a, rows, step=steps, **device_args(states)).tolist()
+        return draw_rows(lambda args: sample.ref(self.a, rows, step=steps, **args), states)
 
 
 _ENGINES: dict = {}
@@ -320,6 +320,25 @@ def test_scheduler_draws_every_row_on_the_device(monkeypatch):
     assert mixed[1] == alone                             # same seed, same reply among others
     assert mixed[2] == [7] * 8                           # +100 forces the token
     assert not host_calls                                # penalties, bias: on the device
+
+
+def test_a_failing_row_ends_alone(monkeypatch):
+    """A request whose device inputs fail (its grammar matcher, say) ends with an error; the
+    round's other rows are still drawn on the device, their replies as alone."""
+    from server.engine import sampler as smod
+    real = smod.SamplerState.device_inputs
+
+    def inputs(self):
+        if self.params.seed == 666 and self.produced >= 2:
+            raise RuntimeError("the grammar matcher failed: test")
+        return real(self)
+    monkeypatch.setattr(smod.SamplerState, "device_inputs", inputs)
+    P = [5, 6, 7, 8, 9]
+    ok = SamplingParams(max_tokens=8, temperature=0.9, top_p=0.9, seed=42, ignore_eos=True)
+    bad = SamplingParams(max_tokens=8, temperature=0.9, seed=666, ignore_eos=True)
+    (alone,) = _serve([("a", ok, P)])
+    a, b = _serve([("a", ok, P), ("b", bad, P)])
+    assert a == alone and len(b) == 2
 
 
 def serve_mix(device):
