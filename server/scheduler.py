@@ -290,9 +290,9 @@ class Scheduler:
             try:
                 drawn = logits.sample_rows(list(range(len(wanted))), [a.sampler for a in wanted],
                                            [len(a.out) for a in wanted])
-            except Exception:                # a row's inputs failed (its grammar): the host
-                log.exception("device sampling; this round samples on the host")   # path
-                drawn = None                 # says which request, and ends it alone
+            except Exception:                # the launch itself failed (a row's own inputs
+                log.exception("device sampling; this round samples on the host")   # end
+                drawn = None                 # that row alone: logits.device_args)
         if drawn is None and any(plain):
             best = self.driver.argmax_rows(logits)   # greedy: arg-max where they lie
         for c, a in zip(chunks, owners):
