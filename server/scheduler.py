@@ -282,26 +282,28 @@ class Scheduler:
             self.metrics.iteration(fed)
         row = 0
         now = time.monotonic()
-        plain = [a.sampler.plain_greedy for c, a in zip(chunks, owners) if c.logits]
-        best = self.driver.argmax_rows(logits) if any(plain) else None   # greedy: arg-max where they lie
-        drawn = {}                           # GPU rounds: rows needing only a seed, one launch
-        if hasattr(logits, "sample_rows"):
-            dev = [(r, a) for r, a in enumerate(a for c, a in zip(chunks, owners) if c.logits)
-                   if not plain[r] and a.sampler.device_sampled]
-            if dev:
-                toks = logits.sample_rows([r for r, _ in dev], [a.sampler for _, a in dev],
-                                          [len(a.out) for _, a in dev])
-                drawn = {r: t for (r, _), t in zip(dev, toks)}
+        wanted = [a for c, a in zip(chunks, owners) if c.logits]
+        plain = [a.sampler.plain_greedy for a in wanted]
+        best = drawn = None
+        if hasattr(logits, "sample_rows") and not all(plain):
+            # GPU rounds: every row's token in one launch (penalties, bias, masks on the device)
+            try:
+                drawn = logits.sample_rows(list(range(len(wanted))), [a.sampler for a in wanted],
+                                           [len(a.out) for a in wanted])
+            except Exception:                # the launch itself failed (a row's own inputs
+                log.exception("device sampling; this round samples on the host")   # end
+                drawn = None                 # that row alone: logits.device_args)
+        if drawn is None and any(plain):
+            best = self.driver.argmax_rows(logits)   # greedy: arg-max where they lie
         for c, a in zip(chunks, owners):
             a.fed += len(c.tokens)
             if not c.logits:
                 continue
             try:
-                if plain[row]:
+                if drawn is not None:
+                    tok, lp, top = self.driver.drawn(drawn[row], a.sampler, logits, row)
+                elif plain[row]:
                     tok, lp, top = best[row], None, ()
-                    a.sampler.record(tok)
-                elif row in drawn:
-                    tok, lp, top = drawn[row], None, ()
                     a.sampler.record(tok)
                 else:
                     tok, lp, top = self.driver.sample(logits[row], a.sampler)
