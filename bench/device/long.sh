@@ -1,0 +1,28 @@
+#!/bin/bash
+# Issue 18's long contexts on one GPU, the parts named by $STAGES (default tests,new,old):
+#   tests  the attention definition tests, long rows up to 131,072 keys, paged == window at
+#          32k (kernel and engine), graphs and paging
+#   new    bench/long_context.py on this tree (stages $BENCH, default attn,decode,prefill,interleave)
+#   old    the same script's attn,decode stages on the checkout at $OLD (the code before)
+#   STAGES=tests,new OLD=.. bash bench/device/long.sh
+# Writes $OUT/tests.log, $OUT/new.txt, $OUT/old.txt and the script's json files.
+cd "$(dirname "$0")/../.." && source bench/device/common.sh
+W=",${STAGES:-tests,new,old},"
+has() { [[ "$W" == *",$1,"* ]]; }
+if has tests; then
+  timeout "${TESTS_S:-170}" python3 -m pytest -q -x tests/gpu/test_long_context.py \
+    tests/gpu/test_attention_definition.py tests/gpu/test_split_attention.py tests/gpu/test_paged.py \
+    tests/gpu/test_graphs.py > "$OUT/tests.log" 2>&1
+  echo "tests rc $?"; tail -4 "$OUT/tests.log"
+fi
+if has new; then
+  timeout "${NEW_S:-200}" python3 bench/long_context.py --stages "${BENCH:-attn,decode,prefill,interleave}" \
+    --out "$OUT" --tag new > "$OUT/new.txt" 2>&1
+  echo "new rc $?"
+fi
+if has old && [ -n "${OLD:-}" ]; then
+  timeout "${OLD_S:-80}" python3 bench/long_context.py --stages attn,decode --tree "$OLD" --tag old \
+    --out "$OUT" > "$OUT/old.txt" 2>&1
+  echo "old rc $?"
+fi
+true
