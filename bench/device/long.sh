@@ -1,7 +1,7 @@
 #!/bin/bash
 # Issue 18's long contexts on one GPU, the parts named by $STAGES (default tests,new,old):
 #   tests  the attention definition tests, long rows up to 131,072 keys, paged == window at
-#          32k (kernel and engine), graphs and paging
+#          32k (kernel and engine), graphs and paging ($TESTS: other pytest paths)
 #   new    bench/long_context.py on this tree (stages $BENCH, default attn,decode,prefill,interleave)
 #   old    the same script's attn,decode stages on the checkout at $OLD (the code before)
 #   STAGES=tests,new OLD=.. bash bench/device/long.sh
@@ -10,9 +10,9 @@ cd "$(dirname "$0")/../.." && source bench/device/common.sh
 W=",${STAGES:-tests,new,old},"
 has() { [[ "$W" == *",$1,"* ]]; }
 if has tests; then
-  timeout "${TESTS_S:-170}" python3 -m pytest -q -x tests/gpu/test_long_context.py \
-    tests/gpu/test_attention_definition.py tests/gpu/test_split_attention.py tests/gpu/test_paged.py \
-    tests/gpu/test_graphs.py > "$OUT/tests.log" 2>&1
+  timeout "${TESTS_S:-170}" python3 -m pytest -q -x -rs ${TESTS:-tests/gpu/test_attention_definition.py \
+    tests/gpu/test_split_attention.py tests/gpu/test_long_context.py tests/gpu/test_paged.py \
+    tests/gpu/test_graphs.py} > "$OUT/tests.log" 2>&1
   echo "tests rc $?"; tail -4 "$OUT/tests.log"
 fi
 if has new; then
