@@ -13,6 +13,8 @@ number beside its floor in the same run:
               scheduler's own rule (server/scheduler.prefill_take) at several key budgets:
               the decoders' time per token (mean, p50, max) and the prompt's TTFT
   long128     one 131,000-token prompt (chunks of 2,048), then decode steps: TTFT, TPOT
+  sweep       decode attention alone at SPLIT_TARGET 512 / 1,024 / 2,048 (blocks aimed at in
+              split mode: scheduling only), with the output bytes compared across settings
 
   PYTHONUNBUFFERED=1 python3 bench/long_context.py [--stages attn,decode,...] [--out DIR]
                                                     [--tree DIR] [--tag NAME]
@@ -104,6 +106,26 @@ if "attn" in STAGES:
         ms = attn_ms(big[0], big[1], [(big[2], P, 30000, range(n), True)], inner=1) * L
         R.log(f"attn prefill {n} rows at 30000 ms (x{L})", round(ms, 2))
         R.log(f"attn prefill {n} rows at 30000 TFLOP/s", round(attn_flops(30000, n) / ms / 1e9, 1))
+    del big
+
+
+if "sweep" in STAGES:
+    big = pools(131072)
+    kept = attention_cuda.SPLIT_TARGET
+    for name, rows, keys in (("b1 32k", 1, 32000), ("b4 32k", 4, 32000), ("b1 128k", 1, 131000),
+                             ("b16 128k", 16, 131000)):
+        chunks = [(big[2], P, keys, range(1), True) for _ in range(rows)]
+        q = cp.random.standard_normal((rows, HQ, HD), dtype=cp.float32)
+        rmap = attention_cuda.round_map(chunks, HQ // KV)
+        outs, row = [], []
+        for t in (512, 1024, 2048):
+            attention_cuda.SPLIT_TARGET = t
+            outs.append(attention_cuda.cuda_round(q, big[0], big[1], rmap, 0.088).view(cp.uint16).get())
+            row.append(round(graph_ms(lambda: attention_cuda.cuda_round(q, big[0], big[1], rmap, 0.088),
+                                      reps=10, inner=2) * L, 3))
+        same = all(np.array_equal(o, outs[0]) for o in outs[1:])
+        R.log(f"sweep {name} ms at SPLIT_TARGET 512/1024/2048 (x{L}), same bytes", row + [same])
+    attention_cuda.SPLIT_TARGET = kept
     del big
 
 
