@@ -32,9 +32,14 @@ if has serve; then
   python3 -m server.cli serve --model dummy:llama3-8b --device cuda --context 131072 --parallel 8 \
     --port 8011 > "$OUT/serve.log" 2>&1 &
   pid=$!
-  for i in $(seq 1 120); do
-    curl -sf http://127.0.0.1:8011/health > /dev/null 2>&1 && break; sleep 1
-  done
+  python3 -c "
+import time, httpx
+for _ in range(240):
+    try:
+        if httpx.get('http://127.0.0.1:8011/health', timeout=2).status_code == 200: break
+    except Exception: pass
+    time.sleep(0.5)
+"
   for n in 32000 131000; do
     timeout "${SERVE_S:-120}" python3 -m server.cli bench --url http://127.0.0.1:8011 --requests 1 \
       --concurrency 1 --input-len $n --output-len 64 --timeout 300 > "$OUT/bench_$n.txt" 2>&1
