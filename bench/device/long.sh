@@ -40,7 +40,7 @@ for _ in range(240):
     except Exception: pass
     time.sleep(0.5)
 "
-  for n in 32000 131000; do
+  for n in 512 32000 131000; do                     # 512: compiles and captures first
     timeout "${SERVE_S:-120}" python3 -m server.cli bench --url http://127.0.0.1:8011 --requests 1 \
       --concurrency 1 --input-len $n --output-len 64 --timeout 300 > "$OUT/bench_$n.txt" 2>&1
     echo "bench $n rc $?"; tail -12 "$OUT/bench_$n.txt"
