@@ -35,10 +35,10 @@ Who computes a span is scheduling, not arithmetic. `attend` runs in one of two m
     `fold_spans` (a second launch, grid (row x q head, HD / 32)) folds each row's spans in
     order 0, 1, 2, ...: the running maxima are prefix maxima (exact in any order), so the
     scales of 32 spans come at once, and each element's sums run in span order from shared
-    memory while the block's other warps copy the next spans' states in (a fold by one
-    block a tile walking the scratch span by span was ~150 us a layer at 32k keys: the
-    stage that held 32k decode). Rows with one span (p < SPAN) are folded and written by
-    their span-0 block.
+    memory while the block's other warps copy the next spans' states in (the tile's last
+    block walked the scratch span by span before: one 32k decode row's attention 5.16 ->
+    2.30 ms a step, receipt 2026-12-01-real-traffic/long-context). Rows with one span
+    (p < SPAN) are folded and written by their span-0 block.
 The mode is chosen per launch from shapes only (tiles x kv heads, the table width W and the
 page rows P), so a CUDA graph captures one mode per bucket and the scratch is sized by W.
 
@@ -63,7 +63,7 @@ SPLIT_BLOCKS = 512  # split when tiles x kv heads is below this (scheduling only
 SPLIT_TARGET = 512  # blocks aimed at in split mode: Z = ceil(this / (tiles x kv heads)), <= spans
 SCRATCH_MAX = 128 << 20  # bytes of span states a launch with prefill tiles may use; above it: in-block
 # ... and one of decode rows only (a row a tile: graph buckets, padding included): 16 rows of
-# llama3-8b at 131,072 keys (545 MB) still split; a split decode row is ~10x an in-block one
+# llama3-8b at 131,072 keys (545 MB) still split (147.4 ms a step in-block, 103.7 split)
 SCRATCH_DECODE = 576 << 20
 FORCE_SPLIT = None  # tests: True / False forces a mode, None chooses by shape
 PREFETCH = True     # fetch span j+1's keys while span j is computed (scheduling only)
