@@ -92,7 +92,9 @@ class Scheduler:
         # rounds no stream decodes in: a prompt's chunk (None: prefill_chunk); rounds others
         # decode in: the prefill chunks' attention reads at most (None: no bound)
         self.solo_chunk = max(solo_chunk or prefill_chunk, prefill_chunk)
-        self.prefill_keys = prefill_keys
+        if prefill_keys is not None and prefill_keys < 0:
+            raise ValueError(f"prefill_keys {prefill_keys}: 0 or more (0: no bound)")
+        self.prefill_keys = prefill_keys or None
         self.seed_salt, self.metrics = seed_salt, metrics
         self.inbox: queue.Queue = queue.Queue()
         self.active: dict[str, Active] = {}

@@ -51,7 +51,7 @@ def add_arguments(p):
     p.add_argument("--max-batch-tokens", type=int, default=None,
                    help="tokens in one round, decodes and prefill chunks together "
                         "(default 2048 on GPUs, 512 on the CPU)")
-    p.add_argument("--max-batch-keys", type=int, default=None,
+    p.add_argument("--max-batch-keys", type=_keys, default=None,
                    help="in a round other streams decode in, the prefill chunks' attention "
                         "reads at most (prompt rows x the keys each reads; at least 64 rows a "
                         "round), so a long prompt interleaves with their decodes in rounds of "
@@ -77,6 +77,16 @@ def add_arguments(p):
                    help="seconds between rank 0's stats lines while requests run (0: none)")
     p.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"),
                    help="uvicorn's and foldserve's log level; debug adds tracebacks")
+
+
+def _keys(v: str) -> int:
+    try:
+        n = int(v)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{v!r} is not a whole number of keys") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"{v}: keys are counted from 0 (0: no bound)")
+    return n
 
 
 def _positive(v: str) -> float:

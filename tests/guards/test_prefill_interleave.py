@@ -78,3 +78,10 @@ def test_tokens_do_not_depend_on_the_interleave(keys):
     for rid in prompts:
         assert tokens(sinks[rid]) == solo[rid] == expected(prompts[rid], 12), rid
     adm.check_integrity()
+
+
+def test_a_key_bound_of_zero_is_none_and_a_negative_one_is_refused():
+    s, _, _ = _make(chunk=8, budget=64, keys=0)
+    assert s.prefill_keys is None
+    with pytest.raises(ValueError):
+        _make(chunk=8, budget=64, keys=-1)
