@@ -7,7 +7,9 @@ The engine runs in one thread of its own; the front end talks to it through an i
     2. admit what the planner can fund (FIFO; a request that waits blocks those behind it)
        -> BeginStep (and CopyStep to restore a kept prefix on windows)
     3. one RoundStep: every decoding stream's next token, then prefill chunks under the
-       token budget
+       token budget (a round no stream decodes in may give a prompt `solo_chunk` tokens; a
+       round others decode in holds its prefill chunks' attention reads to `prefill_keys`,
+       so a long prompt interleaves with their decodes in small rounds: `prefill_take`)
     4. run it on every rank; sample rank 0's logits; stream the tokens
     5. streams that ended -> finish (pages back, or kept as a prefix) -> EndStep
 """
@@ -58,12 +60,41 @@ class Active:
         return self.fed < len(self.req.prompt_ids)
 
 
+KEYS_FLOOR = 64                    # prompt tokens a round gives a prefilling stream at least
+
+
+def prefill_take(fed: int, left: int, cap: int, keys: int | None) -> int:
+    """Prompt tokens to prefill this round for a stream with `fed` rows written and `left`
+    to go: at most `cap` (its chunk, within the round's token budget) and, where `keys` is
+    given (streams decode in this round), at most the n whose rows read n (fed + n) keys
+    or fewer, the chunk's attention work; never under KEYS_FLOOR (nor over cap) so a long
+    prompt still advances. Scheduling only: a row's bytes do not depend on its chunk."""
+    n = min(cap, left)
+    if keys is not None and n * (fed + n) > keys:
+        lo, hi = 0, n                                # the largest n with n (fed + n) <= keys
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if mid * (fed + mid) <= keys:
+                lo = mid
+            else:
+                hi = mid - 1
+        n = min(n, max(lo, KEYS_FLOOR))
+    return max(n, 0)
+
+
 class Scheduler:
     def __init__(self, driver, admission, *, context: int, prefill_chunk: int = 256,
-                 token_budget: int | None = None, seed_salt: int = 0, metrics=None):
+                 token_budget: int | None = None, seed_salt: int = 0, metrics=None,
+                 solo_chunk: int | None = None, prefill_keys: int | None = None):
         self.driver, self.adm = driver, admission
         self.context, self.prefill_chunk = context, prefill_chunk
         self.token_budget = token_budget or max(prefill_chunk, 64)
+        # rounds no stream decodes in: a prompt's chunk (None: prefill_chunk); rounds others
+        # decode in: the prefill chunks' attention reads at most (None: no bound)
+        self.solo_chunk = max(solo_chunk or prefill_chunk, prefill_chunk)
+        if prefill_keys is not None and prefill_keys < 0:
+            raise ValueError(f"prefill_keys {prefill_keys}: 0 or more (0: no bound)")
+        self.prefill_keys = prefill_keys or None
         self.seed_salt, self.metrics = seed_salt, metrics
         self.inbox: queue.Queue = queue.Queue()
         self.active: dict[str, Active] = {}
@@ -257,9 +288,14 @@ class Scheduler:
                 chunks.append(Chunk(a.stream, a.fed, (a.token_at(a.fed),), True))
                 owners.append(a)
                 budget -= 1
+        decoding = bool(chunks)
+        cap = self.prefill_chunk if decoding else self.solo_chunk
+        keys = self.prefill_keys if decoding else None
         for a in self.active.values():       # then prefill chunks under the budget
-            if a.prefilling and budget > 0:
-                n = min(self.prefill_chunk, budget, len(a.req.prompt_ids) - a.fed)
+            if a.prefilling and budget > 0 and (keys is None or keys > 0):
+                n = prefill_take(a.fed, len(a.req.prompt_ids) - a.fed, min(cap, budget), keys)
+                if keys is not None:
+                    keys -= n * (a.fed + n)
                 last = a.fed + n == len(a.req.prompt_ids)
                 chunks.append(Chunk(a.stream, a.fed, tuple(a.req.prompt_ids[a.fed:a.fed + n]), last))
                 owners.append(a)
