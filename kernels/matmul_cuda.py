@@ -33,22 +33,17 @@ Every row's bytes are the same in all three, whatever the other rows
 (tests/gpu/test_kernels.py checks the kernels against each other, and rows alone against
 rows among others). That is what makes solo == concurrent, resumed == fresh (decoded rows
 == prefilled rows) and graph == eager hold for the GEMMs; cuBLAS picks its kernel (tiles,
-split-K) from the shape, so its rows change with M (gpu-notes), and is not used for them.
-
-`plain` is one cuBLAS GEMM (fastest at large M, NOT batch invariant): benchmarks only.
+split-K) from the shape, so its rows change with M (gpu-notes), and is not used for them
+(bench/cublas_ref.py runs it beside ours for the benchmarks).
 """
 from __future__ import annotations
-
-import ctypes
 
 import cupy as cp
 import numpy as np
 
-from kernels.common_cuda import BF16, UNPI, as_bf16, as_f32, csrc, kernel, launch
+from kernels.common_cuda import BF16, UNPI, as_bf16, csrc, kernel, launch
 from server.config import setting
 
-INVARIANT = True       # False: plain cuBLAS (benchmarks: what invariance costs)
-KEEP_PLAIN = False     # benchmarks: packed weights keep their [N, K] form for cuBLAS
 # streaming kernel configurations by rows (scheduling only; bench/stream_sweep.py):
 # (up to M rows, MT tiles of 16 rows, NT groups of 8 columns a block, U chunks in flight)
 STREAM_CFG = [(16, 1, 1, 4), (64, 2, 4, 2)]
@@ -120,7 +115,6 @@ class Packed:
         self.data = cp.ascontiguousarray(
             u.reshape(n8, 8, kc, 4, 4, 2).transpose(0, 2, 4, 1, 3, 5)).view(BF16)
         self.shape, self.dtype, self.nbytes = (N, K), BF16, self.data.nbytes
-        self.plain = w if KEEP_PLAIN else None       # benchmarks: cuBLAS on the same numbers
 
 
 def pack(w) -> Packed:
@@ -198,10 +192,7 @@ def cuda(x, w, bias=None, force: str | None = None, cfg: tuple | None = None):
     N = w.shape[0]
     x_pi = False
     if isinstance(x, Pi):
-        x, x_pi = _unpi(x, force == "tma" or (force is None and INVARIANT and tma_rows(M, N, K, cfg)))
-    if not INVARIANT and force is None:
-        out = plain(x, w)
-        return out if bias is None else out + as_f32(bias)
+        x, x_pi = _unpi(x, force == "tma" or (force is None and tma_rows(M, N, K, cfg)))
     _check(x, w)
     out = cp.empty((M, N), dtype=cp.float32)
     if not M or not N:
@@ -306,7 +297,7 @@ def wgmma_tma_cuda():
 
 
 def _glu_fused(w, F, cfg) -> bool:
-    return cfg is not None and F % 8 == 0 and INVARIANT and w.shape[0] == 2 * F
+    return cfg is not None and F % 8 == 0 and w.shape[0] == 2 * F
 
 
 def cuda_glu(x, w, F: int, bias=None, force: str | None = None, cfg: tuple | None = None,
@@ -320,7 +311,7 @@ def cuda_glu(x, w, F: int, bias=None, force: str | None = None, cfg: tuple | Non
     M, K = x.shape
     cfg = cfg or stream_cfg(M)
     small = cfg is not None and TMA_SMALL and M >= WGMMA_SMALL[0]        # 17..64 rows
-    tma = ((force == "tma" or (force is None and (cfg is None or small) and WGMMA)) and INVARIANT
+    tma = ((force == "tma" or (force is None and (cfg is None or small) and WGMMA))
            and w.shape[0] == 2 * F
            and wgmma_tma_cuda().available(M, 2 * F, K, glu=True, min_tiles=WGMMA_SMALL[1] if small else 0))
     x, x_pi = _unpi(x, tma)
@@ -362,12 +353,12 @@ def cuda_norm(xo, h, norm_w, eps, w, bias=None, glu_F: int | None = None, fuse: 
         if cfg is not None and glu_F is None and w.shape[0] >= NORM_WIDE[0]:
             cfg = NORM_WIDE[1:]
     fuse = FUSE_NORM if fuse is None else fuse
-    ok = (fuse and INVARIANT and cfg is not None and cfg[0] == 1 and K % 8 == 0 and M > 0
+    ok = (fuse and cfg is not None and cfg[0] == 1 and K % 8 == 0 and M > 0
           and K <= FUSE_NORM_MAX_K
           and w.shape[1] == K and (glu_F is None or _glu_fused(w, glu_F, cfg)))
     if not ok:
         N = w.shape[0]
-        pi = INVARIANT and K % 32 == 0 and tma_rows(M, N, K, glu=glu_F is not None and N == 2 * glu_F)
+        pi = K % 32 == 0 and tma_rows(M, N, K, glu=glu_F is not None and N == 2 * glu_F)
         if xo is None:
             x, hn = rmsnorm_cuda.cuda(h, norm_w, eps, pi), h
         else:
@@ -387,61 +378,3 @@ def cuda_norm(xo, h, norm_w, eps, w, bias=None, glu_F: int | None = None, fuse: 
         _stream(h, w, bias, out, 2 * glu_F, (mt, max(2, nt), u), glu=True,
                 norm=(xo, norm_w, None if xo is None else hn, eps))
     return out, hn
-
-
-# -- plain cuBLAS, for the benchmarks' "what invariance costs" ------------------------------
-_R_16BF, _R_32F, _COMPUTE_32F, _DEFAULT = 14, 0, 68, -1
-_ONE = np.ones(1, dtype=np.float32)
-_ZERO = np.zeros(1, dtype=np.float32)
-_WORKSPACE = 32 << 20
-
-
-class _Cublas:
-    """cuBLAS through ctypes on cupy's handle (cupy's wrappers refuse to run while a stream
-    captures). cublasSetStream resets the workspace to cuBLAS's own pool, so the fixed
-    workspace is set again after every stream change."""
-
-    def __init__(self):
-        self.handle = cp.cuda.device.get_cublas_handle()      # loads libcublas
-        path = next(line.split()[-1] for line in open("/proc/self/maps")
-                    if "libcublas.so" in line and "libcublasLt" not in line)
-        self.lib = ctypes.CDLL(path)
-        self.ws = cp.empty(_WORKSPACE, dtype=cp.uint8)
-        self.stream = None
-
-    def _check(self, status, what):
-        if status != 0:
-            raise RuntimeError(f"cublas{what} failed with status {status}")
-
-    def gemm_tn(self, M, N, K, x, w, c):
-        # row-major C[M, N] = x[M, K] @ w[N, K]^T  (column-major: C^T = w^T' x^T)
-        s = cp.cuda.get_current_stream().ptr
-        V, I = ctypes.c_void_p, ctypes.c_int
-        if s != self.stream:
-            self._check(self.lib.cublasSetStream_v2(V(self.handle), V(s)), "SetStream")
-            self._check(self.lib.cublasSetWorkspace_v2(V(self.handle), V(self.ws.data.ptr),
-                                                       ctypes.c_size_t(_WORKSPACE)), "SetWorkspace")
-            self.stream = s
-        self._check(self.lib.cublasGemmEx(
-            V(self.handle), I(1), I(0), I(N), I(M), I(K), V(_ONE.ctypes.data), V(w), I(_R_16BF),
-            I(K), V(x), I(_R_16BF), I(K), V(_ZERO.ctypes.data), V(c), I(_R_32F), I(N),
-            I(_COMPUTE_32F), I(_DEFAULT)), "GemmEx")
-
-
-_blas = None
-
-
-def plain(x, w):
-    """One cuBLAS GEMM, x [M, K] @ w[N, K]^T -> [M, N] float32. Not batch invariant.
-    w: [N, K] bf16, or a Packed whose unpacked form is kept as `.plain` (benchmarks)."""
-    if isinstance(w, Packed):
-        w = w.plain
-    global _blas
-    if _blas is None:
-        _blas = _Cublas()
-    x = as_bf16(x)
-    M, K = x.shape
-    out = cp.empty((M, w.shape[0]), dtype=cp.float32)
-    if M:
-        _blas.gemm_tn(M, w.shape[0], K, x.data.ptr, w.data.ptr, out.data.ptr)
-    return out

@@ -227,7 +227,7 @@ def dequant_packed(w, data: cp.ndarray | None = None) -> MM.Packed:
         row += n
     pk = MM.Packed.__new__(MM.Packed)
     pk.data = buf.reshape(N // 8, K // 32, 4, 8, 4, 2)
-    pk.shape, pk.dtype, pk.nbytes, pk.plain = (N, K), C.BF16, buf.nbytes, None
+    pk.shape, pk.dtype, pk.nbytes = (N, K), C.BF16, buf.nbytes
     return pk
 
 
