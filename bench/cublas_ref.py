@@ -4,11 +4,11 @@ product: cuBLAS picks its kernel from the shape, so its rows change with M).
 - `plain(x, w)`: one cuBLAS GEMM, x [M, K] @ w[N, K]^T -> [M, N] float32 (fastest at large M,
   NOT batch invariant); w: [N, K] bf16, or a Packed made while `keep_plain()` held (its
   [N, K] form kept beside it as `.plain`).
-- `keep_plain()`: from now on the packed weights (kernels/matmul_cuda.pack, and so
+- `keep_plain()`: from now on the packed weights (kernels/matmul_packed_cuda.pack, and so
   pack_weights at a model's load) keep their [N, K] form, so cuBLAS runs on the same numbers.
 - `use_cublas(True)`: the GEMM entry points the model calls (kernels/matmul_cuda.cuda,
-  cuda_glu, cuda_norm) run every GEMM the dispatcher would choose through `plain`, with the
-  norm and SwiGLU as their own kernels (rmsnorm_cuda, swiglu_cuda); a forced kernel
+  matmul_fused_cuda.cuda_glu and cuda_norm) run every GEMM the dispatcher would choose
+  through `plain`, with the norm and SwiGLU as their own kernels (rmsnorm_cuda, swiglu_cuda); a forced kernel
   (`force=`) still runs ours. `use_cublas(False)` puts ours back.
 
   from bench import cublas_ref
@@ -23,7 +23,11 @@ import cupy as cp
 import numpy as np
 
 from kernels import matmul_cuda as MM
+from kernels import matmul_fused_cuda as FU
+from kernels import matmul_packed_cuda as PK
 from kernels.common_cuda import as_bf16, as_f32
+from kernels.matmul_mma_cuda import stream_cfg
+from kernels.matmul_pi_cuda import Pi
 
 _R_16BF, _R_32F, _COMPUTE_32F, _DEFAULT = 14, 0, 68, -1
 _ONE = np.ones(1, dtype=np.float32)
@@ -69,7 +73,7 @@ _blas = None
 def plain(x, w):
     """One cuBLAS GEMM, x [M, K] @ w[N, K]^T -> [M, N] float32. Not batch invariant.
     w: [N, K] bf16, or a Packed whose unpacked form is kept as `.plain` (`keep_plain`)."""
-    if isinstance(w, MM.Packed):
+    if isinstance(w, PK.Packed):
         w = w.plain
     global _blas
     if _blas is None:
@@ -90,19 +94,19 @@ def keep_plain() -> None:
     """Packed weights made from now on carry their [N, K] form as `.plain` (idempotent)."""
     if "pack" in _OURS:
         return
-    ours = _OURS["pack"] = MM.pack
+    ours = _OURS["pack"] = PK.pack
 
     def pack(w):
         p = ours(w)
-        if p is not w and isinstance(p, MM.Packed):
+        if p is not w and isinstance(p, PK.Packed):
             p.plain = w                       # cuBLAS on the same numbers
         return p
-    MM.pack = pack
+    PK.pack = pack
 
 
 # -- every dispatched GEMM through cuBLAS ---------------------------------------------------
 def _natural(x):
-    return x.natural() if isinstance(x, MM.Pi) else x
+    return x.natural() if isinstance(x, Pi) else x
 
 
 def _cuda(x, w, bias=None, force: str | None = None, cfg: tuple | None = None):
@@ -120,7 +124,7 @@ def _cuda_glu(x, w, F: int, bias=None, force: str | None = None, cfg: tuple | No
     from kernels import swiglu_cuda
     x = _natural(x)
     M, K = x.shape
-    cfg = cfg or MM.stream_cfg(M)
+    cfg = cfg or stream_cfg(M)
     if (force is None and cfg is not None and MM.WGMMA and M >= MM.WGMMA_SMALL[0]
             and w.shape[0] == 2 * F and MM.wgmma_cuda().available(M, 2 * F, K, MM.WGMMA_SMALL[1])):
         force = "wgmma"
@@ -140,10 +144,10 @@ def _cuda_norm(xo, h, norm_w, eps, w, bias=None, glu_F: int | None = None, fuse:
 
 
 def use_cublas(on: bool) -> None:
-    """on: kernels/matmul_cuda's cuda, cuda_glu and cuda_norm run their GEMMs through cuBLAS
-    (force= excepted); off: ours again."""
+    """on: matmul_cuda.cuda, matmul_fused_cuda.cuda_glu and cuda_norm run their GEMMs through
+    cuBLAS (force= excepted); off: ours again."""
     if on and "cuda" not in _OURS:
-        _OURS.update(cuda=MM.cuda, cuda_glu=MM.cuda_glu, cuda_norm=MM.cuda_norm)
-        MM.cuda, MM.cuda_glu, MM.cuda_norm = _cuda, _cuda_glu, _cuda_norm
+        _OURS.update(cuda=MM.cuda, cuda_glu=FU.cuda_glu, cuda_norm=FU.cuda_norm)
+        MM.cuda, FU.cuda_glu, FU.cuda_norm = _cuda, _cuda_glu, _cuda_norm
     elif not on and "cuda" in _OURS:
-        MM.cuda, MM.cuda_glu, MM.cuda_norm = (_OURS.pop(k) for k in ("cuda", "cuda_glu", "cuda_norm"))
+        MM.cuda, FU.cuda_glu, FU.cuda_norm = (_OURS.pop(k) for k in ("cuda", "cuda_glu", "cuda_norm"))

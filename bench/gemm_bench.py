@@ -21,7 +21,7 @@ import cupy as cp  # noqa: E402
 
 from bench import cublas_ref  # noqa: E402
 from bench.cudatime import Results, copy_TBps, cuda_ms, graph_ms  # noqa: E402
-from kernels import matmul_cuda  # noqa: E402
+from kernels import matmul_cuda, matmul_packed_cuda, matmul_pi_cuda  # noqa: E402
 from kernels.common_cuda import as_bf16  # noqa: E402
 from server.shapes.spec import SHAPES  # noqa: E402
 
@@ -48,7 +48,7 @@ def main():
     ws = [as_bf16(cp.random.standard_normal(sh, dtype=cp.float32) * 0.02) for sh in layer_shapes(s)]
     head = as_bf16(cp.random.standard_normal((s.vocab, s.d_model), dtype=cp.float32) * 0.02)
     cublas_ref.keep_plain()
-    ws, head = [matmul_cuda.pack(w) for w in ws], matmul_cuda.pack(head)
+    ws, head = [matmul_packed_cuda.pack(w) for w in ws], matmul_packed_cuda.pack(head)
     wbytes = sum(w.plain.nbytes for w in ws) * s.n_layers + head.plain.nbytes
     flop1 = 2 * wbytes // 2
     log("weight_bytes", wbytes)
@@ -72,8 +72,7 @@ def main():
                         graph_ms(lambda: matmul_cuda.cuda(x, w), reps=7, inner=2))
                 cublas_ref.use_cublas(False)
                 if x.shape[1] % 256 == 0:
-                    from kernels import wgmma_tma_cuda
-                    log(f"M{M}_{name}_x_permute_ms", graph_ms(lambda: wgmma_tma_cuda.permute(x), reps=7, inner=2))
+                    log(f"M{M}_{name}_x_permute_ms", graph_ms(lambda: matmul_pi_cuda.permute(x), reps=7, inner=2))
         for how in ("stream", "tiled", "split"):              # each kernel forced (same bytes)
             if how == "stream" and M > 128:
                 continue

@@ -31,7 +31,7 @@ def csrc(name: str) -> str:
 # per-element arithmetic (SwiGLU, RMSNorm, RoPE), programmatic dependent launch
 HEADER = csrc("common.cuh")
 
-# the pi order of a 32-k chunk (matmul_cuda.Packed) and its inverse
+# the pi order of a 32-k chunk (matmul_packed_cuda.Packed) and its inverse
 UNPI = csrc("pi_order.cuh")
 
 _cache: dict = {}
