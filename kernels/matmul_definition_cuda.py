@@ -31,9 +31,7 @@ KSPLIT = 8             # K ranges summed apart, then folded in order: ARITHMETIC
 
 NULL = np.uint64(0)    # a null pointer kernel argument (no bias, no residual)
 
-_MMA = csrc("matmul_mma.cuh")
-
-_DEFINITION = _MMA + csrc("matmul_definition.cu")
+_DEFINITION = csrc("matmul_mma.cuh", "matmul_definition.cu")
 
 
 def bias_arg(bias):

@@ -20,7 +20,7 @@ from __future__ import annotations
 import cupy as cp
 import numpy as np
 
-from kernels.common_cuda import BF16, UNPI, csrc, kernel, launch
+from kernels.common_cuda import BF16, csrc, kernel, launch
 from kernels.matmul_definition_cuda import KSPLIT, NULL
 from server.config import setting
 
@@ -31,7 +31,7 @@ PF = setting("TF_STREAM_PF") != "0"  # the streaming kernel loads round r + 1's
                        # weights before round r's arithmetic (llama3-8b's GEMMs at one row on the
                        # H200: 4.38 -> 4.21 ms; cuBLAS 4.08)
 
-_SRC = csrc("matmul_mma.cuh") + UNPI + csrc("matmul.cu")
+_SRC = csrc("matmul_mma.cuh", "pi_order.cuh", "matmul.cu")
 
 TILED_SMEM = 3 * (128 + 128) * 64 * 2
 

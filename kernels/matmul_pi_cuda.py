@@ -10,9 +10,9 @@ from __future__ import annotations
 import cupy as cp
 import numpy as np
 
-from kernels.common_cuda import UNPI, csrc, kernel
+from kernels.common_cuda import csrc, kernel
 
-_PERMUTE = UNPI + csrc("permute_k32.cu")
+_PERMUTE = csrc("pi_order.cuh", "permute_k32.cu")
 
 
 def permute(x):

@@ -12,13 +12,10 @@ for the same file, at every row count, through every path here:
 - above GEMV_MAX rows (prefill): each part dequantized straight into matmul_packed_cuda.Packed order in
   a scratch buffer (`qdequant`), then matmul_cuda.cuda (the tensor-core paths) on it.
 - `definition`: kernel `qdefinition`, one warp a 16 x 8 tile, the definition's loop (tests).
-CUDA source: kernels/csrc/qgemv.cu (+ qblocks.cuh), compiled at run time by NVRTC through
-common_cuda.kernel (HEADER in front); `source` inlines the local includes.
+CUDA source: kernels/csrc/qgemv.cu (+ qblocks.cuh), composed by common_cuda.csrc (the local
+includes inlined) and compiled at run time by common_cuda.kernel (HEADER in front).
 """
 from __future__ import annotations
-
-import re
-from pathlib import Path
 
 import cupy as cp
 import numpy as np
@@ -31,7 +28,6 @@ from kernels.matmul_pi_cuda import Pi
 from server.config import setting
 from server.engine.weights.blocks import BLOCK, Blocks
 
-CSRC = Path(__file__).resolve().parent / "csrc"
 KIND_ID = {"Q8_0": 1, "Q4_0": 2, "Q4_1": 3, "Q4_K": 4, "Q6_K": 5}
 GEMV_MAX = int(setting("TF_QGEMV_MAX"))   # rows through qgemv; more: dequant + GEMM
 # (up to M rows: MT, NT, U, PF) of qgemv, from bench/quant_bench.py's sweeps on the H200
@@ -42,21 +38,14 @@ _NULL = np.uint64(0)
 BP_INT = int(setting("TF_QBP_INT"))   # 1: bf16 rounding by integer ops (a speed variant)
 PF_G = int(setting("TF_QPF"))          # default of qgemv's PF: group g + 1's loads before g's arithmetic
 
-
-def source(name: str) -> str:
-    """kernels/csrc/<name> with its local #include "x.cuh" lines replaced by the files."""
-    text = (CSRC / name).read_text()
-
-    def inc(m):
-        return (CSRC / m.group(1)).read_text().replace("#pragma once", "")
-    return re.sub(r'^#include "([^"]+)"\s*$', inc, text, flags=re.M)
+_SRC = C.csrc("qgemv.cu")
 
 
 def _fn(name: str, kind: str, mt: int = 1, nt: int = 1, u: int = 1, pf: int | None = None):
     defs = (f"QK={KIND_ID[kind]}", f"S_={KSPLIT}", f"MT={mt}", f"NT={nt}", f"U_={u}",
             f"BP_INT={BP_INT}", f"PF_G={PF_G if pf is None else pf}")
     smem = KSPLIT * mt * nt * 128 * 4
-    return C.kernel(source("qgemv.cu"), name, defs, smem if smem > 48 * 1024 else 0)
+    return C.kernel(_SRC, name, defs, smem if smem > 48 * 1024 else 0)
 
 
 class QWeight:

@@ -45,7 +45,7 @@ import ctypes
 
 import cupy as cp
 
-from kernels.common_cuda import HEADER, csrc
+from kernels.common_cuda import csrc, kernel
 from kernels.matmul_pi_cuda import permute
 
 BM, BK, GM = 128, 64, 16
@@ -56,6 +56,8 @@ ENABLED = True
 
 _SRC = csrc("gemm_tma.cu")
 
+_WG = csrc("wgmma.cuh")                   # wgmma group control (as kernels/wgmma_cuda.py's)
+
 
 def _smem(bn: int) -> int:
     st, totr, _, _ = CONFIGS[bn]
@@ -65,14 +67,13 @@ def _smem(bn: int) -> int:
 def source(bn: int, glu: bool = False, split: bool = False, pi_out: bool = False) -> str:
     st, totr, rp, rc = CONFIGS[bn]
     nacc = bn // 2
-    from kernels.wgmma_cuda import WG_SRC
-    body = (_SRC.replace("WG_HELPERS\n", WG_SRC).replace("DREGS", ", ".join(f"%{i}" for i in range(nacc)))
+    body = (_SRC.replace("WG_HELPERS\n", _WG).replace("DREGS", ", ".join(f"%{i}" for i in range(nacc)))
             .replace("DOUTS", ", ".join(f'"+f"(d[{i}])' for i in range(nacc)))
             .replace("%SD", f"%{nacc + 2}").replace("%DA", f"%{nacc}").replace("%DB", f"%{nacc + 1}"))
     defs = "".join(f"#define {k} {v}\n" for k, v in dict(
         BM=BM, BK=BK, GM=GM, BN=bn, BNS=f'"{bn}"', ST=st, TOTR=totr, REG_P=rp, REG_C=rc, ZFIRST=ZFIRST,
         GLU=int(glu), SPLIT=int(split), PIOUT=int(pi_out)).items())
-    return HEADER + defs + body
+    return defs + body
 
 
 _fn: dict = {}
@@ -81,9 +82,8 @@ _fn: dict = {}
 def _compile(bn: int, glu: bool = False, split: bool = False, pi_out: bool = False):
     key = (cp.cuda.Device().id, bn, glu, split, pi_out)
     if key not in _fn:
-        from kernels.wgmma_cuda import load_sm90a
-        _fn[key] = load_sm90a(source(bn, glu, split, pi_out), "gemm_tma", _smem(bn),
-                              "the other GEMM kernels run instead") if ENABLED else None
+        _fn[key] = kernel(source(bn, glu, split, pi_out), "gemm_tma", smem=_smem(bn), arch="sm_90a",
+                          fallback="the other GEMM kernels run instead") if ENABLED else None
     return _fn[key]
 
 

@@ -1,10 +1,11 @@
 """Every CUDA source string the kernels hand to the compiler, composed on the CPU.
 
-The kernels compile at run time: `common_cuda.kernel(src, name, defines)` passes HEADER + src
-to cupy (defines as -D options), `load_sm90a(source(...), ...)` passes a composed string to
-NVRTC. This lists each module's source constants, HEADER + each of them (what cupy gets),
-and every variant of the composing functions (wgmma_cuda.source, wgmma_tma_cuda.source,
-sample_cuda.SRC), so a test can hold their bytes to a fixture made before a refactor:
+The kernels compile at run time through one function, `common_cuda.kernel(src, name,
+defines, smem, arch)`, which hands HEADER + src to cupy (the device's own arch, defines as -D
+options) or to NVRTC (arch "sm_90a": the wgmma kernels); every src is composed by
+`common_cuda.csrc`. This lists HEADER + each module's source constant, and HEADER + every
+variant of the templating functions (wgmma_cuda.source, wgmma_tma_cuda.source), so a test can
+hold their bytes to a fixture made before a refactor:
 
     PYTHONPATH=$PWD python3 tests/house/cuda_sources.py --write tests/data/cuda_sources.sha256.json
 
@@ -60,13 +61,13 @@ def composed() -> dict[str, str]:
     for label, name, *now in KERNEL_SOURCES:
         m = now[0] if now else label
         out[f"kernel({label}.{name})"] = header + getattr(mods[m], name)     # common_cuda.kernel's code
-    w = mods["wgmma_cuda"]
+    w = mods["wgmma_cuda"]                         # common_cuda.kernel(..., arch="sm_90a")
     for split in (False, True):
-        out[f"wgmma_cuda.source(split={split})"] = w.source(split)
+        out[f"wgmma_cuda.source(split={split})"] = header + w.source(split)
     t = mods["wgmma_tma_cuda"]
     for bn, glu, split, pi_out in itertools.product(sorted(t.CONFIGS), *[(False, True)] * 3):
         out[f"wgmma_tma_cuda.source({bn},glu={glu},split={split},pi_out={pi_out})"] = \
-            t.source(bn, glu, split, pi_out)
+            header + t.source(bn, glu, split, pi_out)
     return out
 
 
