@@ -111,7 +111,7 @@ def _launch_followers(args, world: int, master: str) -> list:
         argv = [sys.executable, "-m", "server.cli", *base, "--rank", str(r), "--master", master]
         if "--tp" not in base:
             argv += ["--tp", str(world)]
-        proc = subprocess.Popen(argv, env={**os.environ, "FOLDSERVE_FOLLOWER": "1"})
+        proc = subprocess.Popen(argv)
         threading.Thread(target=_reap, args=(proc, r), name=f"foldserve-reap-{r}",
                          daemon=True).start()
         procs.append(proc)
