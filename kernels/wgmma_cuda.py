@@ -21,8 +21,8 @@ core-matrix row is four 4-byte words of it (natural words 4t + 2h + b, t = 0..3)
 of 16 row tiles, row tile fastest, so x stays in L2 and each W tile leaves DRAM about once.
 
 Needs sm_90 exactly (wgmma is an sm_90a instruction): common_cuda.kernel(..., arch="sm_90a")
-compiles it through NVRTC for compute_90a and loads it as PTX. Elsewhere (or N % 256, K % 32 off, or the compile failing)
-`available` says no and matmul_cuda keeps its tiled kernel.
+compiles it through NVRTC for compute_90a and loads it as PTX. Elsewhere (or N % 256, K % 32
+off, or the compile failing) `available` says no and matmul_cuda keeps its tiled kernel.
 """
 from __future__ import annotations
 

@@ -65,6 +65,7 @@ def _smem(bn: int) -> int:
 
 
 def source(bn: int, glu: bool = False, split: bool = False, pi_out: bool = False) -> str:
+    """The kernel's source for one variant (common_cuda.kernel puts HEADER in front)."""
     st, totr, rp, rc = CONFIGS[bn]
     nacc = bn // 2
     body = (_SRC.replace("WG_HELPERS\n", _WG).replace("DREGS", ", ".join(f"%{i}" for i in range(nacc)))
