@@ -19,8 +19,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import cupy as cp  # noqa: E402
 
+from bench import cublas_ref  # noqa: E402
 from bench.cudatime import Results, copy_TBps, cuda_ms, graph_ms  # noqa: E402
-from kernels import matmul_cuda  # noqa: E402
+from kernels import matmul_cuda, matmul_packed_cuda, matmul_pi_cuda  # noqa: E402
 from kernels.common_cuda import as_bf16  # noqa: E402
 from server.shapes.spec import SHAPES  # noqa: E402
 
@@ -42,13 +43,12 @@ def main():
     s = SHAPES[a.shape]
     log("copy_TBps", copy_TBps())
     big = as_bf16(cp.random.standard_normal((8192, 8192), dtype=cp.float32))
-    matmul_cuda.INVARIANT = False
-    log("cublas_bf16_TFLOPs", 2 * 8192 ** 3 / cuda_ms(lambda: matmul_cuda.cuda(big, big), reps=5) / 1e9)
+    log("cublas_bf16_TFLOPs", 2 * 8192 ** 3 / cuda_ms(lambda: cublas_ref.plain(big, big), reps=5) / 1e9)
     del big
     ws = [as_bf16(cp.random.standard_normal(sh, dtype=cp.float32) * 0.02) for sh in layer_shapes(s)]
     head = as_bf16(cp.random.standard_normal((s.vocab, s.d_model), dtype=cp.float32) * 0.02)
-    matmul_cuda.KEEP_PLAIN = True
-    ws, head = [matmul_cuda.pack(w) for w in ws], matmul_cuda.pack(head)
+    cublas_ref.keep_plain()
+    ws, head = [matmul_packed_cuda.pack(w) for w in ws], matmul_packed_cuda.pack(head)
     wbytes = sum(w.plain.nbytes for w in ws) * s.n_layers + head.plain.nbytes
     flop1 = 2 * wbytes // 2
     log("weight_bytes", wbytes)
@@ -58,22 +58,21 @@ def main():
         xs = [as_bf16(cp.random.standard_normal((M, w.shape[1]), dtype=cp.float32)) for w in ws]
         got = {}
         for inv in (True, False):
-            matmul_cuda.INVARIANT = inv
+            cublas_ref.use_cublas(not inv)
             # device time (graph replays): a layer's four GEMMs (416 MB of weights) in a row
             layer = graph_ms(lambda: [matmul_cuda.cuda(x, w) for x, w in zip(xs, ws)], reps=7, inner=2)
             lm = graph_ms(lambda: matmul_cuda.cuda(xs[0], head), reps=5, inner=1)
             got["ours" if inv else "plain"] = layer * s.n_layers + lm
-        matmul_cuda.INVARIANT = True
+        cublas_ref.use_cublas(False)
         if M >= 512:                                          # each prefill GEMM alone, both
             for name, x, w in zip(("qkv", "o", "gate_up", "down"), xs, ws):
                 for inv in (True, False):
-                    matmul_cuda.INVARIANT = inv
+                    cublas_ref.use_cublas(not inv)
                     log(f"M{M}_{name}_{'ours' if inv else 'plain'}_ms",
                         graph_ms(lambda: matmul_cuda.cuda(x, w), reps=7, inner=2))
-                matmul_cuda.INVARIANT = True
+                cublas_ref.use_cublas(False)
                 if x.shape[1] % 256 == 0:
-                    from kernels import wgmma_tma_cuda
-                    log(f"M{M}_{name}_x_permute_ms", graph_ms(lambda: wgmma_tma_cuda.permute(x), reps=7, inner=2))
+                    log(f"M{M}_{name}_x_permute_ms", graph_ms(lambda: matmul_pi_cuda.permute(x), reps=7, inner=2))
         for how in ("stream", "tiled", "split"):              # each kernel forced (same bytes)
             if how == "stream" and M > 128:
                 continue

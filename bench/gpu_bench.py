@@ -24,6 +24,7 @@ import cupy as cp
 from bench.cudatime import Results, cuda_ms as _cuda_ms, graph_ms  # noqa: E402
 import torch  # noqa: E402
 
+from bench import cublas_ref  # noqa: E402
 from kernels import matmul_cuda, rope  # noqa: E402
 from kernels.common_cuda import BF16  # noqa: E402
 from server.engine.kvstore import KVStore  # noqa: E402
@@ -33,7 +34,7 @@ from server.shapes.spec import SHAPES  # noqa: E402
 
 R = Results()
 log = R.log
-matmul_cuda.KEEP_PLAIN = True          # ours vs plain cuBLAS on the same weights
+cublas_ref.keep_plain()                # ours vs plain cuBLAS on the same weights
 
 
 def cuda_ms(fn, reps=10, warm=2):
@@ -184,12 +185,12 @@ def stages(tag, spec, model, M, L):
               (spec.d_ff, L0.wdown)]
     xs = [cp.ascontiguousarray(x[:, :k]) for k, _ in shapes]
     for inv in (True, False):
-        matmul_cuda.INVARIANT = inv
+        cublas_ref.use_cublas(not inv)
         # device time (graph replays), no host between launches
         ms = graph_ms(lambda: [matmul_cuda.cuda(a, w) for a, (_, w) in zip(xs, shapes)], reps=10, inner=2)
         head = graph_ms(lambda: matmul_cuda.cuda(xs[0], model.w.lm_head), reps=5, inner=1)
         log(f"{tag}_gemms_{'invariant' if inv else 'plain'}_ms", ms * spec.n_layers + head)
-    matmul_cuda.INVARIANT = True
+    cublas_ref.use_cublas(False)
     P = 16
     kv = kv_store(spec, M, -(-(L + 1) // P) * P, P)
     kv.K.view(cp.uint16)[...] = 0
@@ -218,10 +219,10 @@ def gemm_sweep(spec, model):
     for M in (1, 8, 16, 32, 64, 128, 512, 2048):
         xs = [cp.ascontiguousarray(x[:M, :k]) for k, _ in shapes]
         for inv in (True, False):
-            matmul_cuda.INVARIANT = inv
+            cublas_ref.use_cublas(not inv)
             ms = graph_ms(lambda: [matmul_cuda.cuda(a, w) for a, (_, w) in zip(xs, shapes)], reps=5, inner=2)
             log(f"llama3_gemms_{'ours' if inv else 'plain'}_M{M}_ms", ms * spec.n_layers)
-        matmul_cuda.INVARIANT = True
+        cublas_ref.use_cublas(False)
         log(f"llama3_gemms_M{M}_TFLOPs_ours", flop1 * M / (R[f"llama3_gemms_ours_M{M}_ms"] / 1e3) / 1e12)
 
 
@@ -282,12 +283,12 @@ def main():
         model = our_model(spec, hf)
         log(f"{t}_decode_floor_ms", read_bytes(spec) / bw * 1e3)
         step(f"{t}_stages_b1", stages, f"{t}_b1_L384", spec, model, 1, 384)
-        matmul_cuda.INVARIANT = True
+        cublas_ref.use_cublas(False)
         ours = step(f"{t}_ours", ours_decode, f"{t}_ours_b1_decode", spec, model)
-        matmul_cuda.INVARIANT = False
+        cublas_ref.use_cublas(True)
         model.graphs.graphs.clear()
         step(f"{t}_ours_plain", ours_decode, f"{t}_ours_plain_cublas_b1_decode", spec, model)
-        matmul_cuda.INVARIANT = True
+        cublas_ref.use_cublas(False)
         model.graphs.graphs.clear()
         step(f"{t}_hf", hf_decode, f"{t}_hf_eager_b1_decode", spec, hf)
         if shape == "llama3-8b":
@@ -295,21 +296,21 @@ def main():
             step("sweep", gemm_sweep, spec, model)
             step("pf", ours_prefill, "llama3_ours_prefill2048", spec, model)
             step("gi", gemm_stage, "llama3_prefill2048_invariant", spec, model, 2048)
-            matmul_cuda.INVARIANT = False
+            cublas_ref.use_cublas(True)
             step("pfp", ours_prefill, "llama3_ours_plain_cublas_prefill2048", spec, model)
             step("gp", gemm_stage, "llama3_prefill2048_plain", spec, model, 2048)
-            matmul_cuda.INVARIANT = True
+            cublas_ref.use_cublas(False)
             step("hfp", hf_prefill, "llama3_hf_eager_prefill2048", spec, hf)
             if not a.quick:
                 model.graphs.graphs.clear()
                 step("b64", ours_decode, "llama3_ours_static64_decode", spec, model,
                      prompt_len=512, new=64, batch=64, context=1024)
                 step("st64", stages, "llama3_b64_L576", spec, model, 64, 576)
-                matmul_cuda.INVARIANT = False
+                cublas_ref.use_cublas(True)
                 model.graphs.graphs.clear()
                 step("b64p", ours_decode, "llama3_ours_plain_cublas_static64_decode", spec, model,
                      prompt_len=512, new=32, batch=64, context=1024)
-                matmul_cuda.INVARIANT = True
+                cublas_ref.use_cublas(False)
                 kvb = 64 * (512 + 288) * 2 * spec.n_layers * spec.n_kv_heads * spec.head_dim * 2
                 log("llama3_static64_step_floor_ms", (read_bytes(spec) + kvb) / bw * 1e3)
             pool = cp.get_default_memory_pool()

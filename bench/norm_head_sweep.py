@@ -1,7 +1,7 @@
 """The norm-fused streaming GEMM (cuda_norm) at one row against its configuration (MT, NT, U)
 on smollm2-135m's shapes: the LM head (49,152 x 576) and the layer's qkv, each timed as a
 graph replay, bytes compared across configurations, against the weight bytes over the copy
-rate. The source of matmul_cuda.NORM_WIDE.
+rate. The source of matmul_fused_cuda.NORM_WIDE.
   python3 bench/norm_head_sweep.py"""
 from __future__ import annotations
 
@@ -14,13 +14,14 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import cupy as cp  # noqa: E402
 
 from bench.cudatime import copy_TBps, graph_ms  # noqa: E402
-from kernels import matmul_cuda as mm  # noqa: E402
+from kernels import matmul_fused_cuda as mm  # noqa: E402
+from kernels.matmul_packed_cuda import pack  # noqa: E402
 from kernels.common_cuda import as_bf16  # noqa: E402
 
 CFGS = [(1, 1, 4), (1, 2, 4), (1, 2, 2), (1, 4, 2), (1, 4, 1), (1, 8, 1), (1, 8, 2)]
 bw = copy_TBps()
 for N, K in ((49152, 576), (960, 576), (128256, 1024)):
-    w = mm.pack(as_bf16(cp.random.standard_normal((N, K), dtype=cp.float32) * 0.05))
+    w = pack(as_bf16(cp.random.standard_normal((N, K), dtype=cp.float32) * 0.05))
     h = cp.random.standard_normal((1, K), dtype=cp.float32)
     xo = cp.random.standard_normal((1, K), dtype=cp.float32)
     nw = as_bf16(cp.random.standard_normal((K,), dtype=cp.float32))

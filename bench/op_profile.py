@@ -112,8 +112,8 @@ def main():
     global SYNC
     SYNC = a.sync
     if a.fuse_norm is not None:
-        from kernels import matmul_cuda
-        matmul_cuda.FUSE_NORM = bool(a.fuse_norm)
+        from kernels import matmul_fused_cuda
+        matmul_fused_cuda.FUSE_NORM = bool(a.fuse_norm)
     if a.pdl is not None:
         from kernels import common_cuda
         common_cuda.PDL = bool(a.pdl)

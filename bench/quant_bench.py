@@ -5,7 +5,7 @@ Prints, all graph-timed (bench/cudatime.graph_ms) on weights of 32 distinct laye
 - a config sweep of qgemv at M = 1, 16, 64 on the gate|up (28,672 x 4,096) for each type
   (fconv_u's loop, CV = 1, beside the earlier conv_u loop, CV = 0);
 - one decode step's GEMMs (32 layers x qkv, o, gate|up, down + the LM head) at M = 1, 16, 64
-  for bf16 (matmul_cuda, Packed), Q8_0 and a Q4_K_M-like mix (Q4_K; attn_v and ffn_down Q6_K in
+  for bf16 (matmul_cuda, matmul_packed_cuda.Packed), Q8_0 and a Q4_K_M-like mix (Q4_K; attn_v and ffn_down Q6_K in
   every other layer, the LM head Q6_K; q|k|v then two launches where v is Q6_K), with ms,
   GB/s of weights, and ratio to the floor and to bf16;
 - prefill GEMMs at 2,048 rows for 4 layers: bf16 against dequantize-to-Packed + the same GEMM;
@@ -27,6 +27,7 @@ sys.path.insert(0, ".")
 from bench.cudatime import copy_TBps, graph_ms   # noqa: E402
 from kernels import common_cuda as C              # noqa: E402
 from kernels import matmul_cuda as MM             # noqa: E402
+from kernels.matmul_packed_cuda import Packed      # noqa: E402
 from kernels import qmatmul_cuda as Q             # noqa: E402
 from server.engine.weights.blocks import BLOCK    # noqa: E402
 
@@ -58,8 +59,8 @@ def rand_q(kind: str, N: int, K: int) -> Q.QWeight:
     return Q.QWeight(kind, N, K, planes)
 
 
-def rand_bf16(N: int, K: int) -> MM.Packed:
-    return MM.Packed(C.as_bf16(cp.random.standard_normal((N, K), dtype=cp.float32) * 0.02))
+def rand_bf16(N: int, K: int) -> Packed:
+    return Packed(C.as_bf16(cp.random.standard_normal((N, K), dtype=cp.float32) * 0.02))
 
 
 def model(kind: str):

@@ -15,6 +15,7 @@ import cupy as cp  # noqa: E402
 from bench.cudatime import copy_TBps, graph_ms  # noqa: E402
 from bench.gemm_bench import layer_shapes  # noqa: E402
 from kernels import matmul_cuda as mm  # noqa: E402
+from kernels.matmul_packed_cuda import pack  # noqa: E402
 from kernels.common_cuda import as_bf16  # noqa: E402
 from server.shapes.spec import SHAPES  # noqa: E402
 
@@ -26,7 +27,7 @@ ap.add_argument("--ms", default="1,16,32,48,64,96,128")
 a = ap.parse_args()
 s = SHAPES["llama3-8b"]
 shapes = layer_shapes(s) + [(s.vocab, s.d_model)]
-ws = [mm.pack(as_bf16(cp.random.standard_normal(sh, dtype=cp.float32) * 0.02)) for sh in shapes]
+ws = [pack(as_bf16(cp.random.standard_normal(sh, dtype=cp.float32) * 0.02)) for sh in shapes]
 reps = [s.n_layers] * 4 + [1]
 nbytes = sum(w.nbytes * r for w, r in zip(ws, reps))
 bw = copy_TBps()

@@ -4,8 +4,9 @@
 where the op has a GPU form, `kernels/<op>_cuda.py` holds `cuda(...)` (cupy arrays in, cupy
 arrays out), its CUDA C in `kernels/csrc/` (`*.cu`, and `*.cuh` for what several share:
 common.cuh with bf16, warp reductions, the shared per-element arithmetic and PDL;
-pi_order.cuh; the mma steps), read verbatim and compiled at run time for the device's own
-SM (`common_cuda.kernel`; `wgmma_cuda.load_sm90a` for the sm_90a kernels). The model never
+pi_order.cuh; the mma steps), composed by `common_cuda.csrc` (files in order, local
+includes resolved) and compiled at run time by `common_cuda.kernel` (HEADER in front; for the
+device's own SM, or arch "sm_90a" for the wgmma kernels). The model never
 calls either form directly: it calls `kernels.ops.<op>(...)`, which picks the form by the
 array's type (numpy or cupy).
 """

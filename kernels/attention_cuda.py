@@ -69,13 +69,11 @@ FORCE_SPLIT = None  # tests: True / False forces a mode, None chooses by shape
 PREFETCH = True     # fetch span j+1's keys while span j is computed (scheduling only)
 HEAD_DIMS = GPU_HEAD_DIMS  # head dims built (the swizzle wants >= 8 chunks of 16 bytes a row)
 
-_MMA = csrc("attention_mma.cuh")
-
-_SRC = _MMA + csrc("attention.cu")
+_SRC = csrc("attention_mma.cuh", "attention.cu")
 
 # The definition, for the tests: one warp a (row, q head) of one chunk, the query alone in
 # m-row 0 (rows 1..15 of A are zero), K and V read straight through the table (0 past p).
-_REF_SRC = _MMA + csrc("attention_reference.cu")
+_REF_SRC = csrc("attention_mma.cuh", "attention_reference.cu")
 
 
 class RoundMap:

@@ -1,17 +1,21 @@
-"""Shared pieces of the CUDA forms: bf16 <-> f32 in device code, run-time compilation for
-the device's own SM (cupy/NVRTC picks the arch of the current device; none is named here).
+"""Shared pieces of the CUDA forms: the one way a launcher composes its source (`csrc`) and
+the one way it compiles it (`kernel`, the arch chosen there), PDL launches, bf16 <-> f32.
 
 bf16 is stored as raw 16-bit words (`bf16` below); arithmetic is always float32.
 """
 from __future__ import annotations
 
 import ctypes
+import logging
+import re
 from pathlib import Path
 
 import cupy as cp
 import numpy as np
 
 from server.config import setting
+
+log = logging.getLogger(__name__)
 
 BF16 = getattr(cp, "bfloat16", None)
 if BF16 is None:                                   # cupy < 14: the ml_dtypes type
@@ -20,36 +24,84 @@ if BF16 is None:                                   # cupy < 14: the ml_dtypes ty
 
 CSRC = Path(__file__).resolve().with_name("csrc")
 
-
-def csrc(name: str) -> str:
-    """The text of kernels/csrc/<name>, exactly as it is (the sources handed to the compiler
-    are held to their bytes by tests/house/test_cuda_sources.py)."""
-    return (CSRC / name).read_text(encoding="utf-8")
+_INCLUDE = re.compile(r'^#include "([^"]+)"\s*$', flags=re.M)
 
 
-# Prepended to every source common_cuda.kernel compiles: bf16, warp reductions, the shared
+def csrc(*names: str) -> str:
+    """The CUDA source composed from kernels/csrc: the named files in order, each with its
+    local `#include "x.cuh"` lines replaced by kernels/csrc/x.cuh (its `#pragma once` dropped).
+    Every launcher composes through this; the strings handed to the compiler are held to their
+    bytes by tests/house/test_cuda_sources.py."""
+    return "".join(_INCLUDE.sub(_included, (CSRC / n).read_text(encoding="utf-8")) for n in names)
+
+
+def _included(m) -> str:
+    return (CSRC / m.group(1)).read_text(encoding="utf-8").replace("#pragma once", "")
+
+
+# Prepended by `kernel` to every source it compiles: bf16, warp reductions, the shared
 # per-element arithmetic (SwiGLU, RMSNorm, RoPE), programmatic dependent launch
 HEADER = csrc("common.cuh")
 
-# the pi order of a 32-k chunk (matmul_cuda.Packed) and its inverse
-UNPI = csrc("pi_order.cuh")
-
 _cache: dict = {}
+_modules: list = []                  # sm_90a modules, kept alive with their functions
 
 
-def kernel(src: str, name: str, defines: tuple = (), smem: int = 0):
-    """The compiled kernel `name` of src (cached). smem: dynamic shared memory bytes the
-    kernel may ask for beyond the default 48 KiB (its launches pass shared_mem=...)."""
-    key = (src, name, defines, smem)
+def kernel(src: str, name: str, defines: tuple = (), smem: int = 0, arch: str | None = None,
+           fallback: str = ""):
+    """The kernel `name` of HEADER + src, compiled at run time (cached): the one compile path
+    of every launcher. defines: -D options; smem: dynamic shared memory bytes the kernel may
+    ask for beyond the default 48 KiB (its launches pass shared_mem=...).
+    arch None: for the current device's own SM, through cupy (NVRTC, --std=c++14).
+    arch "sm_90a" (wgmma, setmaxnreg and TMA are sm_90a instructions): through NVRTC for
+    compute_90a (--std=c++17), loaded as PTX, per device; None (logged once, `fallback` names
+    what runs instead) where the device is not sm_90 or the compile fails."""
+    if arch is None:
+        key = (src, name, defines, smem)
+        if key not in _cache:
+            opts = ("--std=c++14",) + tuple(f"-D{d}" for d in defines)
+            if smem:
+                fn = cp.RawKernel(HEADER + src, name, options=opts)
+                fn.max_dynamic_shared_size_bytes = smem
+            else:
+                fn = cp.RawModule(code=HEADER + src, options=opts).get_function(name)
+            _cache[key] = fn
+        return _cache[key]
+    if arch != "sm_90a":
+        raise ValueError(f"kernel {name}: no compile path for arch {arch!r}")
+    key = (src, name, defines, smem, arch, cp.cuda.Device().id)
     if key not in _cache:
-        opts = ("--std=c++14",) + tuple(f"-D{d}" for d in defines)
-        if smem:
-            fn = cp.RawKernel(HEADER + src, name, options=opts)
-            fn.max_dynamic_shared_size_bytes = smem
-        else:
-            fn = cp.RawModule(code=HEADER + src, options=opts).get_function(name)
-        _cache[key] = fn
+        _cache[key] = _load_sm90a(HEADER + src, name, defines, smem, fallback)
     return _cache[key]
+
+
+def _load_sm90a(src: str, name: str, defines: tuple, smem: int, fallback: str):
+    if cp.cuda.Device().compute_capability != "90":
+        return None
+    try:
+        from cupy_backends.cuda.libs import nvrtc
+        prog = nvrtc.createProgram(src, name + ".cu", (), ())
+        try:
+            nvrtc.compileProgram(prog, ("-arch=compute_90a", "--std=c++17") + tuple(f"-D{d}" for d in defines))
+        except Exception:
+            raise RuntimeError(nvrtc.getProgramLog(prog))
+        ptx = nvrtc.getPTX(prog)
+        nvrtc.destroyProgram(prog)
+        if isinstance(ptx, str):
+            ptx = ptx.encode()
+        mod = cp.cuda.function.Module()
+        mod.load(ptx.rstrip(b"\0") + b"\0")
+        fn = mod.get_function(name)
+        try:
+            fn.max_dynamic_shared_size_bytes = smem
+        except AttributeError:                                   # older cupy: the driver call
+            from cupy_backends.cuda.api import driver
+            driver.funcSetAttribute(fn.ptr, 8, smem)             # MAX_DYNAMIC_SHARED_SIZE_BYTES
+        _modules.append(mod)                                     # kept alive with the function
+        return fn
+    except Exception as e:
+        log.warning("%s unavailable (%s: %s); %s", name, type(e).__name__, str(e)[:300], fallback)
+        return None
 
 
 PDL = setting("TF_PDL") != "0"   # programmatic dependent launch in CUDA graphs

@@ -57,22 +57,22 @@ def apply_rope(x, positions, inv):
 def norm_linear(out, h, norm_w, eps, w, bias=None, glu_ff=None):
     """A sublayer's input: h' = out + h (h alone when out is None), then rmsnorm(h') times W
     (gate|up with SwiGLU when glu_ff). Returns (y, h'). On the GPU at up to 16 rows one GEMM
-    launch norms the rows as it loads them (kernels/matmul_cuda.cuda_norm)."""
-    if not _cpu(h) and not _quant(w):  # at prefill rows y may be a matmul_cuda.Pi (for `linear`)
-        return _gpu("matmul").cuda_norm(out, h, norm_w, eps, w, bias, glu_ff, pi_out=True)
+    launch norms the rows as it loads them (kernels/matmul_fused_cuda.cuda_norm)."""
+    if not _cpu(h) and not _quant(w):  # at prefill rows y may be a matmul_pi_cuda.Pi (for `linear`)
+        return _gpu("matmul_fused").cuda_norm(out, h, norm_w, eps, w, bias, glu_ff, pi_out=True)
     x, h = (rms_norm(h, norm_w, eps), h) if out is None else add_rms_norm(out, h, norm_w, eps)
     return (linear(x, w, bias) if glu_ff is None else gate_up_silu(x, w, glu_ff)), h
 
 
 def gate_up_silu(x, w, ff):
     """silu(x Wg) * (x Wu) from the fused gate|up matrix (gate columns then up): on the GPU at
-    decode sizes one GEMM launch with SwiGLU in its epilogue (kernels/matmul_cuda.cuda_glu)."""
+    decode sizes one GEMM launch with SwiGLU in its epilogue (kernels/matmul_fused_cuda.cuda_glu)."""
     if _quant(w):                    # the GEMM, then swiglu_cuda: cuda_glu's bytes
         return _gpu("qmatmul").glu(x, w, ff)
     if _cpu(x):
         gu = linear(x, w)
         return swiglu.ref(gu[:, :ff], gu[:, ff:])
-    return _gpu("matmul").cuda_glu(x, w, ff)
+    return _gpu("matmul_fused").cuda_glu(x, w, ff)
 
 
 def write_kv(k_pool, v_pool, table, page_rows, start, k, v):
@@ -111,7 +111,7 @@ def qkv_attend(qkv, nq, nkv, hd, pos, inv, k_pool, v_pool, rows, scale, norms=No
         mm = _gpu("matmul")              # prefill rows: the output in pi order for the o GEMM
         pi = hd % 32 == 0 and mm.tma_rows(T, nq * hd, nq * hd)
         out = _gpu("attention").cuda_round(q, k_pool, v_pool, rows.dev, scale, pi)
-        return mm.Pi(out) if pi else out
+        return _gpu("matmul_pi").Pi(out) if pi else out
     q = qkv[:, : nq * hd].reshape(T, nq, hd)
     k = qkv[:, nq * hd:(nq + nkv) * hd].reshape(T, nkv, hd)
     v = qkv[:, (nq + nkv) * hd:].reshape(T, nkv, hd)

@@ -2,33 +2,32 @@
 
 A `QWeight` is a `Blocks` (server/engine/weights/blocks.py) uploaded as its own bytes, regrouped
 per row into planes (kernels/csrc/qblocks.cuh says which; the same byte count: `nbytes` ==
-Blocks.nbytes). The arithmetic is matmul_cuda's definition on the weights gguf dequantizes,
+Blocks.nbytes). The arithmetic is matmul_definition_cuda's on the weights gguf dequantizes,
 rounded to bf16 (each weight unpacked in registers by the same operations as gguf's numpy
 code, then rounded to nearest even): so a quantized matrix gives the bytes the bf16 path gives
 for the same file, at every row count, through every path here:
 - `gemv` (M <= GEMV_MAX rows: decode): kernel `qgemv`, weights unpacked in registers, fed to
   mma.sync as the definition feeds them; one launch per part of a `QStack` (q|k|v or gate|up
   whose parts differ in type), each writing its column slice.
-- above GEMV_MAX rows (prefill): each part dequantized straight into matmul_cuda.Packed order in
+- above GEMV_MAX rows (prefill): each part dequantized straight into matmul_packed_cuda.Packed order in
   a scratch buffer (`qdequant`), then matmul_cuda.cuda (the tensor-core paths) on it.
 - `definition`: kernel `qdefinition`, one warp a 16 x 8 tile, the definition's loop (tests).
-CUDA source: kernels/csrc/qgemv.cu (+ qblocks.cuh), compiled at run time by NVRTC through
-common_cuda.kernel (HEADER in front); `source` inlines the local includes.
+CUDA source: kernels/csrc/qgemv.cu (+ qblocks.cuh), composed by common_cuda.csrc (the local
+includes inlined) and compiled at run time by common_cuda.kernel (HEADER in front).
 """
 from __future__ import annotations
-
-import re
-from pathlib import Path
 
 import cupy as cp
 import numpy as np
 
 from kernels import common_cuda as C
 from kernels import matmul_cuda as MM
+from kernels.matmul_definition_cuda import KSPLIT
+from kernels.matmul_packed_cuda import Packed
+from kernels.matmul_pi_cuda import Pi
 from server.config import setting
 from server.engine.weights.blocks import BLOCK, Blocks
 
-CSRC = Path(__file__).resolve().parent / "csrc"
 KIND_ID = {"Q8_0": 1, "Q4_0": 2, "Q4_1": 3, "Q4_K": 4, "Q6_K": 5}
 GEMV_MAX = int(setting("TF_QGEMV_MAX"))   # rows through qgemv; more: dequant + GEMM
 # (up to M rows: MT, NT, U, PF[, CV, MB]) of qgemv, from bench/quant_bench.py's sweeps on the
@@ -41,22 +40,15 @@ _NULL = np.uint64(0)
 BP_INT = int(setting("TF_QBP_INT"))   # 1: bf16 rounding by integer ops (a speed variant)
 PF_G = int(setting("TF_QPF"))          # default of qgemv's PF: group g + 1's loads before g's arithmetic
 
-
-def source(name: str) -> str:
-    """kernels/csrc/<name> with its local #include "x.cuh" lines replaced by the files."""
-    text = (CSRC / name).read_text()
-
-    def inc(m):
-        return (CSRC / m.group(1)).read_text().replace("#pragma once", "")
-    return re.sub(r'^#include "([^"]+)"\s*$', inc, text, flags=re.M)
+_SRC = C.csrc("qgemv.cu")
 
 
 def _fn(name: str, kind: str, mt: int = 1, nt: int = 1, u: int = 1, pf: int | None = None,
         cv: int = 1, mb: int = 1):
-    defs = (f"QK={KIND_ID[kind]}", f"S_={MM.KSPLIT}", f"MT={mt}", f"NT={nt}", f"U_={u}",
+    defs = (f"QK={KIND_ID[kind]}", f"S_={KSPLIT}", f"MT={mt}", f"NT={nt}", f"U_={u}",
             f"BP_INT={BP_INT}", f"PF_G={PF_G if pf is None else pf}", f"CV={cv}", f"MINB={mb}")
-    smem = MM.KSPLIT * mt * nt * 128 * 4
-    return C.kernel(source("qgemv.cu"), name, defs, smem if smem > 48 * 1024 else 0)
+    smem = KSPLIT * mt * nt * 128 * 4
+    return C.kernel(_SRC, name, defs, smem if smem > 48 * 1024 else 0)
 
 
 class QWeight:
@@ -179,10 +171,10 @@ def gemv(x, w, bias=None, out=None, cfg: tuple | None = None):
         b = _NULL if bias is None else _bias(bias[col:col + n])
         o = out[:, col:col + n]
         C.launch(_fn("qgemv", p.kind, mt, nt, u, pf, cv, mb), (-(-n // (8 * nt)), -(-M // (16 * mt))),
-                 (32 * MM.KSPLIT,),
+                 (32 * KSPLIT,),
                  (x, np.int64(K)) + p.ptrs() + (b, o, np.int64(ldo), np.int32(M), np.int32(n),
                                                 np.int32(K)),
-                 shared_mem=MM.KSPLIT * mt * nt * 128 * 4)
+                 shared_mem=KSPLIT * mt * nt * 128 * 4)
         col += n
     return out
 
@@ -214,8 +206,8 @@ def dequant(w) -> cp.ndarray:
     return out
 
 
-def dequant_packed(w, data: cp.ndarray | None = None) -> MM.Packed:
-    """A matmul_cuda.Packed of the bf16 weights (prefill), written straight in Packed order;
+def dequant_packed(w, data: cp.ndarray | None = None) -> Packed:
+    """A matmul_packed_cuda.Packed of the bf16 weights (prefill), written straight in Packed order;
     data: a scratch buffer to reuse (bf16, at least N * K elements)."""
     N, K = w.shape
     if N % 8 or K % 32:
@@ -231,9 +223,9 @@ def dequant_packed(w, data: cp.ndarray | None = None) -> MM.Packed:
                  p.ptrs() + (buf, np.int32(n), np.int32(K), np.int32(1), np.int32(row),
                              np.int32(K // 32)))
         row += n
-    pk = MM.Packed.__new__(MM.Packed)
+    pk = Packed.__new__(Packed)
     pk.data = buf.reshape(N // 8, K // 32, 4, 8, 4, 2)
-    pk.shape, pk.dtype, pk.nbytes, pk.plain = (N, K), C.BF16, buf.nbytes, None
+    pk.shape, pk.dtype, pk.nbytes = (N, K), C.BF16, buf.nbytes
     return pk
 
 
@@ -252,7 +244,7 @@ def scratch(n: int) -> cp.ndarray:
 def cuda(x, w, bias=None):
     """x [M, K] @ w.T (+ bias) -> float32 [M, N]: qgemv up to GEMV_MAX rows, else the weights
     dequantized to Packed bf16 and matmul_cuda.cuda (the same bytes either way)."""
-    if isinstance(x, MM.Pi):
+    if isinstance(x, Pi):
         x = x.natural()
     M = x.shape[0]
     if M <= GEMV_MAX:
@@ -275,7 +267,7 @@ def rows(w: QWeight, ids) -> cp.ndarray:
 
 def glu(x, w, ff: int, bias=None):
     """silu(x Wg) * (x Wu) as bf16 [M, ff] from a quantized gate|up: the GEMM, then
-    swiglu_cuda (== matmul_cuda.cuda_glu's fused epilogue, byte for byte)."""
+    swiglu_cuda (== matmul_fused_cuda.cuda_glu's fused epilogue, byte for byte)."""
     from kernels import swiglu_cuda
     gu = cuda(x, w, bias)
     return swiglu_cuda.cuda(gu[:, :ff], gu[:, ff:])

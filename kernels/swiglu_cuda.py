@@ -1,6 +1,6 @@
 """silu(gate) * up on the GPU, reading gate and up from the fused gate|up GEMM output
 (any row stride), writing bf16 [M, F] for the down projection. The arithmetic is
-common_cuda's `silu_mul`, shared with the GEMM's fused epilogue (matmul_cuda.cuda_glu)."""
+common_cuda's `silu_mul`, shared with the GEMM's fused epilogue (matmul_fused_cuda.cuda_glu)."""
 from __future__ import annotations
 
 import cupy as cp

@@ -20,20 +20,16 @@ core-matrix row is four 4-byte words of it (natural words 4t + 2h + b, t = 0..3)
 64 of a thread's 128 in registers, the rest in its own shared-memory slots. Blocks walk groups
 of 16 row tiles, row tile fastest, so x stays in L2 and each W tile leaves DRAM about once.
 
-Needs sm_90 exactly (wgmma is an sm_90a instruction): compiled through NVRTC for
-compute_90a and loaded as PTX. Elsewhere (or N % 256, K % 32 off, or the compile failing)
-`available` says no and matmul_cuda keeps its tiled kernel.
+Needs sm_90 exactly (wgmma is an sm_90a instruction): common_cuda.kernel(..., arch="sm_90a")
+compiles it through NVRTC for compute_90a and loads it as PTX. Elsewhere (or N % 256, K % 32
+off, or the compile failing) `available` says no and matmul_cuda keeps its tiled kernel.
 """
 from __future__ import annotations
-
-import logging
 
 import cupy as cp
 import numpy as np
 
-from kernels.common_cuda import HEADER, csrc
-
-log = logging.getLogger(__name__)
+from kernels.common_cuda import csrc, kernel
 
 BN = 256               # columns a block (wgmma n)
 BM = 128               # rows a block (2 warpgroups x 64)
@@ -48,62 +44,30 @@ _HST = (BN // 8) * _SBO + 64          # one k16 step's core matrices
 _CT = BM * 64 + 2 * _HST              # one 32-k chunk: the x tile, then W steps 0 and 1
 SMEM = ST * _CT + (BN // 2 - TOTR) * 256 * 4
 
-# wgmma group control, shared with kernels/wgmma_tma_cuda.py (needs NACC: accumulators a thread)
-WG_SRC = csrc("wgmma.cuh")
+# wgmma group control, kernels/csrc/wgmma.cuh, as kernels/wgmma_tma_cuda.py's (needs NACC:
+# accumulators a thread)
+_WG = csrc("wgmma.cuh")
 
 _SRC = csrc("wgmma_gemm.cu")
 
 
 def source(split: bool = False) -> str:
+    """The kernel's source (common_cuda.kernel puts HEADER in front): the %-template filled."""
     dregs = ", ".join(f"%{i}" for i in range(128))
     douts = ", ".join(f'"+f"(d[{i}])' for i in range(128))
-    return HEADER + f"#define SPLIT_ {int(split)}\n" + _SRC % dict(BN=BN, BM=BM, ST=ST, TOTR=TOTR, GM=GM, LBO=_LBO, SBO=_SBO,
-                                HST=_HST, CT=_CT, DREGS=dregs, DOUTS=douts, WG=WG_SRC)
+    return f"#define SPLIT_ {int(split)}\n" + _SRC % dict(BN=BN, BM=BM, ST=ST, TOTR=TOTR, GM=GM, LBO=_LBO, SBO=_SBO,
+                                HST=_HST, CT=_CT, DREGS=dregs, DOUTS=douts, WG=_WG)
 
 
 _fn: dict = {}
-_modules: list = []
-
-
-def load_sm90a(src: str, name: str, smem: int, what: str):
-    """Kernel `name` of src compiled through NVRTC for compute_90a (wgmma, setmaxnreg and TMA
-    are sm_90a instructions) and loaded as PTX, allowed `smem` bytes of dynamic shared memory;
-    None (logged once, `what` names the fallback) where the device is not sm_90 or the
-    compile fails."""
-    if cp.cuda.Device().compute_capability != "90":
-        return None
-    try:
-        from cupy_backends.cuda.libs import nvrtc
-        prog = nvrtc.createProgram(src, name + ".cu", (), ())
-        try:
-            nvrtc.compileProgram(prog, ("-arch=compute_90a", "--std=c++17"))
-        except Exception:
-            raise RuntimeError(nvrtc.getProgramLog(prog))
-        ptx = nvrtc.getPTX(prog)
-        nvrtc.destroyProgram(prog)
-        if isinstance(ptx, str):
-            ptx = ptx.encode()
-        mod = cp.cuda.function.Module()
-        mod.load(ptx.rstrip(b"\0") + b"\0")
-        fn = mod.get_function(name)
-        try:
-            fn.max_dynamic_shared_size_bytes = smem
-        except AttributeError:                                   # older cupy: the driver call
-            from cupy_backends.cuda.api import driver
-            driver.funcSetAttribute(fn.ptr, 8, smem)             # MAX_DYNAMIC_SHARED_SIZE_BYTES
-        _modules.append(mod)                                     # kept alive with the function
-        return fn
-    except Exception as e:
-        log.warning("%s unavailable (%s: %s); %s", name, type(e).__name__, str(e)[:300], what)
-        return None
 
 
 def _compile(split: bool = False):
     """The kernel for this device (None where it cannot run: not sm_90, or no compile)."""
     dev = cp.cuda.Device()
     if (dev.id, split) not in _fn:
-        _fn[dev.id, split] = load_sm90a(source(split), "wgmma_gemm", SMEM,
-                                        "the tiled kernel runs instead") if ENABLED else None
+        _fn[dev.id, split] = kernel(source(split), "wgmma_gemm", smem=SMEM, arch="sm_90a",
+                                    fallback="the tiled kernel runs instead") if ENABLED else None
     return _fn[dev.id, split]
 
 

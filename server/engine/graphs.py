@@ -95,8 +95,8 @@ class _Graph:
 
 class DecodeGraphs:
     def __init__(self, model, enabled=None):
-        if enabled is None:                             # FOLDSERVE_CUDA_GRAPHS=0: every round eager
-            enabled = setting("FOLDSERVE_CUDA_GRAPHS") != "0"
+        if enabled is None:                             # TF_CUDA_GRAPHS=0: every round eager
+            enabled = setting("TF_CUDA_GRAPHS") != "0"
         self.model, self.enabled = model, enabled
         self.graphs: dict = {}
         self.kv = None

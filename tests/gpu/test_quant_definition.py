@@ -2,7 +2,7 @@
 
 - the device's dequantization == gguf's float32 dequantization (Blocks.dequantize) rounded to
   bf16, byte for byte, for every type;
-- qdefinition (the plain kernel) == matmul_cuda.definition on those bf16 weights, byte for byte
+- qdefinition (the plain kernel) == matmul_definition_cuda.definition on those bf16 weights, byte for byte
   (so the quantized path is the bf16 path's arithmetic);
 - every path (qgemv in each configuration, the dispatcher's choice at decode and prefill row
   counts, the prefill's dequantize-to-Packed + tensor-core GEMM, mixed-type stacks) == the
@@ -19,8 +19,10 @@ cp = pytest.importorskip("cupy")
 pytest.importorskip("gguf")
 
 from kernels import common_cuda as C            # noqa: E402
-from kernels import matmul_cuda as MM           # noqa: E402
 from kernels import qmatmul_cuda as Q           # noqa: E402
+from kernels.matmul_definition_cuda import definition   # noqa: E402
+from kernels.matmul_packed_cuda import Packed    # noqa: E402
+from kernels.matmul_pi_cuda import Pi            # noqa: E402
 from server.engine.weights.blocks import BLOCK, Blocks   # noqa: E402
 
 KINDS = ["Q8_0", "Q4_0", "Q4_1", "Q4_K", "Q6_K"]
@@ -70,9 +72,9 @@ def test_dequant_is_gguf_rounded_to_bf16(kind):
     got = cp.asnumpy(Q.dequant(w)).view(np.uint16)
     want = _host_bf16(b)
     assert (got == want).all(), f"{kind}: {(got != want).sum()} of {got.size} weights differ"
-    # Packed order == matmul_cuda.Packed of the same bf16 weights
+    # Packed order == matmul_packed_cuda.Packed of the same bf16 weights
     pk = Q.dequant_packed(w)
-    ref = MM.Packed(Q.dequant(w))
+    ref = Packed(Q.dequant(w))
     assert (cp.asnumpy(pk.data).view(np.uint16) == cp.asnumpy(ref.data).view(np.uint16)).all()
 
 
@@ -90,7 +92,7 @@ def test_paths_equal_definition(kind, M, wide):
     x = _x(M, K, rng)
     bias = C.as_bf16(cp.asarray(rng.standard_normal(N).astype(np.float32)))
     for bb in (None, bias):
-        want = MM.definition(x, Q.dequant(w), bb)
+        want = definition(x, Q.dequant(w), bb)
         d = Q.definition(x, w, bb)
         assert (_bits(d) == _bits(want)).all(), f"{kind} M={M}: qdefinition != matmul definition"
         # (MT, NT, U[, PF, CV, MB]): CV = 1 (fconv_u's group loop) by default; CV = 0 the
@@ -118,7 +120,7 @@ def test_prefill_rows_equal_definition(kind):
     b = random_blocks(kind, N, K, rng)
     w = Q.upload(b)
     x = _x(M, K, rng)
-    want = MM.definition(x, Q.dequant(w))
+    want = definition(x, Q.dequant(w))
     got = Q.cuda(x, w)
     assert (_bits(got) == _bits(want)).all()
     # rows alone == rows among others (decode path and prefill path)
@@ -141,14 +143,14 @@ def test_mixed_stack():
     bias = C.as_bf16(cp.asarray(rng.standard_normal(192).astype(np.float32)))
     for M in (1, 9, 64, 200):
         x = _x(M, K, rng)
-        want = MM.definition(x, Q.dequant(w), bias)
+        want = definition(x, Q.dequant(w), bias)
         assert (_bits(Q.cuda(x, w, bias)) == _bits(want)).all(), f"M={M}"
-        want2 = MM.definition(x, Q.dequant(same))
+        want2 = definition(x, Q.dequant(same))
         assert (_bits(Q.cuda(x, same)) == _bits(want2)).all(), f"M={M} same-type stack"
 
 
 def _nat(y):
-    return y.natural() if isinstance(y, MM.Pi) else y
+    return y.natural() if isinstance(y, Pi) else y
 
 
 @pytest.mark.parametrize("kind", ["Q4_K", "Q6_K", "Q8_0", "Q4_1"])
@@ -161,7 +163,7 @@ def test_ops_quant_equal_bf16_path(kind):
     D, ff = 2048, 1024
     wq = Q.upload(random_blocks(kind, 3 * D // 2, D, rng))
     gq = Q.upload(random_blocks(kind, 2 * ff, D, rng))
-    wb, gb = MM.Packed(Q.dequant(wq)), MM.Packed(Q.dequant(gq))
+    wb, gb = Packed(Q.dequant(wq)), Packed(Q.dequant(gq))
     nw = C.as_bf16(cp.asarray((1 + 0.1 * rng.standard_normal(D)).astype(np.float32)))
     for M in (1, 7, 16, 64, 300):
         x = _x(M, D, rng)

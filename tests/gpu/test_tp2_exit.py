@@ -32,7 +32,7 @@ def test_tp2_server_exits_cleanly_after_decode_graphs(tmp_path):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     log = tmp_path / "serve.log"
-    env = {**os.environ, "NCCL_NVLS_ENABLE": "0", "FOLDSERVE_CUDA_GRAPHS": "1"}
+    env = {**os.environ, "NCCL_NVLS_ENABLE": "0", "TF_CUDA_GRAPHS": "1"}
     proc = subprocess.Popen(
         [sys.executable, "-m", "server.cli", "serve", "--tp", "2", "--device", "cuda",
          "--model", "dummy:smollm2-135m", "--port", str(port), "--context", "512",

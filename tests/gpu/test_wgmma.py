@@ -29,11 +29,11 @@ def wg():
 
 @pytest.mark.parametrize("M,N,K", [(2085, 512, 4096), (300, 768, 1056), (128, 256, 32), (1, 256, 2048)])
 def test_wgmma_equals_tiled_and_float64(wg, M, N, K):
-    from kernels import matmul_cuda
+    from kernels import matmul_cuda, matmul_packed_cuda
     x = bf16_round(rng.standard_normal((M, K)).astype(np.float32))
     w = bf16_round(rng.standard_normal((N, K)).astype(np.float32) * 0.02)
     b = bf16_round(rng.standard_normal(N).astype(np.float32))
-    xd, wd, bd = dev_bf16(x), matmul_cuda.pack(dev_bf16(w)), dev_bf16(b)
+    xd, wd, bd = dev_bf16(x), matmul_packed_cuda.pack(dev_bf16(w)), dev_bf16(b)
     want = x.astype(np.float64) @ w.astype(np.float64).T
     for bias, ref in ((None, want), (bd, want + b)):
         poison_pool()
@@ -47,10 +47,10 @@ def test_wgmma_equals_tiled_and_float64(wg, M, N, K):
 
 def test_wgmma_rows_alone_equal_rows_among_others(wg):
     """A row's bytes do not depend on the rows beside it (tiles, groups, the last partial tile)."""
-    from kernels import matmul_cuda
+    from kernels import matmul_cuda, matmul_packed_cuda
     K, N = 1024, 1024
     x = dev_bf16(rng.standard_normal((2000, K)).astype(np.float32))
-    w = matmul_cuda.pack(dev_bf16(rng.standard_normal((N, K)).astype(np.float32) * 0.02))
+    w = matmul_packed_cuda.pack(dev_bf16(rng.standard_normal((N, K)).astype(np.float32) * 0.02))
     full = host(matmul_cuda.cuda(x, w, force="wgmma"))
     for a, m in ((0, 1), (0, 129), (700, 77), (1999, 1), (128 * 9, 128 * 6 + 5)):
         part = host(matmul_cuda.cuda(x[a:a + m], w, force="wgmma"))
@@ -69,16 +69,16 @@ def test_wgmma_gate_up_at_decode_rows_equals_fused_stream(wg):
     """At 17..64 rows a wide gate|up GEMM may take the wgmma kernel then swiglu_cuda: the bytes
     of the streaming launch with SwiGLU in its epilogue, and of the tiled kernel + swiglu."""
     import cupy as cp
-    from kernels import matmul_cuda
+    from kernels import matmul_cuda, matmul_fused_cuda, matmul_packed_cuda
     K, F = 1024, 12288
     x = cp.asarray(rng.standard_normal((64, K)).astype(np.float32))
-    w = matmul_cuda.pack(dev_bf16(rng.standard_normal((2 * F, K)).astype(np.float32) * 0.05))
+    w = matmul_packed_cuda.pack(dev_bf16(rng.standard_normal((2 * F, K)).astype(np.float32) * 0.05))
     assert wg.available(64, 2 * F, K, matmul_cuda.WGMMA_SMALL[1])
     for M in (17, 32, 64):
         poison_pool()
-        got = matmul_cuda.cuda_glu(x[:M], w, F)                      # the dispatcher's choice
-        fused = matmul_cuda.cuda_glu(x[:M], w, F, force="stream")
-        via = matmul_cuda.cuda_glu(x[:M], w, F, force="wgmma")
+        got = matmul_fused_cuda.cuda_glu(x[:M], w, F)                # the dispatcher's choice
+        fused = matmul_fused_cuda.cuda_glu(x[:M], w, F, force="stream")
+        via = matmul_fused_cuda.cuda_glu(x[:M], w, F, force="wgmma")
         u16 = lambda a: a.view(cp.uint16).get()
         assert np.array_equal(u16(got), u16(fused)) and np.array_equal(u16(via), u16(fused)), M
 
@@ -88,9 +88,9 @@ def test_wgmma_range_split_equals_tiled(wg, N, K):
     """Few rows: one block a (tile, K range), the ranges folded by fold_parts: the tiled
     kernel's bytes, with and without bias, and the dispatcher's choice at 17..64 rows."""
     import cupy as cp
-    from kernels import matmul_cuda
+    from kernels import matmul_cuda, matmul_packed_cuda
     x = cp.asarray(rng.standard_normal((64, K)).astype(np.float32))
-    w = matmul_cuda.pack(dev_bf16(rng.standard_normal((N, K)).astype(np.float32) * 0.02))
+    w = matmul_packed_cuda.pack(dev_bf16(rng.standard_normal((N, K)).astype(np.float32) * 0.02))
     b = dev_bf16(rng.standard_normal(N).astype(np.float32))
     u32 = lambda a: host(a).view(np.uint32)
     for M in (1, 17, 33, 64):

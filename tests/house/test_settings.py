@@ -1,11 +1,13 @@
-"""Every TF_* / FOLDSERVE_* setting: read in server/config.py alone, listed once there
-(SETTINGS), and documented under the same names in deploy/foldserve.env and docs/operations.md."""
+"""Every TF_* setting: read in server/config.py alone, listed once there (SETTINGS), and
+documented under the same names in deploy/foldserve.env and docs/operations.md; the names
+renamed to that prefix still read, with one warning."""
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
-from server.config import SETTINGS, setting
+from server import config
+from server.config import RENAMED, SETTINGS, Env, setting
 
 ROOT = Path(__file__).resolve().parents[2]
 NAME = r"((?:TF|FOLDSERVE)_[A-Z0-9_]+)"
@@ -44,5 +46,29 @@ def test_no_module_but_config_reads_a_setting():
 
 def test_defaults_as_documented():
     assert setting("TF_PDL", {}) == "1" and setting("TF_TMA_SMALL", {}) == "0"
-    assert setting("FOLDSERVE_MODEL", {}) is None
+    assert setting("TF_MODEL", {}) is None
     assert setting("TF_PDL", {"TF_PDL": "0"}) == "0"
+
+
+def test_one_prefix():
+    assert [s.name for s in SETTINGS if not s.name.startswith("TF_")] == []
+
+
+def test_old_names_still_read_with_one_warning(monkeypatch, caplog):
+    monkeypatch.setattr(config, "_warned", set())
+    old = {"FOLDSERVE_MODEL": "dummy:smollm2-135m", "FOLDSERVE_CUDA_GRAPHS": "0",
+           "FOLDSERVE_CACHE_DIR": "/tmp/c"}
+    with caplog.at_level("WARNING", logger="server.config"):
+        assert setting("TF_MODEL", old) == "dummy:smollm2-135m"
+        assert setting("TF_MODEL", old) == "dummy:smollm2-135m"
+        assert Env.read(old).model == "dummy:smollm2-135m"
+        assert setting("TF_CUDA_GRAPHS", old) == "0" and setting("TF_CACHE_DIR", old) == "/tmp/c"
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 3 and all(sum(o in m for m in said) == 1 for o in old)
+    assert "set TF_MODEL instead" in next(m for m in said if "FOLDSERVE_MODEL" in m)
+    # the new name wins where both are set, and says nothing
+    caplog.clear()
+    assert setting("TF_MODEL", {**old, "TF_MODEL": "x.gguf"}) == "x.gguf"
+    assert Env.read({"TF_MODEL": "x.gguf"}).model == "x.gguf"
+    assert sorted(RENAMED) == ["TF_CACHE_DIR", "TF_CUDA_GRAPHS", "TF_MODEL"]
+    assert caplog.records == []

@@ -77,7 +77,6 @@ class Group:
         name = name or f"p{len(self.procs)}"
         out, err = self.workdir / f"{name}.out", self.workdir / f"{name}.err"
         full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
-        full_env.pop("FOLDSERVE_FOLLOWER", None)
         for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
             if env is None or k not in env:
                 full_env.pop(k, None)

@@ -3,10 +3,11 @@
 Why not gguf.GGUFReader: it builds a numpy view for every part of every field, and the
 default model's vocabulary and merges are ~100,000 small strings (6.2 s of field parts on
 the 2-core machine, before a single weight). The loader needs the scalars, the counts of the
-string arrays and the tensors' bytes; here string arrays are skipped by their lengths (their
-contents are the tokenizer's, read by server/text/gguf_meta.py), numeric arrays come back as
-numpy arrays, and the data section is one copy-on-write memory map (np.memmap mode "c":
-writable views for the kernels, nothing read until used).
+string arrays and the tensors' bytes; the KV header is walked by server/gguf_header.py (the
+one GGUF header reader: the tokenizer's too) keeping every key, with string arrays skipped by
+their lengths (their contents are the tokenizer's) and numeric arrays as numpy arrays; the
+data section is one copy-on-write memory map (np.memmap mode "c": writable views for the
+kernels, nothing read until used).
 
 Layout (little-endian, GGUF v2/v3):
     magic "GGUF" | u32 version | u64 n_tensors | u64 n_kv | n_kv * (key, u32 type, value)
@@ -19,11 +20,10 @@ import struct
 
 import numpy as np
 
-_SCALAR = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?",
-           10: "<Q", 11: "<q", 12: "<d"}
+from server.gguf_header import GGUFHeaderError, walk
+
 _NP = {0: np.uint8, 1: np.int8, 2: np.uint16, 3: np.int16, 4: np.uint32, 5: np.int32,
        6: np.float32, 7: np.bool_, 10: np.uint64, 11: np.int64, 12: np.float64}
-_STRING, _ARRAY = 8, 9
 _U32, _U64 = struct.Struct("<I"), struct.Struct("<Q")
 
 
@@ -64,19 +64,16 @@ class GGUFFile:
         self.mm = np.memmap(path, dtype=np.uint8, mode="c")
         self.mm = self.mm.view(np.ndarray)      # plain views: memmap's finalizer costs per slice
         buf = memoryview(self.mm)
-        if bytes(buf[:4]) != b"GGUF":
-            raise GGUFFormatError(f"{path}: not a GGUF file (magic {bytes(buf[:4])!r})")
-        self._buf, self.pos = buf, 4
-        version = self._u32()
-        if version not in (2, 3):
-            raise GGUFFormatError(f"{path}: GGUF version {version} is not supported (need 2 or 3)")
-        n_tensors, n_kv = self._u64(), self._u64()
-        self.fields: dict[str, Field] = {}
-        for _ in range(n_kv):
-            key = self._str()
-            self.fields[key] = self._value(self._u32())
+        try:
+            head = walk(buf, numbers=_numbers, strings=False)     # every key; string arrays counted
+        except GGUFHeaderError as e:
+            buf.release()
+            raise GGUFFormatError(f"{path}: {e}") from None
+        self.fields: dict[str, Field] = {k: Field(v, head.counts.get(k, 1))
+                                         for k, v in head.values.items()}
+        self._buf, self.pos = buf, head.end
         self.tensors: list[Tensor] = []
-        for _ in range(n_tensors):
+        for _ in range(head.n_tensors):
             name = self._str()
             nd = self._u32()
             dims = tuple(self._u64() for _ in range(nd))
@@ -99,7 +96,7 @@ class GGUFFile:
         self._buf.release()
         del self._buf
 
-    # --- the walk ---
+    # --- the tensor table's walk (the KV header is server/gguf_header's) ---
     def _u32(self) -> int:
         v = _U32.unpack_from(self._buf, self.pos)[0]
         self.pos += 4
@@ -116,26 +113,9 @@ class GGUFFile:
         self.pos += n
         return s.decode("utf-8", errors="replace")
 
-    def _value(self, vtype: int) -> Field:
-        if vtype in _SCALAR:
-            fmt = _SCALAR[vtype]
-            v = struct.unpack_from(fmt, self._buf, self.pos)[0]
-            self.pos += struct.calcsize(fmt)
-            return Field(v)
-        if vtype == _STRING:
-            return Field(self._str())
-        if vtype == _ARRAY:
-            etype, count = self._u32(), self._u64()
-            if etype in _NP:
-                dt = np.dtype(_NP[etype]).newbyteorder("<")
-                arr = np.frombuffer(self._buf, dtype=dt, count=count, offset=self.pos).copy()
-                self.pos += dt.itemsize * count
-                return Field(arr.tolist() if count <= 64 else arr, count)
-            if etype == _STRING:                 # skipped by their lengths: the tokenizer's
-                buf, pos, unpack = self._buf, self.pos, _U64.unpack_from
-                for _ in range(count):
-                    pos += 8 + unpack(buf, pos)[0]
-                self.pos = pos
-                return Field(None, count)
-            return Field([self._value(etype).value for _ in range(count)], count)
-        raise GGUFFormatError(f"{self.path}: unknown GGUF value type {vtype} at byte {self.pos}")
+
+def _numbers(buf, pos: int, etype: int, count: int):
+    """A numeric array as the loader keeps it: a numpy copy (a list when short)."""
+    dt = np.dtype(_NP[etype]).newbyteorder("<")
+    arr = np.frombuffer(buf, dtype=dt, count=count, offset=pos).copy()
+    return arr.tolist() if count <= 64 else arr

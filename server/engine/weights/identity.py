@@ -4,7 +4,7 @@ The content hash is sha256 over the files' bytes, read in chunks (a 16 GB model 
 sits in memory for it). Several files hash in the order given, each preceded by its
 base name and size, so renaming a shard or moving bytes between shards changes it.
 
-A one-file hash is remembered in $FOLDSERVE_CACHE_DIR (default ~/.cache/foldserve)/sha256.json
+A one-file hash is remembered in $TF_CACHE_DIR (default ~/.cache/foldserve)/sha256.json
 under the file's real path, size and mtime (ns): the default model's 0.4 s of hashing is
 paid once, not at every start. Any change of size or mtime hashes anew; an unwritable
 cache is no error.
@@ -22,7 +22,7 @@ CHUNK = 8 << 20
 
 def _cache_path() -> str:
     from server.config import setting
-    base = setting("FOLDSERVE_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "foldserve")
+    base = setting("TF_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "foldserve")
     return os.path.join(base, "sha256.json")
 
 
