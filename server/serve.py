@@ -79,6 +79,9 @@ def add_arguments(p):
                    help="requests that may wait beyond the running streams; 503 past it")
     p.add_argument("--header-timeout", type=float, default=10.0,
                    help="seconds a connection has to send a request's headers (408 after)")
+    p.add_argument("--body-timeout", type=_positive, default=60.0,
+                   help="seconds a request's body has to arrive once its headers are in "
+                        "(408 and a close after; default 60)")
     p.add_argument("--max-connections", type=int, default=None,
                    help="open client connections at most (default: from the open-file limit)")
     p.add_argument("--seed-salt", type=int, default=0,
@@ -361,7 +364,8 @@ def _serve_front(args, env, opened, comm, beat, lays, rooms, reserves, context, 
     args.loading.stop()                        # uvicorn takes the socket from here
     try:
         run_uvicorn(create_app(state), args.host, args.port, args.log_level, sock=args.http_socket,
-                    header_timeout=args.header_timeout, max_connections=args.max_connections)
+                    header_timeout=args.header_timeout, max_connections=args.max_connections,
+                    body_timeout=args.body_timeout)
     except SystemExit as e:                    # the SIGTERM above: exit as below
         if e.code not in (0, None):
             raise
