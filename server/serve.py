@@ -220,8 +220,8 @@ def _serve_rank(args, env, rank, world, mhost, mport) -> int:
             beat.stop()
         link.close()
         raise
-    if rank == 0 and beat:
-        beat.on_lost(comm.lose)                # a frozen follower breaks the comm at once
+    if beat:                                   # rank 0: a frozen follower breaks the comm at once;
+        beat.on_lost(comm.lose)                # a follower: a frozen rank 0 does
     try:
         if world > 1:                          # settings and file identity, before any weight is read
             _early_fingerprint(args, env, comm, rank, world)
@@ -259,6 +259,7 @@ def _serve_rank(args, env, rank, world, mhost, mport) -> int:
         reserves = [None if v < 0 else v for _, v in pairs]
         if rank != 0:
             from server.ranks.follower import follow
+            beat.set_timeout(args.peer_timeout)    # following from here: rank 0 pings as it serves
             follow(comm, opened.engine)
             return 0
         return _serve_front(args, env, opened, comm, beat, lays, rooms, reserves, context,
