@@ -63,7 +63,7 @@ def claim(host: str, port: int, retries: int = 0) -> tuple[socket.socket, str | 
 class Loading:
     """Answers 503 on `sock` from a thread of its own until stop()."""
 
-    def __init__(self, sock: socket.socket, reason: str = "the model is loading"):
+    def __init__(self, sock: socket.socket, reason: str = "foldserve is starting (the ranks meeting, the model loading)"):
         self.sock = sock
         self.reason = reason
         self._stop = threading.Event()

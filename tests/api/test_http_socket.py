@@ -77,11 +77,11 @@ def test_until_serving_begins_every_request_gets_a_503_loading():
         r = httpx.get(url + "/health", timeout=5)
         assert r.status_code == 503 and r.headers["retry-after"] == "2"
         assert r.json() == {"status": "loading",
-                            "reason": "the model is loading; retry in a few seconds"}
+                            "reason": "foldserve is starting (the ranks meeting, the model loading); retry in a few seconds"}
         r = httpx.post(url + "/v1/chat/completions", timeout=5,
                        json={"messages": [{"role": "user", "content": "hi"}]})
         assert r.status_code == 503
-        assert r.json() == {"error": {"message": "the model is loading; retry in a few seconds",
+        assert r.json() == {"error": {"message": "foldserve is starting (the ranks meeting, the model loading); retry in a few seconds",
                                       "type": "service_unavailable", "param": None,
                                       "code": "loading"}}
         r = httpx.head(url + "/health", timeout=5)
