@@ -5,8 +5,13 @@
 #
 #   deploy/one-host.sh TP [extra `foldserve serve` args]
 #   deploy/one-host.sh 1
-#   deploy/one-host.sh 2 --port 8001
+#   deploy/one-host.sh 2 --device cpu
 #   deploy/one-host.sh 3 --device cpu --model dummy:tiny
+#
+# Rank 0 serves on the env file's --port (8000) or, when that is taken (say by `make
+# serve`), the next free one of the 10 above it: it says so at once, and its last startup
+# line names the URL ("serving ... at http://127.0.0.1:8001/v1"). `--port-retries 0` makes
+# a taken port an error instead.
 #
 # Reads deploy/foldserve.env (or $FOLDSERVE_ENV); extra args come after its FOLDSERVE_ARGS,
 # so they win. FOLDSERVE_DRY_RUN=1 prints the command instead of running it.
@@ -24,4 +29,4 @@ load_env
 unset RANK WORLD_SIZE MASTER_ADDR MASTER_PORT LOCAL_RANK
 
 # shellcheck disable=SC2086  # FOLDSERVE_ARGS is a list of flags
-run_foldserve serve --tp "$tp" ${FOLDSERVE_ARGS:-} "$@"
+run_foldserve serve --tp "$tp" --port-retries 10 ${FOLDSERVE_ARGS:-} "$@"

@@ -19,16 +19,28 @@ log = logging.getLogger("foldserve")
 
 
 def read_chat_template(arg: str | None) -> str | None:
-    """--chat-template: a file's text, or (as vLLM takes it) the template itself."""
+    """--chat-template: a file's text, or (as vLLM takes it) the template itself; compiled
+    here, so a missing or broken template stops the server before any weight is read."""
     if arg is None:
         return None
     from server.config import ConfigError
+    from server.text.chat_template import ChatTemplateError, check
     if os.path.isfile(arg):
-        with open(arg, encoding="utf-8") as f:
-            return f.read()
-    if "{{" in arg or "{%" in arg:
-        return arg
-    raise ConfigError(f"--chat-template {arg!r}: no such file (and not a template)")
+        try:
+            with open(arg, encoding="utf-8") as f:
+                text = f.read()
+        except (OSError, UnicodeDecodeError) as e:
+            raise ConfigError(f"--chat-template {arg}: cannot read it: {e}") from None
+    elif "{{" in arg or "{%" in arg:
+        text = arg
+    else:
+        raise ConfigError(f"--chat-template {arg!r}: no such file (and not a template)")
+    try:
+        check(text)
+    except ChatTemplateError as e:
+        where = arg if text is not arg else "(the template given)"
+        raise ConfigError(f"--chat-template {where}: {e}") from None
+    return text
 
 
 def add_arguments(p):
@@ -36,6 +48,10 @@ def add_arguments(p):
     add_plan_flags(p)               # --model --device --tp --context --parallel ... (plan's too)
     p.add_argument("--host", default="127.0.0.1", help="rank 0's HTTP address")
     p.add_argument("--port", type=int, default=8000, help="rank 0's HTTP port")
+    p.add_argument("--port-retries", type=int, default=0, metavar="N",
+                   help="when --port is in use, take the first free one of the next N ports "
+                        "and say which (deploy/one-host.sh passes 10; default 0: stop with "
+                        "the error)")
     p.add_argument("--rank", type=int, default=None,
                    help="this host's rank, when each host starts its own (with --master; or $RANK)")
     p.add_argument("--master", default=None,
@@ -69,6 +85,9 @@ def add_arguments(p):
                    help="requests that may wait beyond the running streams; 503 past it")
     p.add_argument("--header-timeout", type=float, default=10.0,
                    help="seconds a connection has to send a request's headers (408 after)")
+    p.add_argument("--body-timeout", type=_positive, default=60.0,
+                   help="seconds a request's body has to arrive once its headers are in "
+                        "(408 and a close after; default 60)")
     p.add_argument("--max-connections", type=int, default=None,
                    help="open client connections at most (default: from the open-file limit)")
     p.add_argument("--seed-salt", type=int, default=0,
@@ -105,18 +124,18 @@ def _free_port(host: str) -> int:
         return s.getsockname()[1]
 
 
-def _check_port(host: str, port: int) -> None:
-    """Rank 0's HTTP address must be free: say so now (uvicorn would only find out after the
-    model has loaded). A probe bind, closed at once; uvicorn binds for real later."""
+def _claim_port(args):
+    """Rank 0's HTTP socket, listening now (server/api/http_socket.py): a taken port is said
+    before the model loads, or with --port-retries the next free one is taken and said."""
+    from server.api.http_socket import PortTaken, claim
     from server.config import ConfigError
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind((host, port))
-        except OSError as e:
-            raise ConfigError(f"cannot listen on {host}:{port}: {e.strerror or e}; "
-                              "is another server running there? (--port, --host)") from None
+    try:
+        sock, note = claim(args.host, args.port, args.port_retries)
+    except PortTaken as e:
+        raise ConfigError(str(e)) from None
+    if note:
+        print(f"foldserve: {note}", file=sys.stderr, flush=True)
+    return sock
 
 
 def _launch_followers(args, world: int, master: str) -> list:
@@ -164,7 +183,10 @@ def _run(args, env) -> int:
         from server.engine.device import require_cuda
         require_cuda()
     if (args.rank or int(env.torchrun.get("RANK", 0))) == 0:
-        _check_port(args.host, args.port)      # before the model loads, not after
+        args.chat_template_text = read_chat_template(args.chat_template)   # before the load
+        from server.api.http_socket import Loading
+        args.http_socket = _claim_port(args)   # before the model loads, not after
+        args.loading = Loading(args.http_socket).start()   # 503 "loading" until serving
     if world > 1 and args.rank is None and "RANK" not in env.torchrun:
         host = "127.0.0.1"
         master = args.master or f"{host}:{_free_port(host)}"
@@ -174,6 +196,9 @@ def _run(args, env) -> int:
     try:
         return _serve_rank(args, env, rank, world, mhost, mport)
     finally:
+        if getattr(args, "loading", None):    # a start that failed: the port is let go
+            args.loading.stop()
+            args.http_socket.close()
         for c in children:
             try:
                 c.wait(timeout=10)
@@ -211,8 +236,8 @@ def _serve_rank(args, env, rank, world, mhost, mport) -> int:
             beat.stop()
         link.close()
         raise
-    if rank == 0 and beat:
-        beat.on_lost(comm.lose)                # a frozen follower breaks the comm at once
+    if beat:                                   # rank 0: a frozen follower breaks the comm at once;
+        beat.on_lost(comm.lose)                # a follower: a frozen rank 0 does
     try:
         if world > 1:                          # settings and file identity, before any weight is read
             _early_fingerprint(args, env, comm, rank, world)
@@ -250,6 +275,7 @@ def _serve_rank(args, env, rank, world, mhost, mport) -> int:
         reserves = [None if v < 0 else v for _, v in pairs]
         if rank != 0:
             from server.ranks.follower import follow
+            beat.set_timeout(args.peer_timeout)    # following from here: rank 0 pings as it serves
             follow(comm, opened.engine)
             return 0
         return _serve_front(args, env, opened, comm, beat, lays, rooms, reserves, context,
@@ -349,7 +375,7 @@ def _serve_front(args, env, opened, comm, beat, lays, rooms, reserves, context, 
     names = tuple(args.served_model_name or ())
     state = AppState(scheduler=sched, tokenizer=opened.tokenizer,
                      model_name=names[0] if names else opened.name, served_names=names,
-                     chat_template=read_chat_template(args.chat_template),
+                     chat_template=args.chat_template_text,
                      context=context, api_key=args.api_key, max_body_bytes=args.max_body_bytes,
                      max_queue=args.max_queue, tp=len(rooms), plan_line="\n".join(block),
                      kv_mode="pages" if p.paged else "windows", load_s=opened.load_seconds)
@@ -357,9 +383,11 @@ def _serve_front(args, env, opened, comm, beat, lays, rooms, reserves, context, 
     # action that killed rank 0 before sched.stop() could send the followers their StopStep
     signal.signal(signal.SIGTERM, _exit_on_term)
     stats = StatsLogger(sched.stats, args.stats_interval).start()
+    args.loading.stop()                        # uvicorn takes the socket from here
     try:
-        run_uvicorn(create_app(state), args.host, args.port, args.log_level,
-                    header_timeout=args.header_timeout, max_connections=args.max_connections)
+        run_uvicorn(create_app(state), args.host, args.port, args.log_level, sock=args.http_socket,
+                    header_timeout=args.header_timeout, max_connections=args.max_connections,
+                    body_timeout=args.body_timeout)
     except SystemExit as e:                    # the SIGTERM above: exit as below
         if e.code not in (0, None):
             raise

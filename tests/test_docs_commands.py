@@ -37,7 +37,7 @@ COVERED = {
     "foldserve plan --model dummy:llama3-8b --tp 3 --context 131072 --room 40": RUN,
     "foldserve check-pages": "tests/model/test_check_pages.py (the same check, planted faults too)",
     "foldserve bench --url http://127.0.0.1:8000": "tests/e2e/test_bench.py",
-    "deploy/one-host.sh 2 --device cpu": "tests/ranks/test_deploy.py::test_one_host_tp2_on_cpu_answers_a_chat_request",
+    "deploy/one-host.sh 2 --device cpu": "tests/ranks/test_deploy.py::test_one_host_tp2_on_cpu_answers_a_chat_request_beside_a_server_on_its_port",
     "deploy/one-host.sh 3 --device cpu --model dummy:tiny": RUN,
     "deploy/rank.sh 0 2 10.0.0.1:29551": RUN,
     "deploy/rank.sh 1 2 10.0.0.1:29551": RUN,

@@ -5,6 +5,10 @@
   the connection gets a 408 and is closed. uvicorn has no such setting: its
   `timeout_keep_alive` is cancelled by the first byte that arrives, so a client that
   trickles one header byte a second holds its connection (and a file descriptor) forever.
+- A body deadline (`--body-timeout`): once a request's headers are in, its body must have
+  arrived within the deadline, or the connection gets a 408 and is closed (the app, still
+  reading the body, hears a disconnect). Without it a client that trickles the body a byte
+  at a time holds a connection, busy and so never evicted, for as long as it likes.
 - A connection cap (`--max-connections`): past it, the oldest connection that is waiting
   for a request (slow headers, or idle between keep-alive requests) is closed to make room,
   so held-open connections cannot lock out a client that sends its request at once; when
@@ -21,6 +25,7 @@ import json
 import logging
 from dataclasses import dataclass, field
 
+import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 log = logging.getLogger("foldserve.api")
@@ -30,8 +35,10 @@ log = logging.getLogger("foldserve.api")
 class ConnectionLimits:
     header_timeout: float
     max_connections: int
+    body_timeout: float = 60.0
     waiting: dict = field(default_factory=dict)   # protocol -> None, oldest first
     closed_late: int = 0                            # connections past the header deadline
+    body_late: int = 0                              # connections past the body deadline
     evicted: int = 0                                # waiting ones closed to make room
     refused: int = 0                                # newcomers refused (every one busy)
 
@@ -52,7 +59,7 @@ def guarded_protocol(limits: ConnectionLimits) -> type:
         _limits = limits
 
         def connection_made(self, transport) -> None:
-            self._header_timer = None
+            self._header_timer = self._body_timer = None
             super().connection_made(transport)
             lim = self._limits
             if len(self.connections) > lim.max_connections:
@@ -71,14 +78,20 @@ def guarded_protocol(limits: ConnectionLimits) -> type:
 
         def connection_lost(self, exc) -> None:
             self._request_started()
+            self._body_done()
             super().connection_lost(exc)
 
         def data_received(self, data: bytes) -> None:
             super().data_received(data)
             if self.cycle is not None and not self.cycle.response_complete:
                 self._request_started()
+                if self.conn.their_state is h11.SEND_BODY:
+                    self._await_body()
+                else:
+                    self._body_done()
 
         def on_response_complete(self) -> None:
+            self._body_done()
             super().on_response_complete()
             if not self.transport.is_closing() and (
                     self.cycle is None or self.cycle.response_complete):
@@ -112,6 +125,27 @@ def guarded_protocol(limits: ConnectionLimits) -> type:
             self.transport.write(raw_error(
                 408, "Request Timeout", f"the request's headers did not arrive within "
                 f"{self._limits.header_timeout:g} s (--header-timeout)", "request_timeout"))
+            self.transport.close()
+
+        def _await_body(self) -> None:
+            if self._body_timer is None:
+                self._body_timer = self.loop.call_later(self._limits.body_timeout, self._body_late)
+
+        def _body_done(self) -> None:
+            if self._body_timer is not None:
+                self._body_timer.cancel()
+                self._body_timer = None
+
+        def _body_late(self) -> None:
+            self._body_timer = None
+            if self.transport.is_closing() or self.conn.their_state is not h11.SEND_BODY:
+                return
+            self._limits.body_late += 1
+            if self.cycle is None or not self.cycle.response_started:   # nothing sent yet
+                self.transport.write(raw_error(
+                    408, "Request Timeout", f"the request's body did not arrive within "
+                    f"{self._limits.body_timeout:g} s of its headers (--body-timeout)",
+                    "request_timeout"))
             self.transport.close()
 
         def _close_waiting(self) -> None:

@@ -174,7 +174,7 @@ class HostComm(Comm):
         if self._broken is None:
             self._broken = err
         s = self._sockets().get(err.rank)
-        if s is not None:
+        if s is not None and self.rank == 0:
             # tell the lost rank too, should it resume (a SIGCONT): it then stops with this
             # reason instead of running on in a group that is gone. Skipped when a frame to it
             # is half sent (the engine thread blocked on it); the shutdown below ends that send.
@@ -187,6 +187,7 @@ class HostComm(Comm):
                     pass
                 finally:
                     self._send_lock.release()
+        if s is not None:                        # rank 0 losing a follower, or a follower rank 0
             try:
                 s.shutdown(socket.SHUT_RDWR)     # wakes a recv or send blocked on it, with EOF
             except OSError:

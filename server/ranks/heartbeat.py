@@ -10,12 +10,15 @@ thread of its own:
              the echoes. A follower with a ping unanswered and nothing heard from it for
              `timeout_s` is lost, and so is one whose heartbeat connection drops: the
              monitor calls every on_lost callback once with a RankLost, and stops.
-  followers  Responder: echoes each ping at once; ends when rank 0's end closes.
+  followers  Responder: echoes each ping at once; ends when rank 0's end closes. A rank 0
+             that sends no ping for `timeout_s` is lost: the responder calls its on_lost
+             callbacks once with RankLost(0, ...) (the follower's comm breaks and it stops
+             with one line), so a frozen rank 0 does not leave its followers waiting forever.
 
 While the ranks start (model load, fingerprints, the pool) the monitor allows a longer
 silence (the join timeout): a load may hold a follower's interpreter for seconds in one
 C call (a cast of a large tensor), and nothing is served yet. set_timeout() arms the
-peer timeout once serving begins.
+peer timeout once serving begins (a follower's, as it starts following steps).
 
 The engine thread never touches these sockets, so a long step (a follower busy for
 minutes in a forward) does not delay an answer: numpy, cupy and NCCL release the GIL
@@ -275,44 +278,104 @@ class Monitor:
 # ---- followers -------------------------------------------------------------------------
 
 class Responder:
-    """A follower's thread: echoes rank 0's pings until the connection closes."""
+    """A follower's thread: echoes rank 0's pings until the connection closes, and calls
+    every on_lost callback once with RankLost(0, ...) when no ping has come for timeout_s
+    (rank 0 frozen: SIGSTOPped, hung, its host unreachable; it pings every 0.5 s or more
+    often, idle or busy). A connection that closes is no verdict: rank 0 stopping closes it,
+    and the collectives' link says why it went."""
 
-    def __init__(self, sock: socket.socket):
+    def __init__(self, sock: socket.socket, timeout_s: float | None = None):
+        if timeout_s is not None and timeout_s <= 0:
+            raise ValueError(f"peer timeout {timeout_s:g} s must be positive")
         self.sock = sock
+        self.timeout_s = timeout_s              # None: never judge (tests of rank 0's side)
+        self.lost: RankLost | None = None
+        self._callbacks: list = []
+        self._lock = threading.Lock()
+        self._heard = time.monotonic()
         self._thread = threading.Thread(target=self._run, name="foldserve-heartbeat", daemon=True)
 
     def start(self) -> "Responder":
+        self._heard = time.monotonic()
         self._thread.start()
         return self
+
+    def on_lost(self, callback) -> None:
+        """callback(RankLost), from the responder's thread; at once if rank 0 is lost already."""
+        with self._lock:
+            lost = self.lost
+            if lost is None:
+                self._callbacks.append(callback)
+        if lost is not None:
+            callback(lost)
+
+    def set_timeout(self, timeout_s: float) -> None:
+        """From now on rank 0 silent for timeout_s is lost (the peer timeout, once serving)."""
+        if timeout_s <= 0:
+            raise ValueError(f"peer timeout {timeout_s:g} s must be positive")
+        self.timeout_s = timeout_s
 
     def _run(self) -> None:
         try:
             while True:
-                tag, payload = wire.recv(self.sock)     # blocking: rank 0 pings every interval
+                if self.timeout_s is not None:
+                    left = self._heard + self.timeout_s - time.monotonic()
+                    # a short wait, so a set_timeout() is heeded within a second
+                    ready, _, _ = select.select([self.sock], [], [], max(0.0, min(left, 1.0)))
+                    if not ready:
+                        if time.monotonic() - self._heard <= self.timeout_s:
+                            continue
+                        # one more look before judging: this process may itself have been
+                        # stopped; a ping, an EOF or rank 0's verdict waiting there wins
+                        ready, _, _ = select.select([self.sock], [], [], 0)
+                        if not ready:
+                            return self._lose(rank0_silent(self.timeout_s))
+                self.sock.settimeout(None)
+                tag, payload = wire.recv(self.sock)
                 if tag != wire.HEARTBEAT:
                     return
+                self._heard = time.monotonic()
                 wire.send(self.sock, wire.HEARTBEAT, payload)
         except (OSError, ValueError):       # rank 0 closed it, or is gone: the link says why
             return
+
+    def _lose(self, detail: str) -> None:
+        err = RankLost(0, detail)
+        with self._lock:
+            if self.lost is not None:
+                return
+            self.lost = err
+            callbacks, self._callbacks = self._callbacks, []
+        for cb in callbacks:                # the comm breaks: the follower stops with one line
+            try:
+                cb(err)
+            except Exception:
+                log.exception("heartbeat: on_lost")
 
     def stop(self) -> None:
         try:
             self.sock.shutdown(socket.SHUT_RDWR)
         except OSError:
             pass
-        self._thread.join(2)
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(2)
         self.sock.close()
 
 
+def rank0_silent(timeout_s: float) -> str:
+    return (f"no heartbeat from it for {timeout_s:g} s (stopped, hung, or its host "
+            f"unreachable); restart every rank")
+
+
 def start(link: Link, timeout_s: float, join_timeout_s: float):
-    """After the join: rank 0 gets a started Monitor, judging by timeout_s (the start-up
-    allowance; set_timeout() arms the peer timeout later), a follower a started Responder
-    (None at TP=1)."""
+    """After the join: rank 0 gets a started Monitor, a follower a started Responder, both
+    judging by timeout_s (the start-up allowance; set_timeout() arms the peer timeout
+    later); None at TP=1."""
     if link.world == 1:
         return None
     if link.rank == 0:
         return Monitor(accept(link, join_timeout_s), timeout_s).start()
-    return Responder(connect(link, join_timeout_s)).start()
+    return Responder(connect(link, join_timeout_s), timeout_s).start()
 
 
 def _why(e: OSError) -> str:

@@ -54,6 +54,15 @@ def _compile(template: str) -> jinja2.Template:
     return env.from_string(template)
 
 
+def check(template: str) -> jinja2.Template:
+    """`template` compiled (cached), or a ChatTemplateError if it does not parse; serve calls
+    it on --chat-template at startup, before any weight is read."""
+    try:
+        return _compile(template)
+    except jinja2.TemplateSyntaxError as e:
+        raise ChatTemplateError(f"chat template does not parse (line {e.lineno}): {e.message}") from e
+
+
 def render_chat(template: str | None, messages: list[dict], add_generation_prompt: bool = True,
                 bos_token: str = "", eos_token: str = "", literal=None, **extra) -> str:
     """The prompt text for `messages`; `template` None means DEFAULT_CHAT_TEMPLATE.
@@ -64,11 +73,7 @@ def render_chat(template: str | None, messages: list[dict], add_generation_promp
     """
     if literal is not None:
         messages, extra = literal.protect(messages), literal.protect(extra)
-    source = template if template is not None else DEFAULT_CHAT_TEMPLATE
-    try:
-        compiled = _compile(source)
-    except jinja2.TemplateSyntaxError as e:
-        raise ChatTemplateError(f"chat template does not parse (line {e.lineno}): {e.message}") from e
+    compiled = check(template if template is not None else DEFAULT_CHAT_TEMPLATE)
     try:
         return compiled.render(messages=messages, add_generation_prompt=add_generation_prompt,
                                bos_token=bos_token, eos_token=eos_token, **extra)

@@ -84,3 +84,56 @@ def test_a_port_in_use_is_said_before_the_model_loads(monkeypatch, capsys):
         assert main(["serve", "--model", "dummy:tiny", "--port", str(port)]) == 2
     err = capsys.readouterr().err
     assert f"foldserve: cannot listen on 127.0.0.1:{port}" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("template,words", [
+    ("{% for m in messages %}{{ m['content'] }", "does not parse (line 1)"),
+    (None, "no such file"),
+    (b"\xff\xfe{{ x }}", "cannot read it"),
+])
+def test_a_bad_chat_template_stops_serve_before_the_model_loads(monkeypatch, capsys, tmp_path,
+                                                                template, words):
+    """--chat-template is read and compiled first: a missing, unreadable or broken template
+    costs no load (it used to be read after the model had loaded)."""
+    from server.engine import build
+
+    def no_load(*a, **k):
+        raise AssertionError("the model was opened")
+    monkeypatch.setattr(build, "open_model", no_load)
+    f = tmp_path / "chat.jinja"
+    if isinstance(template, bytes):
+        f.write_bytes(template)
+    elif template is not None:
+        f.write_text(template)
+    assert main(["serve", "--model", "dummy:tiny", "--port", "0", "--chat-template", str(f)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("foldserve: --chat-template ") and words in err, err
+    assert "Traceback" not in err and err.count("\n") == 1
+
+
+def test_a_port_in_use_moves_on_with_port_retries_and_is_let_go_after(monkeypatch, capsys):
+    """deploy/one-host.sh passes --port-retries 10: beside `make serve` (port 8000) it takes
+    the next free port and says which before the model loads; a start that fails lets the
+    port go."""
+    import socket
+    from server.api.http_socket import claim
+    from server.engine import build
+
+    class Loaded(Exception):
+        pass
+
+    def stop_at_load(*a, **k):
+        raise Loaded
+    monkeypatch.setattr(build, "open_model", stop_at_load)
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        with pytest.raises(Loaded):
+            main(["serve", "--model", "dummy:tiny", "--port", str(port), "--port-retries", "10"])
+        err = capsys.readouterr().err
+        assert f"foldserve: port {port} on 127.0.0.1 is in use" in err
+        got = int(err.split("serving on port ")[1].split()[0])
+        assert port < got <= port + 10
+    sock, _ = claim("127.0.0.1", got)                  # let go: it can be claimed again
+    sock.close()

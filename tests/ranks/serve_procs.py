@@ -32,10 +32,14 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def port_open(port: int) -> bool:
-    with socket.socket() as s:
-        s.settimeout(0.2)
-        return s.connect_ex((HOST, port)) == 0
+def serving(port: int) -> bool:
+    """Rank 0 serves on port: /health answers other than the 503 "loading" its claimed port
+    gives before the model is up (server/api/http_socket.py)."""
+    try:
+        r = httpx.get(f"http://{HOST}:{port}/health", timeout=0.5)
+    except httpx.HTTPError:
+        return False
+    return not (r.status_code == 503 and r.json().get("status") == "loading")
 
 
 @dataclass

@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import httpx
@@ -36,9 +37,12 @@ def group():
     g.kill()
 
 
-def test_one_host_tp2_on_cpu_answers_a_chat_request(group):
-    """The issue's acceptance: `deploy/one-host.sh 2 --device cpu` with the shipped env
-    file and the default model. With `make install`'s .venv the script finds it alone."""
+def test_one_host_tp2_on_cpu_answers_a_chat_request_beside_a_server_on_its_port(group):
+    """The issue's acceptance: `make serve` holds a port (8000), then `deploy/one-host.sh 2
+    --device cpu` with the shipped env file and the default model: it takes the next free
+    port, says so, names the URL, and answers. With `make install`'s .venv the script finds
+    foldserve alone."""
+    import socket
     from server.engine.locate import ModelNotFound, resolve
     try:
         resolve(None)
@@ -46,15 +50,25 @@ def test_one_host_tp2_on_cpu_answers_a_chat_request(group):
         pytest.skip(str(e))
     own_venv = (REPO / ".venv/bin/python").exists()
     env = {} if own_venv else {"PYTHON": sys.executable}
-    port = free_port()
-    proc = group.start_cmd(["bash", str(DEPLOY / "one-host.sh"), "2", "--device", "cpu",
-                            "--port", str(port), "--prompt-cache-gib", "0"],
-                           env={**env, "FOLDSERVE_ENV": str(DEPLOY / "foldserve.env")},
-                           name="one-host")
-    url = f"http://{HOST}:{port}"
-    health = wait_health(url, [proc], timeout=120)
+    with socket.socket() as held:                   # `make serve`'s port
+        held.bind((HOST, 0))
+        held.listen()
+        taken = held.getsockname()[1]
+        proc = group.start_cmd(["bash", str(DEPLOY / "one-host.sh"), "2", "--device", "cpu",
+                                "--port", str(taken), "--prompt-cache-gib", "0"],
+                               env={**env, "FOLDSERVE_ENV": str(DEPLOY / "foldserve.env")},
+                               name="one-host")
+        t0 = time.monotonic()
+        while "serving on port " not in proc.stderr and time.monotonic() - t0 < 60:
+            assert proc.popen.poll() is None, proc.stderr
+            time.sleep(0.1)
+        assert f"foldserve: port {taken} on {HOST} is in use" in proc.stderr, proc.stderr
+        port = int(proc.stderr.split("serving on port ")[1].split()[0])
+        url = f"http://{HOST}:{port}"
+        health = wait_health(url, [proc], timeout=120)
     assert health["tp"] == 2
-    r = httpx.post(url + "/v1/chat/completions", timeout=60, json={
+    assert f"at {url}/v1 (TP 2," in proc.stderr        # the serving line names the URL
+    r = httpx.post(url + "/v1/chat/completions", timeout=300, json={   # 60 s ran out at load 11
         "messages": [{"role": "user", "content": "What does a GPU do?"}], "max_tokens": 8})
     assert r.status_code == 200, r.text
     assert r.json()["choices"][0]["message"]["content"].strip()

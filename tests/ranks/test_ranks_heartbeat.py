@@ -227,3 +227,60 @@ def test_at_tp3_the_other_follower_hears_the_verdict():
         comms[1].broadcast_step(None)
     for c in comms.values():
         c.close()
+
+
+# ---- the followers' side: a frozen rank 0 -------------------------------------------------
+
+def test_a_follower_whose_rank_0_goes_silent_stops_with_one_line():
+    """Rank 0 SIGSTOPped, as its followers see it: the heartbeat connection stays open and
+    no ping comes. The responder's verdict breaks the follower's comm, so its wait for the
+    next step ends with RankLost(0) within the peer timeout (it used to wait forever)."""
+    port = free_port()
+    got = {}
+
+    def follower():
+        link = join(1, 2, HOST, port, 10.0)
+        got["link"] = link
+        got["responder"] = heartbeat.Responder(heartbeat.connect(link, 10.0), 0.6).start()
+
+    t = threading.Thread(target=follower)
+    t.start()
+    link0 = join(0, 2, HOST, port, 10.0)
+    socks = heartbeat.accept(link0, 5.0)            # connected, and never a ping: frozen
+    t.join(10)
+    link1, responder = got["link"], got["responder"]
+    comm1 = HostComm(link1, timeout_s=60)
+    responder.on_lost(comm1.lose)
+    verdicts = Verdicts()
+    responder.on_lost(verdicts)
+    t0 = time.monotonic()
+    with pytest.raises(RankLost) as caught:
+        comm1.broadcast_step(None)                  # the follower's idle wait for a step
+    took = time.monotonic() - t0
+    assert 0.5 <= took < 2.0, took
+    assert caught.value.rank == 0
+    assert str(caught.value) == ("rank 0 lost: no heartbeat from it for 0.6 s (stopped, hung, "
+                                 "or its host unreachable); restart every rank")
+    assert [e for _, e in verdicts.got] == [caught.value]
+    responder.stop()
+    for s in socks.values():
+        s.close()
+    link0.close(), link1.close()
+
+
+def test_a_follower_hears_rank_0_pinging_and_judges_nothing_and_an_eof_is_no_verdict():
+    link0, link1, _ = pair(follower_heartbeat="none")
+    got = {}
+    t = threading.Thread(target=lambda: got.update(r=heartbeat.Responder(
+        heartbeat.connect(link1, 10.0), 0.4).start()))
+    t.start()
+    monitor = heartbeat.Monitor(heartbeat.accept(link0, 5.0), timeout_s=5.0).start()
+    t.join(10)
+    responder, verdicts = got["r"], Verdicts()
+    responder.on_lost(verdicts)
+    monitor.set_timeout(5.0, interval_s=0.1)        # pings every 0.1 s, the follower's limit 0.4
+    assert not verdicts.event.wait(1.5), verdicts.got
+    monitor.stop()                                  # rank 0 stopping cleanly closes its end
+    assert not verdicts.event.wait(1.0), verdicts.got
+    responder.stop()
+    link0.close(), link1.close()

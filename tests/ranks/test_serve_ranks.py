@@ -2,7 +2,8 @@
 
   golden    TP=2 and TP=3 greedy continuations equal the golden greedy ids (golden rule)
   refuse    ranks that differ in TF_KV_PAGES, page rows, --context or model each stop,
-            naming the field and the rank, within 30 s; rank 0 never opens its port
+            naming the field and the rank, within 30 s; rank 0 never serves (its port
+            answers 503 loading until it stops)
   rooms     ranks capped 3:2:4 make one pool sized by the 2; after a mixed run every
             rank's tables equal rank 0's and every pool is free
   lost      a follower killed mid-request or while idle: the request ends with a 503,
@@ -28,7 +29,7 @@ import time
 import httpx
 import pytest
 
-from serve_procs import (HOST, KV_STORE, REPO, Group, free_port, port_open, rank_args,
+from serve_procs import (HOST, KV_STORE, REPO, Group, free_port, serving, rank_args,
                          wait_exit, wait_health)
 
 TINY = ["--model", "dummy:tiny", "--context", "512", "--join-timeout", "20"]
@@ -130,13 +131,13 @@ def test_differing_ranks_stop_naming_field_and_rank(case, group):
     t0 = time.monotonic()
     opened = False
     while time.monotonic() - t0 < 30 and any(p.popen.poll() is None for p in procs):
-        opened = opened or port_open(http)
+        opened = opened or serving(http)
         time.sleep(0.05)
     took = time.monotonic() - t0
     codes = [p.popen.poll() for p in procs]
     assert all(c is not None for c in codes), f"still running after 30 s: {codes}"
     assert all(c != 0 for c in codes), codes
-    assert not opened, "rank 0 opened its HTTP port although the ranks disagree"
+    assert not opened, "rank 0 served although the ranks disagree"
     for p in procs:
         assert message in p.stderr, f"{p.name}:\n{p.stderr[-2000:]}"
         assert "serving" not in p.stderr
@@ -395,6 +396,31 @@ def test_a_stopped_follower_is_lost_within_6_s(busy, group):
           f"after the stop{f', request ended {ended:.2f} s after' if busy else ''}")
 
 
+def test_a_stopped_rank_0_stops_its_follower_within_the_peer_timeout(group):
+    """The heartbeat both ways: rank 0 SIGSTOPped, its follower hears no ping for
+    --peer-timeout (5 s) and stops with one line, status 2 (it used to wait forever). Rank 0,
+    resumed, finds the follower gone: /health 503, and SIGTERM exits 1."""
+    url, procs = _start_pair(group)
+    rank0, follower = procs
+    t0 = time.monotonic()
+    os.kill(rank0.pid, signal.SIGSTOP)
+    try:
+        took = wait_exit([follower], 15)
+    finally:
+        os.kill(rank0.pid, signal.SIGCONT)
+    assert took < 8, f"the follower of a stopped rank 0 ran on {took:.1f} s"
+    assert 4.5 <= time.monotonic() - t0, "the follower stopped before the peer timeout"
+    assert follower.popen.returncode == 2
+    lines = follower.stderr.strip().splitlines()
+    assert "Traceback" not in follower.stderr and lines[-1] == (
+        "foldserve: rank 0 lost: no heartbeat from it for 5 s (stopped, hung, or its host "
+        "unreachable); restart every rank"), follower.stderr[-2000:]
+    _assert_unhealthy_soon(url, procs[:1], within=5)
+    rank0.popen.send_signal(signal.SIGTERM)
+    assert wait_exit([rank0], 30) < 30 and rank0.popen.returncode == 1
+    print(f"the follower of a stopped rank 0 exited {took:.2f} s after the stop")
+
+
 def test_a_step_longer_than_the_peer_timeout_trips_nothing(group):
     """--peer-timeout 1.5 and one prefill round of 448 tokens on the 135M shape: the round
     takes longer than the timeout (128 tokens took 1.2 s on a quiet 2-core box and 3 to 12 s
@@ -485,7 +511,8 @@ def test_deploy_scripts_build_the_commands():
     env = {"FOLDSERVE_DRY_RUN": "1", "PYTHON": sys.executable}
     one = _script("one-host.sh", "3", "--port", "9000", env=env)
     assert one.returncode == 0, one.stderr
-    assert "serve --tp 3 --host 127.0.0.1" in one.stdout and one.stdout.strip().endswith("--port 9000")
+    assert "serve --tp 3 --port-retries 10 --host 127.0.0.1" in one.stdout
+    assert one.stdout.strip().endswith("--port 9000")
     rank = _script("rank.sh", "1", "2", "10.0.0.1:29551", env=env)
     assert rank.returncode == 0, rank.stderr
     assert "serve --tp 2 --rank 1 --master 10.0.0.1:29551 --host 127.0.0.1" in rank.stdout
