@@ -35,6 +35,9 @@ class GenRequest:
     eos_ids: frozenset = frozenset()
     arrival: float = 0.0
     grammar: Any = None           # server.engine.grammar.Grammar: the reply must match it
+    # n > 1: choice i > 0 names choice 0's id; the scheduler holds it until choice 0's
+    # prompt is prefilled and kept, so it resumes from those pages (one prefill a prompt)
+    follows: str | None = None
 
 
 @dataclass(frozen=True)

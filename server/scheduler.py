@@ -10,6 +10,12 @@ The engine runs in one thread of its own; the front end talks to it through an i
        token budget
     4. run it on every rank; sample rank 0's logits; stream the tokens
     5. streams that ended -> finish (pages back, or kept as a prefix) -> EndStep
+
+n > 1: choices 1.. of a request (GenRequest.follows names choice 0) are held until choice
+0's prompt is prefilled; then its prompt's full pages go into the prompt cache
+(Admission.keep_prompt) and the held choices enter admission, resuming from them: the
+prompt is prefilled once, each choice only its last part page (at least one token, as any
+resumed request). Resumed == fresh, so each choice is what a single request would be.
 """
 from __future__ import annotations
 
@@ -69,6 +75,7 @@ class Scheduler:
         self.active: dict[str, Active] = {}
         self.sinks: dict[str, tuple] = {}        # req id -> (loop, asyncio.Queue)
         self.waiting: dict[str, GenRequest] = {}
+        self.held: dict[str, list] = {}      # choice 0's id -> choices waiting for its prefill
         self.error: str | None = None
         self.error_code: str | None = None   # the API code of self.error: rank_lost, or None
         self.rounds = 0
@@ -177,6 +184,7 @@ class Scheduler:
                                            error_code=503, code=self.error_code))
             self.active.clear()
             self.waiting.clear()
+            self.held.clear()
             while True:                      # answer what still arrives
                 try:
                     kind, x = self.inbox.get(timeout=0.5)
@@ -205,6 +213,27 @@ class Scheduler:
                 return
 
     def _submit(self, req: GenRequest):
+        lead = req.follows
+        if lead is not None and self._prefilling(lead):
+            self.held.setdefault(lead, []).append(req)
+            self.waiting[req.id] = req       # answered like any waiting one should all fail
+            return
+        self._enqueue(req)
+
+    def _prefilling(self, req_id: str) -> bool:
+        """Waiting, or running with prompt rows still to write."""
+        if req_id in self.waiting:
+            return True
+        a = self.active.get(req_id)
+        return a is not None and a.prefilling
+
+    def _release(self, lead: str) -> None:
+        """Choice 0's prompt is written (or it ended): its held choices enter admission."""
+        for req in self.held.pop(lead, ()):
+            if self.waiting.pop(req.id, None) is not None:
+                self._enqueue(req)
+
+    def _enqueue(self, req: GenRequest):
         try:
             self.adm.request(req.id, req.prompt_ids, req.params.max_tokens)
         except Exception as e:
@@ -215,7 +244,10 @@ class Scheduler:
 
     def _cancel(self, req_id: str):
         if req_id in self.waiting:
-            self.waiting.pop(req_id)
+            req = self.waiting.pop(req_id)
+            if req.follows in self.held and req in self.held[req.follows]:
+                self.held[req.follows].remove(req)
+            self._release(req_id)
             self._run_all(self.adm.cancel(req_id))
             self._emit(req_id, TokenEvent(None, finish_reason="abort"))
         elif req_id in self.active:
@@ -233,6 +265,7 @@ class Scheduler:
                 log.exception("request %s: sampler", req.id)
                 del self.waiting[req.id]
                 self._run_all(self.adm.cancel(req.id))
+                self._release(req.id)
                 self._emit(req.id, TokenEvent(None, finish_reason="error", error_code=500,
                                               error=f"the sampler refused this request: {e}"))
                 continue
@@ -294,6 +327,9 @@ class Scheduler:
                 drawn = {r: t for (r, _), t in zip(dev, toks)}
         for c, a in zip(chunks, owners):
             a.fed += len(c.tokens)
+            if a.req.id in self.held and not a.prefilling:   # n > 1: its prompt is written
+                self._run_all(self.adm.keep_prompt(a.req.id, a.req.prompt_ids))
+                self._release(a.req.id)
             if not c.logits:
                 continue
             try:
@@ -332,6 +368,7 @@ class Scheduler:
 
     def _finish(self, a: Active, reason: str, error: str | None = None):
         self.active.pop(a.req.id, None)
+        self._release(a.req.id)              # (already released once its prompt was written)
         if reason in ("abort", "error"):     # nothing kept from a request that was cut off
             self._run_all(self.adm.cancel(a.req.id))
         else:                                # rows written: every fed token (the last sampled one never was)

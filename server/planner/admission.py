@@ -6,6 +6,7 @@ The scheduler calls it each round, no threads:
     for g in adm.admit_ready():    # FIFO; the head waits for a stream or pages, all behind it too
         send(*g.steps())           # BeginStep (+ CopyStep on windows when resuming)
         prefill from g.resumed_rows
+    send(*adm.keep_prompt(req_id, prompt_ids))   # n > 1: the prompt's pages kept, mid-reply
     send(*adm.finish(req_id, written_ids))   # pages back, or kept in the prompt cache; EndStep
     send(*adm.cancel(req_id))                # a waiting request just leaves; a running one ends
 
@@ -174,6 +175,20 @@ class Admission:
                 steps.append(CopyStep(run.stream, pages, rows, to_pages=True))
         heapq.heappush(self._streams, run.stream)
         return steps + [EndStep(run.stream)]
+
+    def keep_prompt(self, req_id: str, prompt_ids) -> list:
+        """A running request's prompt rows are all written: keep its prompt's full pages in
+        the prompt cache now, not at its end, so the other choices of an n > 1 request
+        resume from them (pages: shared by reference; windows: rows copied into cache
+        pages, the CopyStep returned). Its reply rows never land in those pages."""
+        run = self._running.get(req_id)
+        if run is None:
+            return []
+        if self.paged:
+            self.cache.insert(tuple(prompt_ids), run.table)
+            return []
+        pages, rows = self.cache.insert_copy(tuple(prompt_ids))
+        return [CopyStep(run.stream, pages, rows, to_pages=True)] if rows else []
 
     def cancel(self, req_id: str) -> list:
         """A waiting request leaves the queue; a running one gives its pages back (nothing kept)."""
