@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 from server.requests import GenRequest, TokenEvent
 from server.ranks.rank_errors import RankError
-from server.ranks.steps import Chunk, RoundStep
+from server.ranks.steps import EVERY_ROW, Chunk, RoundStep
 
 log = logging.getLogger("foldserve")
 
@@ -45,6 +45,7 @@ class Active:
     cached: int = 0
     first_token_at: float | None = None
     admitted_at: float = 0.0
+    prompt_lps: list = field(default_factory=list)   # prompt_logprobs so far (server/engine/prompt_logprobs.py)
 
     @property
     def ids(self) -> list:
@@ -235,7 +236,8 @@ class Scheduler:
 
     def _enqueue(self, req: GenRequest):
         try:
-            self.adm.request(req.id, req.prompt_ids, req.params.max_tokens)
+            self.adm.request(req.id, req.prompt_ids, req.params.max_tokens,
+                             resume=req.params.prompt_logprobs is None)
         except Exception as e:
             self._emit(req.id, TokenEvent(None, finish_reason="error", error=str(e),
                                           error_code=getattr(e, "status", 400)))
@@ -284,22 +286,26 @@ class Scheduler:
 
     def _round(self):
         budget = self.token_budget
-        chunks, owners = [], []
+        chunks, owners, samples = [], [], []   # samples[c]: the chunk's last row draws a token
         for a in self.active.values():       # decodes first: one token each
             if not a.prefilling:
                 chunks.append(Chunk(a.stream, a.fed, (a.token_at(a.fed),), True))
                 owners.append(a)
+                samples.append(True)
                 budget -= 1
         for a in self.active.values():       # then prefill chunks under the budget
             if a.prefilling and budget > 0:
                 n = min(self.prefill_chunk, budget, len(a.req.prompt_ids) - a.fed)
                 last = a.fed + n == len(a.req.prompt_ids)
-                chunks.append(Chunk(a.stream, a.fed, tuple(a.req.prompt_ids[a.fed:a.fed + n]), last))
+                # prompt_logprobs: every prompt row's logits, the last one's also the draw's
+                want = EVERY_ROW if a.req.params.prompt_logprobs is not None else last
+                chunks.append(Chunk(a.stream, a.fed, tuple(a.req.prompt_ids[a.fed:a.fed + n]), want))
                 owners.append(a)
+                samples.append(last)
                 budget -= n
         # grammar masks for the rows this round samples: on the host while the ranks run it
-        masks = [self._host.submit(a.sampler.prepare) for c, a in zip(chunks, owners)
-                 if c.logits and a.sampler.constraint is not None]
+        masks = [self._host.submit(a.sampler.prepare) for a, d in zip(owners, samples)
+                 if d and a.sampler.constraint is not None]
         try:
             logits = self.driver.run(RoundStep(tuple(chunks)))
         finally:
@@ -310,30 +316,51 @@ class Scheduler:
         fed = sum(len(c.tokens) for c in chunks)
         decoded = sum(1 for c, a in zip(chunks, owners) if not a.prefilling)
         self.prompt_tokens_done += fed - decoded
-        self.generation_tokens_done += sum(1 for c in chunks if c.logits)
+        self.generation_tokens_done += sum(samples)
         if self.metrics is not None and hasattr(self.metrics, "iteration"):
             self.metrics.iteration(fed)
-        row = 0
+        # the logits' rows: a chunk gives none, its last row's, or every row's (EVERY_ROW)
+        first, srow, o = [], [], 0
+        for c in chunks:
+            first.append(o)
+            o += len(c.tokens) if c.logits == EVERY_ROW else int(bool(c.logits))
+            srow.append(o - 1)
         now = time.monotonic()
-        plain = [a.sampler.plain_greedy for c, a in zip(chunks, owners) if c.logits]
+        drawers = [(srow[i], owners[i]) for i in range(len(chunks)) if samples[i]]
+        plain = [a.sampler.plain_greedy for _, a in drawers]
         best = self.driver.argmax_rows(logits) if any(plain) else None   # greedy: arg-max where they lie
         drawn = {}                           # GPU rounds: rows needing only a seed, one launch
         if hasattr(logits, "sample_rows"):
-            dev = [(r, a) for r, a in enumerate(a for c, a in zip(chunks, owners) if c.logits)
-                   if not plain[r] and a.sampler.device_sampled]
+            dev = [(r, a) for k, (r, a) in enumerate(drawers)
+                   if not plain[k] and a.sampler.device_sampled]
             if dev:
                 toks = logits.sample_rows([r for r, _ in dev], [a.sampler for _, a in dev],
                                           [len(a.out) for _, a in dev])
                 drawn = {r: t for (r, _), t in zip(dev, toks)}
-        for c, a in zip(chunks, owners):
+        k = -1                               # the drawer's index
+        for i, (c, a) in enumerate(zip(chunks, owners)):
+            if c.logits == EVERY_ROW:        # rows of prompt positions p predict token p + 1
+                n_lp = min(len(c.tokens), len(a.req.prompt_ids) - 1 - c.start)
+                try:
+                    a.prompt_lps += self.driver.prompt_logprobs(
+                        logits, first[i], a.req.prompt_ids[c.start + 1:c.start + 1 + n_lp],
+                        a.req.params.prompt_logprobs)
+                except Exception as e:       # one request's bug ends it alone
+                    log.exception("request %s: prompt logprobs", a.req.id)
+                    a.fed += len(c.tokens)
+                    k += samples[i]
+                    self._finish(a, "error", f"prompt logprobs failed: {e}")
+                    continue
             a.fed += len(c.tokens)
             if a.req.id in self.held and not a.prefilling:   # n > 1: its prompt is written
                 self._run_all(self.adm.keep_prompt(a.req.id, a.req.prompt_ids))
                 self._release(a.req.id)
-            if not c.logits:
+            if not samples[i]:
                 continue
+            k += 1
+            row = srow[i]
             try:
-                if plain[row]:
+                if plain[k]:
                     tok, lp, top = best[row], None, ()
                     a.sampler.record(tok)
                 elif row in drawn:
@@ -343,16 +370,17 @@ class Scheduler:
                     tok, lp, top = self.driver.sample(logits[row], a.sampler)
             except Exception as e:           # a bug in one request's sampling ends it alone
                 log.exception("request %s: sampling", a.req.id)
-                row += 1
                 self._finish(a, "error", f"sampling failed: {e}")
                 continue
-            row += 1
             a.out.append(tok)
             reason = self._finish_reason(a, tok)
+            plp = None
             if a.first_token_at is None:
                 a.first_token_at = now
+                if a.req.params.prompt_logprobs is not None:
+                    plp = tuple(a.prompt_lps)
             self._emit(a.req.id, TokenEvent(tok, lp, top, None, prompt_tokens=len(a.req.prompt_ids),
-                                            cached_tokens=a.cached))
+                                            cached_tokens=a.cached, prompt_logprobs=plp))
             if reason:
                 self._finish(a, reason)
 

@@ -15,6 +15,7 @@ import threading
 import time
 
 from server.engine.logits import argmax_rows
+from server.engine.prompt_logprobs import prompt_logprobs
 from server.engine.sampler import SamplerState, sample
 from server.ranks.steps import pack
 
@@ -33,6 +34,9 @@ class Sampling:
 
     def sample(self, *args, **kw):
         return sample(*args, **kw)
+
+    def prompt_logprobs(self, *args, **kw) -> list:
+        return prompt_logprobs(*args, **kw)
 
 
 class LocalDriver(Sampling):

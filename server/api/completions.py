@@ -10,6 +10,7 @@ from .request_checks import check_model, parse_body
 from .token_stream import collect_all, merged
 from .errors import invalid
 from .sampling import refuse_unsupported
+from .prompt_logprob_json import prompt_logprobs_json
 from .start import start_generations, usage
 from .structured import off_loop, request_grammar
 from .schemas import CompletionRequest
@@ -75,12 +76,14 @@ async def completions(request: Request):
     if results is None:
         return Response(status_code=499)    # the client left; nobody reads this
     choices = []
+    plp = None if body.prompt_logprobs is None else {    # choice 0's, shown on every choice
+        "prompt_logprobs": prompt_logprobs_json(state.tokenizer, gens[0].prompt_logprobs)}
     for i, (text, tokens, finish, error) in enumerate(results):
         if error is not None:
             return error.response()
         choices.append({"index": i, "text": echo + text, "finish_reason": finish,
                         "logprobs": logprobs_block(state.tokenizer, tokens, 0)
-                        if want_logprobs else None})
+                        if want_logprobs else None, **(plp or {})})
     return JSONResponse({**head, "choices": choices, "usage": usage(gens)})
 
 

@@ -110,6 +110,10 @@ def tighten(components: dict, vocab) -> None:
         props["logit_bias"] = _nullable({                # sampling.logit_bias
             "type": "object", "propertyNames": {"pattern": id_pattern(vocab)},
             "additionalProperties": {"type": "number", "minimum": -100, "maximum": 100}})
+        # sampling.refuse_unsupported: prompt_logprobs is not streamed (vLLM's rule)
+        components[name].setdefault("allOf", []).append({
+            "if": {"required": ["stream"], "properties": {"stream": {"const": True}}},
+            "then": {"properties": {"prompt_logprobs": {"type": "null"}}}})
     comp = components["CompletionRequest"]["properties"]
     comp["prompt"] = {"anyOf": [
         text,                                            # completions.prompt_ids: not empty

@@ -36,7 +36,10 @@ def start_generations(state, metrics, body, ids: list, *, chat: bool, logprobs,
     gens = []
     holds = [ticket] if n == 1 else shares(ticket, n)     # released as each choice ends
     for i in range(n):
-        p = params if n == 1 else dataclasses.replace(params, seed=choice_seed(params.seed, i))
+        # choice 0 alone computes prompt_logprobs (every choice shows them)
+        p = params if n == 1 else dataclasses.replace(
+            params, seed=choice_seed(params.seed, i),
+            prompt_logprobs=params.prompt_logprobs if i == 0 else None)
         req = GenRequest(id=rid if n == 1 else f"{rid}-{i}", prompt_ids=ids, params=p,
                          eos_ids=eos, arrival=time.monotonic(), grammar=grammar,
                          follows=None if i == 0 else gens[0].req.id)

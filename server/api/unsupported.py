@@ -11,8 +11,6 @@ from .errors import invalid
 
 # field -> (values that ask for nothing, why it is refused)
 UNSUPPORTED: dict[str, tuple[tuple, str]] = {
-    "prompt_logprobs": ((None, 0), "prompt logprobs are not computed (the engine keeps only "
-                        "each round's last logits)"),
     "suffix": ((None, ""), "no fill-in-the-middle"),
     "best_of": ((None, 1), "best_of > 1 is not supported; use n"),
     "use_beam_search": ((None, False), "no beam search"),

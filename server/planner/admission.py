@@ -73,6 +73,7 @@ class Grant:
 class _Waiting:
     ticket: Ticket
     ids: tuple
+    resume: bool = True
 
 
 @dataclass
@@ -139,13 +140,15 @@ class Admission:
                           pages=pages, pool=self.pool.total)
         return pages
 
-    def request(self, req_id: str, prompt_ids, max_tokens: int) -> Ticket:
+    def request(self, req_id: str, prompt_ids, max_tokens: int, resume: bool = True) -> Ticket:
+        """resume=False: never start from a kept prefix (prompt_logprobs needs every
+        prompt row's logits); its rows are still kept at its end for others."""
         if req_id in self._queue or req_id in self._running:
             raise ValueError(f"request {req_id!r} is already admitted or waiting")
         m, k = len(prompt_ids), max_tokens
         pages = self.check(m, k)
         t = Ticket(req_id, m, k, pages, len(self._queue))
-        self._queue[req_id] = _Waiting(t, tuple(prompt_ids))
+        self._queue[req_id] = _Waiting(t, tuple(prompt_ids), resume)
         return t
 
     def admit_ready(self) -> list:
@@ -204,7 +207,7 @@ class Admission:
 
     # -- inside ----------------------------------------------------------------------------
     def _admit(self, w: _Waiting):
-        prefix = self.cache.lookup(w.ids)
+        prefix = self.cache.lookup(w.ids) if w.resume else ()
         fresh = w.ticket.pages - len(prefix)
         self.pool.share(prefix)                     # held now: eviction cannot take them
         if self.pool.free < fresh:
@@ -216,7 +219,7 @@ class Admission:
         return self._start(w, table, len(prefix), len(prefix) * self.page_rows, ())
 
     def _admit_window(self, w: _Waiting):
-        prefix = self.cache.lookup(w.ids)
+        prefix = self.cache.lookup(w.ids) if w.resume else ()
         return self._start(w, (), 0, len(prefix) * self.page_rows, prefix)
 
     def _start(self, w, table, kept, resumed, copy_from) -> Grant:
