@@ -23,9 +23,10 @@ def refuse_unsupported(body: SamplingFields) -> None:
                       param="n")
     if getattr(body, "best_of", None) not in (None, 1):
         raise invalid(f"best_of={body.best_of} is not supported; use best_of=1", param="best_of")
-    if getattr(body, "echo", False) and getattr(body, "logprobs", None) is not None:
-        raise invalid("echo=true with logprobs needs the prompt's logprobs, which this "
-                      "server does not compute; send one of them", param="echo")
+    if getattr(body, "echo", False) and getattr(body, "logprobs", None) is not None \
+            and body.stream:
+        raise invalid("echo=true with logprobs needs the prompt's logprobs, which are not "
+                      "streamed (as prompt_logprobs); send stream=false", param="echo")
     if body.prompt_logprobs is not None and body.stream:
         raise invalid("prompt_logprobs is not available with stream=true (as in vLLM); "
                       "send stream=false", param="prompt_logprobs")

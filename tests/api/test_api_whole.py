@@ -41,6 +41,23 @@ def test_n_gives_choices_with_derived_seeds_and_summed_usage():
     assert [q.follows for q in sched.started] == [None, sched.started[0].id, sched.started[0].id]
 
 
+def test_echo_with_logprobs_puts_the_prompts_tokens_first():
+    """OpenAI's legacy echo + logprobs: the prompt's tokens, the first without a logprob,
+    then the reply's; offsets run over the echoed text."""
+    sched = FakeScheduler(reply="ab")
+    with client_for(sched) as c:
+        r = c.post(COMP, json={"prompt": "hey", "max_tokens": 2, "echo": True, "logprobs": 1})
+    assert r.status_code == 200, r.text
+    ch = r.json()["choices"][0]
+    assert ch["text"] == "heyab" and "prompt_logprobs" not in ch
+    lp = ch["logprobs"]
+    assert lp["tokens"] == ["<s>", "h", "e", "y", "a", "b"]           # the fake's bos, then bytes
+    assert lp["token_logprobs"] == [None, -1.0, -2.0, -3.0, -0.5, -0.5]
+    assert lp["top_logprobs"][0] is None and lp["top_logprobs"][1] == {"h": -0.25}
+    assert lp["text_offset"] == [0, 3, 4, 5, 3, 4]
+    assert sched.started[0].params.prompt_logprobs == 1
+
+
 def test_prompt_logprobs_in_vllms_shape():
     sched = FakeScheduler(reply="abc")
     with client_for(sched) as c:

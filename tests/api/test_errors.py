@@ -39,7 +39,7 @@ def error_of(r, status: int) -> dict:
     ({"prompt": "x", "seed": "1"}, "seed"),
     ({"prompt": "x", "logprobs": 50}, "logprobs"),
     ({"prompt": "x", "n": 17}, "n"),
-    ({"prompt": "x", "echo": True, "logprobs": 1}, "echo"),
+    ({"prompt": "x", "echo": True, "logprobs": 1, "stream": True}, "echo"),
     ({"prompt": "x", "prompt_logprobs": 1, "stream": True}, "prompt_logprobs"),
     ({"prompt": "x", "prompt_logprobs": 21}, "prompt_logprobs"),
     ({"prompt": "x", "prompt_logprobs": -1}, "prompt_logprobs"),

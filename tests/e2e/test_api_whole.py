@@ -146,6 +146,13 @@ def test_prompt_logprobs_equal_the_prefix_requests_logprobs(srv, client):
         best = sorted((v["logprob"] for v in entry.values()), reverse=True)[:3]
         assert sorted(lp.top_logprobs[0].values(), reverse=True) == best
     assert plp[-1][str(ids[-1])]["decoded_token"] == " Paris" and plp[-1][str(ids[-1])]["rank"] == 1
+    # echo + logprobs (OpenAI's legacy form): the same numbers, in the logprobs block
+    e = client.completions.create(model=srv.model, prompt=text, max_tokens=1, temperature=0,
+                                  echo=True, logprobs=3)
+    lp = e.choices[0].logprobs
+    assert e.choices[0].text.startswith(text) and lp.token_logprobs[0] is None
+    assert lp.token_logprobs[1:len(ids)] == [plp[j][str(ids[j])]["logprob"] for j in range(1, len(ids))]
+    assert len(lp.tokens) == len(ids) + 1
     c = client.chat.completions.create(model=srv.model, messages=TWO, max_tokens=1,
                                        extra_body={"prompt_logprobs": 0})
     assert len(c.prompt_logprobs) == c.usage.prompt_tokens and c.prompt_logprobs[0] is None
