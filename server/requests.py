@@ -21,6 +21,9 @@ class SamplingParams:
     logprobs: int | None = None   # top logprobs to return per token (0 = only the chosen one)
     logit_bias: tuple = ()        # ((token_id, bias), ...), added to the logits before sampling
     min_tokens: int = 0           # eos and stop_token_ids are masked out until this many
+    # top alternatives of each prompt token's logprob (None: none computed); such a request
+    # prefills every prompt row's logits and never resumes from the prompt cache
+    prompt_logprobs: int | None = None
 
     @property
     def greedy(self) -> bool:
@@ -35,6 +38,9 @@ class GenRequest:
     eos_ids: frozenset = frozenset()
     arrival: float = 0.0
     grammar: Any = None           # server.engine.grammar.Grammar: the reply must match it
+    # n > 1: choice i > 0 names choice 0's id; the scheduler holds it until choice 0's
+    # prompt is prefilled and kept, so it resumes from those pages (one prefill a prompt)
+    follows: str | None = None
 
 
 @dataclass(frozen=True)
@@ -50,3 +56,6 @@ class TokenEvent:
     code: str | None = None        # the API error's code, where the scheduler knows it (rank_lost)
     prompt_tokens: int = 0
     cached_tokens: int = 0         # prompt tokens resumed from the prompt cache
+    # on the first token's event of a request with prompt_logprobs: for prompt tokens
+    # 1 .. n-1, ((token_id, logprob, rank, ((id, logprob), ...)), ...)
+    prompt_logprobs: tuple | None = None

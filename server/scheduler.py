@@ -12,6 +12,12 @@ The engine runs in one thread of its own; the front end talks to it through an i
        so a long prompt interleaves with their decodes in small rounds: `prefill_take`)
     4. run it on every rank; sample rank 0's logits; stream the tokens
     5. streams that ended -> finish (pages back, or kept as a prefix) -> EndStep
+
+n > 1: choices 1.. of a request (GenRequest.follows names choice 0) are held until choice
+0's prompt is prefilled; then its prompt's full pages go into the prompt cache
+(Admission.keep_prompt) and the held choices enter admission, resuming from them: the
+prompt is prefilled once, each choice only its last part page (at least one token, as any
+resumed request). Resumed == fresh, so each choice is what a single request would be.
 """
 from __future__ import annotations
 
@@ -25,7 +31,7 @@ from dataclasses import dataclass, field
 
 from server.requests import GenRequest, TokenEvent
 from server.ranks.rank_errors import RankError
-from server.ranks.steps import Chunk, RoundStep
+from server.ranks.steps import EVERY_ROW, Chunk, RoundStep
 
 log = logging.getLogger("foldserve")
 
@@ -41,6 +47,7 @@ class Active:
     cached: int = 0
     first_token_at: float | None = None
     admitted_at: float = 0.0
+    prompt_lps: list = field(default_factory=list)   # prompt_logprobs so far (server/engine/prompt_logprobs.py)
 
     @property
     def ids(self) -> list:
@@ -100,6 +107,7 @@ class Scheduler:
         self.active: dict[str, Active] = {}
         self.sinks: dict[str, tuple] = {}        # req id -> (loop, asyncio.Queue)
         self.waiting: dict[str, GenRequest] = {}
+        self.held: dict[str, list] = {}      # choice 0's id -> choices waiting for its prefill
         self.error: str | None = None
         self.error_code: str | None = None   # the API code of self.error: rank_lost, or None
         self.rounds = 0
@@ -208,6 +216,7 @@ class Scheduler:
                                            error_code=503, code=self.error_code))
             self.active.clear()
             self.waiting.clear()
+            self.held.clear()
             while True:                      # answer what still arrives
                 try:
                     kind, x = self.inbox.get(timeout=0.5)
@@ -236,8 +245,30 @@ class Scheduler:
                 return
 
     def _submit(self, req: GenRequest):
+        lead = req.follows
+        if lead is not None and self._prefilling(lead):
+            self.held.setdefault(lead, []).append(req)
+            self.waiting[req.id] = req       # answered like any waiting one should all fail
+            return
+        self._enqueue(req)
+
+    def _prefilling(self, req_id: str) -> bool:
+        """Waiting, or running with prompt rows still to write."""
+        if req_id in self.waiting:
+            return True
+        a = self.active.get(req_id)
+        return a is not None and a.prefilling
+
+    def _release(self, lead: str) -> None:
+        """Choice 0's prompt is written (or it ended): its held choices enter admission."""
+        for req in self.held.pop(lead, ()):
+            if self.waiting.pop(req.id, None) is not None:
+                self._enqueue(req)
+
+    def _enqueue(self, req: GenRequest):
         try:
-            self.adm.request(req.id, req.prompt_ids, req.params.max_tokens)
+            self.adm.request(req.id, req.prompt_ids, req.params.max_tokens,
+                             resume=req.params.prompt_logprobs is None)
         except Exception as e:
             self._emit(req.id, TokenEvent(None, finish_reason="error", error=str(e),
                                           error_code=getattr(e, "status", 400)))
@@ -246,7 +277,10 @@ class Scheduler:
 
     def _cancel(self, req_id: str):
         if req_id in self.waiting:
-            self.waiting.pop(req_id)
+            req = self.waiting.pop(req_id)
+            if req.follows in self.held and req in self.held[req.follows]:
+                self.held[req.follows].remove(req)
+            self._release(req_id)
             self._run_all(self.adm.cancel(req_id))
             self._emit(req_id, TokenEvent(None, finish_reason="abort"))
         elif req_id in self.active:
@@ -264,6 +298,7 @@ class Scheduler:
                 log.exception("request %s: sampler", req.id)
                 del self.waiting[req.id]
                 self._run_all(self.adm.cancel(req.id))
+                self._release(req.id)
                 self._emit(req.id, TokenEvent(None, finish_reason="error", error_code=500,
                                               error=f"the sampler refused this request: {e}"))
                 continue
@@ -282,11 +317,12 @@ class Scheduler:
 
     def _round(self):
         budget = self.token_budget
-        chunks, owners = [], []
+        chunks, owners, samples = [], [], []   # samples[c]: the chunk's last row draws a token
         for a in self.active.values():       # decodes first: one token each
             if not a.prefilling:
                 chunks.append(Chunk(a.stream, a.fed, (a.token_at(a.fed),), True))
                 owners.append(a)
+                samples.append(True)
                 budget -= 1
         decoding = bool(chunks)
         cap = self.prefill_chunk if decoding else self.solo_chunk
@@ -297,12 +333,15 @@ class Scheduler:
                 if keys is not None:
                     keys -= n * (a.fed + n)
                 last = a.fed + n == len(a.req.prompt_ids)
-                chunks.append(Chunk(a.stream, a.fed, tuple(a.req.prompt_ids[a.fed:a.fed + n]), last))
+                # prompt_logprobs: every prompt row's logits, the last one's also the draw's
+                want = EVERY_ROW if a.req.params.prompt_logprobs is not None else last
+                chunks.append(Chunk(a.stream, a.fed, tuple(a.req.prompt_ids[a.fed:a.fed + n]), want))
                 owners.append(a)
+                samples.append(last)
                 budget -= n
         # grammar masks for the rows this round samples: on the host while the ranks run it
-        masks = [self._host.submit(a.sampler.prepare) for c, a in zip(chunks, owners)
-                 if c.logits and a.sampler.constraint is not None]
+        masks = [self._host.submit(a.sampler.prepare) for a, d in zip(owners, samples)
+                 if d and a.sampler.constraint is not None]
         try:
             logits = self.driver.run(RoundStep(tuple(chunks)))
         finally:
@@ -313,48 +352,73 @@ class Scheduler:
         fed = sum(len(c.tokens) for c in chunks)
         decoded = sum(1 for c, a in zip(chunks, owners) if not a.prefilling)
         self.prompt_tokens_done += fed - decoded
-        self.generation_tokens_done += sum(1 for c in chunks if c.logits)
+        self.generation_tokens_done += sum(samples)
         if self.metrics is not None and hasattr(self.metrics, "iteration"):
             self.metrics.iteration(fed)
-        row = 0
+        # the logits' rows: a chunk gives none, its last row's, or every row's (EVERY_ROW)
+        first, srow, o = [], [], 0
+        for c in chunks:
+            first.append(o)
+            o += len(c.tokens) if c.logits == EVERY_ROW else int(bool(c.logits))
+            srow.append(o - 1)
         now = time.monotonic()
-        wanted = [a for c, a in zip(chunks, owners) if c.logits]
-        plain = [a.sampler.plain_greedy for a in wanted]
+        drawers = [(srow[i], owners[i]) for i in range(len(chunks)) if samples[i]]
+        plain = [a.sampler.plain_greedy for _, a in drawers]
         best = drawn = None
         if hasattr(logits, "sample_rows") and not all(plain):
-            # GPU rounds: every row's token in one launch (penalties, bias, masks on the device)
+            # GPU rounds: every drawing row's token in one launch (penalties, bias, masks on the device)
             try:
-                drawn = logits.sample_rows(list(range(len(wanted))), [a.sampler for a in wanted],
-                                           [len(a.out) for a in wanted])
+                rows = [r for r, _ in drawers]
+                drawn = dict(zip(rows, logits.sample_rows(rows, [a.sampler for _, a in drawers],
+                                                          [len(a.out) for _, a in drawers])))
             except Exception:                # the launch itself failed (a row's own inputs
                 log.exception("device sampling; this round samples on the host")   # end
                 drawn = None                 # that row alone: logits.device_args)
         if drawn is None and any(plain):
             best = self.driver.argmax_rows(logits)   # greedy: arg-max where they lie
-        for c, a in zip(chunks, owners):
+        k = -1                               # the drawer's index
+        for i, (c, a) in enumerate(zip(chunks, owners)):
+            if c.logits == EVERY_ROW:        # rows of prompt positions p predict token p + 1
+                n_lp = min(len(c.tokens), len(a.req.prompt_ids) - 1 - c.start)
+                try:
+                    a.prompt_lps += self.driver.prompt_logprobs(
+                        logits, first[i], a.req.prompt_ids[c.start + 1:c.start + 1 + n_lp],
+                        a.req.params.prompt_logprobs)
+                except Exception as e:       # one request's bug ends it alone
+                    log.exception("request %s: prompt logprobs", a.req.id)
+                    a.fed += len(c.tokens)
+                    k += samples[i]
+                    self._finish(a, "error", f"prompt logprobs failed: {e}")
+                    continue
             a.fed += len(c.tokens)
-            if not c.logits:
+            if a.req.id in self.held and not a.prefilling:   # n > 1: its prompt is written
+                self._run_all(self.adm.keep_prompt(a.req.id, a.req.prompt_ids))
+                self._release(a.req.id)
+            if not samples[i]:
                 continue
+            k += 1
+            row = srow[i]
             try:
                 if drawn is not None:
                     tok, lp, top = self.driver.drawn(drawn[row], a.sampler, logits, row)
-                elif plain[row]:
+                elif plain[k]:
                     tok, lp, top = best[row], None, ()
                     a.sampler.record(tok)
                 else:
                     tok, lp, top = self.driver.sample(logits[row], a.sampler)
             except Exception as e:           # a bug in one request's sampling ends it alone
                 log.exception("request %s: sampling", a.req.id)
-                row += 1
                 self._finish(a, "error", f"sampling failed: {e}")
                 continue
-            row += 1
             a.out.append(tok)
             reason = self._finish_reason(a, tok)
+            plp = None
             if a.first_token_at is None:
                 a.first_token_at = now
+                if a.req.params.prompt_logprobs is not None:
+                    plp = tuple(a.prompt_lps)
             self._emit(a.req.id, TokenEvent(tok, lp, top, None, prompt_tokens=len(a.req.prompt_ids),
-                                            cached_tokens=a.cached))
+                                            cached_tokens=a.cached, prompt_logprobs=plp))
             if reason:
                 self._finish(a, reason)
 
@@ -370,6 +434,7 @@ class Scheduler:
 
     def _finish(self, a: Active, reason: str, error: str | None = None):
         self.active.pop(a.req.id, None)
+        self._release(a.req.id)              # (already released once its prompt was written)
         if reason in ("abort", "error"):     # nothing kept from a request that was cut off
             self._run_all(self.adm.cancel(a.req.id))
         else:                                # rows written: every fed token (the last sampled one never was)

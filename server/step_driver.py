@@ -15,6 +15,7 @@ import threading
 import time
 
 from server.engine.logits import argmax_rows
+from server.engine.prompt_logprobs import prompt_logprobs
 from server.engine.sampler import SamplerState, device_token, logprobs, sample
 from server.ranks.steps import pack
 
@@ -42,6 +43,9 @@ class Sampling:
         lp, top = logprobs(logits[row], state, tok) if state.params.logprobs is not None \
             else (None, ())
         return tok, lp, top
+
+    def prompt_logprobs(self, *args, **kw) -> list:
+        return prompt_logprobs(*args, **kw)
 
 
 class LocalDriver(Sampling):

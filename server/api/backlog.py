@@ -5,6 +5,7 @@ after its handler has started and the engine thread's next round has drained the
 so forty requests at once all pass a check of that list. This count rises the moment a
 request is admitted (before the handler awaits anything) and falls when its generation
 ends, however it ends; `--max-queue N` is then N requests beyond the streams that can run.
+An n > 1 request is one request here (one place, shared by its choices: `shares`).
 """
 from __future__ import annotations
 
@@ -27,6 +28,32 @@ class Ticket:
 
     def __del__(self):
         self.release()
+
+
+class Share:
+    """One choice's hold on an n > 1 request's single Ticket: the ticket is released when
+    the last choice releases (release() idempotent per choice, as Ticket's)."""
+
+    __slots__ = ("_ticket", "_left", "_held")
+
+    def __init__(self, ticket: Ticket, left: list):
+        self._ticket, self._left, self._held = ticket, left, True
+
+    def release(self) -> None:
+        if self._held:
+            self._held = False
+            self._left[0] -= 1
+            if self._left[0] == 0:
+                self._ticket.release()
+
+    def __del__(self):
+        self.release()
+
+
+def shares(ticket: Ticket, n: int) -> list:
+    """n holds on one place: an n > 1 request takes one queue place, not n."""
+    left = [n]
+    return [Share(ticket, left) for _ in range(n)]
 
 
 class Backlog:

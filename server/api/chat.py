@@ -11,6 +11,7 @@ from . import tools as toolmod
 from .token_stream import collect_all, merged
 from .errors import invalid
 from .sampling import refuse_unsupported
+from .prompt_logprob_json import prompt_logprobs_json
 from .start import start_generations, usage
 from .schemas import ChatRequest
 from .sse import sse_response
@@ -87,8 +88,10 @@ async def chat_completions(request: Request):
         choices.append({"index": i, "message": msg,
                         "logprobs": logprobs_block(state.tokenizer, tokens) if body.logprobs
                         else None, "finish_reason": finish})
+    extra = {} if body.prompt_logprobs is None else {
+        "prompt_logprobs": prompt_logprobs_json(state.tokenizer, gens[0].prompt_logprobs)}
     return JSONResponse({**head, "object": "chat.completion", "choices": choices,
-                         "usage": usage(gens)})
+                         "usage": usage(gens), **extra})
 
 
 async def _stream(state, gens, head: dict, want_logprobs: bool, include_usage: bool,

@@ -10,6 +10,7 @@ from .request_checks import check_model, parse_body
 from .token_stream import collect_all, merged
 from .errors import invalid
 from .sampling import refuse_unsupported
+from .prompt_logprob_json import prompt_logprobs_json
 from .start import start_generations, usage
 from .structured import off_loop, request_grammar
 from .schemas import CompletionRequest
@@ -39,6 +40,30 @@ def prompt_ids(state, prompt) -> list[int]:
     return ids
 
 
+def echo_block(tok, ids: list, entries, k: int) -> dict:
+    """echo with logprobs (OpenAI's legacy form): the prompt's own tokens first, the first
+    with no logprob; entries are the scheduler's prompt_logprobs of tokens 1..n-1."""
+    out = {"tokens": [], "token_logprobs": [], "top_logprobs": [], "text_offset": []}
+    offset = 0
+    for i, token_id in enumerate(ids):
+        text = tok.decode([token_id])
+        out["tokens"].append(text)
+        if i == 0 or entries is None or i - 1 >= len(entries):
+            out["token_logprobs"].append(None)
+            out["top_logprobs"].append(None)
+        else:
+            _, lp, _, top = entries[i - 1]
+            out["token_logprobs"].append(lp)
+            out["top_logprobs"].append({tok.decode([t]): v for t, v in top[:k]})
+        out["text_offset"].append(offset)
+        offset += len(text)
+    return out
+
+
+def joined(a: dict, b: dict) -> dict:
+    return {key: a[key] + b[key] for key in a}
+
+
 def logprobs_block(tok, tokens: list, offset: int) -> dict:
     out = {"tokens": [], "token_logprobs": [], "top_logprobs": [], "text_offset": []}
     for token_id, logprob, top in tokens:
@@ -57,6 +82,11 @@ async def completions(request: Request):
     body = await parse_body(request, CompletionRequest)
     check_model(state, body.model)
     refuse_unsupported(body)
+    asked_plp = body.prompt_logprobs is not None
+    echo_lp = bool(body.echo) and body.logprobs is not None
+    if echo_lp:                  # the prompt's logprobs, for its part of the logprobs block
+        body = body.model_copy(update={"prompt_logprobs": max(body.logprobs,
+                                                              body.prompt_logprobs or 0)})
     ids = await text_work(request).run(prompt_ids, state, body.prompt)
     grammar = await off_loop(request_grammar, state, body)
     rid, gens = start_generations(state, metrics, body, ids, chat=False,
@@ -75,12 +105,19 @@ async def completions(request: Request):
     if results is None:
         return Response(status_code=499)    # the client left; nobody reads this
     choices = []
+    tok, entries = state.tokenizer, gens[0].prompt_logprobs   # choice 0's, for every choice
+    plp = {"prompt_logprobs": prompt_logprobs_json(tok, entries)} if asked_plp else {}
+    head_lp = echo_block(tok, ids, entries, body.logprobs) if echo_lp else None
     for i, (text, tokens, finish, error) in enumerate(results):
         if error is not None:
             return error.response()
+        lp = None
+        if want_logprobs:
+            lp = logprobs_block(tok, tokens, len(echo))
+            if head_lp is not None:
+                lp = joined(head_lp, lp)
         choices.append({"index": i, "text": echo + text, "finish_reason": finish,
-                        "logprobs": logprobs_block(state.tokenizer, tokens, 0)
-                        if want_logprobs else None})
+                        "logprobs": lp, **plp})
     return JSONResponse({**head, "choices": choices, "usage": usage(gens)})
 
 

@@ -122,6 +122,24 @@ def validation_error(errors) -> ApiError:
     return invalid(f"Invalid value for {where}{shown}: {'; or '.join(msgs)}", param=param)
 
 
+def allowed_methods(request: Request) -> str:
+    """Every method some route of the app serves on this path: Starlette's own 405 names
+    only the first route whose path matched, so GET /health's route hid HEAD. (The routers
+    are included without a prefix, so a route's own pattern is its path.)"""
+    path, methods = request.url.path, set()
+
+    def walk(routes):
+        for route in routes:
+            inner = getattr(route, "original_router", None)
+            if inner is not None:
+                walk(inner.routes)
+            elif getattr(route, "path_regex", None) is not None and route.path_regex.match(path):
+                methods.update(getattr(route, "methods", None) or ())
+
+    walk(request.app.router.routes)
+    return ", ".join(sorted(methods))
+
+
 def install_handlers(app: FastAPI) -> None:
     @app.exception_handler(ApiError)
     async def _api_error(request: Request, exc: ApiError):
@@ -136,7 +154,10 @@ def install_handlers(app: FastAPI) -> None:
         message = {404: f"No route {request.url.path}",
                    405: f"Method {request.method} is not allowed on {request.url.path}"}.get(
             exc.status_code, str(exc.detail))
-        return ApiError(exc.status_code, message, headers=getattr(exc, "headers", None)).response()
+        headers = getattr(exc, "headers", None)
+        if exc.status_code == 405:          # several routes may serve one path (GET + HEAD)
+            headers = {**(headers or {}), "Allow": allowed_methods(request)}
+        return ApiError(exc.status_code, message, headers=headers).response()
 
     @app.exception_handler(Exception)
     async def _bug(request: Request, exc: Exception):

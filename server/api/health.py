@@ -29,11 +29,16 @@ async def health(request: Request):
     return JSONResponse(body, status_code=200 if body["status"] == "ok" else 503)
 
 
-@router.get("/ping", response_class=Response,
-            responses={200: {"description": "healthy (an empty body)"},
-                       503: {"description": "a rank is gone (an empty body)"}})
+PING = {"response_class": Response,
+        "responses": {200: {"description": "healthy (an empty body)"},
+                      503: {"description": "a rank is gone (an empty body)"}}}
+
+
+@router.post("/ping", **PING)           # two routes, two operation ids (ping_ping_post/_get)
+@router.get("/ping", **PING)
 async def ping(request: Request):
-    """vLLM's (and SageMaker's) liveness probe: /health's status, an empty body."""
+    """vLLM's (and SageMaker's) liveness probe, GET or POST: /health's status, an empty body.
+    (errors.py's 405 names every method a path takes, whichever route the router tried.)"""
     r = await health(request)
     return Response(status_code=r.status_code)
 

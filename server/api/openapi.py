@@ -110,6 +110,10 @@ def tighten(components: dict, vocab) -> None:
         props["logit_bias"] = _nullable({                # sampling.logit_bias
             "type": "object", "propertyNames": {"pattern": id_pattern(vocab)},
             "additionalProperties": {"type": "number", "minimum": -100, "maximum": 100}})
+        # sampling.refuse_unsupported: prompt_logprobs is not streamed (vLLM's rule)
+        components[name].setdefault("allOf", []).append({
+            "if": {"required": ["stream"], "properties": {"stream": {"const": True}}},
+            "then": {"properties": {"prompt_logprobs": {"type": "null"}}}})
     comp = components["CompletionRequest"]["properties"]
     comp["prompt"] = {"anyOf": [
         text,                                            # completions.prompt_ids: not empty
@@ -118,9 +122,10 @@ def tighten(components: dict, vocab) -> None:
         {"type": "array", "items": {"type": "array", "items": tid, "minItems": 1},
          "minItems": 1, "maxItems": 1}]}
     comp["best_of"] = _nullable({"type": "integer", "minimum": 1, "maximum": 1})
-    # completions.py: echo with logprobs is refused (no prompt logprobs)
-    components["CompletionRequest"]["if"] = {"required": ["echo"],
-                                             "properties": {"echo": {"const": True}}}
+    # sampling.refuse_unsupported: echo with logprobs is not streamed (prompt logprobs)
+    components["CompletionRequest"]["if"] = {"required": ["echo", "stream"],
+                                             "properties": {"echo": {"const": True},
+                                                            "stream": {"const": True}}}
     components["CompletionRequest"]["then"] = {"properties": {"logprobs": {"type": "null"}}}
     comp["suffix"] = _nullable({"type": "string", "maxLength": 0})
     chat = components["ChatRequest"]

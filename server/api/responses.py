@@ -35,6 +35,8 @@ class CompletionChoice(BaseModel):
     text: str
     finish_reason: str | None
     logprobs: dict | None
+    # vLLM's: each prompt token's logprob, rank and alternatives (the first None)
+    prompt_logprobs: list[dict | None] | None = None
 
 
 class Completion(BaseModel):
@@ -65,6 +67,7 @@ class ChatCompletion(BaseModel):
     model: str
     choices: list[ChatChoice]
     usage: Usage
+    prompt_logprobs: list[dict | None] | None = None       # vLLM's, as on completions
 
 
 class ModelCard(BaseModel):

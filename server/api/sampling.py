@@ -23,9 +23,13 @@ def refuse_unsupported(body: SamplingFields) -> None:
                       param="n")
     if getattr(body, "best_of", None) not in (None, 1):
         raise invalid(f"best_of={body.best_of} is not supported; use best_of=1", param="best_of")
-    if getattr(body, "echo", False) and getattr(body, "logprobs", None) is not None:
-        raise invalid("echo=true with logprobs needs the prompt's logprobs, which this "
-                      "server does not compute; send one of them", param="echo")
+    if getattr(body, "echo", False) and getattr(body, "logprobs", None) is not None \
+            and body.stream:
+        raise invalid("echo=true with logprobs needs the prompt's logprobs, which are not "
+                      "streamed (as prompt_logprobs); send stream=false", param="echo")
+    if body.prompt_logprobs is not None and body.stream:
+        raise invalid("prompt_logprobs is not available with stream=true (as in vLLM); "
+                      "send stream=false", param="prompt_logprobs")
     if getattr(body, "suffix", None):
         raise invalid("suffix is not supported (no fill-in-the-middle)", param="suffix")
     if isinstance(body.stop, list) and any(s == "" for s in body.stop) or body.stop == "":
@@ -103,4 +107,5 @@ def sampling_params(body: SamplingFields, max_tokens: int, logprobs: int | None,
         logprobs=logprobs,
         logit_bias=logit_bias(body, vocab),
         min_tokens=min(int(body.min_tokens or 0), max_tokens),
+        prompt_logprobs=body.prompt_logprobs,
     )

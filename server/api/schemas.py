@@ -89,6 +89,7 @@ class SamplingFields(BaseModel):
     structured_outputs: StructuredOutputs | None = None
     json_schema: dict[str, Any] | None = None               # llama-server
     grammar: str | None = None                               # llama-server, GBNF
+    prompt_logprobs: Annotated[int, Field(ge=0, le=20)] | None = None   # vLLM
 
 
 class CompletionRequest(SamplingFields):

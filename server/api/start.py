@@ -3,8 +3,9 @@ completions and chat endpoints share (limits, the fit check, admission, the requ
 
 n > 1 gives n requests, one per choice: choice i is the request a single call with seed
 `choice_seed(seed, i)` would make (sampling.py), each with its own parse state when the
-reply is constrained; they share the prompt's pages through the prompt cache when it
-keeps them.
+reply is constrained. Choices 1.. follow choice 0 (GenRequest.follows): the scheduler
+holds them until choice 0's prompt is prefilled and kept, and they resume from its pages
+(the prompt is prefilled once). The request takes one queue place, shared by its choices.
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import uuid
 
 from server.requests import GenRequest
 
+from .backlog import shares
 from .request_checks import admit
 from .token_stream import Generation
 from .sampling import (check_fit, choice_seed, resolve_max_tokens, sampling_params,
@@ -25,21 +27,26 @@ def start_generations(state, metrics, body, ids: list, *, chat: bool, logprobs,
     """-> (the response id, one Generation per choice)."""
     max_tokens = resolve_max_tokens(body, prompt_len=len(ids), context=state.context, chat=chat)
     check_fit(state.scheduler, len(ids), max_tokens)
-    ticket = admit(state)               # the request's place; each further choice takes one too
+    ticket = admit(state)               # the request's place, shared by its choices
     params = sampling_params(body, max_tokens, logprobs,
                              getattr(state.tokenizer, "vocab_size", None))
     rid = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}"
     n = body.n or 1
     eos = frozenset(getattr(state.tokenizer, "eos_ids", ()) or ())
     gens = []
+    holds = [ticket] if n == 1 else shares(ticket, n)     # released as each choice ends
     for i in range(n):
-        p = params if n == 1 else dataclasses.replace(params, seed=choice_seed(params.seed, i))
+        # choice 0 alone computes prompt_logprobs (every choice shows them)
+        p = params if n == 1 else dataclasses.replace(
+            params, seed=choice_seed(params.seed, i),
+            prompt_logprobs=params.prompt_logprobs if i == 0 else None)
         req = GenRequest(id=rid if n == 1 else f"{rid}-{i}", prompt_ids=ids, params=p,
-                         eos_ids=eos, arrival=time.monotonic(), grammar=grammar)
+                         eos_ids=eos, arrival=time.monotonic(), grammar=grammar,
+                         follows=None if i == 0 else gens[0].req.id)
         gens.append(Generation(state, metrics, req, stop_strings(body),
                                include_stop=bool(body.include_stop_str_in_output),
                                skip_special=body.skip_special_tokens is not False, index=i))
-        gens[-1].ticket = ticket if i == 0 else state.backlog.enter()   # released when it ends
+        gens[-1].ticket = holds[i]
     return rid, gens
 
 

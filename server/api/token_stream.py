@@ -43,6 +43,7 @@ class Generation:
         self.completion_tokens = 0
         self.finish: str | None = None
         self.first_token_s: float | None = None     # arrival to the first token
+        self.prompt_logprobs = None  # the scheduler's entries, on the first token's event
         self.ticket = None          # the queue place (backlog.Ticket), released at the end
 
     def usage(self) -> dict:
@@ -66,6 +67,8 @@ class Generation:
                 now = time.monotonic()
                 if ev.prompt_tokens:
                     self.prompt_tokens = ev.prompt_tokens
+                if ev.prompt_logprobs is not None:
+                    self.prompt_logprobs = ev.prompt_logprobs
                 self.cached_tokens = max(self.cached_tokens, ev.cached_tokens or 0)
                 text = ""
                 if ev.token_id is not None:

@@ -11,9 +11,15 @@ from .errors import invalid
 
 # field -> (values that ask for nothing, why it is refused)
 UNSUPPORTED: dict[str, tuple[tuple, str]] = {
-    "prompt_logprobs": ((None, 0), "prompt logprobs are not computed (the engine keeps only "
-                        "each round's last logits)"),
     "suffix": ((None, ""), "no fill-in-the-middle"),
+    "prompt_embeds": ((None,), "prompt embeddings are not taken; send text or token ids"),
+    "return_token_ids": ((None, False), "token ids are not returned; use /tokenize or logprobs"),
+    "image_data": ((None, []), "text is the only input"),
+    "multimodal_data": ((None, []), "text is the only input"),
+    "n_cmpl": ((None, 1), "send n for several choices"),
+    "parse_tool_calls": ((None, True), "replies to a request with tools are always parsed "
+                         "for tool calls"),
+    "return_progress": ((None, False), "prompt progress is not streamed"),
     "best_of": ((None, 1), "best_of > 1 is not supported; use n"),
     "use_beam_search": ((None, False), "no beam search"),
     "length_penalty": ((None, 1, 1.0), "no beam search"),

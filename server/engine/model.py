@@ -12,6 +12,7 @@ import numpy as np
 
 from kernels import ops
 from server.engine.rows import Rows, as_chunks
+from server.ranks.steps import EVERY_ROW
 
 
 @dataclass
@@ -73,7 +74,8 @@ class Model:
             o += len(c.tokens)
         ids = xp.asarray([t for c in chunks for t in c.tokens], dtype=xp.int32)
         pos = xp.asarray([c.start + i for c in chunks for i in range(len(c.tokens))], dtype=xp.int32)
-        want = [b - 1 for (a, b), c in zip(spans, chunks) if c.logits]
+        want = [i for (a, b), c in zip(spans, chunks) if c.logits
+                for i in (range(a, b) if c.logits == EVERY_ROW else (b - 1,))]
         sel = xp.asarray(want, dtype=xp.int32) if want else None
         dev = None
         if xp is not np:

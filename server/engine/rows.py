@@ -2,7 +2,7 @@
 
 RoundChunk: one stream's piece of a round, as the engine addresses it (its table of page ids
 on this rank's KV store, the rows a page holds, the first position, the token ids, whether
-its last row's logits are wanted). A NamedTuple, so a plain 5-tuple in the same order (the
+which rows' logits are wanted: none, the last, or every row for prompt_logprobs). A NamedTuple, so a plain 5-tuple in the same order (the
 benchmarks and the GPU tests build them) reads the same.
 
 Rows: the whole round laid out as [T, ...] arrays, chunk c covering rows spans[c].
@@ -23,7 +23,7 @@ class RoundChunk(NamedTuple):
     page_rows: int         # rows a page holds
     start: int             # position of the chunk's first token
     tokens: tuple          # token ids
-    logits: bool           # the last row's logits are wanted
+    logits: int            # False: none; True (1): the last row's; 2 (steps.EVERY_ROW): every row's
 
 
 @dataclass

@@ -6,6 +6,7 @@ The scheduler calls it each round, no threads:
     for g in adm.admit_ready():    # FIFO; the head waits for a stream or pages, all behind it too
         send(*g.steps())           # BeginStep (+ CopyStep on windows when resuming)
         prefill from g.resumed_rows
+    send(*adm.keep_prompt(req_id, prompt_ids))   # n > 1: the prompt's pages kept, mid-reply
     send(*adm.finish(req_id, written_ids))   # pages back, or kept in the prompt cache; EndStep
     send(*adm.cancel(req_id))                # a waiting request just leaves; a running one ends
 
@@ -72,6 +73,7 @@ class Grant:
 class _Waiting:
     ticket: Ticket
     ids: tuple
+    resume: bool = True
 
 
 @dataclass
@@ -138,13 +140,15 @@ class Admission:
                           pages=pages, pool=self.pool.total)
         return pages
 
-    def request(self, req_id: str, prompt_ids, max_tokens: int) -> Ticket:
+    def request(self, req_id: str, prompt_ids, max_tokens: int, resume: bool = True) -> Ticket:
+        """resume=False: never start from a kept prefix (prompt_logprobs needs every
+        prompt row's logits); its rows are still kept at its end for others."""
         if req_id in self._queue or req_id in self._running:
             raise ValueError(f"request {req_id!r} is already admitted or waiting")
         m, k = len(prompt_ids), max_tokens
         pages = self.check(m, k)
         t = Ticket(req_id, m, k, pages, len(self._queue))
-        self._queue[req_id] = _Waiting(t, tuple(prompt_ids))
+        self._queue[req_id] = _Waiting(t, tuple(prompt_ids), resume)
         return t
 
     def admit_ready(self) -> list:
@@ -175,6 +179,20 @@ class Admission:
         heapq.heappush(self._streams, run.stream)
         return steps + [EndStep(run.stream)]
 
+    def keep_prompt(self, req_id: str, prompt_ids) -> list:
+        """A running request's prompt rows are all written: keep its prompt's full pages in
+        the prompt cache now, not at its end, so the other choices of an n > 1 request
+        resume from them (pages: shared by reference; windows: rows copied into cache
+        pages, the CopyStep returned). Its reply rows never land in those pages."""
+        run = self._running.get(req_id)
+        if run is None:
+            return []
+        if self.paged:
+            self.cache.insert(tuple(prompt_ids), run.table)
+            return []
+        pages, rows = self.cache.insert_copy(tuple(prompt_ids))
+        return [CopyStep(run.stream, pages, rows, to_pages=True)] if rows else []
+
     def cancel(self, req_id: str) -> list:
         """A waiting request leaves the queue; a running one gives its pages back (nothing kept)."""
         if self._queue.pop(req_id, None) is not None:
@@ -189,7 +207,7 @@ class Admission:
 
     # -- inside ----------------------------------------------------------------------------
     def _admit(self, w: _Waiting):
-        prefix = self.cache.lookup(w.ids)
+        prefix = self.cache.lookup(w.ids) if w.resume else ()
         fresh = w.ticket.pages - len(prefix)
         self.pool.share(prefix)                     # held now: eviction cannot take them
         if self.pool.free < fresh:
@@ -201,7 +219,7 @@ class Admission:
         return self._start(w, table, len(prefix), len(prefix) * self.page_rows, ())
 
     def _admit_window(self, w: _Waiting):
-        prefix = self.cache.lookup(w.ids)
+        prefix = self.cache.lookup(w.ids) if w.resume else ()
         return self._start(w, (), 0, len(prefix) * self.page_rows, prefix)
 
     def _start(self, w, table, kept, resumed, copy_from) -> Grant:

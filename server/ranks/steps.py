@@ -13,6 +13,10 @@ from typing import Union
 
 POOL, BEGIN, ROUND, END, COPY, STOP = 1, 2, 3, 4, 5, 6
 
+# Chunk.logits: which rows' logits a round returns for the chunk
+LAST_ROW = True           # (1) the last row's: the next token
+EVERY_ROW = 2             # every row's: prompt_logprobs (the last row's is the next token's)
+
 
 @dataclass(frozen=True)
 class PoolStep:
@@ -38,7 +42,7 @@ class Chunk:
     stream: int
     start: int
     tokens: tuple
-    logits: bool = True       # return the logits of the last row
+    logits: int = LAST_ROW    # False: none; LAST_ROW: the last row's; EVERY_ROW: every row's
 
 
 @dataclass(frozen=True)
@@ -112,7 +116,7 @@ def unpack(words) -> Step:
         chunks, i = [], 1
         for _ in range(p[0]):
             s, start, lg, m = p[i:i + 4]
-            chunks.append(Chunk(s, start, tuple(p[i + 4:i + 4 + m]), bool(lg)))
+            chunks.append(Chunk(s, start, tuple(p[i + 4:i + 4 + m]), lg if lg == EVERY_ROW else bool(lg)))
             i += 4 + m
         return RoundStep(tuple(chunks))
     if kind == END:

@@ -102,8 +102,14 @@ class FakeScheduler:
                     finish = "length" if last else None
                 top = tuple((tok + k, -0.5 - k) for k in range(p.logprobs or 0))
                 n, c = len(req.prompt_ids), self.cached_tokens
+                plp = None                      # prompt token j + 1: logprob -1 - j, rank j % 3 + 1
+                if i == 0 and p.prompt_logprobs is not None:
+                    plp = tuple((t, -1.0 - j, 1 + j % 3,
+                                 tuple((t + m, -0.25 - m) for m in range(p.prompt_logprobs)))
+                                for j, t in enumerate(req.prompt_ids[1:]))
                 yield TokenEvent(tok, logprob=-0.5, top_logprobs=top, prompt_tokens=n,
-                                 cached_tokens=c, finish_reason=finish if self.inline_finish else None)
+                                 cached_tokens=c, finish_reason=finish if self.inline_finish else None,
+                                 prompt_logprobs=plp)
                 if finish:
                     if not self.inline_finish:
                         yield TokenEvent(None, finish_reason=finish, prompt_tokens=n, cached_tokens=c)

@@ -37,6 +37,56 @@ def test_n_gives_choices_with_derived_seeds_and_summed_usage():
     assert [q.params.seed for q in sched.started] == [2**64 - 2, 2**64 - 1, 0]
     assert body["usage"]["completion_tokens"] == 12 and body["usage"]["prompt_tokens"] == 2
     assert len({q.id for q in sched.started}) == 3
+    # choices 1.. follow choice 0 (one prefill: tests/model/test_choices_share.py)
+    assert [q.follows for q in sched.started] == [None, sched.started[0].id, sched.started[0].id]
+
+
+def test_echo_with_logprobs_puts_the_prompts_tokens_first():
+    """OpenAI's legacy echo + logprobs: the prompt's tokens, the first without a logprob,
+    then the reply's; offsets run over the echoed text."""
+    sched = FakeScheduler(reply="ab")
+    with client_for(sched) as c:
+        r = c.post(COMP, json={"prompt": "hey", "max_tokens": 2, "echo": True, "logprobs": 1})
+    assert r.status_code == 200, r.text
+    ch = r.json()["choices"][0]
+    assert ch["text"] == "heyab" and "prompt_logprobs" not in ch
+    lp = ch["logprobs"]
+    assert lp["tokens"] == ["<s>", "h", "e", "y", "a", "b"]           # the fake's bos, then bytes
+    assert lp["token_logprobs"] == [None, -1.0, -2.0, -3.0, -0.5, -0.5]
+    assert lp["top_logprobs"][0] is None and lp["top_logprobs"][1] == {"h": -0.25}
+    assert lp["text_offset"] == [0, 3, 4, 5, 3, 4]
+    assert sched.started[0].params.prompt_logprobs == 1
+
+
+def test_prompt_logprobs_in_vllms_shape():
+    sched = FakeScheduler(reply="abc")
+    with client_for(sched) as c:
+        r = c.post(COMP, json={"prompt": "hey", "max_tokens": 2, "n": 2, "prompt_logprobs": 2})
+        assert r.status_code == 200, r.text
+        choices = r.json()["choices"]
+        h, e, y = (b + 3 for b in b"hey")
+        want = [None,
+                {str(h): {"logprob": -1.0, "rank": 1, "decoded_token": "h"},
+                 str(h + 1): {"logprob": -1.25, "rank": 2, "decoded_token": "i"}},
+                {str(e): {"logprob": -2.0, "rank": 2, "decoded_token": "e"},
+                 str(e + 1): {"logprob": -1.25, "rank": 2, "decoded_token": "f"}},
+                {str(y): {"logprob": -3.0, "rank": 3, "decoded_token": "y"},
+                 str(y + 1): {"logprob": -1.25, "rank": 2, "decoded_token": "z"}}]
+        # the prompt token first, then the alternatives; a token among them once (e, rank 2
+        # from its own entry: the fake's top holds t itself first with -0.25)
+        got = choices[0]["prompt_logprobs"]
+        assert got[0] is None and len(got) == 4
+        assert list(got[1]) == [str(h), str(h + 1)] and got[1][str(h)]["logprob"] == -1.0
+        assert got[2][str(e)] == want[2][str(e)] and got[3][str(y)] == want[3][str(y)]
+        assert choices[1]["prompt_logprobs"] == got                 # every choice shows them
+        assert [q.params.prompt_logprobs for q in sched.started] == [2, None]   # computed once
+        r = c.post(CHAT, json={"messages": MSGS, "max_tokens": 2, "prompt_logprobs": 0})
+        body = r.json()
+        assert body["prompt_logprobs"][0] is None
+        assert all(len(d) == 1 for d in body["prompt_logprobs"][1:])
+        assert "prompt_logprobs" not in body["choices"][0]
+        r = c.post(COMP, json={"prompt": "hey", "max_tokens": 2})
+        assert "prompt_logprobs" not in r.json()["choices"][0]
 
 
 def test_n_streams_every_index():

@@ -1,5 +1,5 @@
 """Names: --served-model-name (several), --chat-template, --version, GET /version,
-GET /ping, HEAD /health."""
+GET and POST /ping, HEAD /health; a 405 names every method of its path."""
 from __future__ import annotations
 
 import subprocess
@@ -30,8 +30,30 @@ def test_version_ping_and_head_health():
     with TestClient(create_app(make_state(FakeScheduler(), api_key="k"))) as c:
         assert c.get("/version").json() == {"version": __version__}
         assert c.get("/ping").status_code == 200
+        r = c.post("/ping")                 # vLLM serves both (SageMaker posts)
+        assert r.status_code == 200 and r.content == b""
         r = c.head("/health")
         assert r.status_code == 200 and r.content == b""
+
+
+def test_ping_is_503_when_a_rank_is_gone():
+    sched = FakeScheduler()
+    sched.stats = lambda: {"ranks_ok": False}
+    with TestClient(create_app(make_state(sched))) as c:
+        assert c.get("/ping").status_code == 503 and c.post("/ping").status_code == 503
+
+
+def test_405_allow_names_every_route_of_the_path():
+    """Two routes on one path (GET + HEAD /health, GET + POST /ping): Starlette's own 405
+    named the first one's method only."""
+    with TestClient(create_app(make_state(FakeScheduler()))) as c:
+        for method, path, allow in [("PUT", "/health", "GET, HEAD"), ("POST", "/health", "GET, HEAD"),
+                                    ("PUT", "/ping", "GET, POST"), ("DELETE", "/version", "GET"),
+                                    ("GET", "/v1/completions", "POST")]:
+            r = c.request(method, path)
+            assert r.status_code == 405, (method, path)
+            assert r.headers["allow"] == allow, (method, path, r.headers.get("allow"))
+            assert r.json()["error"]["type"] == "invalid_request_error"
 
 
 def test_chat_template_override_is_used(tmp_path):

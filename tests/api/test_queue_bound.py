@@ -36,3 +36,34 @@ def test_streams_and_failures_give_their_place_back():
     replies = asyncio.run(_burst(app, 3, body))
     assert all(r.status_code == 200 and '"rank_lost"' in r.text for r in replies)
     assert state.backlog.count == 0
+
+
+def test_n_choices_take_one_queue_place():
+    """n=3 is one request: a burst of n=3 requests is bounded as one of n=1 is (streams +
+    max_queue of them), every choice answered, and the place comes back once all end."""
+    sched = FakeScheduler(delay=0.01)           # 4 streams_total
+    state = make_state(sched, max_queue=2)
+    app = create_app(state)
+    replies = asyncio.run(_burst(app, 20, {"prompt": "x", "max_tokens": 5, "n": 3}))
+    ok = [r for r in replies if r.status_code == 200]
+    assert len(ok) == 6, [r.status_code for r in replies]
+    assert all(len(r.json()["choices"]) == 3 for r in ok)
+    assert state.backlog.count == 0
+
+
+def test_a_share_releases_the_ticket_once_the_last_choice_ends():
+    from server.api.backlog import Backlog, shares
+    b = Backlog()
+    parts = shares(b.enter(), 3)
+    assert b.count == 1
+    parts[0].release()
+    parts[0].release()                          # idempotent per choice
+    parts[2].release()
+    assert b.count == 1
+    parts[1].release()
+    assert b.count == 0
+    parts = shares(b.enter(), 2)
+    del parts                                   # a request that never ran: collected
+    import gc
+    gc.collect()
+    assert b.count == 0

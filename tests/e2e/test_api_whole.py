@@ -1,6 +1,6 @@
 """Issue 19 with the real model and the real openai client: logit_bias, min_tokens,
 ignore_eos without <|im_end|> in the text, n > 1 equal to single requests with the
-derived seeds, echo, structured outputs (random schemas, streamed and not, solo ==
+derived seeds and prefilled once, prompt_logprobs equal to the prefix requests' logprobs, echo, structured outputs (random schemas, streamed and not, solo ==
 concurrent), tools (required / named, a follow-up turn, streamed deltas), refusals.
 
 FOLDSERVE_E2E_SCHEMA_EXAMPLES (default 2) sets how many random schemas go through the
@@ -101,6 +101,66 @@ def test_n_equals_single_requests_with_derived_seeds(srv, client):
     assert [c.message.content for c in r.choices] == singles
     assert [c.index for c in r.choices] == [0, 1, 2]
     assert r.usage.completion_tokens == 18 and len(set(singles)) > 1
+
+
+def metric(srv, name: str) -> float:
+    text = httpx.get(srv.url + "/metrics").text
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith(name + "{") or line.startswith(name + " "))
+
+
+def test_n_prefills_the_prompt_once(srv, client):
+    """Choices 1.. resume from choice 0's kept prompt pages: the prefix cache's hit counter
+    grows by their full pages (choice 0 prefilled all of it, nothing cached before)."""
+    words = " ".join(f"w{i}" for i in range(40))            # a prompt no one sent before
+    kw = dict(model=srv.model, prompt=f"Count these: {words}.", max_tokens=4, temperature=1.0)
+    hits = metric(srv, "vllm:prefix_cache_hits_total")
+    r = client.completions.create(**kw, n=3, seed=7)
+    n = r.usage.prompt_tokens
+    assert n > 32 and len(r.choices) == 3
+    kept = (n - 1) // 16 * 16                               # page rows 16: full pages, one left
+    assert metric(srv, "vllm:prefix_cache_hits_total") - hits == 2 * kept
+    singles = [client.completions.create(**kw, seed=s).choices[0].text for s in (7, 8, 9)]
+    assert [c.text for c in r.choices] == singles
+
+
+def test_prompt_logprobs_equal_the_prefix_requests_logprobs(srv, client):
+    """Each prompt token's logprob (and top alternatives) is, to the bit, the logprob the
+    server reports for that token drawn after the prefix alone (forced by logit_bias: the
+    reported logprobs are the raw model's)."""
+    text = "The capital of France is Paris"
+    ids = httpx.post(srv.url + "/tokenize", json={"prompt": text}).json()["tokens"]
+    r = client.completions.create(model=srv.model, prompt=text, max_tokens=1, temperature=0,
+                                  extra_body={"prompt_logprobs": 3})
+    plp = r.choices[0].prompt_logprobs
+    assert len(plp) == len(ids) and plp[0] is None
+    for j in range(len(ids) - 3, len(ids)):
+        entry = plp[j]
+        assert list(entry)[0] == str(ids[j])
+        mine = entry[str(ids[j])]
+        one = client.completions.create(model=srv.model, prompt=ids[:j], max_tokens=1, temperature=0,
+                                        logprobs=3, logit_bias={str(ids[j]): 100})
+        lp = one.choices[0].logprobs
+        assert lp.token_logprobs[0] == mine["logprob"]
+        # the alternatives: the prompt token, then the top 3 (the token once if among them)
+        best = sorted((v["logprob"] for v in entry.values()), reverse=True)[:3]
+        assert sorted(lp.top_logprobs[0].values(), reverse=True) == best
+    assert plp[-1][str(ids[-1])]["decoded_token"] == " Paris" and plp[-1][str(ids[-1])]["rank"] == 1
+    # echo + logprobs (OpenAI's legacy form): the same numbers, in the logprobs block
+    e = client.completions.create(model=srv.model, prompt=text, max_tokens=1, temperature=0,
+                                  echo=True, logprobs=3)
+    lp = e.choices[0].logprobs
+    assert e.choices[0].text.startswith(text) and lp.token_logprobs[0] is None
+    assert lp.token_logprobs[1:len(ids)] == [plp[j][str(ids[j])]["logprob"] for j in range(1, len(ids))]
+    assert len(lp.tokens) == len(ids) + 1
+    c = client.chat.completions.create(model=srv.model, messages=TWO, max_tokens=1,
+                                       extra_body={"prompt_logprobs": 0})
+    assert len(c.prompt_logprobs) == c.usage.prompt_tokens and c.prompt_logprobs[0] is None
+    assert all(len(d) == 1 for d in c.prompt_logprobs[1:])
+    with pytest.raises(openai.BadRequestError) as e:
+        client.completions.create(model=srv.model, prompt=text, max_tokens=1, stream=True,
+                                  extra_body={"prompt_logprobs": 1})
+    assert e.value.body["param"] == "prompt_logprobs"
 
 
 def test_echo(srv, client):
@@ -222,5 +282,5 @@ def test_unknown_field_ignored_known_unsupported_refused(srv, client):
     assert r.choices[0].message.content is not None
     with pytest.raises(openai.BadRequestError) as e:
         client.completions.create(model=srv.model, prompt="x", max_tokens=2,
-                                  extra_body={"prompt_logprobs": 1})
-    assert e.value.body["param"] == "prompt_logprobs"
+                                  extra_body={"use_beam_search": True})
+    assert e.value.body["param"] == "use_beam_search"
