@@ -1,0 +1,335 @@
+"""x @ W^T over 32-element GGUF blocks (Q8_0, Q4_0, Q4_1) in explicit LLVM vectors, on the CPU.
+
+numba vectorizes loops only where LLVM's cost model agrees (the unpack-then-dot kernels of
+kernels/blocks_cpu.py ran at 1.5-4 GMAC/s a core, much of it scalar or scattered); here one
+output element is written as LLVM vector IR by hand (a numba intrinsic), so the SIMD is
+what the code says on any target LLVM knows (AVX2: two ymm a 16-lane op; AVX-512, NEON: as
+legal there), and every float operation is named: fmul, the llvm.fma intrinsic, fadd. No
+contraction or reassociation is left to the compiler, so the bytes are the same in every
+function that inlines it, whatever the batch.
+
+One output element, out = sum_k w[k] x[k] for a row of nb blocks of 32:
+  for b in 0 .. nb-1, in order (16 float32 lanes, lane l):
+      p[l]   = lo[l] * x[32b + l]                      (lo, hi: the block's integer values
+      p[l]   = fma(hi[l], x[32b + 16 + l], p[l])        at l and 16 + l, exact in float32)
+      acc[l] = fma(d_b, p[l], acc[l])                   (d_b: the block's f16 scale)
+      Q4_1 only: sm = fma(m_b, xsum[b], sm)             (m_b: its f16 min; xsum[b]: the sum of
+                                                         x over the block, in order)
+  out = tree(acc) + sm, tree = lanes (l, l+8) added, then (l, l+4), (l, l+2), (0, 1).
+The integer values: Q8_0 q (int8); Q4_0 nibble - 8; Q4_1 nibble (the low nibbles of the
+block's 16 bytes are lo, the high nibbles hi: GGUF's order). The weight d*q(+m) is never
+formed; the sum is the same product up to float32 rounding (tests/model/test_blocks_cpu.py
+holds it to the float64 definition, kernels.qmatmul.ref).
+
+Batch invariance by construction: an output element reads its row of blocks, its x row and
+its xsum row only, through the one function below, in the order above.
+"""
+from __future__ import annotations
+
+import numpy as np
+from llvmlite import ir
+from numba import njit, prange, types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+ROWS = 16                # output rows a parallel chunk takes
+BLOCK_BYTES = {"Q8_0": 34, "Q4_0": 18, "Q4_1": 20}
+
+_f32 = ir.FloatType()
+_i8, _i16, _i64 = ir.IntType(8), ir.IntType(16), ir.IntType(64)
+_v16f = ir.VectorType(_f32, 16)
+_v16i8 = ir.VectorType(_i8, 16)
+_v32i8 = ir.VectorType(_i8, 32)
+
+
+def _fma(builder, a, b, c):
+    t = a.type
+    name = f"llvm.fma.v{t.count}f32" if isinstance(t, ir.VectorType) else "llvm.fma.f32"
+    fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(t, [t, t, t]), name)
+    return builder.call(fn, [a, b, c])
+
+
+def _half(builder, ptr):
+    h = builder.load(builder.bitcast(ptr, ir.HalfType().as_pointer()), align=1)
+    return builder.fpext(h, _f32)
+
+
+def _splat(builder, v):
+    vec = builder.insert_element(ir.Constant(_v16f, ir.Undefined), v, ir.Constant(ir.IntType(32), 0))
+    return builder.shuffle_vector(vec, ir.Constant(_v16f, ir.Undefined), ir.Constant(ir.VectorType(ir.IntType(32), 16), [0] * 16))
+
+
+def _lanes(builder, v, lo, n):
+    mask = ir.Constant(ir.VectorType(ir.IntType(32), n), list(range(lo, lo + n)))
+    return builder.shuffle_vector(v, ir.Constant(v.type, ir.Undefined), mask)
+
+
+def _block_values(builder, kind, base):
+    """(d, m or None, lo, hi): the block's scale(s) and its 32 integer values as float32 lanes."""
+    d = _half(builder, base)
+    if kind == "Q8_0":
+        q = builder.load(builder.bitcast(builder.gep(base, [ir.Constant(_i64, 2)]), _v32i8.as_pointer()), align=1)
+        lo = builder.sitofp(_lanes(builder, q, 0, 16), _v16f)
+        hi = builder.sitofp(_lanes(builder, q, 16, 16), _v16f)
+        return d, None, lo, hi
+    off = 2 if kind == "Q4_0" else 4
+    q = builder.load(builder.bitcast(builder.gep(base, [ir.Constant(_i64, off)]), _v16i8.as_pointer()), align=1)
+    lo = builder.and_(q, ir.Constant(_v16i8, [15] * 16))
+    hi = builder.lshr(q, ir.Constant(_v16i8, [4] * 16))
+    if kind == "Q4_0":
+        eight = ir.Constant(_v16i8, [8] * 16)
+        return d, None, builder.sitofp(builder.sub(lo, eight), _v16f), builder.sitofp(builder.sub(hi, eight), _v16f)
+    m = _half(builder, builder.gep(base, [ir.Constant(_i64, 2)]))
+    return d, m, builder.uitofp(lo, _v16f), builder.uitofp(hi, _v16f)
+
+
+def _ptr(context, builder, ty, val):
+    return context.make_array(ty)(context, builder, val)
+
+
+def _loop(builder, nb, k, body):
+    """for b in 0 .. nb-1: (accs, sms) = body(b, accs, sms) for k independent elements, from
+    zeros; returns the final (accs, sms), zeros when nb == 0."""
+    zero = ir.Constant(_v16f, [0.0] * 16)
+    fzero = ir.Constant(_f32, 0.0)
+    entry = builder.block
+    loop = builder.append_basic_block("blk_loop")
+    done = builder.append_basic_block("blk_done")
+    builder.cbranch(builder.icmp_signed(">", nb, ir.Constant(_i64, 0)), loop, done)
+    builder.position_at_end(loop)
+    b = builder.phi(_i64)
+    accs = [builder.phi(_v16f) for _ in range(k)]
+    sms = [builder.phi(_f32) for _ in range(k)]
+    accs2, sms2 = body(b, accs, sms)
+    b2 = builder.add(b, ir.Constant(_i64, 1))
+    end = builder.block
+    builder.cbranch(builder.icmp_signed("<", b2, nb), loop, done)
+    b.add_incoming(ir.Constant(_i64, 0), entry)
+    b.add_incoming(b2, end)
+    for phis, new, z in ((accs, accs2, zero), (sms, sms2, fzero)):
+        for phi, v in zip(phis, new):
+            phi.add_incoming(z, entry)
+            phi.add_incoming(v, end)
+    builder.position_at_end(done)
+    out = []
+    for new, z in ((accs2, zero), (sms2, fzero)):
+        vs = []
+        for v in new:
+            phi = builder.phi(v.type)
+            phi.add_incoming(z, entry)
+            phi.add_incoming(v, end)
+            vs.append(phi)
+        out.append(vs)
+    return out
+
+
+def _step(builder, d, m, lo, hi, xp, sp, b, acc, sm):
+    """One block of the order in the module's docstring."""
+    x0 = builder.gep(xp, [builder.mul(b, ir.Constant(_i64, 32))])
+    xl = builder.load(builder.bitcast(x0, _v16f.as_pointer()), align=4)
+    xh = builder.load(builder.bitcast(builder.gep(x0, [ir.Constant(_i64, 16)]), _v16f.as_pointer()), align=4)
+    p = builder.fmul(lo, xl)
+    p = _fma(builder, hi, xh, p)
+    acc = _fma(builder, _splat(builder, d), p, acc)
+    if m is not None:
+        sm = _fma(builder, m, builder.load(builder.gep(sp, [b]), align=4), sm)
+    return acc, sm
+
+
+def _finish(builder, acc, sm):
+    v = acc
+    for n in (8, 4, 2):
+        v = builder.fadd(_lanes(builder, v, 0, n), _lanes(builder, v, n, n))
+    r = builder.fadd(builder.extract_element(v, ir.Constant(ir.IntType(32), 0)),
+                     builder.extract_element(v, ir.Constant(ir.IntType(32), 1)))
+    return builder.fadd(r, sm)
+
+
+def _result(context, builder, signature, vals):
+    if len(vals) == 1:
+        return vals[0]
+    return context.make_tuple(builder, signature.return_type, vals)
+
+
+def _ret(k):
+    return types.float32 if k == 1 else types.UniTuple(types.float32, k)
+
+
+def _make_dot(kind, k):
+    """dot(w_0 .. w_{k-1}, x, xsum): k rows of blocks (uint8[:]) times one x row (float32[:],
+    K) -> k elements, each in the module's order (k chains side by side, one x load)."""
+    nbytes = BLOCK_BYTES[kind]
+
+    def typer(*args):
+        sig = _ret(k)(*args)
+
+        def codegen(context, builder, signature, vals):
+            ws = [builder.bitcast(_ptr(context, builder, signature.args[j], vals[j]).data, _i8.as_pointer())
+                  for j in range(k)]
+            xa = _ptr(context, builder, signature.args[k], vals[k])
+            sp = _ptr(context, builder, signature.args[k + 1], vals[k + 1]).data
+            nb = builder.sdiv(builder.extract_value(xa.shape, 0), ir.Constant(_i64, 32))
+
+            def body(b, accs, sms):
+                out_a, out_s = [], []
+                for wp, acc, sm in zip(ws, accs, sms):
+                    base = builder.gep(wp, [builder.mul(b, ir.Constant(_i64, nbytes))])
+                    d, m, lo, hi = _block_values(builder, kind, base)
+                    a, s_ = _step(builder, d, m, lo, hi, xa.data, sp, b, acc, sm)
+                    out_a.append(a)
+                    out_s.append(s_)
+                return out_a, out_s
+            accs, sms = _loop(builder, nb, k, body)
+            return _result(context, builder, signature, [_finish(builder, a, s_) for a, s_ in zip(accs, sms)])
+        return sig, codegen
+    if k == 1:
+        @intrinsic
+        def dot(typingctx, w, x, xsum):
+            return typer(w, x, xsum)
+    else:
+        @intrinsic
+        def dot(typingctx, w0, w1, w2, w3, x, xsum):
+            return typer(w0, w1, w2, w3, x, xsum)
+    return dot
+
+
+def _make_unpack(kind):
+    nbytes = BLOCK_BYTES[kind]
+
+    @intrinsic
+    def unpack(typingctx, wrow, vals, scales):
+        """A row of blocks -> vals float32[K] (each block's lo then hi values: exact integers)
+        and scales float32[2 K/32] (d, m per block; m = 0 where the kind has none)."""
+        sig = types.void(wrow, vals, scales)
+
+        def codegen(context, builder, signature, args):
+            wp = builder.bitcast(_ptr(context, builder, signature.args[0], args[0]).data, _i8.as_pointer())
+            va = _ptr(context, builder, signature.args[1], args[1])
+            sp = _ptr(context, builder, signature.args[2], args[2]).data
+            nb = builder.sdiv(builder.extract_value(va.shape, 0), ir.Constant(_i64, 32))
+
+            def body(b, accs, sms):
+                base = builder.gep(wp, [builder.mul(b, ir.Constant(_i64, nbytes))])
+                d, m, lo, hi = _block_values(builder, kind, base)
+                v0 = builder.gep(va.data, [builder.mul(b, ir.Constant(_i64, 32))])
+                builder.store(lo, builder.bitcast(v0, _v16f.as_pointer()), align=4)
+                builder.store(hi, builder.bitcast(builder.gep(v0, [ir.Constant(_i64, 16)]), _v16f.as_pointer()), align=4)
+                s0 = builder.gep(sp, [builder.mul(b, ir.Constant(_i64, 2))])
+                builder.store(d, s0, align=4)
+                builder.store(ir.Constant(_f32, 0.0) if m is None else m,
+                              builder.gep(s0, [ir.Constant(_i64, 1)]), align=4)
+                return accs, sms
+            _loop(builder, nb, 0, body)
+            return context.get_dummy_value()
+        return sig, codegen
+    return unpack
+
+
+def _make_dot_unpacked(kind, k):
+    """dot_unpacked(vals, scales, x_0 .. x_{k-1}, xsum_0 .. xsum_{k-1}): one row that `unpack`
+    wrote times k x rows: the same values, the same operations in the same order as `dot`,
+    so the same bytes (k chains side by side, one load of the row's values)."""
+
+    def typer(*args):
+        sig = _ret(k)(*args)
+
+        def codegen(context, builder, signature, vals_):
+            va = _ptr(context, builder, signature.args[0], vals_[0])
+            scp = _ptr(context, builder, signature.args[1], vals_[1]).data
+            xs = [_ptr(context, builder, signature.args[2 + j], vals_[2 + j]) for j in range(k)]
+            sps = [_ptr(context, builder, signature.args[2 + k + j], vals_[2 + k + j]).data for j in range(k)]
+            nb = builder.sdiv(builder.extract_value(xs[0].shape, 0), ir.Constant(_i64, 32))
+
+            def body(b, accs, sms):
+                v0 = builder.gep(va.data, [builder.mul(b, ir.Constant(_i64, 32))])
+                lo = builder.load(builder.bitcast(v0, _v16f.as_pointer()), align=4)
+                hi = builder.load(builder.bitcast(builder.gep(v0, [ir.Constant(_i64, 16)]), _v16f.as_pointer()), align=4)
+                s0 = builder.gep(scp, [builder.mul(b, ir.Constant(_i64, 2))])
+                d = builder.load(s0, align=4)
+                m = builder.load(builder.gep(s0, [ir.Constant(_i64, 1)]), align=4) if kind == "Q4_1" else None
+                out_a, out_s = [], []
+                for xa, sp, acc, sm in zip(xs, sps, accs, sms):
+                    a, s_ = _step(builder, d, m, lo, hi, xa.data, sp, b, acc, sm)
+                    out_a.append(a)
+                    out_s.append(s_)
+                return out_a, out_s
+            accs, sms = _loop(builder, nb, k, body)
+            return _result(context, builder, signature, [_finish(builder, a, s_) for a, s_ in zip(accs, sms)])
+        return sig, codegen
+    if k == 1:
+        @intrinsic
+        def dot_unpacked(typingctx, vals, scales, x, xsum):
+            return typer(vals, scales, x, xsum)
+    else:
+        @intrinsic
+        def dot_unpacked(typingctx, vals, scales, x0, x1, x2, x3, s0, s1, s2, s3):
+            return typer(vals, scales, x0, x1, x2, x3, s0, s1, s2, s3)
+    return dot_unpacked
+
+
+@njit(cache=True, boundscheck=False)
+def block_sums(x, out):
+    """out[i, b] = x[i, 32b] + x[i, 32b + 1] + ... + x[i, 32b + 31], in that order (float32)."""
+    M, K = x.shape
+    for i in range(M):
+        for b in range(K // 32):
+            s = np.float32(0.0)
+            for j in range(32):
+                s += x[i, 32 * b + j]
+            out[i, b] = s
+
+
+def _make_mm(kind):
+    dot1, dot4 = _make_dot(kind, 1), _make_dot(kind, 4)
+    unpack = _make_unpack(kind)
+    du1, du4 = _make_dot_unpacked(kind, 1), _make_dot_unpacked(kind, 4)
+
+    @njit(cache=True, parallel=True, boundscheck=False)
+    def mm(x, xsum, data, out):
+        M, K = x.shape
+        N = data.shape[0]
+        for c in prange((N + ROWS - 1) // ROWS):
+            lo, hi = c * ROWS, min(c * ROWS + ROWS, N)
+            if M == 1:                         # one x row: the blocks read as stored
+                x0, s0 = x[0], xsum[0]
+                n = lo
+                while n + 4 <= hi:
+                    a, b, c_, d = dot4(data[n], data[n + 1], data[n + 2], data[n + 3], x0, s0)
+                    out[0, n], out[0, n + 1], out[0, n + 2], out[0, n + 3] = a, b, c_, d
+                    n += 4
+                while n < hi:
+                    out[0, n] = dot1(data[n], x0, s0)
+                    n += 1
+            else:                              # the chunk's rows unpacked once, for every x row
+                vals = np.empty((ROWS, K), np.float32)
+                scales = np.empty((ROWS, 2 * (K // 32)), np.float32)
+                for n in range(lo, hi):
+                    unpack(data[n], vals[n - lo], scales[n - lo])
+                i = 0
+                while i + 4 <= M:
+                    for n in range(lo, hi):
+                        a, b, c_, d = du4(vals[n - lo], scales[n - lo], x[i], x[i + 1], x[i + 2], x[i + 3],
+                                          xsum[i], xsum[i + 1], xsum[i + 2], xsum[i + 3])
+                        out[i, n], out[i + 1, n], out[i + 2, n], out[i + 3, n] = a, b, c_, d
+                    i += 4
+                while i < M:
+                    for n in range(lo, hi):
+                        out[i, n] = du1(vals[n - lo], scales[n - lo], x[i], xsum[i])
+                    i += 1
+    return mm
+
+
+KERNELS = {k: _make_mm(k) for k in BLOCK_BYTES}
+
+
+def matmul(x: np.ndarray, kind: str, data: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """x [M, K] float32 times the [N, K] matrix whose rows are `data` (uint8 [N, row bytes])
+    of 32-blocks in `kind` -> [M, N] float32."""
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    if out is None:
+        out = np.empty((x.shape[0], data.shape[0]), np.float32)
+    xsum = np.empty((x.shape[0], x.shape[1] // 32), np.float32)
+    if kind == "Q4_1":
+        block_sums(x, xsum)
+    KERNELS[kind](x, xsum, data, out)
+    return out
