@@ -38,6 +38,7 @@ BLOCK_BYTES = {"Q8_0": 34, "Q4_0": 18, "Q4_1": 20}
 _f32 = ir.FloatType()
 _i8, _i16, _i64 = ir.IntType(8), ir.IntType(16), ir.IntType(64)
 _v16f = ir.VectorType(_f32, 16)
+_v32f = ir.VectorType(_f32, 32)
 _v16i8 = ir.VectorType(_i8, 16)
 _v32i8 = ir.VectorType(_i8, 32)
 
@@ -90,7 +91,7 @@ def _ptr(context, builder, ty, val):
 def _loop(builder, nb, k, body):
     """for b in 0 .. nb-1: (accs, sms) = body(b, accs, sms) for k independent elements, from
     zeros; returns the final (accs, sms), zeros when nb == 0."""
-    zero = ir.Constant(_v16f, [0.0] * 16)
+    zero = ir.Constant(_v32f, [0.0] * 32)
     fzero = ir.Constant(_f32, 0.0)
     entry = builder.block
     loop = builder.append_basic_block("blk_loop")
@@ -98,7 +99,7 @@ def _loop(builder, nb, k, body):
     builder.cbranch(builder.icmp_signed(">", nb, ir.Constant(_i64, 0)), loop, done)
     builder.position_at_end(loop)
     b = builder.phi(_i64)
-    accs = [builder.phi(_v16f) for _ in range(k)]
+    accs = [builder.phi(_v32f) for _ in range(k)]
     sms = [builder.phi(_f32) for _ in range(k)]
     accs2, sms2 = body(b, accs, sms)
     b2 = builder.add(b, ir.Constant(_i64, 1))
@@ -123,14 +124,18 @@ def _loop(builder, nb, k, body):
     return out
 
 
-def _step(builder, d, m, lo, hi, xp, sp, b, acc, sm):
-    """One block of the order in the module's docstring."""
+def _scaled(builder, d, lo, hi):
+    """The block's 32 weights as the sum reads them: d * q in block order (float32 products)."""
+    dv = _splat(builder, d)
+    mask = ir.Constant(ir.VectorType(ir.IntType(32), 32), list(range(32)))
+    return builder.shuffle_vector(builder.fmul(dv, lo), builder.fmul(dv, hi), mask)
+
+
+def _step(builder, w, m, xp, sp, b, acc, sm):
+    """One block of the order in the module's docstring (w from _scaled)."""
     x0 = builder.gep(xp, [builder.mul(b, ir.Constant(_i64, 32))])
-    xl = builder.load(builder.bitcast(x0, _v16f.as_pointer()), align=4)
-    xh = builder.load(builder.bitcast(builder.gep(x0, [ir.Constant(_i64, 16)]), _v16f.as_pointer()), align=4)
-    p = builder.fmul(lo, xl)
-    p = _fma(builder, hi, xh, p)
-    acc = _fma(builder, _splat(builder, d), p, acc)
+    xv = builder.load(builder.bitcast(x0, _v32f.as_pointer()), align=4)
+    acc = _fma(builder, w, xv, acc)
     if m is not None:
         sm = _fma(builder, m, builder.load(builder.gep(sp, [b]), align=4), sm)
     return acc, sm
@@ -138,7 +143,7 @@ def _step(builder, d, m, lo, hi, xp, sp, b, acc, sm):
 
 def _finish(builder, acc, sm):
     v = acc
-    for n in (8, 4, 2):
+    for n in (16, 8, 4, 2):
         v = builder.fadd(_lanes(builder, v, 0, n), _lanes(builder, v, n, n))
     r = builder.fadd(builder.extract_element(v, ir.Constant(ir.IntType(32), 0)),
                      builder.extract_element(v, ir.Constant(ir.IntType(32), 1)))
@@ -175,7 +180,7 @@ def _make_dot(kind, k):
                 for wp, acc, sm in zip(ws, accs, sms):
                     base = builder.gep(wp, [builder.mul(b, ir.Constant(_i64, nbytes))])
                     d, m, lo, hi = _block_values(builder, kind, base)
-                    a, s_ = _step(builder, d, m, lo, hi, xa.data, sp, b, acc, sm)
+                    a, s_ = _step(builder, _scaled(builder, d, lo, hi), m, xa.data, sp, b, acc, sm)
                     out_a.append(a)
                     out_s.append(s_)
                 return out_a, out_s
@@ -193,78 +198,43 @@ def _make_dot(kind, k):
     return dot
 
 
-def _make_unpack(kind):
+def _make_dotx(kind, k):
+    """dotx(w, x_0 .. x_{k-1}, xsum_0 .. xsum_{k-1}): one row of blocks times k x rows: each
+    block unpacked and scaled once (the same d * lo, d * hi as `dot`), then k chains side by
+    side, each the same operations in the same order as `dot`: the same bytes."""
     nbytes = BLOCK_BYTES[kind]
-
-    @intrinsic
-    def unpack(typingctx, wrow, vals, scales):
-        """A row of blocks -> vals float32[K] (each block's lo then hi values: exact integers)
-        and scales float32[2 K/32] (d, m per block; m = 0 where the kind has none)."""
-        sig = types.void(wrow, vals, scales)
-
-        def codegen(context, builder, signature, args):
-            wp = builder.bitcast(_ptr(context, builder, signature.args[0], args[0]).data, _i8.as_pointer())
-            va = _ptr(context, builder, signature.args[1], args[1])
-            sp = _ptr(context, builder, signature.args[2], args[2]).data
-            nb = builder.sdiv(builder.extract_value(va.shape, 0), ir.Constant(_i64, 32))
-
-            def body(b, accs, sms):
-                base = builder.gep(wp, [builder.mul(b, ir.Constant(_i64, nbytes))])
-                d, m, lo, hi = _block_values(builder, kind, base)
-                v0 = builder.gep(va.data, [builder.mul(b, ir.Constant(_i64, 32))])
-                builder.store(lo, builder.bitcast(v0, _v16f.as_pointer()), align=4)
-                builder.store(hi, builder.bitcast(builder.gep(v0, [ir.Constant(_i64, 16)]), _v16f.as_pointer()), align=4)
-                s0 = builder.gep(sp, [builder.mul(b, ir.Constant(_i64, 2))])
-                builder.store(d, s0, align=4)
-                builder.store(ir.Constant(_f32, 0.0) if m is None else m,
-                              builder.gep(s0, [ir.Constant(_i64, 1)]), align=4)
-                return accs, sms
-            _loop(builder, nb, 0, body)
-            return context.get_dummy_value()
-        return sig, codegen
-    return unpack
-
-
-def _make_dot_unpacked(kind, k):
-    """dot_unpacked(vals, scales, x_0 .. x_{k-1}, xsum_0 .. xsum_{k-1}): one row that `unpack`
-    wrote times k x rows: the same values, the same operations in the same order as `dot`,
-    so the same bytes (k chains side by side, one load of the row's values)."""
 
     def typer(*args):
         sig = _ret(k)(*args)
 
         def codegen(context, builder, signature, vals_):
-            va = _ptr(context, builder, signature.args[0], vals_[0])
-            scp = _ptr(context, builder, signature.args[1], vals_[1]).data
-            xs = [_ptr(context, builder, signature.args[2 + j], vals_[2 + j]) for j in range(k)]
-            sps = [_ptr(context, builder, signature.args[2 + k + j], vals_[2 + k + j]).data for j in range(k)]
+            wp = builder.bitcast(_ptr(context, builder, signature.args[0], vals_[0]).data, _i8.as_pointer())
+            xs = [_ptr(context, builder, signature.args[1 + j], vals_[1 + j]) for j in range(k)]
+            sps = [_ptr(context, builder, signature.args[1 + k + j], vals_[1 + k + j]).data for j in range(k)]
             nb = builder.sdiv(builder.extract_value(xs[0].shape, 0), ir.Constant(_i64, 32))
 
             def body(b, accs, sms):
-                v0 = builder.gep(va.data, [builder.mul(b, ir.Constant(_i64, 32))])
-                lo = builder.load(builder.bitcast(v0, _v16f.as_pointer()), align=4)
-                hi = builder.load(builder.bitcast(builder.gep(v0, [ir.Constant(_i64, 16)]), _v16f.as_pointer()), align=4)
-                s0 = builder.gep(scp, [builder.mul(b, ir.Constant(_i64, 2))])
-                d = builder.load(s0, align=4)
-                m = builder.load(builder.gep(s0, [ir.Constant(_i64, 1)]), align=4) if kind == "Q4_1" else None
+                base = builder.gep(wp, [builder.mul(b, ir.Constant(_i64, nbytes))])
+                d, m, lo, hi = _block_values(builder, kind, base)
+                w = _scaled(builder, d, lo, hi)
                 out_a, out_s = [], []
                 for xa, sp, acc, sm in zip(xs, sps, accs, sms):
-                    a, s_ = _step(builder, d, m, lo, hi, xa.data, sp, b, acc, sm)
+                    a, s_ = _step(builder, w, m, xa.data, sp, b, acc, sm)
                     out_a.append(a)
                     out_s.append(s_)
                 return out_a, out_s
             accs, sms = _loop(builder, nb, k, body)
             return _result(context, builder, signature, [_finish(builder, a, s_) for a, s_ in zip(accs, sms)])
         return sig, codegen
-    if k == 1:
+    if k == 4:
         @intrinsic
-        def dot_unpacked(typingctx, vals, scales, x, xsum):
-            return typer(vals, scales, x, xsum)
+        def dotx(typingctx, w, x0, x1, x2, x3, s0, s1, s2, s3):
+            return typer(w, x0, x1, x2, x3, s0, s1, s2, s3)
     else:
         @intrinsic
-        def dot_unpacked(typingctx, vals, scales, x0, x1, x2, x3, s0, s1, s2, s3):
-            return typer(vals, scales, x0, x1, x2, x3, s0, s1, s2, s3)
-    return dot_unpacked
+        def dotx(typingctx, w, x0, x1, x2, x3, x4, x5, x6, x7, s0, s1, s2, s3, s4, s5, s6, s7):
+            return typer(w, x0, x1, x2, x3, x4, x5, x6, x7, s0, s1, s2, s3, s4, s5, s6, s7)
+    return dotx
 
 
 @njit(cache=True, boundscheck=False)
@@ -281,16 +251,15 @@ def block_sums(x, out):
 
 def _make_mm(kind):
     dot1, dot4 = _make_dot(kind, 1), _make_dot(kind, 4)
-    unpack = _make_unpack(kind)
-    du1, du4 = _make_dot_unpacked(kind, 1), _make_dot_unpacked(kind, 4)
+    dx4, dx8 = _make_dotx(kind, 4), _make_dotx(kind, 8)
 
     @njit(cache=True, parallel=True, boundscheck=False)
     def mm(x, xsum, data, out):
-        M, K = x.shape
+        M = x.shape[0]
         N = data.shape[0]
         for c in prange((N + ROWS - 1) // ROWS):
             lo, hi = c * ROWS, min(c * ROWS + ROWS, N)
-            if M == 1:                         # one x row: the blocks read as stored
+            if M == 1:                         # one x row: four rows of blocks at a time
                 x0, s0 = x[0], xsum[0]
                 n = lo
                 while n + 4 <= hi:
@@ -300,22 +269,26 @@ def _make_mm(kind):
                 while n < hi:
                     out[0, n] = dot1(data[n], x0, s0)
                     n += 1
-            else:                              # the chunk's rows unpacked once, for every x row
-                vals = np.empty((ROWS, K), np.float32)
-                scales = np.empty((ROWS, 2 * (K // 32)), np.float32)
+                continue
+            i = 0                              # x rows 8 (then 4, then 1) at a time, each
+            while i + 8 <= M:                  # group against the chunk's rows of blocks
                 for n in range(lo, hi):
-                    unpack(data[n], vals[n - lo], scales[n - lo])
-                i = 0
-                while i + 4 <= M:
-                    for n in range(lo, hi):
-                        a, b, c_, d = du4(vals[n - lo], scales[n - lo], x[i], x[i + 1], x[i + 2], x[i + 3],
-                                          xsum[i], xsum[i + 1], xsum[i + 2], xsum[i + 3])
-                        out[i, n], out[i + 1, n], out[i + 2, n], out[i + 3, n] = a, b, c_, d
-                    i += 4
-                while i < M:
-                    for n in range(lo, hi):
-                        out[i, n] = du1(vals[n - lo], scales[n - lo], x[i], xsum[i])
-                    i += 1
+                    r = dx8(data[n], x[i], x[i + 1], x[i + 2], x[i + 3], x[i + 4], x[i + 5], x[i + 6], x[i + 7],
+                            xsum[i], xsum[i + 1], xsum[i + 2], xsum[i + 3], xsum[i + 4], xsum[i + 5],
+                            xsum[i + 6], xsum[i + 7])
+                    for j in range(8):
+                        out[i + j, n] = r[j]
+                i += 8
+            while i + 4 <= M:
+                for n in range(lo, hi):
+                    a, b, c_, d = dx4(data[n], x[i], x[i + 1], x[i + 2], x[i + 3],
+                                      xsum[i], xsum[i + 1], xsum[i + 2], xsum[i + 3])
+                    out[i, n], out[i + 1, n], out[i + 2, n], out[i + 3, n] = a, b, c_, d
+                i += 4
+            while i < M:
+                for n in range(lo, hi):
+                    out[i, n] = dot1(data[n], x[i], xsum[i])
+                i += 1
     return mm
 
 
