@@ -1,6 +1,10 @@
 """x @ W^T with W kept as its GGUF blocks, on the CPU: numba kernels that read the blocks as
 stored (Q8_0, Q4_0, Q4_1, Q4_K, Q6_K; F16, BF16 and F32 rows likewise).
 
+The 32-element kinds (Q8_0, Q4_0, Q4_1: the default model's) run kernels/blocks_vec.py,
+explicit LLVM vectors (2.5-3x these loops at one row, measured); the kinds below keep the
+unpack-then-dot kernels of this file.
+
 How a kernel runs: output rows n are split in chunks of ROWS rows, the chunks shared by the
 cores (prange). A chunk's rows are unpacked once into float32 (a few KB, in L1/L2), then every
 x row i in tiles of TILE rows is multiplied with every unpacked row n. out[i, n] is one

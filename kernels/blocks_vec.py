@@ -8,18 +8,22 @@ legal there), and every float operation is named: fmul, the llvm.fma intrinsic, 
 contraction or reassociation is left to the compiler, so the bytes are the same in every
 function that inlines it, whatever the batch.
 
-One output element, out = sum_k w[k] x[k] for a row of nb blocks of 32:
-  for b in 0 .. nb-1, in order (16 float32 lanes, lane l):
-      p[l]   = lo[l] * x[32b + l]                      (lo, hi: the block's integer values
-      p[l]   = fma(hi[l], x[32b + 16 + l], p[l])        at l and 16 + l, exact in float32)
-      acc[l] = fma(d_b, p[l], acc[l])                   (d_b: the block's f16 scale)
-      Q4_1 only: sm = fma(m_b, xsum[b], sm)             (m_b: its f16 min; xsum[b]: the sum of
-                                                         x over the block, in order)
-  out = tree(acc) + sm, tree = lanes (l, l+8) added, then (l, l+4), (l, l+2), (0, 1).
-The integer values: Q8_0 q (int8); Q4_0 nibble - 8; Q4_1 nibble (the low nibbles of the
-block's 16 bytes are lo, the high nibbles hi: GGUF's order). The weight d*q(+m) is never
-formed; the sum is the same product up to float32 rounding (tests/model/test_blocks_cpu.py
-holds it to the float64 definition, kernels.qmatmul.ref).
+One output element, out = sum_k w[k] x[k] for a row of nb blocks of 32 (32 float32 lanes,
+lane l standing for position l of every block):
+  for b in 0 .. nb-1, in order:
+      w[l]   = d_b * q_b[l]                           (d_b: the block's f16 scale; q_b[l]: its
+                                                       integer value at l, exact in float32)
+      acc[l] = fma(w[l], x[32b + l], acc[l])
+      Q4_1 only: sm = fma(m_b, xsum[b], sm)           (m_b: its f16 min; xsum[b]: the float32
+                                                       sum of x over the block, in order)
+  out = tree(acc) + sm, tree = lanes (l, l+16) added, then (l, l+8), (l, l+4), (l, l+2), (0, 1).
+The integer values: Q8_0 q (int8); Q4_0 nibble - 8; Q4_1 nibble (the block's 16 bytes hold
+positions 0..15 in their low nibbles, 16..31 in their high: GGUF's order). The sum is the
+product with the dequantized weights up to float32 rounding (Q4_1's d*q + m is split into the
+two sums; tests/model/test_blocks_cpu.py holds every kind to the float64 definition,
+kernels.qmatmul.ref). How many rows go side by side (four rows of blocks against one x row;
+one row of blocks against 8, 4 or 1 x rows, w formed once a block for all) changes how many
+chains run at once, never a chain's operations.
 
 Batch invariance by construction: an output element reads its row of blocks, its x row and
 its xsum row only, through the one function below, in the order above.
