@@ -33,40 +33,17 @@ from __future__ import annotations
 import numpy as np
 from llvmlite import ir
 from numba import njit, prange, types
-from numba.core import cgutils
 from numba.extending import intrinsic
+
+from kernels.vec_ir import F32 as _f32, V16F as _v16f, V32F as _v32f
+from kernels.vec_ir import fma as _fma, half as _half, lanes as _lanes, ptr as _ptr, splat as _splat
 
 ROWS = 16                # output rows a parallel chunk takes
 BLOCK_BYTES = {"Q8_0": 34, "Q4_0": 18, "Q4_1": 20}
 
-_f32 = ir.FloatType()
-_i8, _i16, _i64 = ir.IntType(8), ir.IntType(16), ir.IntType(64)
-_v16f = ir.VectorType(_f32, 16)
-_v32f = ir.VectorType(_f32, 32)
+_i8, _i64 = ir.IntType(8), ir.IntType(64)
 _v16i8 = ir.VectorType(_i8, 16)
 _v32i8 = ir.VectorType(_i8, 32)
-
-
-def _fma(builder, a, b, c):
-    t = a.type
-    name = f"llvm.fma.v{t.count}f32" if isinstance(t, ir.VectorType) else "llvm.fma.f32"
-    fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(t, [t, t, t]), name)
-    return builder.call(fn, [a, b, c])
-
-
-def _half(builder, ptr):
-    h = builder.load(builder.bitcast(ptr, ir.HalfType().as_pointer()), align=1)
-    return builder.fpext(h, _f32)
-
-
-def _splat(builder, v):
-    vec = builder.insert_element(ir.Constant(_v16f, ir.Undefined), v, ir.Constant(ir.IntType(32), 0))
-    return builder.shuffle_vector(vec, ir.Constant(_v16f, ir.Undefined), ir.Constant(ir.VectorType(ir.IntType(32), 16), [0] * 16))
-
-
-def _lanes(builder, v, lo, n):
-    mask = ir.Constant(ir.VectorType(ir.IntType(32), n), list(range(lo, lo + n)))
-    return builder.shuffle_vector(v, ir.Constant(v.type, ir.Undefined), mask)
 
 
 def _block_values(builder, kind, base):
@@ -86,10 +63,6 @@ def _block_values(builder, kind, base):
         return d, None, builder.sitofp(builder.sub(lo, eight), _v16f), builder.sitofp(builder.sub(hi, eight), _v16f)
     m = _half(builder, builder.gep(base, [ir.Constant(_i64, 2)]))
     return d, m, builder.uitofp(lo, _v16f), builder.uitofp(hi, _v16f)
-
-
-def _ptr(context, builder, ty, val):
-    return context.make_array(ty)(context, builder, val)
 
 
 def _loop(builder, nb, k, body):
