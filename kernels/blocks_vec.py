@@ -36,7 +36,7 @@ from numba import njit, prange, types
 from numba.extending import intrinsic
 
 from kernels.vec_ir import F32 as _f32, V16F as _v16f, V32F as _v32f
-from kernels.vec_ir import fma as _fma, half as _half, lanes as _lanes, ptr as _ptr, splat as _splat
+from kernels.vec_ir import fma as _fma, lanes as _lanes, ptr as _ptr, splat as _splat
 
 ROWS = 16                # output rows a parallel chunk takes
 BLOCK_BYTES = {"Q8_0": 34, "Q4_0": 18, "Q4_1": 20}
@@ -46,9 +46,11 @@ _v16i8 = ir.VectorType(_i8, 16)
 _v32i8 = ir.VectorType(_i8, 32)
 
 
-def _block_values(builder, kind, base):
-    """(d, m or None, lo, hi): the block's scale(s) and its 32 integer values as float32 lanes."""
-    d = _half(builder, base)
+def _block_values(builder, kind, base, cp, b):
+    """(d, m or None, lo, hi): the block's scale(s) (float32, from the row's scales cp: d, m
+    of block b at 2b, 2b + 1) and its 32 integer values as float32 lanes."""
+    s0 = builder.gep(cp, [builder.mul(b, ir.Constant(_i64, 2))])
+    d = builder.load(s0, align=4)
     if kind == "Q8_0":
         q = builder.load(builder.bitcast(builder.gep(base, [ir.Constant(_i64, 2)]), _v32i8.as_pointer()), align=1)
         lo = builder.sitofp(_lanes(builder, q, 0, 16), _v16f)
@@ -61,8 +63,21 @@ def _block_values(builder, kind, base):
     if kind == "Q4_0":
         eight = ir.Constant(_v16i8, [8] * 16)
         return d, None, builder.sitofp(builder.sub(lo, eight), _v16f), builder.sitofp(builder.sub(hi, eight), _v16f)
-    m = _half(builder, builder.gep(base, [ir.Constant(_i64, 2)]))
+    m = builder.load(builder.gep(s0, [ir.Constant(_i64, 1)]), align=4)
     return d, m, builder.uitofp(lo, _v16f), builder.uitofp(hi, _v16f)
+
+
+def scales(kind: str, data: np.ndarray) -> np.ndarray:
+    """float32 [N, 2 nb]: each block's f16 d (and Q4_1's m; else 0) as float32, exactly (a
+    repack of the file's scale bytes, made once a matrix: f16 -> f32 per block cost 5 of
+    a block's ~17 instructions at one row)."""
+    N = data.shape[0]
+    blk = data.reshape(N, -1, BLOCK_BYTES[kind])
+    out = np.zeros((N, blk.shape[1], 2), np.float32)
+    out[:, :, 0] = np.ascontiguousarray(blk[:, :, 0:2]).view(np.float16)[:, :, 0]
+    if kind == "Q4_1":
+        out[:, :, 1] = np.ascontiguousarray(blk[:, :, 2:4]).view(np.float16)[:, :, 0]
+    return out.reshape(N, -1)
 
 
 def _loop(builder, nb, k, body):
@@ -148,15 +163,16 @@ def _make_dot(kind, k):
         def codegen(context, builder, signature, vals):
             ws = [builder.bitcast(_ptr(context, builder, signature.args[j], vals[j]).data, _i8.as_pointer())
                   for j in range(k)]
-            xa = _ptr(context, builder, signature.args[k], vals[k])
-            sp = _ptr(context, builder, signature.args[k + 1], vals[k + 1]).data
+            cs = [_ptr(context, builder, signature.args[k + j], vals[k + j]).data for j in range(k)]
+            xa = _ptr(context, builder, signature.args[2 * k], vals[2 * k])
+            sp = _ptr(context, builder, signature.args[2 * k + 1], vals[2 * k + 1]).data
             nb = builder.sdiv(builder.extract_value(xa.shape, 0), ir.Constant(_i64, 32))
 
             def body(b, accs, sms):
                 out_a, out_s = [], []
-                for wp, acc, sm in zip(ws, accs, sms):
+                for wp, cp, acc, sm in zip(ws, cs, accs, sms):
                     base = builder.gep(wp, [builder.mul(b, ir.Constant(_i64, nbytes))])
-                    d, m, lo, hi = _block_values(builder, kind, base)
+                    d, m, lo, hi = _block_values(builder, kind, base, cp, b)
                     a, s_ = _step(builder, _scaled(builder, d, lo, hi), m, xa.data, sp, b, acc, sm)
                     out_a.append(a)
                     out_s.append(s_)
@@ -166,12 +182,12 @@ def _make_dot(kind, k):
         return sig, codegen
     if k == 1:
         @intrinsic
-        def dot(typingctx, w, x, xsum):
-            return typer(w, x, xsum)
+        def dot(typingctx, w, c, x, xsum):
+            return typer(w, c, x, xsum)
     else:
         @intrinsic
-        def dot(typingctx, w0, w1, w2, w3, x, xsum):
-            return typer(w0, w1, w2, w3, x, xsum)
+        def dot(typingctx, w0, w1, w2, w3, c0, c1, c2, c3, x, xsum):
+            return typer(w0, w1, w2, w3, c0, c1, c2, c3, x, xsum)
     return dot
 
 
@@ -186,13 +202,14 @@ def _make_dotx(kind, k):
 
         def codegen(context, builder, signature, vals_):
             wp = builder.bitcast(_ptr(context, builder, signature.args[0], vals_[0]).data, _i8.as_pointer())
-            xs = [_ptr(context, builder, signature.args[1 + j], vals_[1 + j]) for j in range(k)]
-            sps = [_ptr(context, builder, signature.args[1 + k + j], vals_[1 + k + j]).data for j in range(k)]
+            cp = _ptr(context, builder, signature.args[1], vals_[1]).data
+            xs = [_ptr(context, builder, signature.args[2 + j], vals_[2 + j]) for j in range(k)]
+            sps = [_ptr(context, builder, signature.args[2 + k + j], vals_[2 + k + j]).data for j in range(k)]
             nb = builder.sdiv(builder.extract_value(xs[0].shape, 0), ir.Constant(_i64, 32))
 
             def body(b, accs, sms):
                 base = builder.gep(wp, [builder.mul(b, ir.Constant(_i64, nbytes))])
-                d, m, lo, hi = _block_values(builder, kind, base)
+                d, m, lo, hi = _block_values(builder, kind, base, cp, b)
                 w = _scaled(builder, d, lo, hi)
                 out_a, out_s = [], []
                 for xa, sp, acc, sm in zip(xs, sps, accs, sms):
@@ -205,12 +222,12 @@ def _make_dotx(kind, k):
         return sig, codegen
     if k == 4:
         @intrinsic
-        def dotx(typingctx, w, x0, x1, x2, x3, s0, s1, s2, s3):
-            return typer(w, x0, x1, x2, x3, s0, s1, s2, s3)
+        def dotx(typingctx, w, c, x0, x1, x2, x3, s0, s1, s2, s3):
+            return typer(w, c, x0, x1, x2, x3, s0, s1, s2, s3)
     else:
         @intrinsic
-        def dotx(typingctx, w, x0, x1, x2, x3, x4, x5, x6, x7, s0, s1, s2, s3, s4, s5, s6, s7):
-            return typer(w, x0, x1, x2, x3, x4, x5, x6, x7, s0, s1, s2, s3, s4, s5, s6, s7)
+        def dotx(typingctx, w, c, x0, x1, x2, x3, x4, x5, x6, x7, s0, s1, s2, s3, s4, s5, s6, s7):
+            return typer(w, c, x0, x1, x2, x3, x4, x5, x6, x7, s0, s1, s2, s3, s4, s5, s6, s7)
     return dotx
 
 
@@ -231,7 +248,7 @@ def _make_mm(kind):
     dx4, dx8 = _make_dotx(kind, 4), _make_dotx(kind, 8)
 
     @njit(cache=True, parallel=True, boundscheck=False)
-    def mm(x, xsum, data, out):
+    def mm(x, xsum, data, sc, out):
         M = x.shape[0]
         N = data.shape[0]
         for c in prange((N + ROWS - 1) // ROWS):
@@ -240,17 +257,18 @@ def _make_mm(kind):
                 x0, s0 = x[0], xsum[0]
                 n = lo
                 while n + 4 <= hi:
-                    a, b, c_, d = dot4(data[n], data[n + 1], data[n + 2], data[n + 3], x0, s0)
+                    a, b, c_, d = dot4(data[n], data[n + 1], data[n + 2], data[n + 3], sc[n], sc[n + 1], sc[n + 2], sc[n + 3],
+                                         x0, s0)
                     out[0, n], out[0, n + 1], out[0, n + 2], out[0, n + 3] = a, b, c_, d
                     n += 4
                 while n < hi:
-                    out[0, n] = dot1(data[n], x0, s0)
+                    out[0, n] = dot1(data[n], sc[n], x0, s0)
                     n += 1
                 continue
             i = 0                              # x rows 8 (then 4, then 1) at a time, each
             while i + 8 <= M:                  # group against the chunk's rows of blocks
                 for n in range(lo, hi):
-                    r = dx8(data[n], x[i], x[i + 1], x[i + 2], x[i + 3], x[i + 4], x[i + 5], x[i + 6], x[i + 7],
+                    r = dx8(data[n], sc[n], x[i], x[i + 1], x[i + 2], x[i + 3], x[i + 4], x[i + 5], x[i + 6], x[i + 7],
                             xsum[i], xsum[i + 1], xsum[i + 2], xsum[i + 3], xsum[i + 4], xsum[i + 5],
                             xsum[i + 6], xsum[i + 7])
                     for j in range(8):
@@ -258,18 +276,28 @@ def _make_mm(kind):
                 i += 8
             while i + 4 <= M:
                 for n in range(lo, hi):
-                    a, b, c_, d = dx4(data[n], x[i], x[i + 1], x[i + 2], x[i + 3],
+                    a, b, c_, d = dx4(data[n], sc[n], x[i], x[i + 1], x[i + 2], x[i + 3],
                                       xsum[i], xsum[i + 1], xsum[i + 2], xsum[i + 3])
                     out[i, n], out[i + 1, n], out[i + 2, n], out[i + 3, n] = a, b, c_, d
                 i += 4
             while i < M:
                 for n in range(lo, hi):
-                    out[i, n] = dot1(data[n], x[i], xsum[i])
+                    out[i, n] = dot1(data[n], sc[n], x[i], xsum[i])
                 i += 1
     return mm
 
 
 KERNELS = {k: _make_mm(k) for k in BLOCK_BYTES}
+
+
+_SCALES: dict = {}       # id(data) -> (data, scales(kind, data)): made at a matrix's first use
+
+
+def _scales_of(kind, data):
+    got = _SCALES.get(id(data))
+    if got is None or got[0] is not data:
+        got = _SCALES[id(data)] = (data, scales(kind, data))
+    return got[1]
 
 
 def matmul(x: np.ndarray, kind: str, data: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
@@ -281,5 +309,5 @@ def matmul(x: np.ndarray, kind: str, data: np.ndarray, out: np.ndarray | None = 
     xsum = np.empty((x.shape[0], x.shape[1] // 32), np.float32)
     if kind == "Q4_1":
         block_sums(x, xsum)
-    KERNELS[kind](x, xsum, data, out)
+    KERNELS[kind](x, xsum, data, _scales_of(kind, data), out)
     return out
