@@ -54,12 +54,28 @@ def apply_rope(x, positions, inv):
     return rope.ref(x, positions, inv) if _cpu(x) else _gpu("rope").cuda(x, positions, inv)
 
 
-def norm_linear(out, h, norm_w, eps, w, bias=None, glu_ff=None):
+def norm_linear(out, h, norm_w, eps, w, bias=None, glu_ff=None, fast=False):
     """A sublayer's input: h' = out + h (h alone when out is None), then rmsnorm(h') times W
     (gate|up with SwiGLU when glu_ff). Returns (y, h'). On the GPU at up to 16 rows one GEMM
-    launch norms the rows as it loads them (kernels/matmul_fused_cuda.cuda_norm)."""
+    launch norms the rows as it loads them (kernels/matmul_fused_cuda.cuda_norm). fast (the CPU
+    over GGUF blocks): the norm and SwiGLU as numba calls (kernels/rmsnorm_cpu.py)."""
     if not _cpu(h) and not _quant(w):  # at prefill rows y may be a matmul_pi_cuda.Pi (for `linear`)
         return _gpu("matmul_fused").cuda_norm(out, h, norm_w, eps, w, bias, glu_ff, pi_out=True)
+    if fast:
+        from kernels import rmsnorm_cpu as R
+        x = np.empty(h.shape, np.float32)
+        if out is None:
+            R.rms_norm(h, norm_w, eps, x)
+        else:
+            h2 = np.empty(h.shape, np.float32)
+            R.add_rms_norm(out, h, norm_w, eps, x, h2)
+            h = h2
+        if glu_ff is None:
+            return linear(x, w, bias), h
+        gu = linear(x, w)
+        act = np.empty((gu.shape[0], glu_ff), np.float32)
+        R.swiglu(gu, glu_ff, act)
+        return act, h
     x, h = (rms_norm(h, norm_w, eps), h) if out is None else add_rms_norm(out, h, norm_w, eps)
     return (linear(x, w, bias) if glu_ff is None else gate_up_silu(x, w, glu_ff)), h
 
@@ -106,6 +122,12 @@ def qkv_attend(qkv, nq, nkv, hd, pos, inv, k_pool, v_pool, rows, scale, norms=No
     norms = (q_norm, k_norm)) and rotated, k and v written, then attention. On the GPU without
     norms, RoPE and the KV write are one launch (kernels/kv_write_cuda.rope_round)."""
     T = qkv.shape[0]
+    if _cpu(qkv) and norms is None and getattr(rows, "cpu", None) is not None:
+        from kernels import attention_cpu       # the CPU over GGUF blocks: one numba call
+        out = np.empty((T, nq, hd), np.float32)
+        attention_cpu.round_attend(qkv, nq, nkv, hd, *rows.cpu[:2], k_pool, v_pool, *rows.cpu[2:],
+                                   scale, out)
+        return out
     if not _cpu(qkv) and norms is None:
         q = _gpu("kv_write").rope_round(qkv, nq, nkv, hd, inv, k_pool, v_pool, rows.dev)
         mm = _gpu("matmul")              # prefill rows: the output in pi order for the o GEMM

@@ -47,6 +47,10 @@ class Model:
         self.all_reduce = all_reduce          # None at TP=1
         self.scale = spec.head_dim ** -0.5
         self.graphs = None
+        # the CPU over GGUF blocks (numba present): norms, SwiGLU and attention as numba
+        # calls too (kernels/rmsnorm_cpu.py, attention_cpu.py); float models keep numpy
+        from server.engine.weights.blocks import Blocks
+        self.fast = xp is np and isinstance(weights.layers[0].wqkv, Blocks) if weights.layers else False
         if xp is not np:
             from kernels.matmul_packed_cuda import pack_weights
             pack_weights(weights)                       # GEMM matrices in mma fragment order
@@ -77,11 +81,14 @@ class Model:
         want = [i for (a, b), c in zip(spans, chunks) if c.logits
                 for i in (range(a, b) if c.logits == EVERY_ROW else (b - 1,))]
         sel = xp.asarray(want, dtype=xp.int32) if want else None
-        dev = None
+        dev = cpu = None
         if xp is not np:
             from kernels.attention_cuda import round_map
             dev = round_map(chunks, self.spec.n_heads // self.spec.n_kv_heads, pos, width)
-        return Rows(chunks, spans, ids, pos, sel, dev)
+        elif self.fast and chunks:
+            from kernels.attention_cpu import plan
+            cpu = plan(chunks, spans, pos, self.inv)
+        return Rows(chunks, spans, ids, pos, sel, dev, cpu)
 
     def run(self, r: Rows, kv):
         """The forward over a prepared round; device work only (CUDA graphs capture this)."""
@@ -92,7 +99,7 @@ class Model:
         out = None
         for li, L in enumerate(w.layers):
             # h += out; qkv = rmsnorm(h) Wqkv   [T, (nq + 2 nkv) hd]
-            qkv, h = ops.norm_linear(out, h, L.attn_norm, s.rms_eps, L.wqkv, L.bqkv)
+            qkv, h = ops.norm_linear(out, h, L.attn_norm, s.rms_eps, L.wqkv, L.bqkv, fast=self.fast)
             T = qkv.shape[0]
             norms = None if L.q_norm is None else (L.q_norm, L.k_norm)
             att = ops.qkv_attend(qkv, nq, nkv, hd, pos, self.inv, kv.k(li), kv.v(li), r,
@@ -101,11 +108,11 @@ class Model:
             if self.all_reduce is not None:
                 out = self.all_reduce(out)
             # h += out; act = silu(rmsnorm(h) Wg) * (rmsnorm(h) Wu)   [T, ff]
-            act, h = ops.norm_linear(out, h, L.mlp_norm, s.rms_eps, L.wgu, glu_ff=w.ff)
+            act, h = ops.norm_linear(out, h, L.mlp_norm, s.rms_eps, L.wgu, glu_ff=w.ff, fast=self.fast)
             out = ops.linear(act, L.wdown)                     # [T, d] (partial under TP)
             if self.all_reduce is not None:
                 out = self.all_reduce(out)
         if r.sel is None:
             return None
         # the wanted rows only: h += out; logits = rmsnorm(h) W_head   [n_wanted, vocab]
-        return ops.norm_linear(out[r.sel], h[r.sel], w.norm, s.rms_eps, w.lm_head)[0]
+        return ops.norm_linear(out[r.sel], h[r.sel], w.norm, s.rms_eps, w.lm_head, fast=self.fast)[0]

@@ -35,3 +35,4 @@ class Rows:
     pos: object            # [T] int32 positions
     sel: object            # [n_wanted] int32 rows whose logits are returned, or None
     dev: object = None     # GPU: kernels.attention_cuda.RoundMap (tables, slots, tiles)
+    cpu: object = None     # CPU over GGUF blocks: kernels.attention_cpu.plan (cos/sin, tables)

@@ -80,7 +80,7 @@ def test_dense_kernels_match_the_float64_definition(kind):
     close(matmul(x, kind, data), x.astype(np.float64) @ w.astype(np.float64).T, 64)
 
 
-@pytest.mark.parametrize("kind", ["Q4_1", "Q8_0", "Q6_K"])
+@pytest.mark.parametrize("kind", ["Q4_1", "Q4_0", "Q8_0", "Q6_K"])
 def test_a_row_alone_equals_the_row_in_a_batch(kind):
     from kernels.blocks_cpu import TILE, matmul
     cols = 256 if kind.endswith("_K") else 576

@@ -1,0 +1,169 @@
+"""A round's RoPE, KV write and causal attention on the CPU in one numba call a layer.
+
+The numpy forms (kernels/rope.py, kv_write.py, attention.py) stay the definition; this is
+the same computation without a Python step per chunk, head or query row:
+  - RoPE: the round's cos/sin rows come from kernels.rope.cos_sin (the definition's own
+    numpy), applied as x1*cos - x2*sin, x2*cos + x1*sin with no fused multiply-add, so the
+    rotated q and k are the definition's bytes;
+  - every chunk's K and V rows are written through its table first, then every (row, q head)
+    attends (prange: both cores): a row at position p reads keys 0..p of its own stream only,
+    which no other chunk of the round writes (one chunk a stream), so writing all first is
+    the same as the definition's write-then-attend per chunk;
+  - scores s_j = (q . k_j) * scale, 16 float32 lanes over the head dim (fused multiply-adds)
+    then a fixed tree (kernels.vec_ir.dot16); softmax with its max subtracted, exp, the sum
+    in key order; out = sum_j (w_j / sum) v_j in key order, a fused multiply-add a key
+    (kernels.vec_ir.axpy16; head dims not a multiple of 16: the same order in plain loops).
+One (row, head)'s arithmetic depends on its position, its q and its stream's keys only:
+never on the other rows of the round, so solo == concurrent and paged == window hold by
+construction (tests/model/test_attention_cpu.py, and the engine-level probes).
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+from kernels import rope
+from kernels.vec_ir import axpy16, dot16
+
+
+def plan(chunks, spans, pos, inv):
+    """The round's description as arrays: cos, sin [T, hd/2], spans [C, 2], starts [C],
+    tables [C, max pages] (page ids), page_rows [C]."""
+    cos, sin = rope.cos_sin(np.asarray(pos), inv)
+    C = len(chunks)
+    width = max(len(c.table) for c in chunks)
+    tables = np.zeros((C, width), np.int64)
+    for i, c in enumerate(chunks):
+        tables[i, :len(c.table)] = c.table
+    return (cos, sin, np.asarray(spans, np.int64).reshape(C, 2),
+            np.asarray([c.start for c in chunks], np.int64), tables,
+            np.asarray([c.page_rows for c in chunks], np.int64))
+
+
+@njit(cache=True, boundscheck=False)
+def _rotate(src, cos, sin, dst):
+    half = src.shape[0] // 2
+    for j in range(half):
+        a = src[j]
+        b = src[half + j]
+        c = cos[j]
+        s = sin[j]
+        x = a * c
+        y = b * s
+        dst[j] = x - y
+        u = b * c
+        w = a * s
+        dst[half + j] = u + w
+
+
+@njit(cache=True, boundscheck=False, fastmath={"contract"})
+def _dot(q, k, acc):
+    for l in range(16):
+        acc[l] = 0.0
+    for d in range(0, q.shape[0], 16):
+        qd = q[d:d + 16]
+        kd = k[d:d + 16]
+        for l in range(16):
+            acc[l] += qd[l] * kd[l]
+    for l in range(8):
+        acc[l] += acc[l + 8]
+    for l in range(4):
+        acc[l] += acc[l + 4]
+    return (acc[0] + acc[2]) + (acc[1] + acc[3])
+
+
+PARALLEL_FROM = 1 << 18     # keys x q heads in a round from which the attention runs prange
+
+
+def round_attend(qkv, nq, nkv, hd, cos, sin, k_pool, v_pool, spans, starts, tables, page_rows,
+                 scale, out):
+    """qkv [T, (nq + 2 nkv) hd] float32 -> out [T, nq, hd]; K and V rows written to the pools
+    ([pages, P, nkv, hd]) through each chunk's table. Both cores once the round's keys x
+    heads pass PARALLEL_FROM (a prefill), else one (a decode round: the fork and join would
+    cost more); the same (row, head) arithmetic either way."""
+    keys = 0
+    for c in range(spans.shape[0]):
+        n = int(spans[c, 1] - spans[c, 0])
+        keys += n * int(starts[c]) + n * (n + 1) // 2
+    fn = _attend_parallel if keys * nq >= PARALLEL_FROM else _attend_serial
+    fn(qkv, nq, nkv, hd, cos, sin, k_pool, v_pool, spans, starts, tables, page_rows, np.float32(scale), out)
+
+
+@njit(cache=True, boundscheck=False)
+def _write(qkv, nq, nkv, hd, cos, sin, k_pool, v_pool, spans, starts, tables, page_rows):
+    C = spans.shape[0]
+    for c in range(C):
+        P = page_rows[c]
+        for t in range(spans[c, 0], spans[c, 1]):
+            p = starts[c] + t - spans[c, 0]
+            page = tables[c, p // P]
+            off = p % P
+            for h in range(nkv):
+                _rotate(qkv[t, (nq + h) * hd:(nq + h + 1) * hd], cos[t], sin[t], k_pool[page, off, h])
+                vs = qkv[t, (nq + nkv + h) * hd:(nq + nkv + h + 1) * hd]
+                vd = v_pool[page, off, h]
+                for d in range(hd):
+                    vd[d] = vs[d]
+    owner = np.empty(qkv.shape[0], np.int64)
+    for c in range(C):
+        for t in range(spans[c, 0], spans[c, 1]):
+            owner[t] = c
+    return owner
+
+
+@njit(cache=True, boundscheck=False)
+def _job(job, owner, qkv, nq, nkv, hd, cos, sin, k_pool, v_pool, spans, starts, tables, page_rows,
+         scale, out):
+    """One (row, q head) of the round."""
+    group = nq // nkv
+    t = job // nq
+    hq = job % nq
+    c = owner[t]
+    P = page_rows[c]
+    L = starts[c] + t - spans[c, 0] + 1
+    h = hq // group
+    q = np.empty(hd, np.float32)
+    acc = np.empty(16, np.float32)
+    _rotate(qkv[t, hq * hd:(hq + 1) * hd], cos[t], sin[t], q)
+    s = np.empty(L, np.float32)
+    vec = hd % 16 == 0
+    for j in range(L):
+        kj = k_pool[tables[c, j // P], j % P, h]
+        s[j] = (dot16(q, kj) if vec else _dot(q, kj, acc)) * np.float32(scale)
+    mx = s[0]
+    for j in range(1, L):
+        if s[j] > mx:
+            mx = s[j]
+    tot = np.float32(0.0)
+    for j in range(L):
+        s[j] = np.exp(s[j] - mx)
+        tot += s[j]
+    o = out[t, hq]
+    for d in range(hd):
+        o[d] = 0.0
+    for j in range(L):
+        wj = s[j] / tot
+        vj = v_pool[tables[c, j // P], j % P, h]
+        if vec:
+            axpy16(o, wj, vj)
+        else:
+            for d in range(hd):
+                o[d] = o[d] + wj * vj[d]
+
+
+@njit(cache=True, boundscheck=False)
+def _attend_serial(qkv, nq, nkv, hd, cos, sin, k_pool, v_pool, spans, starts, tables, page_rows,
+                   scale, out):
+    owner = _write(qkv, nq, nkv, hd, cos, sin, k_pool, v_pool, spans, starts, tables, page_rows)
+    for job in range(qkv.shape[0] * nq):
+        _job(job, owner, qkv, nq, nkv, hd, cos, sin, k_pool, v_pool, spans, starts, tables, page_rows,
+             scale, out)
+
+
+@njit(cache=True, parallel=True, boundscheck=False)
+def _attend_parallel(qkv, nq, nkv, hd, cos, sin, k_pool, v_pool, spans, starts, tables, page_rows,
+                     scale, out):
+    owner = _write(qkv, nq, nkv, hd, cos, sin, k_pool, v_pool, spans, starts, tables, page_rows)
+    for job in prange(qkv.shape[0] * nq):
+        _job(job, owner, qkv, nq, nkv, hd, cos, sin, k_pool, v_pool, spans, starts, tables, page_rows,
+             scale, out)

@@ -1,0 +1,313 @@
+"""x @ W^T over 32-element GGUF blocks (Q8_0, Q4_0, Q4_1) in explicit LLVM vectors, on the CPU.
+
+numba vectorizes loops only where LLVM's cost model agrees (the unpack-then-dot kernels of
+kernels/blocks_cpu.py ran at 1.5-4 GMAC/s a core, much of it scalar or scattered); here one
+output element is written as LLVM vector IR by hand (a numba intrinsic), so the SIMD is
+what the code says on any target LLVM knows (AVX2: two ymm a 16-lane op; AVX-512, NEON: as
+legal there), and every float operation is named: fmul, the llvm.fma intrinsic, fadd. No
+contraction or reassociation is left to the compiler, so the bytes are the same in every
+function that inlines it, whatever the batch.
+
+One output element, out = sum_k w[k] x[k] for a row of nb blocks of 32 (32 float32 lanes,
+lane l standing for position l of every block):
+  for b in 0 .. nb-1, in order:
+      w[l]   = d_b * q_b[l]                           (d_b: the block's f16 scale; q_b[l]: its
+                                                       integer value at l, exact in float32)
+      acc[l] = fma(w[l], x[32b + l], acc[l])
+      Q4_1 only: sm = fma(m_b, xsum[b], sm)           (m_b: its f16 min; xsum[b]: the float32
+                                                       sum of x over the block, in order)
+  out = tree(acc) + sm, tree = lanes (l, l+16) added, then (l, l+8), (l, l+4), (l, l+2), (0, 1).
+The integer values: Q8_0 q (int8); Q4_0 nibble - 8; Q4_1 nibble (the block's 16 bytes hold
+positions 0..15 in their low nibbles, 16..31 in their high: GGUF's order). The sum is the
+product with the dequantized weights up to float32 rounding (Q4_1's d*q + m is split into the
+two sums; tests/model/test_blocks_cpu.py holds every kind to the float64 definition,
+kernels.qmatmul.ref). How many rows go side by side (four rows of blocks against one x row;
+one row of blocks against 8, 4 or 1 x rows, w formed once a block for all) changes how many
+chains run at once, never a chain's operations.
+
+Batch invariance by construction: an output element reads its row of blocks, its x row and
+its xsum row only, through the one function below, in the order above.
+"""
+from __future__ import annotations
+
+import numpy as np
+from llvmlite import ir
+from numba import njit, prange, types
+from numba.extending import intrinsic
+
+from kernels.vec_ir import F32 as _f32, V16F as _v16f, V32F as _v32f
+from kernels.vec_ir import fma as _fma, lanes as _lanes, ptr as _ptr, splat as _splat
+
+ROWS = 16                # output rows a parallel chunk takes
+BLOCK_BYTES = {"Q8_0": 34, "Q4_0": 18, "Q4_1": 20}
+
+_i8, _i64 = ir.IntType(8), ir.IntType(64)
+_v16i8 = ir.VectorType(_i8, 16)
+_v32i8 = ir.VectorType(_i8, 32)
+
+
+def _block_values(builder, kind, base, cp, b):
+    """(d, m or None, lo, hi): the block's scale(s) (float32, from the row's scales cp: d, m
+    of block b at 2b, 2b + 1) and its 32 integer values as float32 lanes."""
+    s0 = builder.gep(cp, [builder.mul(b, ir.Constant(_i64, 2))])
+    d = builder.load(s0, align=4)
+    if kind == "Q8_0":
+        q = builder.load(builder.bitcast(builder.gep(base, [ir.Constant(_i64, 2)]), _v32i8.as_pointer()), align=1)
+        lo = builder.sitofp(_lanes(builder, q, 0, 16), _v16f)
+        hi = builder.sitofp(_lanes(builder, q, 16, 16), _v16f)
+        return d, None, lo, hi
+    off = 2 if kind == "Q4_0" else 4
+    q = builder.load(builder.bitcast(builder.gep(base, [ir.Constant(_i64, off)]), _v16i8.as_pointer()), align=1)
+    lo = builder.and_(q, ir.Constant(_v16i8, [15] * 16))
+    hi = builder.lshr(q, ir.Constant(_v16i8, [4] * 16))
+    if kind == "Q4_0":
+        eight = ir.Constant(_v16i8, [8] * 16)
+        return d, None, builder.sitofp(builder.sub(lo, eight), _v16f), builder.sitofp(builder.sub(hi, eight), _v16f)
+    m = builder.load(builder.gep(s0, [ir.Constant(_i64, 1)]), align=4)
+    return d, m, builder.uitofp(lo, _v16f), builder.uitofp(hi, _v16f)
+
+
+def scales(kind: str, data: np.ndarray) -> np.ndarray:
+    """float32 [N, 2 nb]: each block's f16 d (and Q4_1's m; else 0) as float32, exactly (a
+    repack of the file's scale bytes, made once a matrix: f16 -> f32 per block cost 5 of
+    a block's ~17 instructions at one row)."""
+    N = data.shape[0]
+    blk = data.reshape(N, -1, BLOCK_BYTES[kind])
+    out = np.zeros((N, blk.shape[1], 2), np.float32)
+    out[:, :, 0] = np.ascontiguousarray(blk[:, :, 0:2]).view(np.float16)[:, :, 0]
+    if kind == "Q4_1":
+        out[:, :, 1] = np.ascontiguousarray(blk[:, :, 2:4]).view(np.float16)[:, :, 0]
+    return out.reshape(N, -1)
+
+
+def _loop(builder, nb, k, body):
+    """for b in 0 .. nb-1: (accs, sms) = body(b, accs, sms) for k independent elements, from
+    zeros; returns the final (accs, sms), zeros when nb == 0."""
+    zero = ir.Constant(_v32f, [0.0] * 32)
+    fzero = ir.Constant(_f32, 0.0)
+    entry = builder.block
+    loop = builder.append_basic_block("blk_loop")
+    done = builder.append_basic_block("blk_done")
+    builder.cbranch(builder.icmp_signed(">", nb, ir.Constant(_i64, 0)), loop, done)
+    builder.position_at_end(loop)
+    b = builder.phi(_i64)
+    accs = [builder.phi(_v32f) for _ in range(k)]
+    sms = [builder.phi(_f32) for _ in range(k)]
+    accs2, sms2 = body(b, accs, sms)
+    b2 = builder.add(b, ir.Constant(_i64, 1))
+    end = builder.block
+    builder.cbranch(builder.icmp_signed("<", b2, nb), loop, done)
+    b.add_incoming(ir.Constant(_i64, 0), entry)
+    b.add_incoming(b2, end)
+    for phis, new, z in ((accs, accs2, zero), (sms, sms2, fzero)):
+        for phi, v in zip(phis, new):
+            phi.add_incoming(z, entry)
+            phi.add_incoming(v, end)
+    builder.position_at_end(done)
+    out = []
+    for new, z in ((accs2, zero), (sms2, fzero)):
+        vs = []
+        for v in new:
+            phi = builder.phi(v.type)
+            phi.add_incoming(z, entry)
+            phi.add_incoming(v, end)
+            vs.append(phi)
+        out.append(vs)
+    return out
+
+
+def _scaled(builder, d, lo, hi):
+    """The block's 32 weights as the sum reads them: d * q in block order (float32 products)."""
+    dv = _splat(builder, d)
+    mask = ir.Constant(ir.VectorType(ir.IntType(32), 32), list(range(32)))
+    return builder.shuffle_vector(builder.fmul(dv, lo), builder.fmul(dv, hi), mask)
+
+
+def _step(builder, w, m, xp, sp, b, acc, sm):
+    """One block of the order in the module's docstring (w from _scaled)."""
+    x0 = builder.gep(xp, [builder.mul(b, ir.Constant(_i64, 32))])
+    xv = builder.load(builder.bitcast(x0, _v32f.as_pointer()), align=4)
+    acc = _fma(builder, w, xv, acc)
+    if m is not None:
+        sm = _fma(builder, m, builder.load(builder.gep(sp, [b]), align=4), sm)
+    return acc, sm
+
+
+def _finish(builder, acc, sm):
+    v = acc
+    for n in (16, 8, 4, 2):
+        v = builder.fadd(_lanes(builder, v, 0, n), _lanes(builder, v, n, n))
+    r = builder.fadd(builder.extract_element(v, ir.Constant(ir.IntType(32), 0)),
+                     builder.extract_element(v, ir.Constant(ir.IntType(32), 1)))
+    return builder.fadd(r, sm)
+
+
+def _result(context, builder, signature, vals):
+    if len(vals) == 1:
+        return vals[0]
+    return context.make_tuple(builder, signature.return_type, vals)
+
+
+def _ret(k):
+    return types.float32 if k == 1 else types.UniTuple(types.float32, k)
+
+
+def _make_dot(kind, k):
+    """dot(w_0 .. w_{k-1}, x, xsum): k rows of blocks (uint8[:]) times one x row (float32[:],
+    K) -> k elements, each in the module's order (k chains side by side, one x load)."""
+    nbytes = BLOCK_BYTES[kind]
+
+    def typer(*args):
+        sig = _ret(k)(*args)
+
+        def codegen(context, builder, signature, vals):
+            ws = [builder.bitcast(_ptr(context, builder, signature.args[j], vals[j]).data, _i8.as_pointer())
+                  for j in range(k)]
+            cs = [_ptr(context, builder, signature.args[k + j], vals[k + j]).data for j in range(k)]
+            xa = _ptr(context, builder, signature.args[2 * k], vals[2 * k])
+            sp = _ptr(context, builder, signature.args[2 * k + 1], vals[2 * k + 1]).data
+            nb = builder.sdiv(builder.extract_value(xa.shape, 0), ir.Constant(_i64, 32))
+
+            def body(b, accs, sms):
+                out_a, out_s = [], []
+                for wp, cp, acc, sm in zip(ws, cs, accs, sms):
+                    base = builder.gep(wp, [builder.mul(b, ir.Constant(_i64, nbytes))])
+                    d, m, lo, hi = _block_values(builder, kind, base, cp, b)
+                    a, s_ = _step(builder, _scaled(builder, d, lo, hi), m, xa.data, sp, b, acc, sm)
+                    out_a.append(a)
+                    out_s.append(s_)
+                return out_a, out_s
+            accs, sms = _loop(builder, nb, k, body)
+            return _result(context, builder, signature, [_finish(builder, a, s_) for a, s_ in zip(accs, sms)])
+        return sig, codegen
+    if k == 1:
+        @intrinsic
+        def dot(typingctx, w, c, x, xsum):
+            return typer(w, c, x, xsum)
+    else:
+        @intrinsic
+        def dot(typingctx, w0, w1, w2, w3, c0, c1, c2, c3, x, xsum):
+            return typer(w0, w1, w2, w3, c0, c1, c2, c3, x, xsum)
+    return dot
+
+
+def _make_dotx(kind, k):
+    """dotx(w, x_0 .. x_{k-1}, xsum_0 .. xsum_{k-1}): one row of blocks times k x rows: each
+    block unpacked and scaled once (the same d * lo, d * hi as `dot`), then k chains side by
+    side, each the same operations in the same order as `dot`: the same bytes."""
+    nbytes = BLOCK_BYTES[kind]
+
+    def typer(*args):
+        sig = _ret(k)(*args)
+
+        def codegen(context, builder, signature, vals_):
+            wp = builder.bitcast(_ptr(context, builder, signature.args[0], vals_[0]).data, _i8.as_pointer())
+            cp = _ptr(context, builder, signature.args[1], vals_[1]).data
+            xs = [_ptr(context, builder, signature.args[2 + j], vals_[2 + j]) for j in range(k)]
+            sps = [_ptr(context, builder, signature.args[2 + k + j], vals_[2 + k + j]).data for j in range(k)]
+            nb = builder.sdiv(builder.extract_value(xs[0].shape, 0), ir.Constant(_i64, 32))
+
+            def body(b, accs, sms):
+                base = builder.gep(wp, [builder.mul(b, ir.Constant(_i64, nbytes))])
+                d, m, lo, hi = _block_values(builder, kind, base, cp, b)
+                w = _scaled(builder, d, lo, hi)
+                out_a, out_s = [], []
+                for xa, sp, acc, sm in zip(xs, sps, accs, sms):
+                    a, s_ = _step(builder, w, m, xa.data, sp, b, acc, sm)
+                    out_a.append(a)
+                    out_s.append(s_)
+                return out_a, out_s
+            accs, sms = _loop(builder, nb, k, body)
+            return _result(context, builder, signature, [_finish(builder, a, s_) for a, s_ in zip(accs, sms)])
+        return sig, codegen
+    if k == 4:
+        @intrinsic
+        def dotx(typingctx, w, c, x0, x1, x2, x3, s0, s1, s2, s3):
+            return typer(w, c, x0, x1, x2, x3, s0, s1, s2, s3)
+    else:
+        @intrinsic
+        def dotx(typingctx, w, c, x0, x1, x2, x3, x4, x5, x6, x7, s0, s1, s2, s3, s4, s5, s6, s7):
+            return typer(w, c, x0, x1, x2, x3, x4, x5, x6, x7, s0, s1, s2, s3, s4, s5, s6, s7)
+    return dotx
+
+
+@njit(cache=True, boundscheck=False)
+def block_sums(x, out):
+    """out[i, b] = x[i, 32b] + x[i, 32b + 1] + ... + x[i, 32b + 31], in that order (float32)."""
+    M, K = x.shape
+    for i in range(M):
+        for b in range(K // 32):
+            s = np.float32(0.0)
+            for j in range(32):
+                s += x[i, 32 * b + j]
+            out[i, b] = s
+
+
+def _make_mm(kind):
+    dot1, dot4 = _make_dot(kind, 1), _make_dot(kind, 4)
+    dx4, dx8 = _make_dotx(kind, 4), _make_dotx(kind, 8)
+
+    @njit(cache=True, parallel=True, boundscheck=False)
+    def mm(x, xsum, data, sc, out):
+        M = x.shape[0]
+        N = data.shape[0]
+        for c in prange((N + ROWS - 1) // ROWS):
+            lo, hi = c * ROWS, min(c * ROWS + ROWS, N)
+            if M == 1:                         # one x row: four rows of blocks at a time
+                x0, s0 = x[0], xsum[0]
+                n = lo
+                while n + 4 <= hi:
+                    a, b, c_, d = dot4(data[n], data[n + 1], data[n + 2], data[n + 3], sc[n], sc[n + 1], sc[n + 2], sc[n + 3],
+                                         x0, s0)
+                    out[0, n], out[0, n + 1], out[0, n + 2], out[0, n + 3] = a, b, c_, d
+                    n += 4
+                while n < hi:
+                    out[0, n] = dot1(data[n], sc[n], x0, s0)
+                    n += 1
+                continue
+            i = 0                              # x rows 8 (then 4, then 1) at a time, each
+            while i + 8 <= M:                  # group against the chunk's rows of blocks
+                for n in range(lo, hi):
+                    r = dx8(data[n], sc[n], x[i], x[i + 1], x[i + 2], x[i + 3], x[i + 4], x[i + 5], x[i + 6], x[i + 7],
+                            xsum[i], xsum[i + 1], xsum[i + 2], xsum[i + 3], xsum[i + 4], xsum[i + 5],
+                            xsum[i + 6], xsum[i + 7])
+                    for j in range(8):
+                        out[i + j, n] = r[j]
+                i += 8
+            while i + 4 <= M:
+                for n in range(lo, hi):
+                    a, b, c_, d = dx4(data[n], sc[n], x[i], x[i + 1], x[i + 2], x[i + 3],
+                                      xsum[i], xsum[i + 1], xsum[i + 2], xsum[i + 3])
+                    out[i, n], out[i + 1, n], out[i + 2, n], out[i + 3, n] = a, b, c_, d
+                i += 4
+            while i < M:
+                for n in range(lo, hi):
+                    out[i, n] = dot1(data[n], sc[n], x[i], xsum[i])
+                i += 1
+    return mm
+
+
+KERNELS = {k: _make_mm(k) for k in BLOCK_BYTES}
+
+
+_SCALES: dict = {}       # id(data) -> (data, scales(kind, data)): made at a matrix's first use
+
+
+def _scales_of(kind, data):
+    got = _SCALES.get(id(data))
+    if got is None or got[0] is not data:
+        got = _SCALES[id(data)] = (data, scales(kind, data))
+    return got[1]
+
+
+def matmul(x: np.ndarray, kind: str, data: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """x [M, K] float32 times the [N, K] matrix whose rows are `data` (uint8 [N, row bytes])
+    of 32-blocks in `kind` -> [M, N] float32."""
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    if out is None:
+        out = np.empty((x.shape[0], data.shape[0]), np.float32)
+    xsum = np.empty((x.shape[0], x.shape[1] // 32), np.float32)
+    if kind == "Q4_1":
+        block_sums(x, xsum)
+    KERNELS[kind](x, xsum, data, _scales_of(kind, data), out)
+    return out

@@ -1,0 +1,121 @@
+"""LLVM vector IR helpers for the CPU's numba intrinsics (kernels/blocks_vec.py,
+kernels/attention_cpu.py), and two small intrinsics over float32 rows:
+
+  dot16(a, b)      sum_k a[k] b[k], len a multiple of 16: 16 lanes, lane l = fma chain over
+                   k = l, l + 16, ... in order, then the lanes in a fixed tree (l, l+8), (l, l+4),
+                   (l, l+2), (0, 1)
+  axpy16(y, w, x)  y[k] = fma(w, x[k], y[k]) for every k (len a multiple of 16)
+
+Every float operation is named (fmul, the llvm.fma intrinsic, fadd), so no contraction or
+reassociation is left to the compiler: the bytes are the same wherever they are inlined.
+"""
+from __future__ import annotations
+
+from llvmlite import ir
+from numba import types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+F32 = ir.FloatType()
+I32, I64 = ir.IntType(32), ir.IntType(64)
+V16F = ir.VectorType(F32, 16)
+V32F = ir.VectorType(F32, 32)
+
+
+def fma(builder, a, b, c):
+    t = a.type
+    name = f"llvm.fma.v{t.count}f32" if isinstance(t, ir.VectorType) else "llvm.fma.f32"
+    fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(t, [t, t, t]), name)
+    return builder.call(fn, [a, b, c])
+
+
+def half(builder, ptr):
+    h = builder.load(builder.bitcast(ptr, ir.HalfType().as_pointer()), align=1)
+    return builder.fpext(h, F32)
+
+
+def splat(builder, v, n=16):
+    t = ir.VectorType(F32, n)
+    vec = builder.insert_element(ir.Constant(t, ir.Undefined), v, ir.Constant(I32, 0))
+    return builder.shuffle_vector(vec, ir.Constant(t, ir.Undefined), ir.Constant(ir.VectorType(I32, n), [0] * n))
+
+
+def lanes(builder, v, lo, n):
+    mask = ir.Constant(ir.VectorType(I32, n), list(range(lo, lo + n)))
+    return builder.shuffle_vector(v, ir.Constant(v.type, ir.Undefined), mask)
+
+
+def ptr(context, builder, ty, val):
+    return context.make_array(ty)(context, builder, val)
+
+
+def tree(builder, v):
+    """The lanes of v (16 or 32) added in the fixed tree: halves, then halves, ..., to one."""
+    n = v.type.count // 2
+    while n >= 2:
+        v = builder.fadd(lanes(builder, v, 0, n), lanes(builder, v, n, n))
+        n //= 2
+    return builder.fadd(builder.extract_element(v, ir.Constant(I32, 0)),
+                        builder.extract_element(v, ir.Constant(I32, 1)))
+
+
+def _count_loop(builder, n, body, init):
+    """for c in 0 .. n-1: state = body(c, state); returns the final state (init when n == 0)."""
+    entry = builder.block
+    loop = builder.append_basic_block("v_loop")
+    done = builder.append_basic_block("v_done")
+    builder.cbranch(builder.icmp_signed(">", n, ir.Constant(I64, 0)), loop, done)
+    builder.position_at_end(loop)
+    c = builder.phi(I64)
+    st = builder.phi(init.type)
+    st2 = body(c, st)
+    c2 = builder.add(c, ir.Constant(I64, 1))
+    end = builder.block
+    builder.cbranch(builder.icmp_signed("<", c2, n), loop, done)
+    c.add_incoming(ir.Constant(I64, 0), entry)
+    c.add_incoming(c2, end)
+    st.add_incoming(init, entry)
+    st.add_incoming(st2, end)
+    builder.position_at_end(done)
+    out = builder.phi(init.type)
+    out.add_incoming(init, entry)
+    out.add_incoming(st2, end)
+    return out
+
+
+def _v16(builder, p, c):
+    return builder.load(builder.bitcast(builder.gep(p, [builder.mul(c, ir.Constant(I64, 16))]),
+                                        V16F.as_pointer()), align=4)
+
+
+@intrinsic
+def dot16(typingctx, a, b):
+    sig = types.float32(a, b)
+
+    def codegen(context, builder, signature, args):
+        aa = ptr(context, builder, signature.args[0], args[0])
+        bp = ptr(context, builder, signature.args[1], args[1]).data
+        n = builder.sdiv(builder.extract_value(aa.shape, 0), ir.Constant(I64, 16))
+        acc = _count_loop(builder, n, lambda c, s: fma(builder, _v16(builder, aa.data, c), _v16(builder, bp, c), s),
+                          ir.Constant(V16F, [0.0] * 16))
+        return tree(builder, acc)
+    return sig, codegen
+
+
+@intrinsic
+def axpy16(typingctx, y, w, x):
+    sig = types.void(y, w, x)
+
+    def codegen(context, builder, signature, args):
+        ya = ptr(context, builder, signature.args[0], args[0])
+        xp = ptr(context, builder, signature.args[2], args[2]).data
+        wv = splat(builder, args[1])
+        n = builder.sdiv(builder.extract_value(ya.shape, 0), ir.Constant(I64, 16))
+
+        def body(c, s):
+            yp = builder.bitcast(builder.gep(ya.data, [builder.mul(c, ir.Constant(I64, 16))]), V16F.as_pointer())
+            builder.store(fma(builder, wv, _v16(builder, xp, c), builder.load(yp, align=4)), yp, align=4)
+            return s
+        _count_loop(builder, n, body, ir.Constant(I64, 0))
+        return context.get_dummy_value()
+    return sig, codegen
