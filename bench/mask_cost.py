@@ -94,6 +94,20 @@ class TimingDriver(LocalDriver):
         finally:
             self._cur()["sample"] += time.perf_counter() - t
 
+    def prepare_masks(self, states):
+        # the round's masks at once (llguidance's threads): the time and the rows, named by
+        # the round as below
+        ahead = threading.current_thread().name.startswith("foldserve-masks")
+        k = self.sched.rounds if ahead else self.sched.rounds - 1
+        n = sum(1 for s in states if s.constraint is not None and not s.constraint.done)
+        t = time.perf_counter()
+        super().prepare_masks(states)
+        dt = time.perf_counter() - t
+        with self._lock:
+            m = self.masks.setdefault(k, [0.0, 0])
+            m[0] += dt
+            m[1] += n if ahead else 0
+
     def sampler_state(self, *args, **kw):
         st = super().sampler_state(*args, **kw)
         c = st.constraint

@@ -340,8 +340,10 @@ class Scheduler:
                 samples.append(last)
                 budget -= n
         # grammar masks for the rows this round samples: on the host while the ranks run it
-        masks = [self._host.submit(a.sampler.prepare) for a, d in zip(owners, samples)
-                 if d and a.sampler.constraint is not None]
+        shaped = [a.sampler for a, d in zip(owners, samples) if d and a.sampler.constraint is not None]
+        prep = getattr(self.driver, "prepare_masks", None)   # all at once (llguidance's threads)
+        masks = ([self._host.submit(prep, shaped)] if prep is not None else
+                 [self._host.submit(s.prepare) for s in shaped]) if shaped else []
         try:
             logits = self.driver.run(RoundStep(tuple(chunks)))
         finally:

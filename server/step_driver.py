@@ -16,7 +16,7 @@ import time
 
 from server.engine.logits import argmax_rows
 from server.engine.prompt_logprobs import prompt_logprobs
-from server.engine.sampler import SamplerState, device_token, logprobs, sample
+from server.engine.sampler import SamplerState, device_token, logprobs, prepare_masks, sample
 from server.ranks.steps import pack
 
 log = logging.getLogger("foldserve")
@@ -46,6 +46,10 @@ class Sampling:
 
     def prompt_logprobs(self, *args, **kw) -> list:
         return prompt_logprobs(*args, **kw)
+
+    def prepare_masks(self, states) -> None:
+        """The round's grammar masks, computed while the ranks run it."""
+        prepare_masks(states)
 
 
 class LocalDriver(Sampling):

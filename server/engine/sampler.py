@@ -288,3 +288,14 @@ def sample(row: np.ndarray, st: SamplerState):
             best = np.argsort(-ls, kind="stable")[:n]
             top = tuple((int(i), float(ls[i])) for i in best)
     return tok, lp, top or ()
+
+
+def prepare_masks(states) -> None:
+    """`prepare` for a round's constrained streams at once (grammar.prepare_many: the same
+    masks, on llguidance's threads)."""
+    from server.engine.grammar import Constraint, prepare_many
+    live = [s.constraint for s in states if s.constraint is not None and not s.constraint.done]
+    prepare_many([c for c in live if isinstance(c, Constraint)])
+    for c in live:
+        if not isinstance(c, Constraint):
+            c.prepare()
