@@ -452,3 +452,26 @@ def test_a_client_that_leaves_frees_its_stream():
         s.stop()
     assert first.token_id == expected([1, 2, 3], 1)[0]
     assert req.arrival > 0 and not s.active and adm.running == 0 and adm.pool.held == 0
+
+
+class BadSample(FakeDriver):
+    def sample(self, row, st):
+        raise RuntimeError("planted")
+
+
+def test_a_request_whose_sampling_fails_ends_alone_with_500_and_keeps_nothing():
+    adm = Admission(paged=True, pages=64, page_rows=4, streams=2, context=64, cache_pages=8)
+    s = Scheduler(BadSample(), adm, context=64, prefill_chunk=16)
+    bad = Sink()
+    s.sinks["bad"] = (Loop(), bad)
+    s.inbox.put(("new", GenRequest("bad", list(range(1, 14)),
+                                   SamplingParams(max_tokens=3, temperature=0.9, seed=1))))
+    good = submit(s, "good", list(range(20, 33)), 3)    # greedy: the arg-max path, no sample()
+    spin(s)
+    assert len(bad) == 1 and bad[0].finish_reason == "error" and bad[0].token_id is None
+    assert (bad[0].error, bad[0].error_code) == ("sampling failed: planted", 500)
+    assert tokens(good) == expected(list(range(20, 33)), 3)
+    assert (good[-1].finish_reason, good[-1].error, good[-1].error_code) == ("length", None, 0)
+    # good fed 13 + 2 rows: 3 full pages kept; the cut-off request's 13 rows keep none
+    assert adm.pool.kept == 3 and adm.pool.held == 0
+    adm.check_integrity()
