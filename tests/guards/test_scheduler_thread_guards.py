@@ -42,9 +42,16 @@ class Counted(FakeDriver):
         self.closed += 1
 
 
+def spy_cancel(s):
+    called, real = [], s.cancel
+    s.cancel = lambda rid: (called.append(rid), real(rid))[1]
+    return called
+
+
 def test_a_busy_engine_runs_its_rounds_back_to_back():
     s, drv, adm = make()
     s.IDLE_TICK_S = 1.0       # a wait on the inbox between rounds would cost 12 s here
+    cancelled = spy_cancel(s)
     s.start()
     try:
         evs = reply(s, "a", [5, 6, 7], 12, timeout_s=4.0)
@@ -52,6 +59,7 @@ def test_a_busy_engine_runs_its_rounds_back_to_back():
         s.stop()
     assert [e.token_id for e in evs[:-1]] == expected([5, 6, 7], 12)
     assert evs[-1].finish_reason == "length" and s.rounds == 12
+    assert cancelled == []                         # a reply read to its end is not cancelled
 
 
 def test_an_idle_engine_checks_the_ranks_each_tick_and_the_pool_once_per_change():
@@ -86,7 +94,9 @@ def test_a_client_that_leaves_mid_reply_is_cancelled_by_the_next_round():
             return super().run(step)
     adm = Admission(paged=True, pages=64, page_rows=4, streams=1, context=64, cache_pages=8)
     drv, m = Gated(), Metrics()
-    s = Scheduler(drv, adm, context=64, prefill_chunk=16, metrics=m).start()
+    s = Scheduler(drv, adm, context=64, prefill_chunk=16, metrics=m)
+    cancelled = spy_cancel(s)
+    s.start()
     req = GenRequest("gone", list(range(1, 10)), SamplingParams(max_tokens=40, temperature=0.0))
 
     async def leave_after_one():
@@ -96,7 +106,8 @@ def test_a_client_that_leaves_mid_reply_is_cancelled_by_the_next_round():
         return first
     try:
         first = asyncio.run(asyncio.wait_for(leave_after_one(), 5))
-        drv.go.set()                              # the cancel is in the inbox by now
+        assert cancelled == ["gone"]              # in the inbox by now
+        drv.go.set()
         assert wait_until(lambda: not s.active and adm.running == 0)
     finally:
         drv.go.set()

@@ -47,7 +47,7 @@ def toml_list(xs) -> str:
     return "[" + ", ".join(json.dumps(x) for x in xs) + "]"
 
 
-def write_config(dst: Path, modules, tests, kills: Path) -> None:
+def write_config(dst: Path, modules, tests, kills: Path, timeout_multiplier: float = 15.0) -> None:
     py = dst / "pyproject.toml"
     text = (ROOT / "pyproject.toml").read_text()          # written afresh: runs may rewrite it
     text += (
@@ -58,6 +58,7 @@ def write_config(dst: Path, modules, tests, kills: Path) -> None:
         f"pytest_add_cli_args_test_selection = {toml_list(tests)}\n"
         f"pytest_add_cli_args = {toml_list(['-p', 'tools.mutants.killer', '-p', 'no:cacheprovider', '-o', 'timeout=120', *(a for d in DESELECT for a in ('--deselect', d)), *(f'--ignore={i}' for i in IGNORE)])}\n"
         "use_git_change_detection = false\n"
+        f"timeout_multiplier = {timeout_multiplier}\n"   # wall limit: (tests' time + 1 s) x this
     )
     py.write_text(text)
 
@@ -187,6 +188,9 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=str(ROOT / "mutants-report"))
     ap.add_argument("--work", help="work dir (default: a temp dir); reused if it has a run")
     ap.add_argument("--max-children", type=int, default=2)
+    ap.add_argument("--timeout-multiplier", type=float, default=15.0,
+                    help="a mutant's wall limit is (its tests' time + 1 s) x this (mutmut's default 15); "
+                         "a mutant that hangs a socket or a thread waits it out, so lower it for those")
     ap.add_argument("--keep", action="store_true", help="keep the work dir")
     ap.add_argument("--mutants", nargs="*", help="run only these mutants (names or globs), again")
     ap.add_argument("--survivors", action="store_true",
@@ -203,10 +207,10 @@ def main(argv=None) -> int:
     t0 = time.time()
     if not (work / "mutants").is_dir():
         copy_tree(work)
-        write_config(work, modules, tests, kills)
+        write_config(work, modules, tests, kills, a.timeout_multiplier)
     names = list(a.mutants or [])
     if a.survivors:
-        write_config(work, modules, tests, kills)
+        write_config(work, modules, tests, kills, a.timeout_multiplier)
         for sub in ("tests", "mutants/tests"):
             shutil.rmtree(work / sub, ignore_errors=True)
             shutil.copytree(ROOT / "tests", work / sub, ignore=shutil.ignore_patterns("__pycache__"))
