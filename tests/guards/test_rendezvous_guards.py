@@ -313,3 +313,82 @@ def test_the_waiting_message_says_how_long_of_the_timeout():
     link = rv.Link(0, 3, HOST, 1, peers={2: None})
     assert rv._missing_message(link, 60, "w", 12.4) == (
         "rank 0: waiting for rank 1 of 3 (12 s of 60 s); is it started, and can it reach w?")
+
+
+def test_a_follower_link_names_rank_0s_address():
+    port = free_port()
+    out = threads([(0, 2), (1, 2)], port)
+    try:
+        assert (out[1].rank, out[1].world, out[1].host, out[1].port) == (1, 2, HOST, port)
+    finally:
+        for x in out.values():
+            x.close()
+
+
+def test_the_followers_already_there_hear_why_the_join_failed():
+    port = free_port()
+    out = threads([(0, 3), (1, 3)], port, timeout_s=0.5)      # rank 2 never comes
+    assert isinstance(out[0], JoinTimeout)
+    assert type(out[1]) is JoinError and str(out[1]) == str(out[0])
+    assert str(out[0]) == (f"rank 0: waiting for rank 2 of 3 (0.5 s); is it started, and can it "
+                           f"reach 127.0.0.1:{port}?")
+
+
+def connects(monkeypatch):
+    """Record each connect attempt's timeout; the attempt itself is the real one."""
+    tries, real = [], socket.create_connection
+
+    def spy(addr, timeout=None, *a, **kw):
+        tries.append(timeout)
+        return real(addr, timeout, *a, **kw)
+    monkeypatch.setattr(rv.socket, "create_connection", spy)
+    return tries
+
+
+def test_one_connect_attempt_waits_at_most_2_s(monkeypatch):
+    port = free_port()
+    t, out = lead(port, timeout_s=5.0)
+    tries = connects(monkeypatch)
+    link = rv.join(1, 2, HOST, port, 10.0)
+    t.join(5)
+    link.close()
+    out["link"].close()
+    assert tries == [2.0]                             # not the 10 s left, nor no limit
+
+
+def test_a_connect_that_hangs_gives_up_at_the_timeout_with_its_reason():
+    srv = socket.socket()
+    srv.bind((HOST, 0))
+    srv.listen(0)                                     # a queue of one, filled: connects hang
+    port = srv.getsockname()[1]
+    filler = socket.create_connection((HOST, port), timeout=1)
+    out = {}
+
+    def follow():
+        t0 = time.monotonic()
+        try:
+            rv.join(1, 2, HOST, port, 0.4)
+        except Exception as e:
+            out["err"], out["took"] = e, time.monotonic() - t0
+    t = threading.Thread(target=follow, daemon=True)
+    t.start()
+    t.join(5)
+    filler.close()
+    srv.close()
+    assert not t.is_alive() and isinstance(out["err"], JoinTimeout) and out["took"] < 3
+    assert str(out["err"]).endswith("(last try: timed out)")
+
+
+def test_a_refused_connect_is_retried_and_named_by_its_reason(monkeypatch):
+    port = free_port()
+    tries = connects(monkeypatch)
+    with pytest.raises(JoinTimeout) as e:
+        rv.join(1, 2, HOST, port, 0.5)
+    assert 2 <= len(tries) <= 4                       # a try every 0.2 s: 0, 0.2, 0.4
+    assert str(e.value).endswith("(last try: Connection refused)")
+
+
+def test_a_follower_out_of_time_before_its_first_try_says_so():
+    with pytest.raises(JoinTimeout) as e:
+        rv.join(1, 2, HOST, free_port(), 0)
+    assert str(e.value).endswith("(last try: none)")
