@@ -266,6 +266,12 @@ def test_stats_say_what_the_pool_and_streams_hold():
     assert st["pages_total"] == 32 and st["pages_free"] == 32 - 4 and st["pages_kept"] == 0
     assert st["paged"] is True and st["ranks_ok"] is True and st["error"] is None
     assert st["context"] == 64 and st["rounds"] == 0 and st["ranks"] == 1
+    assert st["page_rows"] == 4 and st["cache_pages"] == 0
+    assert st["prompt_tokens_done"] == 0 and st["generation_tokens_done"] == 0
+    spin(s)                                       # 3 prompt rows and 4 tokens each
+    st = s.stats()
+    assert st["prompt_tokens_done"] == 9 and st["generation_tokens_done"] == 12
+    assert make(cache_pages=5)[0].stats()["cache_pages"] == 5
 
 
 def test_active_ids_and_token_at_agree():

@@ -214,12 +214,106 @@ def test_a_lost_rank_is_named_by_the_drivers_verdict_in_one_log_line(caplog):
     lost = RankLost(1, "no heartbeat for 2 s")
     with caplog.at_level(logging.DEBUG, logger="foldserve"):
         s, first = failed(Boom(RuntimeError("NCCL communicator aborted"), failure=lost))
+        late = reply(s, "late", [1, 2], 2)        # generate answers it without the engine
         s.stop()
     msg = "the engine stopped: rank 1 lost: no heartbeat for 2 s; restart the ranks"
-    assert (first[0].error, first[0].error_code, first[0].code) == (msg, 503, "rank_lost")
+    for evs in (first, late):
+        assert len(evs) == 1 and evs[0].finish_reason == "error"
+        assert (evs[0].error, evs[0].error_code, evs[0].code) == (msg, 503, "rank_lost")
     assert s.error_code == "rank_lost" and s.stats()["ranks_ok"] is False
     errors = [r for r in caplog.records if r.levelno == logging.ERROR]
     assert [r.getMessage() for r in errors] == ["engine loop stopped: rank 1 lost: no heartbeat for 2 s"]
     assert not errors[0].exc_info
     debug = [r for r in caplog.records if r.levelno == logging.DEBUG and r.getMessage() == "engine loop stopped"]
     assert len(debug) == 1 and debug[0].exc_info
+
+
+class Grammar:
+    """A stand-in grammar: complete after `n` tokens; its mask step can be held."""
+
+    def __init__(self, n, hold=None):
+        self.n, self.hold, self.prepared = n, hold, threading.Event()
+
+    def constraint(self):
+        g = self
+
+        class Constraint:
+            eaten = 0
+
+            @property
+            def done(self):
+                return self.eaten >= g.n
+
+            def prepare(self):
+                g.prepared.set()
+                if g.hold is not None:
+                    g.hold.wait(10)
+
+            def consume(self, token):
+                self.eaten += 1
+        return Constraint()
+
+
+class Masked(Counted):
+    def sample(self, row, st):                    # arg-max under the (stand-in) grammar
+        tok = int(row.argmax())
+        st.record(tok)
+        return tok, None, ()
+
+
+def test_a_reply_ends_with_stop_when_its_grammar_is_complete():
+    adm = Admission(paged=True, pages=64, page_rows=4, streams=1, context=64)
+    s = Scheduler(Masked(), adm, context=64, prefill_chunk=4)
+    sink = Sink()
+    s.sinks["g"] = (Loop(), sink)
+    s.inbox.put(("new", GenRequest("g", [5, 6, 7], SamplingParams(max_tokens=10, temperature=0.0,
+                                                                   ignore_eos=True),
+                                   grammar=Grammar(3))))
+    for _ in range(20):
+        s._drain(block=False)
+        s._admit()
+        if not s.active and not s.waiting:
+            break
+        s._round()
+    assert [e.token_id for e in sink[:-1]] == expected([5, 6, 7], 3)
+    assert sink[-1].finish_reason == "stop" and adm.running == 0
+
+
+def test_stop_does_not_wait_for_a_mask_still_being_made():
+    hold = threading.Event()
+    g = Grammar(5, hold)
+    adm = Admission(paged=True, pages=64, page_rows=4, streams=1, context=64)
+    drv = Masked()
+    s = Scheduler(drv, adm, context=64, prefill_chunk=4)
+    s.STOP_WAIT_S = 0.1
+    s.sinks["g"] = (Loop(), Sink())
+    s.inbox.put(("new", GenRequest("g", [1, 2, 3], SamplingParams(max_tokens=5, temperature=0.0),
+                                   grammar=g)))
+    s.start()
+    try:
+        assert g.prepared.wait(5)                 # the mask thread is busy with it
+        stopper = threading.Thread(target=s.stop)
+        stopper.start()
+        stopper.join(3)
+        returned = not stopper.is_alive()
+    finally:
+        hold.set()
+    stopper.join(5)
+    s._thread.join(5)
+    assert returned and drv.closed == 1
+
+
+def test_an_idle_engine_sleeps_between_its_ticks():
+    s, drv, adm = make()
+    s.IDLE_TICK_S = 0.05
+    t0 = time.monotonic()
+    s.start()
+    try:
+        assert wait_until(lambda: drv.checks >= 3)
+        reply(s, "a", [1, 2, 3], 2)
+        time.sleep(0.1)
+    finally:
+        s.stop()
+    took = time.monotonic() - t0
+    # one check a tick (an item in the inbox may end a tick early: the request, the wake)
+    assert 3 <= drv.checks <= took / 0.05 + 4, (drv.checks, took)
