@@ -72,12 +72,13 @@ def test_an_idle_engine_checks_the_ranks_each_tick_and_the_pool_once_per_change(
     try:
         assert wait_until(lambda: drv.checks >= 5)
         assert audits == [0]                       # nothing ran yet: one audit, not one a tick
-        reply(s, "a", [1, 2, 3], 2)
-        seen = drv.checks
-        assert wait_until(lambda: drv.checks >= seen + 5)
+        for rid in ("a", "b"):
+            reply(s, rid, [1, 2, 3], 2)
+            seen = drv.checks
+            assert wait_until(lambda: drv.checks >= seen + 5)
     finally:
         s.stop()
-    assert audits == [0, 2]                        # again once the steps changed, then not again
+    assert audits == [0, 2, 4]                     # again each time the steps changed, then not again
 
 
 def test_a_client_that_leaves_mid_reply_is_cancelled_by_the_next_round():
@@ -232,7 +233,7 @@ class Grammar:
     """A stand-in grammar: complete after `n` tokens; its mask step can be held."""
 
     def __init__(self, n, hold=None):
-        self.n, self.hold, self.prepared = n, hold, threading.Event()
+        self.n, self.hold, self.prepared, self.masks = n, hold, threading.Event(), 0
 
     def constraint(self):
         g = self
@@ -245,6 +246,7 @@ class Grammar:
                 return self.eaten >= g.n
 
             def prepare(self):
+                g.masks += 1
                 g.prepared.set()
                 if g.hold is not None:
                     g.hold.wait(10)
@@ -263,12 +265,13 @@ class Masked(Counted):
 
 def test_a_reply_ends_with_stop_when_its_grammar_is_complete():
     adm = Admission(paged=True, pages=64, page_rows=4, streams=1, context=64)
-    s = Scheduler(Masked(), adm, context=64, prefill_chunk=4)
+    s = Scheduler(Masked(), adm, context=64, prefill_chunk=2)
     sink = Sink()
     s.sinks["g"] = (Loop(), sink)
+    g = Grammar(3)
     s.inbox.put(("new", GenRequest("g", [5, 6, 7], SamplingParams(max_tokens=10, temperature=0.0,
                                                                    ignore_eos=True),
-                                   grammar=Grammar(3))))
+                                   grammar=g)))
     for _ in range(20):
         s._drain(block=False)
         s._admit()
@@ -277,6 +280,7 @@ def test_a_reply_ends_with_stop_when_its_grammar_is_complete():
         s._round()
     assert [e.token_id for e in sink[:-1]] == expected([5, 6, 7], 3)
     assert sink[-1].finish_reason == "stop" and adm.running == 0
+    assert g.masks == 3                            # one mask per sampled row (not the first chunk's)
 
 
 def test_stop_does_not_wait_for_a_mask_still_being_made():
