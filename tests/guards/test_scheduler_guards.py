@@ -203,6 +203,7 @@ def test_finish_keeps_the_fed_rows_and_a_resumed_request_skips_them():
     spin(s)
     assert tokens(sink2) == tokens(sink) == expected(p, 3)
     assert sink2[-1].cached_tokens == 12 and sink[-1].cached_tokens == 0
+    assert all((e.prompt_tokens, e.cached_tokens) == (13, 12) for e in sink2)   # every token says so
     begins = [st for st in drv.steps if isinstance(st, BeginStep)]
     assert begins[1].kept == 3 and begins[1].page_ids[:3] == begins[0].page_ids[:3]
     rounds = [st for st in drv.steps if isinstance(st, RoundStep)]

@@ -5,6 +5,7 @@ is shared by decodes and prefill; metrics hear each round and each first token."
 from __future__ import annotations
 
 import logging
+import time
 from collections import Counter
 
 import numpy as np
@@ -88,6 +89,8 @@ def test_each_row_is_sampled_where_its_settings_say_and_recorded_in_its_own_samp
     assert h == chain(PH, 3, lambda k: 2)                    # the host's sampler
     assert [(e.logprob, e.top_logprobs) for e in sinks["d"][:-1]] == [(None, ())] * 3
     assert [(e.logprob, e.top_logprobs) for e in sinks["h"][:-1]] == [(-0.5, ((t, -0.5),)) for t in h]
+    for r, p in (("g", PG), ("d", PD), ("h", PH)):  # every event says what the prompt was
+        assert all((e.prompt_tokens, e.cached_tokens) == (len(p), 0) for e in sinks[r])
     # one draw a round, for d's row alone (row 1 of g, d, h), with the tokens d has so far
     st = drv.states
     assert DRAWN == [([1], [st[tuple(PD)]], [k]) for k in range(3)]
@@ -121,37 +124,98 @@ def test_decodes_take_their_share_of_the_token_budget():
 
 class Metrics:
     def __init__(self):
-        self.fed, self.first = [], []
+        self.fed, self.waits, self.times = [], [], []
 
     def admitted(self, req, wait, resumed):
-        pass
+        self.waits.append(wait)
 
     def iteration(self, fed):
         self.fed.append(fed)
 
     def finished(self, a, reason):
-        self.first.append(isinstance(a.first_token_at, float) and a.first_token_at >= a.admitted_at)
+        self.times.append((a.admitted_at, a.first_token_at))
 
 
-def test_metrics_hear_the_tokens_of_each_round_and_each_first_token():
+def test_metrics_hear_the_wait_the_tokens_of_each_round_and_the_first_token():
     adm = Admission(paged=True, pages=64, page_rows=4, streams=2, context=64)
     m = Metrics()
     s = Scheduler(FakeDriver(), adm, context=64, prefill_chunk=2, metrics=m)
-    submit(s, "a", [1, 2, 3, 4, 5], 3)
+    t0 = time.monotonic()
+    s.sinks["a"] = (Loop(), Sink())
+    s.inbox.put(("new", GenRequest("a", [1, 2, 3, 4, 5], SamplingParams(max_tokens=3, temperature=0.0),
+                                   arrival=t0)))
     spin(s)
-    assert m.fed == [2, 2, 1, 1, 1] and m.first == [True]
+    t1 = time.monotonic()
+    assert m.fed == [2, 2, 1, 1, 1]
+    assert len(m.waits) == 1 and 0 <= m.waits[0] <= t1 - t0
+    (admitted, first), = m.times
+    assert t0 <= admitted <= first <= t1            # the first token came after the admission
 
 
 def test_a_failed_sampling_is_logged_and_delays_no_other_stream(caplog):
-    adm = Admission(paged=True, pages=64, page_rows=4, streams=2, context=64)
+    adm = Admission(paged=True, pages=64, page_rows=4, streams=3, context=64)
     s = Scheduler(BadSample(), adm, context=64, prefill_chunk=16)
+    before = submit(s, "before", [7, 8], 3)
     bad = Sink()
     s.sinks["bad"] = (Loop(), bad)
     s.inbox.put(("new", GenRequest("bad", [1, 2, 3], SamplingParams(max_tokens=3, temperature=0.9))))
-    good = submit(s, "good", [4, 5, 6], 3)
+    good = submit(s, "good", [4, 5, 6], 3)         # rows: before, bad, good
     with caplog.at_level(logging.ERROR, logger="foldserve"):
         spin(s)
-    assert bad[-1].finish_reason == "error" and tokens(good) == expected([4, 5, 6], 3)
-    assert s.rounds == 3                           # good's 3 tokens in 3 rounds, as alone
+    assert bad[-1].finish_reason == "error"
+    assert tokens(before) == expected([7, 8], 3) and tokens(good) == expected([4, 5, 6], 3)
+    assert s.rounds == 3                           # 3 tokens in 3 rounds each, as alone
     logged = [r for r in caplog.records if r.getMessage() == "request bad: sampling"]
     assert len(logged) == 1 and logged[0].exc_info
+
+
+class Refusing(FakeDriver):
+    def sampler_state(self, params, prompt_ids, salt, **kw):
+        if params.temperature == 0.5:
+            raise ValueError("planted")
+        return super().sampler_state(params, prompt_ids, salt, **kw)
+
+
+def test_a_request_the_sampler_refuses_ends_alone_and_gives_its_stream_back(caplog):
+    adm = Admission(paged=True, pages=16, page_rows=4, streams=2, context=64)
+    s = Scheduler(Refusing(), adm, context=64, prefill_chunk=16)
+    bad = Sink()
+    s.sinks["bad"] = (Loop(), bad)
+    s.inbox.put(("new", GenRequest("bad", [1, 2, 3], SamplingParams(max_tokens=3, temperature=0.5))))
+    good = submit(s, "good", [4, 5, 6], 3)          # admitted in the same pass, after it
+    with caplog.at_level(logging.ERROR, logger="foldserve"):
+        s._drain(block=False)
+        s._admit()
+        assert list(s.active) == ["good"] and not s.waiting and adm.running == 1
+        spin(s)
+    assert len(bad) == 1
+    assert (bad[0].token_id, bad[0].finish_reason, bad[0].error_code, bad[0].error) == (
+        None, "error", 500, "the sampler refused this request: planted")
+    assert tokens(good) == expected([4, 5, 6], 3) and good[-1].finish_reason == "length"
+    assert adm.running == 0 and adm.pool.free == adm.pool.total
+    logged = [r for r in caplog.records if r.getMessage() == "request bad: sampler"]
+    assert len(logged) == 1 and logged[0].exc_info
+    adm.check_integrity()
+
+
+def sampled(salt, eos=frozenset(), **kw):
+    adm = Admission(paged=True, pages=16, page_rows=4, streams=1, context=64)
+    s = Scheduler(FakeDriver(), adm, context=64, prefill_chunk=16, seed_salt=salt)
+    sink = Sink()
+    s.sinks["x"] = (Loop(), sink)
+    s.inbox.put(("new", GenRequest("x", [3, 4, 5], SamplingParams(max_tokens=6, **kw), eos_ids=eos)))
+    spin(s)
+    return sink
+
+
+def test_the_seed_salt_reaches_the_sampler():
+    kw = dict(temperature=1.5, seed=11)
+    a, b, c = (tokens(sampled(salt, **kw)) for salt in (0, 1, 1))
+    assert b == c and a != b                        # the salt changes the draw, the same salt not
+
+
+def test_the_eos_ids_reach_the_sampler_for_min_tokens():
+    first = expected([3, 4, 5], 1)[0]
+    sink = sampled(0, eos=frozenset({first}), temperature=0.0, min_tokens=2)
+    got = tokens(sink)
+    assert len(got) >= 2 and got[0] != first        # eos held back for the first 2 tokens

@@ -216,9 +216,13 @@ def test_a_lost_rank_is_named_by_the_drivers_verdict_in_one_log_line(caplog):
     with caplog.at_level(logging.DEBUG, logger="foldserve"):
         s, first = failed(Boom(RuntimeError("NCCL communicator aborted"), failure=lost))
         late = reply(s, "late", [1, 2], 2)        # generate answers it without the engine
+        inbox = Sink()                            # past generate's own check: straight in
+        s.sinks["inbox"] = (Loop(), inbox)
+        s.inbox.put(("new", GenRequest("inbox", [1], SamplingParams(max_tokens=1))))
+        assert wait_until(lambda: inbox)
         s.stop()
     msg = "the engine stopped: rank 1 lost: no heartbeat for 2 s; restart the ranks"
-    for evs in (first, late):
+    for evs in (first, late, inbox):
         assert len(evs) == 1 and evs[0].finish_reason == "error"
         assert (evs[0].error, evs[0].error_code, evs[0].code) == (msg, 503, "rank_lost")
     assert s.error_code == "rank_lost" and s.stats()["ranks_ok"] is False
