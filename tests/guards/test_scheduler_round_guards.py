@@ -11,6 +11,7 @@ from collections import Counter
 import numpy as np
 
 from server.planner.admission import Admission
+from server.ranks.steps import RoundStep
 from server.requests import GenRequest, SamplingParams
 from server.scheduler import Scheduler
 from test_scheduler_guards import (V, BadSample, FakeDriver, Loop, Sink, expected, make, next_token,
@@ -219,3 +220,71 @@ def test_the_eos_ids_reach_the_sampler_for_min_tokens():
     sink = sampled(0, eos=frozenset({first}), temperature=0.0, min_tokens=2)
     got = tokens(sink)
     assert len(got) >= 2 and got[0] != first        # eos held back for the first 2 tokens
+
+
+def test_a_stream_past_a_chunk_without_logits_still_samples_in_that_round():
+    s, drv, _ = make(chunk=3)
+    a = submit(s, "a", [5, 6, 7, 8, 9, 10, 11], 2)   # 3 of 7 rows: no logits yet
+    b = submit(s, "b", [1, 2], 2)                     # its whole prompt: a token this round
+    s._drain(block=False)
+    s._admit()
+    s._round()
+    assert tokens(a) == [] and tokens(b) == expected([1, 2], 1)
+
+
+def test_the_defaults_chunk_256_a_budget_of_at_least_64_and_salt_0():
+    adm = Admission(paged=True, pages=64, page_rows=16, streams=1, context=512)
+    drv = FakeDriver()
+    s = Scheduler(drv, adm, context=512)
+    submit(s, "a", [7] * 300, 1)
+    spin(s)
+    assert [len(c.tokens) for st in drv.steps if isinstance(st, RoundStep) for c in st.chunks] == [256, 44]
+    adm = Admission(paged=True, pages=64, page_rows=4, streams=8, context=64)
+    drv = FakeDriver()
+    s = Scheduler(drv, adm, context=64, prefill_chunk=16)
+    for i in range(8):
+        submit(s, f"r{i}", [9] * 16, 1)
+    s._drain(block=False)
+    s._admit()
+    s._round()
+    (r,) = [st for st in drv.steps if isinstance(st, RoundStep)]
+    assert sum(len(c.tokens) for c in r.chunks) == 64      # max(16, 64)
+    kw = dict(temperature=1.5, seed=11)
+    assert tokens(sampled(0, **kw)) == tokens(sampled_default(**kw))
+
+
+def sampled_default(**kw):
+    adm = Admission(paged=True, pages=16, page_rows=4, streams=1, context=64)
+    s = Scheduler(FakeDriver(), adm, context=64, prefill_chunk=16)
+    sink = Sink()
+    s.sinks["x"] = (Loop(), sink)
+    s.inbox.put(("new", GenRequest("x", [3, 4, 5], SamplingParams(max_tokens=6, **kw))))
+    spin(s)
+    return sink
+
+
+def test_the_engine_and_mask_threads_are_named_daemons():
+    import threading
+    s, drv, _ = make()
+    s.start()
+    try:
+        s._host.submit(lambda: None).result(5)       # the mask thread exists once used
+        named = {t.name: t.daemon for t in threading.enumerate()}
+    finally:
+        s.stop()
+    assert named.get("foldserve-engine") is True      # it never keeps the process alive
+    assert [n for n in named if n.startswith("foldserve-masks")] == ["foldserve-masks_0"]
+
+
+def test_a_refusal_with_a_status_of_its_own_is_answered_with_it():
+    class Busy(Exception):
+        status = 429
+
+    class Full(Admission):
+        def request(self, req_id, prompt_ids, max_tokens):
+            raise Busy("the queue is full")
+    s = Scheduler(FakeDriver(), Full(paged=True, pages=8, page_rows=4, streams=1, context=64),
+                  context=64)
+    sink = submit(s, "a", [1, 2], 2)
+    s._drain(block=False)
+    assert [(e.finish_reason, e.error, e.error_code) for e in sink] == [("error", "the queue is full", 429)]
