@@ -198,7 +198,7 @@ def stages(tag, spec, model, M, L):
     chunks = [(tuple(range(s * per, (s + 1) * per)), P, L, (0,), True) for s in range(M)]
     rmap = attention_cuda.round_map(chunks, spec.n_heads // spec.n_kv_heads)
     q = cp.asarray(rng.standard_normal((M, spec.n_heads, spec.head_dim)).astype(np.float32))
-    attention_cuda.cuda_round(q, kv.k(0), kv.v(0), rmap, 0.088)      # split counts made outside capture
+    attention_cuda.cuda_round(q, kv.k(0), kv.v(0), rmap, 0.088)      # compile outside the capture
     ms = graph_ms(lambda: attention_cuda.cuda_round(q, kv.k(0), kv.v(0), rmap, 0.088), reps=10, inner=1)
     log(f"{tag}_attention_ms", ms * spec.n_layers)
     del kv

@@ -2,12 +2,16 @@
 
 Prints, all graph-timed (bench/cudatime.graph_ms) on weights of 32 distinct layers (no L2 reuse):
 - the copy rate (bytes read + written / s) and so the floor of each weight set (bytes / rate);
-- a config sweep of qgemv at M = 1 on the gate|up (28,672 x 4,096) for each type;
+- a config sweep of qgemv at M = 1, 16, 64 on the gate|up (28,672 x 4,096) for each type
+  (fconv_u's loop, CV = 1, beside the earlier conv_u loop, CV = 0);
 - one decode step's GEMMs (32 layers x qkv, o, gate|up, down + the LM head) at M = 1, 16, 64
   for bf16 (matmul_cuda, Packed), Q8_0 and a Q4_K_M-like mix (Q4_K; attn_v and ffn_down Q6_K in
   every other layer, the LM head Q6_K; q|k|v then two launches where v is Q6_K), with ms,
   GB/s of weights, and ratio to the floor and to bf16;
-- prefill GEMMs at 2,048 rows for 4 layers: bf16 against dequantize-to-Packed + the same GEMM.
+- prefill GEMMs at 2,048 rows for 4 layers: bf16 against dequantize-to-Packed + the same GEMM;
+- with --engine: the whole forward (bench/fixtures' Model, graphs, paged KV) on device-made
+  llama3-8b models, bf16 and quantized: b1 decode ms/step (prompt 128, 253 steps) and a
+  2,048-token prefill.
 Random planes (codes uniform, scales normal float16 of a weight's size) made on the device.
 """
 from __future__ import annotations
@@ -76,6 +80,54 @@ def model(kind: str):
     return layers, head
 
 
+def engine_model(kind: str):
+    """bench/fixtures' device-made llama3-8b Model with its matrices as `model` makes them
+    (bf16 Packed or GGUF planes) and the embedding in the same kind (Q4_K for Q4_K_M, as
+    llama-quantize writes it); norms bf16. -> (Model, weight bytes)."""
+    from bench.fixtures import model_of, rand_bf16
+    from kernels import rope
+    from server.engine.model import LayerWeights, Model, ShardWeights
+    from server.shapes.spec import SHAPES
+    spec = SHAPES["llama3-8b"]
+    if kind == "bf16":
+        return model_of(spec), None
+    layers, head = model(kind)
+    emb = rand_q("Q4_K" if kind == "Q4_K_M" else kind, V, H)
+    lw = [LayerWeights(attn_norm=rand_bf16((H,), 0.02, 1.0), wqkv=qkv, bqkv=None, q_norm=None,
+                       k_norm=None, wo=o, mlp_norm=rand_bf16((H,), 0.02, 1.0), wgu=gu, wdown=down)
+          for qkv, o, gu, down in layers]
+    sw = ShardWeights(embed=emb, norm=rand_bf16((H,), 0.02, 1.0), lm_head=head, layers=lw,
+                      nq=spec.n_heads, nkv=spec.n_kv_heads, ff=F)
+    inv = cp.asarray(rope.inv_freq(spec.head_dim, spec.rope_theta, spec.rope_scaling))
+    return Model(spec, sw, inv, cp), nbytes(layers, head) + emb.nbytes
+
+
+def engine_rows(kinds, rate):
+    """The whole forward as the server runs it (graphs, paged KV): b1 decode ms/step (prompt
+    128, 253 steps: gpu_bench's bench384, llama-bench tg256 at depth 128's workload) and a
+    2,048-token prefill, bf16 beside the quantized models, one run."""
+    from bench.cudatime import cuda_ms
+    from bench.fixtures import bench384, store
+    from server.shapes.spec import SHAPES
+    spec = SHAPES["llama3-8b"]
+    rows, base = [], {}
+    for kind in kinds:
+        m, held = engine_model(kind)
+        b1 = bench384(m, spec)
+        kv = store(spec, 2048, fill=False)
+        ids = tuple(int(t) for t in np.random.default_rng(1).integers(0, spec.vocab, 2048))
+        pf = cuda_ms(lambda: m.forward([(tuple(range(2048 // 16)), 16, 0, ids, True)], kv), reps=3, warm=1)
+        base.setdefault("b1", b1), base.setdefault("pf", pf)
+        fl = f"floor {held / rate * 1e3:.3f} ms ({b1 / (held / rate * 1e3):.2f}x)" if held else ""
+        line = (f"engine {kind:7s}: b1 decode {b1:6.3f} ms/step {fl}  {b1 / base['b1']:.3f}x bf16; "
+                f"prefill 2048 {pf:7.2f} ms ({pf / base['pf']:.3f}x bf16)")
+        print(line, flush=True)
+        rows.append(line)
+        del m, kv
+        cp.get_default_memory_pool().free_all_blocks()
+    return rows
+
+
 def nbytes(layers, head):
     return sum(w.nbytes for ws in layers for w in ws) + head.nbytes
 
@@ -101,16 +153,20 @@ def main():
     ap.add_argument("--kinds", default="bf16,Q8_0,Q4_K_M")
     ap.add_argument("--sweep", default="Q8_0,Q4_K,Q6_K")
     ap.add_argument("--prefill", type=int, default=2048)
+    ap.add_argument("--engine", default="", help="e.g. bf16,Q8_0,Q4_K_M: the whole forward (b1, prefill)")
     a = ap.parse_args()
     t0 = time.time()
     rate = copy_TBps() * 1e12
     print(f"copy rate: {rate / 1e12:.3f} TB/s (bytes read + written)", flush=True)
     table = []
 
-    # config sweep at M = 1, 16, 64 on 8 distinct gate|up matrices (K % 2048 == 0: unpack_g),
-    # (MT, NT, U, PF); the best of each (type, M) becomes qmatmul_cuda.GEMV_CFG_KIND for the steps
-    sweeps = {1: [(1, 1, 1), (1, 2, 1), (1, 4, 1)], 16: [(1, 1, 1), (1, 2, 1)],
-              64: [(4, 1, 1), (2, 2, 1), (4, 2, 1)]}
+    # config sweep at M = 1, 16, 64 on 8 distinct gate|up matrices (K % 2048 == 0: the group
+    # path), (MT, NT, U, PF, CV, MB), each with PF 1 and 0; CV 0: the earlier conv_u loop (the
+    # A/B of fconv_u's); the best of each (type, M) becomes qmatmul_cuda.GEMV_CFG_KIND for the steps
+    sweeps = {1: [(1, 2, 1, None, 0, 1), (1, 1, 1, None, 1, 1), (1, 2, 1, None, 1, 1),
+                  (1, 4, 1, None, 1, 1), (1, 2, 1, None, 1, 3), (1, 1, 1, None, 1, 4)],
+              16: [(1, 2, 1, None, 0, 1), (1, 2, 1, None, 1, 1)],
+              64: [(4, 2, 1, None, 0, 1), (4, 2, 1, None, 1, 1)]}
     for kind in [k for k in a.sweep.split(",") if k]:
         ws = [rand_q(kind, 2 * F, H) for _ in range(8)]
         b = sum(w.nbytes for w in ws)
@@ -121,9 +177,10 @@ def main():
             res, top = [], None
             for cfg in cfgs:
                 for pf in (1, 0):
-                    c4 = cfg + (pf,)
+                    c4 = cfg[:3] + (pf,) + cfg[4:]
                     ms = graph_ms(lambda: [Q.gemv(x, w, out=out, cfg=c4) for w in ws], reps=10, inner=2)
-                    res.append(f"{cfg[:2]} pf{pf}: {ms / 8 * 1e3:.1f} us {b / 8 / (ms / 8 * 1e-3) / 1e9:.0f} GB/s")
+                    res.append(f"{cfg[:2]} pf{pf} cv{cfg[4]} mb{cfg[5]}: {ms / 8 * 1e3:.1f} us "
+                               f"{b / 8 / (ms / 8 * 1e-3) / 1e9:.0f} GB/s")
                     if top is None or ms < top[0]:
                         top = (ms, c4)
             best.append((M,) + top[1])
@@ -145,6 +202,17 @@ def main():
             line = (f"step GEMMs {kind:7s} M={M:3d}: {ms:7.3f} ms  weights {nb / 1e9:6.2f} GB  "
                     f"{nb / (ms * 1e-3) / 1e9:6.0f} GB/s  floor {floor:6.3f} ms  "
                     f"{ms / floor:5.2f}x floor  {vs}")
+            print(line, flush=True)
+            table.append(line)
+        if kind != "bf16" and 1 in [int(m) for m in a.rows.split(",")]:
+            # A/B in the same run: the step at one row with the earlier conv_u loop (CV = 0)
+            keep = dict(Q.GEMV_CFG_KIND)
+            for k in Q.KIND_ID:
+                Q.GEMV_CFG_KIND[k] = [(16, 1, 2, 1, 0, 0, 1)]
+            ms0 = graph_ms(step_fn(layers, head, 1), reps=7, inner=1)
+            Q.GEMV_CFG_KIND.clear()
+            Q.GEMV_CFG_KIND.update(keep)
+            line = f"step GEMMs {kind:7s} M=  1 with CV=0 (the conv_u loop): {ms0:7.3f} ms  {ms0 / floor:5.2f}x floor"
             print(line, flush=True)
             table.append(line)
         if a.prefill:
@@ -171,6 +239,8 @@ def main():
             table.append(line)
         del layers, head
         cp.get_default_memory_pool().free_all_blocks()
+    if a.engine:
+        table += engine_rows([k for k in a.engine.split(",") if k], rate)
     print(f"--- table (copy rate {rate / 1e12:.3f} TB/s, {time.time() - t0:.0f} s) ---")
     for line in table:
         print(line)

@@ -31,9 +31,11 @@ from server.engine.weights.blocks import BLOCK, Blocks
 CSRC = Path(__file__).resolve().parent / "csrc"
 KIND_ID = {"Q8_0": 1, "Q4_0": 2, "Q4_1": 3, "Q4_K": 4, "Q6_K": 5}
 GEMV_MAX = int(setting("TF_QGEMV_MAX"))   # rows through qgemv; more: dequant + GEMM
-# (up to M rows: MT, NT, U, PF) of qgemv, from bench/quant_bench.py's sweeps on the H200
-# (receipt 2026-12-01-quant-gpu, run3): NT = 2 groups a warp at decode rows, the next
-# group's loads issued early (PF) only where it measured faster
+# (up to M rows: MT, NT, U, PF[, CV, MB]) of qgemv, from bench/quant_bench.py's sweeps on the
+# H200 (receipt 2026-12-01-quant-gpu, run3): NT = 2 groups a warp at decode rows, the next
+# group's loads issued early (PF) only where it measured faster. CV: 1 (default) the group
+# loop of fconv_u (qblocks.cuh), 0 the earlier conv_u loop; MB: qgemv's minimum blocks per SM
+# (__launch_bounds__; 1 = the compiler's choice of registers). All: the same bytes.
 GEMV_CFG = [(16, 1, 2, 1, 0), (64, 4, 2, 1, 0)]
 _NULL = np.uint64(0)
 BP_INT = int(setting("TF_QBP_INT"))   # 1: bf16 rounding by integer ops (a speed variant)
@@ -49,9 +51,10 @@ def source(name: str) -> str:
     return re.sub(r'^#include "([^"]+)"\s*$', inc, text, flags=re.M)
 
 
-def _fn(name: str, kind: str, mt: int = 1, nt: int = 1, u: int = 1, pf: int | None = None):
+def _fn(name: str, kind: str, mt: int = 1, nt: int = 1, u: int = 1, pf: int | None = None,
+        cv: int = 1, mb: int = 1):
     defs = (f"QK={KIND_ID[kind]}", f"S_={MM.KSPLIT}", f"MT={mt}", f"NT={nt}", f"U_={u}",
-            f"BP_INT={BP_INT}", f"PF_G={PF_G if pf is None else pf}")
+            f"BP_INT={BP_INT}", f"PF_G={PF_G if pf is None else pf}", f"CV={cv}", f"MINB={mb}")
     smem = MM.KSPLIT * mt * nt * 128 * 4
     return C.kernel(source("qgemv.cu"), name, defs, smem if smem > 48 * 1024 else 0)
 
@@ -134,10 +137,13 @@ def _parts(w):
 
 
 # per type: [(up to M rows, (MT, NT, U, PF))], from bench/quant_bench.py's sweep; else GEMV_CFG
+# (receipt 2026-12-01-quant-gpu/run7-engine: the sweep's choices, the same in run6 where both
+# swept them; at 16 rows Q4_K / Q6_K keep the conv_u loop, CV = 0, measured faster there; at one
+# row NT = 1 with 4 blocks an SM for Q8_0 / Q6_K, NT = 2 with 3 for Q4_K)
 GEMV_CFG_KIND: dict = {
-    "Q8_0": [(16, 1, 2, 1, 0), (64, 2, 2, 1, 0)],
-    "Q4_K": [(16, 1, 2, 1, 0), (64, 4, 2, 1, 1)],
-    "Q6_K": [(16, 1, 2, 1, 0), (64, 4, 2, 1, 0)],
+    "Q8_0": [(1, 1, 1, 1, 0, 1, 4), (16, 1, 2, 1, 0, 1, 1), (64, 4, 2, 1, 0, 1, 1)],
+    "Q4_K": [(1, 1, 2, 1, 0, 1, 3), (16, 1, 2, 1, 0, 0, 1), (64, 4, 2, 1, 0, 1, 1)],
+    "Q6_K": [(1, 1, 1, 1, 0, 1, 4), (16, 1, 2, 1, 0, 0, 1), (64, 4, 2, 1, 0, 1, 1)],
 }
 
 
@@ -168,11 +174,11 @@ def gemv(x, w, bias=None, out=None, cfg: tuple | None = None):
     col = 0
     for p in _parts(w):
         n = p.shape[0]
-        mt, nt, u, *pf = cfg or gemv_cfg(M, p.kind)
-        pf = pf[0] if pf else None
+        mt, nt, u, *more = cfg or gemv_cfg(M, p.kind)
+        pf, cv, mb = (list(more) + [None, 1, 1][len(more):])[:3]
         b = _NULL if bias is None else _bias(bias[col:col + n])
         o = out[:, col:col + n]
-        C.launch(_fn("qgemv", p.kind, mt, nt, u, pf), (-(-n // (8 * nt)), -(-M // (16 * mt))),
+        C.launch(_fn("qgemv", p.kind, mt, nt, u, pf, cv, mb), (-(-n // (8 * nt)), -(-M // (16 * mt))),
                  (32 * MM.KSPLIT,),
                  (x, np.int64(K)) + p.ptrs() + (b, o, np.int64(ldo), np.int32(M), np.int32(n),
                                                 np.int32(K)),

@@ -3,7 +3,8 @@
     foldserve plan --model dummy:llama3-8b --tp 3 --context 1048576 --room 60,60,60 --json
 
 A model file is read for its shapes alone (GGUF metadata, or a folder's config.json);
-no weight is loaded. The weights modules are imported lazily, here only: the planner's
+no weight is loaded. For a GGUF a second line gives each rank's weight bytes as the file
+stores them (server/engine/weights/stored_bytes.py; a split that would cut a block is refused). The weights modules are imported lazily, here only: the planner's
 core stays free of numpy.
 """
 from __future__ import annotations
@@ -85,15 +86,24 @@ def run(args: argparse.Namespace, environ: dict | None = None) -> int:
         shards = layouts(spec, tp, KV_BYTES[args.device], args.page_rows, args.prefill_chunk)
         p = plan(shards, rooms, resolve_context(args.context, spec.max_context),
                  args.parallel, int(args.prompt_cache_gib * GIB), env.kv_pages, args.verify_window)
+        stored = None
+        if os.path.isfile(model):           # a GGUF: each rank's weight bytes as the file stores them
+            from server.engine.weights import stored_bytes
+            stored = stored_bytes.from_gguf(model, spec, tp)
     except (PlanError, ConfigError, UnsupportedModel, FileNotFoundError, ValueError) as e:
         print(f"foldserve plan: {e}", file=sys.stderr)
         return 2
     if args.json:
         d = p.as_dict()
         d.update(model=model, device=args.device, kv_dtype_bytes=KV_BYTES[args.device])
+        if stored is not None:
+            d.update(weight_bytes_per_rank=stored)
         print(json.dumps(d, indent=2))
     else:
         print(startup_line(p, reserve))
+        if stored is not None:
+            from server.engine.weights import stored_bytes
+            print(stored_bytes.describe(stored))
     return 0
 
 

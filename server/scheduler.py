@@ -7,7 +7,9 @@ The engine runs in one thread of its own; the front end talks to it through an i
     2. admit what the planner can fund (FIFO; a request that waits blocks those behind it)
        -> BeginStep (and CopyStep to restore a kept prefix on windows)
     3. one RoundStep: every decoding stream's next token, then prefill chunks under the
-       token budget
+       token budget (a round no stream decodes in may give a prompt `solo_chunk` tokens; a
+       round others decode in holds its prefill chunks' attention reads to `prefill_keys`,
+       so a long prompt interleaves with their decodes in small rounds: `prefill_take`)
     4. run it on every rank; sample rank 0's logits; stream the tokens
     5. streams that ended -> finish (pages back, or kept as a prefix) -> EndStep
 """
@@ -58,15 +60,44 @@ class Active:
         return self.fed < len(self.req.prompt_ids)
 
 
+KEYS_FLOOR = 64                    # prompt tokens a round gives a prefilling stream at least
+
+
+def prefill_take(fed: int, left: int, cap: int, keys: int | None) -> int:
+    """Prompt tokens to prefill this round for a stream with `fed` rows written and `left`
+    to go: at most `cap` (its chunk, within the round's token budget) and, where `keys` is
+    given (streams decode in this round), at most the n whose rows read n (fed + n) keys
+    or fewer, the chunk's attention work; never under KEYS_FLOOR (nor over cap) so a long
+    prompt still advances. Scheduling only: a row's bytes do not depend on its chunk."""
+    n = min(cap, left)
+    if keys is not None and n * (fed + n) > keys:
+        lo, hi = 0, n                                # the largest n with n (fed + n) <= keys
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if mid * (fed + mid) <= keys:
+                lo = mid
+            else:
+                hi = mid - 1
+        n = min(n, max(lo, KEYS_FLOOR))
+    return max(n, 0)
+
+
 class Scheduler:
     IDLE_TICK_S = 0.5          # an idle engine wakes this often to check the ranks (driver.check)
     STOP_WAIT_S = 30.0         # stop() waits this long for the engine thread (a stuck step)
 
     def __init__(self, driver, admission, *, context: int, prefill_chunk: int = 256,
-                 token_budget: int | None = None, seed_salt: int = 0, metrics=None):
+                 token_budget: int | None = None, seed_salt: int = 0, metrics=None,
+                 solo_chunk: int | None = None, prefill_keys: int | None = None):
         self.driver, self.adm = driver, admission
         self.context, self.prefill_chunk = context, prefill_chunk
         self.token_budget = token_budget or max(prefill_chunk, 64)
+        # rounds no stream decodes in: a prompt's chunk (None: prefill_chunk); rounds others
+        # decode in: the prefill chunks' attention reads at most (None: no bound)
+        self.solo_chunk = max(solo_chunk or prefill_chunk, prefill_chunk)
+        if prefill_keys is not None and prefill_keys < 0:
+            raise ValueError(f"prefill_keys {prefill_keys}: 0 or more (0: no bound)")
+        self.prefill_keys = prefill_keys or None
         self.seed_salt, self.metrics = seed_salt, metrics
         self.inbox: queue.Queue = queue.Queue()
         self.active: dict[str, Active] = {}
@@ -255,9 +286,14 @@ class Scheduler:
                 chunks.append(Chunk(a.stream, a.fed, (a.token_at(a.fed),), True))
                 owners.append(a)
                 budget -= 1
+        decoding = bool(chunks)
+        cap = self.prefill_chunk if decoding else self.solo_chunk
+        keys = self.prefill_keys if decoding else None
         for a in self.active.values():       # then prefill chunks under the budget
-            if a.prefilling and budget > 0:
-                n = min(self.prefill_chunk, budget, len(a.req.prompt_ids) - a.fed)
+            if a.prefilling and budget > 0 and (keys is None or keys > 0):
+                n = prefill_take(a.fed, len(a.req.prompt_ids) - a.fed, min(cap, budget), keys)
+                if keys is not None:
+                    keys -= n * (a.fed + n)
                 last = a.fed + n == len(a.req.prompt_ids)
                 chunks.append(Chunk(a.stream, a.fed, tuple(a.req.prompt_ids[a.fed:a.fed + n]), last))
                 owners.append(a)
@@ -280,26 +316,28 @@ class Scheduler:
             self.metrics.iteration(fed)
         row = 0
         now = time.monotonic()
-        plain = [a.sampler.plain_greedy for c, a in zip(chunks, owners) if c.logits]
-        best = self.driver.argmax_rows(logits) if any(plain) else None   # greedy: arg-max where they lie
-        drawn = {}                           # GPU rounds: rows needing only a seed, one launch
-        if hasattr(logits, "sample_rows"):
-            dev = [(r, a) for r, a in enumerate(a for c, a in zip(chunks, owners) if c.logits)
-                   if not plain[r] and a.sampler.device_sampled]
-            if dev:
-                toks = logits.sample_rows([r for r, _ in dev], [a.sampler for _, a in dev],
-                                          [len(a.out) for _, a in dev])
-                drawn = {r: t for (r, _), t in zip(dev, toks)}
+        wanted = [a for c, a in zip(chunks, owners) if c.logits]
+        plain = [a.sampler.plain_greedy for a in wanted]
+        best = drawn = None
+        if hasattr(logits, "sample_rows") and not all(plain):
+            # GPU rounds: every row's token in one launch (penalties, bias, masks on the device)
+            try:
+                drawn = logits.sample_rows(list(range(len(wanted))), [a.sampler for a in wanted],
+                                           [len(a.out) for a in wanted])
+            except Exception:                # the launch itself failed (a row's own inputs
+                log.exception("device sampling; this round samples on the host")   # end
+                drawn = None                 # that row alone: logits.device_args)
+        if drawn is None and any(plain):
+            best = self.driver.argmax_rows(logits)   # greedy: arg-max where they lie
         for c, a in zip(chunks, owners):
             a.fed += len(c.tokens)
             if not c.logits:
                 continue
             try:
-                if plain[row]:
+                if drawn is not None:
+                    tok, lp, top = self.driver.drawn(drawn[row], a.sampler, logits, row)
+                elif plain[row]:
                     tok, lp, top = best[row], None, ()
-                    a.sampler.record(tok)
-                elif row in drawn:
-                    tok, lp, top = drawn[row], None, ()
                     a.sampler.record(tok)
                 else:
                     tok, lp, top = self.driver.sample(logits[row], a.sampler)

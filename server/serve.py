@@ -51,6 +51,12 @@ def add_arguments(p):
     p.add_argument("--max-batch-tokens", type=int, default=None,
                    help="tokens in one round, decodes and prefill chunks together "
                         "(default 2048 on GPUs, 512 on the CPU)")
+    p.add_argument("--max-batch-keys", type=_keys, default=None,
+                   help="in a round other streams decode in, the prefill chunks' attention "
+                        "reads at most (prompt rows x the keys each reads; at least 64 rows a "
+                        "round), so a long prompt interleaves with their decodes in rounds of "
+                        "bounded time (default: none; 0: none). A round no stream decodes in "
+                        "gives a prompt up to the whole round budget")
     p.add_argument("--api-key", default=None, help="bearer key every request must carry (default: none)")
     p.add_argument("--served-model-name", nargs="+", default=None, metavar="NAME",
                    help="the model's name(s) in the API (default: the model file's); the "
@@ -71,6 +77,16 @@ def add_arguments(p):
                    help="seconds between rank 0's stats lines while requests run (0: none)")
     p.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"),
                    help="uvicorn's and foldserve's log level; debug adds tracebacks")
+
+
+def _keys(v: str) -> int:
+    try:
+        n = int(v)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{v!r} is not a whole number of keys") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"{v}: keys are counted from 0 (0: no bound)")
+    return n
 
 
 def _positive(v: str) -> float:
@@ -309,13 +325,17 @@ def _serve_front(args, env, opened, comm, beat, lays, rooms, reserves, context, 
         raise
     line = startup_line(p, reserves[p.governing])       # the governing rank's own reserve
     budget = args.max_batch_tokens or (2048 if args.device == "cuda" else 512)
+    # a prompt alone in a round: the whole budget, within the activations the plan funded
+    solo = min(budget, max(args.prefill_chunk, p.streams * args.prefill_chunk))
+    keys = args.max_batch_keys or None
     graphs = getattr(opened.engine.model, "graphs", None)
     block = startup_block(          # the notes are in the plan line: said once
         plan=p, plan_line=line, model=opened.name, spec=opened.spec,
         weights=weight_bytes(opened.engine.weights), load_s=opened.load_seconds,
         device=args.device, kv_dtype=_dtype_name(opened.engine.kv_dtype),
         reserve=reserves[p.governing], env=env, token_budget=budget,
-        prefill_chunk=args.prefill_chunk, cuda_graphs=graphs.enabled if graphs else None)
+        prefill_chunk=args.prefill_chunk, cuda_graphs=graphs.enabled if graphs else None,
+        solo_chunk=solo, prefill_keys=keys)
     driver = RankDriver(opened.engine, comm) if len(rooms) > 1 else LocalDriver(opened.engine)
     if beat:
         beat.on_lost(driver.lost)              # /health 503 at once; NCCL: abort a waiting step
@@ -324,7 +344,7 @@ def _serve_front(args, env, opened, comm, beat, lays, rooms, reserves, context, 
         beat.set_timeout(args.peer_timeout)
     sched = Scheduler(driver, Admission.from_plan(p, poison=env.kv_poison), context=context,
                       prefill_chunk=args.prefill_chunk, seed_salt=args.seed_salt,
-                      token_budget=budget).start()
+                      token_budget=budget, solo_chunk=solo, prefill_keys=keys).start()
     names = tuple(args.served_model_name or ())
     state = AppState(scheduler=sched, tokenizer=opened.tokenizer,
                      model_name=names[0] if names else opened.name, served_names=names,

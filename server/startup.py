@@ -8,7 +8,7 @@ planned, one topic a line, e.g.
       streams       4 at once, context 8192 tokens (enough for six whole windows), 12 MiB fixed each
       prompt cache  1024 pages = 16384 tokens, 256 MiB
       room          3.1 GiB left after a 2.0 GiB reserve
-      rounds        at most 512 tokens, prefill chunks of 256
+      rounds        at most 512 tokens, prefill chunks of 256 (512 for a prompt alone)
       modes         TF_KV_PAGES=auto (pages at 3 ranks), TF_KV_POISON=0, CUDA graphs n/a
       plan          <the plan line, as `foldserve plan` prints it for the same arguments>
 
@@ -47,7 +47,8 @@ def _modes(env, kv_note: str, device: str, cuda_graphs: bool | None) -> str:
 
 def startup_block(*, plan, plan_line: str, model: str, spec, weights: int, load_s: float,
                   device: str, kv_dtype: str, reserve: int | None, env, token_budget: int,
-                  prefill_chunk: int, cuda_graphs: bool | None = None) -> list[str]:
+                  prefill_chunk: int, cuda_graphs: bool | None = None,
+                  solo_chunk: int | None = None, prefill_keys: int | None = None) -> list[str]:
     g = plan.rank
     tp = len(plan.ranks)
     ranks = f"TP {tp} on {device}, KV {kv_dtype}"
@@ -78,7 +79,9 @@ def startup_block(*, plan, plan_line: str, model: str, spec, weights: int, load_
                     f"{size(g.fixed_bytes)} fixed each"),
         ("prompt cache", cache),
         ("room", room),
-        ("rounds", f"at most {token_budget} tokens, prefill chunks of {prefill_chunk}"),
+        ("rounds", f"at most {token_budget} tokens, prefill chunks of {prefill_chunk}"
+                   + (f" ({solo_chunk} for a prompt alone)" if solo_chunk and solo_chunk > prefill_chunk else "")
+                   + (f", at most {prefill_keys} keys read beside decodes" if prefill_keys else "")),
         ("modes", _modes(env, kv_note, device, cuda_graphs)),
         ("plan", plan_line),
     ]

@@ -15,7 +15,7 @@ import threading
 import time
 
 from server.engine.logits import argmax_rows
-from server.engine.sampler import SamplerState, sample
+from server.engine.sampler import SamplerState, device_token, logprobs, sample
 from server.ranks.steps import pack
 
 log = logging.getLogger("foldserve")
@@ -33,6 +33,15 @@ class Sampling:
 
     def sample(self, *args, **kw):
         return sample(*args, **kw)
+
+    def drawn(self, tok, state, logits, row):
+        """A token the device sampler drew for `state` -> (token, logprob, top logprobs); its
+        logprobs (when asked) from a copy of the raw row `row` of `logits`."""
+        tok = device_token(tok, state)
+        state.record(tok)
+        lp, top = logprobs(logits[row], state, tok) if state.params.logprobs is not None \
+            else (None, ())
+        return tok, lp, top
 
 
 class LocalDriver(Sampling):

@@ -1,8 +1,8 @@
 #!/bin/bash
-# Issue 17 on one H200, one call (run from a copy of this tree: `cd .h17 && bash bench/device/quant.sh`,
-# carry .h17 .whl .peers; ../.whl holds gguf, ../.peers llama.cpp's tarball). In the background
+# Issue 17 on one H200, one call (run from a copy of this tree: `cd .s17 && bash bench/device/quant.sh`,
+# carry .s17 .whl .peers, the copy's commit in .s17/.tree-commit; ../.whl holds gguf, ../.peers llama.cpp's tarball). In the background
 # (setsid, survives the call): llama.cpp's build, the llama3-8b-shaped BF16 GGUF, then Q8_0 and
-# Q4_K_M by llama-quantize. In the foreground: the quantized-GEMM definition tests and
+# Q4_K_M by llama-quantize. In the foreground: the quantized-GEMM definition and engine tests and
 # bench/quant_bench.py; then llama-bench on both files; STAGES with `engine`: then
 # bench/quant_engine_bench.py (foldserve's engine on both files; not yet run). Writes $OUT.
 # STAGES=tests,bench,peer[,engine]
@@ -11,7 +11,7 @@ T0=$(date +%s)
 el() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site ../.whl/*.whl >/dev/null 2>&1
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
-git -C .. log -1 --format=%H 2>/dev/null > $OUT/commit.txt; cat .h17-commit 2>/dev/null >> $OUT/commit.txt
+git -C .. log -1 --format=%H 2>/dev/null > $OUT/commit.txt; cat .tree-commit 2>/dev/null >> $OUT/commit.txt
 nvidia-smi > $OUT/nvidia-smi.txt 2>&1
 mkdir -p /root/keep
 if [[ $STAGES == *peer* ]]; then
@@ -20,7 +20,7 @@ if [[ $STAGES == *peer* ]]; then
 fi
 if [[ $STAGES == *tests* ]]; then
   el tests
-  timeout ${TEST_T:-220} python3 -m pytest -q --maxfail=8 -rf tests/gpu/test_quant_definition.py 2>&1 | tee $OUT/tests.txt | tail -25
+  timeout ${TEST_T:-220} python3 -m pytest -q --maxfail=8 -rf tests/gpu/test_quant_definition.py tests/gpu/test_quant_engine.py 2>&1 | tee $OUT/tests.txt | tail -25
 fi
 if [[ $STAGES == *bench* ]]; then
   el bench

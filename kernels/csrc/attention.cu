@@ -146,7 +146,7 @@ extern "C" __global__ void __launch_bounds__(128, 2) attend(
         const float* __restrict__ q, const bf16* __restrict__ kp, const bf16* __restrict__ vp,
         const int* tables, int W, const int* slot, const int* pos, const int* tile_row,
         const int* tile_n, int P, int NQ, int KV, int G, float scale, bf16* out,
-        int split, int NS, float* sm, float* sl, float* sa, int* count) {
+        int split, int NS, float* sm, float* sl, float* sa) {
     extern __shared__ __align__(128) unsigned char smem_raw[];
     bf16* qs = (bf16*)smem_raw;                    // [64 pairs][HD]: q's high bf16
     bf16* ql = qs + 64 * HD;                       // [64 pairs][HD]: q - high, as bf16
@@ -287,45 +287,10 @@ extern "C" __global__ void __launch_bounds__(128, 2) attend(
                      sm, sl, sa, t);
     }
     cp_wait_all();
-    if (split) {
-        // the last of the tile's blocks to finish folds its rows of two spans or more, spans
-        // 0, 1, 2, ... in order from the scratch (the others' states are visible after the
-        // fence and the count); it leaves the count at 0 for the next launch
-        __shared__ int last;
-        __threadfence();
-        __syncthreads();
-        if (tid == 0) {
-            int* c = count + blockIdx.x * KV + kvh;
-            last = atomicAdd(c, 1) == min((int)gridDim.z, max(nsp, 1)) - 1;
-            if (last) *c = 0;
-        }
-        __syncthreads();
-        if (last) {
-            __threadfence();
-            for (int pr = warp; pr < npairs; pr += 4) {
-                const int p = pos[r0 + pr / G];
-                if (p < SPAN) continue;
-                const long long w = (long long)(r0 + pr / G) * NQ + kvh * G + pr % G;
-                float Mx = NEG_INF, Lx = 0.f, Ax[HD / 32];
-#pragma unroll
-                for (int c = 0; c < HD / 32; c++) Ax[c] = 0.f;
-                for (int j = 0; j <= p / SPAN; j++) {
-                    const long long st = w * NS + j;
-                    float mn, ca, cb;
-                    fold_scales(Mx, __ldcg(sm + st), mn, ca, cb);
-                    Lx = fold_el(Lx, __ldcg(sl + st), ca, cb);
-#pragma unroll
-                    for (int c = 0; c < HD / 32; c++)
-                        Ax[c] = fold_el(Ax[c], __ldcg(sa + st * HD + lane + 32 * c), ca, cb);
-                    Mx = mn;
-                }
-#pragma unroll
-                for (int c = 0; c < HD / 32; c++)
-                    out[w * HD + out_at1(lane + 32 * c)] = (bf16)(pack_bf16(out_el(Ax[c], Lx), 0.f) & 0xffffu);
-            }
-        }
-        if (z != 0) return;
-    }
+    // split: rows of two spans or more are folded by `fold_spans` (launched next); the span-0
+    // block writes the rest (rows of one span, padding)
+    if (split && z != 0) return;
+
     // rows of one span (every row in-block; split: those and padding, by the span-0 block)
     if (dec) {                                                // d tiles NCW w .. NCW w + NCW - 1
         if (pa < npairs && !(split && p0 >= SPAN)) finish<NCW>(A, L[0], 0, t, p0 < 0, out + wa * HD, NCW * warp);
@@ -334,4 +299,80 @@ extern "C" __global__ void __launch_bounds__(128, 2) attend(
     }
     if (pa < npairs && !(split && p0 >= SPAN)) finish<NC>(A, L[0], 0, t, p0 < 0, out + wa * HD);
     if (pb < npairs && !(split && p1 >= SPAN)) finish<NC>(A, L[1], 1, t, p1 < 0, out + wb * HD);
+}
+
+// Split mode's fold of each (row, head) pair's span states, spans 0, 1, 2, ... in order: the
+// same operations as step (7) in the same order, spread so that no long chain waits on memory.
+// The running max of span j is a prefix max (exact in any order), so span j's scales
+// ca = expf(M_{j-1} - M_j), cb = expf(m_j - M_j) are computed for 32 spans at once; the
+// sums L = L ca + l cb and A = A ca + acc cb then run in span order, one element a lane,
+// from shared memory, while the block's other warps copy the next FCH spans' states in.
+// grid (T x NQ pairs, HD / 32 elements), 256 threads; rows with p < SPAN (or padding) return.
+#define FCH 128
+extern "C" __global__ void __launch_bounds__(256) fold_spans(
+        const int* pos, int NQ, int NS, const float* sm, const float* sl, const float* sa,
+        bf16* out) {
+    __shared__ __align__(16) float as[2][FCH][32];
+    __shared__ float ms[2][FCH], ls[2][FCH], cas[FCH], cbs[FCH];
+    pdl_trigger();
+    pdl_wait();                                   // attend's span states: after this
+    const long long w = blockIdx.x;
+    const int p = pos[w / NQ];
+    if (p < SPAN) return;
+    const int ns = p / SPAN + 1, d0 = 32 * blockIdx.y, tid = threadIdx.x, lane = tid & 31;
+    const int warp = tid >> 5;
+    const long long st0 = w * NS;
+    auto load = [&](int c0, int b, int t0, int nt) {          // spans c0 .. into buffer b
+        const int n = min(FCH, ns - c0);
+        for (int i = t0; i < n * 8; i += nt) {
+            const int j = i >> 3, e = 4 * (i & 7);
+            cp16z(smem_u32(&as[b][j][e]), sa + (st0 + c0 + j) * HD + d0 + e, true);
+        }
+        cp_commit();
+        for (int i = t0; i < n; i += nt) {
+            ms[b][i] = __ldcg(sm + st0 + c0 + i);
+            ls[b][i] = __ldcg(sl + st0 + c0 + i);
+        }
+        cp_wait_all();
+    };
+    float M = NEG_INF, L = 0.f, A = 0.f;
+    load(0, 0, tid, 256);
+    __syncthreads();
+    const int nch = (ns + FCH - 1) / FCH;
+    for (int k = 0; k < nch; k++) {
+        const int b = k & 1, n = min(FCH, ns - k * FCH);
+        if (warp > 0) {
+            if (k + 1 < nch) load((k + 1) * FCH, b ^ 1, tid - 32, 224);
+        } else {
+            for (int b0 = 0; b0 < n; b0 += 32) {
+                const int j = b0 + lane;
+                const float m = j < n ? ms[b][j] : NEG_INF;
+                float x = m;                                    // inclusive prefix max
+#pragma unroll
+                for (int o = 1; o < 32; o <<= 1) {
+                    const float y = __shfl_up_sync(FULL, x, o);
+                    if (lane >= o) x = fmaxf(x, y);
+                }
+                const float inc = fmaxf(M, x);                  // M_j
+                float exc = __shfl_up_sync(FULL, inc, 1);       // M_{j-1}
+                if (lane == 0) exc = M;
+                if (j < n) {
+                    float mn, ca, cb;
+                    fold_scales(exc, m, mn, ca, cb);
+                    cas[j] = ca;
+                    cbs[j] = cb;
+                }
+                M = __shfl_sync(FULL, inc, 31);
+            }
+            __syncwarp();
+#pragma unroll 8
+            for (int j = 0; j < n; j++) {
+                const float ca = cas[j], cb = cbs[j];
+                L = fold_el(L, ls[b][j], ca, cb);
+                A = fold_el(A, as[b][j][lane], ca, cb);
+            }
+        }
+        __syncthreads();
+    }
+    if (warp == 0) out[w * HD + out_at1(d0 + lane)] = (bf16)(pack_bf16(out_el(A, L), 0.f) & 0xffffu);
 }

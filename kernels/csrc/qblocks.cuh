@@ -105,17 +105,18 @@ __device__ __forceinline__ uint4 k_conv(uint2 q, int sh, float D, float M) { ret
 // q: the 8 unsigned 4-bit (or 8-bit) codes, a, b: per-lane scale terms; the weight's formula
 // by type (see above)
 __device__ __forceinline__ uint4 unpack8(const QPlanes P, int n, int c, int t, int K) {
-    float v[8];
     const long long row = (long long)n;
 #if QK == Q8_0
     const uint2 q = ld8(P.p0 + row * K + 32 * c + 8 * t);
     const float d = h2f(((const unsigned short*)P.p2)[row * (K / 32) + c]);
+    float v[8];
 #pragma unroll
     for (int i = 0; i < 8; i++) {
         // the byte with its sign bit flipped is b + 128
         const unsigned b = __byte_perm((i < 4 ? q.x : q.y) ^ 0x80808080u, 0, 0x4440 + (i & 3));
         v[i] = __fmul_rn(code(b, 8388736.f), d);
     }
+    return pack8(v);
 #elif QK == Q4_0 || QK == Q4_1
     // block c: weight i < 16 is the low nibble of qs[i], weight 16 + i the high one
     const uint2 q = ld8(P.p0 + row * (K / 2) + 16 * c + 8 * (t & 1));
@@ -129,11 +130,13 @@ __device__ __forceinline__ uint4 unpack8(const QPlanes P, int n, int c, int t, i
 #if QK == Q4_1
     return nib_conv<false>(q, sh, d, m);
 #else
+    float v[8];
 #pragma unroll
     for (int i = 0; i < 8; i++) {
         const unsigned b = ((i < 4 ? q.x : q.y) >> (8 * (i & 3) + sh)) & 0xfu;
         v[i] = __fmul_rn(d, code(b, 8388616.f));
     }
+    return pack8(v);
 #endif
 #elif QK == Q4_K
     // super-block sb = c / 8, sub-block s = c % 8: weight l of s is nibble (s & 1) of
@@ -143,8 +146,7 @@ __device__ __forceinline__ uint4 unpack8(const QPlanes P, int n, int c, int t, i
     const uint4 hd = __ldg((const uint4*)(P.p1 + (row * (K / 256) + sb) * 16));
     float D, M;
     k_scale(hd, s, D, M);
-    const uint4 r = k_conv(q, 4 * (s & 1), D, M);
-    return r;
+    return k_conv(q, 4 * (s & 1), D, M);
 #elif QK == Q6_K
     // super-block sb = c / 8, half h = (c % 8) / 4, chunk s = c % 4 of the half: weight l is
     // nibble (s / 2) of ql[64 h + 32 (s & 1) + l] with bits 2s, 2s + 1 of qh[32 h + l] above it
@@ -155,16 +157,17 @@ __device__ __forceinline__ uint4 unpack8(const QPlanes P, int n, int c, int t, i
     const int scv = (int)((const signed char*)P.p3)[row * (K / 16) + 16 * sb + 2 * (c & 7) + (t >> 1)];
     const float D = __fmul_rn(d, (float)scv);
     const int shl = 4 * (s >> 1), shh = 2 * s;
+    float v[8];
 #pragma unroll
     for (int i = 0; i < 8; i++) {
         const unsigned wl = i < 4 ? ql.x : ql.y, wh = i < 4 ? qh.x : qh.y;
         const unsigned b = ((wl >> (8 * (i & 3) + shl)) & 0xfu) | (((wh >> (8 * (i & 3) + shh)) & 3u) << 4);
         v[i] = __fmul_rn(D, code(b, 8388640.f));
     }
+    return pack8(v);
 #else
 #error "QK: one of Q8_0, Q4_0, Q4_1, Q4_K, Q6_K"
 #endif
-    return make_uint4(bpair(v[0], v[1]), bpair(v[2], v[3]), bpair(v[4], v[5]), bpair(v[6], v[7]));
 }
 
 // Groups of 8 chunks (256 weights of a row; a Q4_K / Q6_K super-block): one lane's 8
@@ -351,4 +354,127 @@ __device__ __forceinline__ uint4 conv_u(const Raw& r, int u, int t) {
     for (int i = 0; i < 8; i++) v[i] = __fmul_rn(D, __fsub_rn(magic(i < 4 ? a : b, i & 3), 8388640.f));
     return pack8(v);
 #endif
+}
+
+// The GEMV's conversion (qgemv with CV = 1): conv_u's weights by fewer operations. For Q8_0,
+// Q4_0 and Q6_K the code b goes into a float as 2^23 + 2^j b (one prmt: j = 8 for a byte,
+// j = 16 for a code below 2^7) and the weight s (b - o) is one fma of the exact product:
+// fma(s 2^-j, 2^23 + 2^j b, -(s 2^-j)(2^23 + 2^j o)), the last term exact (s's 11 or 19
+// significant bits times those of 2^23 + 2^j o fit in 24), so the result is fl(s (b - o)),
+// conv_u's number rounded once. Q4_K's scale and min are d sc, dmin m by the same exact fma as
+// its weights, their 6-bit codes unpacked four at a time. The weights are conv_u's in every bit
+// but the sign of a zero weight (+0 here where gguf's d (b - o) or d sc is -0 for a negative
+// scale): a product with a zero weight is a zero, and a sum from +0.f of those and of nonzeros
+// is the same number whatever their signs, so every output is the definition's (the tests
+// compare the outputs byte for byte). Q4_1 is conv_u's own (already one prmt, one fma, one add).
+__device__ __forceinline__ float magic16(unsigned w, int i) {   // 2^23 + 2^16 (byte i of w < 2^7)
+    return __uint_as_float(__byte_perm(w, 0x4B000000u, 0x7044 + (i << 8)));
+}
+__device__ __forceinline__ float magic8(unsigned w, int i) {    // 2^23 + 2^8 (byte i of w)
+    return __uint_as_float(__byte_perm(w, 0x4B000000u, 0x7404 + (i << 4)));
+}
+__device__ __forceinline__ uint4 fconv_u(const Raw& r, int u, int t) {
+#if QK == Q8_0
+    // s = d, j = 8, b = q + 128 (sign bit flipped), o = 128: 2^23 + 2^8 128 = 8421376 = 2^15 257
+    const float d8 = __fmul_rn(h2f((unsigned short)half_of(r.h, u)), 0.00390625f);
+    const float c = __fmul_rn(d8, 8421376.f);
+    const unsigned a = r.q[u].x ^ 0x80808080u, b = r.q[u].y ^ 0x80808080u;
+    float v[8];
+#pragma unroll
+    for (int i = 0; i < 8; i++) v[i] = __fmaf_rn(d8, magic8(i < 4 ? a : b, i & 3), -c);
+    return pack8(v);
+#elif QK == Q4_0
+    // s = d, j = 16, o = 8: 2^23 + 2^16 8 = 8912896 = 2^19 17
+    const int sh = 4 * (t >> 1);
+    const float d16 = __fmul_rn(h2f((unsigned short)half_of(r.h, u)), 1.52587890625e-05f);
+    const float c = __fmul_rn(d16, 8912896.f);
+    const unsigned a = (r.q[u].x >> sh) & 0x0f0f0f0fu, b = (r.q[u].y >> sh) & 0x0f0f0f0fu;
+    float v[8];
+#pragma unroll
+    for (int i = 0; i < 8; i++) v[i] = __fmaf_rn(d16, magic16(i < 4 ? a : b, i & 3), -c);
+    return pack8(v);
+#elif QK == Q4_1
+    return conv_u(r, u, t);
+#elif QK == Q4_K
+    // scale bytes 0..11 = h.y, h.z, h.w: sc_s, m_s (s < 4) = low 6 bits of bytes s, s + 4;
+    // s >= 4: low / high nibble of byte s + 4 with the top 2 bits of byte s - 4 / s above them
+    const unsigned sc = u < 4 ? r.h.y & 0x3f3f3f3fu : (r.h.w & 0x0f0f0f0fu) | ((r.h.y >> 2) & 0x30303030u);
+    const unsigned mn = u < 4 ? r.h.z & 0x3f3f3f3fu : ((r.h.w >> 4) & 0x0f0f0f0fu) | ((r.h.z >> 2) & 0x30303030u);
+    const float d = h2f((unsigned short)(r.h.x & 0xffffu)), dm = h2f((unsigned short)(r.h.x >> 16));
+    const float D = dmul(d, -__fmul_rn(d, 8388608.f), magic(sc, u & 3));
+    const float M = dmul(dm, -__fmul_rn(dm, 8388608.f), magic(mn, u & 3));
+    return k_conv(r.q[u >> 1], 4 * (u & 1), D, M);
+#elif QK == Q6_K
+    // s = d sc (sc: the int8 scale, as 2^23 + (sc + 128) - (2^23 + 128)), j = 16, o = 32:
+    // 2^23 + 2^16 32 = 10485760 = 2^21 5
+    const int h = u >> 2, s = u & 3;
+    const unsigned sw = word_of(r.h, u >> 1) ^ 0x80808080u;
+    const float scf = __fsub_rn(__uint_as_float(__byte_perm(sw, 0x4B000000u, 0x7650 + 2 * (u & 1) + (t >> 1))), 8388736.f);
+    const float D16 = __fmul_rn(__fmul_rn(h2f((unsigned short)r.d), 1.52587890625e-05f), scf);
+    const float c = __fmul_rn(D16, 10485760.f);
+    const uint2 l = r.l[2 * h + (s & 1)], hb = r.hb[h];
+    const int shl = 4 * (s >> 1), shh = 2 * s;
+    const unsigned a = ((l.x >> shl) & 0x0f0f0f0fu) | (((hb.x >> shh) & 0x03030303u) << 4);
+    const unsigned b = ((l.y >> shl) & 0x0f0f0f0fu) | (((hb.y >> shh) & 0x03030303u) << 4);
+    float v[8];
+#pragma unroll
+    for (int i = 0; i < 8; i++) v[i] = __fmaf_rn(D16, magic16(i < 4 ? a : b, i & 3), -c);
+    return pack8(v);
+#endif
+}
+
+// A lane's view of a row's planes for the GEMV's group loop: lane_row folds the lane's offset
+// into the pointers, load_l reads the group they point at (load_g's bytes, at immediate
+// offsets), step_l moves them to the next group. load_l(lane_row(R, t) stepped g times) ==
+// load_g(R, g, t).
+__device__ __forceinline__ QRow lane_row(QRow R, int t) {
+#if QK == Q8_0 || QK == Q4_K
+    R.p0 += 8 * t;
+#elif QK == Q4_0 || QK == Q4_1
+    R.p0 += 8 * (t & 1);
+#elif QK == Q6_K
+    R.p0 += 8 * t; R.p1 += 8 * t;
+#endif
+    return R;
+}
+__device__ __forceinline__ void step_l(QRow& R) {
+#if QK == Q8_0
+    R.p0 += 256; R.p2 += 16;
+#elif QK == Q4_0
+    R.p0 += 128; R.p2 += 16;
+#elif QK == Q4_1
+    R.p0 += 128; R.p2 += 32;
+#elif QK == Q4_K
+    R.p0 += 128; R.p1 += 16;
+#elif QK == Q6_K
+    R.p0 += 128; R.p1 += 64; R.p2 += 2; R.p3 += 16;
+#endif
+}
+__device__ __forceinline__ Raw load_l(const QRow& R) {
+    Raw r;
+#if QK == Q8_0
+#pragma unroll
+    for (int u = 0; u < 8; u++) r.q[u] = ld8(R.p0 + 32 * u);
+    r.h = __ldg((const uint4*)R.p2);
+#elif QK == Q4_0 || QK == Q4_1
+#pragma unroll
+    for (int u = 0; u < 8; u++) r.q[u] = ld8(R.p0 + 16 * u);
+#if QK == Q4_0
+    r.h = __ldg((const uint4*)R.p2);
+#else
+    r.h = __ldg((const uint4*)R.p2); r.h2 = __ldg((const uint4*)(R.p2 + 16));
+#endif
+#elif QK == Q4_K
+    r.h = __ldg((const uint4*)R.p1);
+#pragma unroll
+    for (int j = 0; j < 4; j++) r.q[j] = ld8(R.p0 + 32 * j);
+#elif QK == Q6_K
+#pragma unroll
+    for (int j = 0; j < 4; j++) r.l[j] = ld8(R.p0 + 32 * j);
+#pragma unroll
+    for (int h = 0; h < 2; h++) r.hb[h] = ld8(R.p1 + 32 * h);
+    r.h = __ldg((const uint4*)R.p3);
+    r.d = __ldg((const unsigned short*)R.p2);
+#endif
+    return r;
 }

@@ -13,6 +13,9 @@
 #ifndef PF_G
 #define PF_G 1
 #endif
+#ifndef CV
+#define CV 1
+#endif
 
 __device__ __forceinline__ void chunk(float* d, const uint4& xl, const uint4& xh, const uint4& w) {
     mma(d, xl.x, xh.x, xl.y, xh.y, w.x, w.y);
@@ -24,13 +27,67 @@ __device__ __forceinline__ uint4 xrow8(const bf16* x, int m, int M, long long ld
 }
 __device__ __forceinline__ int range_lo(int q, int nch) { return (int)((long long)q * nch / S_); }
 
+// CV = 1: a warp's groups glo .. ghi - 1 of 8 chunks (L: its rows' lane views at group glo,
+// cur: that group's raw bytes, both from the caller), weights by fconv_u. HI = false where the
+// tile's rows 8..15 are all past M: their x is zeros, as xrow8 gives them. Other rows past M
+// read x row M - 1 and columns past N weight row N - 1 (qrow's clamp): a row of the mma's A
+// only meets its own output row and a column of B its own output column, and those are never
+// written. So the same mma calls give every written output the CV = 0 loop's operands.
+template <bool HI>
+__device__ __forceinline__ void groups(float (&acc)[MT][NT][4], QRow (&L)[NT], Raw (&cur)[NT],
+                                       const bf16* __restrict__ x, long long ldx, int M, int m0,
+                                       int g, int t, int glo, int ghi) {
+    const uint4* xa[MT];
+    const uint4* xb[MT];
+#pragma unroll
+    for (int i = 0; i < MT; i++) {
+        const int m = m0 + 16 * i + g;
+        xa[i] = (const uint4*)(x + (long long)min(m, M - 1) * ldx + 256 * glo + 8 * t);
+        xb[i] = (const uint4*)(x + (long long)min(m + 8, M - 1) * ldx + 256 * glo + 8 * t);
+    }
+    for (int gi = glo; gi < ghi; gi++) {
+        Raw nxt[NT];
+        if (PF_G && gi + 1 < ghi) {
+#pragma unroll
+            for (int j = 0; j < NT; j++) { nxt[j] = load_l(L[j]); step_l(L[j]); }
+        }
+#pragma unroll
+        for (int u = 0; u < 8; u++) {
+            uint4 w[NT];
+#pragma unroll
+            for (int j = 0; j < NT; j++) w[j] = fconv_u(cur[j], u, t);
+#pragma unroll
+            for (int i = 0; i < MT; i++) {
+                const uint4 xl = __ldg(xa[i] + 4 * u);
+                const uint4 xh = HI ? __ldg(xb[i] + 4 * u) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+                for (int j = 0; j < NT; j++) chunk(acc[i][j], xl, xh, w[j]);
+            }
+        }
+#pragma unroll
+        for (int i = 0; i < MT; i++) { xa[i] += 32; xb[i] += 32; }
+        if (gi + 1 < ghi) {
+#pragma unroll
+            for (int j = 0; j < NT; j++) {
+                if (PF_G) cur[j] = nxt[j];
+                else { cur[j] = load_l(L[j]); step_l(L[j]); }
+            }
+        }
+    }
+}
+
 // grid (ceil(N / (8 NT)), ceil(M / (16 MT))), 32 S_ threads, dynamic shared memory
 // S_ MT NT 128 floats. Warp q sums K range q of the block's NT groups of 8 columns for its MT
 // tiles of 16 rows: where its range is whole groups of 8 chunks, a group's weights unpacked by
 // unpack_g before their mma, else U_ chunks at a time by unpack8; the S_ partial
 // sums are folded in order from 0.f by all threads. out [M, ldo] float32 (a column slice of a
 // wider output: out points at its first column). N % 8 == 0, K % 32 == 0, x rows ldx apart.
-extern "C" __global__ void __launch_bounds__(32 * S_)
+// With CV = 1 the group path is `groups` (fconv_u; the first group's weights read before
+// pdl_wait); MINB: __launch_bounds__'s minimum blocks per SM (registers; scheduling only).
+#ifndef MINB
+#define MINB 1
+#endif
+extern "C" __global__ void __launch_bounds__(32 * S_, MINB)
 qgemv(const bf16* __restrict__ x, long long ldx, const unsigned char* p0, const unsigned char* p1,
       const unsigned char* p2, const unsigned char* p3, const bf16* __restrict__ bias,
       float* __restrict__ out, long long ldo, int M, int N, int K) {
@@ -47,14 +104,28 @@ qgemv(const bf16* __restrict__ x, long long ldx, const unsigned char* p0, const 
         for (int j = 0; j < NT; j++)
 #pragma unroll
             for (int r = 0; r < 4; r++) acc[i][j][r] = 0.f;
-    pdl_wait();
-    if (lo % 8 == 0 && hi % 8 == 0) {
+    if (lo % 8 == 0 && hi % 8 == 0 && lo < hi) {
         // groups of 8 chunks (K % 2048 == 0: every range whole groups): row pointers hoisted,
         // each group's planes in the widest loads (unpack_g), the same weights as unpack8
         QRow R[NT];
 #pragma unroll
         for (int j = 0; j < NT; j++) R[j] = qrow(P, min(n0 + 8 * j + g, N - 1), K);
-#if PF_G
+#if CV
+        // the first group's weights are read before the wait (weights only: never written)
+        QRow L[NT];
+        Raw cur[NT];
+#pragma unroll
+        for (int j = 0; j < NT; j++) {
+            L[j] = lane_row(R[j], t);
+            for (int s = 0; s < lo / 8; s++) step_l(L[j]);
+            cur[j] = load_l(L[j]);
+            step_l(L[j]);
+        }
+        pdl_wait();
+        if (MT == 1 && M - m0 <= 8) groups<false>(acc, L, cur, x, ldx, M, m0, g, t, lo / 8, hi / 8);
+        else groups<true>(acc, L, cur, x, ldx, M, m0, g, t, lo / 8, hi / 8);
+#elif PF_G
+        pdl_wait();
         // group gi + 1's loads go out before group gi's arithmetic
         Raw cur[NT];
 #pragma unroll
@@ -84,6 +155,7 @@ qgemv(const bf16* __restrict__ x, long long ldx, const unsigned char* p0, const 
             for (int j = 0; j < NT; j++) cur[j] = nxt[j];
         }
 #else
+        pdl_wait();
         for (int gi = lo / 8; gi < hi / 8; gi++) {
             uint4 w[NT][8];
 #pragma unroll
@@ -107,6 +179,7 @@ qgemv(const bf16* __restrict__ x, long long ldx, const unsigned char* p0, const 
         }
 #endif
     } else {
+    pdl_wait();
     for (int c0 = lo; c0 < hi; c0 += U_) {
         uint4 w[U_][NT];
 #pragma unroll

@@ -111,7 +111,8 @@ class Constraint:
     def __init__(self, matcher, vocab: int):
         self.m, self.vocab = matcher, vocab
         self._words = np.full((vocab + 31) // 32, -1, dtype=np.int32)
-        self._bits: np.ndarray | None = None     # the mask for the current state, once computed
+        self._ready = False                       # _words hold the current state's mask
+        self._bits: np.ndarray | None = None     # the same mask unpacked, once asked for
 
     @property
     def done(self) -> bool:
@@ -120,26 +121,39 @@ class Constraint:
 
     def prepare(self) -> None:
         """Compute the next mask now (the scheduler calls it while a round runs)."""
-        if self._bits is not None or self.m.is_error():
+        if self._ready or self.m.is_error():
             return
         w = self._words
         self.m.unsafe_compute_mask_ptr(w.ctypes.data, w.nbytes)
-        self._bits = np.unpackbits(w.view(np.uint8), bitorder="little").astype(bool)
+        self._ready, self._bits = True, None
 
     def allowed(self, n: int) -> np.ndarray:
         """Bool [n]: the tokens the grammar allows next (ids past its vocabulary: none)."""
         if self.m.is_error():
             raise GrammarError(f"the grammar matcher failed: {self.m.get_error()}")
         self.prepare()
+        if self._bits is None:
+            self._bits = np.unpackbits(self._words.view(np.uint8), bitorder="little").astype(bool)
         bits = self._bits
         out = np.zeros(n, dtype=bool)
         k = min(n, self.vocab)
         out[:k] = bits[:k]
         return out
 
+    def words(self) -> np.ndarray:
+        """The allowed tokens as uint32 words (bit i % 32 of word i // 32), llguidance's own
+        bitmask, for the device sampler (kernels/sample_cuda.py) to apply."""
+        if self.m.is_error():
+            raise GrammarError(f"the grammar matcher failed: {self.m.get_error()}")
+        self.prepare()
+        w = self._words.view(np.uint32).copy()
+        if self.vocab % 32:                       # ids past its vocabulary: none
+            w[-1] &= np.uint32((1 << (self.vocab % 32)) - 1)
+        return w
+
     def consume(self, token: int) -> None:
         if self.done:
             return
-        self._bits = None
+        self._ready, self._bits = False, None
         if not self.m.consume_token(int(token)):
             raise GrammarError(f"token {token} breaks the grammar: {self.m.get_error()}")

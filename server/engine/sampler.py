@@ -6,9 +6,12 @@ top-p and min-p, then a draw from the request's own generator (same seed, same r
 Greedy is the first arg-max of the penalised, biased and masked logits. Logprobs are
 those of the raw logits (vLLM's default), whatever bias or mask chose the token.
 
-A stream with logit_bias, min_tokens or a grammar is `shaped`: it is never plain greedy
-nor device sampled, so on every path (CPU, and GPU rounds, which copy its row to the
-host) its token comes from `sample()` here.
+A stream with logit_bias, min_tokens or a grammar is `shaped`: it is never plain greedy.
+On the CPU its token comes from `sample()` here. On GPU rounds every row that is not plain
+greedy is drawn on the device (kernels/sample_cuda.py, defined by kernels/sample.py): its
+penalties, bias, banned tokens and grammar bitmask go there as `device_inputs()`, with the
+same float32 arithmetic as `penalise()` and `shape()` here, and only the logprobs (when
+asked) are computed here, from a copy of the raw row (`logprobs()`).
 """
 from __future__ import annotations
 
@@ -44,6 +47,9 @@ class SamplerState:
         # seed, or one drawn once for it, and the server's salt
         self.device_seed = seed if seed is not None else secrets.randbits(64)
         self.salt = salt % 2**64
+        self._prompt_ids = None              # the prompt's distinct ids, once a device row needs them
+        self._device_row = None              # device_inputs()'s fixed part, once asked
+        self._adj = None                     # its adjusted tokens, kept up by record()
 
     @property
     def shaped(self) -> bool:
@@ -63,14 +69,25 @@ class SamplerState:
         return (p.greedy and p.logprobs is None and p.repetition_penalty == 1.0
                 and not p.presence_penalty and not p.frequency_penalty and not self.shaped)
 
-    @property
-    def device_sampled(self) -> bool:
-        """Sampled with nothing but the seed as state (no penalties, no logprobs): a GPU round
-        may draw it on the device (kernels/sample_cuda.py)."""
+    def device_inputs(self) -> dict:
+        """This stream's row of the device sampler (kernels.sample.ref's per-row arguments):
+        greedy as temperature 0; adj = kernels.sample.split_adj's pair (token, times generated, flags:
+        1 seen (repetition penalty), 2 banned (eos before min_tokens), bias), ids unique;
+        mask = the grammar's uint32 words or None; plain = greedy with nothing to shape."""
         p = self.params
-        return (not p.greedy and p.temperature >= MIN_TEMPERATURE and p.logprobs is None
-                and p.repetition_penalty == 1.0 and not p.presence_penalty
-                and not p.frequency_penalty and not self.shaped)
+        if self._device_row is None:               # what never changes for this stream
+            greedy = p.greedy or p.temperature < MIN_TEMPERATURE
+            self._device_row = dict(
+                temperature=0.0 if greedy else p.temperature, top_k=p.top_k, top_p=p.top_p,
+                min_p=p.min_p, seed=self.device_seed, salt=self.salt,
+                rep=p.repetition_penalty, pres=p.presence_penalty, freq=p.frequency_penalty,
+                plain=self.plain_greedy)
+        mask = None
+        if self.constraint is not None and not self.constraint.done:
+            mask = self.constraint.words()
+        if self._adj is None:
+            self._adj = _Adjusted(self)
+        return {**self._device_row, "adj": self._adj.rows(), "mask": mask}
 
     def prepare(self) -> None:
         """Work that needs only this stream's past: its grammar's next mask."""
@@ -80,8 +97,80 @@ class SamplerState:
     def record(self, token: int) -> None:
         self.counts[token] = self.counts.get(token, 0) + 1
         self.produced += 1
+        if self._adj is not None:
+            self._adj.record(token, self.produced)
         if self.constraint is not None:
             self.constraint.consume(token)
+
+
+class _Adjusted:
+    """A stream's adjusted tokens for the device sampler (kernels.sample.split_adj's pair:
+    int32 [A, 3] token, times generated, flags; float32 [A] bias), one row a token: the
+    prompt's (seen, under a repetition penalty), logit_bias's, the eos / stop ids (banned
+    until min_tokens), and each generated token, added or updated as it is recorded (O(1) a
+    token, not a rebuild a round)."""
+
+    def __init__(self, st: SamplerState):
+        from kernels.sample import BANNED, SEEN
+        p = st.params
+        self.SEEN, self.BANNED = SEEN, BANNED
+        self.rep = p.repetition_penalty != 1.0
+        self.pf = bool(p.presence_penalty or p.frequency_penalty)
+        self.min_tokens = p.min_tokens
+        self.at: dict[int, int] = {}
+        self.ai = np.zeros((16, 3), dtype=np.int32)
+        self.ab = np.zeros(16, dtype=np.float32)
+        self.n = 0
+        self.ends = st.end_ids.tolist() if p.min_tokens > 0 else []
+        if self.rep:
+            u = np.unique(st.prompt)
+            self._grow(u.size)
+            self.ai[:u.size, 0] = u
+            self.ai[:u.size, 2] = SEEN
+            self.at = {t: i for i, t in enumerate(u.tolist())}
+            self.n = u.size
+        for t, b in zip(st.bias_ids.tolist(), st.bias.tolist()):
+            i = self._row(t)
+            self.ab[i] = np.float32(self.ab[i] + np.float32(b))
+        if st.produced < p.min_tokens:
+            for t in self.ends:
+                i = self._row(t)                      # first: _row may grow self.ai
+                self.ai[i, 2] |= BANNED
+        for t, c in st.counts.items():
+            for _ in range(c):
+                self._gen(t)
+
+    def _grow(self, need: int) -> None:
+        while self.n + need > len(self.ab):
+            self.ai = np.concatenate([self.ai, np.zeros_like(self.ai)])
+            self.ab = np.concatenate([self.ab, np.zeros_like(self.ab)])
+
+    def _row(self, t: int) -> int:
+        i = self.at.get(t)
+        if i is None:
+            self._grow(1)
+            i = self.at[t] = self.n
+            self.ai[i, 0] = t
+            self.n += 1
+        return i
+
+    def _gen(self, t: int) -> None:
+        if self.rep or self.pf:
+            i = self._row(t)
+            if self.pf:
+                self.ai[i, 1] += 1
+            if self.rep:
+                self.ai[i, 2] |= self.SEEN
+
+    def record(self, t: int, produced: int) -> None:
+        self._gen(t)
+        if produced == self.min_tokens:               # min_tokens reached: eos allowed again
+            for e in self.ends:
+                i = self._row(e)
+                self.ai[i, 2] &= ~self.BANNED
+
+    def rows(self):
+        return (self.ai[:self.n], self.ab[:self.n]) if self.n else ()
 
 
 def _log_softmax(x: np.ndarray) -> np.ndarray:
@@ -128,6 +217,35 @@ def shape(logits: np.ndarray, st: SamplerState) -> np.ndarray:
         raise ValueError("no token is allowed: logit_bias, min_tokens and the grammar "
                          "leave nothing to sample")
     return logits
+
+
+def logprobs(row: np.ndarray, st: SamplerState, tok: int):
+    """-> (logprob of tok, top logprobs) of raw logits `row`, or (None, ()) if not asked."""
+    p = st.params
+    if p.logprobs is None:
+        return None, ()
+    ls = _log_softmax(np.asarray(row, dtype=np.float32))
+    n = max(0, int(p.logprobs))
+    top = ()
+    if n:
+        best = np.argsort(-ls, kind="stable")[:n]
+        top = tuple((int(i), float(ls[i])) for i in best)
+    return float(ls[tok]), top
+
+
+def device_token(tok: int, st: SamplerState) -> int:
+    """A token the device sampler drew for st, or the host sampler's error for its codes."""
+    if tok == -2:
+        raise NonFiniteLogits("this request's logits hold NaN or +inf after its penalties "
+                              "and bias; no token can be drawn (a numerical fault)")
+    if tok == -1:
+        raise ValueError("no token is allowed: logit_bias, min_tokens and the grammar "
+                         "leave nothing to sample")
+    if tok == -4 and getattr(st, "device_error", None) is not None:
+        raise st.device_error
+    if tok < 0:
+        raise RuntimeError(f"the device sampler failed on this row (code {tok})")
+    return tok
 
 
 def sample(row: np.ndarray, st: SamplerState):

@@ -83,7 +83,7 @@ def test_paths_equal_definition(kind, M, wide):
     """wide: K = 4096 (every range whole groups of 8 chunks: qgemv's unpack_g path); else
     1,280 / 1,312 (ranges cut groups and super-blocks: the unpack8 path)."""
     rng = np.random.default_rng(100 + M + 1000 * wide)
-    N = 96
+    N = 104              # not a multiple of 16 or 32: the last block of NT = 2, 4 half past N
     K = 4096 if wide else 1280 if kind in ("Q4_K", "Q6_K") else 1312
     b = random_blocks(kind, N, K, rng)
     w = Q.upload(b)
@@ -93,7 +93,11 @@ def test_paths_equal_definition(kind, M, wide):
         want = MM.definition(x, Q.dequant(w), bb)
         d = Q.definition(x, w, bb)
         assert (_bits(d) == _bits(want)).all(), f"{kind} M={M}: qdefinition != matmul definition"
-        for cfg in [(1, 1, 1), (1, 1, 4), (1, 2, 2), (2, 1, 2), (4, 1, 2), (4, 2, 1), (1, 2, 1, 0), (4, 2, 1, 0), (2, 2, 1, 0)]:
+        # (MT, NT, U[, PF, CV, MB]): CV = 1 (fconv_u's group loop) by default; CV = 0 the
+        # conv_u loop; MB = 3: registers capped for 3 blocks an SM
+        for cfg in [(1, 1, 1), (1, 1, 4), (1, 2, 2), (2, 1, 2), (4, 1, 2), (4, 2, 1), (1, 2, 1, 0),
+                    (4, 2, 1, 0), (2, 2, 1, 0), (1, 2, 1, 0, 0), (4, 2, 1, 1, 0), (1, 4, 1, 1),
+                    (1, 2, 1, 0, 1, 3), (1, 2, 1, 1, 1, 3), (1, 1, 1, 0, 1, 4)]:
             out = cp.full((M, N + 8), cp.nan, dtype=cp.float32)
             Q.gemv(x, w, bb, out=out[:, 4:4 + N], cfg=cfg)
             assert not cp.isnan(out[:, 4:4 + N]).any()

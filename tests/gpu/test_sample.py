@@ -1,16 +1,22 @@
-"""On-device sampling (kernels/sample_cuda.py) against its numpy reference (kernels/sample.py):
-token for token on fresh random logits, always inside the allowed set, the empirical
-distribution of a toy vocabulary equal to the softmax, same seed same tokens, and a row's
-token independent of the other rows of the launch."""
+"""On-device sampling (kernels/sample_cuda.py) against its numpy definition (kernels/sample.py):
+token for token at 4 vocabulary sizes for every field and their combinations (temperature,
+top-k, top-p, min-p, repetition / presence / frequency penalties, logit bias, banned tokens,
+a grammar bitmask, greedy plain and shaped, NaN and all-masked rows), fixed settings and
+hypothesis-drawn ones; bf16 logits through DeviceLogits.sample_rows with real SamplerStates;
+the empirical distribution of a toy vocabulary equal to the truncated softmax; same seed same
+tokens; a row's token independent of the other rows; and through the scheduler on the GPU,
+a sampled request alone equals the same request among 63 others."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from tests.gpu.conftest import bf16_round
 
 rng = np.random.default_rng()
 M64 = 2**64
+VOCABS = (128256, 49152, 1000, 10)
 
 # (temperature, top_k, top_p, min_p)
 SETTINGS = [
@@ -19,6 +25,7 @@ SETTINGS = [
     (1.0, 0, 1.0, 0.05), (0.9, 0, 1.0, 0.3),
     (0.8, 40, 0.95, 0.0), (1.0, 100, 0.9, 0.02), (0.6, 0, 0.8, 0.1), (1.0, 20, 0.7, 0.05),
     (1e-5, 0, 1.0, 0.0), (1e-4, 50, 0.9, 0.0), (1e-3, 0, 0.95, 0.0), (2e-5, 3, 1.0, 0.5),
+    (0.0, 0, 1.0, 0.0), (0.8, 1, 1.0, 0.0),
 ]
 
 
@@ -39,47 +46,104 @@ def _args(S, R):
                 step=rng.integers(0, 5000, n).tolist())
 
 
-@pytest.mark.parametrize("V", [128256, 49152, 1000, 10])
-def test_kernel_equals_reference(V):
+def _shaping(n, V, every=2):
+    """Penalties, bias, bans and masks on every `every`-th row; plain greedy flags on rows
+    nothing shapes."""
+    rep, pres, freq, adj, mask = [], [], [], [], []
+    for i in range(n):
+        if i % every:
+            rep.append(1.0), pres.append(0.0), freq.append(0.0), adj.append(()), mask.append(None)
+            continue
+        rep.append(float(rng.choice([1.0, 0.8, 1.3]))), pres.append(float(rng.choice([0.0, 0.4])))
+        freq.append(float(rng.choice([0.0, 0.9])))
+        ids = rng.choice(V, min(V, int(rng.integers(1, 300))), replace=False)
+        a = np.zeros((ids.size, 4))
+        a[:, 0] = ids
+        a[:, 1] = rng.integers(0, 4, ids.size)
+        a[:, 2] = rng.integers(0, 4, ids.size) & rng.choice([1, 3], ids.size)
+        a[:, 3] = np.where(rng.random(ids.size) < 0.3, rng.choice([-100.0, 5.0, 100.0], ids.size), 0)
+        adj.append(a)
+        if rng.random() < 0.5:
+            ok = rng.random(V) < rng.choice([0.01, 0.5, 0.99])
+            ok[rng.integers(0, V)] = True
+            mask.append(np.packbits(np.concatenate([ok, np.zeros(-V % 32, bool)]),
+                                    bitorder="little").view(np.uint32))
+        else:
+            mask.append(None)
+    return dict(rep=rep, pres=pres, freq=freq, adj=adj, mask=mask)
+
+
+def _plain(a, sh):
+    return [T < 1e-5 and not len(sh["adj"][i]) and sh["mask"][i] is None
+            for i, T in enumerate(a["temperature"])]
+
+
+@pytest.mark.parametrize("V", VOCABS)
+def test_kernel_equals_definition(V):
     import cupy as cp
     from kernels import sample, sample_cuda
     S = SETTINGS * 3
     R = 24
     x = _logits(R, V)
+    x[5, 7 % V] = np.nan                              # a fault: -2 (sampled), numpy's rule (plain)
+    x[6] = -np.inf                                     # nothing allowed: -1
     a = _args(S, R)
     got = sample_cuda.cuda(cp.asarray(x), **a).get()
     want = sample.ref(x, **a)
     assert got.tolist() == want.tolist()
-    for n, r in enumerate(a["rows"]):                 # inside the allowed set
-        u = sample.uniform(a["seed"][n], a["salt"][n], a["step"][n])
-        tok, kept = sample.row(x[r], *S[n], u)
-        assert tok == got[n] and kept[tok] and np.isfinite(x[r, tok])
-        T, K, P, M = S[n]
-        if K and K < V:
-            assert kept.sum() <= K or len(np.unique(x[r][kept])) <= K
-        if T < 1e-3:                                   # a tiny temperature: (nearly) the arg-max
-            assert x[r].max() - x[r, tok] <= 50 * T
+    sh = _shaping(len(S), V)
+    sh["plain"] = _plain(a, sh)
+    got = sample_cuda.cuda(cp.asarray(x), **a, **sh).get()
+    want = sample.ref(x, **a, **sh)
+    assert got.tolist() == want.tolist()
+    for n, r in enumerate(a["rows"]):                 # inside the kept set
+        if want[n] < 0 or sh["plain"][n]:
+            continue
+        y = sample.shape(x[r], sh["rep"][n], sh["pres"][n], sh["freq"][n], sh["adj"][n], sh["mask"][n])
+        h = sample.draw_hash(a["seed"][n], a["salt"][n], a["step"][n])
+        tok, kept = sample.row(y, *S[n], h)
+        assert tok == got[n] and kept[tok] and np.isfinite(y[tok])
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(V=st.sampled_from(VOCABS), n=st.integers(1, 6), data=st.data())
+def test_kernel_equals_definition_hypothesis(V, n, data):
+    import cupy as cp
+    from kernels import sample, sample_cuda
+    S = [data.draw(st.tuples(st.sampled_from([0.0, 1e-5, 0.01, 0.5, 0.8, 1.0, 1.5]),
+                             st.sampled_from([0, 1, 3, 40, 2000]),
+                             st.sampled_from([1.0, 0.999, 0.95, 0.8, 0.3, 1e-4]),
+                             st.sampled_from([0.0, 0.02, 0.2, 1.0]))) for _ in range(n)]
+    x = _logits(n, V)
+    a = _args(S, n)
+    sh = _shaping(n, V, every=data.draw(st.sampled_from([1, 2, 7])))
+    sh["plain"] = _plain(a, sh)
+    got = sample_cuda.cuda(cp.asarray(x), **a, **sh).get()
+    assert got.tolist() == sample.ref(x, **a, **sh).tolist()
 
 
 def test_bf16_logits_and_device_logits_entry():
     import cupy as cp
     from kernels import sample, sample_cuda
     from kernels.common_cuda import as_bf16
-    from server.engine.logits import DeviceLogits
+    from server.engine.logits import DeviceLogits, device_args
     from server.engine.sampler import SamplerState
     from server.requests import SamplingParams
     x = bf16_round(_logits(8, 32000))
     a = _args(SETTINGS, 8)
     got = sample_cuda.cuda(as_bf16(cp.asarray(x)), **a).get()
     assert got.tolist() == sample.ref(x, **a).tolist()
-    states = [SamplerState(SamplingParams(temperature=T, top_k=K, top_p=P, min_p=M,
-                                          seed=a["seed"][n]), [1, 2], salt=7)
-              for n, (T, K, P, M) in enumerate(SETTINGS)]
-    assert all(s.device_sampled for s in states)
+    states = []
+    for n, (T, K, P, M) in enumerate(SETTINGS):
+        extra = [dict(), dict(logit_bias=((3, 100.0),)), dict(repetition_penalty=1.2),
+                 dict(frequency_penalty=0.5, presence_penalty=0.3), dict(min_tokens=4)][n % 5]
+        s = SamplerState(SamplingParams(temperature=T, top_k=K, top_p=P, min_p=M,
+                                        seed=a["seed"][n], **extra), [1, 2, 9], salt=7, eos_ids=(5,))
+        for t in rng.integers(0, 32000, 3).tolist():
+            s.record(t)
+        states.append(s)
     toks = DeviceLogits(as_bf16(cp.asarray(x))).sample_rows(a["rows"], states, a["step"])
-    want = sample.ref(x, a["rows"], a["temperature"], a["top_k"], a["top_p"], a["min_p"],
-                      a["seed"], [7] * len(SETTINGS), a["step"])
-    assert toks == want.tolist()
+    assert toks == sample.ref(x, a["rows"], step=a["step"], **device_args(states)[0]).tolist()
 
 
 @pytest.mark.parametrize("T,K,P,M", [(1.0, 0, 1.0, 0.0), (0.7, 4, 1.0, 0.0),
@@ -120,6 +184,7 @@ def test_same_seed_same_tokens_and_row_independence():
     S = (SETTINGS * 3)[:R]
     a = _args(S, R)
     a["rows"] = list(range(R))
+    a.update(_shaping(R, V, every=3))
     first = sample_cuda.cuda(x, **a).get()
     assert sample_cuda.cuda(x, **a).get().tolist() == first.tolist()
     flat = cp.asarray(rng.standard_normal((8, V)).astype(np.float32) * 0.5)   # near-uniform
@@ -137,6 +202,15 @@ def test_same_seed_same_tokens_and_row_independence():
         mixed = {k: [v[i] for i in perm] for k, v in a.items()}
         got = sample_cuda.cuda(x, **mixed).get()
         assert got[int(np.where(perm == n)[0][0])] == first[n]
+
+
+def test_scheduler_sampled_alone_equals_among_63_others_gpu():
+    """The scheduler on the GPU (graphs, DeviceLogits, this kernel): same seed, same reply
+    alone and among 63 other requests of every kind."""
+    from tests.model.test_sample_ref import serve_mix
+    alone, crowd, kinds = serve_mix("cuda")
+    for i, reply in alone.items():
+        assert len(reply) == 6 and reply == crowd[i], kinds[i]
 
 
 @pytest.mark.parametrize("R,V", [(1, 49152), (5, 128256), (3, 7), (64, 1000)])

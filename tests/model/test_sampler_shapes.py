@@ -48,5 +48,5 @@ def test_shaped_streams_take_no_shortcut():
               SamplingParams(temperature=0.7, min_tokens=2),
               SamplingParams(temperature=0.7, logit_bias=((1, 1.0),))):
         st = SamplerState(p, [1])
-        assert st.shaped and not st.plain_greedy and not st.device_sampled
+        assert st.shaped and not st.plain_greedy and not st.device_inputs()["plain"]
     assert SamplerState(SamplingParams(temperature=0.0), [1]).plain_greedy
