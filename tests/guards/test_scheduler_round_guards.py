@@ -1,7 +1,8 @@
-"""A round's sampling, through the driver it is given: greedy rows take the arg-max, rows
-that need only their seed are drawn where the logits lie (logits.sample_rows, a GPU round),
-the rest go to driver.sample; each token is recorded in its own sampler; the token budget
-is shared by decodes and prefill; metrics hear each round and each first token."""
+"""A round's sampling, through the driver it is given: a round whose logits can draw rows
+(logits.sample_rows, a GPU round) draws every row in one call unless all are greedy, which
+take the arg-max; a failed launch samples that round on the host (driver.sample); each
+token is recorded in its own sampler; the token budget is shared by decodes and prefill;
+metrics hear each round and each first token."""
 from __future__ import annotations
 
 import logging
@@ -80,33 +81,56 @@ def run(drv, which):
     return s, sinks
 
 
-def test_each_row_is_sampled_where_its_settings_say_and_recorded_in_its_own_sampler():
+def test_a_device_round_draws_every_row_in_one_call_and_records_each_in_its_own_sampler():
     DRAWN.clear()
     drv = Device()
     s, sinks = run(drv, "gdh")
     g, d, h = (tokens(sinks[r]) for r in "gdh")
-    assert g == expected(PG, 3)                              # greedy: the arg-max
-    assert d == chain(PD, 3, lambda k: 1 + k)                # drawn on the device
-    assert h == chain(PH, 3, lambda k: 2)                    # the host's sampler
-    assert [(e.logprob, e.top_logprobs) for e in sinks["d"][:-1]] == [(None, ())] * 3
-    assert [(e.logprob, e.top_logprobs) for e in sinks["h"][:-1]] == [(-0.5, ((t, -0.5),)) for t in h]
-    for r, p in (("g", PG), ("d", PD), ("h", PH)):  # every event says what the prompt was
-        assert all((e.prompt_tokens, e.cached_tokens) == (len(p), 0) for e in sinks[r])
-    # one draw a round, for d's row alone (row 1 of g, d, h), with the tokens d has so far
+    for p, toks in ((PG, g), (PD, d), (PH, h)):               # drawn where the logits lie
+        assert toks == chain(p, 3, lambda k: 1 + k)
     st = drv.states
-    assert DRAWN == [([1], [st[tuple(PD)]], [k]) for k in range(3)]
+    # one call a round for rows 0, 1, 2 (g, d, h), each with the tokens it has so far
+    assert DRAWN == [([0, 1, 2], [st[tuple(PG)], st[tuple(PD)], st[tuple(PH)]], [k] * 3)
+                     for k in range(3)]
     for p, toks in ((PG, g), (PD, d), (PH, h)):
         assert st[tuple(p)].counts == Counter(toks) and st[tuple(p)].produced == 3
-    assert drv.argmax_calls == 3 and s.rounds == 3
+    assert [(e.logprob, e.top_logprobs) for e in sinks["d"][:-1]] == [(None, ())] * 3
+    assert all(isinstance(e.logprob, float) for e in sinks["h"][:-1])   # asked for: from the row
+    for r, p in (("g", PG), ("d", PD), ("h", PH)):  # every event says what the prompt was
+        assert all((e.prompt_tokens, e.cached_tokens) == (len(p), 0) for e in sinks[r])
+    assert drv.argmax_calls == 0 and s.rounds == 3
 
 
-def test_a_round_without_a_greedy_row_asks_for_no_arg_max():
+def test_a_round_of_greedy_rows_alone_takes_the_arg_max_and_draws_nothing():
     DRAWN.clear()
     drv = Device()
-    s, sinks = run(drv, "dh")
-    assert tokens(sinks["d"]) == chain(PD, 3, lambda k: 1 + k)
+    s, sinks = run(drv, "g")
+    assert tokens(sinks["g"]) == expected(PG, 3)
+    assert DRAWN == [] and drv.argmax_calls == 3
+
+
+class Failing(Device):
+    def run(self, step):
+        out = super().run(step)
+        return out if out is None else out.view(FailingLogits)
+
+
+class FailingLogits(np.ndarray):
+    def sample_rows(self, rows, samplers, produced):
+        raise RuntimeError("planted launch failure")
+
+
+def test_a_failed_launch_samples_that_round_on_the_host(caplog):
+    drv = Failing()
+    with caplog.at_level(logging.ERROR, logger="foldserve"):
+        s, sinks = run(drv, "gdh")
+    assert tokens(sinks["g"]) == expected(PG, 3)                  # the arg-max
+    assert tokens(sinks["d"]) == chain(PD, 3, lambda k: 2)        # the host's sampler
     assert tokens(sinks["h"]) == chain(PH, 3, lambda k: 2)
-    assert drv.argmax_calls == 0 and DRAWN == [([0], [drv.states[tuple(PD)]], [k]) for k in range(3)]
+    assert [(e.logprob, e.top_logprobs) for e in sinks["h"][:-1]] == [
+        (-0.5, ((t, -0.5),)) for t in tokens(sinks["h"])]
+    logged = [r for r in caplog.records if r.getMessage() == "device sampling; this round samples on the host"]
+    assert len(logged) == 3 and all(r.exc_info for r in logged) and drv.argmax_calls == 3
 
 
 def test_decodes_take_their_share_of_the_token_budget():
