@@ -312,3 +312,28 @@ def test_a_refusal_with_a_status_of_its_own_is_answered_with_it():
     sink = submit(s, "a", [1, 2], 2)
     s._drain(block=False)
     assert [(e.finish_reason, e.error, e.error_code) for e in sink] == [("error", "the queue is full", 429)]
+
+
+def key_round(keys, c_prompt=200):
+    """a decodes; b (100 rows) and c then prefill beside it under `keys` attention reads."""
+    adm = Admission(paged=True, pages=96, page_rows=16, streams=3, context=512)
+    drv = FakeDriver()
+    s = Scheduler(drv, adm, context=512, prefill_chunk=256, token_budget=1000, prefill_keys=keys)
+    submit(s, "a", [1, 2], 5)
+    s._drain(block=False)
+    s._admit()
+    s._round()
+    submit(s, "b", [3] * 100, 2)
+    submit(s, "c", [4] * c_prompt, 2)
+    s._drain(block=False)
+    s._admit()
+    s._round()
+    return [(c.stream, len(c.tokens)) for c in drv.steps[-1].chunks]
+
+
+def test_the_prefill_keys_of_a_round_are_shared_by_its_prompts_in_turn():
+    # b reads 100 x 100 keys; c gets what is left: 8,100 -> 90 rows (90 x 90)
+    assert key_round(10000 + 8100) == [(0, 1), (1, 100), (2, 90)]
+    # nothing left: c waits for the next round; one key left: c still advances its floor
+    assert key_round(10000) == [(0, 1), (1, 100)]
+    assert key_round(10001) == [(0, 1), (1, 100), (2, 64)]
