@@ -107,6 +107,7 @@ def test_a_round_of_greedy_rows_alone_takes_the_arg_max_and_draws_nothing():
     s, sinks = run(drv, "g")
     assert tokens(sinks["g"]) == expected(PG, 3)
     assert DRAWN == [] and drv.argmax_calls == 3
+    assert drv.states[tuple(PG)].counts == Counter(expected(PG, 3))   # recorded in its sampler
 
 
 class Failing(Device):
@@ -337,3 +338,20 @@ def test_the_prefill_keys_of_a_round_are_shared_by_its_prompts_in_turn():
     # nothing left: c waits for the next round; one key left: c still advances its floor
     assert key_round(10000) == [(0, 1), (1, 100)]
     assert key_round(10001) == [(0, 1), (1, 100), (2, 64)]
+
+
+def test_prefill_take_is_the_largest_take_within_the_keys_never_under_the_floor():
+    import pytest
+    from server.scheduler import KEYS_FLOOR, prefill_take
+    for fed in (0, 1, 37, 500):
+        for left in (0, 1, 63, 64, 65, 200):
+            for cap in (0, 1, 64, 100, 256):
+                for keys in (None, 0, 1, 64 * 64, 90 * 90, 90 * 90 + 1, 100 * (500 + 100), 10 ** 7):
+                    n = min(cap, left)
+                    if keys is not None:
+                        fits = max((k for k in range(n + 1) if k * (fed + k) <= keys), default=0)
+                        n = min(n, max(fits, KEYS_FLOOR))
+                    assert prefill_take(fed, left, cap, keys) == n, (fed, left, cap, keys)
+    with pytest.raises(ValueError, match=r"^prefill_keys -1: 0 or more \(0: no bound\)$"):
+        Scheduler(FakeDriver(), Admission(paged=True, pages=8, page_rows=4, streams=1, context=16),
+                  context=16, prefill_keys=-1)
