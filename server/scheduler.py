@@ -90,6 +90,9 @@ def prefill_take(fed: int, left: int, cap: int, keys: int | None) -> int:
 
 
 class Scheduler:
+    IDLE_TICK_S = 0.5          # an idle engine wakes this often to check the ranks (driver.check)
+    STOP_WAIT_S = 30.0         # stop() waits this long for the engine thread (a stuck step)
+
     def __init__(self, driver, admission, *, context: int, prefill_chunk: int = 256,
                  token_budget: int | None = None, seed_salt: int = 0, metrics=None,
                  solo_chunk: int | None = None, prefill_keys: int | None = None):
@@ -127,7 +130,7 @@ class Scheduler:
     def stop(self):
         self._stop.set()
         self.inbox.put(("wake", None))
-        self._thread.join(timeout=30)
+        self._thread.join(timeout=self.STOP_WAIT_S)
         self._host.shutdown(wait=False)
         self.driver.close()
 
@@ -217,20 +220,15 @@ class Scheduler:
             self.active.clear()
             self.waiting.clear()
             self.held.clear()
-            while True:                      # answer what still arrives
-                try:
-                    kind, x = self.inbox.get(timeout=0.5)
-                except queue.Empty:
-                    if self._stop.is_set():
-                        return
-                    continue
+            while not self._stop.is_set():   # answer what still arrives, until stop() wakes it
+                kind, x = self.inbox.get()
                 if kind == "new":
                     self._emit(x.id, TokenEvent(None, finish_reason="error", error=self.error,
                                                 error_code=503, code=self.error_code))
 
     def _drain(self, block: bool):
         try:
-            item = self.inbox.get(timeout=0.5) if block else self.inbox.get_nowait()
+            item = self.inbox.get(timeout=self.IDLE_TICK_S) if block else self.inbox.get_nowait()
         except queue.Empty:
             return
         while True:

@@ -125,20 +125,23 @@ class PromptCache:
         full = len(ids) // pr
         chain = self._walk(ids, full)
         self._touch(chain)
-        new = full - len(chain)
-        protect = {n.key for n in chain}
-        while len(self._nodes) + new > self.budget and self._evict_one(protect, free_only=False):
-            pass
-        new = max(0, min(new, self.budget - len(self._nodes), self.pool.free))
-        pages = self.pool.take_kept(new)
         kept = len(chain)
         prev = chain[-1].key if chain else b""
-        for j, page in enumerate(pages):
-            i = len(chain)
+        fresh = {}                              # key -> (parent, ids) of each page to add, in order
+        for i in range(kept, full):
             part = tuple(ids[i * pr:(i + 1) * pr])
             key = page_key(prev, part)
-            chain.append(self._add(prev, key, part, page))
+            if key in self._nodes or key in fresh:
+                break                           # a collision: never join two prompts (as insert)
+            fresh[key] = (prev, part)
             prev = key
+        protect = {n.key for n in chain}
+        while len(self._nodes) + len(fresh) > self.budget and self._evict_one(protect, free_only=False):
+            pass
+        new = max(0, min(len(fresh), self.budget - len(self._nodes), self.pool.free))
+        pages = self.pool.take_kept(new)
+        for (key, (parent, part)), page in zip(fresh.items(), pages):
+            chain.append(self._add(parent, key, part, page))
         self._touch(chain)
         if len(chain) == kept:                 # nothing new: no copy at all
             return (), 0

@@ -218,7 +218,7 @@ def _missing_message(link: Link, timeout_s: float, where: str, waited: float | N
 def _follow(rank: int, world: int, host: str, port: int, timeout_s: float) -> Link:
     where = address(host, port)
     deadline = time.monotonic() + timeout_s
-    last = None
+    last = "none"                    # a timeout of 0 s is over before the first try
     while True:
         left = deadline - time.monotonic()
         if left <= 0:

@@ -185,3 +185,40 @@ def test_exchange_sends_compact_json_and_returns_the_list():
     assert g.sent == [json.dumps(a, separators=(",", ":")).encode()]
     with pytest.raises(FingerprintMismatch, match="shard rule"):
         fpm.exchange_and_check(Gather([a, b]), a, ["shard0", "x"])
+
+
+def test_a_files_identity_reads_its_first_mib_only():
+    import tempfile
+    from pathlib import Path
+    with tempfile.TemporaryDirectory() as d:
+        a, b = Path(d, "a"), Path(d, "b")
+        head = b"GGUF" + bytes((1 << 20) - 4)
+        a.write_bytes(head + b"tail-a")
+        b.write_bytes(head + b"tail-b")                        # the same size, other bytes past 1 MiB
+        assert fpm.file_identity(str(a)) == fpm.file_identity(str(b))
+
+
+def test_a_folders_identity_is_its_files_names_sizes_and_heads(tmp_path):
+    def folder(name, files, subdir=False):
+        d = tmp_path / name
+        d.mkdir()
+        for n, data in files.items():
+            (d / n).write_bytes(data)
+        if subdir:
+            (d / "sub").mkdir()
+            (d / "sub" / "inner").write_bytes(b"not read")
+        return fpm.file_identity(str(d))
+    base = {"config.json": b"{}", "model.safetensors": b"\x00" * 64}
+    one = folder("one", base)
+    assert folder("two", dict(base), subdir=True) == one     # folders inside do not count
+    assert folder("three", {**base, "model.safetensors": b"\x01" + b"\x00" * 63}) != one
+    assert folder("four", {**base, "extra.txt": b""}) != one
+    assert folder("five", {"config.json": b"{}", "model2.safetensors": b"\x00" * 64}) != one
+    assert one != fpm.file_identity(str(tmp_path / "one" / "model.safetensors"))
+
+
+def test_a_dummy_source_is_named_as_given_even_beside_a_file_of_that_name(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "dummy:tiny").write_bytes(b"a file that happens to have the name")
+    assert fpm.file_identity("dummy:tiny") == "dummy:tiny"
+    assert fpm.file_identity("missing.gguf") == "missing.gguf"

@@ -2,6 +2,7 @@
 words, every master form parses, and a join (threads, real sockets) names what is wrong."""
 from __future__ import annotations
 
+import logging
 import socket
 import struct
 import threading
@@ -242,3 +243,152 @@ def test_a_follower_that_cannot_connect_says_the_last_error():
     assert str(e.value).startswith(f"rank 1: waiting for rank 0 at 127.0.0.1:{port} (0.5 s); is it "
                                    f"started, and can this host reach 127.0.0.1:{port}? (last try: ")
     assert "None)" not in str(e.value)
+
+
+def test_rank_0_keeps_its_listener_on_the_link_for_the_heartbeat_and_closes_it():
+    port = free_port()
+    out = threads([(0, 2), (1, 2)], port)
+    lead, one = out[0], out[1]
+    try:
+        assert lead.port == one.port == port
+        assert lead.listener is not None and lead.listener.getsockname()[1] == port
+        assert one.listener is None
+        late = socket.create_connection((HOST, port), timeout=2)   # a heartbeat's connection
+        lead.listener.settimeout(2)
+        conn, _ = lead.listener.accept()
+        conn.close()
+        late.close()
+    finally:
+        for x in out.values():
+            x.close()
+    assert lead.listener is None
+    with pytest.raises(OSError):                     # nothing listens there any more
+        socket.create_connection((HOST, port), timeout=1).close()
+
+
+def test_a_join_over_ipv6_listens_on_an_ipv6_socket():
+    try:
+        with socket.create_server(("::1", 0), family=socket.AF_INET6) as s:
+            port = s.getsockname()[1]
+    except OSError:
+        pytest.skip("no IPv6 loopback on this host")
+    out = {}
+
+    def one(i, rank):
+        try:
+            out[i] = rv.join(rank, 2, "::1", port, 3.0)
+        except Exception as e:
+            out[i] = e
+    ts = [threading.Thread(target=one, args=(i, r)) for i, r in enumerate((0, 1))]
+    ts[0].start()
+    time.sleep(0.05)
+    ts[1].start()
+    for t in ts:
+        t.join(10)
+    try:
+        assert not isinstance(out[0], Exception), out[0]
+        assert not isinstance(out[1], Exception), out[1]
+        assert out[0].listener.family == socket.AF_INET6 and list(out[0].peers) == [1]
+    finally:
+        for x in out.values():
+            if isinstance(x, rv.Link):
+                x.close()
+
+
+def test_rank_0_says_who_is_missing_every_few_seconds_while_it_waits(monkeypatch, caplog):
+    monkeypatch.setattr(rv, "WAITING_EVERY_S", 0.2)
+    port = free_port()
+    t0 = time.time()
+    with caplog.at_level(logging.INFO, logger="foldserve"):
+        with pytest.raises(JoinTimeout):
+            rv.join(0, 2, HOST, port, 0.5)
+    lines = [r for r in caplog.records if r.name == "foldserve" and r.levelno == logging.INFO]
+    want = (f"foldserve: rank 0: waiting for rank 1 of 2 (0 s of 0.5 s); is it started, and can "
+            f"it reach 127.0.0.1:{port}?")
+    assert 1 <= len(lines) <= 2 and all(r.getMessage() == want for r in lines)
+    assert lines[0].created - t0 >= 0.18              # not at once: after the first 0.2 s
+
+
+def test_the_waiting_message_says_how_long_of_the_timeout():
+    link = rv.Link(0, 3, HOST, 1, peers={2: None})
+    assert rv._missing_message(link, 60, "w", 12.4) == (
+        "rank 0: waiting for rank 1 of 3 (12 s of 60 s); is it started, and can it reach w?")
+
+
+def test_a_follower_link_names_rank_0s_address():
+    port = free_port()
+    out = threads([(0, 2), (1, 2)], port)
+    try:
+        assert (out[1].rank, out[1].world, out[1].host, out[1].port) == (1, 2, HOST, port)
+    finally:
+        for x in out.values():
+            x.close()
+
+
+def test_the_followers_already_there_hear_why_the_join_failed():
+    port = free_port()
+    out = threads([(0, 3), (1, 3)], port, timeout_s=0.5)      # rank 2 never comes
+    assert isinstance(out[0], JoinTimeout)
+    assert type(out[1]) is JoinError and str(out[1]) == str(out[0])
+    assert str(out[0]) == (f"rank 0: waiting for rank 2 of 3 (0.5 s); is it started, and can it "
+                           f"reach 127.0.0.1:{port}?")
+
+
+def connects(monkeypatch):
+    """Record each connect attempt's timeout; the attempt itself is the real one."""
+    tries, real = [], socket.create_connection
+
+    def spy(addr, timeout=None, *a, **kw):
+        tries.append(timeout)
+        return real(addr, timeout, *a, **kw)
+    monkeypatch.setattr(rv.socket, "create_connection", spy)
+    return tries
+
+
+def test_one_connect_attempt_waits_at_most_2_s(monkeypatch):
+    port = free_port()
+    t, out = lead(port, timeout_s=5.0)
+    tries = connects(monkeypatch)
+    link = rv.join(1, 2, HOST, port, 10.0)
+    t.join(5)
+    link.close()
+    out["link"].close()
+    assert tries == [2.0]                             # not the 10 s left, nor no limit
+
+
+def test_a_connect_that_hangs_gives_up_at_the_timeout_with_its_reason():
+    srv = socket.socket()
+    srv.bind((HOST, 0))
+    srv.listen(0)                                     # a queue of one, filled: connects hang
+    port = srv.getsockname()[1]
+    filler = socket.create_connection((HOST, port), timeout=1)
+    out = {}
+
+    def follow():
+        t0 = time.monotonic()
+        try:
+            rv.join(1, 2, HOST, port, 0.4)
+        except Exception as e:
+            out["err"], out["took"] = e, time.monotonic() - t0
+    t = threading.Thread(target=follow, daemon=True)
+    t.start()
+    t.join(5)
+    filler.close()
+    srv.close()
+    assert not t.is_alive() and isinstance(out["err"], JoinTimeout) and out["took"] < 3
+    assert str(out["err"]).endswith("(last try: timed out)")
+
+
+def test_a_refused_connect_is_retried_and_named_by_its_reason(monkeypatch):
+    port = free_port()
+    tries = connects(monkeypatch)
+    with pytest.raises(JoinTimeout) as e:
+        rv.join(1, 2, HOST, port, 0.5)
+    assert 2 <= len(tries) <= 4                       # a try every 0.2 s: 0, 0.2, 0.4
+    assert str(e.value).endswith("(last try: Connection refused)")
+
+
+def test_a_follower_out_of_time_before_its_first_try_says_so():
+    with pytest.raises(JoinTimeout) as e:
+        rv.join(1, 2, HOST, free_port(), 0)
+    assert str(e.value).endswith("(last try: none)")

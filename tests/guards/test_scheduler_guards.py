@@ -203,6 +203,7 @@ def test_finish_keeps_the_fed_rows_and_a_resumed_request_skips_them():
     spin(s)
     assert tokens(sink2) == tokens(sink) == expected(p, 3)
     assert sink2[-1].cached_tokens == 12 and sink[-1].cached_tokens == 0
+    assert all((e.prompt_tokens, e.cached_tokens) == (13, 12) for e in sink2)   # every token says so
     begins = [st for st in drv.steps if isinstance(st, BeginStep)]
     assert begins[1].kept == 3 and begins[1].page_ids[:3] == begins[0].page_ids[:3]
     rounds = [st for st in drv.steps if isinstance(st, RoundStep)]
@@ -266,6 +267,12 @@ def test_stats_say_what_the_pool_and_streams_hold():
     assert st["pages_total"] == 32 and st["pages_free"] == 32 - 4 and st["pages_kept"] == 0
     assert st["paged"] is True and st["ranks_ok"] is True and st["error"] is None
     assert st["context"] == 64 and st["rounds"] == 0 and st["ranks"] == 1
+    assert st["page_rows"] == 4 and st["cache_pages"] == 0
+    assert st["prompt_tokens_done"] == 0 and st["generation_tokens_done"] == 0
+    spin(s)                                       # 3 prompt rows and 4 tokens each
+    st = s.stats()
+    assert st["prompt_tokens_done"] == 9 and st["generation_tokens_done"] == 12
+    assert make(cache_pages=5)[0].stats()["cache_pages"] == 5
 
 
 def test_active_ids_and_token_at_agree():
@@ -452,3 +459,26 @@ def test_a_client_that_leaves_frees_its_stream():
         s.stop()
     assert first.token_id == expected([1, 2, 3], 1)[0]
     assert req.arrival > 0 and not s.active and adm.running == 0 and adm.pool.held == 0
+
+
+class BadSample(FakeDriver):
+    def sample(self, row, st):
+        raise RuntimeError("planted")
+
+
+def test_a_request_whose_sampling_fails_ends_alone_with_500_and_keeps_nothing():
+    adm = Admission(paged=True, pages=64, page_rows=4, streams=2, context=64, cache_pages=8)
+    s = Scheduler(BadSample(), adm, context=64, prefill_chunk=16)
+    bad = Sink()
+    s.sinks["bad"] = (Loop(), bad)
+    s.inbox.put(("new", GenRequest("bad", list(range(1, 14)),
+                                   SamplingParams(max_tokens=3, temperature=0.9, seed=1))))
+    good = submit(s, "good", list(range(20, 33)), 3)    # greedy: the arg-max path, no sample()
+    spin(s)
+    assert len(bad) == 1 and bad[0].finish_reason == "error" and bad[0].token_id is None
+    assert (bad[0].error, bad[0].error_code) == ("sampling failed: planted", 500)
+    assert tokens(good) == expected(list(range(20, 33)), 3)
+    assert (good[-1].finish_reason, good[-1].error, good[-1].error_code) == ("length", None, 0)
+    # good fed 13 + 2 rows: 3 full pages kept; the cut-off request's 13 rows keep none
+    assert adm.pool.kept == 3 and adm.pool.held == 0
+    adm.check_integrity()

@@ -100,6 +100,7 @@ def test_every_plan_matches_the_funding_order(mode, ranks):
             continue
         assert (got.streams, got.pages, got.cache_pages) == want, (rooms, context, parallel,
                                                                    cache_bytes, verify)
+        assert all(type(x) is int for x in (got.streams, got.pages, got.cache_pages))   # counts, not 5.0
         seen.add("plan")
         check_adds_up(got, Ls, rooms, context, verify, cache_bytes)
     assert seen == {"nostream", "toomany", "plan"}

@@ -41,6 +41,20 @@ def test_a_hash_collision_never_joins_two_prompts(monkeypatch):
     cache.check()
 
 
+def test_a_hash_collision_stops_a_window_copy_as_it_stops_a_kept_stream(monkeypatch):
+    monkeypatch.setattr(pc, "page_key", lambda prev, ids: b"same")
+    pool = Pool(4)
+    cache = PromptCache(pool, 4, budget_pages=4)
+    # windows: page 2's key collides with page 1's, so only page 1 is copied (as insert keeps it)
+    assert cache.insert_copy(IDS) == ((0,), 4)
+    assert cache.pages == (0,) and pool.kept == 1 and pool.free == 3
+    other = (9, 9, 9, 9, 9)                       # its first page has the same key, other ids
+    assert cache.insert_copy(other) == ((), 0)    # nothing overwritten, nothing taken
+    assert cache.lookup(IDS) == (0,) and cache.lookup(other) == ()
+    assert pool.kept == 1 and pool.free == 3
+    pool.check_integrity(); cache.check()
+
+
 def test_budget_evicts_least_recently_used_leaf_first():
     pool = Pool(8)
     cache = PromptCache(pool, 4, budget_pages=3)

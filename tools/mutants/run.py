@@ -27,6 +27,7 @@ from tools.mutants.modules import ALSO_COPY, DESELECT, IGNORE, MODULES, TESTS
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 EQUIVALENT = HERE / "equivalent.tsv"
+EXPLAINED = HERE / "explained.tsv"     # survivors that are not equivalent, each with why it stays
 
 
 def copy_tree(dst: Path) -> None:
@@ -47,7 +48,7 @@ def toml_list(xs) -> str:
     return "[" + ", ".join(json.dumps(x) for x in xs) + "]"
 
 
-def write_config(dst: Path, modules, tests, kills: Path) -> None:
+def write_config(dst: Path, modules, tests, kills: Path, timeout_multiplier: float = 15.0) -> None:
     py = dst / "pyproject.toml"
     text = (ROOT / "pyproject.toml").read_text()          # written afresh: runs may rewrite it
     text += (
@@ -58,14 +59,15 @@ def write_config(dst: Path, modules, tests, kills: Path) -> None:
         f"pytest_add_cli_args_test_selection = {toml_list(tests)}\n"
         f"pytest_add_cli_args = {toml_list(['-p', 'tools.mutants.killer', '-p', 'no:cacheprovider', '-o', 'timeout=120', *(a for d in DESELECT for a in ('--deselect', d)), *(f'--ignore={i}' for i in IGNORE)])}\n"
         "use_git_change_detection = false\n"
+        f"timeout_multiplier = {timeout_multiplier}\n"   # wall limit: (tests' time + 1 s) x this
     )
     py.write_text(text)
 
 
-def load_equivalent() -> dict:
+def load_equivalent(path: Path = EQUIVALENT) -> dict:
     out = {}
-    if EQUIVALENT.is_file():
-        for line in EQUIVALENT.read_text().splitlines():
+    if path.is_file():
+        for line in path.read_text().splitlines():
             if line.strip() and not line.startswith("#"):
                 name, _, why = line.partition("\t")
                 out[name.strip()] = why.strip()
@@ -135,10 +137,12 @@ def diffs_of(work: Path, names) -> dict:
 
 
 def report(rows, work: Path, out: Path, seconds: float, cmd: str) -> None:
-    eq = load_equivalent()
+    eq, ex = load_equivalent(), load_equivalent(EXPLAINED)
     for r in rows:
         if r["status"] == "survived" and r["mutant"] in eq:
             r["status"], r["why"] = "equivalent", eq[r["mutant"]]
+        elif r["status"] == "survived" and r["mutant"] in ex:
+            r["status"], r["why"] = "explained", ex[r["mutant"]]
     by_mod = defaultdict(Counter)
     for r in rows:
         by_mod[r["module"]][r["status"]] += 1
@@ -148,21 +152,26 @@ def report(rows, work: Path, out: Path, seconds: float, cmd: str) -> None:
         for r in rows:
             f.write(f"{r['module']}\t{r['mutant']}\t{r['status']}\t{r.get('why') or r['killed_by']}\n")
     lines = ["# Mutation report (mutmut)", "", f"command: `{cmd}`  ", f"wall: {seconds:.0f} s", "",
-             "score = killed / (mutants - equivalent); timeout counts as killed (the mutant hangs a test)", "",
-             "| module | mutants | killed | timeout | equivalent | survived | other | score |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+             "score = (killed + timeout) / (mutants - equivalent): a timeout is a mutant that hangs a test; "
+             "an explained mutant survives (it counts against the score) with the reason it is left", "",
+             "| module | mutants | killed | timeout | equivalent | explained | survived | other | score |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     tot = Counter()
     for mod in sorted(by_mod):
         c = by_mod[mod]
         tot.update(c)
         lines.append(_row(mod, c))
     lines.append(_row("**all**", tot))
-    surv = [r for r in rows if r["status"] not in ("killed", "timeout", "equivalent", "not checked")]
+    surv = [r for r in rows if r["status"] not in ("killed", "timeout", "equivalent", "explained", "not checked")]
+    exs = [r for r in rows if r["status"] == "explained"]
     eqs = [r for r in rows if r["status"] == "equivalent"]
-    diffs = diffs_of(work, [r["mutant"] for r in surv + eqs])
+    diffs = diffs_of(work, [r["mutant"] for r in surv + exs + eqs])
     lines += ["", f"## Not killed ({len(surv)})", ""]
     for r in surv:
         lines += [f"### {r['mutant']} ({r['status']})", "```diff", diffs.get(r["mutant"], ""), "```", ""]
+    lines += ["", f"## Explained: survive, not equivalent ({len(exs)})", ""]
+    for r in exs:
+        lines += [f"### {r['mutant']}", r["why"], "```diff", diffs.get(r["mutant"], ""), "```", ""]
     lines += ["", f"## Equivalent ({len(eqs)})", ""]
     for r in eqs:
         lines += [f"### {r['mutant']}", r["why"], "```diff", diffs.get(r["mutant"], ""), "```", ""]
@@ -173,11 +182,11 @@ def report(rows, work: Path, out: Path, seconds: float, cmd: str) -> None:
 
 def _row(mod, c) -> str:
     n = sum(c.values())
-    k, t, e, s = c["killed"], c["timeout"], c["equivalent"], c["survived"]
-    other = n - k - t - e - s
+    k, t, e, x, s = c["killed"], c["timeout"], c["equivalent"], c["explained"], c["survived"]
+    other = n - k - t - e - x - s
     denom = n - e
     score = f"{100 * (k + t) / denom:.1f}%" if denom else "-"
-    return f"| {mod} | {n} | {k} | {t} | {e} | {s} | {other} | {score} |"
+    return f"| {mod} | {n} | {k} | {t} | {e} | {x} | {s} | {other} | {score} |"
 
 
 def main(argv=None) -> int:
@@ -187,6 +196,9 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=str(ROOT / "mutants-report"))
     ap.add_argument("--work", help="work dir (default: a temp dir); reused if it has a run")
     ap.add_argument("--max-children", type=int, default=2)
+    ap.add_argument("--timeout-multiplier", type=float, default=15.0,
+                    help="a mutant's wall limit is (its tests' time + 1 s) x this (mutmut's default 15); "
+                         "a mutant that hangs a socket or a thread waits it out, so lower it for those")
     ap.add_argument("--keep", action="store_true", help="keep the work dir")
     ap.add_argument("--mutants", nargs="*", help="run only these mutants (names or globs), again")
     ap.add_argument("--survivors", action="store_true",
@@ -203,10 +215,10 @@ def main(argv=None) -> int:
     t0 = time.time()
     if not (work / "mutants").is_dir():
         copy_tree(work)
-        write_config(work, modules, tests, kills)
+        write_config(work, modules, tests, kills, a.timeout_multiplier)
     names = list(a.mutants or [])
     if a.survivors:
-        write_config(work, modules, tests, kills)
+        write_config(work, modules, tests, kills, a.timeout_multiplier)
         for sub in ("tests", "mutants/tests"):
             shutil.rmtree(work / sub, ignore_errors=True)
             shutil.copytree(ROOT / "tests", work / sub, ignore=shutil.ignore_patterns("__pycache__"))
