@@ -306,7 +306,7 @@ def test_a_refusal_with_a_status_of_its_own_is_answered_with_it():
         status = 429
 
     class Full(Admission):
-        def request(self, req_id, prompt_ids, max_tokens):
+        def request(self, req_id, prompt_ids, max_tokens, **kw):
             raise Busy("the queue is full")
     s = Scheduler(FakeDriver(), Full(paged=True, pages=8, page_rows=4, streams=1, context=64),
                   context=64)
