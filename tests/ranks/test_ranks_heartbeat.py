@@ -250,9 +250,9 @@ def test_a_follower_whose_rank_0_goes_silent_stops_with_one_line():
     t.join(10)
     link1, responder = got["link"], got["responder"]
     comm1 = HostComm(link1, timeout_s=60)
-    responder.on_lost(comm1.lose)
     verdicts = Verdicts()
-    responder.on_lost(verdicts)
+    responder.on_lost(verdicts)                     # first: the callbacks run in order, and
+    responder.on_lost(comm1.lose)                   # the raise below may beat a later one
     t0 = time.monotonic()
     with pytest.raises(RankLost) as caught:
         comm1.broadcast_step(None)                  # the follower's idle wait for a step
