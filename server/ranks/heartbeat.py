@@ -132,7 +132,40 @@ def connect(link: Link, timeout_s: float) -> socket.socket:
 
 # ---- rank 0 ----------------------------------------------------------------------------
 
-class Monitor:
+class _Verdict:
+    """A lost rank, said once: `on_lost` callbacks (added before or after) get the first
+    RankLost given, each exactly once; later ones are dropped. Shared by both sides."""
+
+    def _init_verdict(self) -> None:
+        self.lost: RankLost | None = None
+        self._callbacks: list = []
+        self._lock = threading.Lock()
+
+    def on_lost(self, callback) -> None:
+        """callback(RankLost), from the heartbeat's thread; at once if a rank is lost already."""
+        with self._lock:
+            lost = self.lost
+            if lost is None:
+                self._callbacks.append(callback)
+        if lost is not None:
+            callback(lost)
+
+    def _give(self, err: RankLost) -> bool:
+        """Record err as the verdict and run the callbacks; False if one was given already."""
+        with self._lock:
+            if self.lost is not None:
+                return False
+            self.lost = err
+            callbacks, self._callbacks = self._callbacks, []
+        for cb in callbacks:
+            try:
+                cb(err)
+            except Exception:
+                log.exception("heartbeat: on_lost")
+        return True
+
+
+class Monitor(_Verdict):
     """Rank 0's thread: pings every follower, calls on_lost once when one stops answering."""
 
     def __init__(self, socks: dict[int, socket.socket], timeout_s: float,
@@ -143,24 +176,13 @@ class Monitor:
         self.timeout_s = timeout_s
         self.interval_s = interval_s or min(0.5, timeout_s / 5)
         self._wake_r, self._wake_w = socket.socketpair()    # set_timeout and stop wake the wait
-        self.lost: RankLost | None = None
-        self._callbacks: list = []
-        self._lock = threading.Lock()
+        self._init_verdict()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="foldserve-heartbeat", daemon=True)
 
     def start(self) -> "Monitor":
         self._thread.start()
         return self
-
-    def on_lost(self, callback) -> None:
-        """callback(RankLost), from the monitor's thread; at once if a rank is lost already."""
-        with self._lock:
-            lost = self.lost
-            if lost is None:
-                self._callbacks.append(callback)
-        if lost is not None:
-            callback(lost)
 
     def set_timeout(self, timeout_s: float, interval_s: float | None = None) -> None:
         """From now on a rank silent for timeout_s is lost (the peer timeout, once serving)."""
@@ -255,19 +277,10 @@ class Monitor:
                 return None
 
     def _lose(self, rank: int, detail: str) -> None:
-        err = RankLost(rank, detail)
-        with self._lock:
-            if self.lost is not None:
-                return
-            self.lost = err
-            callbacks, self._callbacks = self._callbacks, []
         # not logged here: whoever the verdict stops says it once (the scheduler's "engine
         # loop stopped: rank 1 lost: ...", or the start-up's one-line error)
-        for cb in callbacks:
-            try:
-                cb(err)
-            except Exception:
-                log.exception("heartbeat: on_lost")
+        if not self._give(RankLost(rank, detail)):
+            return
         for s in self.socks.values():       # a follower that resumes finds its end closed
             try:
                 s.shutdown(socket.SHUT_RDWR)
@@ -277,7 +290,7 @@ class Monitor:
 
 # ---- followers -------------------------------------------------------------------------
 
-class Responder:
+class Responder(_Verdict):
     """A follower's thread: echoes rank 0's pings until the connection closes, and calls
     every on_lost callback once with RankLost(0, ...) when no ping has come for timeout_s
     (rank 0 frozen: SIGSTOPped, hung, its host unreachable; it pings every 0.5 s or more
@@ -289,9 +302,7 @@ class Responder:
             raise ValueError(f"peer timeout {timeout_s:g} s must be positive")
         self.sock = sock
         self.timeout_s = timeout_s              # None: never judge (tests of rank 0's side)
-        self.lost: RankLost | None = None
-        self._callbacks: list = []
-        self._lock = threading.Lock()
+        self._init_verdict()
         self._heard = time.monotonic()
         self._thread = threading.Thread(target=self._run, name="foldserve-heartbeat", daemon=True)
 
@@ -299,15 +310,6 @@ class Responder:
         self._heard = time.monotonic()
         self._thread.start()
         return self
-
-    def on_lost(self, callback) -> None:
-        """callback(RankLost), from the responder's thread; at once if rank 0 is lost already."""
-        with self._lock:
-            lost = self.lost
-            if lost is None:
-                self._callbacks.append(callback)
-        if lost is not None:
-            callback(lost)
 
     def set_timeout(self, timeout_s: float) -> None:
         """From now on rank 0 silent for timeout_s is lost (the peer timeout, once serving)."""
@@ -340,17 +342,7 @@ class Responder:
             return
 
     def _lose(self, detail: str) -> None:
-        err = RankLost(0, detail)
-        with self._lock:
-            if self.lost is not None:
-                return
-            self.lost = err
-            callbacks, self._callbacks = self._callbacks, []
-        for cb in callbacks:                # the comm breaks: the follower stops with one line
-            try:
-                cb(err)
-            except Exception:
-                log.exception("heartbeat: on_lost")
+        self._give(RankLost(0, detail))     # the comm breaks: the follower stops with one line
 
     def stop(self) -> None:
         try:
