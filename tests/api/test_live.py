@@ -2,7 +2,6 @@
 not, usage right) and the bench client, against the fake scheduler."""
 import argparse
 import json
-import socket
 import threading
 import time
 
@@ -14,12 +13,11 @@ import uvicorn
 from api_fakes import FakeScheduler, make_state
 from server import bench
 from server.api import create_app
+from free_ports import free_port as _free_port
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return _free_port("127.0.0.1")   # below the ephemeral range: tests/free_ports.py
 
 
 @pytest.fixture(scope="module")

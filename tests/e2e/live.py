@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -12,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
+from free_ports import free_port as _free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 START_TIMEOUT_S = 120.0
@@ -25,9 +25,7 @@ CONFIGS = {
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return _free_port("127.0.0.1")   # below the ephemeral range: tests/free_ports.py
 
 
 @dataclass

@@ -14,15 +14,14 @@ from server.config import ConfigError
 from server.ranks import rendezvous as rv
 from server.ranks import wire
 from server.ranks.rank_errors import JoinError, JoinTimeout, RankMismatch
+from free_ports import free_port as _free_port
 
 HOST = "127.0.0.1"
 ENV = {"RANK": "2", "WORLD_SIZE": "3", "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29500"}
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
+def free_port() -> int:
+    return _free_port(HOST)   # below the ephemeral range: tests/free_ports.py
 
 
 @pytest.mark.parametrize("args, env, msg", [

@@ -9,18 +9,16 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
-import socket
 import sys
 import time
 from dataclasses import dataclass, field
+from free_ports import free_port as _free_port
 
 HOST = "127.0.0.1"
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
+    return _free_port(HOST)   # below the ephemeral range: tests/free_ports.py
 
 
 @dataclass

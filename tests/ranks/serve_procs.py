@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -19,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
+from free_ports import free_port as _free_port
 
 HOST = "127.0.0.1"
 REPO = Path(__file__).resolve().parents[2]
@@ -27,9 +27,7 @@ KV_STORE = re.compile(r"rank (\d+): KV store [\d.]+ MiB \((\w+), (\d+) pages of 
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
+    return _free_port(HOST)   # below the ephemeral range: tests/free_ports.py
 
 
 def serving(port: int) -> bool:

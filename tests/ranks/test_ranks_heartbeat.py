@@ -8,7 +8,6 @@ from rank 0); tests/ranks/test_serve_ranks.py stops real processes.
 """
 from __future__ import annotations
 
-import socket
 import threading
 import time
 
@@ -23,12 +22,11 @@ from server.ranks.rank_errors import JoinTimeout, RankLost
 from server.ranks.rendezvous import join
 from server.ranks.steps import EndStep
 from stand_ins import HangingComm, HangingEngine
+from free_ports import free_port as _free_port
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
+    return _free_port(HOST)   # below the ephemeral range: tests/free_ports.py
 
 
 def pair(follower_heartbeat: bool | str = True):
