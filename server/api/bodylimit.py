@@ -2,10 +2,14 @@
 Content-Length header and by the bytes that really arrive (chunked bodies too).
 
 The body is read here once and replayed to the app; after it, receive() passes
-through, so the app still hears http.disconnect when the client leaves."""
+through, so the app still hears http.disconnect when the client leaves. While the app
+handles a body past LARGE_BODY, Python's full garbage collections are held off
+(server/api/gchold.py): its objects go by reference counting, not in a GIL-holding pass."""
 from __future__ import annotations
 
 from .errors import ApiError, invalid
+from .gchold import LargeBody
+from .request_checks import LARGE_BODY
 
 
 def too_large(limit: int, size: int | None) -> ApiError:
@@ -47,4 +51,7 @@ class BodyLimit:
                 return {"type": "http.request", "body": body, "more_body": False}
             return await receive()
 
-        await self.app(scope, replay, send)
+        if len(body) <= LARGE_BODY:
+            return await self.app(scope, replay, send)
+        with LargeBody():
+            await self.app(scope, replay, send)

@@ -43,6 +43,7 @@ def run_uvicorn(app, host: str = "127.0.0.1", port: int = 8000, log_level: str =
     server/api/http_socket.py); its port is the one the serving line names."""
     import uvicorn
 
+    from .gchold import freeze_startup
     from .logthrottle import throttle_floods
     from .protocol import ConnectionLimits, guarded_protocol
 
@@ -61,4 +62,5 @@ def run_uvicorn(app, host: str = "127.0.0.1", port: int = 8000, log_level: str =
     config = uvicorn.Config(app, host=host, port=port, log_level=log_level,
                             timeout_graceful_shutdown=5, http=guarded_protocol(limits))
     throttle_floods("asyncio", "uvicorn.error")     # after Config has set up logging
+    freeze_startup()        # start-up's objects out of every later full collection (gchold.py)
     uvicorn.Server(config).run(sockets=[sock] if sock is not None else None)

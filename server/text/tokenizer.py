@@ -132,9 +132,11 @@ class Tokenizer:
     # ---- use ----
 
     def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
-        # encode_batch lets go of the GIL while it works (encode does not): a long prompt
-        # tokenized on the API's worker thread then leaves the event loop free
-        return self._hf.encode_batch([text], add_special_tokens=add_special_tokens)[0].ids
+        # encode_batch_fast lets go of the GIL while it works (encode does not): a long
+        # prompt tokenized on the API's worker thread then leaves the event loop free. Its
+        # ids are encode_batch's; it skips the character offsets, which made a 4 MB prompt
+        # take 13 s instead of 2.6 s and its Encoding's release (under the GIL) 170 ms, not 10
+        return self._hf.encode_batch_fast([text], add_special_tokens=add_special_tokens)[0].ids
 
     def decode(self, ids: list[int], skip_special_tokens: bool = False) -> str:
         return self._hf.decode(list(ids), skip_special_tokens=skip_special_tokens)
