@@ -83,6 +83,7 @@ class Env:
     model: str | None = None        # TF_MODEL: default model path
     torchrun: dict = field(default_factory=dict)  # RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT as set
     local_rank: int | None = None   # LOCAL_RANK: which GPU of this host (else the rank)
+    local_world: int | None = None  # LOCAL_WORLD_SIZE (torchrun): ranks on this host
 
     @staticmethod
     def read(environ: dict | None = None) -> "Env":
@@ -107,12 +108,46 @@ class Env:
             local_rank = int(local) if local not in (None, "") else None
         except ValueError:
             raise ConfigError(f"LOCAL_RANK={local!r} is not an integer") from None
+        here = e.get("LOCAL_WORLD_SIZE")
+        try:
+            local_world = int(here) if here not in (None, "") else None
+        except ValueError:
+            raise ConfigError(f"LOCAL_WORLD_SIZE={here!r} is not an integer") from None
+        if local_world is not None and local_world < 1:
+            raise ConfigError(f"LOCAL_WORLD_SIZE={here!r} must be at least 1")
         return Env(kv_pages=pages, kv_poison=poison_raw == "1", room_gib=room_gib,
                    model=_get(e, "TF_MODEL", None) or None, torchrun=torchrun,
-                   local_rank=local_rank)
+                   local_rank=local_rank, local_world=local_world)
 
     @property
     def kv_pages_static(self) -> str:
         """TF_KV_PAGES as far as it resolves before planning: on, off, or auto (rank 0's plan
         decides auto from the rooms). `all` is `on`; `0` is `off`."""
         return {"all": "on", "0": "off"}.get(self.kv_pages, self.kv_pages)
+
+
+def usable_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except AttributeError:              # not Linux
+        return os.cpu_count() or 1
+
+
+def numba_threads(environ, ranks_here: int, cores: int | None = None) -> int:
+    """The numba threads a CPU rank computes on, put in environ["NUMBA_NUM_THREADS"] before
+    numba is imported (the followers this rank starts inherit it): as set there, else the
+    cores this process may use shared by the ranks on this host, at least 1 each. numba's own
+    default, every core for every rank, gave TP=2 and 3 on 2 cores 4-6 busy threads
+    (docs/receipts/2026-12-01-cpu-speed/vec/README.md)."""
+    raw = (environ.get("NUMBA_NUM_THREADS") or "").strip()
+    if raw:
+        try:
+            n = int(raw)
+        except ValueError:
+            raise ConfigError(f"NUMBA_NUM_THREADS={raw!r} is not an integer") from None
+        if n < 1:
+            raise ConfigError(f"NUMBA_NUM_THREADS={raw!r} must be at least 1")
+        return n
+    n = max(1, (cores if cores is not None else usable_cores()) // max(1, ranks_here))
+    environ["NUMBA_NUM_THREADS"] = str(n)
+    return n

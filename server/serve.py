@@ -175,10 +175,21 @@ def run(args) -> int:
         return 2
 
 
+def ranks_on_this_host(args, env, world: int) -> int:
+    """All `world` when this process starts the others (one host, --tp N); else torchrun's
+    LOCAL_WORLD_SIZE, else 1 (a rank a host, --rank/--master or RANK)."""
+    if world > 1 and args.rank is None and "RANK" not in env.torchrun:
+        return world
+    return env.local_world or 1
+
+
 def _run(args, env) -> int:
+    from server.config import numba_threads
     from server.ranks.rendezvous import from_env_or_args
     world = args.tp or int(env.torchrun.get("WORLD_SIZE", 1))
     children = []
+    if args.device == "cpu":                   # before numba's import; the followers inherit it
+        numba_threads(os.environ, ranks_on_this_host(args, env, world))
     if args.device == "cuda":                  # said once, before any follower starts
         from server.engine.device import require_cuda
         require_cuda()
