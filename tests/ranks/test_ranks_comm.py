@@ -122,3 +122,61 @@ def test_world_of_one_needs_no_peers():
     assert comm.all_gather_bytes(b"fp") == [b"fp"]
     comm.barrier()
     comm.close()
+
+
+def test_a_gathered_list_reaches_every_follower_before_a_loss_report():
+    """Rank 0 sends the gathered list to the followers one by one. A follower that gets it
+    first and stops on its verdict (a fingerprint mismatch) drops its heartbeat; rank 0's
+    monitor then calls lose(), whose report to the others must not come before their copy
+    of the list, or they stop naming the lost rank instead of the mismatch (CI, TP=3)."""
+    import socket
+    import threading
+
+    from server.ranks import wire
+    from server.ranks.rendezvous import Link
+
+    pairs = {r: socket.socketpair() for r in (1, 2)}
+    comm = None
+    loser = []
+
+    class Rank2End:
+        """rank 0's socket to rank 2; when rank 0 turns to it after rank 1 has its copy,
+        the monitor's lose(rank 1) runs first (as a descheduled rank 0 would let it)."""
+
+        def __init__(self, s):
+            self.s = s
+
+        def __getattr__(self, name):
+            return getattr(self.s, name)
+
+        def settimeout(self, t):
+            if not loser and got_copy(pairs[1][1]):
+                th = threading.Thread(target=comm.lose, args=(
+                    RankLost(1, "its heartbeat connection dropped"),))
+                loser.append(th)
+                th.start()
+                th.join(0.6)                   # time enough for the report to overtake
+            self.s.settimeout(t)
+
+    def got_copy(b) -> bool:
+        import select
+        return bool(select.select([b], [], [], 0)[0])
+
+    for r, (_, b) in pairs.items():
+        wire.send(b, wire.GATHER, bytes([r]))
+    assert not got_copy(pairs[1][1])
+    link = Link(rank=0, world=3, host=HOST, port=0,
+                peers={1: pairs[1][0], 2: Rank2End(pairs[2][0])})
+    comm = HostComm(link, timeout_s=5)
+    assert comm.all_gather_bytes(b"") == [b"", b"\x01", b"\x02"]
+    assert loser, "the loss was not staged"
+    loser[0].join(5)
+    follower = pairs[2][1]
+    follower.settimeout(5)
+    tag, payload = wire.recv(follower)
+    assert (tag, wire.unpack_list(payload)) == (wire.GATHER, [b"", b"\x01", b"\x02"]), payload
+    tag, payload = wire.recv(follower)        # then the report: nothing is lost
+    assert tag == wire.ERROR and b"rank 1" in payload
+    for a, b in pairs.values():
+        a.close()
+        b.close()
