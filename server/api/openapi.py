@@ -18,6 +18,7 @@ from fastapi.openapi.utils import get_openapi
 
 from . import responses as R
 from .schemas import ChatRequest, CompletionRequest, DetokenizeRequest, TokenizeRequest
+from .unsupported import CHAT_UNSUPPORTED, UNSUPPORTED
 
 BODIES = {"/v1/completions": CompletionRequest, "/v1/chat/completions": ChatRequest,
           "/tokenize": TokenizeRequest, "/detokenize": DetokenizeRequest}
@@ -97,6 +98,26 @@ def sse_event(chunk: str) -> dict:
                  "contentSchema": {"anyOf": [_ref(chunk), _ref("ErrorBody")]}}}}}
 
 
+def no_op_values(values: tuple) -> list:
+    """unsupported.py's values that ask for nothing, as a JSON Schema enum: one of each
+    number (1 and 1.0 are the same JSON number; the server takes both)."""
+    out: list = []
+    for v in values:
+        if not any(v == o and isinstance(v, bool) == isinstance(o, bool) for o in out):
+            out.append(v)
+    return out
+
+
+def refused_fields(props: dict, table: dict) -> None:
+    """Fields other servers define and this one refuses (server/api/unsupported.py), unless
+    sent with a value that asks for nothing: without them in the document, a body carrying
+    one (say prompt_embeds) is schema-valid, the schema letting other fields through."""
+    for field, (ok, why) in table.items():
+        if field not in props:                           # one the model reads is tightened above
+            props[field] = {"enum": no_op_values(ok), "description": "not supported (a 400, "
+                            f"code unsupported_field, for any other value): {why}"}
+
+
 def tighten(components: dict, vocab) -> None:
     """The routes' own checks, written into the request schemas."""
     tid = token_id(vocab)
@@ -104,6 +125,8 @@ def tighten(components: dict, vocab) -> None:
     stop = _nullable(text, {"type": "array", "items": text})
     for name in ("CompletionRequest", "ChatRequest"):
         props = components[name]["properties"]
+        refused_fields(props, {**UNSUPPORTED, **(CHAT_UNSUPPORTED if name == "ChatRequest"
+                                                 else {})})
         props["n"] = {**_nullable({"type": "integer", "minimum": 1, "maximum": MAX_N}),
                       "description": f"choices, 1..{MAX_N} (sampling.MAX_N)"}
         props["stop"] = stop                             # sampling: no empty stop string
