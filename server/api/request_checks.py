@@ -7,6 +7,7 @@ import time
 from fastapi import Request
 from pydantic import BaseModel, ValidationError
 
+from . import slicedjson
 from .backlog import Ticket
 from .errors import ApiError, invalid, validation_error
 
@@ -25,8 +26,8 @@ async def parse_body(request: Request, model: type[BaseModel]) -> BaseModel:
 
 
 def decode_body(raw: bytes, model: type[BaseModel]) -> BaseModel:
-    try:
-        data = json.loads(raw)
+    try:                        # a large body's long arrays parsed a slice at a time
+        data = slicedjson.loads(raw) if len(raw) > LARGE_BODY else json.loads(raw)
     except RecursionError:
         raise invalid("The request body is nested too deeply") from None
     except ValueError as e:     # bad JSON, bad UTF-8, an integer past Python's digit limit

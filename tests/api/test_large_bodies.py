@@ -135,3 +135,76 @@ def test_holds_nest_across_threads_and_the_last_one_out_restores_the_threshold()
     go.set()
     t.join(10)
     assert gchold.held() == 0 and gc.get_threshold() == before
+
+
+# ---- a large body's JSON parsed a slice at a time (slicedjson.py) ----
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+from server.api import slicedjson  # noqa: E402
+
+_scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text()
+_values = st.recursive(_scalars, lambda kids: st.lists(kids, max_size=6)
+                       | st.dictionaries(st.text(max_size=4), kids, max_size=5), max_leaves=30)
+_ws = st.sampled_from(["", " ", "\n", "\t ", "\r\n"])
+
+
+@st.composite
+def _json_texts(draw):
+    """An object (or now and then anything else) written with random whitespace, then
+    sometimes cut or spliced: valid and invalid JSON, both."""
+    if draw(st.integers(0, 9)):
+        value = draw(st.dictionaries(st.text(max_size=4), _values | st.lists(_values),
+                                     max_size=5))
+    else:
+        value = draw(_values)
+    sep = draw(_ws)
+    text = json.dumps(value, ensure_ascii=draw(st.booleans()),
+                      separators=("," + sep, ":" + draw(_ws)))
+    text = draw(_ws) + text + draw(_ws)
+    how = draw(st.integers(0, 5))
+    if how == 1 and text:
+        cut = draw(st.integers(0, len(text) - 1))
+        text = text[:cut]
+    elif how == 2 and text:
+        at = draw(st.integers(0, len(text)))
+        text = text[:at] + draw(st.sampled_from([",", "]", "}", "[", "{", ":", '"', "x",
+                                                 "\ufeff", " ,", ",]", "1"])) + text[at:]
+    return text.encode(draw(st.sampled_from(["utf-8", "utf-8", "utf-16", "utf-32-le"])),
+                       "surrogatepass")
+
+
+def _outcome(f, raw):
+    try:
+        return ("value", f(raw))
+    except (ValueError, RecursionError) as e:
+        return (type(e).__name__, str(e))
+
+
+@settings(max_examples=400, deadline=None)
+@given(_json_texts())
+def test_a_sliced_parse_gives_json_loads_value_or_error(raw):
+    slicedjson.ITEMS_AT_ONCE, old = 2, slicedjson.ITEMS_AT_ONCE
+    try:
+        assert _outcome(slicedjson.loads, raw) == _outcome(json.loads, raw)
+    finally:
+        slicedjson.ITEMS_AT_ONCE = old
+
+
+@pytest.mark.parametrize("raw", [b"", b" ", b"{", b"{}", b" {} ", b"{} x", b"[]", b"1",
+                                 b'{"a":[1,2,]}', b'{"a":[1 2]}', b'{"a":1,}', b'{"a" 1}',
+                                 b'{"a":[]}', b'{"a":[[]],"a":2}', b'\xef\xbb\xbf{"a":[1]}',
+                                 b'\xef\xbb\xbf\xef\xbb\xbf{}', b'{"a":NaN,"b":[Infinity]}',
+                                 b'{"a":"\\ud800"}', b'{"a":' + b"[" * 5000 + b"]" * 5000 + b"}",
+                                 b'{"a":"x\x01"}', b'\xff\xfe'])
+def test_a_sliced_parse_on_the_edges(raw):
+    assert _outcome(slicedjson.loads, raw) == _outcome(json.loads, raw)
+
+
+def test_a_long_chat_lets_the_gil_go_between_slices(monkeypatch):
+    sleeps = []
+    monkeypatch.setattr(slicedjson.time, "sleep", lambda s: sleeps.append(s))
+    raw = json.dumps({"messages": [{"role": "user", "content": "x"}] * 10_000,
+                      "prompt": list(range(5000))}).encode()
+    assert slicedjson.loads(raw) == json.loads(raw)
+    assert len(sleeps) == 10_000 // slicedjson.ITEMS_AT_ONCE + 5000 // slicedjson.ITEMS_AT_ONCE
