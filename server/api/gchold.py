@@ -18,7 +18,9 @@ Those objects hold no cycles: reference counting frees them when the request end
   while any such request is in the app, no full pass starts (the oldest generation's
   threshold is out of reach); the young generations are still collected, their passes
   bounded by their thresholds. When the last one leaves, the threshold is as it was, and the
-  next full pass finds those objects gone.
+  next full pass finds those objects gone. Large bodies that keep overlapping hold it at
+  most MAX_HOLD_S: a request that comes in later than that after the hold began lets it
+  lapse (cyclic garbage that reached the old generation is not kept past that).
 
 Python 3.14's collector is incremental (no one long pass); there the threshold is ignored.
 """
@@ -26,12 +28,16 @@ from __future__ import annotations
 
 import gc
 import threading
+import time
 
 NEVER = 1 << 30          # gen-1 collections before a full pass: not while a large body is in
+MAX_HOLD_S = 30.0
 
 _lock = threading.Lock()
 _held = 0
 _saved: int | None = None
+_since = 0.0
+_lapsed = False
 
 
 def freeze_startup() -> None:
@@ -43,24 +49,32 @@ class LargeBody:
     """Full collections held off while this request is handled (nestable, thread-safe)."""
 
     def __enter__(self):
-        global _held, _saved
+        global _held, _saved, _since, _lapsed
         with _lock:
             if _held == 0:
                 t0, t1, t2 = gc.get_threshold()
-                _saved = t2
+                _saved, _since, _lapsed = t2, time.monotonic(), False
                 gc.set_threshold(t0, t1, NEVER)
+            elif not _lapsed and time.monotonic() - _since > MAX_HOLD_S:
+                _restore()
+                _lapsed = True
             _held += 1
         return self
 
     def __exit__(self, *exc):
-        global _held, _saved
+        global _held, _saved, _lapsed
         with _lock:
             _held -= 1
             if _held == 0:
-                t0, t1, _ = gc.get_threshold()
-                gc.set_threshold(t0, t1, _saved)
-                _saved = None
+                if not _lapsed:
+                    _restore()
+                _saved, _lapsed = None, False
         return False
+
+
+def _restore() -> None:
+    t0, t1, _ = gc.get_threshold()
+    gc.set_threshold(t0, t1, _saved)
 
 
 def held() -> int:

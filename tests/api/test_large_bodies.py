@@ -208,3 +208,20 @@ def test_a_long_chat_lets_the_gil_go_between_slices(monkeypatch):
                       "prompt": list(range(5000))}).encode()
     assert slicedjson.loads(raw) == json.loads(raw)
     assert len(sleeps) == 10_000 // slicedjson.ITEMS_AT_ONCE + 5000 // slicedjson.ITEMS_AT_ONCE
+
+
+def test_overlapping_large_bodies_hold_full_collections_at_most_max_hold(monkeypatch):
+    import gc
+
+    from server.api import gchold
+    before = gc.get_threshold()
+    with gchold.LargeBody():
+        assert gc.get_threshold()[2] == gchold.NEVER
+        monkeypatch.setattr(gchold, "MAX_HOLD_S", 0.0)     # the hold began too long ago
+        with gchold.LargeBody():
+            assert gc.get_threshold() == before and gchold.held() == 2
+        assert gc.get_threshold() == before
+    assert gc.get_threshold() == before and gchold.held() == 0
+    with gchold.LargeBody():                               # a fresh hold after it
+        assert gc.get_threshold()[2] == gchold.NEVER
+    assert gc.get_threshold() == before
