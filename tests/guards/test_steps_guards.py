@@ -21,6 +21,8 @@ STEPS = [
     S.StopStep(),
     S.StopStep(reason=1),
     S.PoolStep(paged=False, pages=5, page_rows=2, page_bytes=(1, 2, 3), streams=4, context=6),
+    S.RoundStep(chunks=(S.Chunk(2, 0, (4, 5, 6), S.EVERY_ROW), S.Chunk(1, 3, (7,), S.LAST_ROW),
+                        S.Chunk(0, 1, (8, 9), False))),      # prompt_logprobs: every row's logits
 ]
 
 WORDS = {
@@ -30,6 +32,7 @@ WORDS = {
     6: [S.END, 1, 4],
     7: [S.COPY, 7, 1, 11, 1, 3, -1, 6, 2],
     10: [S.STOP, 1, 1],
+    12: [S.ROUND, 19, 3, 2, 0, 2, 3, 4, 5, 6, 1, 3, 1, 1, 7, 0, 1, 0, 2, 8, 9],
 }
 
 

@@ -151,3 +151,32 @@ def test_same_calls_same_ids():
                 adm.finish(str(i - 1), list(range(5)))
         return out
     assert run() == run()
+
+
+def test_keep_prompt_keeps_a_running_prompts_full_pages_once():
+    # pages: shared by reference, no step; later requests for that prompt resume from them
+    adm = paged(pages=8, streams=3, context=16, cache=4)
+    prompt = [1, 2, 3, 4, 5, 6, 7, 8, 9]                 # 2 full pages of 4
+    adm.request("a", prompt, 3)
+    [a] = adm.admit_ready()
+    assert adm.keep_prompt("a", prompt) == [] and tuple(adm.cache.lookup(prompt)) == a.page_ids[:2]
+    assert adm.keep_prompt("gone", prompt) == []         # not running: nothing to keep
+    adm.request("b", prompt, 3)
+    [b] = adm.admit_ready()
+    assert (b.kept, b.resumed_rows, b.page_ids[:2]) == (2, 8, a.page_ids[:2])
+    adm.check_integrity()
+
+
+def test_keep_prompt_on_windows_copies_only_what_the_cache_lacks():
+    adm = Admission(paged=False, pages=4, page_rows=4, streams=2, context=16, cache_pages=4)
+    prompt = [1, 2, 3, 4, 5, 6, 7, 8, 9]
+    adm.request("a", prompt, 3)
+    [a] = adm.admit_ready()
+    [copy] = adm.keep_prompt("a", prompt)                # window rows 0..7 -> two cache pages
+    assert (copy.stream, len(copy.page_ids), copy.rows, copy.to_pages) == (a.stream, 2, 8, True)
+    assert adm.keep_prompt("a", prompt) == []            # kept already: no copy to send
+    assert adm.keep_prompt("gone", prompt) == []
+    adm.request("b", prompt, 3)
+    [b] = adm.admit_ready()
+    assert b.resumed_rows == 8 and b.steps()[1:] == [CopyStep(b.stream, copy.page_ids, 8, False)]
+    adm.check_integrity()

@@ -65,13 +65,24 @@ def write_config(dst: Path, modules, tests, kills: Path, timeout_multiplier: flo
 
 
 def load_equivalent(path: Path = EQUIVALENT) -> dict:
+    """mutant -> (why, the mutated line as the entry was written for it, or "")."""
     out = {}
     if path.is_file():
         for line in path.read_text().splitlines():
             if line.strip() and not line.startswith("#"):
-                name, _, why = line.partition("\t")
-                out[name.strip()] = why.strip()
+                name, why, seen = (line.split("\t") + ["", ""])[:3]
+                out[name.strip()] = (why.strip(), seen.strip())
     return out
+
+
+def mutated_line(diff: str) -> str:
+    """The first line a mutant's diff adds, stripped: what an equivalent.tsv entry checks
+    (mutmut renumbers a function's mutants when the function changes, so a name alone can
+    come to mean another mutant)."""
+    for line in diff.splitlines():
+        if line.startswith("+") and not line.startswith("+++"):
+            return line[1:].strip()
+    return ""
 
 
 # mutmut's own table (mutmut/stats.py status_by_exit_code)
@@ -138,11 +149,18 @@ def diffs_of(work: Path, names) -> dict:
 
 def report(rows, work: Path, out: Path, seconds: float, cmd: str) -> None:
     eq, ex = load_equivalent(), load_equivalent(EXPLAINED)
+    named = [r["mutant"] for r in rows if r["status"] == "survived" and (r["mutant"] in eq or r["mutant"] in ex)]
+    entry_diffs = diffs_of(work, named)
     for r in rows:
-        if r["status"] == "survived" and r["mutant"] in eq:
-            r["status"], r["why"] = "equivalent", eq[r["mutant"]]
-        elif r["status"] == "survived" and r["mutant"] in ex:
-            r["status"], r["why"] = "explained", ex[r["mutant"]]
+        for table, status, file in ((eq, "equivalent", "equivalent.tsv"), (ex, "explained", "explained.tsv")):
+            if r["status"] != "survived" or r["mutant"] not in table:
+                continue
+            why, seen = table[r["mutant"]]
+            now = mutated_line(entry_diffs.get(r["mutant"], ""))
+            if seen and seen != now:         # the name now means another mutant
+                r["stale"] = f"{file} has this name for `{seen}`; the mutant now reads `{now}`"
+            else:
+                r["status"], r["why"] = status, why
     by_mod = defaultdict(Counter)
     for r in rows:
         by_mod[r["module"]][r["status"]] += 1
@@ -150,7 +168,7 @@ def report(rows, work: Path, out: Path, seconds: float, cmd: str) -> None:
     with open(out / "mutants.tsv", "w") as f:
         f.write("module\tmutant\tstatus\tkilled_by_or_why\n")
         for r in rows:
-            f.write(f"{r['module']}\t{r['mutant']}\t{r['status']}\t{r.get('why') or r['killed_by']}\n")
+            f.write(f"{r['module']}\t{r['mutant']}\t{r['status']}\t{r.get('why') or r.get('stale') or r['killed_by']}\n")
     lines = ["# Mutation report (mutmut)", "", f"command: `{cmd}`  ", f"wall: {seconds:.0f} s", "",
              "score = (killed + timeout) / (mutants - equivalent): a timeout is a mutant that hangs a test; "
              "an explained mutant survives (it counts against the score) with the reason it is left", "",
@@ -168,7 +186,8 @@ def report(rows, work: Path, out: Path, seconds: float, cmd: str) -> None:
     diffs = diffs_of(work, [r["mutant"] for r in surv + exs + eqs])
     lines += ["", f"## Not killed ({len(surv)})", ""]
     for r in surv:
-        lines += [f"### {r['mutant']} ({r['status']})", "```diff", diffs.get(r["mutant"], ""), "```", ""]
+        lines += [f"### {r['mutant']} ({r['status']})", *([f"stale entry: {r['stale']}"] if r.get("stale") else []),
+                  "```diff", diffs.get(r["mutant"], ""), "```", ""]
     lines += ["", f"## Explained: survive, not equivalent ({len(exs)})", ""]
     for r in exs:
         lines += [f"### {r['mutant']}", r["why"], "```diff", diffs.get(r["mutant"], ""), "```", ""]
