@@ -87,8 +87,11 @@ def bound_numbers(schema):
 def engine_schema(schema: dict) -> dict:
     """The schema as it goes to llguidance: numbers bounded, our JSON_OPTIONS unless the
     schema's own x-guidance says otherwise."""
+    own = schema.get("x-guidance") or {}
+    if not isinstance(own, dict):
+        raise GrammarError("x-guidance must be an object")
     out = bound_numbers(schema)
-    out["x-guidance"] = {**JSON_OPTIONS, **(schema.get("x-guidance") or {})}
+    out["x-guidance"] = {**JSON_OPTIONS, **own}
     return out
 
 
