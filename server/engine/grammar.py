@@ -70,7 +70,8 @@ def bound_numbers(schema):
         if isinstance(out.get(k), dict):
             out[k] = {name: bound_numbers(s) for name, s in out[k].items()}
     t = out.get("type")
-    types = {t} if isinstance(t, str) else set(t) if isinstance(t, list) else set()
+    types = {t} if isinstance(t, str) else {x for x in t if isinstance(x, str)} \
+        if isinstance(t, list) else set()                  # the engine judges odd types
     if not types & {"number", "integer"} or "enum" in out or "const" in out:
         return out
     lo = [v for v in (out.get("minimum"), out.get("exclusiveMinimum")) if _num(v)]

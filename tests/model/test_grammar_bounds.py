@@ -184,3 +184,11 @@ def test_bound_numbers_only_narrows():
     assert b["$defs"]["d"]["maximum"] == B and b["items"][0]["minimum"] == -B
     assert b["x-guidance"] == s["x-guidance"]
     assert s["properties"]["n"] == {"type": "number"}      # the caller's schema is untouched
+
+
+def test_bound_numbers_leaves_odd_schemas_to_the_engine():
+    """Malformed parts pass through untouched: llguidance, not a TypeError here, names them."""
+    odd = {"type": ["number", {"a": 1}], "properties": [1], "items": True, "anyOf": "x"}
+    b = bound_numbers(odd)
+    assert {k: b[k] for k in odd} == odd and b["maximum"] == 10 ** INT_DIGITS - 1
+    assert bound_numbers(True) is True and bound_numbers([1]) == [1]
