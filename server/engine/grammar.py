@@ -36,8 +36,8 @@ JSON_OPTIONS = {"whitespace_flexible": False, "item_separator": ", ", "key_separ
 # `10.000` can write zeros until max_tokens (`{"x": [10.0000000...` cut by "length": the
 # reply never parses). Every number or integer in a schema without a bound of its own gets
 # |x| <= 10**15 - 1 (15 integer digits: every such integer is exact in a double), and a
-# number without a multipleOf gets multipleOf 1e-10 (at most 10 fraction digits; the
-# finest llguidance's multipleOf takes, its coefficient a u32). Both only narrow the
+# number without a multipleOf gets multipleOf 1e-10 (at most 10 fraction digits; 1e-12
+# already fails in llguidance, whose multipleOf coefficient is a u32). Both only narrow the
 # schema, so a reply that follows the bounded one follows the caller's. A bounded number
 # has no exponent form (llguidance's ranges have none).
 INT_DIGITS = 15
