@@ -22,7 +22,7 @@ import json
 import uuid
 from dataclasses import dataclass, field
 
-from server.engine.grammar import JSON_OPTIONS
+from server.engine.grammar import engine_schema
 from server.text import tool_calls as tc
 
 from .errors import invalid
@@ -84,7 +84,7 @@ def call_grammar(tools: list, many: bool) -> str:
                                               "arguments": _params(t["function"])},
              "required": ["name", "arguments"], "additionalProperties": False} for t in tools]
     schema = alts[0] if len(alts) == 1 else {"anyOf": alts}
-    schema = {**schema, "x-guidance": JSON_OPTIONS}
+    schema = engine_schema(schema)                  # numbers bounded, json.dumps spacing
     call = '"<tool_call>\\n" %json ' + json.dumps(schema) + ' "\\n</tool_call>"'
     more = ' ("\\n" call)*' if many else ""
     return f"start: call{more}\ncall: {call}\n"

@@ -31,6 +31,78 @@ _EXECUTOR: list = []                  # llguidance's thread pool for many masks 
 # "x-guidance" settings win over these.
 JSON_OPTIONS = {"whitespace_flexible": False, "item_separator": ", ", "key_separator": ": "}
 
+# A JSON number's digits are bounded, as llama.cpp's json-schema-to-grammar bounds them:
+# llguidance's number is `-?(0|[1-9][0-9]*)(\.[0-9]+)?...`, and a small model that starts
+# `10.000` can write zeros until max_tokens (`{"x": [10.0000000...` cut by "length": the
+# reply never parses). Every number or integer in a schema without a bound of its own gets
+# |x| <= 10**15 - 1 (15 integer digits: every such integer is exact in a double), and a
+# number without a multipleOf gets multipleOf 1e-10 (at most 10 fraction digits; 1e-12
+# already fails in llguidance, whose multipleOf coefficient is a u32). Both only narrow the
+# schema, so a reply that follows the bounded one follows the caller's. A bounded number
+# has no exponent form (llguidance's ranges have none).
+INT_DIGITS = 15
+FRACTION_DIGITS = 10
+_BIG = 10 ** INT_DIGITS - 1
+_SUB_ONE = ("additionalProperties", "items", "additionalItems", "contains", "then", "else",
+            "unevaluatedProperties", "unevaluatedItems")
+_SUB_LIST = ("allOf", "anyOf", "oneOf", "prefixItems", "items")
+_SUB_MAP = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
+# left alone: "not" and "if" (a narrower schema there would widen the whole), and
+# "propertyNames" (strings only)
+
+
+def _num(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def bound_numbers(schema):
+    """A copy of `schema` with every unbounded number bounded (INT_DIGITS, FRACTION_DIGITS)."""
+    if not isinstance(schema, dict):
+        return schema
+    out = dict(schema)
+    for k in _SUB_ONE:
+        if isinstance(out.get(k), dict):
+            out[k] = bound_numbers(out[k])
+    for k in _SUB_LIST:
+        if isinstance(out.get(k), list):
+            out[k] = [bound_numbers(s) for s in out[k]]
+    for k in _SUB_MAP:
+        if isinstance(out.get(k), dict):
+            out[k] = {name: bound_numbers(s) for name, s in out[k].items()}
+    t = out.get("type")
+    types = {t} if isinstance(t, str) else {x for x in t if isinstance(x, str)} \
+        if isinstance(t, list) else set()                  # the engine judges odd types
+    if not types & {"number", "integer"} or "enum" in out or "const" in out:
+        return out
+    lo = [v for v in (out.get("minimum"), out.get("exclusiveMinimum")) if _num(v)]
+    hi = [v for v in (out.get("maximum"), out.get("exclusiveMaximum")) if _num(v)]
+    if not lo:                          # below the caller's maximum, however low it is
+        out["minimum"] = -_BIG if not hi or max(hi) > -_BIG else max(hi) - _BIG
+    if not hi:
+        out["maximum"] = _BIG if not lo or min(lo) < _BIG else min(lo) + _BIG
+    if "number" in types and "multipleOf" not in out:
+        out["multipleOf"] = 10.0 ** -FRACTION_DIGITS
+    return out
+
+
+def engine_schema(schema: dict) -> dict:
+    """The schema as it goes to llguidance: numbers bounded, our JSON_OPTIONS unless the
+    schema's own x-guidance says otherwise."""
+    own = schema.get("x-guidance") or {}
+    if not isinstance(own, dict):
+        raise GrammarError("x-guidance must be an object")
+    out = bound_numbers(schema)
+    out["x-guidance"] = {**JSON_OPTIONS, **own}
+    return out
+
+
+_ANY = {"anyOf": [{"type": "object", "additionalProperties": {"$ref": "#/$defs/any"}},
+                  {"type": "array", "items": {"$ref": "#/$defs/any"}},
+                  {"type": "string"}, {"type": "number"}, {"type": "boolean"}, {"type": "null"}]}
+# json_object: any JSON object, its numbers bounded like a schema's
+JSON_OBJECT = {"$defs": {"any": _ANY}, "type": "object",
+               "additionalProperties": {"$ref": "#/$defs/any"}}
+
 
 class GrammarError(ValueError):
     """The grammar or schema does not compile; str() is the reason."""
@@ -69,9 +141,9 @@ def grammar_text(kind: str, spec) -> str:
             schema = json.loads(spec) if isinstance(spec, str) else spec
             if not isinstance(schema, dict):
                 raise GrammarError("a JSON schema must be an object")
-            return M.grammar_from_json_schema(schema, defaults=JSON_OPTIONS)
+            return M.grammar_from_json_schema(engine_schema(schema))
         if kind == "json_object":
-            return M.grammar_from_json_schema({"type": "object"}, defaults=JSON_OPTIONS)
+            return M.grammar_from_json_schema(engine_schema(JSON_OBJECT))
         if kind == "regex":
             return M.grammar_from_regex(spec)
         if kind == "choice":

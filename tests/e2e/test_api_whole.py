@@ -4,8 +4,8 @@ derived seeds and prefilled once, prompt_logprobs equal to the prefix requests' 
 concurrent), tools (required / named, a follow-up turn, streamed deltas), refusals.
 
 FOLDSERVE_E2E_SCHEMA_EXAMPLES (default 2) sets how many random schemas go through the
-real model; tests/model/test_grammar_walk.py runs the same strategy for 200 on the
-sampler alone. FOLDSERVE_E2E_URL points these tests at a server already running.
+real model (FOLDSERVE_E2E_SCHEMA_LOG: a file that gets one JSON line per request);
+tests/model/test_grammar_walk.py runs the same strategy for 200 on the sampler alone. FOLDSERVE_E2E_URL points these tests at a server already running.
 """
 from __future__ import annotations
 
@@ -20,13 +20,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 try:
-    from model.schemas import schemas          # tests/ on sys.path (pytest's rootdir insert)
+    from model.schemas import max_reply_bytes, schemas   # tests/ on sys.path (rootdir insert)
 except ImportError:
-    from tests.model.schemas import schemas
+    from tests.model.schemas import max_reply_bytes, schemas
 
 pytestmark = pytest.mark.slow
 
 EXAMPLES = int(os.environ.get("FOLDSERVE_E2E_SCHEMA_EXAMPLES", "2"))
+SCHEMA_LOG = os.environ.get("FOLDSERVE_E2E_SCHEMA_LOG")   # a JSON line per schema request
 TWO = [{"role": "user", "content": "What is 2+2? Answer with a number only."}]
 TOOLS = [{"type": "function", "function": {
     "name": "get_weather", "description": "Get the current weather in a city",
@@ -170,10 +171,14 @@ def test_echo(srv, client):
 
 
 def check_schema_reply(client, srv, schema, stream: bool, seed: int = 0):
-    kw = dict(model=srv.model, max_tokens=250, temperature=0.7, seed=seed,
+    """One constrained reply: it stops (never "length": max_tokens is the most tokens a
+    reply following the schema can take, and one for eos), parses and validates."""
+    budget = max_reply_bytes(schema) + 1
+    kw = dict(model=srv.model, max_tokens=budget, temperature=0.7, seed=seed,
               messages=[{"role": "user", "content": "Fill in this JSON object."}],
               response_format={"type": "json_schema",
                                "json_schema": {"name": "x", "schema": schema, "strict": True}})
+    tokens = None
     if stream:
         chunks = list(client.chat.completions.create(**kw, stream=True))
         text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
@@ -181,9 +186,20 @@ def check_schema_reply(client, srv, schema, stream: bool, seed: int = 0):
     else:
         r = client.chat.completions.create(**kw)
         text, finish = r.choices[0].message.content, r.choices[0].finish_reason
-    assert finish in ("stop", "length")
-    if finish == "stop":
+        tokens = r.usage.completion_tokens
+    verdict = "invalid"
+    try:
         jsonschema.validate(json.loads(text), schema)
+        verdict = "valid"
+    except (ValueError, jsonschema.ValidationError) as e:
+        verdict = f"invalid: {str(e)[:200]}"
+    if SCHEMA_LOG:                       # one line a request, for the acceptance receipt
+        with open(SCHEMA_LOG, "a") as f:
+            f.write(json.dumps({"schema": schema, "stream": stream, "seed": seed,
+                                "max_tokens": budget, "completion_tokens": tokens,
+                                "finish": finish, "verdict": verdict, "text": text}) + "\n")
+    assert finish == "stop", (finish, budget, text)
+    assert verdict == "valid", (verdict, text)
     return text, finish
 
 
@@ -194,7 +210,6 @@ def test_random_schemas_validate_streamed_and_not(srv, client, schema):
     whole = check_schema_reply(client, srv, schema, stream=False)
     streamed = check_schema_reply(client, srv, schema, stream=True)
     assert whole == streamed            # same seed, same constrained reply either way
-    assert whole[1] == "stop"
 
 
 def test_constrained_solo_equals_concurrent(srv, client):

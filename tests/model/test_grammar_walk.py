@@ -100,6 +100,7 @@ def test_other_grammars(tok, kind, spec):
 @pytest.mark.parametrize("kind,spec,why", [
     ("json_schema", {"type": "objectx"}, "objectx"),
     ("json_schema", {"type": "string", "pattern": "(("}, "unclosed"),
+    ("json_schema", {"type": "object", "x-guidance": "compact"}, "x-guidance must be an object"),
     ("regex", "((", "unclosed"), ("gbnf", "root ::= undefined_rule", "undefined_rule"), ("lark", "start: (", "")])
 def test_bad_grammars_name_the_reason(tok, kind, spec, why):
     with pytest.raises(GrammarError) as e:
