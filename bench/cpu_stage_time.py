@@ -37,24 +37,22 @@ def main():
              "head": [w.lm_head]}
     rng = np.random.default_rng(0)
     res = {}
-    extra = getattr(V, "scale_bytes", None)
     for role, mats in roles.items():
         x = rng.standard_normal((a.rows, mats[0].cols)).astype(np.float32)
         xs = np.empty((a.rows, mats[0].cols // 32), np.float32)
         V.block_sums(x, xs)
         out = np.empty((a.rows, mats[0].rows), np.float32)
         k = V.KERNELS[mats[0].kind]
-        args = [(m.data, V._scales_of(m.kind, m.data)) for m in mats]
+        args = [(m.data,) + ((V._scales_of(m.kind, m.data),) if hasattr(V, '_scales_of') else ()) for m in mats]
         k(x, xs, *args[0], out)
         cpu, wall = [], []
         for rep in range(a.reps):
             c, t = time.thread_time(), time.perf_counter()
-            for d, sc in args:
-                k(x, xs, d, sc, out)
+            for ar in args:
+                k(x, xs, *ar, out)
             cpu.append(time.thread_time() - c)
             wall.append(time.perf_counter() - t)
-        nbytes = sum(m.data.nbytes for m in mats) + (sum(extra(m.kind, m.data) for m in mats) if extra else
-                                                     sum(V._scales_of(m.kind, m.data).nbytes for m in mats))
+        nbytes = sum(m.data.nbytes for m in mats) + sum(ar[1].nbytes for ar in args if len(ar) > 1)
         res[role] = {"cpu_ms": float(np.median(cpu)) * 1e3, "wall_ms": float(np.median(wall)) * 1e3,
                      "wall_min_ms": float(np.min(wall)) * 1e3, "MB": nbytes / 1e6, "kind": mats[0].kind}
     tot = sum(r["cpu_ms"] for r in res.values())

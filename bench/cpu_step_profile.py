@@ -69,9 +69,9 @@ def main():
                   ("head", eng.weights.lm_head)):
         names[(w.kind, w.data.shape)] = f"mm {nm} {w.kind} {w.rows}x{w.cols}"
     mmkey = lambda x, kind, data, out=None: names.get((kind, data.shape), f"mm {kind} {data.shape}")  # noqa: E731
-    extra = getattr(blocks_vec, "scale_bytes", None)
+    sc = getattr(blocks_vec, "_scales_of", None)         # the float32 scale copy (before c23)
     wrap(blocks_vec, "matmul", mmkey, parallel=True,
-         nbytes=lambda x, kind, data, out=None: data.nbytes + (extra(kind, data) if extra else 0))
+         nbytes=lambda x, kind, data, out=None: data.nbytes + (sc(kind, data).nbytes if sc else 0))
     wrap(rmsnorm_cpu, "rms_norm", "norm")
     wrap(rmsnorm_cpu, "add_rms_norm", "add+norm")
     wrap(rmsnorm_cpu, "swiglu", "swiglu")

@@ -30,7 +30,7 @@ import numpy as np
 from numba import njit, prange
 
 from kernels import blocks_vec
-from kernels.attention_cpu import _job, _write
+from kernels.attention_cpu import PARALLEL_FROM, _job, _write
 from kernels.blocks_vec import block_sums
 from kernels.rmsnorm_cpu import add_rms_norm, rms_norm, swiglu
 
@@ -43,10 +43,15 @@ def _make(kinds):
     sq, so, sg, sd, sh = (k == "Q4_1" for k in kinds)     # Q4_1 reads its x block sums
 
     @njit(cache=True, parallel=True, boundscheck=False)
-    def forward(h, attn_norm, mlp_norm, final_norm, eps, wq, cq, wo, co, wg, cg, wd, cd, wh, ch,
+    def forward(h, attn_norm, mlp_norm, final_norm, eps, wq, wo, wg, wd, wh,
                 K, V, nq, nkv, hd, ff, cos, sin, spans, starts, tables, page_rows, scale, sel,
                 logits):
         T, D = h.shape
+        keys = 0                       # attention_cpu.round_attend's rule: a prange from
+        for c in range(spans.shape[0]):     # PARALLEL_FROM keys x heads (a prefill)
+            n = spans[c, 1] - spans[c, 0]
+            keys += n * starts[c] + n * (n + 1) // 2
+        big = keys * nq >= PARALLEL_FROM
         nqkv = (nq + 2 * nkv) * hd
         x = np.empty((T, D), np.float32)
         h2 = np.empty((T, D), np.float32)
@@ -67,25 +72,30 @@ def _make(kinds):
                 h, h2 = h2, h
             if sq:
                 block_sums(x, xs_d)
-            mq(x, xs_d, wq[li], cq[li], qkv)
+            mq(x, xs_d, wq[li], qkv)
             kl = K[li]
             vl = V[li]
             owner = _write(qkv, nq, nkv, hd, cos, sin, kl, vl, spans, starts, tables, page_rows)
-            for job in prange(T * nq):
-                _job(job, owner, qkv, nq, nkv, hd, cos, sin, kl, vl, spans, starts, tables,
-                     page_rows, scale, att)
+            if big:                    # the same (row, head) jobs, on both cores or on one
+                for job in prange(T * nq):
+                    _job(job, owner, qkv, nq, nkv, hd, cos, sin, kl, vl, spans, starts, tables,
+                         page_rows, scale, att)
+            else:
+                for job in range(T * nq):
+                    _job(job, owner, qkv, nq, nkv, hd, cos, sin, kl, vl, spans, starts, tables,
+                         page_rows, scale, att)
             if so:
                 block_sums(att2, xs_a)
-            mo(att2, xs_a, wo[li], co[li], out)
+            mo(att2, xs_a, wo[li], out)
             add_rms_norm(out, h, mlp_norm[li], eps, x, h2)
             h, h2 = h2, h
             if sg:
                 block_sums(x, xs_d)
-            mg(x, xs_d, wg[li], cg[li], gu)
+            mg(x, xs_d, wg[li], gu)
             swiglu(gu, ff, act)
             if sd:
                 block_sums(act, xs_f)
-            md(act, xs_f, wd[li], cd[li], out)
+            md(act, xs_f, wd[li], out)
         S = sel.shape[0]
         if S == 0:
             return
@@ -101,7 +111,7 @@ def _make(kinds):
         xs_s = np.empty((S, D // 32), np.float32)
         if sh:
             block_sums(xs, xs_s)
-        mh(xs, xs_s, wh, ch, logits)
+        mh(xs, xs_s, wh, logits)
     return forward
 
 
@@ -117,14 +127,9 @@ class Fused:
 
         def mats(role):
             ms = [getattr(layer, role) for layer in L]
-            data = tuple(np.ascontiguousarray(m.data) for m in ms)
-            return data, tuple(blocks_vec._scales_of(m.kind, d) for m, d in zip(ms, data))
-        self.wq, self.cq = mats("wqkv")
-        self.wo, self.co = mats("wo")
-        self.wg, self.cg = mats("wgu")
-        self.wd, self.cd = mats("wdown")
+            return tuple(np.ascontiguousarray(m.data) for m in ms)
+        self.wq, self.wo, self.wg, self.wd = (mats(r) for r in ("wqkv", "wo", "wgu", "wdown"))
         self.wh = np.ascontiguousarray(w.lm_head.data)
-        self.ch = blocks_vec._scales_of(w.lm_head.kind, self.wh)
         self.attn_norm = np.ascontiguousarray(np.stack([layer.attn_norm for layer in L]), np.float32)
         self.mlp_norm = np.ascontiguousarray(np.stack([layer.mlp_norm for layer in L]), np.float32)
         self.norm = np.ascontiguousarray(w.norm, np.float32)
@@ -156,7 +161,7 @@ class Fused:
         sel = np.zeros(0, np.int64) if r.sel is None else np.asarray(r.sel, np.int64)
         logits = np.empty((sel.shape[0], self.vocab), np.float32)
         self.fn(np.ascontiguousarray(h, np.float32), self.attn_norm, self.mlp_norm, self.norm, self.eps,
-                self.wq, self.cq, self.wo, self.co, self.wg, self.cg, self.wd, self.cd, self.wh, self.ch,
+                self.wq, self.wo, self.wg, self.wd, self.wh,
                 kv.K, kv.V, self.nq, self.nkv, self.hd, self.ff, cos, sin, spans, starts, tables,
                 page_rows, np.float32(scale), sel, logits)
         return None if r.sel is None else logits
