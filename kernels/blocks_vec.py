@@ -38,6 +38,7 @@ from __future__ import annotations
 import numpy as np
 from llvmlite import ir
 from numba import njit, prange, types
+from numba.core import cgutils
 from numba.extending import intrinsic
 
 from kernels.vec_ir import F32 as _f32, V16F as _v16f, V32F as _v32f
@@ -89,6 +90,34 @@ def _block_q(builder, kind, base):
         eight = ir.Constant(_v16i8, [8] * 16)
         return builder.sitofp(builder.sub(lo, eight), _v16f), builder.sitofp(builder.sub(hi, eight), _v16f)
     return builder.uitofp(lo, _v16f), builder.uitofp(hi, _v16f)
+
+
+def _permvar(builder, table, idx):
+    """table[idx & 15] lane by lane (AVX-512's vpermps)."""
+    v16i = ir.VectorType(_i32, 16)
+    fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_v16f, [_v16f, v16i]),
+                                        "llvm.x86.avx512.permvar.sf.512")
+    return builder.call(fn, [table, idx])
+
+
+def _weights(builder, kind, base, dv, table):
+    """The block's 32 weights as the sum reads them, d * q in block order (dv: d splat to 16
+    lanes). table (Q4_0, Q4_1 where AVX-512 is there): the 16 products d * v for the 16 values
+    v a nibble stands for (0..15; Q4_0 -8..7), each lane then picked by its nibble (vpermps):
+    the same fmul(d, v) the unpacked form computes, one shuffle a 16 weights instead of a
+    convert and a multiply."""
+    if not table or kind == "Q8_0":
+        lo, hi = _block_q(builder, kind, base)
+        return _scaled(builder, dv, lo, hi)
+    vals = list(range(16)) if kind == "Q4_1" else list(range(-8, 8))
+    tab = builder.fmul(dv, ir.Constant(_v16f, [float(v) for v in vals]))
+    off = 2 if kind == "Q4_0" else 4
+    q = builder.load(builder.bitcast(builder.gep(base, [ir.Constant(_i64, off)]), _v16i8.as_pointer()), align=1)
+    qi = builder.zext(q, ir.VectorType(_i32, 16))
+    lo = _permvar(builder, tab, builder.and_(qi, ir.Constant(ir.VectorType(_i32, 16), [15] * 16)))
+    hi = _permvar(builder, tab, builder.lshr(qi, ir.Constant(ir.VectorType(_i32, 16), [4] * 16)))
+    mask = ir.Constant(ir.VectorType(_i32, 32), list(range(32)))
+    return builder.shuffle_vector(lo, hi, mask)
 
 
 def _loop(builder, nb, inits, body):
@@ -155,7 +184,7 @@ _ZERO32 = ir.Constant(_v32f, [0.0] * 32)
 _FZERO = ir.Constant(_f32, 0.0)
 
 
-def _make_dot(kind, k):
+def _make_dot(kind, k, table):
     """dot(w_0 .. w_{k-1}, x, xsum): k rows of blocks (uint8[:]) times one x row (float32[:],
     K) -> k elements, each in the module's order (k chains side by side, one x load; the k
     blocks' scales widened in one vector; Q4_1's min sums as the odd lanes of one vector
@@ -179,9 +208,8 @@ def _make_dot(kind, k):
                 sc = _f16s(builder, kind, bases)
                 accs = []
                 for j, base in enumerate(bases):
-                    lo, hi = _block_q(builder, kind, base)
                     dv = _lane16(builder, sc, 2 * j if q41 else j)
-                    accs.append(_xstep(builder, _scaled(builder, dv, lo, hi), xa.data, b, st[j]))
+                    accs.append(_xstep(builder, _weights(builder, kind, base, dv, table), xa.data, b, st[j]))
                 if q41:
                     xs = builder.load(builder.gep(sp, [b]), align=4)
                     accs.append(_fma(builder, sc, _splat(builder, xs, 2 * k), st[k]))
@@ -203,7 +231,7 @@ def _make_dot(kind, k):
     return dot
 
 
-def _make_dotx(kind, k):
+def _make_dotx(kind, k, table):
     """dotx(w, x_0 .. x_{k-1}, xsum_0 .. xsum_{k-1}): one row of blocks times k x rows: each
     block unpacked and scaled once (the same d * lo, d * hi as `dot`), then k chains side by
     side, each the same operations in the same order as `dot`: the same bytes."""
@@ -222,8 +250,7 @@ def _make_dotx(kind, k):
             def body(b, st):
                 base = builder.gep(wp, [builder.mul(b, ir.Constant(_i64, nbytes))])
                 sc = _f16s(builder, kind, [base])
-                lo, hi = _block_q(builder, kind, base)
-                w = _scaled(builder, _lane16(builder, sc, 0), lo, hi)
+                w = _weights(builder, kind, base, _lane16(builder, sc, 0), table)
                 out = [_xstep(builder, w, xa.data, b, st[j]) for j, xa in enumerate(xs)]
                 if q41:
                     m = builder.extract_element(sc, ir.Constant(_i32, 1))
@@ -258,9 +285,9 @@ def block_sums(x, out):
             out[i, b] = s
 
 
-def _make_mm(kind):
-    dot1, dot4 = _make_dot(kind, 1), _make_dot(kind, 4)
-    dx4, dx8 = _make_dotx(kind, 4), _make_dotx(kind, 8)
+def _make_mm(kind, table):
+    dot1, dot4 = _make_dot(kind, 1, table), _make_dot(kind, 4, table)
+    dx4, dx8 = _make_dotx(kind, 4, table), _make_dotx(kind, 8, table)
 
     @njit(cache=True, parallel=True, boundscheck=False)
     def mm(x, xsum, data, out):
@@ -301,7 +328,27 @@ def _make_mm(kind):
     return mm
 
 
-KERNELS = {k: _make_mm(k) for k in BLOCK_BYTES}
+def _avx512() -> bool:
+    """Numba compiles for this host (no NUMBA_CPU_NAME) and the host has AVX-512F."""
+    from numba.core import config
+    if config.CPU_NAME:
+        return False
+    import llvmlite.binding as ll
+    try:
+        return bool(ll.get_host_cpu_features().get("avx512f"))
+    except Exception:           # features unknown: the portable form
+        return False
+
+
+TABLE = _avx512()          # the nibble table (vpermps); else the portable unpack, the same bytes
+KERNELS = {k: _make_mm(k, TABLE) for k in BLOCK_BYTES}
+
+
+def kernels(table: bool) -> dict:
+    """The kernels with the nibble table on or off (tests compare the two forms' bytes)."""
+    if table == TABLE:
+        return KERNELS
+    return {k: _make_mm(k, table) for k in BLOCK_BYTES}
 
 
 def matmul(x: np.ndarray, kind: str, data: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
