@@ -54,6 +54,8 @@ def main():
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--rows", type=int, default=1)
+    ap.add_argument("--cached", action="store_true",
+                    help="layer 0's matrix 30 times (in cache: the compute alone)")
     a = ap.parse_args()
     import numba
     numba.set_num_threads(a.threads)
@@ -68,7 +70,7 @@ def main():
     for role, mats in roles.items():
         kind = mats[0].kind
         x = rng.standard_normal((a.rows, mats[0].cols)).astype(np.float32)
-        datas = [m.data for m in mats]
+        datas = [mats[0].data] * len(mats) if a.cached else [m.data for m in mats]
         ra, na = caller(A, kind, datas, x)
         rb, nb = caller(B, kind, datas, x)
         assert ra().tobytes() == rb().tobytes(), f"{role}: A and B differ"
