@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import time
@@ -67,9 +68,16 @@ def main():
                 r[f"{name}_ms"], r[f"{name}_cpu_ms"] = steps(eng, a.batch, a.prompt_len, a.steps, rep)
             eng.model.fused = fused
             if a.llama_bench:
-                lb = llama_bench(a.llama_bench, opened.source, t, 32, 0)
+                r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+                llama_bench(a.llama_bench, opened.source, t, 16, 0)
+                r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+                lb = llama_bench(a.llama_bench, opened.source, t, 80, 0)
+                r2 = resource.getrusage(resource.RUSAGE_CHILDREN)
+                cpu = lambda x, y: y.ru_utime + y.ru_stime - x.ru_utime - x.ru_stime  # noqa: E731
                 r["llama_tg_tok_s"] = lb["tg"]
                 r["llama_ms"] = 1e3 / lb["tg"]
+                # CPU seconds a token: (tg80's run - tg16's run) / 64 (load and warm-up cancel)
+                r["llama_cpu_ms"] = (cpu(r1, r2) - cpu(r0, r1)) / 64 * 1e3
             r["loadavg"] = os.getloadavg()[0]
             print("round", json.dumps(r), flush=True)
             rows.append(r)
@@ -81,7 +89,10 @@ def main():
                 f"(fused/ops {median([r['fused_ms'] / r['ops_ms'] for r in rs]):.2f})")
         if a.llama_bench:
             line += (f"; llama tg {median([r['llama_ms'] for r in rs]):.2f} ms, ours fused / llama "
-                     f"tok/s {median([r['llama_ms'] / r['fused_ms'] for r in rs]):.2f}")
+                     f"tok/s {median([r['llama_ms'] / r['fused_ms'] for r in rs]):.2f}; CPU a token: ours "
+                     f"{median([r['fused_cpu_ms'] for r in rs]):.2f} ms, llama "
+                     f"{median([r['llama_cpu_ms'] for r in rs]):.2f} ms (llama/ours "
+                     f"{median([r['llama_cpu_ms'] / r['fused_cpu_ms'] for r in rs]):.2f})")
         print(line)
     print(json.dumps({"commit": commit, "batch": a.batch, "rows": rows}))
 

@@ -62,6 +62,9 @@ def main():
     numba.set_num_threads(a.threads)
     opened = open_model(None, progress=False)
     eng = opened.engine
+    fused = getattr(eng.model, "fused", None)
+    eng.model.fused = None        # the op-by-op path: each kernel call timed (the one-call
+    # forward runs the same kernels with no Python between; its step time is printed last)
     from kernels import blocks_vec, rmsnorm_cpu, attention_cpu, blocks_cpu, qmatmul
     names = {}
     L0 = eng.weights.layers[0]
@@ -124,9 +127,16 @@ def main():
         print(f"  {k:32s} {v:7.3f} ms  {r['calls'].get(k, 0):4d} calls  {gb}")
     print(f"  {'rest (python, outside kernels)':32s} {r['rest_ms_mean']:7.3f} ms")
     print(f"  bytes read by the matmuls a step: {tb / 1e6:.1f} MB")
+    fused_ms = None
+    if fused is not None:
+        eng.model.fused = fused
+        from bench.cpu_fused_ab import steps as run_steps
+        fused_ms = [run_steps(eng, a.batch, a.prompt_len, a.steps, 9 + i) for i in range(a.repeat)]
+        print(f"one-call forward (kernels/forward_cpu.py): step median wall / CPU ms by round: "
+              + ", ".join(f"{w:.2f} / {c:.2f}" for w, c in fused_ms))
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     print(json.dumps({"commit": commit, "threads": a.threads, "batch": a.batch, "copy_GBps": bw / 1e9,
-                      "rounds": results}))
+                      "rounds": results, "fused_wall_cpu_ms": fused_ms}))
 
 
 if __name__ == "__main__":

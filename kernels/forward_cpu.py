@@ -42,7 +42,8 @@ def _make(kinds):
     mq, mo, mg, md, mh = (blocks_vec.KERNELS[k] for k in kinds)
     sq, so, sg, sd, sh = (k == "Q4_1" for k in kinds)     # Q4_1 reads its x block sums
 
-    @njit(cache=True, parallel=True, boundscheck=False)
+    # nogil: the server's other threads (HTTP, streaming the last token) run during the step
+    @njit(cache=True, parallel=True, boundscheck=False, nogil=True)
     def forward(h, attn_norm, mlp_norm, final_norm, eps, wq, wo, wg, wd, wh,
                 K, V, nq, nkv, hd, ff, cos, sin, spans, starts, tables, page_rows, scale, sel,
                 logits):
