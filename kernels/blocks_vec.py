@@ -35,14 +35,27 @@ its xsum row only, through the one function below, in the order above.
 """
 from __future__ import annotations
 
-import numpy as np
-from llvmlite import ir
-from numba import njit, prange, types
-from numba.core import cgutils
-from numba.extending import intrinsic
+import os
 
-from kernels.vec_ir import F32 as _f32, V16F as _v16f, V32F as _v32f
-from kernels.vec_ir import fma as _fma, lanes as _lanes, ptr as _ptr, splat as _splat
+# libgomp (numba's omp layer) spins 300,000 times before it sleeps at the end of each parallel
+# region; on a 2-core machine shared with other work a spinning worker takes the core the
+# other thread needs, and a decode step's ~121 regions each wait for a descheduled thread.
+# Measured on the default model, -t 2, one process per setting (receipt 2026-12-02-cpu-speed):
+# at load 4-7, step 423-512 ms (300k-like 100k spins) vs 64-69 (10k) vs 13-14 (passive);
+# at load 2-3, 8.0-8.7 (100k) vs 8.2-8.3 (10k) vs 12.3-12.5 (passive). 10k keeps the quiet
+# speed and drops most of the loaded collapse. Read when libgomp loads (the first parallel
+# call), so set here, before numba; a user's own OMP_WAIT_POLICY / GOMP_SPINCOUNT wins.
+if "OMP_WAIT_POLICY" not in os.environ:
+    os.environ.setdefault("GOMP_SPINCOUNT", "10000")
+
+import numpy as np  # noqa: E402
+from llvmlite import ir  # noqa: E402
+from numba import njit, prange, types  # noqa: E402
+from numba.core import cgutils  # noqa: E402
+from numba.extending import intrinsic  # noqa: E402
+
+from kernels.vec_ir import F32 as _f32, V16F as _v16f, V32F as _v32f  # noqa: E402
+from kernels.vec_ir import fma as _fma, lanes as _lanes, ptr as _ptr, splat as _splat  # noqa: E402
 
 ROWS = 16                # output rows a parallel chunk takes
 BLOCK_BYTES = {"Q8_0": 34, "Q4_0": 18, "Q4_1": 20}
