@@ -27,10 +27,10 @@ Used for the plain llama layer (no qkv bias, no q/k norms), TP=1, every matrix o
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
 from kernels import blocks_vec
-from kernels.attention_cpu import PARALLEL_FROM, _job, _write
+from kernels.attention_cpu import PARALLEL_FROM, _attend_parallel, _attend_serial
 from kernels.blocks_vec import block_sums
 from kernels.rmsnorm_cpu import add_rms_norm, rms_norm, swiglu
 
@@ -43,7 +43,9 @@ def _make(kinds):
     sq, so, sg, sd, sh = (k == "Q4_1" for k in kinds)     # Q4_1 reads its x block sums
 
     # nogil: the server's other threads (HTTP, streaming the last token) run during the step
-    @njit(cache=True, parallel=True, boundscheck=False, nogil=True)
+    # not parallel itself (its kernels are): a parfor pass over this function cost ~8 s of a
+    # cold compile
+    @njit(cache=True, boundscheck=False, nogil=True)
     def forward(h, attn_norm, mlp_norm, final_norm, eps, wq, wo, wg, wd, wh,
                 K, V, nq, nkv, hd, ff, cos, sin, spans, starts, tables, page_rows, scale, sel,
                 logits):
@@ -76,15 +78,12 @@ def _make(kinds):
             mq(x, xs_d, wq[li], qkv)
             kl = K[li]
             vl = V[li]
-            owner = _write(qkv, nq, nkv, hd, cos, sin, kl, vl, spans, starts, tables, page_rows)
-            if big:                    # the same (row, head) jobs, on both cores or on one
-                for job in prange(T * nq):
-                    _job(job, owner, qkv, nq, nkv, hd, cos, sin, kl, vl, spans, starts, tables,
-                         page_rows, scale, att)
+            if big:                    # round_attend's two forms: the same (row, head) jobs
+                _attend_parallel(qkv, nq, nkv, hd, cos, sin, kl, vl, spans, starts, tables,
+                                 page_rows, scale, att)
             else:
-                for job in range(T * nq):
-                    _job(job, owner, qkv, nq, nkv, hd, cos, sin, kl, vl, spans, starts, tables,
-                         page_rows, scale, att)
+                _attend_serial(qkv, nq, nkv, hd, cos, sin, kl, vl, spans, starts, tables,
+                               page_rows, scale, att)
             if so:
                 block_sums(att2, xs_a)
             mo(att2, xs_a, wo[li], out)
