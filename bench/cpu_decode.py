@@ -159,7 +159,7 @@ def main():
         head["pp_tok_s"] = median([r["pp_tok_s"] for r in rounds])
     if a.llama_bench:
         head["llama_tg_tok_s"] = median([r["llama_tg_tok_s"] for r in rounds])
-        head["llama_pp_tok_s"] = median([r["llama_pp_tok_s"] for r in rounds])
+        head["llama_pp_tok_s"] = median([r["llama_pp_tok_s"] for r in rounds]) if a.pp else None
         # ratios round by round (the two engines side by side), then their median
         head["ratio_b1_over_llama_tg"] = median([r["b1_tok_s"] / r["llama_tg_tok_s"] for r in rounds]) \
             if 1 in batches else None
@@ -175,10 +175,10 @@ def main():
     if a.pp:
         print(f"prefill {a.pp}: {head['pp_tok_s']:.1f} tok/s (TTFT {a.pp / head['pp_tok_s']:.2f} s)")
     if a.llama_bench:
-        print(f"llama.cpp -t {a.threads}: tg{a.steps} {head['llama_tg_tok_s']:.1f} tok/s, "
-              f"pp{a.pp} {head['llama_pp_tok_s']:.1f} tok/s")
-        print(f"ratios (median of rounds): our b1 / llama tg = {head['ratio_b1_over_llama_tg']:.2f}; "
-              f"our pp / llama pp = {head['ratio_pp_over_llama_pp']:.2f}")
+        print(f"llama.cpp -t {a.threads}: tg{a.steps} {head['llama_tg_tok_s']:.1f} tok/s"
+              + (f", pp{a.pp} {head['llama_pp_tok_s']:.1f} tok/s" if a.pp else ""))
+        print(f"ratios (median of rounds): our b1 / llama tg = {head['ratio_b1_over_llama_tg']:.2f}"
+              + (f"; our pp / llama pp = {head['ratio_pp_over_llama_pp']:.2f}" if a.pp else ""))
     if "ratio_b8_over_b1" in head:
         print(f"our b8 / our b1 tokens/s = {head['ratio_b8_over_b1']:.2f}")
     print(json.dumps({**head, "rounds": rounds, "rows": rows}))

@@ -31,6 +31,8 @@ import threading
 import numpy as np
 
 os.environ.setdefault("NUMBA_SLP_VECTORIZE", "1")     # before numba reads its config
+if "OMP_WAIT_POLICY" not in os.environ:                # libgomp's spin: kernels/blocks_vec.py
+    os.environ.setdefault("GOMP_SPINCOUNT", "10000")
 import numba  # noqa: E402
 from numba import njit, prange  # noqa: E402
 from numba.core import config as _nbconfig  # noqa: E402

@@ -25,120 +25,174 @@ kernels.qmatmul.ref). How many rows go side by side (four rows of blocks against
 one row of blocks against 8, 4 or 1 x rows, w formed once a block for all) changes how many
 chains run at once, never a chain's operations.
 
+The scales are read where the file keeps them (each block's f16 d, and Q4_1's m, widened to
+float32 exactly in the loop: vcvtph2ps, four rows' blocks in one vector), so a step reads the
+blocks' bytes and nothing else (a float32 copy of the scales, kept beside the blocks until
+c23, added 40% to a Q4_1 step's bytes; the same values, so the same bytes out).
+
 Batch invariance by construction: an output element reads its row of blocks, its x row and
 its xsum row only, through the one function below, in the order above.
 """
 from __future__ import annotations
 
-import numpy as np
-from llvmlite import ir
-from numba import njit, prange, types
-from numba.extending import intrinsic
+import os
 
-from kernels.vec_ir import F32 as _f32, V16F as _v16f, V32F as _v32f
-from kernels.vec_ir import fma as _fma, lanes as _lanes, ptr as _ptr, splat as _splat
+# libgomp (numba's omp layer) spins 300,000 times before it sleeps at the end of each parallel
+# region; on a 2-core machine shared with other work a spinning worker takes the core the
+# other thread needs, and a decode step's ~121 regions each wait for a descheduled thread.
+# Measured on the default model, -t 2, one process per setting (receipt 2026-12-02-cpu-speed):
+# at load 4-7, step 423-512 ms (300k-like 100k spins) vs 64-69 (10k) vs 13-14 (passive);
+# at load 2-3, 8.0-8.7 (100k) vs 8.2-8.3 (10k) vs 12.3-12.5 (passive). 10k keeps the quiet
+# speed and drops most of the loaded collapse. Read when libgomp loads (the first parallel
+# call), so set here, before numba; a user's own OMP_WAIT_POLICY / GOMP_SPINCOUNT wins.
+if "OMP_WAIT_POLICY" not in os.environ:
+    os.environ.setdefault("GOMP_SPINCOUNT", "10000")
+
+import numpy as np  # noqa: E402
+from llvmlite import ir  # noqa: E402
+from numba import njit, prange, types  # noqa: E402
+from numba.core import cgutils  # noqa: E402
+from numba.extending import intrinsic  # noqa: E402
+
+from kernels.vec_ir import F32 as _f32, V16F as _v16f, V32F as _v32f  # noqa: E402
+from kernels.vec_ir import fma as _fma, lanes as _lanes, ptr as _ptr, splat as _splat  # noqa: E402
 
 ROWS = 16                # output rows a parallel chunk takes
 BLOCK_BYTES = {"Q8_0": 34, "Q4_0": 18, "Q4_1": 20}
 
-_i8, _i64 = ir.IntType(8), ir.IntType(64)
+_i8, _i16, _i32, _i64 = ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64)
+_half = ir.HalfType()
 _v16i8 = ir.VectorType(_i8, 16)
 _v32i8 = ir.VectorType(_i8, 32)
 
 
-def _block_values(builder, kind, base, cp, b):
-    """(d, m or None, lo, hi): the block's scale(s) (float32, from the row's scales cp: d, m
-    of block b at 2b, 2b + 1) and its 32 integer values as float32 lanes."""
-    s0 = builder.gep(cp, [builder.mul(b, ir.Constant(_i64, 2))])
-    d = builder.load(s0, align=4)
+def _vec(builder, elems, ty):
+    v = ir.Constant(ir.VectorType(ty, len(elems)), ir.Undefined)
+    for j, e in enumerate(elems):
+        v = builder.insert_element(v, e, ir.Constant(_i32, j))
+    return v
+
+
+def _lane16(builder, v, j):
+    """Lane j of v splat to 16 float32 lanes."""
+    return builder.shuffle_vector(v, ir.Constant(v.type, ir.Undefined),
+                                  ir.Constant(ir.VectorType(_i32, 16), [j] * 16))
+
+
+def _f16s(builder, kind, bases):
+    """The f16 scales of blocks at `bases` (one block each), read where the file keeps them
+    (bytes 0-1: d; Q4_1's 2-3: m) and widened to float32 exactly, all k at once: a vector
+    [d_0, d_1, ...] or, Q4_1, [d_0, m_0, d_1, m_1, ...]."""
+    w = _i32 if kind == "Q4_1" else _i16
+    vals = [builder.load(builder.bitcast(b, w.as_pointer()), align=1) for b in bases]
+    n = len(bases) * (2 if kind == "Q4_1" else 1)
+    packed = builder.bitcast(_vec(builder, vals, w), ir.VectorType(_half, n))
+    return builder.fpext(packed, ir.VectorType(_f32, n))
+
+
+def _block_q(builder, kind, base):
+    """The block's 32 integer values as two float32 16-lane vectors (positions 0-15, 16-31)."""
     if kind == "Q8_0":
         q = builder.load(builder.bitcast(builder.gep(base, [ir.Constant(_i64, 2)]), _v32i8.as_pointer()), align=1)
-        lo = builder.sitofp(_lanes(builder, q, 0, 16), _v16f)
-        hi = builder.sitofp(_lanes(builder, q, 16, 16), _v16f)
-        return d, None, lo, hi
+        return builder.sitofp(_lanes(builder, q, 0, 16), _v16f), builder.sitofp(_lanes(builder, q, 16, 16), _v16f)
     off = 2 if kind == "Q4_0" else 4
     q = builder.load(builder.bitcast(builder.gep(base, [ir.Constant(_i64, off)]), _v16i8.as_pointer()), align=1)
     lo = builder.and_(q, ir.Constant(_v16i8, [15] * 16))
     hi = builder.lshr(q, ir.Constant(_v16i8, [4] * 16))
     if kind == "Q4_0":
         eight = ir.Constant(_v16i8, [8] * 16)
-        return d, None, builder.sitofp(builder.sub(lo, eight), _v16f), builder.sitofp(builder.sub(hi, eight), _v16f)
-    m = builder.load(builder.gep(s0, [ir.Constant(_i64, 1)]), align=4)
-    return d, m, builder.uitofp(lo, _v16f), builder.uitofp(hi, _v16f)
+        return builder.sitofp(builder.sub(lo, eight), _v16f), builder.sitofp(builder.sub(hi, eight), _v16f)
+    return builder.uitofp(lo, _v16f), builder.uitofp(hi, _v16f)
 
 
-def scales(kind: str, data: np.ndarray) -> np.ndarray:
-    """float32 [N, 2 nb]: each block's f16 d (and Q4_1's m; else 0) as float32, exactly (a
-    repack of the file's scale bytes, made once a matrix: f16 -> f32 per block cost 5 of
-    a block's ~17 instructions at one row)."""
-    N = data.shape[0]
-    blk = data.reshape(N, -1, BLOCK_BYTES[kind])
-    out = np.zeros((N, blk.shape[1], 2), np.float32)
-    out[:, :, 0] = np.ascontiguousarray(blk[:, :, 0:2]).view(np.float16)[:, :, 0]
-    if kind == "Q4_1":
-        out[:, :, 1] = np.ascontiguousarray(blk[:, :, 2:4]).view(np.float16)[:, :, 0]
-    return out.reshape(N, -1)
+# Each block loop asks for the same place PREFETCH_ROWS rows on (llvm.prefetch: no effect on
+# any value): the rows a chunk reads next arrive from memory while this one computes. One
+# token's matmuls at one thread, interleaved A/B on the default model's matrices (receipt
+# 2026-12-02-cpu-speed): 0.64x the time with 4 or 8 rows ahead, 0.68x with 16.
+PREFETCH_ROWS = 8
 
 
-def _loop(builder, nb, k, body):
-    """for b in 0 .. nb-1: (accs, sms) = body(b, accs, sms) for k independent elements, from
-    zeros; returns the final (accs, sms), zeros when nb == 0."""
-    zero = ir.Constant(_v32f, [0.0] * 32)
-    fzero = ir.Constant(_f32, 0.0)
+def _prefetch(builder, p):
+    fn = cgutils.get_or_insert_function(
+        builder.module, ir.FunctionType(ir.VoidType(), [_i8.as_pointer(), _i32, _i32, _i32]), "llvm.prefetch.p0i8")
+    builder.call(fn, [p, ir.Constant(_i32, 0), ir.Constant(_i32, 3), ir.Constant(_i32, 1)])
+
+
+def _permvar(builder, table, idx):
+    """table[idx & 15] lane by lane (AVX-512's vpermps)."""
+    v16i = ir.VectorType(_i32, 16)
+    fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_v16f, [_v16f, v16i]),
+                                        "llvm.x86.avx512.permvar.sf.512")
+    return builder.call(fn, [table, idx])
+
+
+def _weights(builder, kind, base, dv, table):
+    """The block's 32 weights as the sum reads them, d * q in block order (dv: d splat to 16
+    lanes). table (Q4_0, Q4_1 where AVX-512 is there): the 16 products d * v for the 16 values
+    v a nibble stands for (0..15; Q4_0 -8..7), each lane then picked by its nibble (vpermps):
+    the same fmul(d, v) the unpacked form computes, one shuffle a 16 weights instead of a
+    convert and a multiply."""
+    if not table or kind == "Q8_0":
+        lo, hi = _block_q(builder, kind, base)
+        return _scaled(builder, dv, lo, hi)
+    vals = list(range(16)) if kind == "Q4_1" else list(range(-8, 8))
+    tab = builder.fmul(dv, ir.Constant(_v16f, [float(v) for v in vals]))
+    off = 2 if kind == "Q4_0" else 4
+    q = builder.load(builder.bitcast(builder.gep(base, [ir.Constant(_i64, off)]), _v16i8.as_pointer()), align=1)
+    qi = builder.zext(q, ir.VectorType(_i32, 16))
+    lo = _permvar(builder, tab, builder.and_(qi, ir.Constant(ir.VectorType(_i32, 16), [15] * 16)))
+    hi = _permvar(builder, tab, builder.lshr(qi, ir.Constant(ir.VectorType(_i32, 16), [4] * 16)))
+    mask = ir.Constant(ir.VectorType(_i32, 32), list(range(32)))
+    return builder.shuffle_vector(lo, hi, mask)
+
+
+def _loop(builder, nb, inits, body):
+    """for b in 0 .. nb-1: state = body(b, state), state a list of LLVM values starting at
+    `inits`; returns the final state (inits when nb == 0)."""
     entry = builder.block
     loop = builder.append_basic_block("blk_loop")
     done = builder.append_basic_block("blk_done")
     builder.cbranch(builder.icmp_signed(">", nb, ir.Constant(_i64, 0)), loop, done)
     builder.position_at_end(loop)
     b = builder.phi(_i64)
-    accs = [builder.phi(_v32f) for _ in range(k)]
-    sms = [builder.phi(_f32) for _ in range(k)]
-    accs2, sms2 = body(b, accs, sms)
+    st = [builder.phi(v.type) for v in inits]
+    st2 = body(b, st)
     b2 = builder.add(b, ir.Constant(_i64, 1))
     end = builder.block
     builder.cbranch(builder.icmp_signed("<", b2, nb), loop, done)
     b.add_incoming(ir.Constant(_i64, 0), entry)
     b.add_incoming(b2, end)
-    for phis, new, z in ((accs, accs2, zero), (sms, sms2, fzero)):
-        for phi, v in zip(phis, new):
-            phi.add_incoming(z, entry)
-            phi.add_incoming(v, end)
+    for phi, v0, v in zip(st, inits, st2):
+        phi.add_incoming(v0, entry)
+        phi.add_incoming(v, end)
     builder.position_at_end(done)
     out = []
-    for new, z in ((accs2, zero), (sms2, fzero)):
-        vs = []
-        for v in new:
-            phi = builder.phi(v.type)
-            phi.add_incoming(z, entry)
-            phi.add_incoming(v, end)
-            vs.append(phi)
-        out.append(vs)
+    for v0, v in zip(inits, st2):
+        phi = builder.phi(v.type)
+        phi.add_incoming(v0, entry)
+        phi.add_incoming(v, end)
+        out.append(phi)
     return out
 
 
-def _scaled(builder, d, lo, hi):
-    """The block's 32 weights as the sum reads them: d * q in block order (float32 products)."""
-    dv = _splat(builder, d)
-    mask = ir.Constant(ir.VectorType(ir.IntType(32), 32), list(range(32)))
+def _scaled(builder, dv, lo, hi):
+    """The block's 32 weights as the sum reads them: d * q in block order (float32 products;
+    dv: d splat to 16 lanes)."""
+    mask = ir.Constant(ir.VectorType(_i32, 32), list(range(32)))
     return builder.shuffle_vector(builder.fmul(dv, lo), builder.fmul(dv, hi), mask)
 
 
-def _step(builder, w, m, xp, sp, b, acc, sm):
-    """One block of the order in the module's docstring (w from _scaled)."""
+def _xstep(builder, w, xp, b, acc):
     x0 = builder.gep(xp, [builder.mul(b, ir.Constant(_i64, 32))])
-    xv = builder.load(builder.bitcast(x0, _v32f.as_pointer()), align=4)
-    acc = _fma(builder, w, xv, acc)
-    if m is not None:
-        sm = _fma(builder, m, builder.load(builder.gep(sp, [b]), align=4), sm)
-    return acc, sm
+    return _fma(builder, w, builder.load(builder.bitcast(x0, _v32f.as_pointer()), align=4), acc)
 
 
 def _finish(builder, acc, sm):
     v = acc
     for n in (16, 8, 4, 2):
         v = builder.fadd(_lanes(builder, v, 0, n), _lanes(builder, v, n, n))
-    r = builder.fadd(builder.extract_element(v, ir.Constant(ir.IntType(32), 0)),
-                     builder.extract_element(v, ir.Constant(ir.IntType(32), 1)))
+    r = builder.fadd(builder.extract_element(v, ir.Constant(_i32, 0)),
+                     builder.extract_element(v, ir.Constant(_i32, 1)))
     return builder.fadd(r, sm)
 
 
@@ -152,10 +206,17 @@ def _ret(k):
     return types.float32 if k == 1 else types.UniTuple(types.float32, k)
 
 
-def _make_dot(kind, k):
+_ZERO32 = ir.Constant(_v32f, [0.0] * 32)
+_FZERO = ir.Constant(_f32, 0.0)
+
+
+def _make_dot(kind, k, table):
     """dot(w_0 .. w_{k-1}, x, xsum): k rows of blocks (uint8[:]) times one x row (float32[:],
-    K) -> k elements, each in the module's order (k chains side by side, one x load)."""
+    K) -> k elements, each in the module's order (k chains side by side, one x load; the k
+    blocks' scales widened in one vector; Q4_1's min sums as the odd lanes of one vector
+    chain: lane 2j + 1 is fma(m_b, xsum[b], sm) over the blocks in order, row j's sm)."""
     nbytes = BLOCK_BYTES[kind]
+    q41 = kind == "Q4_1"
 
     def typer(*args):
         sig = _ret(k)(*args)
@@ -163,71 +224,87 @@ def _make_dot(kind, k):
         def codegen(context, builder, signature, vals):
             ws = [builder.bitcast(_ptr(context, builder, signature.args[j], vals[j]).data, _i8.as_pointer())
                   for j in range(k)]
-            cs = [_ptr(context, builder, signature.args[k + j], vals[k + j]).data for j in range(k)]
-            xa = _ptr(context, builder, signature.args[2 * k], vals[2 * k])
-            sp = _ptr(context, builder, signature.args[2 * k + 1], vals[2 * k + 1]).data
+            xa = _ptr(context, builder, signature.args[k], vals[k])
+            sp = _ptr(context, builder, signature.args[k + 1], vals[k + 1]).data
             nb = builder.sdiv(builder.extract_value(xa.shape, 0), ir.Constant(_i64, 32))
+            smt = ir.VectorType(_f32, 2 * k)
 
-            def body(b, accs, sms):
-                out_a, out_s = [], []
-                for wp, cp, acc, sm in zip(ws, cs, accs, sms):
-                    base = builder.gep(wp, [builder.mul(b, ir.Constant(_i64, nbytes))])
-                    d, m, lo, hi = _block_values(builder, kind, base, cp, b)
-                    a, s_ = _step(builder, _scaled(builder, d, lo, hi), m, xa.data, sp, b, acc, sm)
-                    out_a.append(a)
-                    out_s.append(s_)
-                return out_a, out_s
-            accs, sms = _loop(builder, nb, k, body)
-            return _result(context, builder, signature, [_finish(builder, a, s_) for a, s_ in zip(accs, sms)])
+            ahead = builder.mul(nb, ir.Constant(_i64, nbytes * PREFETCH_ROWS))
+
+            def body(b, st):
+                bases = [builder.gep(wp, [builder.mul(b, ir.Constant(_i64, nbytes))]) for wp in ws]
+                if k > 1 and PREFETCH_ROWS:
+                    for base in bases:             # the same place PREFETCH_ROWS rows on
+                        _prefetch(builder, builder.gep(base, [ahead]))
+                sc = _f16s(builder, kind, bases)
+                accs = []
+                for j, base in enumerate(bases):
+                    dv = _lane16(builder, sc, 2 * j if q41 else j)
+                    accs.append(_xstep(builder, _weights(builder, kind, base, dv, table), xa.data, b, st[j]))
+                if q41:
+                    xs = builder.load(builder.gep(sp, [b]), align=4)
+                    accs.append(_fma(builder, sc, _splat(builder, xs, 2 * k), st[k]))
+                return accs
+            inits = [_ZERO32] * k + ([ir.Constant(smt, [0.0] * (2 * k))] if q41 else [])
+            st = _loop(builder, nb, inits, body)
+            sms = [builder.extract_element(st[k], ir.Constant(_i32, 2 * j + 1)) if q41 else _FZERO
+                   for j in range(k)]
+            return _result(context, builder, signature, [_finish(builder, st[j], sms[j]) for j in range(k)])
         return sig, codegen
     if k == 1:
         @intrinsic
-        def dot(typingctx, w, c, x, xsum):
-            return typer(w, c, x, xsum)
+        def dot(typingctx, w, x, xsum):
+            return typer(w, x, xsum)
     else:
         @intrinsic
-        def dot(typingctx, w0, w1, w2, w3, c0, c1, c2, c3, x, xsum):
-            return typer(w0, w1, w2, w3, c0, c1, c2, c3, x, xsum)
+        def dot(typingctx, w0, w1, w2, w3, x, xsum):
+            return typer(w0, w1, w2, w3, x, xsum)
     return dot
 
 
-def _make_dotx(kind, k):
+def _make_dotx(kind, k, table):
     """dotx(w, x_0 .. x_{k-1}, xsum_0 .. xsum_{k-1}): one row of blocks times k x rows: each
     block unpacked and scaled once (the same d * lo, d * hi as `dot`), then k chains side by
     side, each the same operations in the same order as `dot`: the same bytes."""
     nbytes = BLOCK_BYTES[kind]
+    q41 = kind == "Q4_1"
 
     def typer(*args):
         sig = _ret(k)(*args)
 
         def codegen(context, builder, signature, vals_):
             wp = builder.bitcast(_ptr(context, builder, signature.args[0], vals_[0]).data, _i8.as_pointer())
-            cp = _ptr(context, builder, signature.args[1], vals_[1]).data
-            xs = [_ptr(context, builder, signature.args[2 + j], vals_[2 + j]) for j in range(k)]
-            sps = [_ptr(context, builder, signature.args[2 + k + j], vals_[2 + k + j]).data for j in range(k)]
+            xs = [_ptr(context, builder, signature.args[1 + j], vals_[1 + j]) for j in range(k)]
+            sps = [_ptr(context, builder, signature.args[1 + k + j], vals_[1 + k + j]).data for j in range(k)]
             nb = builder.sdiv(builder.extract_value(xs[0].shape, 0), ir.Constant(_i64, 32))
 
-            def body(b, accs, sms):
+            ahead = builder.mul(nb, ir.Constant(_i64, nbytes * PREFETCH_ROWS))
+
+            def body(b, st):
                 base = builder.gep(wp, [builder.mul(b, ir.Constant(_i64, nbytes))])
-                d, m, lo, hi = _block_values(builder, kind, base, cp, b)
-                w = _scaled(builder, d, lo, hi)
-                out_a, out_s = [], []
-                for xa, sp, acc, sm in zip(xs, sps, accs, sms):
-                    a, s_ = _step(builder, w, m, xa.data, sp, b, acc, sm)
-                    out_a.append(a)
-                    out_s.append(s_)
-                return out_a, out_s
-            accs, sms = _loop(builder, nb, k, body)
-            return _result(context, builder, signature, [_finish(builder, a, s_) for a, s_ in zip(accs, sms)])
+                if PREFETCH_ROWS:
+                    _prefetch(builder, builder.gep(base, [ahead]))
+                sc = _f16s(builder, kind, [base])
+                w = _weights(builder, kind, base, _lane16(builder, sc, 0), table)
+                out = [_xstep(builder, w, xa.data, b, st[j]) for j, xa in enumerate(xs)]
+                if q41:
+                    m = builder.extract_element(sc, ir.Constant(_i32, 1))
+                    out += [_fma(builder, m, builder.load(builder.gep(sp, [b]), align=4), st[k + j])
+                            for j, sp in enumerate(sps)]
+                return out
+            inits = [_ZERO32] * k + ([_FZERO] * k if q41 else [])
+            st = _loop(builder, nb, inits, body)
+            sms = st[k:] if q41 else [_FZERO] * k
+            return _result(context, builder, signature, [_finish(builder, st[j], sms[j]) for j in range(k)])
         return sig, codegen
     if k == 4:
         @intrinsic
-        def dotx(typingctx, w, c, x0, x1, x2, x3, s0, s1, s2, s3):
-            return typer(w, c, x0, x1, x2, x3, s0, s1, s2, s3)
+        def dotx(typingctx, w, x0, x1, x2, x3, s0, s1, s2, s3):
+            return typer(w, x0, x1, x2, x3, s0, s1, s2, s3)
     else:
         @intrinsic
-        def dotx(typingctx, w, c, x0, x1, x2, x3, x4, x5, x6, x7, s0, s1, s2, s3, s4, s5, s6, s7):
-            return typer(w, c, x0, x1, x2, x3, x4, x5, x6, x7, s0, s1, s2, s3, s4, s5, s6, s7)
+        def dotx(typingctx, w, x0, x1, x2, x3, x4, x5, x6, x7, s0, s1, s2, s3, s4, s5, s6, s7):
+            return typer(w, x0, x1, x2, x3, x4, x5, x6, x7, s0, s1, s2, s3, s4, s5, s6, s7)
     return dotx
 
 
@@ -243,12 +320,12 @@ def block_sums(x, out):
             out[i, b] = s
 
 
-def _make_mm(kind):
-    dot1, dot4 = _make_dot(kind, 1), _make_dot(kind, 4)
-    dx4, dx8 = _make_dotx(kind, 4), _make_dotx(kind, 8)
+def _make_mm(kind, table):
+    dot1, dot4 = _make_dot(kind, 1, table), _make_dot(kind, 4, table)
+    dx4, dx8 = _make_dotx(kind, 4, table), _make_dotx(kind, 8, table)
 
     @njit(cache=True, parallel=True, boundscheck=False)
-    def mm(x, xsum, data, sc, out):
+    def mm(x, xsum, data, out):
         M = x.shape[0]
         N = data.shape[0]
         for c in prange((N + ROWS - 1) // ROWS):
@@ -257,18 +334,17 @@ def _make_mm(kind):
                 x0, s0 = x[0], xsum[0]
                 n = lo
                 while n + 4 <= hi:
-                    a, b, c_, d = dot4(data[n], data[n + 1], data[n + 2], data[n + 3], sc[n], sc[n + 1], sc[n + 2], sc[n + 3],
-                                         x0, s0)
+                    a, b, c_, d = dot4(data[n], data[n + 1], data[n + 2], data[n + 3], x0, s0)
                     out[0, n], out[0, n + 1], out[0, n + 2], out[0, n + 3] = a, b, c_, d
                     n += 4
                 while n < hi:
-                    out[0, n] = dot1(data[n], sc[n], x0, s0)
+                    out[0, n] = dot1(data[n], x0, s0)
                     n += 1
                 continue
             i = 0                              # x rows 8 (then 4, then 1) at a time, each
             while i + 8 <= M:                  # group against the chunk's rows of blocks
                 for n in range(lo, hi):
-                    r = dx8(data[n], sc[n], x[i], x[i + 1], x[i + 2], x[i + 3], x[i + 4], x[i + 5], x[i + 6], x[i + 7],
+                    r = dx8(data[n], x[i], x[i + 1], x[i + 2], x[i + 3], x[i + 4], x[i + 5], x[i + 6], x[i + 7],
                             xsum[i], xsum[i + 1], xsum[i + 2], xsum[i + 3], xsum[i + 4], xsum[i + 5],
                             xsum[i + 6], xsum[i + 7])
                     for j in range(8):
@@ -276,28 +352,38 @@ def _make_mm(kind):
                 i += 8
             while i + 4 <= M:
                 for n in range(lo, hi):
-                    a, b, c_, d = dx4(data[n], sc[n], x[i], x[i + 1], x[i + 2], x[i + 3],
+                    a, b, c_, d = dx4(data[n], x[i], x[i + 1], x[i + 2], x[i + 3],
                                       xsum[i], xsum[i + 1], xsum[i + 2], xsum[i + 3])
                     out[i, n], out[i + 1, n], out[i + 2, n], out[i + 3, n] = a, b, c_, d
                 i += 4
             while i < M:
                 for n in range(lo, hi):
-                    out[i, n] = dot1(data[n], sc[n], x[i], xsum[i])
+                    out[i, n] = dot1(data[n], x[i], xsum[i])
                 i += 1
     return mm
 
 
-KERNELS = {k: _make_mm(k) for k in BLOCK_BYTES}
+def _avx512() -> bool:
+    """Numba compiles for this host (no NUMBA_CPU_NAME) and the host has AVX-512F."""
+    from numba.core import config
+    if config.CPU_NAME:
+        return False
+    import llvmlite.binding as ll
+    try:
+        return bool(ll.get_host_cpu_features().get("avx512f"))
+    except Exception:           # features unknown: the portable form
+        return False
 
 
-_SCALES: dict = {}       # id(data) -> (data, scales(kind, data)): made at a matrix's first use
+TABLE = _avx512()          # the nibble table (vpermps); else the portable unpack, the same bytes
+KERNELS = {k: _make_mm(k, TABLE) for k in BLOCK_BYTES}
 
 
-def _scales_of(kind, data):
-    got = _SCALES.get(id(data))
-    if got is None or got[0] is not data:
-        got = _SCALES[id(data)] = (data, scales(kind, data))
-    return got[1]
+def kernels(table: bool) -> dict:
+    """The kernels with the nibble table on or off (tests compare the two forms' bytes)."""
+    if table == TABLE:
+        return KERNELS
+    return {k: _make_mm(k, table) for k in BLOCK_BYTES}
 
 
 def matmul(x: np.ndarray, kind: str, data: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
@@ -309,5 +395,5 @@ def matmul(x: np.ndarray, kind: str, data: np.ndarray, out: np.ndarray | None = 
     xsum = np.empty((x.shape[0], x.shape[1] // 32), np.float32)
     if kind == "Q4_1":
         block_sums(x, xsum)
-    KERNELS[kind](x, xsum, data, _scales_of(kind, data), out)
+    KERNELS[kind](x, xsum, data, out)
     return out

@@ -51,6 +51,13 @@ class Model:
         # calls too (kernels/rmsnorm_cpu.py, attention_cpu.py); float models keep numpy
         from server.engine.weights.blocks import Blocks
         self.fast = xp is np and isinstance(weights.layers[0].wqkv, Blocks) if weights.layers else False
+        # the plain llama layer at TP=1 over 32-element blocks: the whole round in one numba
+        # call (kernels/forward_cpu.py: the same functions, the same bytes, no Python between)
+        self.fused = None
+        if self.fast:
+            from kernels.forward_cpu import Fused
+            if Fused.fits(weights, all_reduce):
+                self.fused = Fused(weights, spec)
         if xp is not np:
             from kernels.matmul_packed_cuda import pack_weights
             pack_weights(weights)                       # GEMM matrices in mma fragment order
@@ -96,6 +103,8 @@ class Model:
         hd, nq, nkv = s.head_dim, w.nq, w.nkv
         pos = r.pos
         h = ops.embed(w.embed, r.ids)                      # h: [T, d] float32
+        if self.fused is not None and r.cpu is not None:
+            return self.fused.run(h, r, kv, self.scale)
         out = None
         for li, L in enumerate(w.layers):
             # h += out; qkv = rmsnorm(h) Wqkv   [T, (nq + 2 nkv) hd]

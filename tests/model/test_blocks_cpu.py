@@ -122,3 +122,25 @@ def test_real_model_on_blocks_paged_equals_window(real_model):
         eng.apply(EndStep(0))
         got.append(rows[1])
     assert got[0] == got[1]
+
+
+@pytest.mark.parametrize("kind", ["Q4_1", "Q4_0"])
+def test_nibble_table_kernels_give_the_unpacked_forms_bytes(kind):
+    """kernels/blocks_vec.py picks each weight d * v from a 16-lane table by its nibble where
+    AVX-512 is there (vpermps) and unpacks and multiplies elsewhere: the same products, so
+    the same bytes, at every row count the kernels split differently (1, 4, 8 + 4 + 1)."""
+    from kernels import blocks_vec
+    if not blocks_vec._avx512():
+        pytest.skip("no AVX-512 here: only the unpacked form compiles")
+    table, plain = blocks_vec.kernels(True), blocks_vec.kernels(False)
+    w = random_blocks(kind, 37, 576, 11)
+    rng = np.random.default_rng(12)
+    for m in (1, 4, 13):
+        x = rng.standard_normal((m, 576)).astype(np.float32)
+        xs = np.empty((m, 18), np.float32)
+        blocks_vec.block_sums(x, xs)
+        a = np.empty((m, 37), np.float32)
+        b = np.empty((m, 37), np.float32)
+        table[kind](x, xs, w.data, a)
+        plain[kind](x, xs, w.data, b)
+        assert a.tobytes() == b.tobytes(), (kind, m)

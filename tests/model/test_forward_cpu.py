@@ -1,0 +1,60 @@
+"""The one-call forward (kernels/forward_cpu.py) against the op-by-op path it replaces, on the
+default model's own blocks: the same logits and the same K/V pools, byte for byte, for
+prefill chunks, decode rounds of one and several streams, mixed rounds, rows without logits,
+pages and windows. Fails when the fused forward's arithmetic departs from the op-by-op
+functions' in any row."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from kernels import qmatmul
+
+ok, why = qmatmul.available()
+pytestmark = pytest.mark.skipif(not ok, reason=why)
+
+
+def _rounds(eng, paged, fused):
+    """A script of rounds on 3 streams; returns every round's logits bytes and the pools."""
+    from server.ranks.steps import BeginStep, Chunk, EndStep, PoolStep, RoundStep
+    model = eng.model
+    keep = model.fused
+    if not fused:
+        model.fused = None
+    try:
+        eng.apply(PoolStep(paged, 12 if paged else 3, 16, (eng.page_bytes(16),), 3, 64))
+        eng.kv.K[...] = 0                    # rows never written compare equal too
+        eng.kv.V[...] = 0
+        for s in range(3):
+            eng.apply(BeginStep(s, (3 * s + 2, 3 * s, 3 * s + 1) if paged else ()))
+        rng = np.random.default_rng(5)
+        p = [tuple(int(t) for t in rng.integers(100, 20000, n)) for n in (21, 9, 14)]
+        got = []
+        script = [
+            (Chunk(0, 0, p[0][:13], False),),                       # no logits wanted
+            (Chunk(0, 13, p[0][13:], True), Chunk(1, 0, p[1], True)),
+            (Chunk(2, 0, p[2], 2),),                                # every row's logits
+            (Chunk(0, 21, (7,), True),),                            # decode, one stream
+            (Chunk(0, 22, (8,), True), Chunk(1, 9, (9,), True), Chunk(2, 14, (10,), True)),
+            (Chunk(1, 10, (11, 12, 13), True), Chunk(2, 15, (14,), True)),
+        ]
+        for chunks in script:
+            lg = eng.apply(RoundStep(chunks))
+            got.append(None if lg is None else np.asarray(lg).tobytes())
+        for s in range(3):
+            eng.apply(EndStep(s))
+        return got, eng.kv.K.tobytes(), eng.kv.V.tobytes()
+    finally:
+        model.fused = keep
+
+
+@pytest.mark.parametrize("paged", [True, False], ids=["pages", "windows"])
+def test_fused_forward_equals_the_op_by_op_path(real_model, paged):
+    eng = real_model.engine
+    assert eng.model.fused is not None, "the default model should take the one-call forward"
+    a = _rounds(eng, paged, fused=True)
+    b = _rounds(eng, paged, fused=False)
+    assert a[0][0] is None and b[0][0] is None
+    for i, (x, y) in enumerate(zip(a[0], b[0])):
+        assert x == y, f"round {i}: fused logits differ from the op-by-op path's"
+    assert a[1] == b[1] and a[2] == b[2], "fused K/V pools differ"
