@@ -210,6 +210,41 @@ _ZERO32 = ir.Constant(_v32f, [0.0] * 32)
 _FZERO = ir.Constant(_f32, 0.0)
 
 
+def _made(role: str, *args):
+    """The kernel `role` (dot, dotx, mm) for args, made once a process: what a pickled kernel
+    is rebuilt from (kernels/blocks_vec.py's own recipe, see stable_pickle)."""
+    key = (role, *args)
+    if key not in _MADE:
+        _MADE[key] = {"dot": _make_dot, "dotx": _make_dotx, "mm": _make_mm}[role](*args)
+    return _MADE[key]
+
+
+_MADE: dict = {}
+
+
+def stable_pickle(fn, role: str, *args):
+    """fn (an intrinsic or a dispatcher made inside a function) pickled as the recipe that
+    makes it, (_made, (role, *args)): the same bytes in every process, before and after it
+    compiles, so that numba's cache finds the functions that close over it.
+
+    numba keys a cached function that closes over others by a hash of those others pickled;
+    pickled as numba pickles them, an intrinsic or a dispatcher carries a uuid drawn afresh in
+    each process and state that changes once it has compiled, so every kernel made by _make_mm
+    (and the fused forward over them, kernels/forward_cpu.py) missed the cache in every new
+    process and compiled again on its first call: about 3.5 s a kind, some 20 s for the default
+    model's first round, at every start (tests/model/test_cpu_kernel_cache.py)."""
+    cls = type(fn)
+    fn.__class__ = _RECIPE_CLASSES.get(cls) or _RECIPE_CLASSES.setdefault(
+        cls, type(cls.__name__, (cls,), {"__reduce__": lambda self: (_made, self._recipe),
+                                         "__module__": cls.__module__}))
+    fn._recipe = (role, *args)
+    _MADE.setdefault((role, *args), fn)
+    return fn
+
+
+_RECIPE_CLASSES: dict = {}
+
+
 def _make_dot(kind, k, table):
     """dot(w_0 .. w_{k-1}, x, xsum): k rows of blocks (uint8[:]) times one x row (float32[:],
     K) -> k elements, each in the module's order (k chains side by side, one x load; the k
@@ -259,7 +294,7 @@ def _make_dot(kind, k, table):
         @intrinsic
         def dot(typingctx, w0, w1, w2, w3, x, xsum):
             return typer(w0, w1, w2, w3, x, xsum)
-    return dot
+    return stable_pickle(dot, "dot", kind, k, table)
 
 
 def _make_dotx(kind, k, table):
@@ -305,7 +340,7 @@ def _make_dotx(kind, k, table):
         @intrinsic
         def dotx(typingctx, w, x0, x1, x2, x3, x4, x5, x6, x7, s0, s1, s2, s3, s4, s5, s6, s7):
             return typer(w, x0, x1, x2, x3, x4, x5, x6, x7, s0, s1, s2, s3, s4, s5, s6, s7)
-    return dotx
+    return stable_pickle(dotx, "dotx", kind, k, table)
 
 
 @njit(cache=True, boundscheck=False)
@@ -360,7 +395,7 @@ def _make_mm(kind, table):
                 for n in range(lo, hi):
                     out[i, n] = dot1(data[n], x[i], xsum[i])
                 i += 1
-    return mm
+    return stable_pickle(mm, "mm", kind, table)
 
 
 def _avx512() -> bool:

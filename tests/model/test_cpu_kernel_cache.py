@@ -1,0 +1,49 @@
+"""The CPU block kernels pickle the same in every process, before and after they compile, so
+numba's cache finds them and the functions that close over them (kernels/blocks_vec.py,
+stable_pickle): without it every new process compiled each kind again on its first call
+(~3.5 s a kind) and the fused forward over them (~20 s for the default model's first round)."""
+from __future__ import annotations
+
+import hashlib
+import os
+import pickle
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("numba")
+from numba.core.serialize import dumps  # noqa: E402
+
+from kernels import blocks_vec  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+PICKLES = ("import hashlib; from numba.core.serialize import dumps; from kernels import blocks_vec; "
+           "print(' '.join(hashlib.sha256(dumps(blocks_vec.KERNELS[k])).hexdigest() for k in sorted(blocks_vec.KERNELS)))")
+
+
+def _here() -> str:
+    return " ".join(hashlib.sha256(dumps(blocks_vec.KERNELS[k])).hexdigest() for k in sorted(blocks_vec.KERNELS))
+
+
+def _call(kind: str) -> None:
+    n, k = 8, 64
+    data = np.zeros((n, k // 32 * blocks_vec.BLOCK_BYTES[kind]), np.uint8)
+    blocks_vec.KERNELS[kind](np.ones((1, k), np.float32), np.zeros((1, k // 32), np.float32), data,
+                             np.zeros((1, n), np.float32))
+
+
+def test_kernels_pickle_alike_in_another_process_and_after_compiling():
+    for kind in blocks_vec.KERNELS:
+        _call(kind)                                   # compiled (or loaded) here
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    other = subprocess.run([sys.executable, "-c", PICKLES], env=env, cwd=ROOT, capture_output=True,
+                           text=True, check=True).stdout.split()
+    assert other == _here().split()
+
+
+def test_a_pickled_kernel_is_the_same_kernel():
+    for kind, mm in blocks_vec.KERNELS.items():
+        assert pickle.loads(dumps(mm)) is mm, kind
