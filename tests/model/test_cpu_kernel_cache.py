@@ -47,3 +47,25 @@ def test_kernels_pickle_alike_in_another_process_and_after_compiling():
 def test_a_pickled_kernel_is_the_same_kernel():
     for kind, mm in blocks_vec.KERNELS.items():
         assert pickle.loads(dumps(mm)) is mm, kind
+
+
+def test_the_cache_folder_is_named_by_every_kernel_source(tmp_path):
+    import shutil
+
+    import kernels
+    for p in (ROOT / "kernels").glob("*.py"):
+        shutil.copy(p, tmp_path / p.name)
+    before = kernels.numba_cache_dir(tmp_path)
+    assert before == kernels.numba_cache_dir(tmp_path)
+    vec_ir = tmp_path / "vec_ir.py"                  # a file the cached functions call into
+    vec_ir.write_text(vec_ir.read_text() + "\n# changed\n")
+    assert kernels.numba_cache_dir(tmp_path) != before
+
+
+def test_numba_caches_where_kernels_names_it():
+    import kernels
+    from numba.core import config
+    if os.environ.get("NUMBA_CACHE_DIR") != kernels.numba_cache_dir():
+        pytest.skip("NUMBA_CACHE_DIR set by the environment: kept as set")
+    assert config.CACHE_DIR == kernels.numba_cache_dir()
+    assert blocks_vec.KERNELS["Q4_1"].stats.cache_path.startswith(config.CACHE_DIR)
