@@ -25,16 +25,6 @@ STEPS = 120
 
 
 @pytest.fixture(scope="module")
-def tok():
-    from server.engine.locate import ModelNotFound, default_gguf
-    from server.text.tokenizer import Tokenizer
-    try:
-        return Tokenizer.from_gguf(default_gguf())
-    except ModelNotFound as e:
-        pytest.skip(str(e))
-
-
-@pytest.fixture(scope="module")
 def kinds(tok):
     """Token ids by what they decode to: digits (or "."), whitespace, closing brackets."""
     text = [tok.decode([i]) for i in range(tok.vocab_size)]

@@ -4,7 +4,6 @@ streams at different points of different grammars, finished and errored ones amo
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
 from server.engine.grammar import compile_grammar, prepare_many
 from server.engine.sampler import SamplerState, prepare_masks, sample
@@ -17,16 +16,6 @@ SCHEMAS = [
     {"type": "object", "properties": {"n": {"type": "number", "minimum": -5, "maximum": 5}},
      "required": ["n"]},
 ]
-
-
-@pytest.fixture(scope="module")
-def tok():
-    from server.engine.locate import ModelNotFound, default_gguf
-    from server.text.tokenizer import Tokenizer
-    try:
-        return Tokenizer.from_gguf(default_gguf())
-    except ModelNotFound as e:
-        pytest.skip(str(e))
 
 
 def streams(tok, n: int, steps: int):

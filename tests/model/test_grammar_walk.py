@@ -27,16 +27,6 @@ EXAMPLES = int(os.environ.get("FOLDSERVE_SCHEMA_EXAMPLES", "30"))
 FINISHES: dict[str, int] = {"stop": 0, "length": 0}
 
 
-@pytest.fixture(scope="module")
-def tok():
-    from server.engine.locate import ModelNotFound, default_gguf
-    from server.text.tokenizer import Tokenizer
-    try:
-        return Tokenizer.from_gguf(default_gguf())
-    except ModelNotFound as e:
-        pytest.skip(str(e))
-
-
 def walk(tok, grammar, seed: int, temperature: float = 1.0, max_tokens: int = 400):
     """A reply drawn from random logits under the grammar -> (text, finish)."""
     rng = np.random.default_rng(seed)
