@@ -15,7 +15,7 @@ from server.planner.admission import Admission
 from server.ranks.steps import BeginStep
 from server.requests import GenRequest, SamplingParams
 from server.scheduler import Scheduler
-from test_scheduler_guards import Loop, Sink, spin, tokens
+from test_scheduler_guards import Loop, Sink, one_pass, spin, tokens
 
 PR, CTX = 4, 64
 PROMPT = [5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15]          # 11 tokens: 2 full pages of 4
@@ -36,14 +36,6 @@ def send(s, rid, prompt, max_tokens, follows=None):
                                                                      temperature=0.0),
                                    follows=follows)))
     return sink
-
-
-def one_pass(s):
-    """What the engine thread does once while busy (Scheduler._run)."""
-    s._drain(block=False)
-    s._admit()
-    if s.active:
-        s._round()
 
 
 def begun(drv) -> int:

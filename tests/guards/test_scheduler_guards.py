@@ -85,6 +85,14 @@ def submit(s, rid, prompt, max_tokens, **kw):
     return sink
 
 
+def one_pass(s):
+    """What the engine thread does once while busy (Scheduler._run)."""
+    s._drain(block=False)
+    s._admit()
+    if s.active:
+        s._round()
+
+
 def spin(s, rounds=200):
     for _ in range(rounds):
         s._drain(block=False)

@@ -19,7 +19,7 @@ from server.planner.admission import Admission
 from server.ranks.steps import EVERY_ROW, RoundStep
 from server.requests import GenRequest, SamplingParams
 from server.scheduler import Scheduler
-from test_scheduler_guards import Loop, Sink, spin, tokens
+from test_scheduler_guards import Loop, Sink, one_pass, spin, tokens
 
 PR, CTX = 4, 64
 P = [5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15]          # 11 tokens
@@ -38,13 +38,6 @@ def send(s, rid, prompt, max_tokens, **kw):
     kw.setdefault("temperature", 0.0)
     s.inbox.put(("new", GenRequest(rid, list(prompt), SamplingParams(max_tokens=max_tokens, **kw))))
     return sink
-
-
-def one_pass(s):
-    s._drain(block=False)
-    s._admit()
-    if s.active:
-        s._round()
 
 
 def whole(prompt, k):
