@@ -224,11 +224,15 @@ class HostComm(Comm):
             s.settimeout(self.timeout_s)
             with self._send_lock:
                 wire.send(s, tag, payload)
-        except TimeoutError:
-            self._fail(RankLost(r, f"not reading for {self.timeout_s:g} s"))
         except OSError as e:
-            # a peer that failed reports why before it closes: prefer its report to "broken pipe"
-            self._fail(RankLost(r, self._last_report(s) or _describe(e)))
+            self._lost_sending(r, s, e)
+
+    def _lost_sending(self, r: int, s, e: OSError) -> None:
+        """A send to rank r failed: the comm breaks naming r (TimeoutError: not reading)."""
+        if isinstance(e, TimeoutError):
+            self._fail(RankLost(r, f"not reading for {self.timeout_s:g} s"))
+        # a peer that failed reports why before it closes: prefer its report to "broken pipe"
+        self._fail(RankLost(r, self._last_report(s) or _describe(e)))
 
     def _send_all(self, tag: int, payload) -> None:
         """The same frame to every follower, with no other frame between: a follower that
@@ -243,14 +247,11 @@ class HostComm(Comm):
                 try:
                     s.settimeout(self.timeout_s)
                     wire.send(s, tag, payload)
-                except OSError as e:            # TimeoutError too; handled as _send does
+                except OSError as e:            # TimeoutError too: _lost_sending tells them apart
                     failed = (r, s, e)
                     break
         if failed is not None:                  # outside the lock: _fail reports to the others
-            r, s, e = failed
-            if isinstance(e, TimeoutError):
-                self._fail(RankLost(r, f"not reading for {self.timeout_s:g} s"))
-            self._fail(RankLost(r, self._last_report(s) or _describe(e)))
+            self._lost_sending(*failed)
 
     @staticmethod
     def _last_report(s) -> str | None:
