@@ -21,6 +21,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from bench.cpu_stage_time import matrices_by_role  # noqa: E402
 from server.engine.build import open_model  # noqa: E402
 
 
@@ -62,9 +63,7 @@ def main():
     A = load(a.before, "blocks_vec_before")
     from kernels import blocks_vec as B
     w = open_model(None, progress=False).engine.weights
-    roles = {"qkv": [L.wqkv for L in w.layers], "o": [L.wo for L in w.layers],
-             "gate_up": [L.wgu for L in w.layers], "down": [L.wdown for L in w.layers],
-             "head": [w.lm_head]}
+    roles = matrices_by_role(w)
     rng = np.random.default_rng(0)
     res = {}
     for role, mats in roles.items():

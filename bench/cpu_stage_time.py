@@ -21,6 +21,13 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from server.engine.build import open_model  # noqa: E402
 
 
+def matrices_by_role(w) -> dict:
+    """The model's matrices by their role in a layer (every layer's), and the head."""
+    return {"qkv": [L.wqkv for L in w.layers], "o": [L.wo for L in w.layers],
+            "gate_up": [L.wgu for L in w.layers], "down": [L.wdown for L in w.layers],
+            "head": [w.lm_head]}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--threads", type=int, default=1)
@@ -32,9 +39,7 @@ def main():
     from kernels import blocks_vec as V
     eng = open_model(None, progress=False).engine
     w = eng.weights
-    roles = {"qkv": [L.wqkv for L in w.layers], "o": [L.wo for L in w.layers],
-             "gate_up": [L.wgu for L in w.layers], "down": [L.wdown for L in w.layers],
-             "head": [w.lm_head]}
+    roles = matrices_by_role(w)
     rng = np.random.default_rng(0)
     res = {}
     for role, mats in roles.items():
