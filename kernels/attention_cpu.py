@@ -23,7 +23,7 @@ import numpy as np
 from numba import njit, prange
 
 from kernels import rope
-from kernels.vec_ir import axpy16, dot16
+from kernels.vec_ir import axpy_rows16, dot_rows16
 
 
 def plan(chunks, spans, pos, inv):
@@ -114,48 +114,75 @@ def _write(qkv, nq, nkv, hd, cos, sin, k_pool, v_pool, spans, starts, tables, pa
 @njit(cache=True, boundscheck=False)
 def _job(job, owner, qkv, nq, nkv, hd, cos, sin, k_pool, v_pool, spans, starts, tables, page_rows,
          scale, out):
-    """One (row, q head) of the round."""
+    """One (row, kv head) of the round: its group's q heads, each with its own arithmetic,
+    read the keys a page at a time, each page once for the whole group (then in L1)."""
     group = nq // nkv
-    t = job // nq
-    hq = job % nq
+    t = job // nkv
+    h = job % nkv
     c = owner[t]
     P = page_rows[c]
     L = starts[c] + t - spans[c, 0] + 1
-    h = hq // group
-    q = np.empty(hd, np.float32)
+    q = np.empty((group, hd), np.float32)
     acc = np.empty(16, np.float32)
-    _rotate(qkv[t, hq * hd:(hq + 1) * hd], cos[t], sin[t], q)
-    s = np.empty(L, np.float32)
+    for g in range(group):
+        hq = h * group + g
+        _rotate(qkv[t, hq * hd:(hq + 1) * hd], cos[t], sin[t], q[g])
+    s = np.empty((group, L), np.float32)
     vec = hd % 16 == 0
-    for j in range(L):
-        kj = k_pool[tables[c, j // P], j % P, h]
-        s[j] = (dot16(q, kj) if vec else _dot(q, kj, acc)) * np.float32(scale)
-    mx = s[0]
-    for j in range(1, L):
-        if s[j] > mx:
-            mx = s[j]
-    tot = np.float32(0.0)
-    for j in range(L):
-        s[j] = np.exp(s[j] - mx)
-        tot += s[j]
-    o = out[t, hq]
-    for d in range(hd):
-        o[d] = 0.0
-    for j in range(L):
-        wj = s[j] / tot
-        vj = v_pool[tables[c, j // P], j % P, h]
-        if vec:
-            axpy16(o, wj, vj)
-        else:
-            for d in range(hd):
-                o[d] = o[d] + wj * vj[d]
+    j = 0
+    pi = 0
+    while j < L:                       # the keys a page at a time: rows j .. j + n - 1
+        n = min(P, L - j)
+        kp = k_pool[tables[c, pi]]
+        for g in range(group):
+            if vec:
+                dot_rows16(q[g], kp[:n, h], s[g, j:j + n])
+            else:
+                for r in range(n):
+                    s[g, j + r] = _dot(q[g], kp[r, h], acc)
+        j += n
+        pi += 1
+    sc = np.float32(scale)
+    for g in range(group):
+        sg = s[g]
+        for j in range(L):
+            sg[j] = sg[j] * sc
+        mx = sg[0]
+        for j in range(1, L):
+            if sg[j] > mx:
+                mx = sg[j]
+        tot = np.float32(0.0)
+        for j in range(L):
+            sg[j] = np.exp(sg[j] - mx)
+            tot += sg[j]
+        for j in range(L):
+            sg[j] = sg[j] / tot
+        o = out[t, h * group + g]
+        for d in range(hd):
+            o[d] = 0.0
+    j = 0
+    pi = 0
+    while j < L:
+        n = min(P, L - j)
+        vp = v_pool[tables[c, pi]]
+        for g in range(group):
+            o = out[t, h * group + g]
+            if vec:
+                axpy_rows16(o, s[g, j:j + n], vp[:n, h])
+            else:
+                for r in range(n):
+                    vj = vp[r, h]
+                    for d in range(hd):
+                        o[d] = o[d] + s[g, j + r] * vj[d]
+        j += n
+        pi += 1
 
 
 @njit(cache=True, boundscheck=False)
 def _attend_serial(qkv, nq, nkv, hd, cos, sin, k_pool, v_pool, spans, starts, tables, page_rows,
                    scale, out):
     owner = _write(qkv, nq, nkv, hd, cos, sin, k_pool, v_pool, spans, starts, tables, page_rows)
-    for job in range(qkv.shape[0] * nq):
+    for job in range(qkv.shape[0] * nkv):
         _job(job, owner, qkv, nq, nkv, hd, cos, sin, k_pool, v_pool, spans, starts, tables, page_rows,
              scale, out)
 
@@ -164,6 +191,6 @@ def _attend_serial(qkv, nq, nkv, hd, cos, sin, k_pool, v_pool, spans, starts, ta
 def _attend_parallel(qkv, nq, nkv, hd, cos, sin, k_pool, v_pool, spans, starts, tables, page_rows,
                      scale, out):
     owner = _write(qkv, nq, nkv, hd, cos, sin, k_pool, v_pool, spans, starts, tables, page_rows)
-    for job in prange(qkv.shape[0] * nq):
+    for job in prange(qkv.shape[0] * nkv):
         _job(job, owner, qkv, nq, nkv, hd, cos, sin, k_pool, v_pool, spans, starts, tables, page_rows,
              scale, out)

@@ -119,3 +119,76 @@ def axpy16(typingctx, y, w, x):
         _count_loop(builder, n, body, ir.Constant(I64, 0))
         return context.get_dummy_value()
     return sig, codegen
+
+
+def _rows(context, builder, ty, val):
+    """A 2-D float32 array's (data as i8*, rows, row stride in bytes): rows are unit-stride."""
+    a = ptr(context, builder, ty, val)
+    return (builder.bitcast(a.data, ir.IntType(8).as_pointer()), builder.extract_value(a.shape, 0),
+            builder.extract_value(a.strides, 0))
+
+
+def _row(builder, base, r, stride):
+    return builder.bitcast(builder.gep(base, [builder.mul(r, stride)]), F32.as_pointer())
+
+
+@intrinsic
+def dot_rows16(typingctx, q, rows, out):
+    """out[r] = dot16(q, rows[r]) for every row r of rows (2-D, its rows unit-stride, len q a
+    multiple of 16): each row's the same fma chain and tree as dot16's, q held in registers."""
+    sig = types.void(q, rows, out)
+
+    def codegen(context, builder, signature, args):
+        qa = ptr(context, builder, signature.args[0], args[0])
+        base, nr, stride = _rows(context, builder, signature.args[1], args[1])
+        od = ptr(context, builder, signature.args[2], args[2]).data
+        n = builder.sdiv(builder.extract_value(qa.shape, 0), ir.Constant(I64, 16))
+
+        def row(r, st):
+            rp = _row(builder, base, r, stride)
+            acc = _count_loop(builder, n, lambda c, s: fma(builder, _v16(builder, qa.data, c), _v16(builder, rp, c), s),
+                              ir.Constant(V16F, [0.0] * 16))
+            builder.store(tree(builder, acc), builder.gep(od, [r]), align=4)
+            return st
+        _count_loop(builder, nr, row, ir.Constant(I64, 0))
+        return context.get_dummy_value()
+    return sig, codegen
+
+
+V64F = ir.VectorType(F32, 64)
+
+
+@intrinsic
+def axpy_rows16(typingctx, y, w, rows):
+    """axpy16(y, w[r], rows[r]) for r = 0, 1, ... in order (rows 2-D, unit-stride rows, len y
+    a multiple of 16): each element of y the same fma chain as those calls, held in registers
+    over the rows, 64 lanes at a time (then 16)."""
+    sig = types.void(y, w, rows)
+
+    def codegen(context, builder, signature, args):
+        ya = ptr(context, builder, signature.args[0], args[0])
+        wd = ptr(context, builder, signature.args[1], args[1]).data
+        base, nr, stride = _rows(context, builder, signature.args[2], args[2])
+        hd = builder.extract_value(ya.shape, 0)
+
+        def pass_(width, first, count):
+            vt = ir.VectorType(F32, width)
+
+            def chunk(c, st):
+                off = builder.add(first, builder.mul(c, ir.Constant(I64, width)))
+                yp = builder.bitcast(builder.gep(ya.data, [off]), vt.as_pointer())
+
+                def row(r, acc):
+                    wv = splat(builder, builder.load(builder.gep(wd, [r]), align=4), width)
+                    xp = builder.bitcast(builder.gep(_row(builder, base, r, stride), [off]), vt.as_pointer())
+                    return fma(builder, wv, builder.load(xp, align=4), acc)
+                builder.store(_count_loop(builder, nr, row, builder.load(yp, align=4)), yp, align=4)
+                return st
+            _count_loop(builder, count, chunk, ir.Constant(I64, 0))
+
+        n64 = builder.sdiv(hd, ir.Constant(I64, 64))
+        pass_(64, ir.Constant(I64, 0), n64)
+        done = builder.mul(n64, ir.Constant(I64, 64))
+        pass_(16, done, builder.sdiv(builder.sub(hd, done), ir.Constant(I64, 16)))
+        return context.get_dummy_value()
+    return sig, codegen
