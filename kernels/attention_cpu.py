@@ -58,13 +58,14 @@ def _rotate(src, cos, sin, dst):
 
 @njit(cache=True, boundscheck=False, fastmath={"contract"})
 def _dot(q, k, acc):
+    """dot16's order where the head dim is not a multiple of 16: lane l sums k = l, l + 16, ...
+    (a last partial group in lanes 0 .. hd % 16 - 1), then the same tree."""
     for l in range(16):
         acc[l] = 0.0
-    for d in range(0, q.shape[0], 16):
-        qd = q[d:d + 16]
-        kd = k[d:d + 16]
-        for l in range(16):
-            acc[l] += qd[l] * kd[l]
+    n = q.shape[0]
+    for d in range(0, n, 16):
+        for l in range(min(16, n - d)):
+            acc[l] += q[d + l] * k[d + l]
     for l in range(8):
         acc[l] += acc[l + 8]
     for l in range(4):
@@ -72,20 +73,30 @@ def _dot(q, k, acc):
     return (acc[0] + acc[2]) + (acc[1] + acc[3])
 
 
-PARALLEL_FROM = 1 << 18     # keys x q heads in a round from which the attention runs prange
+PARALLEL_FROM = 1 << 12     # keys x q heads in a round from which the attention runs prange,
+JOBS_FROM = 4               # when it has this many (row, kv head) jobs (one row's 3 are too
+                            # few to share; a decode round of 1 row at 100 keys stays serial)
+
+
+@njit(cache=True, boundscheck=False)
+def wide(spans, starts, nq, nkv):
+    """Whether a round's attention runs over both cores (the same (row, head) arithmetic either
+    way): its keys x q heads from PARALLEL_FROM and its jobs from JOBS_FROM."""
+    keys = 0
+    rows = 0
+    for c in range(spans.shape[0]):
+        n = spans[c, 1] - spans[c, 0]
+        rows += n
+        keys += n * starts[c] + n * (n + 1) // 2
+    return keys * nq >= PARALLEL_FROM and rows * nkv >= JOBS_FROM
 
 
 def round_attend(qkv, nq, nkv, hd, cos, sin, k_pool, v_pool, spans, starts, tables, page_rows,
                  scale, out):
     """qkv [T, (nq + 2 nkv) hd] float32 -> out [T, nq, hd]; K and V rows written to the pools
-    ([pages, P, nkv, hd]) through each chunk's table. Both cores once the round's keys x
-    heads pass PARALLEL_FROM (a prefill), else one (a decode round: the fork and join would
-    cost more); the same (row, head) arithmetic either way."""
-    keys = 0
-    for c in range(spans.shape[0]):
-        n = int(spans[c, 1] - spans[c, 0])
-        keys += n * int(starts[c]) + n * (n + 1) // 2
-    fn = _attend_parallel if keys * nq >= PARALLEL_FROM else _attend_serial
+    ([pages, P, nkv, hd]) through each chunk's table. Both cores where `wide` says (several
+    rows and enough keys), else one (one decode row: the fork and join would cost more)."""
+    fn = _attend_parallel if wide(spans, starts, nq, nkv) else _attend_serial
     fn(qkv, nq, nkv, hd, cos, sin, k_pool, v_pool, spans, starts, tables, page_rows, np.float32(scale), out)
 
 

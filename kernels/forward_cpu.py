@@ -30,7 +30,7 @@ import numpy as np
 from numba import njit
 
 from kernels import blocks_vec
-from kernels.attention_cpu import PARALLEL_FROM, _attend_parallel, _attend_serial
+from kernels.attention_cpu import _attend_parallel, _attend_serial, wide
 from kernels.blocks_vec import block_sums
 from kernels.rmsnorm_cpu import add_rms_norm, rms_norm, swiglu
 
@@ -50,11 +50,7 @@ def _make(kinds):
                 K, V, nq, nkv, hd, ff, cos, sin, spans, starts, tables, page_rows, scale, sel,
                 logits):
         T, D = h.shape
-        keys = 0                       # attention_cpu.round_attend's rule: a prange from
-        for c in range(spans.shape[0]):     # PARALLEL_FROM keys x heads (a prefill)
-            n = spans[c, 1] - spans[c, 0]
-            keys += n * starts[c] + n * (n + 1) // 2
-        big = keys * nq >= PARALLEL_FROM
+        big = wide(spans, starts, nq, nkv)     # attention_cpu.round_attend's rule
         nqkv = (nq + 2 * nkv) * hd
         x = np.empty((T, D), np.float32)
         h2 = np.empty((T, D), np.float32)

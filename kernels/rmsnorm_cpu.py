@@ -9,7 +9,7 @@ norm: 7 us serial, 0.1-0.7 ms through the OpenMP fork and join on this shared 2-
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
 
 @njit(cache=True, boundscheck=False)
@@ -49,10 +49,28 @@ def add_rms_norm(x, residual, w, eps, y, h):
         _norm_row(h[i], w, eps, y[i])
 
 
+SWIGLU_PARALLEL_FROM = 2      # rows from which SwiGLU runs prange (one row: serial)
+
+
+@njit(cache=True, boundscheck=False)
+def _swiglu_row(g_row, u_row, out_row):
+    for k in range(out_row.shape[0]):
+        g = g_row[k]
+        out_row[k] = g / (np.float32(1.0) + np.exp(-g)) * u_row[k]
+
+
+@njit(cache=True, parallel=True, boundscheck=False)
+def _swiglu_parallel(gu, ff, out):
+    for i in prange(gu.shape[0]):
+        _swiglu_row(gu[i, :ff], gu[i, ff:], out[i])
+
+
 @njit(cache=True, boundscheck=False)
 def swiglu(gu, ff, out):
-    """out = silu(gu[:, :ff]) * gu[:, ff:] (the fused gate|up rows), float32."""
+    """out = silu(gu[:, :ff]) * gu[:, ff:] (the fused gate|up rows), float32; rows over both
+    cores from SWIGLU_PARALLEL_FROM rows (each element the same operations either way)."""
+    if gu.shape[0] >= SWIGLU_PARALLEL_FROM:
+        _swiglu_parallel(gu, ff, out)
+        return
     for i in range(gu.shape[0]):
-        for k in range(ff):
-            g = gu[i, k]
-            out[i, k] = g / (np.float32(1.0) + np.exp(-g)) * gu[i, ff + k]
+        _swiglu_row(gu[i, :ff], gu[i, ff:], out[i])
