@@ -298,9 +298,11 @@ def _make_dot(kind, k, table):
 
 
 def _make_dotx(kind, k, table):
-    """dotx(w, x_0 .. x_{k-1}, xsum_0 .. xsum_{k-1}): one row of blocks times k x rows: each
-    block unpacked and scaled once (the same d * lo, d * hi as `dot`), then k chains side by
-    side, each the same operations in the same order as `dot`: the same bytes."""
+    """dotx(w, x_0 .. x_{k-1}, xsum_t): one row of blocks times k x rows: each block unpacked
+    and scaled once (the same d * lo, d * hi as `dot`), then k chains side by side, each the
+    same operations in the same order as `dot`: the same bytes. xsum_t [nb, k]: the k rows'
+    block sums side by side (Q4_1; row j's in column j), so the k min sums fma(m_b, xsum_j[b],
+    sm_j) run as the lanes of one vector chain, each lane the same fma as a scalar chain."""
     nbytes = BLOCK_BYTES[kind]
     q41 = kind == "Q4_1"
 
@@ -310,8 +312,9 @@ def _make_dotx(kind, k, table):
         def codegen(context, builder, signature, vals_):
             wp = builder.bitcast(_ptr(context, builder, signature.args[0], vals_[0]).data, _i8.as_pointer())
             xs = [_ptr(context, builder, signature.args[1 + j], vals_[1 + j]) for j in range(k)]
-            sps = [_ptr(context, builder, signature.args[1 + k + j], vals_[1 + k + j]).data for j in range(k)]
+            stp = _ptr(context, builder, signature.args[1 + k], vals_[1 + k]).data
             nb = builder.sdiv(builder.extract_value(xs[0].shape, 0), ir.Constant(_i64, 32))
+            vk = ir.VectorType(_f32, k)
 
             ahead = builder.mul(nb, ir.Constant(_i64, nbytes * PREFETCH_ROWS))
 
@@ -324,22 +327,22 @@ def _make_dotx(kind, k, table):
                 out = [_xstep(builder, w, xa.data, b, st[j]) for j, xa in enumerate(xs)]
                 if q41:
                     m = builder.extract_element(sc, ir.Constant(_i32, 1))
-                    out += [_fma(builder, m, builder.load(builder.gep(sp, [b]), align=4), st[k + j])
-                            for j, sp in enumerate(sps)]
+                    sp = builder.bitcast(builder.gep(stp, [builder.mul(b, ir.Constant(_i64, k))]), vk.as_pointer())
+                    out.append(_fma(builder, _splat(builder, m, k), builder.load(sp, align=4), st[k]))
                 return out
-            inits = [_ZERO32] * k + ([_FZERO] * k if q41 else [])
+            inits = [_ZERO32] * k + ([ir.Constant(vk, [0.0] * k)] if q41 else [])
             st = _loop(builder, nb, inits, body)
-            sms = st[k:] if q41 else [_FZERO] * k
+            sms = [builder.extract_element(st[k], ir.Constant(_i32, j)) if q41 else _FZERO for j in range(k)]
             return _result(context, builder, signature, [_finish(builder, st[j], sms[j]) for j in range(k)])
         return sig, codegen
     if k == 4:
         @intrinsic
-        def dotx(typingctx, w, x0, x1, x2, x3, s0, s1, s2, s3):
-            return typer(w, x0, x1, x2, x3, s0, s1, s2, s3)
+        def dotx(typingctx, w, x0, x1, x2, x3, xst):
+            return typer(w, x0, x1, x2, x3, xst)
     else:
         @intrinsic
-        def dotx(typingctx, w, x0, x1, x2, x3, x4, x5, x6, x7, s0, s1, s2, s3, s4, s5, s6, s7):
-            return typer(w, x0, x1, x2, x3, x4, x5, x6, x7, s0, s1, s2, s3, s4, s5, s6, s7)
+        def dotx(typingctx, w, x0, x1, x2, x3, x4, x5, x6, x7, xst):
+            return typer(w, x0, x1, x2, x3, x4, x5, x6, x7, xst)
     return stable_pickle(dotx, "dotx", kind, k, table)
 
 
@@ -377,19 +380,26 @@ def _make_mm(kind, table):
                     n += 1
                 continue
             i = 0                              # x rows 8 (then 4, then 1) at a time, each
-            while i + 8 <= M:                  # group against the chunk's rows of blocks
+            nb = xsum.shape[1]                 # group against the chunk's rows of blocks
+            while i + 8 <= M:
+                xst = np.empty((nb, 8), np.float32)
+                for b in range(nb):
+                    for j in range(8):
+                        xst[b, j] = xsum[i + j, b]
                 for n in range(lo, hi):
                     r = dx8(data[n], x[i], x[i + 1], x[i + 2], x[i + 3], x[i + 4], x[i + 5], x[i + 6], x[i + 7],
-                            xsum[i], xsum[i + 1], xsum[i + 2], xsum[i + 3], xsum[i + 4], xsum[i + 5],
-                            xsum[i + 6], xsum[i + 7])
+                            xst)
                     for j in range(8):
                         out[i + j, n] = r[j]
                 i += 8
             while i + 4 <= M:
+                xst4 = np.empty((nb, 4), np.float32)
+                for b in range(nb):
+                    for j in range(4):
+                        xst4[b, j] = xsum[i + j, b]
                 for n in range(lo, hi):
-                    a, b, c_, d = dx4(data[n], x[i], x[i + 1], x[i + 2], x[i + 3],
-                                      xsum[i], xsum[i + 1], xsum[i + 2], xsum[i + 3])
-                    out[i, n], out[i + 1, n], out[i + 2, n], out[i + 3, n] = a, b, c_, d
+                    a, b_, c_, d = dx4(data[n], x[i], x[i + 1], x[i + 2], x[i + 3], xst4)
+                    out[i, n], out[i + 1, n], out[i + 2, n], out[i + 3, n] = a, b_, c_, d
                 i += 4
             while i < M:
                 for n in range(lo, hi):
