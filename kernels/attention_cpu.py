@@ -40,7 +40,7 @@ def plan(chunks, spans, pos, inv):
             np.asarray([c.page_rows for c in chunks], np.int64))
 
 
-@njit(cache=True, boundscheck=False)
+@njit(cache=True, boundscheck=False, nogil=True)
 def _rotate(src, cos, sin, dst):
     half = src.shape[0] // 2
     for j in range(half):
@@ -100,29 +100,43 @@ def round_attend(qkv, nq, nkv, hd, cos, sin, k_pool, v_pool, spans, starts, tabl
     fn(qkv, nq, nkv, hd, cos, sin, k_pool, v_pool, spans, starts, tables, page_rows, np.float32(scale), out)
 
 
-@njit(cache=True, boundscheck=False)
-def _write(qkv, nq, nkv, hd, cos, sin, k_pool, v_pool, spans, starts, tables, page_rows):
-    C = spans.shape[0]
-    for c in range(C):
-        P = page_rows[c]
-        for t in range(spans[c, 0], spans[c, 1]):
-            p = starts[c] + t - spans[c, 0]
-            page = tables[c, p // P]
-            off = p % P
-            for h in range(nkv):
-                _rotate(qkv[t, (nq + h) * hd:(nq + h + 1) * hd], cos[t], sin[t], k_pool[page, off, h])
-                vs = qkv[t, (nq + nkv + h) * hd:(nq + nkv + h + 1) * hd]
-                vd = v_pool[page, off, h]
-                for d in range(hd):
-                    vd[d] = vs[d]
-    owner = np.empty(qkv.shape[0], np.int64)
-    for c in range(C):
+@njit(cache=True, boundscheck=False, nogil=True)
+def owners(spans, T):
+    """owner[t]: the chunk row t belongs to."""
+    owner = np.empty(T, np.int64)
+    for c in range(spans.shape[0]):
         for t in range(spans[c, 0], spans[c, 1]):
             owner[t] = c
     return owner
 
 
+@njit(cache=True, boundscheck=False, nogil=True)
+def write_row(t, h, owner, qkv, nq, nkv, hd, cos, sin, k_pool, v_pool, spans, starts, tables,
+              page_rows):
+    """Row t's K (RoPE'd) and V for kv head h, into its chunk's page."""
+    c = owner[t]
+    P = page_rows[c]
+    p = starts[c] + t - spans[c, 0]
+    page = tables[c, p // P]
+    off = p % P
+    _rotate(qkv[t, (nq + h) * hd:(nq + h + 1) * hd], cos[t], sin[t], k_pool[page, off, h])
+    vs = qkv[t, (nq + nkv + h) * hd:(nq + nkv + h + 1) * hd]
+    vd = v_pool[page, off, h]
+    for d in range(hd):
+        vd[d] = vs[d]
+
+
 @njit(cache=True, boundscheck=False)
+def _write(qkv, nq, nkv, hd, cos, sin, k_pool, v_pool, spans, starts, tables, page_rows):
+    owner = owners(spans, qkv.shape[0])
+    for t in range(qkv.shape[0]):
+        for h in range(nkv):
+            write_row(t, h, owner, qkv, nq, nkv, hd, cos, sin, k_pool, v_pool, spans, starts,
+                      tables, page_rows)
+    return owner
+
+
+@njit(cache=True, boundscheck=False, nogil=True)
 def _job(job, owner, qkv, nq, nkv, hd, cos, sin, k_pool, v_pool, spans, starts, tables, page_rows,
          scale, out):
     """One (row, kv head) of the round: its group's q heads, each with its own arithmetic,

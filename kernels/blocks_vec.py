@@ -215,7 +215,11 @@ def _made(role: str, *args):
     is rebuilt from (kernels/blocks_vec.py's own recipe, see stable_pickle)."""
     key = (role, *args)
     if key not in _MADE:
-        _MADE[key] = {"dot": _make_dot, "dotx": _make_dotx, "mm": _make_mm}[role](*args)
+        if role in ("member", "team"):          # kernels/forward_cpu.py's, made per kinds
+            from kernels import forward_cpu
+            forward_cpu._make(args)
+        else:
+            _MADE[key] = {"dot": _make_dot, "dotx": _make_dotx, "rows": _make_rows, "mm": _make_mm}[role](*args)
     return _MADE[key]
 
 
@@ -346,65 +350,83 @@ def _make_dotx(kind, k, table):
     return stable_pickle(dotx, "dotx", kind, k, table)
 
 
-@njit(cache=True, boundscheck=False)
+@njit(cache=True, boundscheck=False, nogil=True)
+def block_sums_span(x, i, b0, b1, out):
+    """out[i, b] = x[i, 32b] + x[i, 32b + 1] + ... + x[i, 32b + 31], in that order (float32),
+    for blocks b0 .. b1 - 1 of row i."""
+    for b in range(b0, b1):
+        s = np.float32(0.0)
+        for j in range(32):
+            s += x[i, 32 * b + j]
+        out[i, b] = s
+
+
+@njit(cache=True, boundscheck=False, nogil=True)
 def block_sums(x, out):
-    """out[i, b] = x[i, 32b] + x[i, 32b + 1] + ... + x[i, 32b + 31], in that order (float32)."""
+    """block_sums_span over every block of every row."""
     M, K = x.shape
     for i in range(M):
-        for b in range(K // 32):
-            s = np.float32(0.0)
-            for j in range(32):
-                s += x[i, 32 * b + j]
-            out[i, b] = s
+        block_sums_span(x, i, 0, K // 32, out)
 
 
-def _make_mm(kind, table):
+def _make_rows(kind, table):
+    """rows(x, xsum, data, out, lo, hi): out[:, lo:hi] = x times rows lo..hi-1 of the matrix,
+    each element through the one function above (the piece a chunk of `mm`, or a member of
+    kernels/team_cpu's team, computes)."""
     dot1, dot4 = _make_dot(kind, 1, table), _make_dot(kind, 4, table)
     dx4, dx8 = _make_dotx(kind, 4, table), _make_dotx(kind, 8, table)
 
+    @njit(cache=True, boundscheck=False, nogil=True)
+    def rows(x, xsum, data, out, lo, hi):
+        M = x.shape[0]
+        if M == 1:                         # one x row: four rows of blocks at a time
+            x0, s0 = x[0], xsum[0]
+            n = lo
+            while n + 4 <= hi:
+                a, b, c_, d = dot4(data[n], data[n + 1], data[n + 2], data[n + 3], x0, s0)
+                out[0, n], out[0, n + 1], out[0, n + 2], out[0, n + 3] = a, b, c_, d
+                n += 4
+            while n < hi:
+                out[0, n] = dot1(data[n], x0, s0)
+                n += 1
+            return
+        i = 0                              # x rows 8 (then 4, then 1) at a time, each
+        nb = xsum.shape[1]                 # group against the piece's rows of blocks
+        while i + 8 <= M:
+            xst = np.empty((nb, 8), np.float32)
+            for b in range(nb):
+                for j in range(8):
+                    xst[b, j] = xsum[i + j, b]
+            for n in range(lo, hi):
+                r = dx8(data[n], x[i], x[i + 1], x[i + 2], x[i + 3], x[i + 4], x[i + 5], x[i + 6], x[i + 7],
+                        xst)
+                for j in range(8):
+                    out[i + j, n] = r[j]
+            i += 8
+        while i + 4 <= M:
+            xst4 = np.empty((nb, 4), np.float32)
+            for b in range(nb):
+                for j in range(4):
+                    xst4[b, j] = xsum[i + j, b]
+            for n in range(lo, hi):
+                a, b_, c_, d = dx4(data[n], x[i], x[i + 1], x[i + 2], x[i + 3], xst4)
+                out[i, n], out[i + 1, n], out[i + 2, n], out[i + 3, n] = a, b_, c_, d
+            i += 4
+        while i < M:
+            for n in range(lo, hi):
+                out[i, n] = dot1(data[n], x[i], xsum[i])
+            i += 1
+    return stable_pickle(rows, "rows", kind, table)
+
+
+def _make_mm(kind, table):
+    rows = _make_rows(kind, table)
+
     @njit(cache=True, parallel=True, boundscheck=False)
     def mm(x, xsum, data, out):
-        M = x.shape[0]
         N = data.shape[0]
         for c in prange((N + ROWS - 1) // ROWS):
-            lo, hi = c * ROWS, min(c * ROWS + ROWS, N)
-            if M == 1:                         # one x row: four rows of blocks at a time
-                x0, s0 = x[0], xsum[0]
-                n = lo
-                while n + 4 <= hi:
-                    a, b, c_, d = dot4(data[n], data[n + 1], data[n + 2], data[n + 3], x0, s0)
-                    out[0, n], out[0, n + 1], out[0, n + 2], out[0, n + 3] = a, b, c_, d
-                    n += 4
-                while n < hi:
-                    out[0, n] = dot1(data[n], x0, s0)
-                    n += 1
-                continue
-            i = 0                              # x rows 8 (then 4, then 1) at a time, each
-            nb = xsum.shape[1]                 # group against the chunk's rows of blocks
-            while i + 8 <= M:
-                xst = np.empty((nb, 8), np.float32)
-                for b in range(nb):
-                    for j in range(8):
-                        xst[b, j] = xsum[i + j, b]
-                for n in range(lo, hi):
-                    r = dx8(data[n], x[i], x[i + 1], x[i + 2], x[i + 3], x[i + 4], x[i + 5], x[i + 6], x[i + 7],
-                            xst)
-                    for j in range(8):
-                        out[i + j, n] = r[j]
-                i += 8
-            while i + 4 <= M:
-                xst4 = np.empty((nb, 4), np.float32)
-                for b in range(nb):
-                    for j in range(4):
-                        xst4[b, j] = xsum[i + j, b]
-                for n in range(lo, hi):
-                    a, b_, c_, d = dx4(data[n], x[i], x[i + 1], x[i + 2], x[i + 3], xst4)
-                    out[i, n], out[i + 1, n], out[i + 2, n], out[i + 3, n] = a, b_, c_, d
-                i += 4
-            while i < M:
-                for n in range(lo, hi):
-                    out[i, n] = dot1(data[n], x[i], xsum[i])
-                i += 1
+            rows(x, xsum, data, out, c * ROWS, min(c * ROWS + ROWS, N))
     return stable_pickle(mm, "mm", kind, table)
 
 
@@ -422,6 +444,7 @@ def _avx512() -> bool:
 
 TABLE = _avx512()          # the nibble table (vpermps); else the portable unpack, the same bytes
 KERNELS = {k: _make_mm(k, TABLE) for k in BLOCK_BYTES}
+ROW_KERNELS = {k: _made("rows", k, TABLE) for k in BLOCK_BYTES}     # one piece of a matmul
 
 
 def kernels(table: bool) -> dict:

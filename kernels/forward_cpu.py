@@ -27,88 +27,173 @@ Used for the plain llama layer (no qkv bias, no q/k norms), TP=1, every matrix o
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+import numba
+from numba import njit, prange
 
-from kernels import blocks_vec
-from kernels.attention_cpu import _attend_parallel, _attend_serial, wide
-from kernels.blocks_vec import block_sums
-from kernels.rmsnorm_cpu import add_rms_norm, rms_norm, swiglu
+from kernels import attention_cpu, blocks_vec
+from kernels.attention_cpu import _job, write_row
+from kernels.blocks_vec import block_sums, block_sums_span
+from kernels.rmsnorm_cpu import add_rms_norm, rms_norm, swiglu_span
+from kernels.team_cpu import WIDTH, finish, take, wait
 
 _FORWARDS: dict = {}
+PIECE_ACTS = 256       # SwiGLU activations a piece (a multiple of 32: its block sums with it)
+STAGES = 10            # stages a layer (and 2 for the head)
+
+
+@njit(cache=True, nogil=True)
+def _edge(N, n, k):
+    """Where slot k of n of N matrix rows starts (multiples of blocks_vec.ROWS, as a prange
+    over mm's chunks splits them)."""
+    chunks = (N + blocks_vec.ROWS - 1) // blocks_vec.ROWS
+    return min(N, (k * chunks // n) * blocks_vec.ROWS)
 
 
 def _make(kinds):
     """The forward for (qkv, o, gate/up, down, head) kinds: each role's kernel a constant."""
-    mq, mo, mg, md, mh = (blocks_vec.KERNELS[k] for k in kinds)
+    rq, ro, rg, rd, rh = (blocks_vec.ROW_KERNELS[k] for k in kinds)
     sq, so, sg, sd, sh = (k == "Q4_1" for k in kinds)     # Q4_1 reads its x block sums
 
-    # nogil: the server's other threads (HTTP, streaming the last token) run during the step
-    # not parallel itself (its kernels are): a parfor pass over this function cost ~8 s of a
-    # cold compile
     @njit(cache=True, boundscheck=False, nogil=True)
-    def forward(h, attn_norm, mlp_norm, final_norm, eps, wq, wo, wg, wd, wh,
-                K, V, nq, nkv, hd, ff, cos, sin, spans, starts, tables, page_rows, scale, sel,
-                logits):
+    def member(m, n, ctr, h, h2, x, out, qkv, att, gu, act, xs_d, xs_a, xs_f, owner,
+               attn_norm, mlp_norm, final_norm, eps, wq, wo, wg, wd, wh, K, V, nq, nkv, hd, ff,
+               cos, sin, spans, starts, tables, page_rows, scale, sel, os_, hs, xs, hs2, xs_s,
+               logits):
+        """Member m of a team of n: every stage of the round in order, each slot it takes
+        (its own first: a matrix's m-th range of rows, attention's jobs m, m + n, ...)."""
         T, D = h.shape
-        big = wide(spans, starts, nq, nkv)     # attention_cpu.round_attend's rule
-        nqkv = (nq + 2 * nkv) * hd
-        x = np.empty((T, D), np.float32)
-        h2 = np.empty((T, D), np.float32)
-        out = np.empty((T, D), np.float32)
-        qkv = np.empty((T, nqkv), np.float32)
-        att = np.empty((T, nq, hd), np.float32)
         att2 = att.reshape(T, nq * hd)
-        gu = np.empty((T, 2 * ff), np.float32)
-        act = np.empty((T, ff), np.float32)
-        xs_d = np.empty((T, D // 32), np.float32)
-        xs_a = np.empty((T, nq * hd // 32), np.float32)
-        xs_f = np.empty((T, ff // 32), np.float32)
+        jobs = T * nkv
+        acts = (ff + PIECE_ACTS - 1) // PIECE_ACTS
+        s = 0
         for li in range(len(wq)):
-            if li == 0:
-                rms_norm(h, attn_norm[li], eps, x)
-            else:
-                add_rms_norm(out, h, attn_norm[li], eps, x, h2)
+            if take(ctr, s, 0):                                  # x = norm(h) (+ the residual)
+                if li == 0:
+                    rms_norm(h, attn_norm[li], eps, x)
+                else:
+                    add_rms_norm(out, h, attn_norm[li], eps, x, h2)
+                if sq:
+                    block_sums(x, xs_d)
+                finish(ctr, s)
+            wait(ctr, s, 1)
+            s += 1
+            if li > 0:
                 h, h2 = h2, h
-            if sq:
-                block_sums(x, xs_d)
-            mq(x, xs_d, wq[li], qkv)
+            N = wq[li].shape[0]                                  # qkv = x Wqkv^T
+            for k in range(n):
+                slot = (m + k) % n
+                if take(ctr, s, slot):
+                    rq(x, xs_d, wq[li], qkv, _edge(N, n, slot), _edge(N, n, slot + 1))
+                    finish(ctr, s)
+            wait(ctr, s, n)
+            s += 1
             kl = K[li]
             vl = V[li]
-            if big:                    # round_attend's two forms: the same (row, head) jobs
-                _attend_parallel(qkv, nq, nkv, hd, cos, sin, kl, vl, spans, starts, tables,
-                                 page_rows, scale, att)
-            else:
-                _attend_serial(qkv, nq, nkv, hd, cos, sin, kl, vl, spans, starts, tables,
-                               page_rows, scale, att)
-            if so:
-                block_sums(att2, xs_a)
-            mo(att2, xs_a, wo[li], out)
-            add_rms_norm(out, h, mlp_norm[li], eps, x, h2)
+            for k in range(n):                                   # K, V rows written
+                slot = (m + k) % n
+                if take(ctr, s, slot):
+                    for j in range(slot, jobs, n):
+                        write_row(j // nkv, j % nkv, owner, qkv, nq, nkv, hd, cos, sin, kl, vl,
+                                  spans, starts, tables, page_rows)
+                    finish(ctr, s)
+            wait(ctr, s, n)
+            s += 1
+            for k in range(n):                                   # each (row, kv head) attends
+                slot = (m + k) % n
+                if take(ctr, s, slot):
+                    for j in range(slot, jobs, n):
+                        _job(j, owner, qkv, nq, nkv, hd, cos, sin, kl, vl, spans, starts, tables,
+                             page_rows, scale, att)
+                    finish(ctr, s)
+            wait(ctr, s, n)
+            s += 1
+            if take(ctr, s, 0):
+                if so:
+                    block_sums(att2, xs_a)
+                finish(ctr, s)
+            wait(ctr, s, 1)
+            s += 1
+            N = wo[li].shape[0]                                  # out = att Wo^T
+            for k in range(n):
+                slot = (m + k) % n
+                if take(ctr, s, slot):
+                    ro(att2, xs_a, wo[li], out, _edge(N, n, slot), _edge(N, n, slot + 1))
+                    finish(ctr, s)
+            wait(ctr, s, n)
+            s += 1
+            if take(ctr, s, 0):                                  # h += out, x = norm(h)
+                add_rms_norm(out, h, mlp_norm[li], eps, x, h2)
+                if sg:
+                    block_sums(x, xs_d)
+                finish(ctr, s)
+            wait(ctr, s, 1)
+            s += 1
             h, h2 = h2, h
-            if sg:
-                block_sums(x, xs_d)
-            mg(x, xs_d, wg[li], gu)
-            swiglu(gu, ff, act)
-            if sd:
-                block_sums(act, xs_f)
-            md(act, xs_f, wd[li], out)
+            N = wg[li].shape[0]                                  # gu = x Wgu^T
+            for k in range(n):
+                slot = (m + k) % n
+                if take(ctr, s, slot):
+                    rg(x, xs_d, wg[li], gu, _edge(N, n, slot), _edge(N, n, slot + 1))
+                    finish(ctr, s)
+            wait(ctr, s, n)
+            s += 1
+            for k in range(n):                                   # act = swiglu(gu)
+                slot = (m + k) % n
+                if take(ctr, s, slot):
+                    for c in range(slot, T * acts, n):
+                        i = c // acts
+                        k0 = (c % acts) * PIECE_ACTS
+                        k1 = min(ff, k0 + PIECE_ACTS)
+                        swiglu_span(gu[i, :ff], gu[i, ff:], act[i], k0, k1)
+                        if sd:
+                            block_sums_span(act, i, k0 // 32, k1 // 32, xs_f)
+                    finish(ctr, s)
+            wait(ctr, s, n)
+            s += 1
+            N = wd[li].shape[0]                                  # out = act Wdown^T
+            for k in range(n):
+                slot = (m + k) % n
+                if take(ctr, s, slot):
+                    rd(act, xs_f, wd[li], out, _edge(N, n, slot), _edge(N, n, slot + 1))
+                    finish(ctr, s)
+            wait(ctr, s, n)
+            s += 1
         S = sel.shape[0]
         if S == 0:
             return
-        os_ = np.empty((S, D), np.float32)
-        hs = np.empty((S, D), np.float32)
-        for i in range(S):
-            for k in range(D):
-                os_[i, k] = out[sel[i], k]
-                hs[i, k] = h[sel[i], k]
-        xs = np.empty((S, D), np.float32)
-        hs2 = np.empty((S, D), np.float32)
-        add_rms_norm(os_, hs, final_norm, eps, xs, hs2)
-        xs_s = np.empty((S, D // 32), np.float32)
-        if sh:
-            block_sums(xs, xs_s)
-        mh(xs, xs_s, wh, logits)
-    return forward
+        if take(ctr, s, 0):                                      # the wanted rows' final norm
+            for i in range(S):
+                for k in range(D):
+                    os_[i, k] = out[sel[i], k]
+                    hs[i, k] = h[sel[i], k]
+            add_rms_norm(os_, hs, final_norm, eps, xs, hs2)
+            if sh:
+                block_sums(xs, xs_s)
+            finish(ctr, s)
+        wait(ctr, s, 1)
+        s += 1
+        N = wh.shape[0]                                          # logits = x Whead^T
+        for k in range(n):
+            slot = (m + k) % n
+            if take(ctr, s, slot):
+                rh(xs, xs_s, wh, logits, _edge(N, n, slot), _edge(N, n, slot + 1))
+                finish(ctr, s)
+        wait(ctr, s, n)
+
+    # nogil: the server's other threads (HTTP, streaming the last token) run during the step
+    @njit(cache=True, parallel=True, boundscheck=False, nogil=True)
+    def team(threads, ctr, h, h2, x, out, qkv, att, gu, act, xs_d, xs_a, xs_f, owner,
+             attn_norm, mlp_norm, final_norm, eps, wq, wo, wg, wd, wh, K, V, nq, nkv, hd, ff,
+             cos, sin, spans, starts, tables, page_rows, scale, sel, os_, hs, xs, hs2, xs_s,
+             logits):
+        for t in prange(threads):
+            member(t, threads, ctr, h, h2, x, out, qkv, att, gu, act, xs_d, xs_a, xs_f, owner,
+                   attn_norm, mlp_norm, final_norm, eps, wq, wo, wg, wd, wh, K, V, nq, nkv, hd,
+                   ff, cos, sin, spans, starts, tables, page_rows, scale, sel, os_, hs, xs, hs2,
+                   xs_s, logits)
+
+    blocks_vec.stable_pickle(member, "member", *kinds)
+    return member, blocks_vec.stable_pickle(team, "team", *kinds)
 
 
 class Fused:
@@ -117,9 +202,10 @@ class Fused:
     def __init__(self, w, spec):
         L = w.layers
         self.kinds = (L[0].wqkv.kind, L[0].wo.kind, L[0].wgu.kind, L[0].wdown.kind, w.lm_head.kind)
-        self.fn = _FORWARDS.get(self.kinds)
-        if self.fn is None:
-            self.fn = _FORWARDS[self.kinds] = _make(self.kinds)
+        made = _FORWARDS.get(self.kinds)
+        if made is None:
+            made = _FORWARDS[self.kinds] = _make(self.kinds)
+        self.member, self.team = made
 
         def mats(role):
             ms = [getattr(layer, role) for layer in L]
@@ -153,11 +239,28 @@ class Fused:
         return all(layer.bqkv is None and layer.q_norm is None for layer in w.layers)
 
     def run(self, h, r, kv, scale):
+        """The round's forward: logits [len(r.sel), vocab] (None when r.sel is None)."""
         cos, sin, spans, starts, tables, page_rows = r.cpu
         sel = np.zeros(0, np.int64) if r.sel is None else np.asarray(r.sel, np.int64)
-        logits = np.empty((sel.shape[0], self.vocab), np.float32)
-        self.fn(np.ascontiguousarray(h, np.float32), self.attn_norm, self.mlp_norm, self.norm, self.eps,
-                self.wq, self.wo, self.wg, self.wd, self.wh,
-                kv.K, kv.V, self.nq, self.nkv, self.hd, self.ff, cos, sin, spans, starts, tables,
-                page_rows, np.float32(scale), sel, logits)
-        return None if r.sel is None else logits
+        h = np.ascontiguousarray(h, np.float32)
+        T, D = h.shape
+        S, nq, hd, ff = sel.shape[0], self.nq, self.hd, self.ff
+        f32 = np.float32
+        bufs = (np.empty((T, D), f32), np.empty((T, D), f32), np.empty((T, D), f32),      # h2 x out
+                np.empty((T, (nq + 2 * self.nkv) * hd), f32), np.empty((T, nq, hd), f32),  # qkv att
+                np.empty((T, 2 * ff), f32), np.empty((T, ff), f32),                       # gu act
+                np.empty((T, D // 32), f32), np.empty((T, nq * hd // 32), f32),           # block sums
+                np.empty((T, ff // 32), f32), attention_cpu.owners(spans, T))
+        head = (np.empty((S, D), f32), np.empty((S, D), f32), np.empty((S, D), f32),
+                np.empty((S, D), f32), np.empty((S, D // 32), f32),
+                np.empty((S, self.vocab), f32))
+        ctr = np.zeros((STAGES * len(self.wq) + 2, WIDTH), np.int64)
+        args = (ctr, h, *bufs, self.attn_norm, self.mlp_norm, self.norm, self.eps,
+                self.wq, self.wo, self.wg, self.wd, self.wh, kv.K, kv.V, nq, self.nkv, hd, ff,
+                cos, sin, spans, starts, tables, page_rows, f32(scale), sel, *head)
+        threads = min(numba.get_num_threads(), WIDTH - 1)
+        if threads == 1:
+            self.member(0, 1, *args)
+        else:
+            self.team(threads, *args)
+        return None if r.sel is None else head[-1]

@@ -12,7 +12,7 @@ import numpy as np
 from numba import njit, prange
 
 
-@njit(cache=True, boundscheck=False)
+@njit(cache=True, boundscheck=False, nogil=True)
 def _norm_row(h, w, eps, y):
     D = h.shape[0]
     acc = np.zeros(16, np.float32)
@@ -34,13 +34,13 @@ def _norm_row(h, w, eps, y):
         y[k] = (h[k] * r) * w[k]
 
 
-@njit(cache=True, boundscheck=False)
+@njit(cache=True, boundscheck=False, nogil=True)
 def rms_norm(x, w, eps, y):
     for i in range(x.shape[0]):
         _norm_row(x[i], w, eps, y[i])
 
 
-@njit(cache=True, boundscheck=False)
+@njit(cache=True, boundscheck=False, nogil=True)
 def add_rms_norm(x, residual, w, eps, y, h):
     D = x.shape[1]
     for i in range(x.shape[0]):
@@ -52,11 +52,17 @@ def add_rms_norm(x, residual, w, eps, y, h):
 SWIGLU_PARALLEL_FROM = 2      # rows from which SwiGLU runs prange (one row: serial)
 
 
-@njit(cache=True, boundscheck=False)
-def _swiglu_row(g_row, u_row, out_row):
-    for k in range(out_row.shape[0]):
+@njit(cache=True, boundscheck=False, nogil=True)
+def swiglu_span(g_row, u_row, out_row, k0, k1):
+    """out_row[k] = silu(g_row[k]) * u_row[k] for k in k0 .. k1 - 1."""
+    for k in range(k0, k1):
         g = g_row[k]
         out_row[k] = g / (np.float32(1.0) + np.exp(-g)) * u_row[k]
+
+
+@njit(cache=True, boundscheck=False, nogil=True)
+def _swiglu_row(g_row, u_row, out_row):
+    swiglu_span(g_row, u_row, out_row, 0, out_row.shape[0])
 
 
 @njit(cache=True, parallel=True, boundscheck=False)

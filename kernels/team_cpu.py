@@ -1,0 +1,99 @@
+"""A team of numba threads sharing one parallel region: work taken a slot at a time, and
+each stage waited for as a whole.
+
+A decode step on the default model is ~120 small matrices and the ops between them; as one
+parallel region each (numba's prange through libgomp), every stage paid a fork and a join,
+microseconds each on a quiet machine and far more on a busy one. kernels/forward_cpu.py
+instead enters one region a round: every thread of the team runs the same list of stages,
+and a stage's slots (a matrix's rows, attention's (row, kv head) jobs, a norm) are handed
+out by atomic flags:
+
+  take(ctr, s, k)    whether this member takes slot k of stage s: whoever asks first does
+  finish(ctr, s)     one slot of stage s done
+  wait(ctr, s, n)    until n slots of stage s are done
+
+A team of n members splits each stage into n slots (a matrix's rows in n ranges, attention's
+jobs dealt round the slots); member m asks for slot m first, then for the others, so on a
+quiet machine each member does its own slot (the static split of a prange, without the
+region), and a member that finds its partner late does the partner's slot too.
+
+A slot reads only what earlier stages wrote (every one of their slots done) and writes its
+own part of its stage's output, so what a slot computes never depends on which thread ran
+it or when: the bytes are those of the same functions called one after another. Nothing
+waits for a particular thread: a member that finds no slot left only waits for the slots
+in flight, so a team whose members run one after another (one thread, or a member started
+late) still finishes, the first member doing all the work.
+
+The counters are int64 arrays read and written with LLVM's atomic operations (seq_cst), which
+also keep the compiler from moving a piece's loads or stores across them.
+"""
+from __future__ import annotations
+
+from llvmlite import ir
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+
+@intrinsic
+def _atomic_add(typingctx, arr, i, v):
+    sig = types.int64(arr, i, v)
+
+    def codegen(context, builder, signature, args):
+        a = context.make_array(signature.args[0])(context, builder, args[0])
+        return builder.atomic_rmw("add", builder.gep(a.data, [args[1]]), args[2], "seq_cst")
+    return sig, codegen
+
+
+@intrinsic
+def _atomic_load(typingctx, arr, i):
+    sig = types.int64(arr, i)
+
+    def codegen(context, builder, signature, args):
+        a = context.make_array(signature.args[0])(context, builder, args[0])
+        return builder.load_atomic(builder.gep(a.data, [args[1]]), "seq_cst", 8)
+    return sig, codegen
+
+
+WIDTH = 16             # int64 a stage's counters take (128 bytes: stages apart in the cache)
+
+
+@njit(cache=True, nogil=True)
+def take(ctr, s, slot):
+    """Whether this member takes slot `slot` of stage s (the first to ask does). ctr: int64
+    [stages, WIDTH], zeros at the round's start: [s, 0] counts the slots done, [s, 1 + k]
+    is slot k's flag."""
+    return _atomic_add(ctr[s], 1 + slot, 1) == 0
+
+
+@njit(cache=True, nogil=True)
+def finish(ctr, s):
+    """One slot of stage s done."""
+    _atomic_add(ctr[s], 0, 1)
+
+
+@intrinsic
+def _yield(typingctx):
+    """sched_yield(2): the core to another runnable thread (the partner, on a busy machine)."""
+    sig = types.void()
+
+    def codegen(context, builder, signature, args):
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.IntType(32), []), "sched_yield")
+        builder.call(fn, [])
+        return context.get_dummy_value()
+    return sig, codegen
+
+
+SPINS = 4000           # polls (about 10 us) before a waiting member starts yielding its core
+
+
+@njit(cache=True, nogil=True)
+def wait(ctr, s, n):
+    """Until n slots of stage s are done: polling, then (after SPINS polls: the slot's member
+    is descheduled, or the slot is long) yielding the core between polls, as libgomp's
+    GOMP_SPINCOUNT does before it sleeps."""
+    polls = 0
+    while _atomic_load(ctr[s], 0) < n:
+        polls += 1
+        if polls > SPINS:
+            _yield()
