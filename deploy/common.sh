@@ -1,14 +1,26 @@
 # Sourced by one-host.sh and rank.sh: the env file, and which foldserve to run.
 
-# deploy/foldserve.env, or $FOLDSERVE_ENV; a missing file is fine (defaults apply)
+# deploy/foldserve.env, or $FOLDSERVE_ENV; a missing file is fine (defaults apply). A variable
+# already set in the caller's environment wins over the file's line for it (as extra args win
+# over FOLDSERVE_ARGS), and is said on stderr: `TF_KV_PAGES=on deploy/rank.sh ...` runs with on.
 load_env() {
     local file=${FOLDSERVE_ENV:-$here/foldserve.env}
-    if [ -f "$file" ]; then
-        set -a
-        # shellcheck disable=SC1090
-        . "$file"
-        set +a
-    fi
+    [ -f "$file" ] || return 0
+    local key
+    local -A given=()
+    while IFS= read -r key; do
+        if [ -n "${!key+x}" ]; then given[$key]=${!key}; fi
+    done < <(sed -n 's/^[[:space:]]*\([A-Za-z_][A-Za-z0-9_]*\)=.*/\1/p' "$file")
+    set -a
+    # shellcheck disable=SC1090
+    . "$file"
+    set +a
+    for key in "${!given[@]}"; do
+        if [ "${!key}" != "${given[$key]}" ]; then
+            echo "deploy: $key=${given[$key]} from the environment, over $file's $key=${!key}" >&2
+            export "$key=${given[$key]}"
+        fi
+    done
 }
 
 # Which foldserve, first found (and said on stderr, so the log shows it):

@@ -42,6 +42,7 @@ COVERED = {
     "deploy/rank.sh 0 2 10.0.0.1:29551": RUN,
     "deploy/rank.sh 1 2 10.0.0.1:29551": RUN,
     "deploy/rank.sh R 2 10.0.0.1:29551": "a template; deploy/gb10-tp2.env's: tests/ranks/test_deploy.py",
+    "TF_KV_PAGES=on deploy/rank.sh": "tests/ranks/test_deploy.py::test_the_callers_environment_wins_over_the_env_file",
     "sudo make install-system": "changes the host; its steps: tests/ranks/test_deploy.py (dry run)",
     "sudo systemctl": "needs systemd running; the unit: tests/ranks/test_deploy.py::test_the_unit_verifies",
     "TF_ROOM_GIB=0.00": RUN,

@@ -111,6 +111,26 @@ def test_the_scripts_fall_back_to_foldserve_on_path(tmp_path):
     assert r.returncode == 2 and "no foldserve found" in r.stderr and "make install" in r.stderr
 
 
+def test_the_callers_environment_wins_over_the_env_file(tmp_path):
+    """`TF_KV_PAGES=on deploy/rank.sh ...` runs with on, though the shipped file says auto
+    (it used to be overwritten silently), and says so; unset, the file's value applies."""
+    d = _copy_deploy(tmp_path, checkout=False)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "foldserve").write_text('#!/bin/sh\necho "TF_KV_PAGES=$TF_KV_PAGES NCCL_NVLS_ENABLE=$NCCL_NVLS_ENABLE"\n')
+    (bin_dir / "foldserve").chmod(0o755)
+    env = {k: v for k, v in _env(PATH=f"{bin_dir}:/usr/bin:/bin").items()
+           if k not in ("TF_KV_PAGES", "NCCL_NVLS_ENABLE")}
+    r = _run(d / "rank.sh", "1", "2", "10.0.0.1:29551", env={**env, "TF_KV_PAGES": "on"})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "TF_KV_PAGES=on NCCL_NVLS_ENABLE=0"      # the rest from the file
+    assert f"deploy: TF_KV_PAGES=on from the environment, over {d}/foldserve.env's TF_KV_PAGES=auto" in r.stderr
+    r = _run(d / "one-host.sh", "2", env=env)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "TF_KV_PAGES=auto NCCL_NVLS_ENABLE=0"
+    assert "from the environment" not in r.stderr
+
+
 @pytest.mark.parametrize("tp", [2, 3])
 def test_gb10_examples_build_each_ranks_command(tp):
     example = DEPLOY / f"gb10-tp{tp}.env"
