@@ -215,7 +215,7 @@ def _made(role: str, *args):
     is rebuilt from (kernels/blocks_vec.py's own recipe, see stable_pickle)."""
     key = (role, *args)
     if key not in _MADE:
-        if role in ("member", "team"):          # kernels/forward_cpu.py's, made per kinds
+        if role == "member":                    # kernels/forward_cpu.py's, made per kinds
             from kernels import forward_cpu
             forward_cpu._make(args)
         else:

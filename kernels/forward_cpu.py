@@ -26,9 +26,12 @@ Used for the plain llama layer (no qkv bias, no q/k norms), TP=1, every matrix o
 """
 from __future__ import annotations
 
-import numpy as np
+import queue
+import threading
+
 import numba
-from numba import njit, prange
+import numpy as np
+from numba import njit
 
 from kernels import attention_cpu, blocks_vec
 from kernels.attention_cpu import _job, write_row
@@ -180,20 +183,54 @@ def _make(kinds):
                 finish(ctr, s)
         wait(ctr, s, n)
 
-    # nogil: the server's other threads (HTTP, streaming the last token) run during the step
-    @njit(cache=True, parallel=True, boundscheck=False, nogil=True)
-    def team(threads, ctr, h, h2, x, out, qkv, att, gu, act, xs_d, xs_a, xs_f, owner,
-             attn_norm, mlp_norm, final_norm, eps, wq, wo, wg, wd, wh, K, V, nq, nkv, hd, ff,
-             cos, sin, spans, starts, tables, page_rows, scale, sel, os_, hs, xs, hs2, xs_s,
-             logits):
-        for t in prange(threads):
-            member(t, threads, ctr, h, h2, x, out, qkv, att, gu, act, xs_d, xs_a, xs_f, owner,
-                   attn_norm, mlp_norm, final_norm, eps, wq, wo, wg, wd, wh, K, V, nq, nkv, hd,
-                   ff, cos, sin, spans, starts, tables, page_rows, scale, sel, os_, hs, xs, hs2,
-                   xs_s, logits)
+    return blocks_vec.stable_pickle(member, "member", *kinds)
 
-    blocks_vec.stable_pickle(member, "member", *kinds)
-    return member, blocks_vec.stable_pickle(team, "team", *kinds)
+
+class Team:
+    """The threads that run a round's members beside the calling thread (member 0): daemon
+    threads, each waiting on its own queue, made once. members are nogil, so they run at once;
+    an error in one (the others would wait for its slots) sets the abort row and is raised."""
+
+    def __init__(self, member):
+        self.member = member
+        self.threads = []
+
+    def _grow(self, n):
+        while len(self.threads) < n:
+            inbox, outbox = queue.SimpleQueue(), queue.SimpleQueue()
+            t = threading.Thread(target=self._serve, args=(inbox, outbox), daemon=True,
+                                 name=f"foldserve-cpu-{len(self.threads) + 1}")
+            t.start()
+            self.threads.append((inbox, outbox))
+
+    def _serve(self, inbox, outbox):
+        while True:
+            m, n, args = inbox.get()
+            try:
+                self.member(m, n, *args)
+                outbox.put(None)
+            except BaseException as e:          # noqa: BLE001 (handed to the caller)
+                args[0][-1, 0] = 1              # the abort row: every wait returns
+                outbox.put(e)
+
+    def run(self, n, args):
+        if n == 1:
+            self.member(0, 1, *args)
+            return
+        self._grow(n - 1)
+        for m in range(1, n):
+            self.threads[m - 1][0].put((m, n, args))
+        err = None
+        try:
+            self.member(0, n, *args)
+        except BaseException as e:              # noqa: BLE001
+            args[0][-1, 0] = 1
+            err = e
+        for m in range(1, n):
+            got = self.threads[m - 1][1].get()
+            err = err or got
+        if err is not None:
+            raise err
 
 
 class Fused:
@@ -202,10 +239,9 @@ class Fused:
     def __init__(self, w, spec):
         L = w.layers
         self.kinds = (L[0].wqkv.kind, L[0].wo.kind, L[0].wgu.kind, L[0].wdown.kind, w.lm_head.kind)
-        made = _FORWARDS.get(self.kinds)
-        if made is None:
-            made = _FORWARDS[self.kinds] = _make(self.kinds)
-        self.member, self.team = made
+        self.team = _FORWARDS.get(self.kinds)
+        if self.team is None:
+            self.team = _FORWARDS[self.kinds] = Team(_make(self.kinds))
 
         def mats(role):
             ms = [getattr(layer, role) for layer in L]
@@ -254,13 +290,9 @@ class Fused:
         head = (np.empty((S, D), f32), np.empty((S, D), f32), np.empty((S, D), f32),
                 np.empty((S, D), f32), np.empty((S, D // 32), f32),
                 np.empty((S, self.vocab), f32))
-        ctr = np.zeros((STAGES * len(self.wq) + 2, WIDTH), np.int64)
+        ctr = np.zeros((STAGES * len(self.wq) + 3, WIDTH), np.int64)     # + the abort row
         args = (ctr, h, *bufs, self.attn_norm, self.mlp_norm, self.norm, self.eps,
                 self.wq, self.wo, self.wg, self.wd, self.wh, kv.K, kv.V, nq, self.nkv, hd, ff,
                 cos, sin, spans, starts, tables, page_rows, f32(scale), sel, *head)
-        threads = min(numba.get_num_threads(), WIDTH - 1)
-        if threads == 1:
-            self.member(0, 1, *args)
-        else:
-            self.team(threads, *args)
+        self.team.run(min(numba.get_num_threads(), WIDTH - 1), args)
         return None if r.sel is None else head[-1]

@@ -1,10 +1,11 @@
-"""A team of numba threads sharing one parallel region: work taken a slot at a time, and
+"""A team of threads running a round together (one nogil numba call each): work taken a slot at a time, and
 each stage waited for as a whole.
 
 A decode step on the default model is ~120 small matrices and the ops between them; as one
 parallel region each (numba's prange through libgomp), every stage paid a fork and a join,
 microseconds each on a quiet machine and far more on a busy one. kernels/forward_cpu.py
-instead enters one region a round: every thread of the team runs the same list of stages,
+instead makes one call a thread a round (forward_cpu.Team: the calling thread and daemon
+threads, each running the same nogil function): every member runs the same list of stages,
 and a stage's slots (a matrix's rows, attention's (row, kv head) jobs, a norm) are handed
 out by atomic flags:
 
@@ -93,7 +94,8 @@ def wait(ctr, s, n):
     is descheduled, or the slot is long) yielding the core between polls, as libgomp's
     GOMP_SPINCOUNT does before it sleeps."""
     polls = 0
-    while _atomic_load(ctr[s], 0) < n:
+    abort = ctr.shape[0] - 1            # the last row: set when a member failed
+    while _atomic_load(ctr[s], 0) < n and _atomic_load(ctr[abort], 0) == 0:
         polls += 1
         if polls > SPINS:
             _yield()
