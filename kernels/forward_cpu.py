@@ -1,10 +1,14 @@
-"""A round's whole forward on the CPU over GGUF blocks in one numba call.
+"""A round's whole forward on the CPU over GGUF blocks in one numba call a thread.
 
 The op-by-op path (server/engine/model.py's Model.run through kernels/ops.py) calls ~300 numba
 functions a decode step from Python (4 matmuls, 2 norms, SwiGLU and the attention a layer,
 each with its wrapper's allocations and a dispatch); at one token a step those calls cost about
-as much as the small matmuls themselves. Here the same functions run in the same order from
-one compiled function:
+as much as the small matmuls themselves, and each matmul was a parallel region of its own.
+Here the same functions run in the same order from one compiled function, `member`, called
+once a round by each thread of a team (Team: the calling thread and daemon threads; nogil,
+so they run at once): each stage below is cut into slots (a matrix's row ranges, attention's
+(row, kv head) jobs, SwiGLU's pieces, the norms whole) that the members take through atomic
+flags, and every member waits for the whole stage before the next (kernels/team_cpu.py):
 
   h = the embedded rows (given)
   for each layer:
