@@ -72,6 +72,10 @@ def _make(kinds):
         att2 = att.reshape(T, nq * hd)
         jobs = T * nkv
         acts = (ff + PIECE_ACTS - 1) // PIECE_ACTS
+        # a round whose every chunk is one row (decode): a job writes its row's K, V itself
+        # (no other job of the round reads them); heads of whole 32-blocks: a job sums its own
+        one_row = spans.shape[0] == T
+        head_sums = hd % 32 == 0
         s = 0
         for li in range(len(wq)):
             if take(ctr, s, 0):                                  # x = norm(h) (+ the residual)
@@ -96,29 +100,37 @@ def _make(kinds):
             s += 1
             kl = K[li]
             vl = V[li]
-            for k in range(n):                                   # K, V rows written
-                slot = (m + k) % n
-                if take(ctr, s, slot):
-                    for j in range(slot, jobs, n):
-                        write_row(j // nkv, j % nkv, owner, qkv, nq, nkv, hd, cos, sin, kl, vl,
-                                  spans, starts, tables, page_rows)
-                    finish(ctr, s)
-            wait(ctr, s, n)
+            if not one_row:                                      # K, V rows written
+                for k in range(n):
+                    slot = (m + k) % n
+                    if take(ctr, s, slot):
+                        for j in range(slot, jobs, n):
+                            write_row(j // nkv, j % nkv, owner, qkv, nq, nkv, hd, cos, sin, kl,
+                                      vl, spans, starts, tables, page_rows)
+                        finish(ctr, s)
+                wait(ctr, s, n)
             s += 1
             for k in range(n):                                   # each (row, kv head) attends
                 slot = (m + k) % n
                 if take(ctr, s, slot):
                     for j in range(slot, jobs, n):
+                        t = j // nkv
+                        if one_row:      # a chunk's one row: its K, V first, then its keys
+                            write_row(t, j % nkv, owner, qkv, nq, nkv, hd, cos, sin, kl, vl,
+                                      spans, starts, tables, page_rows)
                         _job(j, owner, qkv, nq, nkv, hd, cos, sin, kl, vl, spans, starts, tables,
                              page_rows, scale, att)
+                        if so and head_sums:         # the job's heads' block sums of att
+                            q0 = (j % nkv) * (nq // nkv) * hd
+                            block_sums_span(att2, t, q0 // 32, (q0 + (nq // nkv) * hd) // 32, xs_a)
                     finish(ctr, s)
             wait(ctr, s, n)
             s += 1
-            if take(ctr, s, 0):
-                if so:
+            if so and not head_sums:
+                if take(ctr, s, 0):
                     block_sums(att2, xs_a)
-                finish(ctr, s)
-            wait(ctr, s, 1)
+                    finish(ctr, s)
+                wait(ctr, s, 1)
             s += 1
             N = wo[li].shape[0]                                  # out = att Wo^T
             for k in range(n):
