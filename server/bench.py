@@ -27,7 +27,6 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-import httpx
 
 ID_RANGE = (1000, 20000)
 
@@ -122,6 +121,7 @@ def sampling_fields(args, i: int) -> dict:
 
 async def one_request(client: httpx.AsyncClient, model: str, prompt: list[int],
                       output_len: int, sampling: dict | None = None) -> Result:
+    import httpx      # here, not at the top: every foldserve command's parser imports this module
     body = {"model": model, "prompt": prompt, "max_tokens": output_len, "temperature": 0,
             "ignore_eos": True, "stream": True, "stream_options": {"include_usage": True},
             **(sampling or {})}
@@ -255,6 +255,7 @@ def parse_percentiles(text: str) -> tuple[float, ...]:
 
 
 async def bench(args) -> dict:
+    import httpx
     headers = {"Authorization": f"Bearer {args.api_key}"} if args.api_key else {}
     limits = httpx.Limits(max_connections=args.concurrency + 2)
     async with httpx.AsyncClient(base_url=base_url(args.url), headers=headers, limits=limits,
@@ -287,6 +288,7 @@ async def bench(args) -> dict:
 
 
 def run(args) -> int:
+    import httpx
     # httpx logs every request at INFO ("HTTP Request: POST ... 200 OK"): a line a request here
     logging.getLogger("httpx").setLevel(logging.WARNING)
     try:
