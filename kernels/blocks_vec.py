@@ -211,19 +211,17 @@ _FZERO = ir.Constant(_f32, 0.0)
 
 
 def _made(role: str, *args):
-    """The kernel `role` (dot, dotx, mm) for args, made once a process: what a pickled kernel
-    is rebuilt from (kernels/blocks_vec.py's own recipe, see stable_pickle)."""
+    """The kernel `role` (dot, dotx, rows, mm; or a role another module registered in
+    MAKERS, as kernels/forward_cpu.py does its member) for args, made once a process: what a
+    pickled kernel is rebuilt from (see stable_pickle)."""
     key = (role, *args)
     if key not in _MADE:
-        if role == "member":                    # kernels/forward_cpu.py's, made per kinds
-            from kernels import forward_cpu
-            forward_cpu._make(args)
-        else:
-            _MADE[key] = {"dot": _make_dot, "dotx": _make_dotx, "rows": _make_rows, "mm": _make_mm}[role](*args)
+        _MADE[key] = MAKERS[role](*args)
     return _MADE[key]
 
 
 _MADE: dict = {}
+MAKERS: dict = {}          # role -> the function making it from the recipe's args
 
 
 def stable_pickle(fn, role: str, *args):
@@ -443,6 +441,7 @@ def _avx512() -> bool:
 
 
 TABLE = _avx512()          # the nibble table (vpermps); else the portable unpack, the same bytes
+MAKERS.update(dot=_make_dot, dotx=_make_dotx, rows=_make_rows, mm=_make_mm)
 KERNELS = {k: _make_mm(k, TABLE) for k in BLOCK_BYTES}
 ROW_KERNELS = {k: _made("rows", k, TABLE) for k in BLOCK_BYTES}     # one piece of a matmul
 

@@ -202,6 +202,9 @@ def _make(kinds):
     return blocks_vec.stable_pickle(member, "member", *kinds)
 
 
+blocks_vec.MAKERS["member"] = lambda *kinds: _make(kinds)
+
+
 class Team:
     """The threads that run a round's members beside the calling thread (member 0): daemon
     threads, each waiting on its own queue, made once. members are nogil, so they run at once;
