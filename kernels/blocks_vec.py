@@ -367,6 +367,17 @@ def block_sums(x, out):
         block_sums_span(x, i, 0, K // 32, out)
 
 
+@njit(cache=True, boundscheck=False, nogil=True)
+def side_by_side(xsum, i, k):
+    """xsum rows i .. i + k - 1 as columns: [nb, k] (dotx's xsum_t)."""
+    nb = xsum.shape[1]
+    t = np.empty((nb, k), np.float32)
+    for b in range(nb):
+        for j in range(k):
+            t[b, j] = xsum[i + j, b]
+    return t
+
+
 def _make_rows(kind, table):
     """rows(x, xsum, data, out, lo, hi): out[:, lo:hi] = x times rows lo..hi-1 of the matrix,
     each element through the one function above (the piece a chunk of `mm`, or a member of
@@ -389,12 +400,8 @@ def _make_rows(kind, table):
                 n += 1
             return
         i = 0                              # x rows 8 (then 4, then 1) at a time, each
-        nb = xsum.shape[1]                 # group against the piece's rows of blocks
         while i + 8 <= M:
-            xst = np.empty((nb, 8), np.float32)
-            for b in range(nb):
-                for j in range(8):
-                    xst[b, j] = xsum[i + j, b]
+            xst = side_by_side(xsum, i, 8)
             for n in range(lo, hi):
                 r = dx8(data[n], x[i], x[i + 1], x[i + 2], x[i + 3], x[i + 4], x[i + 5], x[i + 6], x[i + 7],
                         xst)
@@ -402,10 +409,7 @@ def _make_rows(kind, table):
                     out[i + j, n] = r[j]
             i += 8
         while i + 4 <= M:
-            xst4 = np.empty((nb, 4), np.float32)
-            for b in range(nb):
-                for j in range(4):
-                    xst4[b, j] = xsum[i + j, b]
+            xst4 = side_by_side(xsum, i, 4)
             for n in range(lo, hi):
                 a, b_, c_, d = dx4(data[n], x[i], x[i + 1], x[i + 2], x[i + 3], xst4)
                 out[i, n], out[i + 1, n], out[i + 2, n], out[i + 3, n] = a, b_, c_, d
