@@ -208,11 +208,14 @@ blocks_vec.MAKERS["member"] = lambda *kinds: _make(kinds)
 class Team:
     """The threads that run a round's members beside the calling thread (member 0): daemon
     threads, each waiting on its own queue, made once. members are nogil, so they run at once;
-    an error in one (the others would wait for its slots) sets the abort row and is raised."""
+    an error in one (the others would wait for its slots) sets the abort row and is raised.
+    One round at a time: a team is shared by every model of its kinds in the process, and two
+    callers' rounds on the same queues would take each other's replies."""
 
     def __init__(self, member):
         self.member = member
         self.threads = []
+        self.lock = threading.Lock()
 
     def _grow(self, n):
         while len(self.threads) < n:
@@ -233,6 +236,10 @@ class Team:
                 outbox.put(e)
 
     def run(self, n, args):
+        with self.lock:
+            self._run(n, args)
+
+    def _run(self, n, args):
         if n == 1:
             self.member(0, 1, *args)
             return

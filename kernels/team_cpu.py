@@ -1,5 +1,5 @@
-"""A team of threads running a round together (one nogil numba call each): work taken a slot at a time, and
-each stage waited for as a whole.
+"""A team of threads running a round together (one nogil numba call each): work taken a
+slot at a time, and each stage waited for as a whole.
 
 A decode step on the default model is ~120 small matrices and the ops between them; as one
 parallel region each (numba's prange through libgomp), every stage paid a fork and a join,
@@ -26,7 +26,7 @@ in flight, so a team whose members run one after another (one thread, or a membe
 late) still finishes, the first member doing all the work.
 
 The counters are int64 arrays read and written with LLVM's atomic operations (seq_cst), which
-also keep the compiler from moving a piece's loads or stores across them.
+also keep the compiler from moving a slot's loads or stores across them.
 """
 from __future__ import annotations
 
@@ -62,8 +62,8 @@ WIDTH = 16             # int64 a stage's counters take (128 bytes: stages apart 
 @njit(cache=True, nogil=True)
 def take(ctr, s, slot):
     """Whether this member takes slot `slot` of stage s (the first to ask does). ctr: int64
-    [stages, WIDTH], zeros at the round's start: [s, 0] counts the slots done, [s, 1 + k]
-    is slot k's flag."""
+    [stages + 1, WIDTH], zeros at the round's start: [s, 0] counts the slots done, [s, 1 + k]
+    is slot k's flag; the last row is the abort row (non-zero: a member failed, see wait)."""
     return _atomic_add(ctr[s], 1 + slot, 1) == 0
 
 
