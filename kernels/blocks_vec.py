@@ -21,9 +21,9 @@ The integer values: Q8_0 q (int8); Q4_0 nibble - 8; Q4_1 nibble (the block's 16 
 positions 0..15 in their low nibbles, 16..31 in their high: GGUF's order). The sum is the
 product with the dequantized weights up to float32 rounding (Q4_1's d*q + m is split into the
 two sums; tests/model/test_blocks_cpu.py holds every kind to the float64 definition,
-kernels.qmatmul.ref). How many rows go side by side (four rows of blocks against one x row;
-one row of blocks against 8, 4 or 1 x rows, w formed once a block for all) changes how many
-chains run at once, never a chain's operations.
+kernels.qmatmul.ref). How many rows go side by side (a tile: R rows of blocks against C x rows,
+w formed once a block for the C rows, each x load used by the R rows: 4x1 for one x row, 1x8
+or 2x4 for several) changes how many chains run at once, never a chain's operations.
 
 The scales are read where the file keeps them (each block's f16 d, and Q4_1's m, widened to
 float32 exactly in the loop: vcvtph2ps, four rows' blocks in one vector), so a step reads the
@@ -211,7 +211,7 @@ _FZERO = ir.Constant(_f32, 0.0)
 
 
 def _made(role: str, *args):
-    """The kernel `role` (dot, dotx, rows, mm; or a role another module registered in
+    """The kernel `role` (tile, rows, mm; or a role another module registered in
     MAKERS, as kernels/forward_cpu.py does its member) for args, made once a process: what a
     pickled kernel is rebuilt from (see stable_pickle)."""
     key = (role, *args)
@@ -247,105 +247,72 @@ def stable_pickle(fn, role: str, *args):
 _RECIPE_CLASSES: dict = {}
 
 
-def _make_dot(kind, k, table):
-    """dot(w_0 .. w_{k-1}, x, xsum): k rows of blocks (uint8[:]) times one x row (float32[:],
-    K) -> k elements, each in the module's order (k chains side by side, one x load; the k
-    blocks' scales widened in one vector; Q4_1's min sums as the odd lanes of one vector
-    chain: lane 2j + 1 is fma(m_b, xsum[b], sm) over the blocks in order, row j's sm)."""
+def _make_tile(kind, R, C, table):
+    """tile(data, n, x, i, xst): R rows of blocks (data[n .. n+R-1], uint8 [N, row bytes]) times
+    C x rows (x[i .. i+C-1], float32 [M, K]) -> R*C elements, r-major (element r*C + c: block
+    row n + r against x row i + c), each in the module's order. A block of each of the R rows
+    is unpacked and scaled once for its C x rows, each x load serves the R rows, the R blocks'
+    scales widen in one vector; R*C chains side by side, none changing another's operations.
+    xst: the C rows' block sums side by side, [nb, C] (side_by_side; for C = 1 the row's own
+    xsum[i]), read by Q4_1 only: its R*C min sums run as the lanes of one vector chain, lane
+    r*C + c = fma(m_r, xsum_c[b], sm), each lane the same fma as a scalar chain."""
     nbytes = BLOCK_BYTES[kind]
     q41 = kind == "Q4_1"
 
-    def typer(*args):
-        sig = _ret(k)(*args)
+    def typer(data, n, x, i, xst):
+        sig = _ret(R * C)(data, n, x, i, xst)
 
         def codegen(context, builder, signature, vals):
-            ws = [builder.bitcast(_ptr(context, builder, signature.args[j], vals[j]).data, _i8.as_pointer())
-                  for j in range(k)]
-            xa = _ptr(context, builder, signature.args[k], vals[k])
-            sp = _ptr(context, builder, signature.args[k + 1], vals[k + 1]).data
-            nb = builder.sdiv(builder.extract_value(xa.shape, 0), ir.Constant(_i64, 32))
-            smt = ir.VectorType(_f32, 2 * k)
-
+            da = _ptr(context, builder, signature.args[0], vals[0])
+            xa = _ptr(context, builder, signature.args[2], vals[2])
+            nn, ii = vals[1], vals[3]
+            stp = _ptr(context, builder, signature.args[4], vals[4]).data
+            dstride = builder.extract_value(da.strides, 0)
+            xstride = builder.sdiv(builder.extract_value(xa.strides, 0), ir.Constant(_i64, 4))
+            d0 = builder.bitcast(da.data, _i8.as_pointer())
+            ws = [builder.gep(d0, [builder.mul(builder.add(nn, ir.Constant(_i64, r)), dstride)]) for r in range(R)]
+            xps = [builder.gep(xa.data, [builder.mul(builder.add(ii, ir.Constant(_i64, c)), xstride)])
+                   for c in range(C)]
+            nb = builder.sdiv(builder.extract_value(xa.shape, 1), ir.Constant(_i64, 32))
+            vk = ir.VectorType(_f32, R * C)
+            vc = ir.VectorType(_f32, C)
             ahead = builder.mul(nb, ir.Constant(_i64, nbytes * PREFETCH_ROWS))
 
             def body(b, st):
                 bases = [builder.gep(wp, [builder.mul(b, ir.Constant(_i64, nbytes))]) for wp in ws]
-                if k > 1 and PREFETCH_ROWS:
-                    for base in bases:             # the same place PREFETCH_ROWS rows on
+                if PREFETCH_ROWS:
+                    for base in bases:
                         _prefetch(builder, builder.gep(base, [ahead]))
                 sc = _f16s(builder, kind, bases)
-                accs = []
-                for j, base in enumerate(bases):
-                    dv = _lane16(builder, sc, 2 * j if q41 else j)
-                    accs.append(_xstep(builder, _weights(builder, kind, base, dv, table), xa.data, b, st[j]))
+                out = list(st)
+                wts = [_weights(builder, kind, base, _lane16(builder, sc, 2 * r if q41 else r), table)
+                       for r, base in enumerate(bases)]
+                for c in range(C):
+                    x0 = builder.gep(xps[c], [builder.mul(b, ir.Constant(_i64, 32))])
+                    xv = builder.load(builder.bitcast(x0, _v32f.as_pointer()), align=4)
+                    for r in range(R):
+                        out[r * C + c] = _fma(builder, wts[r], xv, st[r * C + c])
                 if q41:
-                    xs = builder.load(builder.gep(sp, [b]), align=4)
-                    accs.append(_fma(builder, sc, _splat(builder, xs, 2 * k), st[k]))
-                return accs
-            inits = [_ZERO32] * k + ([ir.Constant(smt, [0.0] * (2 * k))] if q41 else [])
-            st = _loop(builder, nb, inits, body)
-            sms = [builder.extract_element(st[k], ir.Constant(_i32, 2 * j + 1)) if q41 else _FZERO
-                   for j in range(k)]
-            return _result(context, builder, signature, [_finish(builder, st[j], sms[j]) for j in range(k)])
-        return sig, codegen
-    if k == 1:
-        @intrinsic
-        def dot(typingctx, w, x, xsum):
-            return typer(w, x, xsum)
-    else:
-        @intrinsic
-        def dot(typingctx, w0, w1, w2, w3, x, xsum):
-            return typer(w0, w1, w2, w3, x, xsum)
-    return stable_pickle(dot, "dot", kind, k, table)
-
-
-def _make_dotx(kind, k, table):
-    """dotx(w, x_0 .. x_{k-1}, xsum_t): one row of blocks times k x rows: each block unpacked
-    and scaled once (the same d * lo, d * hi as `dot`), then k chains side by side, each the
-    same operations in the same order as `dot`: the same bytes. xsum_t [nb, k]: the k rows'
-    block sums side by side (Q4_1; row j's in column j), so the k min sums fma(m_b, xsum_j[b],
-    sm_j) run as the lanes of one vector chain, each lane the same fma as a scalar chain."""
-    nbytes = BLOCK_BYTES[kind]
-    q41 = kind == "Q4_1"
-
-    def typer(*args):
-        sig = _ret(k)(*args)
-
-        def codegen(context, builder, signature, vals_):
-            wp = builder.bitcast(_ptr(context, builder, signature.args[0], vals_[0]).data, _i8.as_pointer())
-            xs = [_ptr(context, builder, signature.args[1 + j], vals_[1 + j]) for j in range(k)]
-            stp = _ptr(context, builder, signature.args[1 + k], vals_[1 + k]).data
-            nb = builder.sdiv(builder.extract_value(xs[0].shape, 0), ir.Constant(_i64, 32))
-            vk = ir.VectorType(_f32, k)
-
-            ahead = builder.mul(nb, ir.Constant(_i64, nbytes * PREFETCH_ROWS))
-
-            def body(b, st):
-                base = builder.gep(wp, [builder.mul(b, ir.Constant(_i64, nbytes))])
-                if PREFETCH_ROWS:
-                    _prefetch(builder, builder.gep(base, [ahead]))
-                sc = _f16s(builder, kind, [base])
-                w = _weights(builder, kind, base, _lane16(builder, sc, 0), table)
-                out = [_xstep(builder, w, xa.data, b, st[j]) for j, xa in enumerate(xs)]
-                if q41:
-                    m = builder.extract_element(sc, ir.Constant(_i32, 1))
-                    sp = builder.bitcast(builder.gep(stp, [builder.mul(b, ir.Constant(_i64, k))]), vk.as_pointer())
-                    out.append(_fma(builder, _splat(builder, m, k), builder.load(sp, align=4), st[k]))
+                    ms = builder.shuffle_vector(sc, ir.Constant(sc.type, ir.Undefined),
+                                                ir.Constant(ir.VectorType(_i32, R * C),
+                                                            [2 * r + 1 for r in range(R) for _ in range(C)]))
+                    sp = builder.bitcast(builder.gep(stp, [builder.mul(b, ir.Constant(_i64, C))]), vc.as_pointer())
+                    xs = builder.load(sp, align=4)
+                    xsr = builder.shuffle_vector(xs, ir.Constant(vc, ir.Undefined),
+                                                 ir.Constant(ir.VectorType(_i32, R * C), [c for _ in range(R) for c in range(C)]))
+                    out[R * C] = _fma(builder, ms, xsr, st[R * C])
                 return out
-            inits = [_ZERO32] * k + ([ir.Constant(vk, [0.0] * k)] if q41 else [])
+            inits = [_ZERO32] * (R * C) + ([ir.Constant(vk, [0.0] * (R * C))] if q41 else [])
             st = _loop(builder, nb, inits, body)
-            sms = [builder.extract_element(st[k], ir.Constant(_i32, j)) if q41 else _FZERO for j in range(k)]
-            return _result(context, builder, signature, [_finish(builder, st[j], sms[j]) for j in range(k)])
+            sms = [builder.extract_element(st[R * C], ir.Constant(_i32, j)) if q41 else _FZERO
+                   for j in range(R * C)]
+            return _result(context, builder, signature, [_finish(builder, st[j], sms[j]) for j in range(R * C)])
         return sig, codegen
-    if k == 4:
-        @intrinsic
-        def dotx(typingctx, w, x0, x1, x2, x3, xst):
-            return typer(w, x0, x1, x2, x3, xst)
-    else:
-        @intrinsic
-        def dotx(typingctx, w, x0, x1, x2, x3, x4, x5, x6, x7, xst):
-            return typer(w, x0, x1, x2, x3, x4, x5, x6, x7, xst)
-    return stable_pickle(dotx, "dotx", kind, k, table)
+
+    @intrinsic
+    def tile(typingctx, data, n, x, i, xst):
+        return typer(data, n, x, i, xst)
+    return stable_pickle(tile, "tile", kind, R, C, table)
 
 
 @njit(cache=True, boundscheck=False, nogil=True)
@@ -369,7 +336,7 @@ def block_sums(x, out):
 
 @njit(cache=True, boundscheck=False, nogil=True)
 def side_by_side(xsum, i, k):
-    """xsum rows i .. i + k - 1 as columns: [nb, k] (dotx's xsum_t)."""
+    """xsum rows i .. i + k - 1 as columns: [nb, k] (a tile's xst)."""
     nb = xsum.shape[1]
     t = np.empty((nb, k), np.float32)
     for b in range(nb):
@@ -378,45 +345,58 @@ def side_by_side(xsum, i, k):
     return t
 
 
+# x rows a tile takes: 8 (one row of blocks at a time) while their K floats fit in L1d beside
+# the blocks streaming past (8 * K * 4 bytes <= X_L1_BYTES), else 4 against two rows of blocks.
+# One thread, the default model's matrices at 8 x rows, interleaved A/B (receipt
+# 2026-12-02-cpu-tiles): at K = 576, 1x8 as fast as 2x4 or faster; at K = 1536 (down, 48 KiB
+# of x), 2x4 0.63x the time of 1x8.
+X_L1_BYTES = 24 * 1024
+
+
 def _make_rows(kind, table):
     """rows(x, xsum, data, out, lo, hi): out[:, lo:hi] = x times rows lo..hi-1 of the matrix,
-    each element through the one function above (the piece a chunk of `mm`, or a member of
-    kernels/team_cpu's team, computes)."""
-    dot1, dot4 = _make_dot(kind, 1, table), _make_dot(kind, 4, table)
-    dx4, dx8 = _make_dotx(kind, 4, table), _make_dotx(kind, 8, table)
+    each element through the one chain of `tile` (the piece a chunk of `mm`, or a member of
+    kernels/team_cpu's team, computes); the tile shapes change the speed only."""
+    t11, t41 = _make_tile(kind, 1, 1, table), _make_tile(kind, 4, 1, table)
+    t14, t24 = _make_tile(kind, 1, 4, table), _make_tile(kind, 2, 4, table)
+    t18 = _make_tile(kind, 1, 8, table)
 
     @njit(cache=True, boundscheck=False, nogil=True)
     def rows(x, xsum, data, out, lo, hi):
-        M = x.shape[0]
-        if M == 1:                         # one x row: four rows of blocks at a time
-            x0, s0 = x[0], xsum[0]
+        M, K = x.shape
+        i = 0
+        if 8 * K * 4 <= X_L1_BYTES:             # 8 x rows against one row of blocks
+            while i + 8 <= M:
+                xst = side_by_side(xsum, i, 8)
+                for n in range(lo, hi):
+                    r = t18(data, n, x, i, xst)
+                    for c in range(8):
+                        out[i + c, n] = r[c]
+                i += 8
+        while i + 4 <= M:                       # 4 x rows against two rows of blocks
+            xst = side_by_side(xsum, i, 4)
+            n = lo
+            while n + 2 <= hi:
+                r = t24(data, n, x, i, xst)
+                for a in range(2):
+                    for c in range(4):
+                        out[i + c, n + a] = r[4 * a + c]
+                n += 2
+            if n < hi:
+                r = t14(data, n, x, i, xst)
+                for c in range(4):
+                    out[i + c, n] = r[c]
+            i += 4
+        while i < M:                            # one x row against four rows of blocks
             n = lo
             while n + 4 <= hi:
-                a, b, c_, d = dot4(data[n], data[n + 1], data[n + 2], data[n + 3], x0, s0)
-                out[0, n], out[0, n + 1], out[0, n + 2], out[0, n + 3] = a, b, c_, d
+                r = t41(data, n, x, i, xsum[i])
+                for a in range(4):
+                    out[i, n + a] = r[a]
                 n += 4
             while n < hi:
-                out[0, n] = dot1(data[n], x0, s0)
+                out[i, n] = t11(data, n, x, i, xsum[i])
                 n += 1
-            return
-        i = 0                              # x rows 8 (then 4, then 1) at a time, each
-        while i + 8 <= M:
-            xst = side_by_side(xsum, i, 8)
-            for n in range(lo, hi):
-                r = dx8(data[n], x[i], x[i + 1], x[i + 2], x[i + 3], x[i + 4], x[i + 5], x[i + 6], x[i + 7],
-                        xst)
-                for j in range(8):
-                    out[i + j, n] = r[j]
-            i += 8
-        while i + 4 <= M:
-            xst4 = side_by_side(xsum, i, 4)
-            for n in range(lo, hi):
-                a, b_, c_, d = dx4(data[n], x[i], x[i + 1], x[i + 2], x[i + 3], xst4)
-                out[i, n], out[i + 1, n], out[i + 2, n], out[i + 3, n] = a, b_, c_, d
-            i += 4
-        while i < M:
-            for n in range(lo, hi):
-                out[i, n] = dot1(data[n], x[i], xsum[i])
             i += 1
     return stable_pickle(rows, "rows", kind, table)
 
@@ -445,7 +425,7 @@ def _avx512() -> bool:
 
 
 TABLE = _avx512()          # the nibble table (vpermps); else the portable unpack, the same bytes
-MAKERS.update(dot=_make_dot, dotx=_make_dotx, rows=_make_rows, mm=_make_mm)
+MAKERS.update(tile=_make_tile, rows=_make_rows, mm=_make_mm)
 KERNELS = {k: _make_mm(k, TABLE) for k in BLOCK_BYTES}
 ROW_KERNELS = {k: _made("rows", k, TABLE) for k in BLOCK_BYTES}     # one piece of a matmul
 
