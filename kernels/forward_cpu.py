@@ -6,9 +6,10 @@ each with its wrapper's allocations and a dispatch); at one token a step those c
 as much as the small matmuls themselves, and each matmul was a parallel region of its own.
 Here the same functions run in the same order from one compiled function, `member`, called
 once a round by each thread of a team (Team: the calling thread and daemon threads; nogil,
-so they run at once): each stage below is cut into slots (a matrix's row ranges, attention's
-(row, kv head) jobs, SwiGLU's pieces, the norms whole) that the members take through atomic
-flags, and every member waits for the whole stage before the next (kernels/team_cpu.py):
+so they run at once): each stage below is cut into pieces (a matrix's row ranges, attention's
+(row, kv head) jobs, SwiGLU's spans, the norms whole) that the members take one at a time
+from a counter, and every member waits for the whole stage before the next
+(kernels/team_cpu.py):
 
   h = the embedded rows (given)
   for each layer:
@@ -41,24 +42,48 @@ from kernels import attention_cpu, blocks_vec
 from kernels.attention_cpu import _job, write_row
 from kernels.blocks_vec import block_sums, block_sums_span
 from kernels.rmsnorm_cpu import add_rms_norm, rms_norm, swiglu_span
-from kernels.team_cpu import WIDTH, finish, take, wait
+from kernels.team_cpu import WIDTH, finish, next_piece, take, wait
 
 _FORWARDS: dict = {}
 PIECE_ACTS = 256       # SwiGLU activations a piece (a multiple of 32: its block sums with it)
 STAGES = 10            # stages a layer (and 2 for the head)
 
 
+PIECES = 4             # a matrix's row ranges a member (the pieces of one stage: PIECES * n)
+
+
 @njit(cache=True, nogil=True)
 def _edge(N, n, k):
-    """Where slot k of n of N matrix rows starts (multiples of blocks_vec.ROWS, as a prange
-    over mm's chunks splits them)."""
+    """Where piece k of n of N matrix rows starts (multiples of blocks_vec.ROWS)."""
     chunks = (N + blocks_vec.ROWS - 1) // blocks_vec.ROWS
     return min(N, (k * chunks // n) * blocks_vec.ROWS)
 
 
+def _make_matrix(kind):
+    """matrix(ctr, s, n, x, xs, w, out): out = x w^T as stage s of a team of n, the rows in
+    PIECES * n ranges, each taken by whichever member asks next, then the whole stage waited
+    for. Every element is the row kernel's (kernels/blocks_vec.py), whoever computes it."""
+    rows = blocks_vec.ROW_KERNELS[kind]
+
+    @njit(cache=True, boundscheck=False, nogil=True)
+    def matrix(ctr, s, n, x, xs, w, out):
+        N = w.shape[0]
+        pieces = PIECES * n
+        p = next_piece(ctr, s)
+        while p < pieces:
+            rows(x, xs, w, out, _edge(N, pieces, p), _edge(N, pieces, p + 1))
+            finish(ctr, s)
+            p = next_piece(ctr, s)
+        wait(ctr, s, pieces)
+    return blocks_vec.stable_pickle(matrix, "matrix", kind)
+
+
+blocks_vec.MAKERS["matrix"] = _make_matrix
+
+
 def _make(kinds):
     """The forward for (qkv, o, gate/up, down, head) kinds: each role's kernel a constant."""
-    rq, ro, rg, rd, rh = (blocks_vec.ROW_KERNELS[k] for k in kinds)
+    mq, mo, mg, md, mh = (blocks_vec._made("matrix", k) for k in kinds)
     sq, so, sg, sd, sh = (k == "Q4_1" for k in kinds)     # Q4_1 reads its x block sums
 
     @njit(cache=True, boundscheck=False, nogil=True)
@@ -66,8 +91,7 @@ def _make(kinds):
                attn_norm, mlp_norm, final_norm, eps, wq, wo, wg, wd, wh, K, V, nq, nkv, hd, ff,
                cos, sin, spans, starts, tables, page_rows, scale, sel, os_, hs, xs, hs2, xs_s,
                logits):
-        """Member m of a team of n: every stage of the round in order, each slot it takes
-        (its own first: a matrix's m-th range of rows, attention's jobs m, m + n, ...)."""
+        """Member m of a team of n: every stage of the round in order, each piece it takes."""
         T, D = h.shape
         att2 = att.reshape(T, nq * hd)
         jobs = T * nkv
@@ -90,41 +114,33 @@ def _make(kinds):
             s += 1
             if li > 0:
                 h, h2 = h2, h
-            N = wq[li].shape[0]                                  # qkv = x Wqkv^T
-            for k in range(n):
-                slot = (m + k) % n
-                if take(ctr, s, slot):
-                    rq(x, xs_d, wq[li], qkv, _edge(N, n, slot), _edge(N, n, slot + 1))
-                    finish(ctr, s)
-            wait(ctr, s, n)
+            mq(ctr, s, n, x, xs_d, wq[li], qkv)  # qkv = x Wqkv^T
             s += 1
             kl = K[li]
             vl = V[li]
             if not one_row:                                      # K, V rows written
-                for k in range(n):
-                    slot = (m + k) % n
-                    if take(ctr, s, slot):
-                        for j in range(slot, jobs, n):
-                            write_row(j // nkv, j % nkv, owner, qkv, nq, nkv, hd, cos, sin, kl,
-                                      vl, spans, starts, tables, page_rows)
-                        finish(ctr, s)
-                wait(ctr, s, n)
-            s += 1
-            for k in range(n):                                   # each (row, kv head) attends
-                slot = (m + k) % n
-                if take(ctr, s, slot):
-                    for j in range(slot, jobs, n):
-                        t = j // nkv
-                        if one_row:      # a chunk's one row: its K, V first, then its keys
-                            write_row(t, j % nkv, owner, qkv, nq, nkv, hd, cos, sin, kl, vl,
-                                      spans, starts, tables, page_rows)
-                        _job(j, owner, qkv, nq, nkv, hd, cos, sin, kl, vl, spans, starts, tables,
-                             page_rows, scale, att)
-                        if so and head_sums:         # the job's heads' block sums of att
-                            q0 = (j % nkv) * (nq // nkv) * hd
-                            block_sums_span(att2, t, q0 // 32, (q0 + (nq // nkv) * hd) // 32, xs_a)
+                j = next_piece(ctr, s)
+                while j < jobs:
+                    write_row(j // nkv, j % nkv, owner, qkv, nq, nkv, hd, cos, sin, kl, vl,
+                              spans, starts, tables, page_rows)
                     finish(ctr, s)
-            wait(ctr, s, n)
+                    j = next_piece(ctr, s)
+                wait(ctr, s, jobs)
+            s += 1
+            j = next_piece(ctr, s)                               # each (row, kv head) attends
+            while j < jobs:
+                t = j // nkv
+                if one_row:          # a chunk's one row: its K, V first, then its keys
+                    write_row(t, j % nkv, owner, qkv, nq, nkv, hd, cos, sin, kl, vl,
+                              spans, starts, tables, page_rows)
+                _job(j, owner, qkv, nq, nkv, hd, cos, sin, kl, vl, spans, starts, tables,
+                     page_rows, scale, att)
+                if so and head_sums:             # the job's heads' block sums of att
+                    q0 = (j % nkv) * (nq // nkv) * hd
+                    block_sums_span(att2, t, q0 // 32, (q0 + (nq // nkv) * hd) // 32, xs_a)
+                finish(ctr, s)
+                j = next_piece(ctr, s)
+            wait(ctr, s, jobs)
             s += 1
             if so and not head_sums:
                 if take(ctr, s, 0):
@@ -132,13 +148,7 @@ def _make(kinds):
                     finish(ctr, s)
                 wait(ctr, s, 1)
             s += 1
-            N = wo[li].shape[0]                                  # out = att Wo^T
-            for k in range(n):
-                slot = (m + k) % n
-                if take(ctr, s, slot):
-                    ro(att2, xs_a, wo[li], out, _edge(N, n, slot), _edge(N, n, slot + 1))
-                    finish(ctr, s)
-            wait(ctr, s, n)
+            mo(ctr, s, n, att2, xs_a, wo[li], out)  # out = att Wo^T
             s += 1
             if take(ctr, s, 0):                                  # h += out, x = norm(h)
                 add_rms_norm(out, h, mlp_norm[li], eps, x, h2)
@@ -148,34 +158,21 @@ def _make(kinds):
             wait(ctr, s, 1)
             s += 1
             h, h2 = h2, h
-            N = wg[li].shape[0]                                  # gu = x Wgu^T
-            for k in range(n):
-                slot = (m + k) % n
-                if take(ctr, s, slot):
-                    rg(x, xs_d, wg[li], gu, _edge(N, n, slot), _edge(N, n, slot + 1))
-                    finish(ctr, s)
-            wait(ctr, s, n)
+            mg(ctr, s, n, x, xs_d, wg[li], gu)  # gu = x Wgu^T
             s += 1
-            for k in range(n):                                   # act = swiglu(gu)
-                slot = (m + k) % n
-                if take(ctr, s, slot):
-                    for c in range(slot, T * acts, n):
-                        i = c // acts
-                        k0 = (c % acts) * PIECE_ACTS
-                        k1 = min(ff, k0 + PIECE_ACTS)
-                        swiglu_span(gu[i, :ff], gu[i, ff:], act[i], k0, k1)
-                        if sd:
-                            block_sums_span(act, i, k0 // 32, k1 // 32, xs_f)
-                    finish(ctr, s)
-            wait(ctr, s, n)
+            c = next_piece(ctr, s)                               # act = swiglu(gu)
+            while c < T * acts:
+                i = c // acts
+                k0 = (c % acts) * PIECE_ACTS
+                k1 = min(ff, k0 + PIECE_ACTS)
+                swiglu_span(gu[i, :ff], gu[i, ff:], act[i], k0, k1)
+                if sd:
+                    block_sums_span(act, i, k0 // 32, k1 // 32, xs_f)
+                finish(ctr, s)
+                c = next_piece(ctr, s)
+            wait(ctr, s, T * acts)
             s += 1
-            N = wd[li].shape[0]                                  # out = act Wdown^T
-            for k in range(n):
-                slot = (m + k) % n
-                if take(ctr, s, slot):
-                    rd(act, xs_f, wd[li], out, _edge(N, n, slot), _edge(N, n, slot + 1))
-                    finish(ctr, s)
-            wait(ctr, s, n)
+            md(ctr, s, n, act, xs_f, wd[li], out)  # out = act Wdown^T
             s += 1
         S = sel.shape[0]
         if S == 0:
@@ -191,13 +188,7 @@ def _make(kinds):
             finish(ctr, s)
         wait(ctr, s, 1)
         s += 1
-        N = wh.shape[0]                                          # logits = x Whead^T
-        for k in range(n):
-            slot = (m + k) % n
-            if take(ctr, s, slot):
-                rh(xs, xs_s, wh, logits, _edge(N, n, slot), _edge(N, n, slot + 1))
-                finish(ctr, s)
-        wait(ctr, s, n)
+        mh(ctr, s, n, xs, xs_s, wh, logits)  # logits = x Whead^T
 
     return blocks_vec.stable_pickle(member, "member", *kinds)
 

@@ -9,14 +9,16 @@ threads, each running the same nogil function): every member runs the same list 
 and a stage's slots (a matrix's rows, attention's (row, kv head) jobs, a norm) are handed
 out by atomic flags:
 
-  take(ctr, s, k)    whether this member takes slot k of stage s: whoever asks first does
-  finish(ctr, s)     one slot of stage s done
-  wait(ctr, s, n)    until n slots of stage s are done
+  take(ctr, s, k)     whether this member takes slot k of stage s: whoever asks first does
+  next_piece(ctr, s)  the next piece of stage s nobody has taken (one counter for the stage)
+  finish(ctr, s)      one slot (or piece) of stage s done
+  wait(ctr, s, n)     until n slots of stage s are done
 
-A team of n members splits each stage into n slots (a matrix's rows in n ranges, attention's
-jobs dealt round the slots); member m asks for slot m first, then for the others, so on a
-quiet machine each member does its own slot (the static split of a prange, without the
-region), and a member that finds its partner late does the partner's slot too.
+A stage of one slot (a norm) is taken whole; a stage of many (a matrix's rows in PIECES a
+member ranges, attention's (row, kv head) jobs, SwiGLU's pieces) is handed out a piece at a
+time in order, to whichever member asks next: a member descheduled mid-stage (a 2-core
+machine shared with the HTTP thread and the clients) holds up only the piece in its hands,
+not half the stage, and the free member takes the rest.
 
 A slot reads only what earlier stages wrote (every one of their slots done) and writes its
 own part of its stage's output, so what a slot computes never depends on which thread ran
@@ -63,8 +65,15 @@ WIDTH = 16             # int64 a stage's counters take (128 bytes: stages apart 
 def take(ctr, s, slot):
     """Whether this member takes slot `slot` of stage s (the first to ask does). ctr: int64
     [stages + 1, WIDTH], zeros at the round's start: [s, 0] counts the slots done, [s, 1 + k]
-    is slot k's flag; the last row is the abort row (non-zero: a member failed, see wait)."""
+    is slot k's flag (slot 0's, next_piece's counter); the last row is the abort row (non-zero: a member failed, see wait)."""
     return _atomic_add(ctr[s], 1 + slot, 1) == 0
+
+
+@njit(cache=True, nogil=True)
+def next_piece(ctr, s):
+    """The next piece of stage s nobody has taken (0, 1, 2, ...: one counter, [s, 1], shared
+    by every member; past the last, the pieces are all taken). take(ctr, s, 0) is the first."""
+    return _atomic_add(ctr[s], 1, 1)
 
 
 @njit(cache=True, nogil=True)

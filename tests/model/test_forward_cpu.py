@@ -58,3 +58,24 @@ def test_fused_forward_equals_the_op_by_op_path(real_model, paged):
     for i, (x, y) in enumerate(zip(a[0], b[0])):
         assert x == y, f"round {i}: fused logits differ from the op-by-op path's"
     assert a[1] == b[1] and a[2] == b[2], "fused K/V pools differ"
+
+
+def test_a_member_that_starts_after_the_round_is_done_changes_nothing(real_model):
+    """A team of two whose second member starts only once the first has returned (a thread
+    descheduled for the whole round): the first takes every piece of every stage, the second
+    finds none left, and the bytes are the team's own."""
+    eng = real_model.engine
+    team = eng.model.fused.team
+    want = _rounds(eng, True, fused=True)
+
+    class OneAfterAnother:
+        def run(self, n, args):
+            team.member(0, 2, *args)
+            team.member(1, 2, *args)
+
+    eng.model.fused.team = OneAfterAnother()
+    try:
+        got = _rounds(eng, True, fused=True)
+    finally:
+        eng.model.fused.team = team
+    assert got == want
