@@ -1,0 +1,13 @@
+set -e
+start() { (cd $1 && NUMBA_NUM_THREADS=2 PYTHONPATH=$1 nohup /work/main/.venv/bin/python -m server.cli serve --host 127.0.0.1 --port $2 > /tmp/exp/srv_$2.log 2>&1 &) ; }
+start /work/main 8131
+start /work/wt/emit 8132
+for p in 8131 8132; do until curl -s localhost:$p/health > /dev/null; do sleep 0.5; done; done
+B() { cd /work/main && PYTHONPATH=/work/main /work/main/.venv/bin/python -m server.cli bench --url http://127.0.0.1:$1 --concurrency $2 --requests $3 --input-len 64 --output-len 128 --seed $4 | grep "Median TPOT" | awk '{print $4}'; }
+B 8131 1 1 1 > /dev/null; B 8132 1 1 1 > /dev/null
+for i in 1 2 3 4 5 6 7 8; do
+  a=$(B 8131 1 3 $((i+10))); b=$(B 8132 1 3 $((i+10)))
+  a8=$(B 8131 8 8 $((i+30))); b8=$(B 8132 8 8 $((i+30)))
+  echo "round $i b1 TPOT main $a emit $b | b8 TPOT main $a8 emit $b8"
+done
+pkill -f "port 813[12]"
