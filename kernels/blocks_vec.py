@@ -55,7 +55,7 @@ from numba.core import cgutils  # noqa: E402
 from numba.extending import intrinsic  # noqa: E402
 
 from kernels.vec_ir import F32 as _f32, V16F as _v16f, V32F as _v32f  # noqa: E402
-from kernels.vec_ir import fma as _fma, lanes as _lanes, ptr as _ptr, splat as _splat  # noqa: E402
+from kernels.vec_ir import fma as _fma, lanes as _lanes, ptr as _ptr  # noqa: E402
 
 ROWS = 16                # output rows a parallel chunk takes
 BLOCK_BYTES = {"Q8_0": 34, "Q4_0": 18, "Q4_1": 20}
@@ -182,9 +182,10 @@ def _scaled(builder, dv, lo, hi):
     return builder.shuffle_vector(builder.fmul(dv, lo), builder.fmul(dv, hi), mask)
 
 
-def _xstep(builder, w, xp, b, acc):
+def _xblock(builder, xp, b):
+    """Block b of an x row (32 float32 lanes)."""
     x0 = builder.gep(xp, [builder.mul(b, ir.Constant(_i64, 32))])
-    return _fma(builder, w, builder.load(builder.bitcast(x0, _v32f.as_pointer()), align=4), acc)
+    return builder.load(builder.bitcast(x0, _v32f.as_pointer()), align=4)
 
 
 def _finish(builder, acc, sm):
@@ -288,8 +289,7 @@ def _make_tile(kind, R, C, table):
                 wts = [_weights(builder, kind, base, _lane16(builder, sc, 2 * r if q41 else r), table)
                        for r, base in enumerate(bases)]
                 for c in range(C):
-                    x0 = builder.gep(xps[c], [builder.mul(b, ir.Constant(_i64, 32))])
-                    xv = builder.load(builder.bitcast(x0, _v32f.as_pointer()), align=4)
+                    xv = _xblock(builder, xps[c], b)
                     for r in range(R):
                         out[r * C + c] = _fma(builder, wts[r], xv, st[r * C + c])
                 if q41:

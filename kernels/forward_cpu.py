@@ -46,10 +46,8 @@ from kernels.team_cpu import WIDTH, finish, next_piece, take, wait
 
 _FORWARDS: dict = {}
 PIECE_ACTS = 256       # SwiGLU activations a piece (a multiple of 32: its block sums with it)
-STAGES = 10            # stages a layer (and 2 for the head)
-
-
 PIECES = 4             # a matrix's row ranges a member (the pieces of one stage: PIECES * n)
+STAGES = 10            # stages a layer (and 2 for the head)
 
 
 @njit(cache=True, nogil=True)
@@ -102,7 +100,7 @@ def _make(kinds):
         head_sums = hd % 32 == 0
         s = 0
         for li in range(len(wq)):
-            if take(ctr, s, 0):                                  # x = norm(h) (+ the residual)
+            if take(ctr, s):                                  # x = norm(h) (+ the residual)
                 if li == 0:
                     rms_norm(h, attn_norm[li], eps, x)
                 else:
@@ -143,14 +141,14 @@ def _make(kinds):
             wait(ctr, s, jobs)
             s += 1
             if so and not head_sums:
-                if take(ctr, s, 0):
+                if take(ctr, s):
                     block_sums(att2, xs_a)
                     finish(ctr, s)
                 wait(ctr, s, 1)
             s += 1
             mo(ctr, s, n, att2, xs_a, wo[li], out)  # out = att Wo^T
             s += 1
-            if take(ctr, s, 0):                                  # h += out, x = norm(h)
+            if take(ctr, s):                                  # h += out, x = norm(h)
                 add_rms_norm(out, h, mlp_norm[li], eps, x, h2)
                 if sg:
                     block_sums(x, xs_d)
@@ -177,7 +175,7 @@ def _make(kinds):
         S = sel.shape[0]
         if S == 0:
             return
-        if take(ctr, s, 0):                                      # the wanted rows' final norm
+        if take(ctr, s):                                      # the wanted rows' final norm
             for i in range(S):
                 for k in range(D):
                     os_[i, k] = out[sel[i], k]
@@ -199,7 +197,7 @@ blocks_vec.MAKERS["member"] = lambda *kinds: _make(kinds)
 class Team:
     """The threads that run a round's members beside the calling thread (member 0): daemon
     threads, each waiting on its own queue, made once. members are nogil, so they run at once;
-    an error in one (the others would wait for its slots) sets the abort row and is raised.
+    an error in one (the others would wait for its pieces) sets the abort row and is raised.
     One round at a time: a team is shared by every model of its kinds in the process, and two
     callers' rounds on the same queues would take each other's replies."""
 

@@ -1,34 +1,34 @@
 """A team of threads running a round together (one nogil numba call each): work taken a
-slot at a time, and each stage waited for as a whole.
+piece at a time, and each stage waited for as a whole.
 
 A decode step on the default model is ~120 small matrices and the ops between them; as one
 parallel region each (numba's prange through libgomp), every stage paid a fork and a join,
 microseconds each on a quiet machine and far more on a busy one. kernels/forward_cpu.py
 instead makes one call a thread a round (forward_cpu.Team: the calling thread and daemon
 threads, each running the same nogil function): every member runs the same list of stages,
-and a stage's slots (a matrix's rows, attention's (row, kv head) jobs, a norm) are handed
-out by atomic flags:
+and a stage's pieces (a matrix's rows, attention's (row, kv head) jobs, a norm) are handed
+out by atomic counters:
 
-  take(ctr, s, k)     whether this member takes slot k of stage s: whoever asks first does
   next_piece(ctr, s)  the next piece of stage s nobody has taken (one counter for the stage)
-  finish(ctr, s)      one slot (or piece) of stage s done
-  wait(ctr, s, n)     until n slots of stage s are done
+  take(ctr, s)        whether this member takes a one-piece stage s: whoever asks first does
+  finish(ctr, s)      one piece of stage s done
+  wait(ctr, s, n)     until n pieces of stage s are done
 
-A stage of one slot (a norm) is taken whole; a stage of many (a matrix's rows in PIECES a
-member ranges, attention's (row, kv head) jobs, SwiGLU's pieces) is handed out a piece at a
+A stage of one piece (a norm) is taken whole; a stage of many (a matrix's rows in PIECES a
+member ranges, attention's (row, kv head) jobs, SwiGLU's spans) is handed out a piece at a
 time in order, to whichever member asks next: a member descheduled mid-stage (a 2-core
 machine shared with the HTTP thread and the clients) holds up only the piece in its hands,
 not half the stage, and the free member takes the rest.
 
-A slot reads only what earlier stages wrote (every one of their slots done) and writes its
-own part of its stage's output, so what a slot computes never depends on which thread ran
+A piece reads only what earlier stages wrote (every one of their pieces done) and writes its
+own part of its stage's output, so what a piece computes never depends on which thread ran
 it or when: the bytes are those of the same functions called one after another. Nothing
-waits for a particular thread: a member that finds no slot left only waits for the slots
+waits for a particular thread: a member that finds no piece left only waits for the pieces
 in flight, so a team whose members run one after another (one thread, or a member started
 late) still finishes, the first member doing all the work.
 
 The counters are int64 arrays read and written with LLVM's atomic operations (seq_cst), which
-also keep the compiler from moving a slot's loads or stores across them.
+also keep the compiler from moving a piece's loads or stores across them.
 """
 from __future__ import annotations
 
@@ -62,23 +62,23 @@ WIDTH = 16             # int64 a stage's counters take (128 bytes: stages apart 
 
 
 @njit(cache=True, nogil=True)
-def take(ctr, s, slot):
-    """Whether this member takes slot `slot` of stage s (the first to ask does). ctr: int64
-    [stages + 1, WIDTH], zeros at the round's start: [s, 0] counts the slots done, [s, 1 + k]
-    is slot k's flag (slot 0's, next_piece's counter); the last row is the abort row (non-zero: a member failed, see wait)."""
-    return _atomic_add(ctr[s], 1 + slot, 1) == 0
-
-
-@njit(cache=True, nogil=True)
 def next_piece(ctr, s):
-    """The next piece of stage s nobody has taken (0, 1, 2, ...: one counter, [s, 1], shared
-    by every member; past the last, the pieces are all taken). take(ctr, s, 0) is the first."""
+    """The next piece of stage s nobody has taken (0, 1, 2, ...; past the last, the pieces are
+    all taken). ctr: int64 [stages + 1, WIDTH], zeros at the round's start: [s, 0] counts the
+    pieces done, [s, 1] the pieces taken; the last row is the abort row (non-zero: a member
+    failed, see wait)."""
     return _atomic_add(ctr[s], 1, 1)
 
 
 @njit(cache=True, nogil=True)
+def take(ctr, s):
+    """Whether this member takes stage s's one piece (the first to ask does)."""
+    return next_piece(ctr, s) == 0
+
+
+@njit(cache=True, nogil=True)
 def finish(ctr, s):
-    """One slot of stage s done."""
+    """One piece of stage s done."""
     _atomic_add(ctr[s], 0, 1)
 
 
@@ -99,8 +99,8 @@ SPINS = 4000           # polls (about 10 us) before a waiting member starts yiel
 
 @njit(cache=True, nogil=True)
 def wait(ctr, s, n):
-    """Until n slots of stage s are done: polling, then (after SPINS polls: the slot's member
-    is descheduled, or the slot is long) yielding the core between polls, as libgomp's
+    """Until n pieces of stage s are done: polling, then (after SPINS polls: the piece's member
+    is descheduled, or the piece is long) yielding the core between polls, as libgomp's
     GOMP_SPINCOUNT does before it sleeps."""
     polls = 0
     abort = ctr.shape[0] - 1            # the last row: set when a member failed
