@@ -8,8 +8,8 @@ Here the same functions run in the same order from one compiled function, `membe
 once a round by each thread of a team (Team: the calling thread and daemon threads; nogil,
 so they run at once): each stage below is cut into pieces (a matrix's row ranges, attention's
 (row, kv head) jobs, SwiGLU's spans, the norms whole) that the members take one at a time
-from a counter, and every member waits for the whole stage before the next
-(kernels/team_cpu.py):
+from counters (a matrix's pieces a region a member, each member its own first), and every
+member waits for the whole stage before the next (kernels/team_cpu.py):
 
   h = the embedded rows (given)
   for each layer:
@@ -42,11 +42,13 @@ from kernels import attention_cpu, blocks_vec
 from kernels.attention_cpu import _job, write_row
 from kernels.blocks_vec import block_sums, block_sums_span
 from kernels.rmsnorm_cpu import add_rms_norm, rms_norm, swiglu_span
-from kernels.team_cpu import WIDTH, finish, next_piece, take, wait
+from kernels.team_cpu import (REGION, WIDTH, finish, finish_many, next_piece, region_piece,
+                              take, wait)
 
 _FORWARDS: dict = {}
 PIECE_ACTS = 256       # SwiGLU activations a piece (a multiple of 32: its block sums with it)
-PIECES = 4             # a matrix's row ranges a member (the pieces of one stage: PIECES * n)
+PIECES = 4             # a matrix's pieces a member at least (a region a member)
+PIECE_BYTES = 64 << 10   # a matrix piece's weight bytes at most (the head's: 229 a member of 2)
 STAGES = 10            # stages a layer (and 2 for the head)
 
 
@@ -58,20 +60,28 @@ def _edge(N, n, k):
 
 
 def _make_matrix(kind):
-    """matrix(ctr, s, n, x, xs, w, out): out = x w^T as stage s of a team of n, the rows in
-    PIECES * n ranges, each taken by whichever member asks next, then the whole stage waited
-    for. Every element is the row kernel's (kernels/blocks_vec.py), whoever computes it."""
+    """matrix(ctr, s, m, n, x, xs, w, out): out = x w^T as stage s, member m of a team of n:
+    the rows in n regions of `per` pieces (at least PIECES, more where a piece would pass
+    PIECE_BYTES of weights), member m taking region m's from the front, then the others' from
+    their backs (team_cpu.region_piece), then the whole stage waited for. Every element is
+    the row kernel's (kernels/blocks_vec.py), whoever computes it."""
     rows = blocks_vec.ROW_KERNELS[kind]
 
     @njit(cache=True, boundscheck=False, nogil=True)
-    def matrix(ctr, s, n, x, xs, w, out):
+    def matrix(ctr, s, m, n, x, xs, w, out):
         N = w.shape[0]
-        pieces = PIECES * n
-        p = next_piece(ctr, s)
-        while p < pieces:
-            rows(x, xs, w, out, _edge(N, pieces, p), _edge(N, pieces, p + 1))
-            finish(ctr, s)
-            p = next_piece(ctr, s)
+        per = max(PIECES, min((N + blocks_vec.ROWS - 1) // blocks_vec.ROWS // n,
+                              N * w.shape[1] // (n * PIECE_BYTES)))
+        pieces = per * n
+        done = 0
+        for k in range(n):                  # its own region from the front, then the others'
+            r = (m + k) % n                 # from their backs
+            p = region_piece(ctr, s, r, per, k > 0)
+            while p >= 0:
+                rows(x, xs, w, out, _edge(N, pieces, p), _edge(N, pieces, p + 1))
+                done += 1
+                p = region_piece(ctr, s, r, per, k > 0)
+        finish_many(ctr, s, done)
         wait(ctr, s, pieces)
     return blocks_vec.stable_pickle(matrix, "matrix", kind)
 
@@ -112,7 +122,7 @@ def _make(kinds):
             s += 1
             if li > 0:
                 h, h2 = h2, h
-            mq(ctr, s, n, x, xs_d, wq[li], qkv)  # qkv = x Wqkv^T
+            mq(ctr, s, m, n, x, xs_d, wq[li], qkv)  # qkv = x Wqkv^T
             s += 1
             kl = K[li]
             vl = V[li]
@@ -146,7 +156,7 @@ def _make(kinds):
                     finish(ctr, s)
                 wait(ctr, s, 1)
             s += 1
-            mo(ctr, s, n, att2, xs_a, wo[li], out)  # out = att Wo^T
+            mo(ctr, s, m, n, att2, xs_a, wo[li], out)  # out = att Wo^T
             s += 1
             if take(ctr, s):                                  # h += out, x = norm(h)
                 add_rms_norm(out, h, mlp_norm[li], eps, x, h2)
@@ -156,7 +166,7 @@ def _make(kinds):
             wait(ctr, s, 1)
             s += 1
             h, h2 = h2, h
-            mg(ctr, s, n, x, xs_d, wg[li], gu)  # gu = x Wgu^T
+            mg(ctr, s, m, n, x, xs_d, wg[li], gu)  # gu = x Wgu^T
             s += 1
             c = next_piece(ctr, s)                               # act = swiglu(gu)
             while c < T * acts:
@@ -170,7 +180,7 @@ def _make(kinds):
                 c = next_piece(ctr, s)
             wait(ctr, s, T * acts)
             s += 1
-            md(ctr, s, n, act, xs_f, wd[li], out)  # out = act Wdown^T
+            md(ctr, s, m, n, act, xs_f, wd[li], out)  # out = act Wdown^T
             s += 1
         S = sel.shape[0]
         if S == 0:
@@ -186,7 +196,7 @@ def _make(kinds):
             finish(ctr, s)
         wait(ctr, s, 1)
         s += 1
-        mh(ctr, s, n, xs, xs_s, wh, logits)  # logits = x Whead^T
+        mh(ctr, s, m, n, xs, xs_s, wh, logits)  # logits = x Whead^T
 
     return blocks_vec.stable_pickle(member, "member", *kinds)
 
@@ -309,5 +319,5 @@ class Fused:
         args = (ctr, h, *bufs, self.attn_norm, self.mlp_norm, self.norm, self.eps,
                 self.wq, self.wo, self.wg, self.wd, self.wh, kv.K, kv.V, nq, self.nkv, hd, ff,
                 cos, sin, spans, starts, tables, page_rows, f32(scale), sel, *head)
-        self.team.run(min(numba.get_num_threads(), WIDTH - 1), args)
+        self.team.run(min(numba.get_num_threads(), WIDTH - REGION), args)
         return None if r.sel is None else head[-1]

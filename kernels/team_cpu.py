@@ -10,15 +10,22 @@ and a stage's pieces (a matrix's rows, attention's (row, kv head) jobs, a norm) 
 out by atomic counters:
 
   next_piece(ctr, s)  the next piece of stage s nobody has taken (one counter for the stage)
+  region_piece(ctr, s, r, per, back)
+                      the next piece of region r of stage s, from its front or its back
   take(ctr, s)        whether this member takes a one-piece stage s: whoever asks first does
-  finish(ctr, s)      one piece of stage s done
+  finish(ctr, s)      one piece of stage s done (finish_many: k of them)
   wait(ctr, s, n)     until n pieces of stage s are done
 
-A stage of one piece (a norm) is taken whole; a stage of many (a matrix's rows in PIECES a
-member ranges, attention's (row, kv head) jobs, SwiGLU's spans) is handed out a piece at a
-time in order, to whichever member asks next: a member descheduled mid-stage (a 2-core
-machine shared with the HTTP thread and the clients) holds up only the piece in its hands,
-not half the stage, and the free member takes the rest.
+A stage of one piece (a norm) is taken whole; attention's (row, kv head) jobs and SwiGLU's
+spans are handed out a piece at a time in order, to whichever member asks next. A matrix's
+rows are cut into one region a member, each region into pieces: a member takes its own
+region's pieces from the front, in order (so it streams one contiguous run of the weights,
+which the prefetch and the hardware's streams follow), then the other regions' from their
+backs. Either way a member descheduled mid-stage (a 2-core machine shared with the HTTP
+thread and the clients) holds up only the piece in its hands, not half the stage, and the
+free member takes the rest. (Handing a matrix's pieces out in turn from one counter, as
+attention's are, interleaves the members' rows: measured slower at 16 pieces a member than at
+4, though the waits were shorter, receipt 2026-12-02-cpu-regions.)
 
 A piece reads only what earlier stages wrote (every one of their pieces done) and writes its
 own part of its stage's output, so what a piece computes never depends on which thread ran
@@ -58,7 +65,8 @@ def _atomic_load(typingctx, arr, i):
     return sig, codegen
 
 
-WIDTH = 16             # int64 a stage's counters take (128 bytes: stages apart in the cache)
+WIDTH = 32             # int64 a stage's counters take (256 bytes: stages apart in the cache);
+                       # a team is at most WIDTH - REGION members (a region each)
 
 
 @njit(cache=True, nogil=True)
@@ -68,6 +76,24 @@ def next_piece(ctr, s):
     pieces done, [s, 1] the pieces taken; the last row is the abort row (non-zero: a member
     failed, see wait)."""
     return _atomic_add(ctr[s], 1, 1)
+
+
+REGION = 8             # [s, REGION + r]: region r's pieces taken (front + back << 32)
+_BACK = 1 << 32
+
+
+@njit(cache=True, nogil=True)
+def region_piece(ctr, s, r, per, back):
+    """The next piece of stage s's region r (pieces r * per .. r * per + per - 1) nobody has
+    taken, from its front (its own member, in order) or its back (a member whose own region is
+    done), or -1 when the region's pieces are all taken. One atomic add a take: the add's old
+    value counts the pieces taken from either end before it, so each take gets its own."""
+    old = _atomic_add(ctr[s], REGION + r, _BACK if back else 1)
+    front = old & (_BACK - 1)
+    behind = old >> 32
+    if front + behind >= per:
+        return -1
+    return r * per + (per - 1 - behind if back else front)
 
 
 @njit(cache=True, nogil=True)
@@ -80,6 +106,13 @@ def take(ctr, s):
 def finish(ctr, s):
     """One piece of stage s done."""
     _atomic_add(ctr[s], 0, 1)
+
+
+@njit(cache=True, nogil=True)
+def finish_many(ctr, s, k):
+    """k pieces of stage s done (a member's own count, added once)."""
+    if k:
+        _atomic_add(ctr[s], 0, k)
 
 
 @intrinsic
