@@ -10,8 +10,10 @@ the same computation without a Python step per chunk, head or query row:
     which no other chunk of the round writes (one chunk a stream), so writing all first is
     the same as the definition's write-then-attend per chunk;
   - scores s_j = (q . k_j) * scale, 16 float32 lanes over the head dim (fused multiply-adds)
-    then a fixed tree (kernels.vec_ir.dot16); softmax with its max subtracted, exp, the sum
-    in key order; out = sum_j (w_j / sum) v_j in key order, a fused multiply-add a key
+    then a fixed tree (kernels.vec_ir.dot16); softmax with its max subtracted, exp (one
+    recipe of named operations, kernels.vec_ir.exp_ir, within ~1 ulp), the sum 16 keys wide
+    in a fixed order (kernels.vec_ir.softmax16); out = sum_j w_j v_j in key order, a fused
+    multiply-add a key
     (kernels.vec_ir.axpy16; head dims not a multiple of 16: the same order in plain loops).
 One (row, head)'s arithmetic depends on its position, its q and its stream's keys only:
 never on the other rows of the round, so solo == concurrent and paged == window hold by
@@ -23,7 +25,7 @@ import numpy as np
 from numba import njit, prange
 
 from kernels import rope
-from kernels.vec_ir import axpy_rows16, dot_rows16
+from kernels.vec_ir import axpy_rows16, dot_rows16, softmax16
 
 
 def plan(chunks, spans, pos, inv):
@@ -152,7 +154,8 @@ def _job(job, owner, qkv, nq, nkv, hd, cos, sin, k_pool, v_pool, spans, starts, 
     for g in range(group):
         hq = h * group + g
         _rotate(qkv[t, hq * hd:(hq + 1) * hd], cos[t], sin[t], q[g])
-    s = np.empty((group, L), np.float32)
+    Lp = (L + 15) // 16 * 16                 # the scores padded to 16 lanes (-inf: weight 0)
+    s = np.empty((group, Lp), np.float32)
     vec = hd % 16 == 0
     j = 0
     pi = 0
@@ -170,18 +173,9 @@ def _job(job, owner, qkv, nq, nkv, hd, cos, sin, k_pool, v_pool, spans, starts, 
     sc = np.float32(scale)
     for g in range(group):
         sg = s[g]
-        for j in range(L):
-            sg[j] = sg[j] * sc
-        mx = sg[0]
-        for j in range(1, L):
-            if sg[j] > mx:
-                mx = sg[j]
-        tot = np.float32(0.0)
-        for j in range(L):
-            sg[j] = np.exp(sg[j] - mx)
-            tot += sg[j]
-        for j in range(L):
-            sg[j] = sg[j] / tot
+        for j in range(L, Lp):
+            sg[j] = -np.inf
+        softmax16(sg, sc)
         o = out[t, h * group + g]
         for d in range(hd):
             o[d] = 0.0

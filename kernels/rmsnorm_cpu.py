@@ -3,13 +3,16 @@ kernels/rmsnorm.py, stays the definition).
 
 Per row: h = x + residual (float32), the mean of h*h summed in 16 float32 lanes over the row
 then a fixed tree, divided by D; y = (h * (1 / sqrt(mean + eps))) * w. A row's bytes depend on
-that row alone. Serial: a parallel region costs more than a decode round's rows (a 1-row
+that row alone. SwiGLU: silu(g) u = g / (1 + exp(-g)) * u, exp by kernels.vec_ir's recipe
+(kernels.vec_ir.swiglu16: 16 lanes at a time, the same operations in every lane). Serial: a parallel region costs more than a decode round's rows (a 1-row
 norm: 7 us serial, 0.1-0.7 ms through the OpenMP fork and join on this shared 2-core machine).
 """
 from __future__ import annotations
 
 import numpy as np
 from numba import njit, prange
+
+from kernels.vec_ir import swiglu16
 
 
 @njit(cache=True, boundscheck=False, nogil=True)
@@ -55,9 +58,7 @@ SWIGLU_PARALLEL_FROM = 2      # rows from which SwiGLU runs prange (one row: ser
 @njit(cache=True, boundscheck=False, nogil=True)
 def swiglu_span(g_row, u_row, out_row, k0, k1):
     """out_row[k] = silu(g_row[k]) * u_row[k] for k in k0 .. k1 - 1."""
-    for k in range(k0, k1):
-        g = g_row[k]
-        out_row[k] = g / (np.float32(1.0) + np.exp(-g)) * u_row[k]
+    swiglu16(g_row, u_row, out_row, k0, k1)
 
 
 @njit(cache=True, boundscheck=False, nogil=True)

@@ -192,3 +192,144 @@ def axpy_rows16(typingctx, y, w, rows):
         pass_(16, done, builder.sdiv(builder.sub(hd, done), ir.Constant(I64, 16)))
         return context.get_dummy_value()
     return sig, codegen
+
+
+# exp(x) in float32 as named operations (the same in a vector's lanes and in a scalar): x
+# clamped to [-104, 89] (exp underflows to 0 below, overflows to inf above; a NaN stays NaN),
+# n = rint(x log2 e), r = x - n ln 2 in two fused steps (ln 2 = C1 + C2, C1 exact in 9 bits),
+# exp(r) = 1 + r + r^2 p(r) (p: Cephes' expf polynomial, within ~1 ulp on |r| <= ln2 / 2),
+# then times 2^(n >> 1) and 2^(n - (n >> 1)), each a float built from its exponent bits (so
+# 2^n for n in -208 .. 128 without an out-of-range exponent field).
+_EXP_C1, _EXP_C2 = 0.693359375, -2.12194440e-4
+_EXP_P = (1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2,
+          1.6666665459e-1, 5.0000001201e-1)
+
+
+def _const(t, v):
+    if isinstance(t, ir.VectorType):
+        return ir.Constant(t, [v] * t.count)
+    return ir.Constant(t, v)
+
+
+def _intrinsic1(builder, name, x):
+    t = x.type
+    suffix = f"v{t.count}f32" if isinstance(t, ir.VectorType) else "f32"
+    fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(t, [t]), f"llvm.{name}.{suffix}")
+    return builder.call(fn, [x])
+
+
+def exp_ir(builder, x):
+    """exp(x) lane by lane (x float32 or a float32 vector), by the recipe above."""
+    t = x.type
+    it = ir.VectorType(I32, t.count) if isinstance(t, ir.VectorType) else I32
+    lo, hi = _const(t, -104.0), _const(t, 89.0)
+    x = builder.select(builder.fcmp_ordered("<", x, lo), lo, x)
+    x = builder.select(builder.fcmp_ordered(">", x, hi), hi, x)
+    n = _intrinsic1(builder, "rint", builder.fmul(x, _const(t, 1.4426950408889634)))
+    r = fma(builder, n, _const(t, -_EXP_C1), x)
+    r = fma(builder, n, _const(t, -_EXP_C2), r)
+    p = _const(t, _EXP_P[0])
+    for c in _EXP_P[1:]:
+        p = fma(builder, p, r, _const(t, c))
+    y = builder.fadd(fma(builder, p, builder.fmul(r, r), r), _const(t, 1.0))
+    n = builder.select(builder.fcmp_ordered("ord", n, n), n, _const(t, 0.0))   # NaN: y is NaN
+    ni = builder.fptosi(n, it)
+    n1 = builder.ashr(ni, _const(it, 1))
+    n2 = builder.sub(ni, n1)
+
+    def pow2(k):
+        return builder.bitcast(builder.shl(builder.add(k, _const(it, 127)), _const(it, 23)), t)
+    return builder.fmul(builder.fmul(y, pow2(n1)), pow2(n2))
+
+
+@intrinsic
+def exp32(typingctx, x):
+    """exp(x) of one float32 by exp_ir's recipe (the lanes of softmax16 and silu_mul16)."""
+    sig = types.float32(types.float32)
+
+    def codegen(context, builder, signature, args):
+        return exp_ir(builder, args[0])
+    return sig, codegen
+
+
+def _max_tree(builder, v):
+    n = v.type.count // 2
+    while n >= 1:
+        a, b = lanes(builder, v, 0, n), lanes(builder, v, n, n)
+        v = builder.select(builder.fcmp_ordered(">", b, a), b, a)
+        n //= 2
+    return builder.extract_element(v, ir.Constant(I32, 0))
+
+
+@intrinsic
+def softmax16(typingctx, s, scale):
+    """s (1-D float32, unit stride, len a multiple of 16; -inf where a lane is padding)
+    becomes softmax(s * scale): every s[j] * scale, their max m, e_j = exp_ir(s[j] * scale -
+    m), the e_j summed 16 lanes wide (lane l: j = l, l + 16, ... in order, then tree), and
+    e_j / that sum. The padding's e_j are 0, which leave every lane's sum as it was."""
+    sig = types.void(s, types.float32)
+
+    def codegen(context, builder, signature, args):
+        sa = ptr(context, builder, signature.args[0], args[0])
+        sc = splat(builder, args[1])
+        n = builder.sdiv(builder.extract_value(sa.shape, 0), ir.Constant(I64, 16))
+
+        def at(c):
+            return builder.bitcast(builder.gep(sa.data, [builder.mul(c, ir.Constant(I64, 16))]), V16F.as_pointer())
+
+        def scaled(c, mx):
+            v = builder.fmul(builder.load(at(c), align=4), sc)
+            builder.store(v, at(c), align=4)
+            return builder.select(builder.fcmp_ordered(">", v, mx), v, mx)
+        mx = splat(builder, _max_tree(builder, _count_loop(builder, n, scaled, _const(V16F, float("-inf")))))
+
+        def exps(c, acc):
+            e = exp_ir(builder, builder.fsub(builder.load(at(c), align=4), mx))
+            builder.store(e, at(c), align=4)
+            return builder.fadd(acc, e)
+        tot = splat(builder, tree(builder, _count_loop(builder, n, exps, _const(V16F, 0.0))))
+
+        def norm(c, st):
+            builder.store(builder.fdiv(builder.load(at(c), align=4), tot), at(c), align=4)
+            return st
+        _count_loop(builder, n, norm, ir.Constant(I64, 0))
+        return context.get_dummy_value()
+    return sig, codegen
+
+
+def _silu_mul(builder, g, u):
+    one = _const(g.type, 1.0)
+    return builder.fmul(builder.fdiv(g, builder.fadd(one, exp_ir(builder, builder.fneg(g)))), u)
+
+
+@intrinsic
+def swiglu16(typingctx, g, u, out, k0, k1):
+    """out[k] = g[k] / (1 + exp(-g[k])) * u[k] for k in k0 .. k1 - 1 (1-D float32 rows, unit
+    stride), 16 lanes at a time from k0, the rest one at a time: the same operations (exp by
+    exp_ir) whichever way an element goes."""
+    sig = types.void(g, u, out, types.int64, types.int64)
+
+    def codegen(context, builder, signature, args):
+        gp, up, op = (ptr(context, builder, signature.args[i], args[i]).data for i in range(3))
+        k0, k1 = args[3], args[4]
+        n = builder.sdiv(builder.sub(k1, k0), ir.Constant(I64, 16))
+
+        def at(p, k, t):
+            return builder.bitcast(builder.gep(p, [k]), t.as_pointer())
+
+        def vec(c, st):
+            k = builder.add(k0, builder.mul(c, ir.Constant(I64, 16)))
+            v = _silu_mul(builder, builder.load(at(gp, k, V16F), align=4), builder.load(at(up, k, V16F), align=4))
+            builder.store(v, at(op, k, V16F), align=4)
+            return st
+        _count_loop(builder, n, vec, ir.Constant(I64, 0))
+        rest = builder.add(k0, builder.mul(n, ir.Constant(I64, 16)))
+
+        def one(c, st):
+            k = builder.add(rest, c)
+            v = _silu_mul(builder, builder.load(at(gp, k, F32), align=4), builder.load(at(up, k, F32), align=4))
+            builder.store(v, at(op, k, F32), align=4)
+            return st
+        _count_loop(builder, builder.sub(k1, rest), one, ir.Constant(I64, 0))
+        return context.get_dummy_value()
+    return sig, codegen
