@@ -25,7 +25,7 @@ import numpy as np
 from numba import njit, prange
 
 from kernels import rope
-from kernels.vec_ir import axpy_rows16, dot_rows16, softmax16
+from kernels.vec_ir import axpy_rows16, dot_rows16, prefetch_rows, softmax16
 
 
 def plan(chunks, spans, pos, inv):
@@ -157,6 +157,14 @@ def _job(job, owner, qkv, nq, nkv, hd, cos, sin, k_pool, v_pool, spans, starts, 
     Lp = (L + 15) // 16 * 16                 # the scores padded to 16 lanes (-inf: weight 0)
     s = np.empty((group, Lp), np.float32)
     vec = hd % 16 == 0
+    j = 0
+    pi = 0
+    while j < L:                       # every key and value row of the job asked for at once
+        n = min(P, L - j)
+        prefetch_rows(k_pool[tables[c, pi]][:n, h])
+        prefetch_rows(v_pool[tables[c, pi]][:n, h])
+        j += n
+        pi += 1
     j = 0
     pi = 0
     while j < L:                       # the keys a page at a time: rows j .. j + n - 1

@@ -333,3 +333,33 @@ def swiglu16(typingctx, g, u, out, k0, k1):
         _count_loop(builder, builder.sub(k1, rest), one, ir.Constant(I64, 0))
         return context.get_dummy_value()
     return sig, codegen
+
+
+@intrinsic
+def prefetch_rows(typingctx, rows):
+    """Ask for every 64-byte line of every row of rows (2-D float32, unit-stride rows) to
+    come into the cache (llvm.prefetch; no effect on any value): a job's keys and values,
+    scattered over its pages, arrive side by side instead of one miss after another."""
+    sig = types.void(rows)
+
+    def codegen(context, builder, signature, args):
+        base, nr, stride = _rows(context, builder, signature.args[0], args[0])
+        a = ptr(context, builder, signature.args[0], args[0])
+        nbytes = builder.mul(builder.extract_value(a.shape, 1), ir.Constant(I64, 4))
+        lines = builder.sdiv(builder.add(nbytes, ir.Constant(I64, 63)), ir.Constant(I64, 64))
+        i8p = ir.IntType(8).as_pointer()
+        fn = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(ir.VoidType(), [i8p, I32, I32, I32]), "llvm.prefetch.p0i8")
+
+        def row(r, st):
+            rp = builder.gep(base, [builder.mul(r, stride)])
+
+            def line(c, s):
+                builder.call(fn, [builder.gep(rp, [builder.mul(c, ir.Constant(I64, 64))]),
+                                  ir.Constant(I32, 0), ir.Constant(I32, 3), ir.Constant(I32, 1)])
+                return s
+            _count_loop(builder, lines, line, ir.Constant(I64, 0))
+            return st
+        _count_loop(builder, nr, row, ir.Constant(I64, 0))
+        return context.get_dummy_value()
+    return sig, codegen
