@@ -108,14 +108,17 @@ def _block_q(builder, kind, base):
 # Each block loop asks for the same place PREFETCH_ROWS rows on (llvm.prefetch: no effect on
 # any value): the rows a chunk reads next arrive from memory while this one computes. One
 # token's matmuls at one thread, interleaved A/B on the default model's matrices (receipt
-# 2026-12-02-cpu-speed): 0.64x the time with 4 or 8 rows ahead, 0.68x with 16.
+# 2026-12-02-cpu-speed): 0.64x the time with 4 or 8 rows ahead, 0.68x with 16. Into L2
+# (locality 2, prefetcht1), not L1: the head stage (Q8_0, 8 rows a tile) at one row 3.64-3.75 M
+# TSC cycles a round against 5.43-6.13 M, the other matrices unchanged (receipt
+# 2026-12-02-cpu-regions; why is not measured: L1 holds few lines in flight, L2 more).
 PREFETCH_ROWS = 8
 
 
 def _prefetch(builder, p):
     fn = cgutils.get_or_insert_function(
         builder.module, ir.FunctionType(ir.VoidType(), [_i8.as_pointer(), _i32, _i32, _i32]), "llvm.prefetch.p0i8")
-    builder.call(fn, [p, ir.Constant(_i32, 0), ir.Constant(_i32, 3), ir.Constant(_i32, 1)])
+    builder.call(fn, [p, ir.Constant(_i32, 0), ir.Constant(_i32, 2), ir.Constant(_i32, 1)])
 
 
 def _permvar(builder, table, idx):
