@@ -22,8 +22,8 @@ positions 0..15 in their low nibbles, 16..31 in their high: GGUF's order). The s
 product with the dequantized weights up to float32 rounding (Q4_1's d*q + m is split into the
 two sums; tests/model/test_blocks_cpu.py holds every kind to the float64 definition,
 kernels.qmatmul.ref). How many rows go side by side (a tile: R rows of blocks against C x rows,
-w formed once a block for the C rows, each x load used by the R rows: 4x1 (8x1 for Q8_0) for
-one x row, 1x8 or 2x4 for several) changes how many chains run at once, never a chain's operations.
+w formed once a block for the C rows, each x load used by the R rows: 4x1 for one x row, 1x8
+or 2x4 for several) changes how many chains run at once, never a chain's operations.
 
 The scales are read where the file keeps them (each block's f16 d, and Q4_1's m, widened to
 float32 exactly in the loop: vcvtph2ps, four rows' blocks in one vector), so a step reads the
@@ -109,7 +109,7 @@ def _block_q(builder, kind, base):
 # any value): the rows a chunk reads next arrive from memory while this one computes. One
 # token's matmuls at one thread, interleaved A/B on the default model's matrices (receipt
 # 2026-12-02-cpu-speed): 0.64x the time with 4 or 8 rows ahead, 0.68x with 16. Into L2
-# (locality 2, prefetcht1), not L1: the head stage (Q8_0, 8 rows a tile) at one row 3.64-3.75 M
+# (locality 2, prefetcht1), not L1: the head stage (Q8_0) at one row 3.64-3.75 M
 # TSC cycles a round against 5.43-6.13 M, the other matrices unchanged (receipt
 # 2026-12-02-cpu-regions; why is not measured: L1 holds few lines in flight, L2 more).
 PREFETCH_ROWS = 8
@@ -356,20 +356,11 @@ def side_by_side(xsum, i, k):
 X_L1_BYTES = 24 * 1024
 
 
-# rows of blocks against one x row: 4, or 8 for Q8_0 (its 32 weights a block cost more to
-# form than Q4's table lookups, so the x loads and the scales' vector shared by 8 rows pay):
-# the head (Q8_0, 30 MB) at two members, 40 alternated reps, 3.74 / 3.65 ms at 8 / 6 rows
-# against 4.23 ms at 4 (receipt 2026-12-02-cpu-regions); Q4_1 at 8 rows was slower (gate_up
-# 2.25 against 1.94 ms).
-ONE_ROW_TILE = {"Q8_0": 8, "Q4_0": 4, "Q4_1": 4}
-
-
 def _make_rows(kind, table):
     """rows(x, xsum, data, out, lo, hi): out[:, lo:hi] = x times rows lo..hi-1 of the matrix,
     each element through the one chain of `tile` (the piece a chunk of `mm`, or a member of
     kernels/team_cpu's team, computes); the tile shapes change the speed only."""
-    r1 = ONE_ROW_TILE[kind]
-    t11, t41 = _make_tile(kind, 1, 1, table), _make_tile(kind, r1, 1, table)
+    t11, t41 = _make_tile(kind, 1, 1, table), _make_tile(kind, 4, 1, table)
     t14, t24 = _make_tile(kind, 1, 4, table), _make_tile(kind, 2, 4, table)
     t18 = _make_tile(kind, 1, 8, table)
 
@@ -399,13 +390,13 @@ def _make_rows(kind, table):
                 for c in range(4):
                     out[i + c, n] = r[c]
             i += 4
-        while i < M:                            # one x row against r1 rows of blocks
+        while i < M:                            # one x row against four rows of blocks
             n = lo
-            while n + r1 <= hi:
+            while n + 4 <= hi:
                 r = t41(data, n, x, i, xsum[i])
-                for a in range(r1):
+                for a in range(4):
                     out[i, n + a] = r[a]
-                n += r1
+                n += 4
             while n < hi:
                 out[i, n] = t11(data, n, x, i, xsum[i])
                 n += 1
