@@ -26,8 +26,8 @@ w formed once a block for the C rows, each x load used by the R rows: 4x1 for on
 or 2x4 for several) changes how many chains run at once, never a chain's operations.
 
 The scales are read where the file keeps them (each block's f16 d, and Q4_1's m, widened to
-float32 exactly in the loop: vcvtph2ps, four rows' blocks in one vector), so a step reads the
-blocks' bytes and nothing else (a float32 copy of the scales, kept beside the blocks until
+float32 exactly in the loop: vcvtph2ps; d a row at a time, Q4_1's m the tile's rows in one
+vector), so a step reads the blocks' bytes and nothing else (a float32 copy of the scales, kept beside the blocks until
 c23, added 40% to a Q4_1 step's bytes; the same values, so the same bytes out).
 
 Batch invariance by construction: an output element reads its row of blocks, its x row and
@@ -73,12 +73,6 @@ def _vec(builder, elems, ty):
     return v
 
 
-def _lane16(builder, v, j):
-    """Lane j of v splat to 16 float32 lanes."""
-    return builder.shuffle_vector(v, ir.Constant(v.type, ir.Undefined),
-                                  ir.Constant(ir.VectorType(_i32, 16), [j] * 16))
-
-
 def _f16s(builder, kind, bases):
     """The f16 scales of blocks at `bases` (one block each), read where the file keeps them
     (bytes 0-1: d; Q4_1's 2-3: m) and widened to float32 exactly, all k at once: a vector
@@ -88,6 +82,16 @@ def _f16s(builder, kind, bases):
     n = len(bases) * (2 if kind == "Q4_1" else 1)
     packed = builder.bitcast(_vec(builder, vals, w), ir.VectorType(_half, n))
     return builder.fpext(packed, ir.VectorType(_f32, n))
+
+
+def _d16(builder, base):
+    """The block's f16 scale d (its bytes 0-1) widened to float32 and splat to 16 lanes: one
+    row's own load and broadcast (taking it from the R rows' scales vector cost more
+    shuffles: Q4_1 one-row tiles 0.50 against 0.47 G blocks/s a core in L1, receipt
+    2026-12-02-cpu-regions)."""
+    h = builder.load(builder.bitcast(base, _half.as_pointer()), align=1)
+    v = builder.insert_element(ir.Constant(_v16f, ir.Undefined), builder.fpext(h, _f32), ir.Constant(_i32, 0))
+    return builder.shuffle_vector(v, ir.Constant(_v16f, ir.Undefined), ir.Constant(ir.VectorType(_i32, 16), [0] * 16))
 
 
 def _block_q(builder, kind, base):
@@ -287,15 +291,14 @@ def _make_tile(kind, R, C, table):
                 if PREFETCH_ROWS:
                     for base in bases:
                         _prefetch(builder, builder.gep(base, [ahead]))
-                sc = _f16s(builder, kind, bases)
                 out = list(st)
-                wts = [_weights(builder, kind, base, _lane16(builder, sc, 2 * r if q41 else r), table)
-                       for r, base in enumerate(bases)]
+                wts = [_weights(builder, kind, base, _d16(builder, base), table) for base in bases]
                 for c in range(C):
                     xv = _xblock(builder, xps[c], b)
                     for r in range(R):
                         out[r * C + c] = _fma(builder, wts[r], xv, st[r * C + c])
                 if q41:
+                    sc = _f16s(builder, kind, bases)
                     ms = builder.shuffle_vector(sc, ir.Constant(sc.type, ir.Undefined),
                                                 ir.Constant(ir.VectorType(_i32, R * C),
                                                             [2 * r + 1 for r in range(R) for _ in range(C)]))
