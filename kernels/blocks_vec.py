@@ -113,7 +113,7 @@ def _block_q(builder, kind, base):
 # any value): the rows a chunk reads next arrive from memory while this one computes. One
 # token's matmuls at one thread, interleaved A/B on the default model's matrices (receipt
 # 2026-12-02-cpu-speed): 0.64x the time with 4 or 8 rows ahead, 0.68x with 16. Into L2
-# (locality 2, prefetcht1), not L1: the head stage (Q8_0) at one row 3.64-3.75 M
+# (locality 2, prefetcht1), not L1: the head stage (Q8_0, measured with 8x1 tiles) 3.64-3.75 M
 # TSC cycles a round against 5.43-6.13 M, the other matrices unchanged (receipt
 # 2026-12-02-cpu-regions; why is not measured: L1 holds few lines in flight, L2 more).
 PREFETCH_ROWS = 8
