@@ -42,8 +42,7 @@ from kernels import attention_cpu, blocks_vec
 from kernels.attention_cpu import _job, write_row
 from kernels.blocks_vec import block_sums, block_sums_span
 from kernels.rmsnorm_cpu import add_rms_norm, rms_norm, swiglu_span
-from kernels.team_cpu import (REGION, WIDTH, finish, finish_many, next_piece, region_piece,
-                              take, wait)
+from kernels.team_cpu import REGION, WIDTH, finish, next_piece, region_piece, take, wait
 
 _FORWARDS: dict = {}
 PIECE_ACTS = 256       # SwiGLU activations a piece (a multiple of 32: its block sums with it)
@@ -73,15 +72,13 @@ def _make_matrix(kind):
         per = max(PIECES, min((N + blocks_vec.ROWS - 1) // blocks_vec.ROWS // n,
                               N * w.shape[1] // (n * PIECE_BYTES)))
         pieces = per * n
-        done = 0
         for k in range(n):                  # its own region from the front, then the others'
             r = (m + k) % n                 # from their backs
             p = region_piece(ctr, s, r, per, k > 0)
             while p >= 0:
                 rows(x, xs, w, out, _edge(N, pieces, p), _edge(N, pieces, p + 1))
-                done += 1
+                finish(ctr, s)
                 p = region_piece(ctr, s, r, per, k > 0)
-        finish_many(ctr, s, done)
         wait(ctr, s, pieces)
     return blocks_vec.stable_pickle(matrix, "matrix", kind)
 

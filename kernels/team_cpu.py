@@ -13,7 +13,7 @@ out by atomic counters:
   region_piece(ctr, s, r, per, back)
                       the next piece of region r of stage s, from its front or its back
   take(ctr, s)        whether this member takes a one-piece stage s: whoever asks first does
-  finish(ctr, s)      one piece of stage s done (finish_many: k of them)
+  finish(ctr, s)      one piece of stage s done
   wait(ctr, s, n)     until n pieces of stage s are done
 
 A stage of one piece (a norm) is taken whole; attention's (row, kv head) jobs and SwiGLU's
@@ -106,13 +106,6 @@ def take(ctr, s):
 def finish(ctr, s):
     """One piece of stage s done."""
     _atomic_add(ctr[s], 0, 1)
-
-
-@njit(cache=True, nogil=True)
-def finish_many(ctr, s, k):
-    """k pieces of stage s done (a member's own count, added once)."""
-    if k:
-        _atomic_add(ctr[s], 0, k)
 
 
 @intrinsic

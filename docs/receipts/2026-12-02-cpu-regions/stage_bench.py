@@ -4,7 +4,7 @@ sys.path.insert(0, '/work/main')
 import numba
 from numba import njit
 from kernels import blocks_vec as V, forward_cpu as F
-from kernels.team_cpu import WIDTH, region_piece, finish_many, wait
+from kernels.team_cpu import WIDTH, region_piece, finish, finish_many, wait
 from bench.cpu_stage_time import matrices_by_role
 from server.engine.build import open_model
 
@@ -45,7 +45,7 @@ def make_rows(kind, R, pf):
             n += 1
     return rows
 
-def make_member(rows):
+def make_member(rows, each):
     @njit(boundscheck=False, nogil=True)
     def matrix(ctr, s, m, n, x, xs, w, out):
         N = w.shape[0]
@@ -57,7 +57,10 @@ def make_member(rows):
             p = region_piece(ctr, s, r, per, k > 0)
             while p >= 0:
                 rows(x, xs, w, out, F._edge(N, pieces, p), F._edge(N, pieces, p + 1))
-                done += 1
+                if each:
+                    finish(ctr, s)
+                else:
+                    done += 1
                 p = region_piece(ctr, s, r, per, k > 0)
         finish_many(ctr, s, done)
         wait(ctr, s, pieces)
@@ -73,7 +76,7 @@ def make_member(rows):
 eng = open_model(None, progress=False).engine
 roles = matrices_by_role(eng.weights)
 role = sys.argv[1]
-variants = [tuple(int(v) for v in a.split(",")) for a in sys.argv[2:]]
+variants = [tuple(int(v) for v in a.split(",")) for a in sys.argv[2:]]  # R,pf[,each]
 mats = roles[role]
 kind = mats[0].kind
 if role == "head":
@@ -87,8 +90,9 @@ xs = np.empty((1, K // 32), np.float32); V.block_sums(x, xs)
 nbytes = sum(w.nbytes for w in ws)
 teams = []
 ref = None
-for R, pf in variants:
-    team = F.Team(make_member(make_rows(kind, R, pf)))
+for v in variants:
+    R, pf = v[0], v[1]
+    team = F.Team(make_member(make_rows(kind, R, pf), len(v) > 2 and v[2] == 1))
     out = np.zeros((1, ws[0].shape[0]), np.float32)
     ctr = np.zeros((len(ws) + 1, WIDTH), np.int64)
     team.run(2, (ctr, x, xs, ws, out))
