@@ -27,8 +27,9 @@ or 2x4 for several) changes how many chains run at once, never a chain's operati
 
 The scales are read where the file keeps them (each block's f16 d, and Q4_1's m, widened to
 float32 exactly in the loop: vcvtph2ps; d a row at a time, Q4_1's m the tile's rows in one
-vector), so a step reads the blocks' bytes and nothing else (a float32 copy of the scales, kept beside the blocks until
-c23, added 40% to a Q4_1 step's bytes; the same values, so the same bytes out).
+vector), so a step reads the blocks' bytes and nothing else (a float32 copy of the scales,
+kept beside the blocks until c23, added 40% to a Q4_1 step's bytes; the same values, so the
+same bytes out).
 
 Batch invariance by construction: an output element reads its row of blocks, its x row and
 its xsum row only, through the one function below, in the order above.
@@ -55,7 +56,8 @@ from numba.core import cgutils  # noqa: E402
 from numba.extending import intrinsic  # noqa: E402
 
 from kernels.vec_ir import F32 as _f32, V16F as _v16f, V32F as _v32f  # noqa: E402
-from kernels.vec_ir import fma as _fma, lanes as _lanes, ptr as _ptr  # noqa: E402
+from kernels.vec_ir import fma as _fma, half as _halfload, lanes as _lanes, ptr as _ptr  # noqa: E402
+from kernels.vec_ir import prefetch_l2 as _prefetch_l2, splat as _splat  # noqa: E402
 
 ROWS = 16                # output rows a parallel chunk takes
 BLOCK_BYTES = {"Q8_0": 34, "Q4_0": 18, "Q4_1": 20}
@@ -89,9 +91,7 @@ def _d16(builder, base):
     row's own load and broadcast (taking it from the R rows' scales vector cost more
     shuffles: Q4_1 one-row tiles 0.50 against 0.47 G blocks/s a core in L1, receipt
     2026-12-02-cpu-regions)."""
-    h = builder.load(builder.bitcast(base, _half.as_pointer()), align=1)
-    v = builder.insert_element(ir.Constant(_v16f, ir.Undefined), builder.fpext(h, _f32), ir.Constant(_i32, 0))
-    return builder.shuffle_vector(v, ir.Constant(_v16f, ir.Undefined), ir.Constant(ir.VectorType(_i32, 16), [0] * 16))
+    return _splat(builder, _halfload(builder, base))
 
 
 def _block_q(builder, kind, base):
@@ -117,12 +117,6 @@ def _block_q(builder, kind, base):
 # TSC cycles a round against 5.43-6.13 M, the other matrices unchanged (receipt
 # 2026-12-02-cpu-regions; why is not measured: L1 holds few lines in flight, L2 more).
 PREFETCH_ROWS = 8
-
-
-def _prefetch(builder, p):
-    fn = cgutils.get_or_insert_function(
-        builder.module, ir.FunctionType(ir.VoidType(), [_i8.as_pointer(), _i32, _i32, _i32]), "llvm.prefetch.p0i8")
-    builder.call(fn, [p, ir.Constant(_i32, 0), ir.Constant(_i32, 2), ir.Constant(_i32, 1)])
 
 
 def _permvar(builder, table, idx):
@@ -290,7 +284,7 @@ def _make_tile(kind, R, C, table):
                 bases = [builder.gep(wp, [builder.mul(b, ir.Constant(_i64, nbytes))]) for wp in ws]
                 if PREFETCH_ROWS:
                     for base in bases:
-                        _prefetch(builder, builder.gep(base, [ahead]))
+                        _prefetch_l2(builder, builder.gep(base, [ahead]))
                 out = list(st)
                 wts = [_weights(builder, kind, base, _d16(builder, base), table) for base in bases]
                 for c in range(C):

@@ -4,8 +4,9 @@ kernels/rmsnorm.py, stays the definition).
 Per row: h = x + residual (float32), the mean of h*h summed in 16 float32 lanes over the row
 then a fixed tree, divided by D; y = (h * (1 / sqrt(mean + eps))) * w. A row's bytes depend on
 that row alone. SwiGLU: silu(g) u = g / (1 + exp(-g)) * u, exp by kernels.vec_ir's recipe
-(kernels.vec_ir.swiglu16: 16 lanes at a time, the same operations in every lane). Serial: a parallel region costs more than a decode round's rows (a 1-row
-norm: 7 us serial, 0.1-0.7 ms through the OpenMP fork and join on this shared 2-core machine).
+(kernels.vec_ir.swiglu16: 16 lanes at a time, the same operations in every lane). Serial: a
+parallel region costs more than a decode round's rows (a 1-row norm: 7 us serial, 0.1-0.7 ms
+through the OpenMP fork and join on this shared 2-core machine).
 """
 from __future__ import annotations
 

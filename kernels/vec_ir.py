@@ -40,6 +40,15 @@ def splat(builder, v, n=16):
     return builder.shuffle_vector(vec, ir.Constant(t, ir.Undefined), ir.Constant(ir.VectorType(I32, n), [0] * n))
 
 
+def prefetch_l2(builder, p):
+    """Ask for the line at p (any pointer) to come into L2: llvm.prefetch, a read, locality 2
+    (prefetcht1), the data cache. No value changes."""
+    i8p = ir.IntType(8).as_pointer()
+    fn = cgutils.get_or_insert_function(
+        builder.module, ir.FunctionType(ir.VoidType(), [i8p, I32, I32, I32]), "llvm.prefetch.p0i8")
+    builder.call(fn, [builder.bitcast(p, i8p), ir.Constant(I32, 0), ir.Constant(I32, 2), ir.Constant(I32, 1)])
+
+
 def lanes(builder, v, lo, n):
     mask = ir.Constant(ir.VectorType(I32, n), list(range(lo, lo + n)))
     return builder.shuffle_vector(v, ir.Constant(v.type, ir.Undefined), mask)
@@ -244,7 +253,7 @@ def exp_ir(builder, x):
 
 @intrinsic
 def exp32(typingctx, x):
-    """exp(x) of one float32 by exp_ir's recipe (the lanes of softmax16 and silu_mul16)."""
+    """exp(x) of one float32 by exp_ir's recipe (the lanes of softmax16 and swiglu16)."""
     sig = types.float32(types.float32)
 
     def codegen(context, builder, signature, args):
@@ -349,16 +358,12 @@ def prefetch_rows(typingctx, rows):
         a = ptr(context, builder, signature.args[0], args[0])
         nbytes = builder.mul(builder.extract_value(a.shape, 1), ir.Constant(I64, 4))
         lines = builder.sdiv(builder.add(nbytes, ir.Constant(I64, 63)), ir.Constant(I64, 64))
-        i8p = ir.IntType(8).as_pointer()
-        fn = cgutils.get_or_insert_function(
-            builder.module, ir.FunctionType(ir.VoidType(), [i8p, I32, I32, I32]), "llvm.prefetch.p0i8")
 
         def row(r, st):
             rp = builder.gep(base, [builder.mul(r, stride)])
 
             def line(c, s):
-                builder.call(fn, [builder.gep(rp, [builder.mul(c, ir.Constant(I64, 64))]),
-                                  ir.Constant(I32, 0), ir.Constant(I32, 2), ir.Constant(I32, 1)])
+                prefetch_l2(builder, builder.gep(rp, [builder.mul(c, ir.Constant(I64, 64))]))
                 return s
             _count_loop(builder, lines, line, ir.Constant(I64, 0))
             return st
