@@ -50,6 +50,17 @@ SETTINGS = (
 )
 _BY_NAME = {s.name: s for s in SETTINGS}
 
+# The API key (server/api/keys.py): read by rank 0 alone and given to no other rank, so
+# outside SETTINGS (which every rank reads alike); named as the deploy scripts' own
+# FOLDSERVE_ARGS, beside which it sits in the env file.
+API_KEY_VARIABLE = "FOLDSERVE_API_KEY"
+
+
+def api_key_from_env(environ=None) -> str | None:
+    """FOLDSERVE_API_KEY as set (None when unset; an empty value is the caller's to refuse)."""
+    e = os.environ if environ is None else environ
+    return e.get(API_KEY_VARIABLE)
+
 # the names these settings had before the one prefix: read still, with a warning
 RENAMED = {"TF_MODEL": "FOLDSERVE_MODEL", "TF_CACHE_DIR": "FOLDSERVE_CACHE_DIR",
            "TF_CUDA_GRAPHS": "FOLDSERVE_CUDA_GRAPHS"}

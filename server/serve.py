@@ -73,7 +73,12 @@ def add_arguments(p):
                         "round), so a long prompt interleaves with their decodes in rounds of "
                         "bounded time (default: none; 0: none). A round no stream decodes in "
                         "gives a prompt up to the whole round budget")
-    p.add_argument("--api-key", default=None, help="bearer key every request must carry (default: none)")
+    p.add_argument("--api-key-file", default=None, metavar="PATH",
+                   help="bearer keys, one a line, any of which a request may carry (default: "
+                        "none; see also $FOLDSERVE_API_KEY, one key; the sources add up)")
+    p.add_argument("--api-key", default=None, metavar="KEY",
+                   help="a bearer key on the command line, where ps shows it to every local "
+                        "user (warned at startup): prefer $FOLDSERVE_API_KEY or --api-key-file")
     p.add_argument("--served-model-name", nargs="+", default=None, metavar="NAME",
                    help="the model's name(s) in the API (default: the model file's); the "
                         "first is the one replies carry")
@@ -118,6 +123,21 @@ def _positive(v: str) -> float:
     return x
 
 
+def _api_keys(args) -> tuple[str, ...]:
+    """Rank 0's API keys (server/api/keys.py), said before the model loads: where they came
+    from, and the warnings (a key on the command line, a key file others may read)."""
+    from server.api.keys import gather_keys
+    from server.config import api_key_from_env
+    found = gather_keys(args.api_key, args.api_key_file, api_key_from_env())
+    for line in found.warnings:
+        print(f"foldserve: {line}", file=sys.stderr, flush=True)
+    if found.keys:
+        n = len(found.keys)
+        print(f"foldserve: {n} API key{'s' if n > 1 else ''} (from {', '.join(found.sources)})",
+              file=sys.stderr, flush=True)
+    return found.keys
+
+
 def _free_port(host: str) -> int:
     with socket.socket() as s:
         s.bind((host, 0))
@@ -138,15 +158,43 @@ def _claim_port(args):
     return sock
 
 
+KEY_FLAGS = ("--api-key", "--api-key-file")
+
+
+def follower_argv(argv: list[str], rank: int, world: int, master: str) -> list[str]:
+    """A launched follower's arguments: rank 0's (`argv`: sys.argv[1:]) without the API key
+    flags (a follower serves no HTTP; its argv is readable by every local user), with its
+    rank and the rendezvous. argparse takes an option's unambiguous prefix (--api-key-f),
+    so any option name that starts --api-key and begins a key flag goes, with its value."""
+    out, skip = [], False
+    for a in argv:
+        if skip:
+            skip = False
+            continue
+        name, eq, _ = a.partition("=")
+        if name.startswith("--api-key") and any(f.startswith(name) for f in KEY_FLAGS):
+            skip = not eq
+            continue
+        out.append(a)
+    out += ["--rank", str(rank), "--master", master]
+    if "--tp" not in argv:
+        out += ["--tp", str(world)]
+    return out
+
+
+def follower_env(environ) -> dict:
+    """A launched follower's environment: rank 0's without FOLDSERVE_API_KEY."""
+    from server.config import API_KEY_VARIABLE
+    return {k: v for k, v in environ.items() if k != API_KEY_VARIABLE}
+
+
 def _launch_followers(args, world: int, master: str) -> list:
     """One host, several ranks: start ranks 1..N-1 as child processes of rank 0."""
-    base = [a for a in sys.argv[1:]]
     procs = []
+    env = follower_env(os.environ)
     for r in range(1, world):
-        argv = [sys.executable, "-m", "server.cli", *base, "--rank", str(r), "--master", master]
-        if "--tp" not in base:
-            argv += ["--tp", str(world)]
-        proc = subprocess.Popen(argv)
+        argv = [sys.executable, "-m", "server.cli", *follower_argv(sys.argv[1:], r, world, master)]
+        proc = subprocess.Popen(argv, env=env)
         threading.Thread(target=_reap, args=(proc, r), name=f"foldserve-reap-{r}",
                          daemon=True).start()
         procs.append(proc)
@@ -195,6 +243,7 @@ def _run(args, env) -> int:
         require_cuda()
     if (args.rank or int(env.torchrun.get("RANK", 0))) == 0:
         args.chat_template_text = read_chat_template(args.chat_template)   # before the load
+        args.api_keys = _api_keys(args)
         from server.api.http_socket import Loading
         args.http_socket = _claim_port(args)   # before the model loads, not after
         args.loading = Loading(args.http_socket).start()   # 503 "loading" until serving
@@ -387,7 +436,7 @@ def _serve_front(args, env, opened, comm, beat, lays, rooms, reserves, context, 
     state = AppState(scheduler=sched, tokenizer=opened.tokenizer,
                      model_name=names[0] if names else opened.name, served_names=names,
                      chat_template=args.chat_template_text,
-                     context=context, api_key=args.api_key, max_body_bytes=args.max_body_bytes,
+                     context=context, api_keys=args.api_keys, max_body_bytes=args.max_body_bytes,
                      max_queue=args.max_queue, tp=len(rooms), plan_line="\n".join(block),
                      kv_mode="pages" if p.paged else "windows", load_s=opened.load_seconds)
     # uvicorn re-raises the SIGTERM it caught once it has shut down; under the default

@@ -37,5 +37,5 @@ def create_app(state: AppState) -> FastAPI:
 
     # outermost first: the key is checked before a large body is read
     app.add_middleware(BodyLimit, max_bytes=state.max_body_bytes)
-    app.add_middleware(BearerAuth, api_key=state.api_key)
+    app.add_middleware(BearerAuth, api_keys=state.api_keys)
     return app

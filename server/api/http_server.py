@@ -6,11 +6,12 @@ import sys
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
 
 
-def exposure_warning(host: str, api_key: str | None) -> str | None:
-    if host in LOCAL_HOSTS or api_key:
+def exposure_warning(host: str, api_keys: tuple[str, ...]) -> str | None:
+    if host in LOCAL_HOSTS or api_keys:
         return None
-    return (f"warning: binding {host} without --api-key: anyone who can reach this port "
-            "can use the model; set --api-key or bind 127.0.0.1")
+    return (f"warning: binding {host} without an API key: anyone who can reach this port "
+            "can use the model; set FOLDSERVE_API_KEY (or --api-key-file PATH) or bind "
+            "127.0.0.1")
 
 
 def startup_line(state, host: str, port: int) -> str:
@@ -51,7 +52,7 @@ def run_uvicorn(app, host: str = "127.0.0.1", port: int = 8000, log_level: str =
     state = app.state.foldserve
     if state.plan_line:
         print(state.plan_line, file=out, flush=True)
-    warning = exposure_warning(host, state.api_key)
+    warning = exposure_warning(host, state.api_keys)
     if warning:
         print(warning, file=out, flush=True)
     limits = ConnectionLimits(header_timeout, max_connections or default_max_connections(),

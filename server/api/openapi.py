@@ -219,8 +219,8 @@ def build_document(app: FastAPI) -> dict:
         doc["paths"][path]["post"]["requestBody"] = {"required": True, "content": {
             "application/json": {"schema": _ref(model.__name__)}}}
     for (path, method) in REPLIES:
-        doc["paths"][path][method]["responses"] = _responses(path, method, bool(state.api_key))
-    if state.api_key:
+        doc["paths"][path][method]["responses"] = _responses(path, method, bool(state.api_keys))
+    if state.api_keys:
         doc["components"]["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
         for path, ops in doc["paths"].items():
             if path != "/health":

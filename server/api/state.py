@@ -30,7 +30,7 @@ class AppState:
     tokenizer: Any
     model_name: str
     context: int
-    api_key: str | None = None
+    api_keys: tuple[str, ...] = ()  # any of them serves (server/api/keys.py); none: keyless
     max_body_bytes: int = 4 * 1024 * 1024
     max_queue: int = 256
     tp: int = 1

@@ -10,7 +10,7 @@ from server.api import create_app
 
 def test_docs_page_loads_swagger_ui_from_this_server():
     state = make_state()
-    state.api_key = "k"
+    state.api_keys = ("k",)
     with TestClient(create_app(state)) as c:
         page = c.get("/docs")
         assert page.status_code == 200 and "SwaggerUIBundle" in page.text

@@ -144,7 +144,7 @@ def test_unknown_route_and_method_keep_the_shape(client):
 
 
 def test_api_key():
-    with TestClient(create_app(make_state(api_key="sekrit"))) as c:
+    with TestClient(create_app(make_state(api_keys=("sekrit",)))) as c:
         r = c.post(COMP, json={"prompt": "x", "max_tokens": 1})
         err = error_of(r, 401)
         assert r.headers["www-authenticate"] == "Bearer" and err["code"] == "invalid_api_key"

@@ -23,7 +23,7 @@ def free_port() -> int:
 @pytest.fixture(scope="module")
 def live():
     sched = FakeScheduler(delay=0.001)
-    app = create_app(make_state(sched, context=4096, api_key="k"))
+    app = create_app(make_state(sched, context=4096, api_keys=("k",)))
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)

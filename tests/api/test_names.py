@@ -27,7 +27,7 @@ def test_served_model_names_all_answer():
 
 
 def test_version_ping_and_head_health():
-    with TestClient(create_app(make_state(FakeScheduler(), api_key="k"))) as c:
+    with TestClient(create_app(make_state(FakeScheduler(), api_keys=("k",)))) as c:
         assert c.get("/version").json() == {"version": __version__}
         assert c.get("/ping").status_code == 200
         r = c.post("/ping")                 # vLLM serves both (SageMaker posts)

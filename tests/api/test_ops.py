@@ -74,10 +74,11 @@ def test_startup_lines():
     state = make_state(tp=2, load_s=1.25)
     assert startup_line(state, "127.0.0.1", 8000) == (
         "serving fake-model at http://127.0.0.1:8000/v1 (TP 2, context 256, pages, loaded in 1.2 s)")
-    assert exposure_warning("127.0.0.1", None) is None
-    assert exposure_warning("::1", None) is None
-    assert "--api-key" in exposure_warning("0.0.0.0", None)
-    assert exposure_warning("0.0.0.0", "k") is None
+    assert exposure_warning("127.0.0.1", ()) is None
+    assert exposure_warning("::1", ()) is None
+    assert "FOLDSERVE_API_KEY" in exposure_warning("0.0.0.0", ())
+    assert "--api-key-file" in exposure_warning("0.0.0.0", ())
+    assert exposure_warning("0.0.0.0", ("k",)) is None
 
 
 def test_openapi_documents_the_bodies(client):

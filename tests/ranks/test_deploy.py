@@ -172,3 +172,38 @@ def test_the_unit_verifies(tmp_path):
     shutil.copy(DEPLOY / "foldserve-rank@.service", inst)
     r = subprocess.run(["systemd-analyze", "verify", str(inst)], capture_output=True, text=True)
     assert r.returncode == 0 and "foldserve" not in r.stderr, r.stderr
+
+
+def test_install_system_keeps_the_env_file_root_only(tmp_path):
+    """The env file may hold FOLDSERVE_API_KEY: installed 0600 root:root (systemd reads an
+    EnvironmentFile= as root, before it drops to User=foldserve); one kept from an older
+    install that every local user can read loses the others' bits, and it is said."""
+    paths = dict(PREFIX=str(tmp_path / "opt"), BINDIR=str(tmp_path / "bin"),
+                 ETCDIR=str(tmp_path / "etc"), UNITDIR=str(tmp_path / "units"))
+    env = _env(FOLDSERVE_DRY_RUN="1", SERVICE_USER="foldserve-nobody-here", **paths)
+    r = _run(DEPLOY / "install-system.sh", env=env)
+    assert r.returncode == 0, r.stderr
+    steps = [l[2:] for l in r.stderr.splitlines() if l.startswith("+ ")]
+    assert (f"install -D -m 600 -o root -g root {DEPLOY}/foldserve.env "
+            f"{paths['ETCDIR']}/foldserve.env") in steps
+    kept = tmp_path / "etc" / "foldserve.env"
+    kept.parent.mkdir()
+    kept.write_text("FOLDSERVE_API_KEY=k\n")
+    kept.chmod(0o644)
+    r = _run(DEPLOY / "install-system.sh", env=env)
+    assert r.returncode == 0, r.stderr
+    steps = [l[2:] for l in r.stderr.splitlines() if l.startswith("+ ")]
+    assert f"chmod o-rwx {kept}" in steps and "every local user could read it" in r.stderr
+    kept.chmod(0o640)
+    r = _run(DEPLOY / "install-system.sh", env=env)
+    assert not [s for s in r.stderr.splitlines() if s.startswith("+ chmod")], r.stderr
+
+
+def test_the_deploy_files_give_the_key_in_the_env_file():
+    """No example puts a key in FOLDSERVE_ARGS (the unit's command line, which ps shows)."""
+    for name in ("foldserve.env", "gb10-tp2.env", "gb10-tp3.env", "foldserve-rank@.service",
+                 "rank.sh"):
+        text = (DEPLOY / name).read_text()
+        assert "FOLDSERVE_API_KEY" in text, name
+        assert '--api-key "$KEY"' not in text, name
+    assert "#FOLDSERVE_API_KEY=" in (DEPLOY / "foldserve.env").read_text()
