@@ -22,6 +22,8 @@ TYPE_BY_STATUS = {
     404: "invalid_request_error",
     405: "invalid_request_error",
     413: "invalid_request_error",
+    415: "invalid_request_error",
+    431: "invalid_request_error",
     500: "server_error",
     503: "service_unavailable",
 }

@@ -36,15 +36,20 @@ REPLIES = {  # (path, method) -> the 200 body, and the streamed event's (None: n
 ERRORS = {
     400: "Malformed JSON, a wrong type, an out-of-range value, a field this server does not "
          "serve, or a prompt past the context (code context_length_exceeded)",
-    401: "--api-key is set and the bearer is missing or wrong (code invalid_api_key)",
+    401: "The server has API keys (FOLDSERVE_API_KEY, --api-key-file, --api-key) and the "
+         "bearer is missing or none of them (code invalid_api_key)",
     404: "The model is not the served one (code model_not_found), or no such route",
     413: "The body is past --max-body-bytes (code request_too_large)",
+    415: "The body's Content-Type is missing or not JSON (application/json or "
+         "application/*+json, a charset only UTF-8) (code unsupported_media_type)",
+    431: "The request line and headers are past 16 KiB (code request_header_too_large); "
+         "the connection is closed",
     500: "Only a bug in foldserve (code internal_error)",
     503: "The queue is full (code queue_full, header Retry-After) or a rank is gone "
          "(code rank_lost)",
 }
 ERRORS_BY_ROUTE = {
-    "post": (400, 404, 413, 500),
+    "post": (400, 404, 413, 415, 500),
     "get": (404, 500),
 }
 GENERATING = ("/v1/completions", "/v1/chat/completions")
@@ -220,6 +225,10 @@ def build_document(app: FastAPI) -> dict:
             "application/json": {"schema": _ref(model.__name__)}}}
     for (path, method) in REPLIES:
         doc["paths"][path][method]["responses"] = _responses(path, method, bool(state.api_keys))
+    for ops in doc["paths"].values():           # any request's head may be too large
+        for op in ops.values():
+            op["responses"]["431"] = {"description": ERRORS[431], "content": {
+                "application/json": {"schema": _ref("ErrorBody")}}}
     if state.api_keys:
         doc["components"]["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
         for path, ops in doc["paths"].items():

@@ -13,14 +13,23 @@
   for a request (slow headers, or idle between keep-alive requests) is closed to make room,
   so held-open connections cannot lock out a client that sends its request at once; when
   every connection is busy with a request the newcomer gets a 503 and is closed.
+- A bound on a request's head (the request line and headers): past `max_head_bytes`
+  (16 KiB) a 431 in OpenAI's shape, then a close. h11 raises at that size only while the
+  head is incomplete in its buffer; a whole head that arrived in one read is measured as
+  the request starts (`HeadLimit`), so the bound does not depend on how the bytes came.
 - uvicorn's own 400 for a request h11 cannot parse (`Content-Length: abc`) is sent in
   OpenAI's error shape instead of plain text.
+- A refusal sent before the request was read (that 400, the 431) closes without a reset:
+  the write side is shut and what the client still sends is read and dropped, for at most
+  `LINGER_S` (a close with unread bytes in the socket makes the kernel send a reset, which
+  may reach the client before the reply does: a 200 KB header line got only the reset).
 
 `guarded_protocol(limits)` makes the class handed to uvicorn.Config(http=...); every
 connection of one server shares the `ConnectionLimits`.
 """
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from dataclasses import dataclass, field
@@ -29,6 +38,10 @@ import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 log = logging.getLogger("foldserve.api")
+
+MAX_HEAD_BYTES = 16384      # h11's own default bound on an incomplete event
+LINGER_S = 2.0              # a refused connection reads and drops the client's bytes this long
+DRAIN_BYTES = 1 << 20       # a body read and dropped before a 431 that came as a response
 
 
 @dataclass
@@ -41,14 +54,83 @@ class ConnectionLimits:
     body_late: int = 0                              # connections past the body deadline
     evicted: int = 0                                # waiting ones closed to make room
     refused: int = 0                                # newcomers refused (every one busy)
+    max_head_bytes: int = MAX_HEAD_BYTES            # request line and headers, at most
+
+
+def error_body(status: int, message: str, code: str) -> bytes:
+    return json.dumps({"error": {"message": message, "type": "invalid_request_error"
+                                 if status < 500 else "service_unavailable",
+                                 "param": None, "code": code}}).encode("ascii")
+
+
+def head_too_large(limit: int, size: int | None = None) -> bytes:
+    got = (f"are {size} bytes" if size is not None
+           else f"passed {limit} bytes before their end arrived")
+    return error_body(431, f"The request line and headers {got}; this server takes at most "
+                      f"{limit} bytes of them", "request_header_too_large")
+
+
+def head_size(scope) -> int:
+    """The bytes of a request's head as sent (`GET /path?q HTTP/1.1\r\n`, then a `name: value
+    \r\n` a header), from its ASGI scope."""
+    target = len(scope["raw_path"]) + (len(scope["query_string"]) + 1
+                                       if scope["query_string"] else 0)
+    return (len(scope["method"]) + target + 12
+            + sum(len(k) + len(v) + 4 for k, v in scope["headers"]))
+
+
+class HeadLimit:
+    """A whole head past the bound (it arrived in one read, so h11 never held it incomplete):
+    a 431 and a close, its body (up to DRAIN_BYTES, for at most LINGER_S) read and dropped
+    first, so the close leaves no unread bytes to reset the reply."""
+
+    def __init__(self, app, limit: int):
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope, receive, send):
+        size = head_size(scope) if scope["type"] == "http" else 0
+        if size <= self.limit:
+            return await self.app(scope, receive, send)
+        try:
+            await asyncio.wait_for(_drain(receive), LINGER_S)
+        except asyncio.TimeoutError:
+            pass
+        body = head_too_large(self.limit, size)
+        await send({"type": "http.response.start", "status": 431, "headers": [
+            (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+            (b"connection", b"close")]})
+        await send({"type": "http.response.body", "body": body})
+
+
+async def _drain(receive) -> None:
+    left = DRAIN_BYTES
+    while left > 0:
+        message = await receive()
+        if message["type"] != "http.request" or not message.get("more_body"):
+            return
+        left -= len(message.get("body", b""))
+
+
+class HintedConnection(h11.Connection):
+    """h11's connection, keeping the status its last protocol error hinted (431 for a head
+    past max_incomplete_event_size): uvicorn catches the error and drops it."""
+    error_hint: int | None = None
+
+    def next_event(self):
+        try:
+            return super().next_event()
+        except h11.RemoteProtocolError as e:
+            self.error_hint = e.error_status_hint
+            raise
 
 
 def raw_error(status: int, reason: str, message: str, code: str, extra: str = "") -> bytes:
     """A whole HTTP/1.1 error response with an OpenAI-shaped body, for moments when h11
     holds no request to answer (it would refuse to send a response)."""
-    body = json.dumps({"error": {"message": message, "type": "invalid_request_error"
-                                 if status < 500 else "service_unavailable",
-                                 "param": None, "code": code}}).encode("ascii")
+    return raw_reply(status, reason, error_body(status, message, code), extra)
+
+
+def raw_reply(status: int, reason: str, body: bytes, extra: str = "") -> bytes:
     head = (f"HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\n"
             f"content-length: {len(body)}\r\nconnection: close\r\n{extra}\r\n")
     return head.encode("ascii") + body
@@ -57,6 +139,13 @@ def raw_error(status: int, reason: str, message: str, code: str, extra: str = ""
 def guarded_protocol(limits: ConnectionLimits) -> type:
     class GuardedH11Protocol(H11Protocol):
         _limits = limits
+
+        def __init__(self, *args, **kwargs) -> None:
+            super().__init__(*args, **kwargs)
+            self.conn = HintedConnection(h11.SERVER, self._limits.max_head_bytes)
+            self.app = HeadLimit(self.app, self._limits.max_head_bytes)
+            self._lingering = False
+            self._linger_timer = None
 
         def connection_made(self, transport) -> None:
             self._header_timer = self._body_timer = None
@@ -79,9 +168,13 @@ def guarded_protocol(limits: ConnectionLimits) -> type:
         def connection_lost(self, exc) -> None:
             self._request_started()
             self._body_done()
+            if self._linger_timer is not None:
+                self._linger_timer.cancel()
             super().connection_lost(exc)
 
         def data_received(self, data: bytes) -> None:
+            if self._lingering:                 # refused: read and dropped (_linger)
+                return
             super().data_received(data)
             if self.cycle is not None and not self.cycle.response_complete:
                 self._request_started()
@@ -98,10 +191,32 @@ def guarded_protocol(limits: ConnectionLimits) -> type:
                 self._await_request()       # the next request's headers have a deadline too
 
         def send_400_response(self, msg: str) -> None:
+            """What uvicorn calls when h11 cannot parse the request: a 431 where h11's hint
+            says the head grew past the bound, else a 400."""
             self._request_started()
-            self.transport.write(raw_error(400, "Bad Request", f"{msg} (malformed HTTP: "
-                                           "request line or headers)", "invalid_http"))
-            self.transport.close()
+            if self.conn.error_hint == 431:
+                self.transport.write(raw_reply(431, "Request Header Fields Too Large",
+                                               head_too_large(self._limits.max_head_bytes)))
+            else:
+                self.transport.write(raw_error(400, "Bad Request", f"{msg} (malformed HTTP: "
+                                               "request line or headers)", "invalid_http"))
+            if self.cycle is not None and not self.cycle.response_complete:
+                self.transport.close()          # mid-request: the app's reply is cut short
+            else:
+                self._linger()
+
+        def _linger(self) -> None:
+            """Close without resetting the reply just written: shut the write side (the
+            client reads the reply, then EOF), read and drop what it still sends, and close
+            at its EOF (uvicorn's eof_received) or after LINGER_S. Evictable meanwhile, like
+            a connection waiting for a request."""
+            self._lingering = True
+            if not self.transport.can_write_eof():
+                self.transport.close()
+                return
+            self.transport.write_eof()
+            self._limits.waiting[self] = None
+            self._linger_timer = self.loop.call_later(LINGER_S, self._close_waiting)
 
         # ---- the waiting list and the deadline ----
         def _await_request(self) -> None:

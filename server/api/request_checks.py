@@ -10,13 +10,16 @@ from pydantic import BaseModel, ValidationError
 from . import slicedjson
 from .backlog import Ticket
 from .errors import ApiError, invalid, validation_error
+from .media_type import require_json
 
 
 LARGE_BODY = 256 << 10     # bodies past this are decoded on a text worker, not the loop
 
 
 async def parse_body(request: Request, model: type[BaseModel]) -> BaseModel:
-    """Malformed JSON, a non-object body and wrong types are 400s naming the field."""
+    """A body not typed JSON is a 415 (media_type.py); malformed JSON, a non-object body and
+    wrong types are 400s naming the field."""
+    require_json(request)
     raw = await request.body()
     if not raw.strip():
         raise invalid("The request body is empty; send a JSON object")
