@@ -17,7 +17,11 @@ load_env() {
     set +a
     for key in "${!given[@]}"; do
         if [ "${!key}" != "${given[$key]}" ]; then
-            echo "deploy: $key=${given[$key]} from the environment, over $file's $key=${!key}" >&2
+            if [ "$key" = FOLDSERVE_API_KEY ]; then     # a secret: named, never shown
+                echo "deploy: $key from the environment, over $file's" >&2
+            else
+                echo "deploy: $key=${given[$key]} from the environment, over $file's $key=${!key}" >&2
+            fi
             export "$key=${given[$key]}"
         fi
     done

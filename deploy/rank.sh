@@ -4,8 +4,9 @@
 # host) and serves HTTP, the others connect to it within --join-timeout (default 60 s).
 #
 #   deploy/rank.sh RANK WORLD MASTER_HOST:PORT [extra `foldserve serve` args]
-#   host A (10.0.0.1):  deploy/rank.sh 0 2 10.0.0.1:29551 --host 0.0.0.0 --api-key "$KEY"
+#   host A (10.0.0.1):  FOLDSERVE_API_KEY="$KEY" deploy/rank.sh 0 2 10.0.0.1:29551 --host 0.0.0.0
 #   host B:             deploy/rank.sh 1 2 10.0.0.1:29551
+# (the key in the environment or the env file, not as --api-key: ps shows a command line)
 #
 # Reads deploy/foldserve.env (or $FOLDSERVE_ENV): every host needs the same TF_* values
 # and the same model file. FOLDSERVE_DRY_RUN=1 prints the command instead of running it.

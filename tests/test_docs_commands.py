@@ -176,13 +176,14 @@ def test_operations_one_host_try_and_rank_commands():
             assert json.loads(r.stdout)["status"] == "ok"
     finally:
         g.kill()
-    env = _env(FOLDSERVE_DRY_RUN="1", PYTHON=sys.executable, KEY="k")
-    for args in (["0", "2", "10.0.0.1:29551", "--host", "0.0.0.0", "--api-key", "k"],
+    env = _env(FOLDSERVE_DRY_RUN="1", PYTHON=sys.executable, FOLDSERVE_API_KEY="k-in-env")
+    for args in (["0", "2", "10.0.0.1:29551", "--host", "0.0.0.0"],
                  ["1", "2", "10.0.0.1:29551"]):
         r = subprocess.run(["bash", str(REPO / "deploy/rank.sh"), *args], capture_output=True,
                            text=True, env=env)
         assert r.returncode == 0, r.stderr
         assert f"serve --tp 2 --rank {args[0]} --master 10.0.0.1:29551" in r.stdout
+        assert "k-in-env" not in r.stdout + r.stderr     # the key is in no command line
 
 
 @pytest.fixture

@@ -131,6 +131,28 @@ def test_the_callers_environment_wins_over_the_env_file(tmp_path):
     assert "from the environment" not in r.stderr
 
 
+def test_the_key_reaches_rank_0_and_no_log(tmp_path):
+    """FOLDSERVE_API_KEY from the env file, or from the caller over it, reaches foldserve's
+    environment; the scripts' note that the caller's wins names it, never its value."""
+    d = _copy_deploy(tmp_path, checkout=False)
+    with open(d / "foldserve.env", "a") as f:
+        f.write("FOLDSERVE_API_KEY=from-the-file-5c1\n")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "foldserve").write_text('#!/bin/sh\necho "key=$FOLDSERVE_API_KEY args=$*"\n')
+    (bin_dir / "foldserve").chmod(0o755)
+    env = {k: v for k, v in _env(PATH=f"{bin_dir}:/usr/bin:/bin").items()
+           if k != "FOLDSERVE_API_KEY"}
+    r = _run(d / "rank.sh", "0", "2", "10.0.0.1:29551", env=env)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("key=from-the-file-5c1 ") and "from-the-file" not in r.stderr
+    r = _run(d / "one-host.sh", "2", env={**env, "FOLDSERVE_API_KEY": "from-the-caller-9d2"})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("key=from-the-caller-9d2 ")
+    assert f"deploy: FOLDSERVE_API_KEY from the environment, over {d}/foldserve.env's" in r.stderr
+    assert "from-the-caller" not in r.stderr and "from-the-file" not in r.stderr
+
+
 @pytest.mark.parametrize("tp", [2, 3])
 def test_gb10_examples_build_each_ranks_command(tp):
     example = DEPLOY / f"gb10-tp{tp}.env"
