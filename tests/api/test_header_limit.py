@@ -98,6 +98,15 @@ def test_a_post_with_a_huge_header_and_a_body_gets_a_431(port):
     assert_431(exchange(port, req))
 
 
+def test_a_malformed_request_with_a_large_body_gets_its_400_whole(port):
+    """The same close for uvicorn's 400 (h11 cannot parse the head): read whole, no reset."""
+    req = (b"POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n" + b"x" * 300_000)
+    reply = exchange(port, req)
+    head, _, body = reply.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 400 Bad Request"), reply[:200]
+    assert json.loads(body)["error"]["code"] == "invalid_http"
+
+
 def test_a_head_under_the_limit_is_served(port):
     reply = exchange(port, head_with(LIMIT - 1000)[:-2] + b"Connection: close\r\n\r\n")
     assert reply.startswith(b"HTTP/1.1 200 OK") and reply.endswith(b"ok")
