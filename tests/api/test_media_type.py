@@ -83,3 +83,13 @@ def test_the_document_lists_415_on_the_json_routes(client):
     for path in BODIES:
         assert "415" in doc["paths"][path]["post"]["responses"], path
     assert "415" not in doc["paths"]["/v1/models"]["get"]["responses"]
+
+
+def test_a_cross_site_json_post_fails_its_preflight(client):
+    """The other half: a page that sends application/json cross-site must ask first (a CORS
+    preflight), and this server grants no origin, so the browser never sends the POST."""
+    r = client.options("/v1/completions", headers={
+        "Origin": "http://page.example", "Access-Control-Request-Method": "POST",
+        "Access-Control-Request-Headers": "content-type"})
+    assert r.status_code == 405
+    assert not [h for h in r.headers if h.lower().startswith("access-control-allow")]
