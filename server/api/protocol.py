@@ -71,8 +71,8 @@ def head_too_large(limit: int, size: int | None = None) -> bytes:
 
 
 def head_size(scope) -> int:
-    """The bytes of a request's head as sent (`GET /path?q HTTP/1.1\r\n`, then a `name: value
-    \r\n` a header), from its ASGI scope."""
+    """The bytes of a request's head as sent, from its ASGI scope: the request line
+    (`GET /path?q HTTP/1.1` and CRLF), then `name: value` and CRLF a header."""
     target = len(scope["raw_path"]) + (len(scope["query_string"]) + 1
                                        if scope["query_string"] else 0)
     return (len(scope["method"]) + target + 12
