@@ -1,6 +1,7 @@
-"""Bearer-key check (pure ASGI middleware): with --api-key set, the OpenAI routes and
-/tokenize, /detokenize need `Authorization: Bearer KEY`; /health, /ping, /version and
-/metrics stay open for probes and scrapers."""
+"""API-key check (pure ASGI middleware): with --api-key set, the OpenAI and Anthropic routes
+and /tokenize, /detokenize need `Authorization: Bearer KEY` or (as Anthropic's clients send
+it) `x-api-key: KEY`; /health, /ping, /version and /metrics stay open for probes and
+scrapers."""
 from __future__ import annotations
 
 import hmac
@@ -22,12 +23,16 @@ class BearerAuth:
     async def __call__(self, scope, receive, send):
         if self.key is None or scope["type"] != "http" or not needs_key(scope["path"]):
             return await self.app(scope, receive, send)
-        header = dict(scope.get("headers") or ()).get(b"authorization", b"")
+        headers = dict(scope.get("headers") or ())
+        header = headers.get(b"authorization", b"")
         scheme, _, given = header.partition(b" ")
+        x_key = headers.get(b"x-api-key")
         if scheme.lower() == b"bearer" and hmac.compare_digest(given.strip(), self.key):
             return await self.app(scope, receive, send)
-        message = ("Missing API key: send 'Authorization: Bearer KEY'" if not header
-                   else "Incorrect API key provided")
+        if x_key is not None and hmac.compare_digest(x_key.strip(), self.key):
+            return await self.app(scope, receive, send)
+        message = ("Missing API key: send 'Authorization: Bearer KEY' or 'x-api-key: KEY'"
+                   if not header and x_key is None else "Incorrect API key provided")
         err = ApiError(401, message, code="invalid_api_key",
                        headers={"WWW-Authenticate": "Bearer"})
         await err.response()(scope, receive, send)
