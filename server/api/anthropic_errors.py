@@ -3,8 +3,9 @@
 Every refusal in this server is an ApiError rendered in OpenAI's shape, whoever makes it:
 the routes, the body limit, the key check, routing (404, 405), the last-resort 500. On a
 path under /v1/messages this middleware rewrites such a reply's body into Anthropic's
-`{"type": "error", "error": {"type", "message"}}`, the status and headers kept, so every
-error an Anthropic client meets there is one it parses. Streams (status 200) pass through;
+`{"type": "error", "error": {"type", "message"}}` (the field it names, OpenAI's `param`,
+leading the message when the message does not say it), the status and headers kept, so
+every error an Anthropic client meets there is one it parses. Streams (status 200) pass through;
 an error inside one is already written in this shape by messages.py (`stream_error`).
 """
 from __future__ import annotations
@@ -37,7 +38,10 @@ def rewrite(status: int, body: bytes) -> bytes:
     err = data.get("error") if isinstance(data, dict) else None
     if not isinstance(err, dict) or not isinstance(err.get("message"), str):
         return body
-    return json.dumps(anthropic_body(status, err["message"]), separators=(",", ":")).encode("ascii")
+    message, param = err["message"], err.get("param")
+    if isinstance(param, str) and param not in message:     # the shape has no param: say it
+        message = f"{param}: {message}"
+    return json.dumps(anthropic_body(status, message), separators=(",", ":")).encode("ascii")
 
 
 class AnthropicErrors:

@@ -178,7 +178,8 @@ def usage(gen) -> dict:
 
 
 def stream_error(e: ApiError) -> list[dict]:
-    return [anthropic_body(e.status, e.message)]
+    message = e.message if e.param is None or e.param in e.message else f"{e.param}: {e.message}"
+    return [anthropic_body(e.status, message)]
 
 
 @router.post("/v1/messages")

@@ -51,15 +51,35 @@ BLOCKS_REFUSED: dict[str, str] = {
 }
 
 
-def refuse_blocks(blocks, where: str) -> None:
+def _refuse_blocks(blocks, where: str) -> None:
     if not isinstance(blocks, list):
         return
-    for i, b in enumerate(blocks):
+    for j, b in enumerate(blocks):
         kind = b.get("type") if isinstance(b, dict) else None
         if isinstance(kind, str) and kind in BLOCKS_REFUSED:
-            raise invalid(f"{where}[{i}]: content blocks of type {kind!r} are not supported by "
-                          f"this server: {BLOCKS_REFUSED[kind]}", param=f"{where}[{i}].type",
+            raise invalid(f"{where}[{j}]: content blocks of type {kind!r} are not supported by "
+                          f"this server: {BLOCKS_REFUSED[kind]}", param=f"{where}[{j}].type",
                           code="unsupported_field")
+        if kind == "tool_result" and isinstance(b, dict):
+            _refuse_blocks(b.get("content"), f"{where}[{j}].content")
+
+
+def refuse_unserved(data) -> None:
+    """The fields (REFUSED), content blocks (BLOCKS_REFUSED) and server tools this server
+    does not serve: a 400 naming the first, code unsupported_field."""
+    if not isinstance(data, dict):
+        return
+    refuse_unsupported_fields(data, REFUSED)
+    messages = data.get("messages")
+    for i, m in enumerate(messages if isinstance(messages, list) else ()):
+        if isinstance(m, dict):
+            _refuse_blocks(m.get("content"), f"messages[{i}].content")
+    for i, t in enumerate(data.get("tools") if isinstance(data.get("tools"), list) else ()):
+        kind = t.get("type") if isinstance(t, dict) else None
+        if isinstance(kind, str) and kind != "custom":
+            raise invalid(f"tools[{i}]: tools of type {kind!r} (Anthropic's server tools) are "
+                          "not served; send custom tools (name, description, input_schema)",
+                          param=f"tools[{i}].type", code="unsupported_field")
 
 
 class CacheControl(BaseModel):
@@ -94,13 +114,6 @@ class ToolResultBlock(BaseModel):
     is_error: bool | None = None
     cache_control: CacheControl | None = None
 
-    @model_validator(mode="before")
-    @classmethod
-    def _refuse_blocks(cls, data):
-        if isinstance(data, dict):
-            refuse_blocks(data.get("content"), "content")
-        return data
-
 
 Block = Annotated[Union[TextBlock, ToolUseBlock, ToolResultBlock], Field(discriminator="type")]
 
@@ -109,13 +122,6 @@ class MessageIn(BaseModel):
     model_config = Closed
     role: Literal["user", "assistant"]
     content: str | list[Block]
-
-    @model_validator(mode="before")
-    @classmethod
-    def _refuse_blocks(cls, data):
-        if isinstance(data, dict):
-            refuse_blocks(data.get("content"), "content")
-        return data
 
 
 class ToolDef(BaseModel):
@@ -126,16 +132,6 @@ class ToolDef(BaseModel):
     type: Literal["custom"] | None = None
     cache_control: CacheControl | None = None
     strict: bool | None = None          # the arguments always validate (a grammar) when forced
-
-    @model_validator(mode="before")
-    @classmethod
-    def _server_tools(cls, data):
-        kind = data.get("type") if isinstance(data, dict) else None
-        if isinstance(kind, str) and kind != "custom":
-            raise invalid(f"tools of type {kind!r} (Anthropic's server tools) are not served; "
-                          "send custom tools (name, description, input_schema)",
-                          param="tools.type", code="unsupported_field")
-        return data
 
 
 class ToolChoice(BaseModel):
@@ -171,7 +167,7 @@ class CountTokensRequest(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _refuse(cls, data):
-        refuse_unsupported_fields(data, REFUSED)
+        refuse_unserved(data)
         return data
 
     model: str | None = None

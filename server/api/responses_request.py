@@ -71,9 +71,25 @@ def _refuse_types(values, table: dict, where: str) -> None:
     for i, v in enumerate(values):
         kind = v.get("type") if isinstance(v, dict) else None
         if isinstance(kind, str) and kind in table:
-            raise invalid(f"{where}[{i}]: items of type {kind!r} are not supported by this "
+            raise invalid(f"{where}[{i}]: type {kind!r} is not supported by this "
                           f"server: {table[kind]}", param=f"{where}[{i}].type",
                           code="unsupported_field")
+
+
+def refuse_unserved(data) -> None:
+    """The fields (REFUSED), input items, content parts and hosted tools this server does
+    not serve: a 400 naming the first, code unsupported_field."""
+    if not isinstance(data, dict):
+        return
+    refuse_unsupported_fields(data, REFUSED)
+    items = data.get("input")
+    _refuse_types(items, ITEMS_REFUSED, "input")
+    for i, item in enumerate(items if isinstance(items, list) else ()):
+        if isinstance(item, dict):
+            _refuse_types(item.get("content"), PARTS_REFUSED, f"input[{i}].content")
+            _refuse_types(item.get("output"), PARTS_REFUSED, f"input[{i}].output")
+    _refuse_types(data.get("tools"), dict.fromkeys(TOOLS_REFUSED, "only function tools are "
+                                                   "served (no hosted tools)"), "tools")
 
 
 class InputText(BaseModel):
@@ -107,13 +123,6 @@ class MessageItem(BaseModel):
     content: str | list[Part]
     id: str | None = None
     status: Literal["in_progress", "completed", "incomplete"] | None = None
-
-    @model_validator(mode="before")
-    @classmethod
-    def _refuse_parts(cls, data):
-        if isinstance(data, dict):
-            _refuse_types(data.get("content"), PARTS_REFUSED, "content")
-        return data
 
 
 class FunctionCallItem(BaseModel):
@@ -155,15 +164,6 @@ class FunctionTool(BaseModel):
     parameters: dict[str, Any] | None = None
     strict: bool | None = None
 
-    @model_validator(mode="before")
-    @classmethod
-    def _hosted(cls, data):
-        kind = data.get("type") if isinstance(data, dict) else None
-        if isinstance(kind, str) and kind in TOOLS_REFUSED:
-            raise invalid(f"tools of type {kind!r} (OpenAI's hosted tools) are not served; "
-                          "send function tools", param="tools.type", code="unsupported_field")
-        return data
-
 
 class FunctionChoice(BaseModel):
     model_config = Closed
@@ -203,9 +203,7 @@ class ResponsesRequest(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _refuse(cls, data):
-        refuse_unsupported_fields(data, REFUSED)
-        if isinstance(data, dict):
-            _refuse_types(data.get("input"), ITEMS_REFUSED, "input")
+        refuse_unserved(data)
         return data
 
     model: str | None = None
