@@ -146,7 +146,7 @@ class FunctionCallOutputItem(BaseModel):
 
 def _item_kind(v) -> str | None:
     if isinstance(v, dict):
-        return v.get("type", "message")
+        return v.get("type") or "message"
     return getattr(v, "type", None) or "message"
 
 
@@ -192,7 +192,7 @@ class TextConfig(BaseModel):
     verbosity: Literal["medium"] | None = None      # the model's own length: "medium"
 
 
-class StreamOptions(BaseModel):
+class ResponsesStreamOptions(BaseModel):
     model_config = Closed
     include_obfuscation: bool | None = None         # no padding is ever added
 
@@ -219,7 +219,7 @@ class ResponsesRequest(BaseModel):
     parallel_tool_calls: bool | None = True
     text: TextConfig | None = None
     stream: bool | None = False
-    stream_options: StreamOptions | None = None
+    stream_options: ResponsesStreamOptions | None = None
     metadata: Annotated[dict[str, Annotated[str, Field(max_length=512)]],
                         Field(max_length=16)] | None = None     # echoed back
     user: str | None = None                 # informational
@@ -241,3 +241,4 @@ class ResponsesRequest(BaseModel):
     access_programs: Any = None
     background_options: Any = None
     image: Any = None
+    prompt_cache_options: Any = None
