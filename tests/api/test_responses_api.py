@@ -224,3 +224,21 @@ def test_langchain_use_responses_api(server):
     msg = llm.invoke("hi")
     assert msg.text == "Hello" and msg.response_metadata["status"] == "completed"
     assert "".join(c.text for c in llm.stream("hi")) == "Hello"
+
+
+def test_output_items_go_back_as_input_as_the_client_sends_them(server):
+    """The usual loop: `input += response.output`, then the tool's output."""
+    url, sched = server
+    sched.reply, sched.eos_after = ("Let me see." + CALL).encode(), len(("Let me see." + CALL).encode())
+    c = client(url)
+    convo = [{"role": "user", "content": "weather?"}]
+    r = c.responses.create(model="fake-model", input=convo, tools=TOOLS)
+    assert [o.type for o in r.output] == ["message", "function_call"]
+    call = r.output[1]
+    sched.reply, sched.eos_after = b"Sunny.", 6
+    r2 = c.responses.create(model="fake-model", tools=TOOLS, input=[
+        *convo, *r.output, {"type": "function_call_output", "call_id": call.call_id,
+                            "output": "sunny"}])
+    assert r2.output_text == "Sunny.", r2
+    assert ('<assistant>Let me see.\n<tool_call>\n{"name": "get_weather"'
+            in prompt_text(sched.started[-1]))
