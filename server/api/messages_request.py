@@ -57,8 +57,8 @@ def _refuse_blocks(blocks, where: str) -> None:
     for j, b in enumerate(blocks):
         kind = b.get("type") if isinstance(b, dict) else None
         if isinstance(kind, str) and kind in BLOCKS_REFUSED:
-            raise invalid(f"{where}[{j}]: content blocks of type {kind!r} are not supported by "
-                          f"this server: {BLOCKS_REFUSED[kind]}", param=f"{where}[{j}].type",
+            raise invalid(f"content blocks of type {kind!r} are not supported by this "
+                          f"server: {BLOCKS_REFUSED[kind]}", param=f"{where}[{j}].type",
                           code="unsupported_field")
         if kind == "tool_result" and isinstance(b, dict):
             _refuse_blocks(b.get("content"), f"{where}[{j}].content")
@@ -77,8 +77,8 @@ def refuse_unserved(data) -> None:
     for i, t in enumerate(data.get("tools") if isinstance(data.get("tools"), list) else ()):
         kind = t.get("type") if isinstance(t, dict) else None
         if isinstance(kind, str) and kind != "custom":
-            raise invalid(f"tools[{i}]: tools of type {kind!r} (Anthropic's server tools) are "
-                          "not served; send custom tools (name, description, input_schema)",
+            raise invalid(f"tools of type {kind!r} (Anthropic's server tools) are not "
+                          "served; send custom tools (name, description, input_schema)",
                           param=f"tools[{i}].type", code="unsupported_field")
 
 

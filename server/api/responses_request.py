@@ -71,8 +71,8 @@ def _refuse_types(values, table: dict, where: str) -> None:
     for i, v in enumerate(values):
         kind = v.get("type") if isinstance(v, dict) else None
         if isinstance(kind, str) and kind in table:
-            raise invalid(f"{where}[{i}]: type {kind!r} is not supported by this "
-                          f"server: {table[kind]}", param=f"{where}[{i}].type",
+            raise invalid(f"{where}[{i}].type {kind!r} is not supported by this server: "
+                          f"{table[kind]}", param=f"{where}[{i}].type",
                           code="unsupported_field")
 
 
