@@ -238,3 +238,26 @@ def test_an_error_inside_the_stream_is_an_error_event(server):
             s.get_final_message()
     assert e.value.body["error"]["type"] == "overloaded_error"
     assert "rank 1 is gone" in e.value.body["error"]["message"]
+
+
+def test_a_long_conversation_is_validated_as_anthropics_messages():
+    """Past request_checks.MESSAGES_AT_ONCE messages the body is validated a slice at a time;
+    the slices are the route's own message model, not the chat route's."""
+    from fastapi.testclient import TestClient
+
+    from server.api.request_checks import MESSAGES_AT_ONCE
+    sched = FakeScheduler()
+    n = MESSAGES_AT_ONCE + 3
+    msgs = [{"role": "user" if i % 2 == 0 else "assistant",
+             "content": [{"type": "text", "text": str(i % 10)}]} for i in range(n)]
+    msgs[-2]["content"].append({"type": "tool_use", "id": "t1", "name": "f", "input": {}})
+    msgs[-1]["content"].insert(0, {"type": "tool_result", "tool_use_id": "t1", "content": "r"})
+    with TestClient(create_app(make_state(sched, context=100_000))) as c:
+        r = c.post("/v1/messages", json={"max_tokens": 1, "messages": msgs})
+        assert r.status_code == 200, r.text
+        assert prompt_text(sched.started[-1]).endswith(
+            '<assistant>9\n<tool_call>\n{"name": "f", "arguments": {}}\n</tool_call>\n'
+            "<user><tool_response>\nr\n</tool_response>\n<user>0\n<assistant>")
+        bad = msgs[:-1] + [{"role": "user", "content": [{"type": "text"}]}]
+        r = c.post("/v1/messages", json={"max_tokens": 1, "messages": bad})
+        assert r.status_code == 400 and f"messages[{n - 1}].content" in r.text, r.text
