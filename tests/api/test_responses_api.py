@@ -242,3 +242,14 @@ def test_output_items_go_back_as_input_as_the_client_sends_them(server):
     assert r2.output_text == "Sunny.", r2
     assert ('<assistant>Let me see.\n<tool_call>\n{"name": "get_weather"'
             in prompt_text(sched.started[-1]))
+
+
+def test_an_error_inside_the_stream_is_an_error_event_then_failed(server):
+    url, sched = server
+    sched.fail_after = 2
+    events = list(client(url).responses.create(model="fake-model", input="hi", stream=True))
+    assert [e.type for e in events][-2:] == ["error", "response.failed"]
+    assert events[-2].code == "rank_lost" and "rank 1 is gone" in events[-2].message
+    assert events[-1].response.status == "failed"
+    assert events[-1].response.error.code == "rank_lost"
+    assert [e.sequence_number for e in events] == list(range(len(events)))
