@@ -73,7 +73,8 @@ def add_arguments(p):
                         "round), so a long prompt interleaves with their decodes in rounds of "
                         "bounded time (default: none; 0: none). A round no stream decodes in "
                         "gives a prompt up to the whole round budget")
-    p.add_argument("--api-key", default=None, help="bearer key every request must carry (default: none)")
+    p.add_argument("--api-key", default=None, help="the key every request must carry, as a "
+                   "bearer or x-api-key (default: none)")
     p.add_argument("--served-model-name", nargs="+", default=None, metavar="NAME",
                    help="the model's name(s) in the API (default: the model file's); the "
                         "first is the one replies carry")
