@@ -261,3 +261,20 @@ def test_a_long_conversation_is_validated_as_anthropics_messages():
         bad = msgs[:-1] + [{"role": "user", "content": [{"type": "text"}]}]
         r = c.post("/v1/messages", json={"max_tokens": 1, "messages": bad})
         assert r.status_code == 400 and f"messages[{n - 1}].content" in r.text, r.text
+
+
+def test_text_then_tool_use_are_two_blocks_whole_and_streamed(server):
+    url, sched = server
+    reply = "Let me see.\n" + CALL
+    sched.reply, sched.eos_after = reply.encode(), len(reply.encode())
+    c = client(url)
+    r = c.messages.create(model="fake-model", max_tokens=200, messages=HI, tools=TOOLS)
+    assert [b.type for b in r.content] == ["text", "tool_use"] and r.stop_reason == "tool_use"
+    assert r.content[0].text == "Let me see.\n" and r.content[1].input == {"city": "Paris"}
+    with c.messages.stream(model="fake-model", max_tokens=200, messages=HI, tools=TOOLS) as s:
+        starts = [(e.index, e.content_block.type) for e in s if e.type == "content_block_start"]
+        final = s.get_final_message()
+    assert starts == [(0, "text"), (1, "tool_use")]
+    def shape(m):       # the tool_use ids are each reply's own
+        return [(b.type, getattr(b, "text", None), getattr(b, "input", None)) for b in m.content]
+    assert shape(final) == shape(r) and final.stop_reason == "tool_use"
