@@ -253,3 +253,18 @@ def test_an_error_inside_the_stream_is_an_error_event_then_failed(server):
     assert events[-1].response.status == "failed"
     assert events[-1].response.error.code == "rank_lost"
     assert [e.sequence_number for e in events] == list(range(len(events)))
+
+
+def test_langchain_tool_calls_on_the_responses_api(server):
+    langchain_openai = pytest.importorskip("langchain_openai")
+    url, sched = server
+    sched.reply, sched.eos_after = CALL.encode(), len(CALL.encode())
+
+    def get_weather(city: str) -> str:
+        """The weather in a city."""
+        return "sunny"
+
+    llm = langchain_openai.ChatOpenAI(model="fake-model", base_url=url + "/v1", api_key="x",
+                                      use_responses_api=True, max_retries=0)
+    msg = llm.bind_tools([get_weather]).invoke("weather in Paris?")
+    assert [(c["name"], c["args"]) for c in msg.tool_calls] == [("get_weather", {"city": "Paris"})]
