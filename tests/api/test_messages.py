@@ -278,3 +278,13 @@ def test_text_then_tool_use_are_two_blocks_whole_and_streamed(server):
     def shape(m):       # the tool_use ids are each reply's own
         return [(b.type, getattr(b, "text", None), getattr(b, "input", None)) for b in m.content]
     assert shape(final) == shape(r) and final.stop_reason == "tool_use"
+
+
+def test_the_body_limit_answers_in_anthropics_shape():
+    from fastapi.testclient import TestClient
+    with TestClient(create_app(make_state(FakeScheduler(), max_body_bytes=100))) as c:
+        r = c.post("/v1/messages", json={"max_tokens": 1, "messages": [
+            {"role": "user", "content": "x" * 200}]})
+    assert r.status_code == 413
+    assert r.json()["error"]["type"] == "request_too_large" and r.json()["type"] == "error"
+    assert int(r.headers["content-length"]) == len(r.content)
