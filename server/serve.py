@@ -74,7 +74,7 @@ def add_arguments(p):
                         "bounded time (default: none; 0: none). A round no stream decodes in "
                         "gives a prompt up to the whole round budget")
     p.add_argument("--api-key-file", default=None, metavar="PATH",
-                   help="bearer keys, one a line, any of which a request may carry (default: "
+                   help="keys, one a line, any of which a request may carry as a bearer or x-api-key (default: "
                         "none; see also $FOLDSERVE_API_KEY, one key; the sources add up)")
     p.add_argument("--api-key", default=None, metavar="KEY",
                    help="a bearer key on the command line, where ps shows it to every local "

@@ -50,14 +50,10 @@ def logprobs_block(tok, tokens: list) -> dict:
         for t, lp, top in tokens]}
 
 
-@router.post("/v1/chat/completions")
-async def chat_completions(request: Request):
-    state, metrics = request.app.state.foldserve, request.app.state.metrics
-    body = await parse_body(request, ChatRequest)
-    check_model(state, body.model)
-    refuse_unsupported(body)
-    if body.top_logprobs is not None and not body.logprobs:
-        raise invalid("top_logprobs needs logprobs=true", param="top_logprobs")
+async def prepare(request, state, body: ChatRequest):
+    """-> (the tool plan, the reply's compiled grammar or None, the prompt's ids): what a
+    chat request needs before it starts; /v1/messages and /v1/responses come through here
+    with the ChatRequest they translate to."""
     plan = await off_loop(toolmod.plan, state, body)
     grammar = await off_loop(request_grammar, state, body)
     if plan.grammar is not None:
@@ -68,6 +64,18 @@ async def chat_completions(request: Request):
     ids = await text_work(request).run(chat_prompt_ids, state, body.messages,
                                        body.add_generation_prompt is not False, plan,
                                        body.chat_template_kwargs)
+    return plan, grammar, ids
+
+
+@router.post("/v1/chat/completions")
+async def chat_completions(request: Request):
+    state, metrics = request.app.state.foldserve, request.app.state.metrics
+    body = await parse_body(request, ChatRequest)
+    check_model(state, body.model)
+    refuse_unsupported(body)
+    if body.top_logprobs is not None and not body.logprobs:
+        raise invalid("top_logprobs needs logprobs=true", param="top_logprobs")
+    plan, grammar, ids = await prepare(request, state, body)
     logprobs = (body.top_logprobs or 0) if body.logprobs else None
     rid, gens = start_generations(state, metrics, body, ids, chat=True, logprobs=logprobs,
                                   grammar=grammar)

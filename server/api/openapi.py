@@ -16,16 +16,25 @@ from .sampling import MAX_N
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
+from . import messages_reply as M
+from . import messages_request as MQ
 from . import responses as R
+from . import responses_reply as RR
+from . import responses_request as RQ
 from .schemas import ChatRequest, CompletionRequest, DetokenizeRequest, TokenizeRequest
 from .unsupported import CHAT_UNSUPPORTED, UNSUPPORTED
 
 BODIES = {"/v1/completions": CompletionRequest, "/v1/chat/completions": ChatRequest,
+          "/v1/messages": MQ.MessagesRequest, "/v1/messages/count_tokens": MQ.CountTokensRequest,
+          "/v1/responses": RQ.ResponsesRequest,
           "/tokenize": TokenizeRequest, "/detokenize": DetokenizeRequest}
 
 REPLIES = {  # (path, method) -> the 200 body, and the streamed event's (None: no stream)
     ("/v1/completions", "post"): (R.Completion, R.CompletionChunk),
     ("/v1/chat/completions", "post"): (R.ChatCompletion, R.ChatChunk),
+    ("/v1/messages", "post"): (M.AnthropicMessage, M.MessageStreamEvent),
+    ("/v1/messages/count_tokens", "post"): (M.TokenCount, None),
+    ("/v1/responses", "post"): (RR.ResponseObject, RR.ResponseStreamEvent),
     ("/v1/models", "get"): (R.ModelList, None),
     ("/v1/models/{model_id}", "get"): (R.ModelCard, None),
     ("/health", "get"): (R.Health, None),
@@ -52,8 +61,13 @@ ERRORS_BY_ROUTE = {
     "post": (400, 404, 413, 415, 500),
     "get": (404, 500),
 }
-GENERATING = ("/v1/completions", "/v1/chat/completions")
+GENERATING = ("/v1/completions", "/v1/chat/completions", "/v1/messages", "/v1/responses")
+ANTHROPIC = ("/v1/messages", "/v1/messages/count_tokens")     # errors in Anthropic's shape
+TYPED_STREAMS = ("/v1/messages", "/v1/responses")   # `event: TYPE` + data, no [DONE]
 
+TYPED_SSE = ("One `event: TYPE` + `data: {json}` event per step, the data's type its name "
+             "(Anthropic's or OpenAI's Responses events); an error after the stream opened "
+             "is the route's error event, then the end (no [DONE])")
 SSE = ("One `data: {json}` event per chunk (a completion or chat.completion.chunk object), "
        "then `data: [DONE]`; an error after the stream opened is one `data: {\"error\": "
        "{...}}` event, then `data: [DONE]`")
@@ -101,6 +115,15 @@ def sse_event(chunk: str) -> dict:
         "if": {"const": "[DONE]"},
         "else": {"contentMediaType": "application/json",
                  "contentSchema": {"anyOf": [_ref(chunk), _ref("ErrorBody")]}}}}}
+
+
+def typed_sse_event(event: str) -> dict:
+    """One server-sent event of the Messages and Responses streams: named by its data's
+    type (an error too: the route's own error event)."""
+    return {"type": "object", "required": ["event", "data"], "properties": {
+        "event": {"type": "string"},
+        "data": {"type": "string", "contentMediaType": "application/json",
+                 "contentSchema": _ref(event)}}}
 
 
 def no_op_values(values: tuple) -> list:
@@ -177,6 +200,31 @@ def tighten(components: dict, vocab) -> None:
         {"required": ["messages"], "properties": {"messages": {"type": "array", "minItems": 1},
                                                   "prompt": {"type": "null"}}}]
     components["DetokenizeRequest"]["properties"]["tokens"] = {"type": "array", "items": tid}
+    tighten_agents(components)
+
+
+def tighten_agents(components: dict) -> None:
+    """The Messages and Responses routes' own checks, written into their schemas."""
+    for name, table in (("CountTokensRequest", MQ.REFUSED), ("MessagesRequest", MQ.REFUSED),
+                        ("ResponsesRequest", RQ.REFUSED)):
+        props = components[name]["properties"]
+        for field, (ok, why) in table.items():          # messages_request / responses_request
+            props[field] = {"enum": no_op_values(ok), "description": "not supported (a 400, "
+                            f"code unsupported_field, for any other value): {why}"}
+    # messages.py: tool_use blocks in assistant messages, tool_result blocks in user messages
+    msg = components["MessageIn"]
+    msg["allOf"] = [
+        {"if": {"properties": {"role": {"const": role}}},
+         "then": {"properties": {"content": {"anyOf": [
+             {"type": "string"},
+             {"type": "array", "items": {"not": {"properties": {"type": {"const": other}},
+                                                  "required": ["type"]}}}]}}}}
+        for role, other in (("user", "tool_use"), ("assistant", "tool_result"))]
+    # messages.py: tool_choice's name with type "tool", and only then
+    components["ToolChoice"]["if"] = {"properties": {"type": {"const": "tool"}}}
+    components["ToolChoice"]["then"] = {"required": ["name"],
+                                        "properties": {"name": {"type": "string"}}}
+    components["ToolChoice"]["else"] = {"properties": {"name": {"type": "null"}}}
 
 
 def _responses(path: str, method: str, api_key: bool) -> dict:
@@ -184,7 +232,12 @@ def _responses(path: str, method: str, api_key: bool) -> dict:
     model, chunk = REPLIES[(path, method)]
     streams = chunk is not None
     content = {"application/json": {"schema": _ref(model.__name__)}}
-    if streams:
+    if path in ANTHROPIC:
+        content = {"application/json": {"schema": _ref(model.__name__)}}
+    if streams and path in TYPED_STREAMS:
+        content["text/event-stream"] = {"schema": typed_sse_event(chunk.__name__),
+                                        "description": TYPED_SSE}
+    elif streams:
         content["text/event-stream"] = {"schema": sse_event(chunk.__name__),
                                         "description": SSE}
     out["200"] = {"description": "OK" + (" (a stream with \"stream\": true)" if streams else ""),
@@ -200,9 +253,10 @@ def _responses(path: str, method: str, api_key: bool) -> dict:
         codes.append(401)
     if path == "/v1/models":
         codes.remove(404)
+    error = "AnthropicErrorBody" if path in ANTHROPIC else "ErrorBody"
     for code in sorted(codes):
         out[str(code)] = {"description": ERRORS[code],
-                          "content": {"application/json": {"schema": _ref("ErrorBody")}}}
+                          "content": {"application/json": {"schema": _ref(error)}}}
     return out
 
 
@@ -214,11 +268,13 @@ def build_document(app: FastAPI) -> dict:
     for name in ("HTTPValidationError", "ValidationError"):   # we answer 400, never 422
         components.pop(name, None)
     models = [*BODIES.values(), *(m for pair in REPLIES.values() for m in pair if m),
-              R.ErrorBody]
+              R.ErrorBody, M.AnthropicErrorBody]
     for model in models:
         schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
-        components.update(schema.pop("$defs", {}))
-        components[model.__name__] = schema
+        for name, sub in {**schema.pop("$defs", {}), model.__name__: schema}.items():
+            if components.get(name, sub) != sub:    # two models of one name: one would be lost
+                raise AssertionError(f"two request or reply models are named {name}")
+            components[name] = sub
     tighten(components, getattr(state.tokenizer, "vocab_size", None))
     for path, model in BODIES.items():
         doc["paths"][path]["post"]["requestBody"] = {"required": True, "content": {
@@ -230,11 +286,13 @@ def build_document(app: FastAPI) -> dict:
             op["responses"]["431"] = {"description": ERRORS[431], "content": {
                 "application/json": {"schema": _ref("ErrorBody")}}}
     if state.api_keys:
-        doc["components"]["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
+        doc["components"]["securitySchemes"] = {
+            "bearer": {"type": "http", "scheme": "bearer"},
+            "x-api-key": {"type": "apiKey", "in": "header", "name": "x-api-key"}}
         for path, ops in doc["paths"].items():
             if path != "/health":
                 for op in ops.values():
-                    op["security"] = [{"bearer": []}]
+                    op["security"] = [{"bearer": []}, {"x-api-key": []}]   # either
     return doc
 
 

@@ -59,8 +59,9 @@ def _validate(model: type[BaseModel], data: dict) -> BaseModel:
             or len(msgs) <= MESSAGES_AT_ONCE):
         return model.model_validate(data)
     from pydantic import TypeAdapter
-    from .schemas import Message
-    adapter = TypeAdapter(list[Message])
+    # the model's own message list (chat's Message, Anthropic's MessageIn), its bounds
+    # (min_length) left to the last call below
+    adapter = TypeAdapter(model.model_fields["messages"].annotation)
     parts: list = []
     for i in range(0, len(msgs), MESSAGES_AT_ONCE):
         try:

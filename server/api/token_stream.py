@@ -42,6 +42,7 @@ class Generation:
         self.cached_tokens = 0
         self.completion_tokens = 0
         self.finish: str | None = None
+        self.stop_string: str | None = None         # the stop string that ended the reply
         self.first_token_s: float | None = None     # arrival to the first token
         self.prompt_logprobs = None  # the scheduler's entries, on the first token's event
         self.ticket = None          # the queue place (backlog.Ticket), released at the end
@@ -90,6 +91,7 @@ class Generation:
                 if stopped:
                     done = True
                     self.finish = "stop"
+                    self.stop_string = stops.matched
                     sched.cancel(req.id)        # text-level stop: the scheduler may not know
                     yield Piece(emit, pending, finish="stop")
                     return

@@ -63,6 +63,7 @@ class StopMatcher:
         self._include = include_stop
         self._held = ""
         self.stopped = False
+        self.matched: str | None = None       # the stop string that ended the text
 
     def push(self, text: str, armed: bool = True) -> tuple[str, bool]:
         if self.stopped:
@@ -78,6 +79,7 @@ class StopMatcher:
         if hits:
             self._held, self.stopped = "", True
             end, start = min(hits)
+            self.matched = buf[start:end]
             return buf[:end if self._include else start], True
         keep = self._partial_tail(buf)
         self._held = buf[len(buf) - keep:]
