@@ -1,0 +1,139 @@
+"""The size and depth a grammar may have, checked in Python before the grammar engine
+(llguidance) sees it: `problem(kind, spec)` names the first limit a grammar passes, or None.
+
+Why: llguidance's compilation recurses once a rule (a Lark / GBNF chain `r_i: "a" r_{i+1}`)
+or once a `$ref` (a JSON schema's `d_i = anyOf[$ref d_{i+1}, null]`), so a long enough
+chain overflows any stack, and some grammars take seconds (llguidance's GBNF converter is
+quadratic in a chain's length, 100,000 choices take 12 s and then panic). Compilation runs
+on a thread with a stack far larger than these limits need (grammar_compiler.py); the
+limits keep its time short and its depth measured (docs/receipts/2026-12-05-hardening-2/
+grammar.md: on an 8 MiB stack a Lark chain crashed at ~2,700 rules, a `$defs` chain at
+~1,030). Every check here is iterative: no input can make it recurse.
+"""
+from __future__ import annotations
+
+import json
+import re
+
+GRAMMAR_BYTES = 64 * 1024     # the text of a Lark or GBNF grammar, or a regex
+GRAMMAR_RULES = 1000          # rule and terminal definitions in a Lark or GBNF grammar
+SCHEMA_BYTES = 256 * 1024     # a JSON schema, as compact JSON
+SCHEMA_DEFS = 1000            # entries of every $defs / definitions in a schema together
+SCHEMA_DEPTH = 64             # objects and arrays inside one another in a schema
+CHOICES = 10_000              # options of a choice
+CHOICE_BYTES = 256 * 1024     # their total length (UTF-8)
+REPEAT_PRODUCT = 10_000       # counted repetitions nested in a regex, multiplied: (x{100}){100}
+
+# a rule's or terminal's definition: `name:`, `?name:`, `NAME.2:` (Lark), `name ::=` (GBNF)
+_RULE = re.compile(r"(?m)^[ \t]*[?!]?[A-Za-z0-9_-]+(\.-?\d+)?[ \t]*(::=|:)")
+_COUNT = re.compile(r"\{\s*(\d+)\s*(?:,\s*(\d*)\s*)?\}")
+
+
+def repeat_product(regex: str) -> int:
+    """The largest product of counted repetitions ({n}, {n,m}, {n,}: m, else n) nested in
+    `regex`: about how many copies of its innermost part the engine unrolls ((x{100}){100}:
+    10,000). Escapes and character classes are skipped; a group left open counts as closed
+    at the end (the engine refuses such a regex anyway)."""
+    inner = [1]                  # per open group: the largest product inside it so far
+    last = 1                     # the product of the atom or group a quantifier would repeat
+    i, n = 0, len(regex)
+    while i < n:
+        c = regex[i]
+        if c == "(":
+            inner.append(1)
+            i += 1
+            continue
+        if c == ")":
+            last = inner.pop() if len(inner) > 1 else 1
+            inner[-1] = max(inner[-1], last)
+            i += 1
+            continue
+        if c == "{":
+            m = _COUNT.match(regex, i)
+            if m:
+                hi = m.group(2)
+                last *= max(int(hi) if hi else int(m.group(1)), 1)
+                inner[-1] = max(inner[-1], last)
+                i = m.end()
+                continue
+        if c == "\\":
+            i += 2
+        elif c == "[":           # a class, to its closing bracket (one right after [ or [^ is literal)
+            j = i + 1 + (regex[i + 1:i + 2] == "^")
+            j += regex[j:j + 1] == "]"
+            while j < n and regex[j] != "]":
+                j += 2 if regex[j] == "\\" else 1
+            i = j + 1
+        else:
+            i += 1
+        last = 1
+    return max(inner)
+
+
+_QUOTED = re.compile(r'"(?:[^"\\\n]|\\.)*"')
+
+
+def _schema_problem(schema) -> str | None:
+    try:
+        text = json.dumps(schema, separators=(",", ":"))
+    except (TypeError, ValueError) as e:
+        return f"the schema is not JSON: {e}"
+    if len(text.encode()) > SCHEMA_BYTES:
+        return f"the schema has {len(text.encode())} bytes as JSON; at most {SCHEMA_BYTES}"
+    defs, worst = 0, 1
+    todo = [(schema, 1)]
+    while todo:                  # every object and array, with its depth
+        node, depth = todo.pop()
+        if depth > SCHEMA_DEPTH:
+            return f"the schema nests objects and arrays {SCHEMA_DEPTH + 1} or more deep; " \
+                   f"at most {SCHEMA_DEPTH}"
+        if isinstance(node, dict):
+            for key in ("$defs", "definitions"):
+                if isinstance(node.get(key), dict):
+                    defs += len(node[key])
+            pattern = node.get("pattern")
+            if isinstance(pattern, str):
+                worst = max(worst, repeat_product(pattern))
+            todo.extend((v, depth + 1) for v in node.values() if isinstance(v, (dict, list)))
+        elif isinstance(node, list):
+            todo.extend((v, depth + 1) for v in node if isinstance(v, (dict, list)))
+    if defs > SCHEMA_DEFS:
+        return f"the schema has {defs} $defs / definitions; at most {SCHEMA_DEFS}"
+    if worst > REPEAT_PRODUCT:
+        return f"a pattern's nested repetitions multiply to {worst}; at most {REPEAT_PRODUCT}"
+    return None
+
+
+def problem(kind: str, spec) -> str | None:
+    """The first limit `spec` (a grammar of `kind`, as grammar.grammar_text takes it)
+    passes, said with the limit's number, or None."""
+    if kind == "json_schema":
+        if isinstance(spec, str):
+            if len(spec.encode()) > SCHEMA_BYTES:
+                return f"the schema has {len(spec.encode())} bytes; at most {SCHEMA_BYTES}"
+            try:
+                spec = json.loads(spec)
+            except (ValueError, RecursionError) as e:
+                return f"the schema is not JSON: {e}"
+        return _schema_problem(spec)
+    if kind == "choice":
+        if not isinstance(spec, (list, tuple)):
+            return None          # grammar_text says what a choice is
+        if len(spec) > CHOICES:
+            return f"{len(spec)} options; at most {CHOICES}"
+        size = sum(len(s.encode()) for s in spec if isinstance(s, str))
+        if size > CHOICE_BYTES:
+            return f"the options have {size} bytes together; at most {CHOICE_BYTES}"
+        return None
+    if kind in ("regex", "lark", "gbnf") and isinstance(spec, str):
+        size = len(spec.encode())
+        if size > GRAMMAR_BYTES:
+            return f"{size} bytes; at most {GRAMMAR_BYTES}"
+        if kind != "regex":
+            rules = len(_RULE.findall(spec))
+            if rules > GRAMMAR_RULES:
+                return f"{rules} rules; at most {GRAMMAR_RULES}"
+        product = repeat_product(spec if kind == "regex" else _QUOTED.sub('""', spec))
+        if product > REPEAT_PRODUCT:
+            return f"nested repetitions multiply to {product}; at most {REPEAT_PRODUCT}"
+    return None
