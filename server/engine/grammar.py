@@ -125,9 +125,16 @@ REASON_CHARS = 200
 
 
 def reason(err: str) -> str:
-    """The engine's error, short: its first line (llguidance appends its parser state)."""
-    line = (err or "").strip().split("\n", 1)[0].strip() or "the grammar engine failed"
-    return line if len(line) <= REASON_CHARS else line[:REASON_CHARS - 3] + "..."
+    """The engine's error, short and on one line: its text before the parser state or
+    backtrace llguidance may append, without the lines that only point (^) at a place."""
+    lines = []
+    for line in (err or "").splitlines():
+        if line.strip().startswith(("<state>", "<backtrace>")):
+            break
+        if line.strip(" ^~|"):
+            lines.append(" ".join(line.split()))
+    text = " ".join(lines) or "the grammar engine failed"
+    return text if len(text) <= REASON_CHARS else text[:REASON_CHARS - 3] + "..."
 
 
 _LIMITS: list = []

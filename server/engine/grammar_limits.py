@@ -74,18 +74,12 @@ _QUOTED = re.compile(r'"(?:[^"\\\n]|\\.)*"')
 
 
 def _schema_problem(schema) -> str | None:
-    try:
-        text = json.dumps(schema, separators=(",", ":"))
-    except (TypeError, ValueError) as e:
-        return f"the schema is not JSON: {e}"
-    if len(text.encode()) > SCHEMA_BYTES:
-        return f"the schema has {len(text.encode())} bytes as JSON; at most {SCHEMA_BYTES}"
     defs, worst = 0, 1
     todo = [(schema, 1)]
     while todo:                  # every object and array, with its depth
         node, depth = todo.pop()
         if depth > SCHEMA_DEPTH:
-            return f"the schema nests objects and arrays {SCHEMA_DEPTH + 1} or more deep; " \
+            return f"the schema nests objects and arrays more than {SCHEMA_DEPTH} deep; " \
                    f"at most {SCHEMA_DEPTH}"
         if isinstance(node, dict):
             for key in ("$defs", "definitions"):
@@ -97,6 +91,12 @@ def _schema_problem(schema) -> str | None:
             todo.extend((v, depth + 1) for v in node.values() if isinstance(v, (dict, list)))
         elif isinstance(node, list):
             todo.extend((v, depth + 1) for v in node if isinstance(v, (dict, list)))
+    try:                         # (its depth is bounded now)
+        size = len(json.dumps(schema, separators=(",", ":")).encode())
+    except (TypeError, ValueError) as e:
+        return f"the schema is not JSON: {e}"
+    if size > SCHEMA_BYTES:
+        return f"the schema has {size} bytes as JSON; at most {SCHEMA_BYTES}"
     if defs > SCHEMA_DEFS:
         return f"the schema has {defs} $defs / definitions; at most {SCHEMA_DEFS}"
     if worst > REPEAT_PRODUCT:
