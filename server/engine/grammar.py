@@ -127,10 +127,11 @@ REASON_CHARS = 200
 def reason(err: str) -> str:
     """The engine's error, short and on one line: its text before the parser state or
     backtrace llguidance may append, without the lines that only point (^) at a place."""
+    err = err or ""
+    for mark in ("<state>", "<backtrace>", "<non-verbose/>"):
+        err = err.split(mark, 1)[0]
     lines = []
-    for line in (err or "").splitlines():
-        if line.strip().startswith(("<state>", "<backtrace>")):
-            break
+    for line in err.splitlines():
         if line.strip(" ^~|"):
             lines.append(" ".join(line.split()))
     text = " ".join(lines) or "the grammar engine failed"

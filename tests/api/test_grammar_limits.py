@@ -15,7 +15,7 @@ from server.api import create_app
 
 CHAT = "/v1/chat/completions"
 MSGS = [{"role": "user", "content": "hi"}]
-INTERNALS = ("<state>", "Tokens:", "Parser:", "backtrace", "\n")
+INTERNALS = ("<", "Tokens:", "Parser:", "backtrace", "\n")
 
 
 @pytest.fixture(scope="module")
