@@ -189,7 +189,10 @@ def grammar_text(kind: str, spec) -> str:
         if kind == "choice":
             if not spec or not all(isinstance(s, str) for s in spec):
                 raise GrammarError("a choice is a non-empty list of strings")
-            return M.grammar_from_lark("start: " + " | ".join(json.dumps(s) for s in spec))
+            # one terminal: its options are one lexeme (a DFA), not one Earley item each
+            # (llguidance refuses a row of over 2,000 items: 2,001 options as rules)
+            return M.grammar_from_lark("start: CHOICE\nCHOICE: "
+                                       + " | ".join(json.dumps(s) for s in spec))
         if kind == "lark":
             return M.grammar_from_lark(spec)
         if kind == "gbnf":

@@ -217,3 +217,16 @@ def test_a_grammar_failing_mid_reply_ends_its_request_alone_with_a_400():
     assert good[-1].finish_reason == "length" and len(good) == 7
     assert adm.pool.free == adm.pool.total
     adm.check_integrity()
+
+
+def test_ten_thousand_choices_compile_and_take_only_an_option(tok):
+    """The most options the limit allows: one lexeme, not 10,000 Earley items (llguidance
+    refuses a row of over 2,000), in well under the compile budget."""
+    opts = [f"option {i}" for i in range(grammar_limits.CHOICES)]
+    t = time.monotonic()
+    c = compile_grammar(tok, "choice", opts).constraint()
+    assert time.monotonic() - t < grammar_compiler.BUDGET_S / 2
+    for t in tok.hf.encode("option 9999", add_special_tokens=False).ids:
+        assert c.allowed(tok.vocab_size)[t]
+        c.consume(t)
+    assert c.done
