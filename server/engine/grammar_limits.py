@@ -15,9 +15,9 @@ from __future__ import annotations
 import json
 import re
 
-GRAMMAR_BYTES = 64 * 1024     # the text of a Lark or GBNF grammar, or a regex
+GRAMMAR_BYTES = 64 * 1024     # the text of a Lark or GBNF grammar (its %json schemas apart), or a regex
 GRAMMAR_RULES = 1000          # rule and terminal definitions in a Lark or GBNF grammar
-SCHEMA_BYTES = 256 * 1024     # a JSON schema, as compact JSON
+SCHEMA_BYTES = 256 * 1024     # a JSON schema (a grammar's %json schemas together), as compact JSON
 SCHEMA_DEFS = 1000            # entries of every $defs / definitions in a schema together
 SCHEMA_DEPTH = 64             # objects and arrays inside one another in a schema
 CHOICES = 10_000              # options of a choice
@@ -73,13 +73,14 @@ def repeat_product(regex: str) -> int:
 _QUOTED = re.compile(r'"(?:[^"\\\n]|\\.)*"')
 
 
-def _schema_problem(schema) -> str | None:
+def _schema_problem(schema, what: str = "") -> str | None:
+    """The first limit a schema passes (`what` starts the sentence), or None."""
     defs, worst = 0, 1
     todo = [(schema, 1)]
     while todo:                  # every object and array, with its depth
         node, depth = todo.pop()
         if depth > SCHEMA_DEPTH:
-            return f"the schema nests objects and arrays more than {SCHEMA_DEPTH} deep; " \
+            return f"{what}objects and arrays nested more than {SCHEMA_DEPTH} deep; " \
                    f"at most {SCHEMA_DEPTH}"
         if isinstance(node, dict):
             for key in ("$defs", "definitions"):
@@ -94,14 +95,35 @@ def _schema_problem(schema) -> str | None:
     try:                         # (its depth is bounded now)
         size = len(json.dumps(schema, separators=(",", ":")).encode())
     except (TypeError, ValueError) as e:
-        return f"the schema is not JSON: {e}"
+        return f"{what}not JSON: {e}"
     if size > SCHEMA_BYTES:
-        return f"the schema has {size} bytes as JSON; at most {SCHEMA_BYTES}"
+        return f"{what}{size} bytes as JSON; at most {SCHEMA_BYTES}"
     if defs > SCHEMA_DEFS:
-        return f"the schema has {defs} $defs / definitions; at most {SCHEMA_DEFS}"
+        return f"{what}{defs} $defs / definitions; at most {SCHEMA_DEFS}"
     if worst > REPEAT_PRODUCT:
-        return f"a pattern's nested repetitions multiply to {worst}; at most {REPEAT_PRODUCT}"
+        return f"{what}a pattern's nested repetitions multiply to {worst}; at most {REPEAT_PRODUCT}"
     return None
+
+
+_JSON_AT = re.compile(r"%json\s*")
+
+
+def _split_json(lark: str) -> tuple[str, list]:
+    """-> (the Lark text without its `%json {...}` schemas, those schemas)."""
+    rest, schemas, at = [], [], 0
+    decoder = json.JSONDecoder()
+    for m in _JSON_AT.finditer(lark):
+        if m.start() < at:
+            continue
+        try:
+            schema, end = decoder.raw_decode(lark, m.end())
+        except (ValueError, RecursionError):
+            continue             # left in the text: the engine says what is wrong
+        rest.append(lark[at:m.start()])
+        schemas.append(schema)
+        at = end
+    rest.append(lark[at:])
+    return "".join(rest), schemas
 
 
 def problem(kind: str, spec) -> str | None:
@@ -110,11 +132,11 @@ def problem(kind: str, spec) -> str | None:
     if kind == "json_schema":
         if isinstance(spec, str):
             if len(spec.encode()) > SCHEMA_BYTES:
-                return f"the schema has {len(spec.encode())} bytes; at most {SCHEMA_BYTES}"
+                return f"{len(spec.encode())} bytes; at most {SCHEMA_BYTES}"
             try:
                 spec = json.loads(spec)
             except (ValueError, RecursionError) as e:
-                return f"the schema is not JSON: {e}"
+                return f"not JSON: {e}"
         return _schema_problem(spec)
     if kind == "choice":
         if not isinstance(spec, (list, tuple)):
@@ -126,6 +148,12 @@ def problem(kind: str, spec) -> str | None:
             return f"the options have {size} bytes together; at most {CHOICE_BYTES}"
         return None
     if kind in ("regex", "lark", "gbnf") and isinstance(spec, str):
+        if kind != "regex":      # JSON schemas inside (%json {...}: tool calls) count as schemas
+            spec, schemas = _split_json(spec)
+            if schemas:
+                why = _schema_problem(schemas, "its %json schemas: ")
+                if why:
+                    return why
         size = len(spec.encode())
         if size > GRAMMAR_BYTES:
             return f"{size} bytes; at most {GRAMMAR_BYTES}"

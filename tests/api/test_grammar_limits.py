@@ -88,3 +88,12 @@ def test_grammars_within_the_limits_still_pass(client):
                          "required": ["x"]})):
         r = client.post(CHAT, json={"messages": MSGS, "max_tokens": 2, **body})
         assert r.status_code == 200, (body, r.text)
+
+
+def test_a_tools_schema_past_a_limit_is_a_400_naming_tools(client):
+    d = {f"d{i}": {"anyOf": [{"$ref": f"#/$defs/d{i + 1}"}, {"type": "null"}]} for i in range(1500)}
+    d["d1500"] = {"type": "null"}
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {
+        "$defs": d, "$ref": "#/$defs/d0"}}}]
+    msg = refused(client, {"tools": tools, "tool_choice": "required"}, "tools")
+    assert "1501 $defs / definitions; at most 1000" in msg

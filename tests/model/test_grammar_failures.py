@@ -32,7 +32,9 @@ LIMITED = [
     ("json_schema", {"$defs": {f"d{i}": {"type": "null"} for i in range(1001)}},
      "1001 $defs / definitions; at most 1000"),
     ("json_schema", {"type": "string", "pattern": "(a{101}){100}"}, "10100; at most 10000"),
-    ("json_schema", {"enum": ["x" * 300_000]}, "at most 262144"),
+    ("json_schema", {"enum": ["x" * 300_000]}, "300013 bytes as JSON; at most 262144"),
+    ("lark", 'start: %json {"$defs": {' + ", ".join(f'"d{i}": {{}}' for i in range(1001)) + "}}",
+     "its %json schemas: 1001 $defs / definitions; at most 1000"),
 ]
 
 
@@ -48,6 +50,17 @@ def test_schema_depth_is_counted_without_recursion():
         s = {"type": "array", "items": s}
     assert "at most 64" in grammar_limits.problem("json_schema", s)
     assert grammar_limits.problem("json_schema", json.dumps({"type": "null"})) is None
+
+
+def test_a_lark_grammars_json_schemas_count_as_schemas_not_as_its_text():
+    from server.api.tools import call_grammar
+    wide = {"type": "object", "properties": {f"p{i}": {"type": "string", "description": "x" * 200}
+                                             for i in range(40)}}
+    tools = [{"type": "function", "function": {"name": f"f{i}", "parameters": wide}}
+             for i in range(20)]
+    text = call_grammar(tools, True)
+    assert len(text) > 3 * grammar_limits.GRAMMAR_BYTES      # 20 tools of 40 described fields
+    assert grammar_limits.problem("lark", text) is None
 
 
 def test_real_grammars_are_within_the_limits():
