@@ -1,10 +1,11 @@
-"""One structured-output request through the real API app and the real tokenizer, in a
+"""Structured-output requests through the real API app and the real tokenizer, in a
 process of its own (tests/api/test_grammar_crash.py): a grammar that crashes the grammar
 engine takes this process down, not the test run.
 
-    python tests/api/grammar_child.py [nolimits] < body.json
-prints {"status": ..., "body": ...}; `nolimits` turns grammar_limits' checks off, to show
-what the compiler thread alone survives.
+    python tests/api/grammar_child.py [nolimits] < bodies.json
+posts each body of the JSON list in turn and prints a line {"status": ..., "body": ...}
+for each; `nolimits` turns grammar_limits' checks off, to show what the compiler thread
+alone survives.
 """
 from __future__ import annotations
 
@@ -26,12 +27,13 @@ def main() -> None:
     if "nolimits" in sys.argv[1:]:
         import server.engine.grammar_limits as limits
         limits.problem = lambda kind, spec: None
-    body = json.loads(sys.stdin.read())
+    bodies = json.loads(sys.stdin.read())
     state = make_state()
     state.tokenizer = Tokenizer.from_gguf(default_gguf())
     with TestClient(create_app(state)) as client:
-        r = client.post("/v1/chat/completions", json=body)
-    print(json.dumps({"status": r.status_code, "body": r.json()}), flush=True)
+        for body in bodies:
+            r = client.post("/v1/chat/completions", json=body)
+            print(json.dumps({"status": r.status_code, "body": r.json()}), flush=True)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Issue 30, item 1: one structured-output request whose grammar is a long chain of rules
 killed the server (SIGSEGV: llguidance's validation recursed once a rule and overflowed
-the thread's stack). Each request runs in a process of its own (grammar_child.py), so a
-crash fails the test instead of ending the run: the answer must be a 400 in OpenAI's
+the thread's stack). The requests run in a child process (grammar_child.py), so a crash
+fails the tests instead of ending the run: the answer must be a 400 in OpenAI's
 shape naming the field, with code invalid_grammar, and the limit's number in the message.
 With the limits turned off, the compiler thread's large stack alone must hold the chains
 that crashed (a 400 or a 200, never a signal)."""
@@ -34,14 +34,16 @@ def defs_chain(n: int) -> dict:
     return {"$defs": d, "$ref": "#/$defs/d0"}
 
 
-def ask(body: dict, *flags: str) -> dict:
+def ask(bodies: list, *flags: str) -> list:
+    """Each body's answer, from one child process; a crash fails with what came back."""
     env = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
     p = subprocess.run([sys.executable, os.path.join(HERE, "grammar_child.py"), *flags],
-                       input=json.dumps({"messages": MSGS, "max_tokens": 2, **body}),
+                       input=json.dumps([{"messages": MSGS, "max_tokens": 2, **b} for b in bodies]),
                        capture_output=True, text=True, timeout=120, cwd=ROOT, env=env)
-    assert p.returncode == 0, f"the request killed its process (exit {p.returncode}): " \
-                              f"{p.stderr[-500:]}"
-    return json.loads(p.stdout.strip().splitlines()[-1])
+    got = [json.loads(line) for line in p.stdout.splitlines() if line.startswith("{")]
+    assert p.returncode == 0, f"request {len(got) + 1} killed its process (exit " \
+                              f"{p.returncode}) after {got}: {p.stderr[-300:]}"
+    return got
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -60,11 +62,25 @@ CRASHERS = [   # the issue's three requests
                                                                  defs_chain(2000)}}},
      "response_format.json_schema.schema", "at most 1000"),
 ]
+UNLIMITED = [{"guided_grammar": lark_chain(3000)},
+             {"response_format": {"type": "json_schema", "json_schema": {
+                 "name": "d", "schema": defs_chain(2000)}}}]
 
 
-@pytest.mark.parametrize("body,param,limit", CRASHERS, ids=["lark3000", "gbnf5000", "defs2000"])
-def test_a_chain_of_rules_is_a_400_naming_the_limit(body, param, limit):
-    r = ask(body)
+@pytest.fixture(scope="module")
+def limited():
+    return ask([b for b, _, _ in CRASHERS])
+
+
+@pytest.fixture(scope="module")
+def unlimited():
+    return ask(UNLIMITED, "nolimits")
+
+
+@pytest.mark.parametrize("i", range(len(CRASHERS)), ids=["lark3000", "gbnf5000", "defs2000"])
+def test_a_chain_of_rules_is_a_400_naming_the_limit(limited, i):
+    _, param, limit = CRASHERS[i]
+    r = limited[i]
     assert r["status"] == 400, r
     err = r["body"]["error"]
     assert (err["param"], err["code"], err["type"]) == (param, "invalid_grammar",
@@ -72,12 +88,9 @@ def test_a_chain_of_rules_is_a_400_naming_the_limit(body, param, limit):
     assert limit in err["message"] and "too large" in err["message"], err
 
 
-@pytest.mark.parametrize("body", [{"guided_grammar": lark_chain(3000)},
-                                  {"response_format": {"type": "json_schema", "json_schema": {
-                                      "name": "d", "schema": defs_chain(2000)}}}],
-                         ids=["lark3000", "defs2000"])
-def test_without_the_limits_the_compiler_stack_holds_the_chain(body):
-    r = ask(body, "nolimits")
+@pytest.mark.parametrize("i", range(len(UNLIMITED)), ids=["lark3000", "defs2000"])
+def test_without_the_limits_the_compiler_stack_holds_the_chain(unlimited, i):
+    r = unlimited[i]
     assert r["status"] in (200, 400), r
     if r["status"] == 400:
         assert r["body"]["error"]["code"] == "invalid_grammar"
