@@ -22,47 +22,66 @@ SCHEMA_DEFS = 1000            # entries of every $defs / definitions in a schema
 SCHEMA_DEPTH = 64             # objects and arrays inside one another in a schema
 CHOICES = 10_000              # options of a choice
 CHOICE_BYTES = 256 * 1024     # their total length (UTF-8)
-REPEAT_PRODUCT = 10_000       # counted repetitions nested in a regex, multiplied: (x{100}){100}
+REPEAT_PRODUCT = 10_000       # counted repetitions nested in a regex or grammar, multiplied: (x{100}){100}
 
 # a rule's or terminal's definition: `name:`, `?name:`, `NAME.2:` (Lark), `name ::=` (GBNF)
 _RULE = re.compile(r"(?m)^[ \t]*[?!]?[A-Za-z0-9_-]+(\.-?\d+)?[ \t]*(::=|:)")
 _COUNT = re.compile(r"\{\s*(\d+)\s*(?:,\s*(\d*)\s*)?\}")
+_TILDE = re.compile(r"~\s*(\d+)(?:\s*\.\.\s*(\d+))?")     # Lark's x~n, x~n..m
 
 
-def repeat_product(regex: str) -> int:
-    """The largest product of counted repetitions ({n}, {n,m}, {n,}: m, else n) nested in
-    `regex`: about how many copies of its innermost part the engine unrolls ((x{100}){100}:
-    10,000). Escapes and character classes are skipped; a group left open counts as closed
-    at the end (the engine refuses such a regex anyway)."""
+def repeat_product(text: str, syntax: str = "regex") -> int:
+    """The largest product of counted repetitions nested in `text`: about how many copies of
+    its innermost part the engine unrolls ((x{100}){100}: 10,000). A count is {n}, {n,m} or
+    {n,} (m, else n), in Lark also x~n and x~n..m. syntax "regex": escapes and [classes] are
+    skipped. "gbnf": the same, with "strings" and # comments skipped. "lark": "strings" and
+    // comments skipped, [optional] parts are groups, each /regex/ is an atom of its own
+    product. Siblings do not multiply; a group left open counts as closed at the end (the
+    engine refuses such a text anyway)."""
     inner = [1]                  # per open group: the largest product inside it so far
-    last = 1                     # the product of the atom or group a quantifier would repeat
-    i, n = 0, len(regex)
+    last = 1                     # the product of the atom or group a count would repeat
+    lark, i, n = syntax == "lark", 0, len(text)
+    opens, closes = ("([", ")]") if lark else ("(", ")")
     while i < n:
-        c = regex[i]
-        if c == "(":
+        c = text[i]
+        if c in opens:
             inner.append(1)
             i += 1
             continue
-        if c == ")":
+        if c in closes:
             last = inner.pop() if len(inner) > 1 else 1
             inner[-1] = max(inner[-1], last)
             i += 1
             continue
-        if c == "{":
-            m = _COUNT.match(regex, i)
+        if c == "{" or (c == "~" and lark):
+            m = (_COUNT if c == "{" else _TILDE).match(text, i)
             if m:
                 hi = m.group(2)
                 last *= max(int(hi) if hi else int(m.group(1)), 1)
                 inner[-1] = max(inner[-1], last)
                 i = m.end()
                 continue
-        if c == "\\":
+        if syntax != "regex" and c == '"':
+            m = _QUOTED.match(text, i)
+            i = m.end() if m else i + 1
+        elif (lark and text.startswith("//", i)) or (syntax == "gbnf" and c == "#"):
+            j = text.find("\n", i)
+            i = n if j < 0 else j
+        elif lark and c == "/":  # a regex literal: its own product is this atom's
+            j = i + 1
+            while j < n and text[j] not in "/\n":
+                j += 2 if text[j] == "\\" else 1
+            last = repeat_product(text[i + 1:j], "regex")
+            inner[-1] = max(inner[-1], last)
+            i = j + 1
+            continue
+        elif c == "\\":
             i += 2
         elif c == "[":           # a class, to its closing bracket (one right after [ or [^ is literal)
-            j = i + 1 + (regex[i + 1:i + 2] == "^")
-            j += regex[j:j + 1] == "]"
-            while j < n and regex[j] != "]":
-                j += 2 if regex[j] == "\\" else 1
+            j = i + 1 + (text[i + 1:i + 2] == "^")
+            j += text[j:j + 1] == "]"
+            while j < n and text[j] != "]":
+                j += 2 if text[j] == "\\" else 1
             i = j + 1
         else:
             i += 1
@@ -71,6 +90,7 @@ def repeat_product(regex: str) -> int:
 
 
 _QUOTED = re.compile(r'"(?:[^"\\\n]|\\.)*"')
+_LARK = re.compile(r"(?m)^\s*(%llguidance\b|start\s*:)")  # GBNF text that llguidance takes as Lark
 
 
 def _schema_problem(schema, what: str = "") -> str | None:
@@ -161,7 +181,7 @@ def problem(kind: str, spec) -> str | None:
             rules = len(_RULE.findall(spec))
             if rules > GRAMMAR_RULES:
                 return f"{rules} rules; at most {GRAMMAR_RULES}"
-        product = repeat_product(spec if kind == "regex" else _QUOTED.sub('""', spec))
+        product = repeat_product(spec, "lark" if kind == "lark" or _LARK.search(spec) else kind)
         if product > REPEAT_PRODUCT:
             return f"nested repetitions multiply to {product}; at most {REPEAT_PRODUCT}"
     return None

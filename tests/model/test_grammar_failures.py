@@ -27,6 +27,7 @@ LIMITED = [
     ("regex", "(x{200}){100}", "20000; at most 10000"),
     ("regex", r"(\d{10}[(]{10}){1001}", "10010; at most 10000"),   # siblings do not multiply
     ("lark", "start: /(x{200}){100}/", "20000; at most 10000"),
+    ("lark", 'start: ("a"~200)~10..100', "20000; at most 10000"),
     ("choice", [f"o{i}" for i in range(10_001)], "10001 options; at most 10000"),
     ("choice", ["x" * 300_000], "300000 bytes together; at most 262144"),
     ("json_schema", {"$defs": {f"d{i}": {"type": "null"} for i in range(1001)}},
@@ -88,6 +89,11 @@ def test_repeat_product():
     assert r("((x{10}){10}){10}") == 1000
     assert r("(a|b{3}){4}") == 12 and r("x{10}y{20}") == 20 and r("(x{2,}){3}") == 6
     assert r(r"\{5\}") == 1 and r("[{(]{3}") == 3 and r("(x{1,7})+") == 7
+    assert r("(a~10)~5") == 1 and r("(a~10)~5", "lark") == 50   # ~ is Lark's, a literal in a regex
+    assert r('start: [("a"{100})]{100}', "lark") == 10_000       # [optional] is a Lark group
+    assert r('start: /(x{10}){10}/{10} "{5000}"', "lark") == 1000  # a /regex/ atom; strings skipped
+    assert r('start: "a" // (x{99}){99}', "lark") == 1             # a comment
+    assert r('root ::= [{(]{3} "{9999}" # {9999}', "gbnf") == 3
 
 
 # ---- the compiler thread ----
