@@ -201,8 +201,8 @@ def grammar_text(kind: str, spec) -> str:
         raise
     except (ValueError, TypeError) as e:
         raise GrammarError(reason(str(e))) from e
-    except (RecursionError, Exception) as e:     # llguidance's GBNF converter: plain Exception
-        raise GrammarError(reason(str(e)) or type(e).__name__) from e
+    except Exception as e:                       # llguidance's GBNF converter: plain Exception
+        raise GrammarError(reason(str(e) or type(e).__name__)) from e
     raise GrammarError(f"unknown grammar kind {kind!r}")
 
 
@@ -210,14 +210,11 @@ class Grammar:
     """A compiled grammar: constraint() gives a fresh parse state for one reply, a copy of
     the matcher compile_grammar built and its first mask (no second compilation)."""
 
-    def __init__(self, llt, text: str, kind: str, matcher=None, first=None):
+    def __init__(self, llt, text: str, kind: str, matcher, first: np.ndarray):
         self.llt, self.text, self.kind = llt, text, kind
-        self._matcher, self._first = matcher, first
+        self._matcher, self._first = matcher, first      # never advanced: copied per reply
 
     def constraint(self) -> "Constraint":
-        if self._matcher is None:
-            return Constraint(_llg().LLMatcher(self.llt, self.text, log_level=0, limits=limits()),
-                              self.llt.vocab_size)
         return Constraint(self._matcher.deep_copy(), self.llt.vocab_size, self._first)
 
 

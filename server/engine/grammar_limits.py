@@ -114,8 +114,8 @@ def _schema_problem(schema, what: str = "") -> str | None:
             todo.extend((v, depth + 1) for v in node if isinstance(v, (dict, list)))
     try:                         # (its depth is bounded now)
         size = len(json.dumps(schema, separators=(",", ":")).encode())
-    except (TypeError, ValueError) as e:
-        return f"{what}not JSON: {e}"
+    except (TypeError, ValueError):
+        return None              # not JSON: the engine says so
     if size > SCHEMA_BYTES:
         return f"{what}{size} bytes as JSON; at most {SCHEMA_BYTES}"
     if defs > SCHEMA_DEFS:
@@ -155,8 +155,8 @@ def problem(kind: str, spec) -> str | None:
                 return f"{len(spec.encode())} bytes; at most {SCHEMA_BYTES}"
             try:
                 spec = json.loads(spec)
-            except (ValueError, RecursionError) as e:
-                return f"not JSON: {e}"
+            except (ValueError, RecursionError):
+                return None      # grammar_text says what is wrong
         return _schema_problem(spec)
     if kind == "choice":
         if not isinstance(spec, (list, tuple)):
