@@ -249,3 +249,17 @@ def test_ten_thousand_choices_compile_and_take_only_an_option(tok):
         assert c.allowed(tok.vocab_size)[t]
         c.consume(t)
     assert c.done
+
+
+def test_a_reason_is_the_engines_one_line():
+    from server.engine.grammar import REASON_CHARS, reason
+    panic = ("panic: assertion failed: grammar.symbols.len() < u16::MAX as usize - 10\n"
+             "<backtrace>\n   0: <unknown>\n   1: <unknown>\n")        # as llguidance gave it
+    assert reason(panic) == "panic: assertion failed: grammar.symbols.len() < u16::MAX as usize - 10"
+    state = ("parser error: Too many items (limit 50000; ff_tokens)\n<state>\nTokens: \u27e6aaaa\u27e7\n"
+             'Parser: {\n  "compute_time_us": 0,\n')
+    assert reason(state) == "parser error: Too many items (limit 50000; ff_tokens)"
+    assert reason("NoExtensionBias <non-verbose/>") == "NoExtensionBias"
+    parse = 'regex parse error:\n    ((\n     ^\nerror: unclosed group'
+    assert reason(parse) == "regex parse error: (( error: unclosed group"
+    assert len(reason("x" * 1000)) == REASON_CHARS and reason("") == "the grammar engine failed"
