@@ -407,8 +407,14 @@ class Scheduler:
                 else:
                     tok, lp, top = self.driver.sample(logits[row], a.sampler)
             except Exception as e:           # a bug in one request's sampling ends it alone
-                log.exception("request %s: sampling", a.req.id)
-                self._finish(a, "error", f"sampling failed: {e}")
+                status = getattr(e, "status", None)   # 4xx: its own input (a grammar that failed)
+                if isinstance(status, int) and 400 <= status < 500:
+                    log.info("request %s: %s", a.req.id, e)
+                    self._finish(a, "error", f"{e} (after {len(a.out)} tokens)",
+                                 status=status, code=getattr(e, "code", None))
+                else:
+                    log.exception("request %s: sampling", a.req.id)
+                    self._finish(a, "error", f"sampling failed: {e}")
                 continue
             a.out.append(tok)
             reason = self._finish_reason(a, tok)
@@ -432,7 +438,8 @@ class Scheduler:
             return "length"
         return None
 
-    def _finish(self, a: Active, reason: str, error: str | None = None):
+    def _finish(self, a: Active, reason: str, error: str | None = None, status: int = 500,
+                code: str | None = None):
         self.active.pop(a.req.id, None)
         self._release(a.req.id)              # (already released once its prompt was written)
         if reason in ("abort", "error"):     # nothing kept from a request that was cut off
@@ -440,7 +447,7 @@ class Scheduler:
         else:                                # rows written: every fed token (the last sampled one never was)
             self._run_all(self.adm.finish(a.req.id, a.ids[: a.fed]))
         self._emit(a.req.id, TokenEvent(None, finish_reason=reason, error=error,
-                                        error_code=500 if error else 0,
+                                        error_code=status if error else 0, code=code,
                                         prompt_tokens=len(a.req.prompt_ids), cached_tokens=a.cached))
         if self.metrics:
             self.metrics.finished(a, reason)

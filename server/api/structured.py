@@ -4,15 +4,18 @@ OpenAI's `response_format` (json_object, json_schema {name, schema, strict}), vL
 `guided_json` / `guided_regex` / `guided_choice` / `guided_grammar` and
 `structured_outputs` {json, regex, choice, grammar, json_object}, llama-server's
 `json_schema` and `grammar` (GBNF; Lark is taken too). At most one of them per request.
-A schema or grammar that does not compile is a 400 naming the field and the reason.
+A schema or grammar that passes a limit (server/engine/grammar_limits.py), does not
+compile, or fails at its first token is a 400 naming the field and the reason (code
+invalid_grammar); every grammar compiler busy for its whole budget is a 503.
 """
 from __future__ import annotations
 
 import asyncio
 
 from server.engine.grammar import GrammarError, compile_grammar
+from server.engine.grammar_compiler import CompilerBusy
 
-from .errors import invalid
+from .errors import ApiError, invalid
 
 
 def constraint_spec(body) -> tuple[str, object, str] | None:
@@ -58,6 +61,9 @@ def compile_for(state, kind: str, spec, param: str):
     except GrammarError as e:
         raise invalid(f"{param} does not compile: {e}", param=param,
                       code="invalid_grammar") from e
+    except CompilerBusy as e:
+        raise ApiError(503, f"{param}: {e}; try again", param=param, code="grammar_busy",
+                       headers={"Retry-After": "1"}) from e
 
 
 def request_grammar(state, body):

@@ -13,6 +13,14 @@ compiles, ~0.05-0.2 ms masks at a 49,152 vocabulary on this host's CPU).
 The mask is computed on the host from the tokens so far alone, so a constrained reply
 is the same whatever else runs in the round (solo == concurrent). The tokenizer's
 llguidance twin is built once per tokenizer (~0.6 s for this vocabulary) and cached.
+
+compile_grammar cannot take the process down: the grammar's size and depth are checked
+first (grammar_limits), the engine compiles it on a large-stack thread within a time
+budget (grammar_compiler), and the first mask is computed there too, with one token of
+the longest and of the lowest id it allows consumed on copies, so a grammar that fails at
+its first token is a GrammarError here, not an error in the middle of a reply. Every
+GrammarError is a client's error (status 400, code invalid_grammar) and carries a short
+reason, never the engine's state dump.
 """
 from __future__ import annotations
 
@@ -20,6 +28,8 @@ import json
 import threading
 
 import numpy as np
+
+from . import grammar_compiler, grammar_limits
 
 _LOCK = threading.Lock()
 _TOKENIZERS: dict[int, object] = {}
@@ -105,7 +115,37 @@ JSON_OBJECT = {"$defs": {"any": _ANY}, "type": "object",
 
 
 class GrammarError(ValueError):
-    """The grammar or schema does not compile; str() is the reason."""
+    """The grammar or schema does not compile, or failed while a reply followed it; str() is
+    the reason. A client's error: `status` and `code` are what the API answers."""
+    status = 400
+    code = "invalid_grammar"
+
+
+REASON_CHARS = 200
+
+
+def reason(err: str) -> str:
+    """The engine's error, short and on one line: its text before the parser state or
+    backtrace llguidance may append, without the lines that only point (^) at a place."""
+    err = err or ""
+    for mark in ("<state>", "<backtrace>", "<non-verbose/>"):
+        err = err.split(mark, 1)[0]
+    lines = []
+    for line in err.splitlines():
+        if line.strip(" ^~|"):
+            lines.append(" ".join(line.split()))
+    text = " ".join(lines) or "the grammar engine failed"
+    return text if len(text) <= REASON_CHARS else text[:REASON_CHARS - 3] + "..."
+
+
+_LIMITS: list = []
+
+
+def limits():
+    """llguidance's parser limits: its defaults, without the state dump in error messages."""
+    if not _LIMITS:
+        _LIMITS.append(_llg().LLParserLimits(verbose_errors=False))
+    return _LIMITS[0]
 
 
 def _llg():
@@ -149,7 +189,10 @@ def grammar_text(kind: str, spec) -> str:
         if kind == "choice":
             if not spec or not all(isinstance(s, str) for s in spec):
                 raise GrammarError("a choice is a non-empty list of strings")
-            return M.grammar_from_lark("start: " + " | ".join(json.dumps(s) for s in spec))
+            # one terminal: its options are one lexeme (a DFA), not one Earley item each
+            # (llguidance refuses a row of over 2,000 items: 2,001 options as rules)
+            return M.grammar_from_lark("start: CHOICE\nCHOICE: "
+                                       + " | ".join(json.dumps(s) for s in spec))
         if kind == "lark":
             return M.grammar_from_lark(spec)
         if kind == "gbnf":
@@ -157,35 +200,92 @@ def grammar_text(kind: str, spec) -> str:
     except GrammarError:
         raise
     except (ValueError, TypeError) as e:
-        raise GrammarError(str(e)) from e
+        raise GrammarError(reason(str(e))) from e
+    except Exception as e:                       # llguidance's GBNF converter: plain Exception
+        raise GrammarError(reason(str(e) or type(e).__name__)) from e
     raise GrammarError(f"unknown grammar kind {kind!r}")
 
 
 class Grammar:
-    """A compiled grammar: constraint() gives a fresh parse state for one reply."""
+    """A compiled grammar: constraint() gives a fresh parse state for one reply, a copy of
+    the matcher compile_grammar built and its first mask (no second compilation)."""
 
-    def __init__(self, llt, text: str, kind: str):
+    def __init__(self, llt, text: str, kind: str, matcher, first: np.ndarray):
         self.llt, self.text, self.kind = llt, text, kind
+        self._matcher, self._first = matcher, first      # never advanced: copied per reply
 
     def constraint(self) -> "Constraint":
-        return Constraint(_llg().LLMatcher(self.llt, self.text, log_level=0), self.llt.vocab_size)
+        return Constraint(self._matcher.deep_copy(), self.llt.vocab_size, self._first)
+
+
+_TOKEN_BYTES: dict[int, tuple] = {}
+
+
+def token_bytes(llt) -> np.ndarray:
+    """int32 [vocab]: each token's length in bytes (cached per llguidance tokenizer)."""
+    with _LOCK:
+        got = _TOKEN_BYTES.get(id(llt))
+        if got is not None and got[0] is llt:
+            return got[1]
+    n = np.array([len(llt.decode_bytes([i])) for i in range(llt.vocab_size)], dtype=np.int32)
+    with _LOCK:
+        _TOKEN_BYTES[id(llt)] = (llt, n)
+    return n
+
+
+def _build(llt, kind: str, spec) -> Grammar:
+    """The grammar compiled, its first mask computed and its first token tried (the
+    compiler thread runs this): GrammarError for any failure up to there."""
+    text = grammar_text(kind, spec)
+    m = _llg().LLMatcher(llt, text, log_level=0, limits=limits())
+    if m.is_error():
+        raise GrammarError(reason(m.get_error()))
+    words = np.full((llt.vocab_size + 31) // 32, -1, dtype=np.int32)
+    m.unsafe_compute_mask_ptr(words.ctypes.data, words.nbytes)
+    if m.is_error():
+        raise GrammarError(f"fails at its first token: {reason(m.get_error())}")
+    bits = np.unpackbits(words.view(np.uint8), bitorder="little")[:llt.vocab_size].astype(bool)
+    if not bits.any():
+        raise GrammarError("allows no token at its start")
+    # the first token: the longest allowed (the most work for the engine) and the lowest
+    ok = np.flatnonzero(bits)
+    ok = ok[~np.isin(ok, list(llt.eos_tokens))]
+    if len(ok):
+        longest = int(ok[np.argmax(token_bytes(llt)[ok])])
+        scratch = np.empty_like(words)
+        for t in dict.fromkeys((longest, int(ok[0]))):
+            c = m.deep_copy()
+            c.consume_token(t)
+            if not c.is_error() and not c.is_stopped():
+                c.unsafe_compute_mask_ptr(scratch.ctypes.data, scratch.nbytes)
+            if c.is_error():
+                raise GrammarError(f"fails at its first token: {reason(c.get_error())}")
+    return Grammar(llt, text, kind, m, words)
 
 
 def compile_grammar(tok, kind: str, spec) -> Grammar:
+    """The grammar, compiled and tried at its first token; GrammarError (status 400) if it
+    passes a limit (grammar_limits), does not compile, takes the engine over
+    grammar_compiler.BUDGET_S, or fails at its first token. grammar_compiler.CompilerBusy
+    (a 503) if every compiler thread stayed busy that long."""
+    why = grammar_limits.problem(kind, spec)
+    if why:
+        raise GrammarError(f"too large: {why}")
     llt = ll_tokenizer(tok)
-    text = grammar_text(kind, spec)
-    err = _llg().LLMatcher.validate_grammar(text, llt)
-    if err:
-        raise GrammarError(err.strip().splitlines()[0] if len(err) > 300 else err.strip())
-    return Grammar(llt, text, kind)
+    try:
+        return grammar_compiler.run(_build, llt, kind, spec)
+    except grammar_compiler.CompileTimeout as e:
+        raise GrammarError(str(e)) from e
 
 
 class Constraint:
-    def __init__(self, matcher, vocab: int):
+    def __init__(self, matcher, vocab: int, first: np.ndarray | None = None):
         self.m, self.vocab = matcher, vocab
         self._words = np.full((vocab + 31) // 32, -1, dtype=np.int32)
         self._ready = False                       # _words hold the current state's mask
         self._bits: np.ndarray | None = None     # the same mask unpacked, once asked for
+        if first is not None:                     # the start state's mask, computed already
+            self._words[:], self._ready = first, True
 
     @property
     def done(self) -> bool:
@@ -203,7 +303,7 @@ class Constraint:
     def allowed(self, n: int) -> np.ndarray:
         """Bool [n]: the tokens the grammar allows next (ids past its vocabulary: none)."""
         if self.m.is_error():
-            raise GrammarError(f"the grammar matcher failed: {self.m.get_error()}")
+            raise GrammarError(f"the grammar failed: {reason(self.m.get_error())}")
         self.prepare()
         if self._bits is None:
             self._bits = np.unpackbits(self._words.view(np.uint8), bitorder="little").astype(bool)
@@ -217,7 +317,7 @@ class Constraint:
         """The allowed tokens as uint32 words (bit i % 32 of word i // 32), llguidance's own
         bitmask, for the device sampler (kernels/sample_cuda.py) to apply."""
         if self.m.is_error():
-            raise GrammarError(f"the grammar matcher failed: {self.m.get_error()}")
+            raise GrammarError(f"the grammar failed: {reason(self.m.get_error())}")
         self.prepare()
         w = self._words.view(np.uint32).copy()
         if self.vocab % 32:                       # ids past its vocabulary: none
@@ -229,7 +329,7 @@ class Constraint:
             return
         self._ready, self._bits = False, None
         if not self.m.consume_token(int(token)):
-            raise GrammarError(f"token {token} breaks the grammar: {self.m.get_error()}")
+            raise GrammarError(f"token {token} breaks the grammar: {reason(self.m.get_error())}")
 
 
 def prepare_many(constraints) -> None:
