@@ -24,7 +24,7 @@ HI = [{"role": "user", "content": "hi"}]
 @pytest.fixture(scope="module")
 def live():
     sched = FakeScheduler()
-    with serving(create_app(make_state(sched, context=4096, api_key=KEY))) as url:
+    with serving(create_app(make_state(sched, context=4096, api_keys=(KEY,)))) as url:
         yield url, sched
 
 
