@@ -81,8 +81,9 @@ def add_arguments(p):
                    help="a jinja2 chat template file (or the template itself) replacing the "
                         "model's")
     p.add_argument("--max-body-bytes", type=int, default=4 << 20, help="largest request body")
-    p.add_argument("--max-queue", type=int, default=256,
-                   help="requests that may wait beyond the running streams; 503 past it")
+    p.add_argument("--max-queue", type=_count, default=256,
+                   help="requests that may wait beyond the running streams; 503 past it "
+                        "(0: none wait, a request is admitted while a stream is free)")
     p.add_argument("--header-timeout", type=float, default=10.0,
                    help="seconds a connection has to send a request's headers (408 after)")
     p.add_argument("--body-timeout", type=_positive, default=60.0,
@@ -105,6 +106,16 @@ def _keys(v: str) -> int:
         raise argparse.ArgumentTypeError(f"{v!r} is not a whole number of keys") from None
     if n < 0:
         raise argparse.ArgumentTypeError(f"{v}: keys are counted from 0 (0: no bound)")
+    return n
+
+
+def _count(v: str) -> int:
+    try:
+        n = int(v)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{v!r} is not a whole number") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"{v}: give 0 or more")
     return n
 
 

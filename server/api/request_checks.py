@@ -103,8 +103,9 @@ def admit(state) -> Ticket:
     """503 while a rank is gone or the queue is full: refuse now rather than hang.
 
     The queue is the API's own count (server/api/backlog.py): requests accepted and not yet
-    finished, beyond the streams that can run. The returned ticket holds the place until
-    released."""
+    finished, beyond the streams that can run. A request is admitted while the accepted
+    ones, itself included, fit the streams plus `--max-queue` (0: no waiting room, admitted
+    while a stream is free). The returned ticket holds the place until released."""
     try:
         stats = state.scheduler.stats()
     except Exception as e:
@@ -115,7 +116,7 @@ def admit(state) -> Ticket:
                        "cannot generate until it is restarted", code="rank_lost")
     streams = int(stats.get("streams_total", 0) or 0)
     queue = state.backlog.waiting(streams)
-    if queue >= state.max_queue:
+    if state.backlog.count >= streams + state.max_queue:   # this one would wait past the room
         raise ApiError(503, f"the queue is full ({queue} requests waiting beside {streams} "
                        f"streams, --max-queue {state.max_queue}); retry shortly",
                        code="queue_full", headers={"Retry-After": "1"})
