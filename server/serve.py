@@ -89,6 +89,10 @@ def add_arguments(p):
     p.add_argument("--body-timeout", type=_positive, default=60.0,
                    help="seconds a request's body has to arrive once its headers are in "
                         "(408 and a close after; default 60)")
+    p.add_argument("--write-timeout", type=_positive, default=30.0,
+                   help="seconds a client may read nothing of a reply waiting to be written "
+                        "(its buffers full) before its connection is dropped and its request "
+                        "ended, freeing its stream (default 30)")
     p.add_argument("--max-connections", type=int, default=None,
                    help="open client connections at most (default: from the open-file limit)")
     p.add_argument("--seed-salt", type=int, default=0,
@@ -409,7 +413,7 @@ def _serve_front(args, env, opened, comm, beat, lays, rooms, reserves, context, 
     try:
         run_uvicorn(create_app(state), args.host, args.port, args.log_level, sock=args.http_socket,
                     header_timeout=args.header_timeout, max_connections=args.max_connections,
-                    body_timeout=args.body_timeout)
+                    body_timeout=args.body_timeout, write_timeout=args.write_timeout)
     except SystemExit as e:                    # the SIGTERM above: exit as below
         if e.code not in (0, None):
             raise

@@ -36,9 +36,10 @@ def default_max_connections() -> int:
 
 def run_uvicorn(app, host: str = "127.0.0.1", port: int = 8000, log_level: str = "info",
                 out=None, header_timeout: float = 10.0, max_connections: int | None = None,
-                sock=None, body_timeout: float = 60.0) -> None:
+                sock=None, body_timeout: float = 60.0, write_timeout: float = 30.0) -> None:
     """Print the plan line, the exposure warning (if any) and the serving line, then serve
-    until interrupted, with header and body deadlines and a connection cap (server/api/protocol.py).
+    until interrupted, with header, body and write deadlines and a connection cap
+    (server/api/protocol.py).
     `sock`: a listening socket to serve on (serve claims it before the model loads:
     server/api/http_socket.py); its port is the one the serving line names."""
     import uvicorn
@@ -55,7 +56,7 @@ def run_uvicorn(app, host: str = "127.0.0.1", port: int = 8000, log_level: str =
     if warning:
         print(warning, file=out, flush=True)
     limits = ConnectionLimits(header_timeout, max_connections or default_max_connections(),
-                              body_timeout)
+                              body_timeout, write_timeout)
     if sock is not None:
         port = sock.getsockname()[1]
     print(startup_line(state, host, port), file=out, flush=True)

@@ -189,11 +189,13 @@ async def collect_all(request, gens: list):
 
 async def merged(streams: list):
     """Items of several async generators as they come: (index, item); each generator's
-    own order kept. An exception in one ends the whole (the others are closed)."""
-    if len(streams) == 1:
-        async for item in streams[0]:
-            yield 0, item
-        return
+    own order kept. An exception in one ends the whole (the others are closed).
+
+    Each generator runs in a task of its own, one at n = 1 too, whether or not the
+    consumer takes its items: a stream whose client stops reading (its writes block) still
+    runs its generation to the end, so the queue place (backlog.Ticket) is given back when
+    the engine finishes, not when the client reads. The items wait here; the consumer
+    closing the iteration (the client gone, or cut off by --write-timeout) cancels them."""
     q: asyncio.Queue = asyncio.Queue()
     done = object()
 

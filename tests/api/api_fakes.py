@@ -49,13 +49,15 @@ def fake_render(messages: list[dict]) -> str:
 class FakeScheduler:
     def __init__(self, reply: str = "Hello, wörld! 你好. ", *, delay: float = 0.0,
                  eos_after: int | None = None, fail_after: int | None = None,
-                 cached_tokens: int = 0, inline_finish: bool = False):
+                 cached_tokens: int = 0, inline_finish: bool = False, push: bool = False):
         self.reply = reply.encode("utf-8")
         self.delay = delay
         self.eos_after = eos_after
         self.fail_after = fail_after
         self.cached_tokens = cached_tokens
         self.inline_finish = inline_finish
+        self.push = push                # produce events whether or not they are read, as the
+        self.finished: list[str] = []   # engine thread does (push=True); ids run to their end
         self.metrics = None             # create_app wires its Metrics in here
         self.cancelled: list[str] = []
         self.started: list = []
@@ -76,6 +78,29 @@ class FakeScheduler:
         self.active.discard(req_id)
 
     async def generate(self, req):
+        if not self.push:
+            async for ev in self._produce(req):
+                yield ev
+            return
+        q: asyncio.Queue = asyncio.Queue()
+
+        async def produce():
+            async for ev in self._produce(req):
+                q.put_nowait(ev)
+
+        task = asyncio.ensure_future(produce())
+        try:
+            while True:
+                ev = await q.get()
+                yield ev
+                if ev.finish_reason is not None:
+                    return
+        finally:
+            if not task.done():
+                self.cancel(req.id)
+                await task
+
+    async def _produce(self, req):
         self.started.append(req)
         self.active.add(req.id)
         if self.metrics is not None:
@@ -111,6 +136,7 @@ class FakeScheduler:
                                  cached_tokens=c, finish_reason=finish if self.inline_finish else None,
                                  prompt_logprobs=plp)
                 if finish:
+                    self.finished.append(req.id)
                     if not self.inline_finish:
                         yield TokenEvent(None, finish_reason=finish, prompt_tokens=n, cached_tokens=c)
                     return
