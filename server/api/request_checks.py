@@ -9,6 +9,7 @@ from pydantic import BaseModel, ValidationError
 
 from . import slicedjson
 from .backlog import Ticket
+from .drain import shutting_down
 from .errors import ApiError, invalid, validation_error
 
 
@@ -100,12 +101,15 @@ def check_model(state, model: str | None) -> None:
 
 
 def admit(state) -> Ticket:
-    """503 while a rank is gone or the queue is full: refuse now rather than hang.
+    """503 while the server shuts down (server/api/drain.py), a rank is gone or the queue
+    is full: refuse now rather than hang.
 
     The queue is the API's own count (server/api/backlog.py): requests accepted and not yet
     finished, beyond the streams that can run. A request is admitted while the accepted
     ones, itself included, fit the streams plus `--max-queue` (0: no waiting room, admitted
     while a stream is free). The returned ticket holds the place until released."""
+    if state.drain.started:
+        raise shutting_down()
     try:
         stats = state.scheduler.stats()
     except Exception as e:

@@ -12,8 +12,9 @@ import contextlib
 import time
 from dataclasses import dataclass, field
 
-from server.requests import GenRequest
+from server.requests import SHUTTING_DOWN, GenRequest
 
+from .drain import CLOSED, shutting_down
 from .errors import ApiError
 from .textflow import detokenizer, stop_matcher
 
@@ -122,7 +123,9 @@ class Generation:
             self.finish = reason
             return Piece(emit, pending, finish=reason)
         self.finish = "error" if reason == "error" else "abort"
-        if reason == "error":
+        if reason == "error" and ev.code == SHUTTING_DOWN:
+            err = shutting_down(ev.error or CLOSED)
+        elif reason == "error":
             status = ev.error_code if 400 <= (ev.error_code or 0) < 600 else 503
             # the scheduler's 503 means the engine (a rank) is gone
             err = ApiError(status, ev.error or "generation failed",

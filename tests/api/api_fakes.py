@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 
 from server.api import AppState
-from server.requests import TokenEvent
+from server.requests import SHUTTING_DOWN, TokenEvent
 
 BOS, EOS, BYTE0 = 1, 2, 3
 VOCAB = 32000
@@ -65,6 +65,8 @@ class FakeScheduler:
         self.state = {"ranks": 1, "ranks_ok": True, "streams_busy": 0, "streams_total": 4,
                       "pages_free": 60, "pages_total": 64, "queue": 0, "context": 256}
         self.check_error: Exception | None = None
+        self.closed: str | None = None
+        self.ended: str | None = None
 
     def check(self, prompt_len: int, max_tokens: int) -> None:
         if self.check_error is not None:
@@ -76,6 +78,14 @@ class FakeScheduler:
     def cancel(self, req_id: str) -> None:
         self.cancelled.append(req_id)
         self.active.discard(req_id)
+
+    def stop_admitting(self, message: str) -> None:
+        """As the scheduler's: later requests end at once with a 503 shutting_down (this
+        fake has no waiting list: every request runs)."""
+        self.closed = message
+
+    def end_running(self, message: str) -> None:
+        self.ended = message            # each running request ends at its next token
 
     async def generate(self, req):
         if not self.push:
@@ -101,6 +111,10 @@ class FakeScheduler:
                 await task
 
     async def _produce(self, req):
+        if self.closed is not None:
+            yield TokenEvent(None, finish_reason="error", error=self.closed, error_code=503,
+                             code=SHUTTING_DOWN)
+            return
         self.started.append(req)
         self.active.add(req.id)
         if self.metrics is not None:
@@ -114,6 +128,10 @@ class FakeScheduler:
                     await asyncio.sleep(0)
                 if req.id not in self.active:
                     yield TokenEvent(None, finish_reason="abort")
+                    return
+                if self.ended is not None:
+                    yield TokenEvent(None, finish_reason="error", error=self.ended,
+                                     error_code=503, code=SHUTTING_DOWN)
                     return
                 if self.fail_after is not None and i == self.fail_after:
                     yield TokenEvent(None, finish_reason="error", error="rank 1 is gone",
