@@ -217,3 +217,36 @@ def _alive(pid: int) -> bool:
     except OSError:
         return False
     return stat[stat.rindex(")") + 2] != "Z"
+
+
+def test_a_follower_signalled_alone_keeps_following_until_a_third_signal(group):
+    """Ranks started one by one (as across hosts): a SIGTERM to the follower alone does not
+    stop it (rank 0 would have lost it mid-drain had the signal reached both); requests
+    still run through it. A third signal makes it leave at once, with one line, exit 0; rank
+    0 then calls it lost."""
+    from serve_procs import rank_args
+    master, port = f"{HOST}:{free_port()}", free_port()
+    url = f"http://{HOST}:{port}"
+    args = ["--model", "dummy:tiny", "--context", "512", "--port", str(port),
+            "--join-timeout", "30", "--log-level", "info"]
+    procs = [group.start(rank_args(r, 2, master, *args), name=f"rank{r}") for r in range(2)]
+    wait_health(url, procs, timeout=120)
+    follower = procs[1]
+    follower.popen.send_signal(signal.SIGTERM)
+    time.sleep(0.5)
+    r = httpx.post(url + "/v1/completions", json={**BODY, "max_tokens": 8}, timeout=30)
+    assert r.status_code == 200, r.text
+    assert follower.popen.poll() is None, follower.stderr[-2000:]
+    assert "SIGTERM: following until rank 0's stop (20 s at most)" in follower.stderr
+    follower.popen.send_signal(signal.SIGTERM)
+    time.sleep(0.2)
+    follower.popen.send_signal(signal.SIGTERM)
+    assert wait_exit([follower], 10) < 10, "the follower did not leave at the third signal"
+    assert follower.popen.returncode == 0, follower.stderr[-2000:]
+    lines = follower.stderr.strip().splitlines()
+    assert "Traceback" not in follower.stderr and lines[-1].startswith(
+        "foldserve: rank 1: stopped by SIGTERM (a third time); rank 0 sent no stop"), lines[-3:]
+    deadline = time.monotonic() + 10
+    while httpx.get(url + "/health", timeout=5).status_code != 503:
+        assert time.monotonic() < deadline, "rank 0 never noticed its follower leave"
+        time.sleep(0.1)
