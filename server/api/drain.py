@@ -58,7 +58,7 @@ class Drain:
         self.since = time.monotonic()
         backlog, sched = state.backlog, state.scheduler
         log.info("shutting down: no new requests; %d in flight get up to %g s to finish "
-                    "(--shutdown-timeout)", backlog.count, grace_s)
+                 "(--shutdown-timeout)", backlog.count, grace_s)
         sched.stop_admitting(CLOSED)
         await self._until_empty(backlog, self.since + grace_s, hurry=True)
         if backlog.count:

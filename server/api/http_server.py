@@ -60,6 +60,7 @@ class DrainingServer(uvicorn.Server):
         self.state = state
         self.signals = 0
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._drain_task: asyncio.Future | None = None
 
     async def serve(self, sockets=None) -> None:
         self._loop = asyncio.get_running_loop()

@@ -184,9 +184,10 @@ def guarded_protocol(limits: ConnectionLimits) -> type:
             if self.transport.is_closing():
                 return
             now, left = self.loop.time(), self.transport.get_write_buffer_size()
-            if left < self._write_left:
-                self._write_left, self._write_since = left, now
-            elif now - self._write_since >= self._limits.write_timeout:
+            if left < self._write_left:         # less than at the last tick: it reads
+                self._write_since = now
+            self._write_left = left
+            if now - self._write_since >= self._limits.write_timeout:
                 self._limits.write_late += 1
                 log.warning("a client read nothing of its reply for %g s (--write-timeout); "
                             "its connection is dropped and its request ended",
