@@ -2,7 +2,8 @@
 
     1. admission closes: a new request gets a 503 `shutting_down` with Retry-After (and
        `Connection: close`), /health a 503 `{"status": "stopping"}`, and the scheduler ends
-       every request still waiting for a stream with the same 503 (`stop_admitting`);
+       every request still waiting for a stream with the same 503 (`stop_admitting`, read
+       by the engine thread between two rounds);
     2. the running requests go on, for `--shutdown-timeout` seconds at most;
     3. those still running then end with that error (`end_running`): a stream gets an
        error event and `data: [DONE]`, a whole reply the 503 in OpenAI's shape;
