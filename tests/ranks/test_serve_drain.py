@@ -54,7 +54,7 @@ BODY = {"prompt": [1, 2, 3, 4], "temperature": 0, "ignore_eos": True}
 
 
 def _stream(url: str, max_tokens: int, out: dict, key: str) -> None:
-    events = []
+    events = out.setdefault(key + "_live", [])      # (the list grows as events come)
     try:
         with httpx.stream("POST", url + "/v1/completions", timeout=60,
                           json={**BODY, "max_tokens": max_tokens, "stream": True}) as r:
@@ -97,10 +97,17 @@ def test_sigterm_at_tp1_drains_then_exits_0(group):
                        "--shutdown-timeout", str(GRACE))
     out: dict = {}
     running = [threading.Thread(target=_stream, args=(url, 400, out, f"long{i}")) for i in range(2)]
-    short = threading.Thread(target=_stream, args=(url, 6, out, "short"))
     for t in running:
         t.start()
     _wait_for(url, 2, 0)
+    # the short stream: about 1.5 s of tokens at the rate measured now, so it still runs at
+    # the signal (about 0.3 s after it starts) and ends well within the grace
+    while len(out.get("long0_live", ())) < 2:
+        time.sleep(0.02)
+    n0, t1 = len(out["long0_live"]), time.monotonic()
+    time.sleep(1.0)
+    rate = (len(out["long0_live"]) - n0) / (time.monotonic() - t1)
+    short = threading.Thread(target=_stream, args=(url, max(4, int(1.5 * rate)), out, "short"))
     short.start()
     _wait_for(url, 3, 0)
     queued = [threading.Thread(target=_stream, args=(url, 400, out, f"queued{i}")) for i in range(2)]
@@ -110,6 +117,7 @@ def test_sigterm_at_tp1_drains_then_exits_0(group):
     _wait_for(url, 3, 3)
     t0 = time.monotonic()
     os.kill(proc.pid, signal.SIGTERM)
+    short_running = "short" not in out
     time.sleep(0.5)
     new = httpx.post(url + "/v1/completions", json={**BODY, "max_tokens": 2}, timeout=10)
     health = httpx.get(url + "/health", timeout=10)
@@ -136,13 +144,17 @@ def test_sigterm_at_tp1_drains_then_exits_0(group):
     assert whole.json()["error"]["code"] == "shutting_down"
     # the short running stream finishes; the long ones end at the grace with an error event
     s = out["short"]
+    assert short_running, f"the short stream ended before the signal ({rate:.1f} tokens/s)"
     assert s[-1] == "[DONE]" and json.loads(s[-2])["choices"][0]["finish_reason"] == "length", s[-3:]
+    assert out["short_at"] - t0 < GRACE, out["short_at"] - t0
     for i in range(2):
         e = _error_event(out[f"long{i}"])
         assert e["code"] == "shutting_down" and "--shutdown-timeout" in e["message"], e
         assert all("choices" in json.loads(x) for x in out[f"long{i}"][:-2])
         assert GRACE - 0.5 < out[f"long{i}_at"] - t0 < GRACE + 3, out[f"long{i}_at"] - t0
     assert "rank 0: " in err and " 0 open" in err                 # its table report
+    print(f"TP=1 ({rate:.1f} tokens/s a stream): short stream finished "
+          f"{out['short_at'] - t0:.2f} s after SIGTERM")
     print(f"TP=1: queued ended {max(out[f'queued{i}_at'] for i in range(2)) - t0:.2f} s, long "
           f"streams {max(out[f'long{i}_at'] for i in range(2)) - t0:.2f} s after SIGTERM; exit 0 "
           f"{took:.2f} s after it")
