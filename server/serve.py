@@ -86,13 +86,23 @@ def add_arguments(p):
                    help="a jinja2 chat template file (or the template itself) replacing the "
                         "model's")
     p.add_argument("--max-body-bytes", type=int, default=4 << 20, help="largest request body")
-    p.add_argument("--max-queue", type=int, default=256,
-                   help="requests that may wait beyond the running streams; 503 past it")
+    p.add_argument("--max-queue", type=_count, default=256,
+                   help="requests that may wait beyond the running streams; 503 past it "
+                        "(0: none wait, a request is admitted while a stream is free)")
     p.add_argument("--header-timeout", type=float, default=10.0,
                    help="seconds a connection has to send a request's headers (408 after)")
     p.add_argument("--body-timeout", type=_positive, default=60.0,
                    help="seconds a request's body has to arrive once its headers are in "
                         "(408 and a close after; default 60)")
+    p.add_argument("--write-timeout", type=_positive, default=30.0,
+                   help="seconds a client may read nothing of a reply waiting to be written "
+                        "(its buffers full) before its connection is dropped and its request "
+                        "ended, freeing its stream (default 30)")
+    p.add_argument("--shutdown-timeout", type=_seconds, default=5.0,
+                   help="on SIGTERM or Ctrl-C, seconds the running requests get to finish "
+                        "(new and waiting ones get 503 shutting_down at once); those still "
+                        "running then end with an error event and [DONE], and every rank "
+                        "exits 0 (default 5; 0: end them at once)")
     p.add_argument("--max-connections", type=int, default=None,
                    help="open client connections at most (default: from the open-file limit)")
     p.add_argument("--seed-salt", type=int, default=0,
@@ -111,6 +121,26 @@ def _keys(v: str) -> int:
     if n < 0:
         raise argparse.ArgumentTypeError(f"{v}: keys are counted from 0 (0: no bound)")
     return n
+
+
+def _count(v: str) -> int:
+    try:
+        n = int(v)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{v!r} is not a whole number") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"{v}: give 0 or more")
+    return n
+
+
+def _seconds(v: str) -> float:
+    try:
+        x = float(v)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{v!r} is not a number of seconds") from None
+    if not x >= 0 or x == float("inf"):
+        raise argparse.ArgumentTypeError(f"{v!r}: give a number of seconds, 0 or more")
+    return x
 
 
 def _positive(v: str) -> float:
@@ -336,7 +366,16 @@ def _serve_rank(args, env, rank, world, mhost, mport) -> int:
         if rank != 0:
             from server.ranks.follower import follow
             beat.set_timeout(args.peer_timeout)    # following from here: rank 0 pings as it serves
-            follow(comm, opened.engine)
+            wait = args.shutdown_timeout + FOLLOWER_WAIT_S
+            _await_stop_on_signal(rank, wait)
+            try:
+                follow(comm, opened.engine)
+            except _NoStop as e:
+                print(f"foldserve: rank {rank}: stopped by {e}; rank 0 sent no stop within "
+                      f"{wait:g} s of it (was it stopped too?); its group cannot go on: "
+                      "restart every rank", file=sys.stderr, flush=True)
+            finally:
+                signal.setitimer(signal.ITIMER_REAL, 0)
             return 0
         return _serve_front(args, env, opened, comm, beat, lays, rooms, reserves, context,
                             parallel)
@@ -388,6 +427,42 @@ def _exit_on_term(signum, frame):
     raise SystemExit(0)
 
 
+FOLLOWER_WAIT_S = 15.0     # beyond --shutdown-timeout, a signalled follower's wait for rank 0
+
+
+class _NoStop(BaseException):
+    """A signalled follower's wait for rank 0's stop step ran out (not an engine error)."""
+
+
+def _await_stop_on_signal(rank: int, wait_s: float) -> None:
+    """A follower's SIGTERM and SIGINT: the same signal has almost always reached rank 0
+    too (systemd signals the unit's whole cgroup, a terminal's Ctrl-C the whole process
+    group, and `--tp N` on one host starts the followers in rank 0's group), and rank 0
+    drains its requests and then sends every rank its stop step, which a follower that
+    died at the signal would never see (rank 0 would call it lost in the middle of its
+    drain). So a follower keeps following, and leaves on its own (exit 0, with a line)
+    only if no stop comes within `wait_s` (rank 0 was not stopped, or is gone), or at a
+    third signal."""
+    count = [0]
+
+    def on_signal(signum, frame):
+        count[0] += 1
+        name = signal.Signals(signum).name
+        if count[0] == 1:
+            log.info("rank %d: %s: following until rank 0's stop (%g s at most)", rank,
+                     name, wait_s)
+            signal.setitimer(signal.ITIMER_REAL, wait_s)
+        elif count[0] >= 3:
+            raise _NoStop(f"{name} (a third time)")
+
+    def on_alarm(signum, frame):
+        raise _NoStop("a signal")
+
+    signal.signal(signal.SIGALRM, on_alarm)
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+
+
 def _serve_front(args, env, opened, comm, beat, lays, rooms, reserves, context, parallel) -> int:
     from server.api.app import create_app
     from server.api.http_server import run_uvicorn
@@ -437,17 +512,20 @@ def _serve_front(args, env, opened, comm, beat, lays, rooms, reserves, context, 
                      model_name=names[0] if names else opened.name, served_names=names,
                      chat_template=args.chat_template_text,
                      context=context, api_keys=args.api_keys, max_body_bytes=args.max_body_bytes,
-                     max_queue=args.max_queue, tp=len(rooms), plan_line="\n".join(block),
+                     max_queue=args.max_queue, shutdown_timeout=args.shutdown_timeout,
+                     tp=len(rooms), plan_line="\n".join(block),
                      kv_mode="pages" if p.paged else "windows", load_s=opened.load_seconds)
-    # uvicorn re-raises the SIGTERM it caught once it has shut down; under the default
-    # action that killed rank 0 before sched.stop() could send the followers their StopStep
+    # a signal just before uvicorn serves or after it stopped (it drains on the ones in
+    # between, server/api/http_server.py): exit as after a clean run; the default actions
+    # would kill rank 0 before sched.stop() could send the followers their StopStep
     signal.signal(signal.SIGTERM, _exit_on_term)
+    signal.signal(signal.SIGINT, _exit_on_term)
     stats = StatsLogger(sched.stats, args.stats_interval).start()
     args.loading.stop()                        # uvicorn takes the socket from here
     try:
         run_uvicorn(create_app(state), args.host, args.port, args.log_level, sock=args.http_socket,
                     header_timeout=args.header_timeout, max_connections=args.max_connections,
-                    body_timeout=args.body_timeout)
+                    body_timeout=args.body_timeout, write_timeout=args.write_timeout)
     except SystemExit as e:                    # the SIGTERM above: exit as below
         if e.code not in (0, None):
             raise

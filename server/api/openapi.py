@@ -243,7 +243,8 @@ def _responses(path: str, method: str, api_key: bool) -> dict:
     out["200"] = {"description": "OK" + (" (a stream with \"stream\": true)" if streams else ""),
                   "content": content}
     if path == "/health":
-        out["503"] = {"description": "A rank is gone: status unhealthy, with a reason",
+        out["503"] = {"description": "A rank is gone (status unhealthy, the reason naming it) "
+                                     "or the server shuts down (status stopping)",
                       "content": {"application/json": {"schema": _ref("Health")}}}
         return out
     codes = list(ERRORS_BY_ROUTE[method])

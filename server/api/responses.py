@@ -84,8 +84,9 @@ class ModelList(BaseModel):
 
 
 class Health(BaseModel):
-    """200 with status "ok"; 503 with status "unhealthy" and a reason."""
-    status: Literal["ok", "unhealthy"]
+    """200 with status "ok"; 503 with status "unhealthy" (a rank is gone) or "stopping" (the
+    server shuts down) and a reason."""
+    status: Literal["ok", "unhealthy", "stopping"]
     reason: str | None = None
     model: str | None = None
     tp: int | None = None

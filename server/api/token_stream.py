@@ -12,8 +12,9 @@ import contextlib
 import time
 from dataclasses import dataclass, field
 
-from server.requests import GenRequest
+from server.requests import SHUTTING_DOWN, GenRequest
 
+from .drain import CLOSED, shutting_down
 from .errors import ApiError
 from .textflow import detokenizer, stop_matcher
 
@@ -124,7 +125,9 @@ class Generation:
             self.finish = reason
             return Piece(emit, pending, finish=reason)
         self.finish = "error" if reason == "error" else "abort"
-        if reason == "error":
+        if reason == "error" and ev.code == SHUTTING_DOWN:
+            err = shutting_down(ev.error or CLOSED)
+        elif reason == "error":
             status = ev.error_code if 400 <= (ev.error_code or 0) < 600 else 503
             # the scheduler's 503 means the engine (a rank) is gone
             err = ApiError(status, ev.error or "generation failed",
@@ -191,11 +194,13 @@ async def collect_all(request, gens: list):
 
 async def merged(streams: list):
     """Items of several async generators as they come: (index, item); each generator's
-    own order kept. An exception in one ends the whole (the others are closed)."""
-    if len(streams) == 1:
-        async for item in streams[0]:
-            yield 0, item
-        return
+    own order kept. An exception in one ends the whole (the others are closed).
+
+    Each generator runs in a task of its own, one at n = 1 too, whether or not the
+    consumer takes its items: a stream whose client stops reading (its writes block) still
+    runs its generation to the end, so the queue place (backlog.Ticket) is given back when
+    the engine finishes, not when the client reads. The items wait here; the consumer
+    closing the iteration (the client gone, or cut off by --write-timeout) cancels them."""
     q: asyncio.Queue = asyncio.Queue()
     done = object()
 
