@@ -80,6 +80,13 @@ def add_arguments(p):
     p.add_argument("--chat-template", default=None, metavar="FILE",
                    help="a jinja2 chat template file (or the template itself) replacing the "
                         "model's")
+    from server.text.reasoning import PARSER_NAMES
+    p.add_argument("--reasoning-parser", default="auto", choices=PARSER_NAMES,
+                   help="how a reply's reasoning is split from its answer into "
+                        "reasoning_content: auto (<think> parsing when the chat template or "
+                        "the model's family thinks, else none), none (the reply stays raw "
+                        "text), think (<think>...</think>; qwen3, deepseek_r1 and glm45 are "
+                        "vLLM's names for it)")
     p.add_argument("--max-body-bytes", type=int, default=4 << 20, help="largest request body")
     p.add_argument("--max-queue", type=int, default=256,
                    help="requests that may wait beyond the running streams; 503 past it")
@@ -386,10 +393,13 @@ def _serve_front(args, env, opened, comm, beat, lays, rooms, reserves, context, 
     names = tuple(args.served_model_name or ())
     state = AppState(scheduler=sched, tokenizer=opened.tokenizer,
                      model_name=names[0] if names else opened.name, served_names=names,
-                     chat_template=args.chat_template_text,
+                     chat_template=args.chat_template_text, reasoning_parser=args.reasoning_parser,
                      context=context, api_key=args.api_key, max_body_bytes=args.max_body_bytes,
                      max_queue=args.max_queue, tp=len(rooms), plan_line="\n".join(block),
                      kv_mode="pages" if p.paged else "windows", load_s=opened.load_seconds)
+    from server.api.reasoning import server_parser
+    log.info("reasoning parser: %s (--reasoning-parser %s)", server_parser(state) or "none",
+             args.reasoning_parser)
     # uvicorn re-raises the SIGTERM it caught once it has shut down; under the default
     # action that killed rank 0 before sched.stop() could send the followers their StopStep
     signal.signal(signal.SIGTERM, _exit_on_term)

@@ -40,6 +40,7 @@ class AppState:
     render_chat: Callable[[list], str] | None = None
     served_names: tuple = ()        # --served-model-name: every name a request may use
     chat_template: str | None = None    # --chat-template: replaces the tokenizer's
+    reasoning_parser: str = "auto"      # --reasoning-parser (server/text/reasoning.py)
 
     @property
     def names(self) -> tuple:

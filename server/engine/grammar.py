@@ -171,9 +171,42 @@ class Grammar:
         return Constraint(_llg().LLMatcher(self.llt, self.text, log_level=0), self.llt.vocab_size)
 
 
-def compile_grammar(tok, kind: str, spec) -> Grammar:
+# A reasoning model's reply: free text up to `</think>` (the first one: lazy), then the
+# grammar as its own sub-grammar (`@answer`). "inside": the prompt opened `<think>`;
+# "outside": the reply may open it itself, or answer at once.
+_REASONING = {
+    "inside": 'start: reason WS @answer\n',
+    "outside": 'start: think @answer\nthink: "<think>" reason WS |\n',
+}
+_REASONING_TAIL = 'reason[lazy]: /(?s:.*)<\\/think>/\nWS: /[ \\t\\n]*/\n'
+
+
+def after_reasoning(text: str, where: str) -> str:
+    """llguidance's grammar text that leaves the reasoning free and applies `text` (a
+    grammar_text result) from the end of `</think>` on (vLLM's rule for structured
+    outputs with a reasoning parser)."""
+    if where not in _REASONING:
+        raise ValueError(f"reasoning is 'inside' or 'outside', not {where!r}")
+    try:
+        top = json.loads(text)
+    except ValueError:
+        top = None
+    if isinstance(top, dict) and isinstance(top.get("grammars"), list) and top["grammars"]:
+        subs = [dict(g) for g in top["grammars"]]
+    else:
+        subs = [{"lark_grammar": text}]
+    subs[0]["name"] = "answer"
+    wrapper = {"lark_grammar": _REASONING[where] + _REASONING_TAIL}
+    return json.dumps({"grammars": [wrapper, *subs]})
+
+
+def compile_grammar(tok, kind: str, spec, reasoning: str | None = None) -> Grammar:
+    """reasoning: None (the grammar from the reply's first token), or "inside" / "outside"
+    (after_reasoning: the grammar from the end of the reply's `</think>`)."""
     llt = ll_tokenizer(tok)
     text = grammar_text(kind, spec)
+    if reasoning is not None:
+        text = after_reasoning(text, reasoning)
     err = _llg().LLMatcher.validate_grammar(text, llt)
     if err:
         raise GrammarError(err.strip().splitlines()[0] if len(err) > 300 else err.strip())
