@@ -85,13 +85,46 @@ def bound_numbers(schema):
     return out
 
 
+# An object that lists its `properties` and says nothing of `additionalProperties` is
+# closed (`additionalProperties: false`), as llama.cpp's grammars and vLLM's default
+# backend (xgrammar) close it: open, a model invents keys until max_tokens. A schema
+# opens one with `additionalProperties: true` (or a schema for the extra values). Left
+# as written: objects without `properties` (nothing to close them to), objects that say
+# `patternProperties` or `unevaluatedProperties`, or that compose (`allOf`, `anyOf`,
+# `oneOf`, `$ref`), and the members of an `allOf` (closing each would refuse the keys the
+# others add); also anything under `not` or `if`, as in bound_numbers.
+_COMPOSED = ("allOf", "anyOf", "oneOf", "$ref", "patternProperties", "unevaluatedProperties")
+
+
+def close_objects(schema, in_all_of: bool = False):
+    """A copy of `schema` with its open-by-omission objects closed (see above)."""
+    if not isinstance(schema, dict):
+        return schema
+    out = dict(schema)
+    for k in _SUB_ONE:
+        if isinstance(out.get(k), dict):
+            out[k] = close_objects(out[k])
+    for k in _SUB_LIST:
+        if isinstance(out.get(k), list):
+            out[k] = [close_objects(s, in_all_of=k == "allOf") for s in out[k]]
+    for k in _SUB_MAP:
+        if isinstance(out.get(k), dict):
+            out[k] = {name: close_objects(s) for name, s in out[k].items()}
+    t = out.get("type")
+    objecty = t == "object" or (isinstance(t, list) and "object" in t) or t is None
+    if (objecty and isinstance(out.get("properties"), dict) and not in_all_of
+            and "additionalProperties" not in out and not any(k in out for k in _COMPOSED)):
+        out["additionalProperties"] = False
+    return out
+
+
 def engine_schema(schema: dict) -> dict:
-    """The schema as it goes to llguidance: numbers bounded, our JSON_OPTIONS unless the
-    schema's own x-guidance says otherwise."""
+    """The schema as it goes to llguidance: open-by-omission objects closed, numbers
+    bounded, our JSON_OPTIONS unless the schema's own x-guidance says otherwise."""
     own = schema.get("x-guidance") or {}
     if not isinstance(own, dict):
         raise GrammarError("x-guidance must be an object")
-    out = bound_numbers(schema)
+    out = bound_numbers(close_objects(schema))
     out["x-guidance"] = {**JSON_OPTIONS, **own}
     return out
 
