@@ -87,6 +87,11 @@ def add_arguments(p):
                         "the model's family thinks, else none), none (the reply stays raw "
                         "text), think (<think>...</think>; qwen3, deepseek_r1 and glm45 are "
                         "vLLM's names for it)")
+    p.add_argument("--allowed-origins", action="append", default=None, metavar="ORIGINS",
+                   help="sites whose pages may read this server (CORS): origins such as "
+                        "http://localhost:3000, comma-separated or the flag repeated (or a "
+                        "JSON list, as vLLM takes it), * for every site (default: none; "
+                        "docs/api.md says why)")
     p.add_argument("--max-body-bytes", type=int, default=4 << 20, help="largest request body")
     p.add_argument("--max-queue", type=int, default=256,
                    help="requests that may wait beyond the running streams; 503 past it")
@@ -103,6 +108,15 @@ def add_arguments(p):
                    help="seconds between rank 0's stats lines while requests run (0: none)")
     p.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"),
                    help="uvicorn's and foldserve's log level; debug adds tracebacks")
+
+
+def _origins(values) -> tuple:
+    from server.api.cors import parse_origins
+    from server.config import ConfigError
+    try:
+        return parse_origins(values)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
 
 
 def _keys(v: str) -> int:
@@ -202,6 +216,7 @@ def _run(args, env) -> int:
         require_cuda()
     if (args.rank or int(env.torchrun.get("RANK", 0))) == 0:
         args.chat_template_text = read_chat_template(args.chat_template)   # before the load
+        args.origins = _origins(args.allowed_origins)
         from server.api.http_socket import Loading
         args.http_socket = _claim_port(args)   # before the model loads, not after
         args.loading = Loading(args.http_socket).start()   # 503 "loading" until serving
@@ -394,6 +409,7 @@ def _serve_front(args, env, opened, comm, beat, lays, rooms, reserves, context, 
     state = AppState(scheduler=sched, tokenizer=opened.tokenizer,
                      model_name=names[0] if names else opened.name, served_names=names,
                      chat_template=args.chat_template_text, reasoning_parser=args.reasoning_parser,
+                     allowed_origins=args.origins,
                      context=context, api_key=args.api_key, max_body_bytes=args.max_body_bytes,
                      max_queue=args.max_queue, tp=len(rooms), plan_line="\n".join(block),
                      kv_mode="pages" if p.paged else "windows", load_s=opened.load_seconds)

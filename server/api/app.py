@@ -8,6 +8,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from . import chat, completions, health, models, tokenize
 from .auth import BearerAuth
 from .bodylimit import BodyLimit
+from .cors import Cors
 from .docs_page import install_docs
 from .errors import install_handlers
 from .metrics import Metrics
@@ -38,4 +39,5 @@ def create_app(state: AppState) -> FastAPI:
     # outermost first: the key is checked before a large body is read
     app.add_middleware(BodyLimit, max_bytes=state.max_body_bytes)
     app.add_middleware(BearerAuth, api_key=state.api_key)
+    app.add_middleware(Cors, origins=tuple(state.allowed_origins))  # preflights carry no key
     return app
