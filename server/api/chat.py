@@ -85,9 +85,10 @@ async def chat_completions(request: Request):
     head = {"id": rid, "created": int(time.time()), "model": state.model_name}
 
     if body.stream:
-        include_usage = bool(body.stream_options and body.stream_options.include_usage)
-        return sse_response(_stream(state, gens, head, body.logprobs, include_usage, plan,
-                                    thinking))
+        opts = body.stream_options
+        return sse_response(_stream(state, gens, head, body.logprobs,
+                                    bool(opts and opts.include_usage), plan, thinking,
+                                    continuous=bool(opts and opts.continuous_usage_stats)))
 
     results = await collect_all(request, gens)
     if results is None:
@@ -111,12 +112,13 @@ async def chat_completions(request: Request):
 
 
 async def _stream(state, gens, head: dict, want_logprobs: bool, include_usage: bool,
-                  plan: toolmod.ToolPlan, thinking: ReasoningPlan):
+                  plan: toolmod.ToolPlan, thinking: ReasoningPlan, continuous: bool = False):
     """Chunks: the role, then reasoning deltas (reasoning_content and its alias reasoning)
     and content or tool-call deltas as the reply's parts come, then the finish. A piece's
-    logprobs ride on the next delta it gives (text held back as a possible marker waits)."""
+    logprobs ride on the next delta it gives (text held back as a possible marker waits).
+    continuous (stream_options.continuous_usage_stats): every chunk carries the usage so
+    far; include_usage: a last chunk with the whole usage (else chunks carry null)."""
     head = {**head, "object": "chat.completion.chunk"}
-    extra = {"usage": None} if include_usage else {}
     parsers = [toolmod.ToolStream(plan.names, plan.forced) if plan.parses else None
                for _ in gens]
     splits = [ReasoningStream(thinking.inside) if thinking.parser else None for _ in gens]
@@ -126,6 +128,8 @@ async def _stream(state, gens, head: dict, want_logprobs: bool, include_usage: b
         lp = None
         if want_logprobs and pending[i]:
             lp, pending[i] = logprobs_block(state.tokenizer, pending[i]), []
+        extra = {"usage": usage(gens)} if continuous else \
+            {"usage": None} if include_usage else {}
         return {**head, "choices": [{"index": i, "delta": delta, "logprobs": lp,
                                      "finish_reason": finish}], **extra}
 

@@ -110,6 +110,7 @@ class Tokens(BaseModel):
     tokens: list[int]
     count: int
     max_model_len: int
+    token_strs: list[str] | None = None     # with return_token_strs
 
 
 class Detokenized(BaseModel):

@@ -19,6 +19,7 @@ TokenIds = list[Annotated[int, Field(ge=0)]]
 class StreamOptions(BaseModel):
     model_config = Strict
     include_usage: bool | None = False
+    continuous_usage_stats: bool | None = False     # vLLM: the usage so far in every chunk
 
 
 class JsonSchemaFormat(BaseModel):
@@ -182,6 +183,9 @@ class TokenizeRequest(BaseModel):
     messages: list[Message] | None = None
     add_special_tokens: bool | None = None
     add_generation_prompt: bool | None = True
+    tools: list[Tool] | None = None                         # vLLM: the chat with its tools
+    chat_template_kwargs: dict[str, Any] | None = None
+    return_token_strs: bool | None = False                  # vLLM: each token's string too
 
 
 class DetokenizeRequest(BaseModel):
