@@ -405,6 +405,9 @@ def _serve_front(args, env, opened, comm, beat, lays, rooms, reserves, context, 
     sched = Scheduler(driver, Admission.from_plan(p, poison=env.kv_poison), context=context,
                       prefill_chunk=args.prefill_chunk, seed_salt=args.seed_salt,
                       token_budget=budget, solo_chunk=solo, prefill_keys=keys).start()
+    from server.warmup import warm_up
+    # the first round compiles the CPU kernels (or builds the GPU's): before /health says ready
+    warm_up(sched, opened.spec.vocab, f"the {args.device.replace('cuda', 'GPU').upper()} kernels")
     names = tuple(args.served_model_name or ())
     state = AppState(scheduler=sched, tokenizer=opened.tokenizer,
                      model_name=names[0] if names else opened.name, served_names=names,
@@ -413,7 +416,7 @@ def _serve_front(args, env, opened, comm, beat, lays, rooms, reserves, context, 
                      context=context, api_key=args.api_key, max_body_bytes=args.max_body_bytes,
                      max_queue=args.max_queue, tp=len(rooms), plan_line="\n".join(block),
                      kv_mode="pages" if p.paged else "windows", load_s=opened.load_seconds)
-    from server.api.reasoning import server_parser
+    from server.api.reasoning_plan import server_parser
     log.info("reasoning parser: %s (--reasoning-parser %s)", server_parser(state) or "none",
              args.reasoning_parser)
     # uvicorn re-raises the SIGTERM it caught once it has shut down; under the default

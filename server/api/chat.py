@@ -15,7 +15,7 @@ from .prompt_logprob_json import prompt_logprobs_json
 from .start import start_generations, usage
 from .schemas import ChatRequest
 from .sse import sse_response
-from .reasoning import ReasoningPlan, reasoning_plan, template_kwargs
+from .reasoning_plan import ReasoningPlan, reasoning_plan, template_kwargs
 from .structured import constraint_spec, off_loop, request_grammar
 from .textflow import encode_chat, message_dicts, render_chat_prompt
 from .textwork import refuse_sure_overflow, text_work

@@ -63,7 +63,7 @@ class ChatMessageOut(BaseModel):
     role: Literal["assistant"]
     content: str | None
     tool_calls: list[ToolCallOut] | None = None
-    # a reasoning model's reasoning (server/api/reasoning.py), under vLLM's two names
+    # a reasoning model's reasoning (server/api/reasoning_plan.py), under vLLM's two names
     reasoning_content: str | None = None
     reasoning: str | None = None
 

@@ -170,7 +170,7 @@ class ChatRequest(SamplingFields):
     tools: list[Tool] | None = None
     tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = None
     parallel_tool_calls: bool | None = True
-    # reasoning (server/api/reasoning.py)
+    # reasoning (server/api/reasoning_plan.py)
     include_reasoning: bool | None = True                    # vLLM
     reasoning_effort: Literal["none", "minimal", "low", "medium", "high"] | None = None
     reasoning_format: Literal["none", "auto", "deepseek"] | None = None   # llama-server
