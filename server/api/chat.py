@@ -59,14 +59,10 @@ def logprobs_block(tok, tokens: list) -> dict:
         for t, lp, top in tokens]}
 
 
-@router.post("/v1/chat/completions")
-async def chat_completions(request: Request):
-    state, metrics = request.app.state.foldserve, request.app.state.metrics
-    body = await parse_body(request, ChatRequest)
-    check_model(state, body.model)
-    refuse_unsupported(body)
-    if body.top_logprobs is not None and not body.logprobs:
-        raise invalid("top_logprobs needs logprobs=true", param="top_logprobs")
+async def prepare(request, state, body: ChatRequest):
+    """-> (the tool plan, the reply's compiled grammar or None, the prompt's ids, the
+    reasoning plan): what a chat request needs before it starts. The prompt is rendered
+    first: whether the reply starts inside its reasoning decides where a grammar begins."""
     plan = toolmod.plan(state, body)
     if plan.forced and constraint_spec(body) is not None:
         raise invalid(f"tool_choice {body.tool_choice!r} constrains the reply; it cannot "
@@ -79,6 +75,18 @@ async def chat_completions(request: Request):
     grammar = await off_loop(request_grammar, state, body, thinking.where)
     if plan.forced:
         grammar = (await off_loop(toolmod.compile_plan, state, plan, thinking.where)).grammar
+    return plan, grammar, ids, thinking
+
+
+@router.post("/v1/chat/completions")
+async def chat_completions(request: Request):
+    state, metrics = request.app.state.foldserve, request.app.state.metrics
+    body = await parse_body(request, ChatRequest)
+    check_model(state, body.model)
+    refuse_unsupported(body)
+    if body.top_logprobs is not None and not body.logprobs:
+        raise invalid("top_logprobs needs logprobs=true", param="top_logprobs")
+    plan, grammar, ids, thinking = await prepare(request, state, body)
     logprobs = (body.top_logprobs or 0) if body.logprobs else None
     rid, gens = start_generations(state, metrics, body, ids, chat=True, logprobs=logprobs,
                                   grammar=grammar)

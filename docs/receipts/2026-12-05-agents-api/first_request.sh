@@ -1,5 +1,5 @@
 #!/bin/bash
-# usage: first.sh CHECKOUT LABEL CACHE_DIR PORT  -- start serve, time /health ready, then the README's curl twice
+# usage: first.sh CHECKOUT LABEL CACHE_DIR PORT  -- start serve, time /health ready, then the README's curl three times (EXTRA: more serve flags; OUTDIR: where logs and replies go)
 set -u
 CO=$1; LABEL=$2; CACHE=$3; PORT=$4
 PY=/work/main/.venv/bin/python
