@@ -405,9 +405,6 @@ def _serve_front(args, env, opened, comm, beat, lays, rooms, reserves, context, 
     sched = Scheduler(driver, Admission.from_plan(p, poison=env.kv_poison), context=context,
                       prefill_chunk=args.prefill_chunk, seed_salt=args.seed_salt,
                       token_budget=budget, solo_chunk=solo, prefill_keys=keys).start()
-    from server.warmup import warm_up
-    # the first round compiles the CPU kernels (or builds the GPU's): before /health says ready
-    warm_up(sched, opened.spec.vocab, f"the {args.device.replace('cuda', 'GPU').upper()} kernels")
     names = tuple(args.served_model_name or ())
     state = AppState(scheduler=sched, tokenizer=opened.tokenizer,
                      model_name=names[0] if names else opened.name, served_names=names,
@@ -423,8 +420,12 @@ def _serve_front(args, env, opened, comm, beat, lays, rooms, reserves, context, 
     # action that killed rank 0 before sched.stop() could send the followers their StopStep
     signal.signal(signal.SIGTERM, _exit_on_term)
     stats = StatsLogger(sched.stats, args.stats_interval).start()
-    args.loading.stop()                        # uvicorn takes the socket from here
     try:
+        from server.warmup import warm_up
+        # the first round compiles the CPU kernels (builds the GPU's): /health says "loading"
+        # until they are ready; a SIGTERM meanwhile stops the ranks as below
+        warm_up(sched, opened.spec.vocab, f"the {args.device.replace('cuda', 'GPU').upper()} kernels")
+        args.loading.stop()                    # uvicorn takes the socket from here
         run_uvicorn(create_app(state), args.host, args.port, args.log_level, sock=args.http_socket,
                     header_timeout=args.header_timeout, max_connections=args.max_connections,
                     body_timeout=args.body_timeout)
