@@ -183,8 +183,9 @@ class ToolStream:
     """Streamed text -> deltas: content streams until a tool-call marker, calls come out
     whole as OpenAI's tool-call deltas (id, type and name first, then the arguments).
     A forced plan's reply (`forced`; `names`: the functions it may call) is calls alone:
-    nothing of it streams as content. `finish(cut=True)`: the reply ended at max_tokens, and its cut
-    last call comes out as a call (tool_calls.cut_call), as the whole reply's would."""
+    nothing of it streams as content. `finish(cut=True)`: the reply ended at max_tokens,
+    and its cut last call comes out as a call (tool_calls.cut_call), as the whole reply's
+    would."""
 
     def __init__(self, names=(), forced: bool = False):
         self.held = ""
