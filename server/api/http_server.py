@@ -35,6 +35,20 @@ def default_max_connections() -> int:
     return max(16, soft - max(64, soft // 8))
 
 
+def timed_log_config() -> dict:
+    """uvicorn's own log config with the time in front of each line, as foldserve's."""
+    import copy
+
+    from uvicorn.config import LOGGING_CONFIG
+
+    from server.log_format import LOG_DATE, LOG_PREFIX
+    config = copy.deepcopy(LOGGING_CONFIG)
+    for f in config["formatters"].values():
+        f["fmt"] = LOG_PREFIX + f["fmt"]
+        f["datefmt"] = LOG_DATE
+    return config
+
+
 def run_uvicorn(app, host: str = "127.0.0.1", port: int = 8000, log_level: str = "info",
                 out=None, header_timeout: float = 10.0, max_connections: int | None = None,
                 sock=None, body_timeout: float = 60.0) -> None:
@@ -61,7 +75,8 @@ def run_uvicorn(app, host: str = "127.0.0.1", port: int = 8000, log_level: str =
         port = sock.getsockname()[1]
     print(startup_line(state, host, port), file=out, flush=True)
     config = uvicorn.Config(app, host=host, port=port, log_level=log_level,
-                            timeout_graceful_shutdown=5, http=guarded_protocol(limits))
+                            timeout_graceful_shutdown=5, http=guarded_protocol(limits),
+                            log_config=timed_log_config())
     throttle_floods("asyncio", "uvicorn.error")     # after Config has set up logging
     freeze_startup()        # start-up's objects out of every later full collection (gchold.py)
     uvicorn.Server(config).run(sockets=[sock] if sock is not None else None)

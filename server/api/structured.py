@@ -55,9 +55,11 @@ def constraint_spec(body) -> tuple[str, object, str] | None:
     return found[0] if found else None
 
 
-def compile_for(state, kind: str, spec, param: str):
+def compile_for(state, kind: str, spec, param: str, reasoning: str | None = None):
+    """reasoning: None, or where a reasoning model's reply starts ("inside" / "outside"
+    its `<think>`): the grammar then applies from the end of the reasoning."""
     try:
-        return compile_grammar(state.tokenizer, kind, spec)
+        return compile_grammar(state.tokenizer, kind, spec, reasoning)
     except GrammarError as e:
         raise invalid(f"{param} does not compile: {e}", param=param,
                       code="invalid_grammar") from e
@@ -66,10 +68,10 @@ def compile_for(state, kind: str, spec, param: str):
                        headers={"Retry-After": "1"}) from e
 
 
-def request_grammar(state, body):
+def request_grammar(state, body, reasoning: str | None = None):
     """The compiled grammar the body asks for, or None (400 on a bad one)."""
     spec = constraint_spec(body)
-    return None if spec is None else compile_for(state, *spec)
+    return None if spec is None else compile_for(state, *spec, reasoning=reasoning)
 
 
 async def off_loop(fn, *args):
