@@ -16,7 +16,7 @@ from .start import start_generations, usage
 from .schemas import ChatRequest
 from .sse import sse_response
 from .reasoning_plan import ReasoningPlan, reasoning_plan, template_kwargs
-from .structured import constraint_spec, off_loop, request_grammar
+from .structured import constraint_spec, off_loop, refuse_past_limits, request_grammar
 from .textflow import encode_chat, message_dicts, render_chat_prompt
 from .textwork import refuse_sure_overflow, text_work
 from server.text.reasoning import ReasoningStream, split as split_reasoning
@@ -59,6 +59,17 @@ def logprobs_block(tok, tokens: list) -> dict:
         for t, lp, top in tokens]}
 
 
+def refuse_grammars_past_limits(body, plan: toolmod.ToolPlan) -> None:
+    """The body's grammar and a forced plan's call grammar checked against the grammar
+    limits (a 400 invalid_grammar), before the prompt renders: tools past a limit are too
+    large as a grammar before they are too large as the prompt."""
+    spec = constraint_spec(body)
+    if spec is not None:
+        refuse_past_limits(*spec)
+    if plan.forced:
+        refuse_past_limits("lark", toolmod.call_grammar(plan.chosen, plan.many), "tools")
+
+
 async def prepare(request, state, body: ChatRequest):
     """-> (the tool plan, the reply's compiled grammar or None, the prompt's ids, the
     reasoning plan): what a chat request needs before it starts; /v1/messages and
@@ -69,6 +80,7 @@ async def prepare(request, state, body: ChatRequest):
     if plan.forced and constraint_spec(body) is not None:
         raise invalid(f"tool_choice {body.tool_choice!r} constrains the reply; it cannot "
                       "be combined with response_format or a grammar", param="tool_choice")
+    await off_loop(refuse_grammars_past_limits, body, plan)
     text, ids = await text_work(request).run(chat_prompt, state, body.messages,
                                              body.add_generation_prompt is not False, plan,
                                              template_kwargs(body))

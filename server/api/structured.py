@@ -14,6 +14,7 @@ import asyncio
 
 from server.engine.grammar import GrammarError, compile_grammar
 from server.engine.grammar_compiler import CompilerBusy
+from server.engine.grammar_limits import problem
 
 from .errors import ApiError, invalid
 
@@ -66,6 +67,16 @@ def compile_for(state, kind: str, spec, param: str, reasoning: str | None = None
     except CompilerBusy as e:
         raise ApiError(503, f"{param}: {e}; try again", param=param, code="grammar_busy",
                        headers={"Retry-After": "1"}) from e
+
+
+def refuse_past_limits(kind: str, spec, param: str) -> None:
+    """The 400 compile_for gives a grammar past a limit (grammar_limits), without compiling:
+    a route that renders its prompt before it compiles checks the limits first, so a huge
+    schema is refused as a grammar, not as the prompt it would make."""
+    why = problem(kind, spec)
+    if why:
+        raise invalid(f"{param} does not compile: too large: {why}", param=param,
+                      code="invalid_grammar")
 
 
 def request_grammar(state, body, reasoning: str | None = None):
