@@ -85,6 +85,18 @@ def add_arguments(p):
     p.add_argument("--chat-template", default=None, metavar="FILE",
                    help="a jinja2 chat template file (or the template itself) replacing the "
                         "model's")
+    from server.text.reasoning import PARSER_NAMES
+    p.add_argument("--reasoning-parser", default="auto", choices=PARSER_NAMES,
+                   help="how a reply's reasoning is split from its answer into "
+                        "reasoning_content: auto (<think> parsing when the chat template or "
+                        "the model's family thinks, else none), none (the reply stays raw "
+                        "text), think (<think>...</think>; qwen3, deepseek_r1 and glm45 are "
+                        "vLLM's names for it)")
+    p.add_argument("--allowed-origins", action="append", default=None, metavar="ORIGINS",
+                   help="sites whose pages may read this server (CORS): origins such as "
+                        "http://localhost:3000, comma-separated or the flag repeated (or a "
+                        "JSON list, as vLLM takes it), * for every site (default: none; "
+                        "docs/api.md says why)")
     p.add_argument("--max-body-bytes", type=int, default=4 << 20, help="largest request body")
     p.add_argument("--max-queue", type=_count, default=256,
                    help="requests that may wait beyond the running streams; 503 past it "
@@ -111,6 +123,15 @@ def add_arguments(p):
                    help="seconds between rank 0's stats lines while requests run (0: none)")
     p.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"),
                    help="uvicorn's and foldserve's log level; debug adds tracebacks")
+
+
+def _origins(values) -> tuple:
+    from server.api.cors import parse_origins
+    from server.config import ConfigError
+    try:
+        return parse_origins(values)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
 
 
 def _keys(v: str) -> int:
@@ -274,6 +295,7 @@ def _run(args, env) -> int:
     if (args.rank or int(env.torchrun.get("RANK", 0))) == 0:
         args.chat_template_text = read_chat_template(args.chat_template)   # before the load
         args.api_keys = _api_keys(args)
+        args.origins = _origins(args.allowed_origins)
         from server.api.http_socket import Loading
         args.http_socket = _claim_port(args)   # before the model loads, not after
         args.loading = Loading(args.http_socket).start()   # 503 "loading" until serving
@@ -510,19 +532,27 @@ def _serve_front(args, env, opened, comm, beat, lays, rooms, reserves, context, 
     names = tuple(args.served_model_name or ())
     state = AppState(scheduler=sched, tokenizer=opened.tokenizer,
                      model_name=names[0] if names else opened.name, served_names=names,
-                     chat_template=args.chat_template_text,
+                     chat_template=args.chat_template_text, reasoning_parser=args.reasoning_parser,
+                     allowed_origins=args.origins,
                      context=context, api_keys=args.api_keys, max_body_bytes=args.max_body_bytes,
                      max_queue=args.max_queue, shutdown_timeout=args.shutdown_timeout,
                      tp=len(rooms), plan_line="\n".join(block),
                      kv_mode="pages" if p.paged else "windows", load_s=opened.load_seconds)
+    from server.api.reasoning_plan import server_parser
+    log.info("reasoning parser: %s (--reasoning-parser %s)", server_parser(state) or "none",
+             args.reasoning_parser)
     # a signal just before uvicorn serves or after it stopped (it drains on the ones in
     # between, server/api/http_server.py): exit as after a clean run; the default actions
     # would kill rank 0 before sched.stop() could send the followers their StopStep
     signal.signal(signal.SIGTERM, _exit_on_term)
     signal.signal(signal.SIGINT, _exit_on_term)
     stats = StatsLogger(sched.stats, args.stats_interval).start()
-    args.loading.stop()                        # uvicorn takes the socket from here
     try:
+        from server.warmup import warm_up
+        # the first round compiles the CPU kernels (builds the GPU's): /health says "loading"
+        # until they are ready; a SIGTERM meanwhile stops the ranks as below
+        warm_up(sched, opened.spec.vocab, f"the {args.device.replace('cuda', 'GPU').upper()} kernels")
+        args.loading.stop()                    # uvicorn takes the socket from here
         run_uvicorn(create_app(state), args.host, args.port, args.log_level, sock=args.http_socket,
                     header_timeout=args.header_timeout, max_connections=args.max_connections,
                     body_timeout=args.body_timeout, write_timeout=args.write_timeout)

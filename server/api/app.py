@@ -9,6 +9,7 @@ from . import chat, completions, health, messages, models, responses_api, tokeni
 from .anthropic_errors import AnthropicErrors
 from .auth import BearerAuth
 from .bodylimit import BodyLimit
+from .cors import Cors
 from .docs_page import install_docs
 from .errors import install_handlers
 from .metrics import Metrics
@@ -42,4 +43,5 @@ def create_app(state: AppState) -> FastAPI:
     app.add_middleware(BodyLimit, max_bytes=state.max_body_bytes)
     app.add_middleware(BearerAuth, api_keys=state.api_keys)
     app.add_middleware(AnthropicErrors)         # every refusal on /v1/messages in its shape
+    app.add_middleware(Cors, origins=tuple(state.allowed_origins))  # preflights carry no key
     return app

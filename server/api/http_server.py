@@ -116,6 +116,20 @@ class DrainingServer(uvicorn.Server):
                 c.transport.abort()
 
 
+def timed_log_config() -> dict:
+    """uvicorn's own log config with the time in front of each line, as foldserve's."""
+    import copy
+
+    from uvicorn.config import LOGGING_CONFIG
+
+    from server.log_format import LOG_DATE, LOG_PREFIX
+    config = copy.deepcopy(LOGGING_CONFIG)
+    for f in config["formatters"].values():
+        f["fmt"] = LOG_PREFIX + f["fmt"]
+        f["datefmt"] = LOG_DATE
+    return config
+
+
 def run_uvicorn(app, host: str = "127.0.0.1", port: int = 8000, log_level: str = "info",
                 out=None, header_timeout: float = 10.0, max_connections: int | None = None,
                 sock=None, body_timeout: float = 60.0, write_timeout: float = 30.0) -> None:
@@ -143,7 +157,8 @@ def run_uvicorn(app, host: str = "127.0.0.1", port: int = 8000, log_level: str =
     # the drain has ended every request and dropped what was not written before uvicorn's
     # own shutdown begins; its graceful wait is a last resort
     config = uvicorn.Config(app, host=host, port=port, log_level=log_level,
-                            timeout_graceful_shutdown=2, http=guarded_protocol(limits))
+                            timeout_graceful_shutdown=2, http=guarded_protocol(limits),
+                            log_config=timed_log_config())
     throttle_floods("asyncio", "uvicorn.error")     # after Config has set up logging
     freeze_startup()        # start-up's objects out of every later full collection (gchold.py)
     DrainingServer(config, state).run(sockets=[sock] if sock is not None else None)

@@ -188,19 +188,19 @@ async def messages(request: Request):
     body = await parse_body(request, MessagesRequest)
     check_model(state, body.model)
     cb = chat_request(body)
-    plan, grammar, ids = await chatmod.prepare(request, state, cb)
+    plan, grammar, ids, thinking = await chatmod.prepare(request, state, cb)
     gen = start_generation(state, metrics, cb, ids, chat=True, logprobs=None, grammar=grammar)
     mid = message_id()
     head = {"id": mid, "type": "message", "role": "assistant", "model": state.model_name}
     if body.stream:
-        return typed_sse_response(_stream(gen, head, ReplyBlocks(plan)), stream_error)
+        return typed_sse_response(_stream(gen, head, ReplyBlocks(plan, thinking)), stream_error)
     result = await collect(request, gen)
     if result is None:
         return Response(status_code=499)    # the client left; nobody reads this
     text, _, finish, error = result
     if error is not None:
         raise error
-    blocks = ReplyBlocks(plan).whole(text)
+    blocks = ReplyBlocks(plan, thinking).whole(text, cut=finish == "length")
     reason, seq = stop_reason(finish, gen.stop_string, sum(b.kind == "call" for b in blocks))
     return JSONResponse({**head, "content": [content_block(b) for b in blocks if
                                              b.kind == "call" or b.text],
@@ -237,7 +237,7 @@ async def _stream(gen, head: dict, rb: ReplyBlocks):
         if p.error is not None:
             raise p.error
         if p.finish:
-            for e in events(rb.finish()):
+            for e in events(rb.finish(cut=p.finish == "length")):
                 yield e
             reason, seq = stop_reason(p.finish, gen.stop_string, len(rb.calls))
             yield {"type": "message_delta", "delta": {"stop_reason": reason,
@@ -251,5 +251,5 @@ async def count_tokens(request: Request):
     state = request.app.state.foldserve
     body = await parse_body(request, CountTokensRequest)
     check_model(state, body.model)
-    _, _, ids = await chatmod.prepare(request, state, chat_request(body))
+    _, _, ids, _ = await chatmod.prepare(request, state, chat_request(body))
     return JSONResponse({"input_tokens": len(ids)})

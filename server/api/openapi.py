@@ -158,6 +158,7 @@ def tighten(components: dict, vocab) -> None:
         props["n"] = {**_nullable({"type": "integer", "minimum": 1, "maximum": MAX_N}),
                       "description": f"choices, 1..{MAX_N} (sampling.MAX_N)"}
         props["stop"] = stop                             # sampling: no empty stop string
+        props["stop_token_ids"] = _nullable({"type": "array", "items": tid})   # start.py
         props["logit_bias"] = _nullable({                # sampling.logit_bias
             "type": "object", "propertyNames": {"pattern": id_pattern(vocab)},
             "additionalProperties": {"type": "number", "minimum": -100, "maximum": 100}})
@@ -169,9 +170,9 @@ def tighten(components: dict, vocab) -> None:
     comp["prompt"] = {"anyOf": [
         text,                                            # completions.prompt_ids: not empty
         {"type": "array", "items": tid, "minItems": 1},
-        {"type": "array", "items": text, "minItems": 1, "maxItems": 1},
+        {"type": "array", "items": text, "minItems": 1},   # several prompts: choices i*n+j
         {"type": "array", "items": {"type": "array", "items": tid, "minItems": 1},
-         "minItems": 1, "maxItems": 1}]}
+         "minItems": 1}]}
     comp["best_of"] = _nullable({"type": "integer", "minimum": 1, "maximum": 1})
     # sampling.refuse_unsupported: echo with logprobs is not streamed (prompt logprobs)
     components["CompletionRequest"]["if"] = {"required": ["echo", "stream"],
@@ -196,7 +197,9 @@ def tighten(components: dict, vocab) -> None:
     tok = components["TokenizeRequest"]
     tok["oneOf"] = [
         {"required": ["prompt"], "properties": {"prompt": {"type": "string"},
-                                                "messages": {"type": "null"}}},
+                                                "messages": {"type": "null"},
+                                                "tools": {"type": "null"},
+                                                "chat_template_kwargs": {"type": "null"}}},
         {"required": ["messages"], "properties": {"messages": {"type": "array", "minItems": 1},
                                                   "prompt": {"type": "null"}}}]
     components["DetokenizeRequest"]["properties"]["tokens"] = {"type": "array", "items": tid}

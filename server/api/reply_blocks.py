@@ -2,19 +2,25 @@
 tool calls, in the order the model wrote them, each opened, filled and closed before the
 next opens.
 
-The chat machinery's parser (tools.ToolStream) turns streamed text into chat deltas
-({"content"} and OpenAI's tool-call deltas); `ReplyBlocks` turns those into block events,
-so /v1/messages and /v1/responses render one sequence, streamed or whole (a whole reply is
-pushed at once), with whatever tools.py decides about markup. Hook for a reasoning parser:
-its deltas ({"reasoning_content": ...}) would become a third kind of block here, rendered
-as a thinking block (Messages) or a reasoning item (Responses); until then a delta of any
-other kind is a bug, never dropped.
+The chat machinery's parsers turn streamed text into chat deltas: a reasoning model's reply
+is split first (server/text/reasoning.py, as the chat route's `ReasoningPlan` says), then
+its answer goes through tools.ToolStream ({"content"} and OpenAI's tool-call deltas; a
+forced plan's reply is calls alone, and one cut by max_tokens still ends as its calls).
+`ReplyBlocks` turns those into block events, so /v1/messages and /v1/responses render one
+sequence, streamed or whole (a whole reply is pushed at once), with whatever tools.py
+decides about markup. The reasoning is not a block: these routes do not return it (their
+`thinking` / `reasoning` request fields and input blocks are refused by name), so it is
+split off and dropped, never shown as text. A delta of any other kind is a bug, never
+dropped.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from server.text.reasoning import ReasoningStream
+
 from . import tools as toolmod
+from .reasoning_plan import ReasoningPlan
 
 
 @dataclass
@@ -35,11 +41,14 @@ class BlockEvent:
 @dataclass
 class ReplyBlocks:
     plan: toolmod.ToolPlan
+    thinking: ReasoningPlan = field(default_factory=ReasoningPlan)
     blocks: list[Block] = field(default_factory=list)
     open: Block | None = None
 
     def __post_init__(self):
-        self.parser = toolmod.ToolStream() if self.plan.parses else None
+        self.parser = toolmod.ToolStream(self.plan.names, self.plan.forced) \
+            if self.plan.parses else None
+        self.split = ReasoningStream(self.thinking.inside) if self.thinking.parser else None
 
     @property
     def calls(self) -> list[Block]:
@@ -48,18 +57,30 @@ class ReplyBlocks:
     def push(self, text: str) -> list[BlockEvent]:
         if not text:
             return []
-        deltas = self.parser.push(text) if self.parser else [{"content": text}]
-        return [e for d in deltas for e in self._delta(d)]
+        return self._answer(self.split.push(text) if self.split else [("content", text)])
 
-    def finish(self) -> list[BlockEvent]:
-        """The events that close the reply; afterwards `blocks` is the whole reply."""
-        out = [e for d in (self.parser.finish() if self.parser else []) for e in self._delta(d)]
+    def finish(self, cut: bool = False) -> list[BlockEvent]:
+        """The events that close the reply (cut: it ended at max_tokens); afterwards
+        `blocks` is the whole reply."""
+        out = self._answer(self.split.finish()) if self.split else []
+        if self.parser:
+            out += [e for d in self.parser.finish(cut=cut) for e in self._delta(d)]
         return out + self._close()
 
-    def whole(self, text: str) -> list[Block]:
+    def whole(self, text: str, cut: bool = False) -> list[Block]:
         self.push(text)
-        self.finish()
+        self.finish(cut)
         return self.blocks
+
+    def _answer(self, parts) -> list[BlockEvent]:
+        """The answer's parts as events; the reasoning's are dropped (see above)."""
+        out: list[BlockEvent] = []
+        for part, text in parts:
+            if part != "content":
+                continue
+            deltas = self.parser.push(text) if self.parser else [{"content": text}]
+            out += [e for d in deltas for e in self._delta(d)]
+        return out
 
     def _close(self) -> list[BlockEvent]:
         if self.open is None:

@@ -236,9 +236,9 @@ async def responses(request: Request):
     check_model(state, body.model)
     convo = conversation(request, body)
     cb = chat_request(body, convo)
-    plan, grammar, ids = await chatmod.prepare(request, state, cb)
+    plan, grammar, ids, thinking = await chatmod.prepare(request, state, cb)
     gen = start_generation(state, metrics, cb, ids, chat=True, logprobs=None, grammar=grammar)
-    rb, resp = ReplyBlocks(plan), ResponseBody(state, body)
+    rb, resp = ReplyBlocks(plan, thinking), ResponseBody(state, body)
     store = request.app.state.response_store if body.store is not False else None
     if body.stream:
         return typed_sse_response(_stream(gen, rb, resp, convo, store), resp.failed)
@@ -248,7 +248,7 @@ async def responses(request: Request):
     text, _, finish, error = result
     if error is not None:
         raise error
-    blocks = [b for b in rb.whole(text) if b.kind == "call" or b.text]
+    blocks = [b for b in rb.whole(text, cut=finish == "length") if b.kind == "call" or b.text]
     obj = resp.finish(_items(blocks, finish), finish, gen)
     if store is not None:
         store.put(resp.id, convo + output_messages(blocks))
@@ -310,7 +310,7 @@ async def _stream(gen, rb: ReplyBlocks, resp: ResponseBody, convo: list[dict], s
         if p.error is not None:
             raise p.error
         if p.finish:
-            for e in events(rb.finish()):
+            for e in events(rb.finish(cut=p.finish == "length")):
                 yield e
             obj = resp.finish(items, p.finish, gen)
             if store is not None:

@@ -17,6 +17,7 @@ from server.requests import GenRequest
 
 from .backlog import shares
 from .request_checks import admit
+from .textflow import check_token_ids
 from .token_stream import Generation
 from .sampling import (check_fit, choice_seed, resolve_max_tokens, sampling_params,
                        stop_strings)
@@ -25,6 +26,7 @@ from .sampling import (check_fit, choice_seed, resolve_max_tokens, sampling_para
 def start_generations(state, metrics, body, ids: list, *, chat: bool, logprobs,
                       grammar=None) -> tuple[str, list[Generation]]:
     """-> (the response id, one Generation per choice)."""
+    check_token_ids(state.tokenizer, body.stop_token_ids or (), "stop_token_ids")
     max_tokens = resolve_max_tokens(body, prompt_len=len(ids), context=state.context, chat=chat)
     check_fit(state.scheduler, len(ids), max_tokens)
     ticket = admit(state)               # the request's place, shared by its choices

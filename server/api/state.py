@@ -43,6 +43,8 @@ class AppState:
     render_chat: Callable[[list], str] | None = None
     served_names: tuple = ()        # --served-model-name: every name a request may use
     chat_template: str | None = None    # --chat-template: replaces the tokenizer's
+    reasoning_parser: str = "auto"      # --reasoning-parser (server/text/reasoning.py)
+    allowed_origins: tuple = ()         # --allowed-origins (server/api/cors.py); * = any
 
     @property
     def names(self) -> tuple:

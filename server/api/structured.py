@@ -14,6 +14,7 @@ import asyncio
 
 from server.engine.grammar import GrammarError, compile_grammar
 from server.engine.grammar_compiler import CompilerBusy
+from server.engine.grammar_limits import problem
 
 from .errors import ApiError, invalid
 
@@ -55,9 +56,11 @@ def constraint_spec(body) -> tuple[str, object, str] | None:
     return found[0] if found else None
 
 
-def compile_for(state, kind: str, spec, param: str):
+def compile_for(state, kind: str, spec, param: str, reasoning: str | None = None):
+    """reasoning: None, or where a reasoning model's reply starts ("inside" / "outside"
+    its `<think>`): the grammar then applies from the end of the reasoning."""
     try:
-        return compile_grammar(state.tokenizer, kind, spec)
+        return compile_grammar(state.tokenizer, kind, spec, reasoning)
     except GrammarError as e:
         raise invalid(f"{param} does not compile: {e}", param=param,
                       code="invalid_grammar") from e
@@ -66,10 +69,20 @@ def compile_for(state, kind: str, spec, param: str):
                        headers={"Retry-After": "1"}) from e
 
 
-def request_grammar(state, body):
+def refuse_past_limits(kind: str, spec, param: str) -> None:
+    """The 400 compile_for gives a grammar past a limit (grammar_limits), without compiling:
+    a route that renders its prompt before it compiles checks the limits first, so a huge
+    schema is refused as a grammar, not as the prompt it would make."""
+    why = problem(kind, spec)
+    if why:
+        raise invalid(f"{param} does not compile: too large: {why}", param=param,
+                      code="invalid_grammar")
+
+
+def request_grammar(state, body, reasoning: str | None = None):
     """The compiled grammar the body asks for, or None (400 on a bad one)."""
     spec = constraint_spec(body)
-    return None if spec is None else compile_for(state, *spec)
+    return None if spec is None else compile_for(state, *spec, reasoning=reasoning)
 
 
 async def off_loop(fn, *args):

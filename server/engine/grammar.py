@@ -95,13 +95,46 @@ def bound_numbers(schema):
     return out
 
 
+# An object that lists its `properties` and says nothing of `additionalProperties` is
+# closed (`additionalProperties: false`), as llama.cpp's grammars and vLLM's default
+# backend (xgrammar) close it: open, a model invents keys until max_tokens. A schema
+# opens one with `additionalProperties: true` (or a schema for the extra values). Left
+# as written: objects without `properties` (nothing to close them to), objects that say
+# `patternProperties` or `unevaluatedProperties`, or that compose (`allOf`, `anyOf`,
+# `oneOf`, `$ref`), and the members of an `allOf` (closing each would refuse the keys the
+# others add); also anything under `not` or `if`, as in bound_numbers.
+_COMPOSED = ("allOf", "anyOf", "oneOf", "$ref", "patternProperties", "unevaluatedProperties")
+
+
+def close_objects(schema, in_all_of: bool = False):
+    """A copy of `schema` with its open-by-omission objects closed (see above)."""
+    if not isinstance(schema, dict):
+        return schema
+    out = dict(schema)
+    for k in _SUB_ONE:
+        if isinstance(out.get(k), dict):
+            out[k] = close_objects(out[k])
+    for k in _SUB_LIST:
+        if isinstance(out.get(k), list):
+            out[k] = [close_objects(s, in_all_of=k == "allOf") for s in out[k]]
+    for k in _SUB_MAP:
+        if isinstance(out.get(k), dict):
+            out[k] = {name: close_objects(s) for name, s in out[k].items()}
+    t = out.get("type")
+    objecty = t == "object" or (isinstance(t, list) and "object" in t) or t is None
+    if (objecty and isinstance(out.get("properties"), dict) and not in_all_of
+            and "additionalProperties" not in out and not any(k in out for k in _COMPOSED)):
+        out["additionalProperties"] = False
+    return out
+
+
 def engine_schema(schema: dict) -> dict:
-    """The schema as it goes to llguidance: numbers bounded, our JSON_OPTIONS unless the
-    schema's own x-guidance says otherwise."""
+    """The schema as it goes to llguidance: open-by-omission objects closed, numbers
+    bounded, our JSON_OPTIONS unless the schema's own x-guidance says otherwise."""
     own = schema.get("x-guidance") or {}
     if not isinstance(own, dict):
         raise GrammarError("x-guidance must be an object")
-    out = bound_numbers(schema)
+    out = bound_numbers(close_objects(schema))
     out["x-guidance"] = {**JSON_OPTIONS, **own}
     return out
 
@@ -233,10 +266,13 @@ def token_bytes(llt) -> np.ndarray:
     return n
 
 
-def _build(llt, kind: str, spec) -> Grammar:
-    """The grammar compiled, its first mask computed and its first token tried (the
-    compiler thread runs this): GrammarError for any failure up to there."""
+def _build(llt, kind: str, spec, reasoning: str | None = None) -> Grammar:
+    """The grammar compiled (after_reasoning's wrapper around it where `reasoning` is
+    given), its first mask computed and its first token tried (the compiler thread runs
+    this): GrammarError for any failure up to there."""
     text = grammar_text(kind, spec)
+    if reasoning is not None:
+        text = after_reasoning(text, reasoning)
     m = _llg().LLMatcher(llt, text, log_level=0, limits=limits())
     if m.is_error():
         raise GrammarError(reason(m.get_error()))
@@ -263,17 +299,48 @@ def _build(llt, kind: str, spec) -> Grammar:
     return Grammar(llt, text, kind, m, words)
 
 
-def compile_grammar(tok, kind: str, spec) -> Grammar:
+# A reasoning model's reply: free text up to `</think>` (the first one: lazy), then the
+# grammar as its own sub-grammar (`@answer`). "inside": the prompt opened `<think>`;
+# "outside": the reply may open it itself, or answer at once.
+_REASONING = {
+    "inside": 'start: reason WS @answer\n',
+    "outside": 'start: think @answer\nthink: "<think>" reason WS |\n',
+}
+_REASONING_TAIL = 'reason[lazy]: /(?s:.*)<\\/think>/\nWS: /[ \\t\\n]*/\n'
+
+
+def after_reasoning(text: str, where: str) -> str:
+    """llguidance's grammar text that leaves the reasoning free and applies `text` (a
+    grammar_text result) from the end of `</think>` on (vLLM's rule for structured
+    outputs with a reasoning parser)."""
+    if where not in _REASONING:
+        raise ValueError(f"reasoning is 'inside' or 'outside', not {where!r}")
+    try:
+        top = json.loads(text)
+    except ValueError:
+        top = None
+    if isinstance(top, dict) and isinstance(top.get("grammars"), list) and top["grammars"]:
+        subs = [dict(g) for g in top["grammars"]]
+    else:
+        subs = [{"lark_grammar": text}]
+    subs[0]["name"] = "answer"
+    wrapper = {"lark_grammar": _REASONING[where] + _REASONING_TAIL}
+    return json.dumps({"grammars": [wrapper, *subs]})
+
+
+def compile_grammar(tok, kind: str, spec, reasoning: str | None = None) -> Grammar:
     """The grammar, compiled and tried at its first token; GrammarError (status 400) if it
     passes a limit (grammar_limits), does not compile, takes the engine over
     grammar_compiler.BUDGET_S, or fails at its first token. grammar_compiler.CompilerBusy
-    (a 503) if every compiler thread stayed busy that long."""
+    (a 503) if every compiler thread stayed busy that long.
+    reasoning: None (the grammar from the reply's first token), or "inside" / "outside"
+    (after_reasoning: the grammar from the end of the reply's `</think>`)."""
     why = grammar_limits.problem(kind, spec)
     if why:
         raise GrammarError(f"too large: {why}")
     llt = ll_tokenizer(tok)
     try:
-        return grammar_compiler.run(_build, llt, kind, spec)
+        return grammar_compiler.run(_build, llt, kind, spec, reasoning)
     except grammar_compiler.CompileTimeout as e:
         raise GrammarError(str(e)) from e
 

@@ -49,8 +49,10 @@ def fake_render(messages: list[dict]) -> str:
 class FakeScheduler:
     def __init__(self, reply: str = "Hello, wörld! 你好. ", *, delay: float = 0.0,
                  eos_after: int | None = None, fail_after: int | None = None,
-                 cached_tokens: int = 0, inline_finish: bool = False, push: bool = False):
+                 cached_tokens: int = 0, inline_finish: bool = False, push: bool = False,
+                 reply_ids: list[int] | None = None):
         self.reply = reply.encode("utf-8")
+        self.reply_ids = reply_ids      # token ids to reply with instead (a real tokenizer's)
         self.delay = delay
         self.eos_after = eos_after
         self.fail_after = fail_after
@@ -141,7 +143,8 @@ class FakeScheduler:
                 if self.eos_after is not None and i == self.eos_after and not p.ignore_eos:
                     tok, finish = EOS, "stop"
                 else:
-                    tok = BYTE0 + self.reply[i % len(self.reply)]
+                    tok = self.reply_ids[i % len(self.reply_ids)] if self.reply_ids \
+                        else BYTE0 + self.reply[i % len(self.reply)]
                     finish = "length" if last else None
                 top = tuple((tok + k, -0.5 - k) for k in range(p.logprobs or 0))
                 n, c = len(req.prompt_ids), self.cached_tokens

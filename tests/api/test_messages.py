@@ -151,7 +151,8 @@ def test_tool_choice_maps_to_the_chat_plans(server, monkeypatch):
     sched.eos_after = 2
     compiled = []       # the fake tokenizer has no grammar engine: record what would compile
     monkeypatch.setattr("server.api.tools.compile_for",
-                        lambda state, kind, spec, param: compiled.append(spec) or spec)
+                        lambda state, kind, spec, param, reasoning=None:
+                        compiled.append(spec) or spec)
     c = client(url)
     c.messages.create(model="fake-model", max_tokens=20, messages=HI, tools=TOOLS,
                       tool_choice={"type": "none"})

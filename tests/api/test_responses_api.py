@@ -183,7 +183,8 @@ def test_text_format_json_schema_is_structured_output(server, monkeypatch):
     sched.eos_after = 2
     seen = []
     monkeypatch.setattr("server.api.structured.compile_for",
-                        lambda state, kind, spec, param: seen.append((kind, spec, param)) or "g")
+                        lambda state, kind, spec, param, reasoning=None:
+                        seen.append((kind, spec, param)) or "g")
     schema = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
     r = client(url).responses.create(model="fake-model", input="hi", text={"format": {
         "type": "json_schema", "name": "thing", "schema": schema, "strict": True}})

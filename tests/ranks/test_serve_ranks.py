@@ -68,7 +68,7 @@ def test_golden_at_tp(tp, golden, real_model_path, group):
     url = f"http://{HOST}:{port}"
     server = group.start(["--tp", str(tp), "--port", str(port), "--context", "512",
                           "--parallel", "8", "--prompt-cache-gib", "0"], name="rank0")
-    health = wait_health(url, [server], timeout=120)
+    health = wait_health(url, [server], timeout=300)    # the warm-up compiles first
     assert health["tp"] == tp and health["ranks"] == tp
 
     cases = golden["cases"]
