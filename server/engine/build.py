@@ -83,10 +83,15 @@ def _dummy_identity(spec: ModelSpec, source: str, seed: int) -> dict:
 
 def open_model(model: str | None, *, device: str = "cpu", tp: int = 1, rank: int = 0,
                all_reduce=None, progress: bool = True) -> Opened:
+    source = locate.resolve(model)
+    if device == "cuda" and source.startswith("dummy:"):       # refused before any GPU is asked
+        from server.engine.weights.dummy import parse
+        if shape(parse(source)[0]).moe:
+            from server.shapes.spec import moe_on_gpu
+            raise UnsupportedModel(moe_on_gpu(shape(parse(source)[0])))
     if device == "cuda":
         from server.engine.device import require_cuda
         require_cuda()
-    source = locate.resolve(model)
     t0 = time.monotonic()
     tokenizer = None
     if source.startswith("dummy:"):
@@ -109,6 +114,9 @@ def open_model(model: str | None, *, device: str = "cpu", tp: int = 1, rank: int
         from server.text.tokenizer import Tokenizer
         tokenizer = (Tokenizer.from_gguf(loaded.gguf_path) if loaded.gguf_path
                      else Tokenizer.from_hf_dir(loaded.hf_dir))
+    if device == "cuda" and spec.moe:
+        from server.shapes.spec import moe_on_gpu
+        raise UnsupportedModel(moe_on_gpu(spec))
     if device == "cuda":
         from kernels.attention import GPU_HEAD_DIMS
         if spec.head_dim not in GPU_HEAD_DIMS:

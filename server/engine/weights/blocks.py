@@ -24,7 +24,13 @@ BLOCK = {
     "Q4_1": (32, 20),
     "Q4_K": (256, 144),
     "Q6_K": (256, 210),
+    # plain floats, kept as stored where the loader keeps them so (a GGUF's 3-D expert
+    # tensors: kernels/blocks_cpu.py reads their rows as it reads blocks)
+    "F16": (1, 2),
+    "BF16": (1, 2),
+    "F32": (1, 4),
 }
+QUANT = ("Q8_0", "Q4_0", "Q4_1", "Q4_K", "Q6_K")     # the block kinds a 2-D matrix stays in
 
 
 class BlockSplitError(ValueError):
@@ -33,7 +39,7 @@ class BlockSplitError(ValueError):
 
 @dataclass(frozen=True)
 class Blocks:
-    kind: str            # "Q8_0", "Q4_0", "Q4_1", "Q4_K" or "Q6_K"
+    kind: str            # "Q8_0", "Q4_0", "Q4_1", "Q4_K", "Q6_K" (or F16, BF16, F32 rows)
     rows: int
     cols: int
     data: np.ndarray     # uint8 [rows, row_bytes]
