@@ -130,7 +130,7 @@ SHAPES: dict[str, ModelSpec] = {
                                rms_eps=1e-6, qk_norm=True, n_experts=8, n_experts_used=3,
                                expert_ff=96, router="softmax", norm_topk_prob=True,
                                name="tiny-qwen3moe"),
-    "tiny-glm4moe": ModelSpec("glm4moe", 3, 64, 6, 3, 16, 96, 512, max_context=512,
+    "tiny-glm4moe": ModelSpec("glm4moe", 3, 64, 6, 3, 16, 128, 512, max_context=512,
                               qkv_bias=True, n_experts=8, n_experts_used=3, expert_ff=96,
                               n_shared_experts=1, shared_ff=96, first_dense_layers=1,
                               router="sigmoid", norm_topk_prob=True, routed_scaling_factor=2.5,
