@@ -1,6 +1,6 @@
 """Tiny deterministic mixture-of-experts checkpoints, written without torch.
 
-    python -m tools.refs.moe_checkpoint OUT_DIR [--family qwen3moe-tiny glm4moe-tiny]
+    python -m tools.refs.moe_checkpoint OUT_DIR [--family NAME ...] [--qtype F32 Q8_0] [--dequant-hf Q8_0]
 
 writes, per family, `OUT_DIR/<family>/hf/` (a Hugging Face folder: config.json,
 generation_config.json, model.safetensors, tokenizer.json, tokenizer_config.json,
@@ -31,6 +31,7 @@ Contracts:
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import json
 import math
@@ -393,18 +394,26 @@ def _add_arch_keys(wr, spec: MoeSpec) -> None:
         wr.add_nextn_predict_layers(0)
 
 
-def _copy_tokenizer_keys(wr, src_gguf: str) -> None:
+@functools.lru_cache(maxsize=4)
+def _tokenizer_kv(src_gguf: str) -> tuple:
+    """((key, value, type, sub_type), ...) of the source GGUF's tokenizer.* keys."""
     import gguf
     r = gguf.GGUFReader(src_gguf)
+    out = []
     for key, f in r.fields.items():
-        if not key.startswith("tokenizer."):
-            continue
-        t = f.types[0]
-        v = f.contents()
-        if t == gguf.GGUFValueType.ARRAY:
-            wr.add_key_value(key, v, t, sub_type=f.types[-1])
-        else:
+        if key.startswith("tokenizer."):
+            t = f.types[0]
+            sub = f.types[-1] if t == gguf.GGUFValueType.ARRAY else None
+            out.append((key, f.contents(), t, sub))
+    return tuple(out)
+
+
+def _copy_tokenizer_keys(wr, src_gguf: str) -> None:
+    for key, v, t, sub in _tokenizer_kv(src_gguf):
+        if sub is None:
             wr.add_key_value(key, v, t)
+        else:
+            wr.add_key_value(key, v, t, sub_type=sub)
 
 
 def write_gguf(spec: MoeSpec, path: str | Path, qtype: str = "F32",
@@ -467,12 +476,14 @@ class Built:
     root: Path
     hf_dir: Path
     gguf: dict[str, Path] = field(default_factory=dict)       # qtype -> path
+    dequant_hf: dict[str, Path] = field(default_factory=dict)  # qtype -> HF folder of its weights
     sha256: dict[str, str] = field(default_factory=dict)      # relative path -> sha256
 
 
 def build(name: str, out_dir: str | Path, qtypes=("F32", "Q8_0"), *, hf: bool = True,
-          tokenizer_gguf: str | None = None) -> Built:
-    """Write one family's HF folder and GGUF files under out_dir/<name>/."""
+          dequant_hf=(), tokenizer_gguf: str | None = None) -> Built:
+    """Write one family's files under out_dir/<name>/: hf/, <name>-<qtype>.gguf, and for each
+    qtype in `dequant_hf` an HF folder hf-<qtype>-dequant/ holding that GGUF's weights."""
     spec = FAMILIES[name]
     root = Path(out_dir) / name
     w = hf_weights(spec)
@@ -484,7 +495,26 @@ def build(name: str, out_dir: str | Path, qtypes=("F32", "Q8_0"), *, hf: bool = 
         p = root / f"{name}-{qt}.gguf"
         b.gguf[qt] = p
         b.sha256[p.name] = write_gguf(spec, p, qt, w, tokenizer_gguf=tokenizer_gguf)
+    for qt in dequant_hf:
+        d = root / f"hf-{qt}-dequant"
+        b.dequant_hf[qt] = d
+        for f, h in write_hf(spec, d, dequantized_weights(spec, qt, w),
+                             tokenizer_gguf=tokenizer_gguf).items():
+            b.sha256[f"{d.name}/{f}"] = h
     return b
+
+
+_BUILT: dict[tuple, Built] = {}
+
+
+def build_once(name: str, qtypes=("F32", "Q8_0"), *, hf: bool = True) -> Built:
+    """build() into a per-process temporary folder, once per (name, qtypes, hf): for tests.
+    The files are regenerated, never committed; compare Built.sha256 with the record."""
+    import tempfile
+    key = (name, tuple(qtypes), hf)
+    if key not in _BUILT:
+        _BUILT[key] = build(name, tempfile.mkdtemp(prefix=f"foldserve-{name}-"), qtypes, hf=hf)
+    return _BUILT[key]
 
 
 def spec_dict(spec: MoeSpec) -> dict:
@@ -496,9 +526,11 @@ def main(argv=None) -> None:
     ap.add_argument("out_dir")
     ap.add_argument("--family", nargs="+", default=list(FAMILIES), choices=list(FAMILIES))
     ap.add_argument("--qtype", nargs="+", default=["F32", "Q8_0"], choices=["F32", "Q8_0"])
+    ap.add_argument("--dequant-hf", nargs="*", default=[], choices=["Q8_0"],
+                    help="also write hf-<qtype>-dequant/: the HF folder of that GGUF's weights")
     a = ap.parse_args(argv)
     for name in a.family:
-        b = build(name, a.out_dir, a.qtype)
+        b = build(name, a.out_dir, a.qtype, dequant_hf=a.dequant_hf)
         for rel, h in b.sha256.items():
             print(f"{h}  {b.root / rel}")
 
