@@ -124,7 +124,8 @@ def moe_spec(cfg: dict, path: str, arch: str, need) -> ModelSpec:
             refuse("mlp_only_layers", "every layer must be a MoE layer")
         if cfg.get("attention_bias"):
             refuse("attention_bias", "Qwen3-MoE's attention has no biases")
-        n_experts, router, n_shared, first_dense = int(need("num_experts")), "softmax", 0, 0
+        key = "num_local_experts" if "num_local_experts" in cfg else "num_experts"   # 5.x / 4.x
+        n_experts, router, n_shared, first_dense = int(need(key)), "softmax", 0, 0
         qkv_bias, qk_norm, rot, scale, n_group, topk_group = False, True, hd, 1.0, 1, 1
     else:
         n_experts, router = int(need("n_routed_experts")), "sigmoid"
