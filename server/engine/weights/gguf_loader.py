@@ -54,6 +54,17 @@ def as_stored(t, path: str):
     return to_float32(t, path)
 
 
+def router_as_stored(t, path: str):
+    """A MoE router (ffn_gate_inp, F32 in llama.cpp's files) as Blocks of its kind: the CPU
+    reads it with the block kernels like the experts (OpenBLAS between numba's parallel
+    regions costs more than the product: their spinning threads contend)."""
+    kind = GGMLQuantizationType(t.ggml_type).name
+    if kind in BLOCK and len(t.dims) == 2 and t.shape[1] % 32 == 0:
+        rows, cols = t.shape
+        return Blocks(kind, rows, cols, t.data.reshape(rows, -1))
+    return as_stored(t, path)
+
+
 def experts_as_stored(t, path: str) -> list:
     """A 3-D expert tensor [n_experts, out, in] as one Blocks [out, in] per expert: views of
     the file's bytes (any kind kernels/blocks_cpu.py reads, plain floats included)."""
@@ -104,7 +115,7 @@ def load_gguf(path: str, *, progress: bool = True) -> Loaded:
                     tensors[f"model.layers.{layer}.mlp.experts.{e}.{proj}.weight"] = b
                 bar.advance()
                 continue
-            x = as_stored(t, path)
+            x = router_as_stored(t, path) if name.endswith(".ffn_gate_inp.weight") else as_stored(t, path)
             hf = hf_name(name, arch)
             if permuted and hf.endswith(("q_proj.weight", "k_proj.weight")):
                 heads = spec.n_heads if "q_proj" in hf else spec.n_kv_heads
