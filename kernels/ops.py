@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from kernels import attention, kv_write, matmul, qmatmul, rmsnorm, rope, swiglu
-from server.engine.weights.blocks import Blocks
+from server.engine.weights.blocks import Blocks, ExpertStack
 
 
 def _cpu(x) -> bool:
@@ -101,9 +101,21 @@ def moe(x, router, router_bias, experts_gu, experts_down, ff, routing, shared_gu
     ids, wts = M.route(logits, routing, router_bias)
     T, k = ids.shape
     y = np.zeros((T, k, x.shape[1]), np.float32)
-    for e, rows, slots in M.groups(ids):
-        act = gate_up_silu(np.ascontiguousarray(x[rows]), experts_gu[e], ff)
-        y[rows, slots] = linear(act, experts_down[e])
+    groups = M.groups(ids)
+    if _grouped(experts_gu) and _grouped(experts_down):
+        # every expert's product in one parallel region (kernels/moe_cpu.py): the same bytes
+        from kernels.moe_cpu import grouped_matmul
+        rows = np.concatenate([r for _, r, _ in groups])
+        slots = np.concatenate([s for _, _, s in groups])
+        experts = np.array([e for e, _, _ in groups], np.int64)
+        offs = np.cumsum([0] + [len(r) for _, r, _ in groups])
+        gu = grouped_matmul(x[rows], experts_gu, experts, offs)
+        act = swiglu.ref(gu[:, :ff], gu[:, ff:])
+        y[rows, slots] = grouped_matmul(act, experts_down, experts, offs)
+    else:
+        for e, rows, slots in groups:
+            act = gate_up_silu(np.ascontiguousarray(x[rows]), experts_gu[e], ff)
+            y[rows, slots] = linear(act, experts_down[e])
     out = M.combine(y, wts)
     if shared_gu is not None:
         out += linear(gate_up_silu(x, shared_gu, shared_ff), shared_down)
@@ -178,6 +190,14 @@ def qkv_attend(qkv, nq, nkv, hd, pos, inv, k_pool, v_pool, rows, scale, norms=No
     q = rope_part(q, pos, inv, rot)
     k = rope_part(k, pos, inv, rot)
     return write_and_attend(q, k, v, k_pool, v_pool, rows, scale)
+
+
+def _grouped(experts) -> bool:
+    """Experts the CPU multiplies in one call: an ExpertStack of a 32-element kind."""
+    if not isinstance(experts, ExpertStack):
+        return False
+    from kernels import moe_cpu
+    return moe_cpu.fits(experts)
 
 
 def rope_part(x, positions, inv, rot=None):

@@ -24,7 +24,7 @@ import numpy as np
 
 from server.engine.model import ShardWeights
 from server.shapes.shard import Shard
-from server.engine.weights.blocks import BlockSplitError, Blocks, concat_cols, concat_rows
+from server.engine.weights.blocks import BlockSplitError, Blocks, ExpertStack, concat_cols, concat_rows
 from server.engine.weights.loaded import WeightsError
 
 log = logging.getLogger("foldserve")
@@ -152,6 +152,14 @@ class Split:
     def cat(self, parts, axis=0, mixed=False):
         return _cat(parts, axis=axis, mixed=mixed and self.mixed)
 
+    def experts(self, parts: list) -> list:
+        """A layer's experts (one matrix each): an ExpertStack where they are Blocks of one
+        kind and shape (one array, read by kernels/moe_cpu.py), else the list as it is."""
+        if parts and all(isinstance(p, Blocks) for p in parts) and \
+                len({(p.kind, p.rows, p.cols) for p in parts}) == 1:
+            return ExpertStack(parts)
+        return parts
+
 
 def _shard_weights(spec, get, shard, to_device, out_in, mixed=False) -> ShardWeights:
     from server.families import family
@@ -190,6 +198,9 @@ def weight_bytes(sw: ShardWeights) -> dict:
     for L in sw.layers:
         for f in L.__dataclass_fields__:           # the family's record, field by field
             w = getattr(L, f)
+            if isinstance(w, ExpertStack):
+                add(w)                               # its views share one array
+                continue
             for part in (w if isinstance(w, list) and not isinstance(w, MixedBlocks) else [w]):
                 add(part)
     for w in (sw.embed, sw.norm, sw.lm_head):

@@ -115,6 +115,7 @@ def shard_layer(spec, i: int, sp, shard) -> MoeLayerWeights:
     sgu = sdown = None
     if spec.n_shared_experts:
         sgu, sdown = shard_mlp(p + "mlp.shared_experts.", sp, *shard.shared_ff)
+    gus, downs = sp.experts(gus), sp.experts(downs)
     return MoeLayerWeights(router=router, router_bias=bias, experts_gu=gus, experts_down=downs,
                            shared_gu=sgu, shared_down=sdown, **att)
 

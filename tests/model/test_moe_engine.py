@@ -146,3 +146,25 @@ def test_cuda_is_refused_in_one_line():
         open_model("dummy:tiny-glm4moe", device="cuda", progress=False)
     msg = str(e.value)
     assert "\n" not in msg and "glm4moe family (mixture of experts)" in msg and "--device cpu" in msg
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_grouped_experts_give_the_loops_bytes(files, name):
+    """kernels/moe_cpu.py's one region for all experts == one product an expert, byte for byte."""
+    from kernels import ops
+    from server.engine.weights.blocks import ExpertStack
+    ld = load(str(files[name, "Q8_0"]), progress=False)
+    eng = Engine(ld.spec, ld.tensors.__getitem__)
+    L, w = eng.weights.layers[-1], eng.weights
+    assert isinstance(L.experts_gu, ExpertStack) and isinstance(L.experts_down, ExpertStack)
+    x = np.random.default_rng(0).standard_normal((13, ld.spec.d_model)).astype(np.float32)
+    common = (L.router, L.router_bias)
+    stacked = ops.moe(x, *common, L.experts_gu, L.experts_down, w.expert_ff, eng.model.routing,
+                      L.shared_gu, L.shared_down, w.shared_ff)
+    looped = ops.moe(x, *common, list(L.experts_gu), list(L.experts_down), w.expert_ff,
+                     eng.model.routing, L.shared_gu, L.shared_down, w.shared_ff)
+    assert stacked.tobytes() == looped.tobytes()
+    for t in (0, 5, 12):                                   # and a row alone == in the batch
+        alone = ops.moe(x[t:t + 1], *common, L.experts_gu, L.experts_down, w.expert_ff,
+                        eng.model.routing, L.shared_gu, L.shared_down, w.shared_ff)
+        assert alone.tobytes() == stacked[t:t + 1].tobytes()

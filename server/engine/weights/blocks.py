@@ -123,3 +123,22 @@ def concat_cols(parts: list[Blocks]) -> Blocks:
                          f"{[(p.kind, p.rows, p.cols) for p in parts]}")
     data = np.ascontiguousarray(np.concatenate([p.data for p in parts], axis=1))
     return Blocks(parts[0].kind, parts[0].rows, sum(p.cols for p in parts), data)
+
+
+class ExpertStack(list):
+    """A MoE layer's experts of one kind and shape as one array: `data` uint8
+    [n_experts, rows, row_bytes], and the list of each expert's Blocks (views of it). The CPU
+    multiplies a round's groups of rows by many experts in one call (kernels/moe_cpu.py)."""
+
+    def __init__(self, parts: list):
+        kinds = {(p.kind, p.rows, p.cols) for p in parts}
+        if len(kinds) != 1 or not all(isinstance(p, Blocks) for p in parts):
+            raise ValueError(f"ExpertStack: experts differ in kind or shape: {sorted(kinds)}")
+        (self.kind, self.rows, self.cols), = kinds
+        self.data = np.ascontiguousarray(np.stack([p.data for p in parts]))
+        super().__init__(Blocks(self.kind, self.rows, self.cols, self.data[e])
+                         for e in range(len(parts)))
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.data.nbytes)
