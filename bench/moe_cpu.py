@@ -2,6 +2,10 @@
 (no file), the engine's forward timed at decode (batch 1 and 8) and prefill.
 
     python3 bench/moe_cpu.py --shape qwen3-30b-a3b --layers 4 [--vocab 151936]
+    python3 bench/moe_cpu.py --write FILE.gguf --layers 4      # the same weights as a GGUF
+    python3 bench/moe_cpu.py --model FILE.gguf                 # the engine on that file
+        (the file carries the default model's tokenizer keys, vocab 49152, so llama-bench
+        loads it: llama-bench -m FILE.gguf -p 512 -n 32 -t 2)
 
 Prints tokens/s per mode and the share of a decode step spent in the MoE op. Random Q8_0
 blocks: f16 scales ~ N(0, 1e-3), int8 quants uniform; the speed depends on the shapes only.
@@ -46,6 +50,58 @@ def make(spec, seed=0):
     return out
 
 
+GGUF_NAMES = {"input_layernorm.weight": "attn_norm.weight",
+              "post_attention_layernorm.weight": "ffn_norm.weight",
+              "self_attn.q_proj.weight": "attn_q.weight", "self_attn.k_proj.weight": "attn_k.weight",
+              "self_attn.v_proj.weight": "attn_v.weight", "self_attn.o_proj.weight": "attn_output.weight",
+              "self_attn.q_norm.weight": "attn_q_norm.weight",
+              "self_attn.k_norm.weight": "attn_k_norm.weight", "mlp.gate.weight": "ffn_gate_inp.weight"}
+
+
+def write(spec, path):
+    """The qwen3moe weights of make() as a GGUF under llama.cpp's names and keys."""
+    import gguf
+    from tools.refs.moe_checkpoint import _copy_tokenizer_keys, default_gguf
+    w = make(spec)
+    wr = gguf.GGUFWriter(path, "qwen3moe")
+    wr.add_block_count(spec.n_layers)
+    wr.add_context_length(spec.max_context)
+    wr.add_embedding_length(spec.d_model)
+    wr.add_feed_forward_length(spec.d_ff)
+    wr.add_head_count(spec.n_heads)
+    wr.add_head_count_kv(spec.n_kv_heads)
+    wr.add_rope_freq_base(spec.rope_theta)
+    wr.add_layer_norm_rms_eps(spec.rms_eps)
+    wr.add_expert_count(spec.n_experts)
+    wr.add_expert_used_count(spec.n_experts_used)
+    wr.add_key_length(spec.head_dim)
+    wr.add_value_length(spec.head_dim)
+    wr.add_expert_feed_forward_length(spec.expert_ff)
+    _copy_tokenizer_keys(wr, default_gguf())
+    Q8 = gguf.GGMLQuantizationType.Q8_0
+    wr.add_tensor("token_embd.weight", w["model.embed_tokens.weight"].data, raw_dtype=Q8)
+    wr.add_tensor("output_norm.weight", w["model.norm.weight"])
+    wr.add_tensor("output.weight", w["lm_head.weight"].data, raw_dtype=Q8)
+    for i in range(spec.n_layers):
+        p = f"model.layers.{i}."
+        for hf, g in GGUF_NAMES.items():
+            x = w[p + hf]
+            if hasattr(x, "kind") and x.kind == "Q8_0":
+                wr.add_tensor(f"blk.{i}.{g}", x.data, raw_dtype=Q8)
+            elif hasattr(x, "kind"):                       # the router's F32 rows
+                wr.add_tensor(f"blk.{i}.{g}", np.ascontiguousarray(x.data).view(np.float32))
+            else:
+                wr.add_tensor(f"blk.{i}.{g}", x)
+        for proj in ("gate", "up", "down"):
+            data = np.stack([w[f"{p}mlp.experts.{e}.{proj}_proj.weight"].data
+                             for e in range(spec.n_experts)])
+            wr.add_tensor(f"blk.{i}.ffn_{proj}_exps.weight", data, raw_dtype=Q8)
+    wr.write_header_to_file()
+    wr.write_kv_data_to_file()
+    wr.write_tensors_to_file()
+    wr.close()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--shape", default="qwen3-30b-a3b")
@@ -53,6 +109,8 @@ def main():
     ap.add_argument("--vocab", type=int, default=0)
     ap.add_argument("--steps", type=int, default=16)
     ap.add_argument("--prefill", type=int, default=128)
+    ap.add_argument("--write", help="write the weights as a GGUF here and stop")
+    ap.add_argument("--model", help="time the engine on this GGUF instead of weights in memory")
     args = ap.parse_args()
     from kernels import ops
     from server.engine.engine import Engine
@@ -62,7 +120,16 @@ def main():
     if args.vocab:
         spec = replace(spec, vocab=args.vocab)
     t0 = time.time()
-    w = make(spec)
+    if args.write:
+        write(replace(spec, vocab=49152), args.write)
+        print(f"wrote {args.write} in {time.time() - t0:.1f} s")
+        return
+    if args.model:
+        from server.engine.weights import load
+        ld = load(args.model, progress=False)
+        spec, w = ld.spec, ld.tensors
+    else:
+        w = make(spec)
     eng = Engine(spec, w.__getitem__)
     print(f"{args.shape} x {args.layers} layers, vocab {spec.vocab}: made in {time.time() - t0:.1f} s",
           flush=True)
