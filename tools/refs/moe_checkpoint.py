@@ -76,7 +76,7 @@ class MoeSpec:
     qk_norm: bool = True
     # standard deviations of the draws
     embed_std: float = 1.0
-    head_std: float = 0.45      # lm_head: logits' spread ~ head_std * sqrt(hidden)
+    head_std: float = 0.7       # lm_head: logits' spread ~ head_std * sqrt(hidden)
     norm_std: float = 0.1       # norm weights are 1 + norm_std * n
     bias_std: float = 0.1
     router_gain: float = 1.5
