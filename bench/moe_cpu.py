@@ -204,8 +204,9 @@ def main(argv=None) -> None:
         for qt in a.types:
             f = d / file_name(shape, layers, qt)
             if qt != "Q8_0" and "quantize" in stages and not f.exists():
-                sh([lcpp / "build-cpu/bin/llama-quantize", "--allow-requantize", q8, f, qt, a.threads],
-                   stdout=subprocess.DEVNULL)
+                with open(f.with_suffix(".quantize.log"), "w") as log:
+                    sh([lcpp / "build-cpu/bin/llama-quantize", "--allow-requantize", q8, f, qt, a.threads],
+                       stdout=log, stderr=subprocess.STDOUT)
             if "bench" not in stages or not f.exists():
                 continue
             ll = llama_bench(lcpp, f, a.threads)
