@@ -76,7 +76,7 @@ class MoeSpec:
     qk_norm: bool = True
     # standard deviations of the draws
     embed_std: float = 1.0
-    head_std: float = 0.45      # lm_head: logits' spread ~ head_std * sqrt(hidden)
+    head_std: float = 0.7       # lm_head: logits' spread ~ head_std * sqrt(hidden)
     norm_std: float = 0.1       # norm weights are 1 + norm_std * n
     bias_std: float = 0.1
     router_gain: float = 1.5
@@ -130,23 +130,32 @@ def normalish(spec: MoeSpec, name: str, shape: tuple[int, ...], std: float) -> n
 
 # ---------------------------------------------------------------- HF names and weights
 
-def hf_weights(spec: MoeSpec) -> dict[str, np.ndarray]:
-    """HF tensor name -> float32 array, the shapes transformers saves (out_features, in_features)."""
+def hf_weights(spec: MoeSpec, *, shapes_only: bool = False) -> dict:
+    """HF tensor name -> float32 array, the shapes transformers saves (out_features, in_features).
+
+    shapes_only: name -> shape tuple instead, drawing nothing (for files too large to hold)."""
     H, D = spec.hidden, spec.head_dim
     q_out, kv_out = spec.n_head * D, spec.n_head_kv * D
-    w: dict[str, np.ndarray] = {}
+    w: dict = {}
+
+    def put(name, shape, std, offset=0.0):
+        if shapes_only:
+            w[name] = tuple(shape)
+        elif offset:
+            w[name] = (offset + normalish(spec, name, shape, std)).astype(np.float32)
+        else:
+            w[name] = normalish(spec, name, shape, std)
 
     def lin(name, out_f, in_f, gain=1.0):
-        w[name] = normalish(spec, name, (out_f, in_f), gain / math.sqrt(in_f))
+        put(name, (out_f, in_f), gain / math.sqrt(in_f))
 
     def norm(name, n):
-        w[name] = (1.0 + normalish(spec, name, (n,), spec.norm_std)).astype(np.float32)
+        put(name, (n,), spec.norm_std, 1.0)
 
     def bias(name, n, std):
-        w[name] = normalish(spec, name, (n,), std)
+        put(name, (n,), std)
 
-    w["model.embed_tokens.weight"] = normalish(spec, "model.embed_tokens.weight",
-                                               (spec.vocab, H), spec.embed_std)
+    put("model.embed_tokens.weight", (spec.vocab, H), spec.embed_std)
     for i in range(spec.n_layer):
         p = f"model.layers.{i}."
         norm(p + "input_layernorm.weight", H)
@@ -181,7 +190,7 @@ def hf_weights(spec: MoeSpec) -> dict[str, np.ndarray]:
             lin(p + "mlp.shared_experts.up_proj.weight", sff, H)
             lin(p + "mlp.shared_experts.down_proj.weight", H, sff)
     norm("model.norm.weight", H)
-    w["lm_head.weight"] = normalish(spec, "lm_head.weight", (spec.vocab, H), spec.head_std)
+    put("lm_head.weight", (spec.vocab, H), spec.head_std)
     return w
 
 
@@ -355,13 +364,14 @@ def gguf_tensors(spec: MoeSpec, w: dict[str, np.ndarray]) -> list[tuple[str, np.
             for g, hs in gguf_layout(spec)]
 
 
-def gguf_type(name: str, arr: np.ndarray, qtype: str) -> str:
-    """The type convert_hf_to_gguf.py gives a tensor for --outtype f32 / q8_0."""
-    if qtype == "F32" or arr.ndim <= 1 or name.endswith("_norm.weight") \
+def gguf_type(name: str, arr, qtype: str) -> str:
+    """The type convert_hf_to_gguf.py gives a tensor (an array or its shape) for --outtype f32 / q8_0."""
+    shape = tuple(getattr(arr, "shape", arr))
+    if qtype == "F32" or len(shape) <= 1 or name.endswith("_norm.weight") \
             or ".ffn_gate_inp." in name or not name.endswith(".weight"):
         return "F32"
     assert qtype == "Q8_0", qtype
-    return "Q8_0" if arr.shape[-1] % 32 == 0 else "F16"
+    return "Q8_0" if shape[-1] % 32 == 0 else "F16"
 
 
 def _add_arch_keys(wr, spec: MoeSpec) -> None:
