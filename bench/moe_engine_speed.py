@@ -1,9 +1,9 @@
 """MoE CPU speed at a real layer shape with its depth cut: Q8_0 random blocks made in memory
 (no file), the engine's forward timed at decode (batch 1 and 8) and prefill.
 
-    python3 bench/moe_cpu.py --shape qwen3-30b-a3b --layers 4 [--vocab 151936]
-    python3 bench/moe_cpu.py --write FILE.gguf --layers 4      # the same weights as a GGUF
-    python3 bench/moe_cpu.py --model FILE.gguf                 # the engine on that file
+    python3 bench/moe_engine_speed.py --shape qwen3-30b-a3b --layers 4 [--vocab 151936]
+    python3 bench/moe_engine_speed.py --write FILE.gguf --layers 4      # the same weights as a GGUF
+    python3 bench/moe_engine_speed.py --model FILE.gguf                 # the engine on that file
         (the file carries the default model's tokenizer keys, vocab 49152, so llama-bench
         loads it: llama-bench -m FILE.gguf -p 512 -n 32 -t 2)
 
