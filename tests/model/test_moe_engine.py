@@ -168,3 +168,24 @@ def test_grouped_experts_give_the_loops_bytes(files, name):
         alone = ops.moe(x[t:t + 1], *common, L.experts_gu, L.experts_down, w.expert_ff,
                         eng.model.routing, L.shared_gu, L.shared_down, w.shared_ff)
         assert alone.tobytes() == stacked[t:t + 1].tobytes()
+
+
+def test_hf_glm_mtp_layer_is_counted_not_run(tmp_path, caplog):
+    """A GLM HF folder's MTP layer (model.layers.{n_layers}.*, num_nextn_predict_layers 1)."""
+    import json
+    from safetensors.numpy import load_file, save_file
+    spec = shape("tiny-glm4moe")
+    folder = write_hf(tmp_path / "glm", spec)
+    cfg = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**cfg, "num_nextn_predict_layers": 1}))
+    t = load_file(str(folder / "model.safetensors"))
+    n = spec.n_layers
+    t[f"model.layers.{n}.eh_proj.weight"] = np.zeros((spec.d_model, 2 * spec.d_model), np.float32)
+    t[f"model.layers.{n}.input_layernorm.weight"] = np.ones(spec.d_model, np.float32)
+    save_file(t, str(folder / "model.safetensors"))
+    with caplog.at_level(logging.INFO, logger="foldserve"):
+        ld = load(str(folder), progress=False)
+    assert ld.spec.n_layers == n and not any(k.startswith(f"model.layers.{n}.") for k in ld.tensors)
+    assert f"MTP/NextN layer(s) {n} (2 tensors) not run" in caplog.text
+    assert greedy(Engine(ld.spec, ld.tensors.__getitem__), [PROMPT]) == \
+        greedy(engine_of("dummy:tiny-glm4moe"), [PROMPT])
