@@ -189,3 +189,12 @@ def test_hf_glm_mtp_layer_is_counted_not_run(tmp_path, caplog):
     assert f"MTP/NextN layer(s) {n} (2 tensors) not run" in caplog.text
     assert greedy(Engine(ld.spec, ld.tensors.__getitem__), [PROMPT]) == \
         greedy(engine_of("dummy:tiny-glm4moe"), [PROMPT])
+
+
+def test_cuda_is_refused_for_moe_files_before_any_gpu(files):
+    from server.engine.build import open_model
+    for form in ("Q8_0", "hf"):
+        with pytest.raises(UnsupportedModel) as e:
+            open_model(str(files["tiny-qwen3moe", form]), device="cuda", progress=False)
+        msg = str(e.value)
+        assert "\n" not in msg and "qwen3moe family (mixture of experts)" in msg and "--device cpu" in msg
