@@ -56,6 +56,11 @@ class Model:
             from kernels.forward_cpu import Fused
             if self.family.FUSED and Fused.fits(weights, all_reduce):
                 self.fused = Fused(weights, spec)
+            elif not self.family.FUSED:
+                import logging
+                logging.getLogger("foldserve").info(
+                    "%s: the %s family has no fused CPU round: its layers run op by op",
+                    spec.name or spec.arch, spec.arch)
         if xp is not np:
             from kernels.matmul_packed_cuda import pack_weights
             pack_weights(weights)                       # GEMM matrices in mma fragment order
