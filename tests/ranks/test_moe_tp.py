@@ -59,13 +59,13 @@ def test_tp_equals_tp1(name, tp):
     rows0 = outs[0].value[0]
     for o in outs[1:]:                       # every rank holds the same bits (HostComm)
         assert o.value[1] == outs[0].value[1]
-    n_checked = 0
-    for k, (a, b) in enumerate(zip(rows0, want_rows)):
+    n_checked, tied = 0, False
+    for k, (a, b) in enumerate(zip(rows0, want_rows)):   # the same tokens fed: every step
         got, want = np.frombuffer(a, np.float32), np.frombuffer(b, np.float32)
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5, err_msg=f"step {k}")
         top = np.sort(want)[-2:]
-        if top[1] - top[0] < NEAR_TIE:       # the golden rule: through the first near tie
-            break
-        assert int(np.argmax(got)) == want_ids[k], f"step {k}"
-        n_checked += 1
-    assert n_checked >= 1
+        tied = tied or top[1] - top[0] < NEAR_TIE   # the golden rule: through the first near tie
+        if not tied:
+            assert int(np.argmax(got)) == want_ids[k], f"step {k}"
+            n_checked += 1
+    assert n_checked >= 4                    # 12 steps (qwen3moe) and 4 (glm4moe) here
