@@ -321,7 +321,7 @@ def _run(args, env) -> int:
 def _serve_rank(args, env, rank, world, mhost, mport) -> int:
     from server.engine.build import open_model
     from server.engine.room import measure
-    from server.shapes.shard import shard_for
+    from server.shapes.shard import shard_of
     from server.flags import resolve_context
     from server.planner.layout import KV_BYTES, layouts
     from server.ranks import fingerprint, heartbeat
@@ -367,7 +367,7 @@ def _serve_rank(args, env, rank, world, mhost, mport) -> int:
         ident.setdefault("content_hash", ident.get("sha256"))
         fp = fingerprint.make(
             rank=rank, model=ident, tp=world,
-            shard=str(shard_for(spec.n_heads, spec.n_kv_heads, spec.d_ff, world, rank)),
+            shard=str(shard_of(spec, world, rank)),
             kv_pages=env.kv_pages_static, kv_poison=env.kv_poison, page_rows=args.page_rows,
             page_bytes=[l.page_bytes for l in lays], kv_dtype=str(opened.engine.kv_dtype.__name__
                                                              if hasattr(opened.engine.kv_dtype, "__name__")
@@ -375,7 +375,7 @@ def _serve_rank(args, env, rank, world, mhost, mport) -> int:
             context=context, parallel=parallel, prefill_chunk=args.prefill_chunk,
             prompt_cache_gib=args.prompt_cache_gib, verify_window=1, seed_salt=args.seed_salt)
         if comm:
-            shards = [str(shard_for(spec.n_heads, spec.n_kv_heads, spec.d_ff, world, r))
+            shards = [str(shard_of(spec, world, r))
                       for r in range(world)]
             fingerprint.exchange_and_check(comm, fp, expected_shards=shards)
         room, reserve = measure(args.device, args.reserve_gib, env.room_gib)
