@@ -49,7 +49,7 @@ SQRT3 = math.sqrt(3.0)
 class MoeSpec:
     """The shape and the seed of one synthetic checkpoint."""
     name: str
-    family: str                 # "qwen3moe" | "glm4moe" (the GGUF architecture)
+    family: str                 # "qwen3moe" | "glm4moe" | "deepseek2" (the GGUF architecture)
     seed: int
     n_layer: int
     hidden: int
@@ -74,6 +74,13 @@ class MoeSpec:
     partial_rotary: float = 1.0
     attention_bias: bool = False
     qk_norm: bool = True
+    # multi-head latent attention (deepseek2: DeepseekV3ForCausalLM) only; head_dim is then
+    # qk_nope_head_dim + qk_rope_head_dim
+    q_lora_rank: int = 0
+    kv_lora_rank: int = 0
+    qk_nope_head_dim: int = 0
+    qk_rope_head_dim: int = 0
+    v_head_dim: int = 0
     # standard deviations of the draws
     embed_std: float = 1.0
     head_std: float = 0.7       # lm_head: logits' spread ~ head_std * sqrt(hidden)
@@ -86,7 +93,9 @@ class MoeSpec:
     pad_id: int = 2
 
     def __post_init__(self):
-        assert self.family in ("qwen3moe", "glm4moe"), self.family
+        assert self.family in ("qwen3moe", "glm4moe", "deepseek2"), self.family
+        if self.family == "deepseek2":
+            assert self.head_dim == self.qk_nope_head_dim + self.qk_rope_head_dim
         assert self.n_expert % self.n_group == 0
         assert self.n_expert_used <= (self.n_expert // self.n_group) * self.topk_group
 
@@ -108,6 +117,12 @@ FAMILIES: dict[str, MoeSpec] = {
         n_head=4, n_head_kv=2, head_dim=16, n_expert=16, n_expert_used=4, expert_ff=32,
         dense_ff=128, rms_eps=1e-5, n_shared=1, first_dense=1, n_group=4, topk_group=2,
         routed_scaling=2.5, partial_rotary=0.5, attention_bias=True, qk_norm=False),
+    "deepseek3-tiny": MoeSpec(
+        name="deepseek3-tiny", family="deepseek2", seed=3201, n_layer=3, hidden=64,
+        n_head=4, n_head_kv=4, head_dim=24, n_expert=16, n_expert_used=4, expert_ff=32,
+        dense_ff=128, rms_eps=1e-6, n_shared=1, first_dense=1, n_group=4, topk_group=2,
+        routed_scaling=2.5, qk_norm=False, q_lora_rank=48, kv_lora_rank=32,
+        qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=16),
 }
 
 
@@ -159,39 +174,67 @@ def hf_weights(spec: MoeSpec, *, shapes_only: bool = False) -> dict:
     for i in range(spec.n_layer):
         p = f"model.layers.{i}."
         norm(p + "input_layernorm.weight", H)
-        lin(p + "self_attn.q_proj.weight", q_out, H)
-        lin(p + "self_attn.k_proj.weight", kv_out, H)
-        lin(p + "self_attn.v_proj.weight", kv_out, H)
-        if spec.attention_bias:
-            bias(p + "self_attn.q_proj.bias", q_out, spec.bias_std)
-            bias(p + "self_attn.k_proj.bias", kv_out, spec.bias_std)
-            bias(p + "self_attn.v_proj.bias", kv_out, spec.bias_std)
-        lin(p + "self_attn.o_proj.weight", H, q_out)
-        if spec.qk_norm:
-            norm(p + "self_attn.q_norm.weight", D)
-            norm(p + "self_attn.k_norm.weight", D)
+        if spec.family == "deepseek2":
+            _mla_weights(spec, p, lin, norm)
+        else:
+            _mha_weights(spec, p, lin, norm, bias, q_out, kv_out)
         norm(p + "post_attention_layernorm.weight", H)
-        if not spec.is_moe_layer(i):
-            lin(p + "mlp.gate_proj.weight", spec.dense_ff, H)
-            lin(p + "mlp.up_proj.weight", spec.dense_ff, H)
-            lin(p + "mlp.down_proj.weight", H, spec.dense_ff)
-            continue
-        lin(p + "mlp.gate.weight", spec.n_expert, H, spec.router_gain)
-        if spec.family == "glm4moe":
-            bias(p + "mlp.gate.e_score_correction_bias", spec.n_expert, spec.score_bias_std)
-        for j in range(spec.n_expert):
-            e = f"{p}mlp.experts.{j}."
-            lin(e + "gate_proj.weight", spec.expert_ff, H)
-            lin(e + "up_proj.weight", spec.expert_ff, H)
-            lin(e + "down_proj.weight", H, spec.expert_ff)
-        if spec.n_shared:
-            sff = spec.expert_ff * spec.n_shared
-            lin(p + "mlp.shared_experts.gate_proj.weight", sff, H)
-            lin(p + "mlp.shared_experts.up_proj.weight", sff, H)
-            lin(p + "mlp.shared_experts.down_proj.weight", H, sff)
+        _mlp_weights(spec, i, p, lin, bias)
     norm("model.norm.weight", H)
     put("lm_head.weight", (spec.vocab, H), spec.head_std)
     return w
+
+
+def _mla_weights(spec: MoeSpec, p: str, lin, norm) -> None:
+    H, a = spec.hidden, p + "self_attn."
+    C, R = spec.kv_lora_rank, spec.qk_rope_head_dim
+    if spec.q_lora_rank:
+        lin(a + "q_a_proj.weight", spec.q_lora_rank, H)
+        norm(a + "q_a_layernorm.weight", spec.q_lora_rank)
+        lin(a + "q_b_proj.weight", spec.n_head * spec.head_dim, spec.q_lora_rank)
+    else:
+        lin(a + "q_proj.weight", spec.n_head * spec.head_dim, H)
+    lin(a + "kv_a_proj_with_mqa.weight", C + R, H)
+    norm(a + "kv_a_layernorm.weight", C)
+    lin(a + "kv_b_proj.weight", spec.n_head * (spec.qk_nope_head_dim + spec.v_head_dim), C)
+    lin(a + "o_proj.weight", H, spec.n_head * spec.v_head_dim)
+
+
+def _mha_weights(spec: MoeSpec, p: str, lin, norm, bias, q_out, kv_out) -> None:
+    H, D = spec.hidden, spec.head_dim
+    lin(p + "self_attn.q_proj.weight", q_out, H)
+    lin(p + "self_attn.k_proj.weight", kv_out, H)
+    lin(p + "self_attn.v_proj.weight", kv_out, H)
+    if spec.attention_bias:
+        bias(p + "self_attn.q_proj.bias", q_out, spec.bias_std)
+        bias(p + "self_attn.k_proj.bias", kv_out, spec.bias_std)
+        bias(p + "self_attn.v_proj.bias", kv_out, spec.bias_std)
+    lin(p + "self_attn.o_proj.weight", H, q_out)
+    if spec.qk_norm:
+        norm(p + "self_attn.q_norm.weight", D)
+        norm(p + "self_attn.k_norm.weight", D)
+
+
+def _mlp_weights(spec: MoeSpec, i: int, p: str, lin, bias) -> None:
+    H = spec.hidden
+    if not spec.is_moe_layer(i):
+        lin(p + "mlp.gate_proj.weight", spec.dense_ff, H)
+        lin(p + "mlp.up_proj.weight", spec.dense_ff, H)
+        lin(p + "mlp.down_proj.weight", H, spec.dense_ff)
+        return
+    lin(p + "mlp.gate.weight", spec.n_expert, H, spec.router_gain)
+    if spec.family in ("glm4moe", "deepseek2"):
+        bias(p + "mlp.gate.e_score_correction_bias", spec.n_expert, spec.score_bias_std)
+    for j in range(spec.n_expert):
+        e = f"{p}mlp.experts.{j}."
+        lin(e + "gate_proj.weight", spec.expert_ff, H)
+        lin(e + "up_proj.weight", spec.expert_ff, H)
+        lin(e + "down_proj.weight", H, spec.expert_ff)
+    if spec.n_shared:
+        sff = spec.expert_ff * spec.n_shared
+        lin(p + "mlp.shared_experts.gate_proj.weight", sff, H)
+        lin(p + "mlp.shared_experts.up_proj.weight", sff, H)
+        lin(p + "mlp.shared_experts.down_proj.weight", H, sff)
 
 
 def hf_config(spec: MoeSpec) -> dict:
@@ -222,6 +265,8 @@ def hf_config(spec: MoeSpec) -> dict:
         "use_cache": True,
         "vocab_size": spec.vocab,
     }
+    if spec.family == "deepseek2":
+        return _deepseek3_config(spec, common)
     if spec.family == "qwen3moe":
         assert spec.first_dense == 0 and spec.n_shared == 0 and spec.n_group == 1
         assert spec.partial_rotary == 1.0 and spec.qk_norm
@@ -249,6 +294,37 @@ def hf_config(spec: MoeSpec) -> dict:
                "routed_scaling_factor": spec.routed_scaling,
                "topk_group": spec.topk_group,
                "use_qk_norm": spec.qk_norm}
+    return cfg
+
+
+def _deepseek3_config(spec: MoeSpec, common: dict) -> dict:
+    """DeepseekV3ForCausalLM's config.json (with scoring_func / topk_method, which
+    llama.cpp's converter reads for the gating function)."""
+    assert not spec.attention_bias and not spec.qk_norm and spec.n_head_kv == spec.n_head
+    cfg = {k: v for k, v in common.items() if k != "head_dim"}
+    cfg.update({
+        "architectures": ["DeepseekV3ForCausalLM"],
+        "first_k_dense_replace": spec.first_dense,
+        "head_dim": spec.qk_rope_head_dim,
+        "kv_lora_rank": spec.kv_lora_rank,
+        "model_type": "deepseek_v3",
+        "n_group": spec.n_group,
+        "n_routed_experts": spec.n_expert,
+        "n_shared_experts": spec.n_shared,
+        "num_nextn_predict_layers": 0,
+        "pretraining_tp": 1,
+        "q_lora_rank": spec.q_lora_rank or None,
+        "qk_head_dim": spec.head_dim,
+        "qk_nope_head_dim": spec.qk_nope_head_dim,
+        "qk_rope_head_dim": spec.qk_rope_head_dim,
+        "rope_interleave": True,
+        "rope_parameters": {"rope_theta": spec.rope_theta, "rope_type": "default"},
+        "routed_scaling_factor": spec.routed_scaling,
+        "scoring_func": "sigmoid",
+        "topk_group": spec.topk_group,
+        "topk_method": "noaux_tc",
+        "v_head_dim": spec.v_head_dim,
+    })
     return cfg
 
 
