@@ -406,6 +406,11 @@ def gguf_layout(spec: MoeSpec) -> list[tuple[str, tuple[str, ...]]]:
         def one(g, h):
             out.append((b + g, (p + h,)))
         one("attn_norm.weight", "input_layernorm.weight")
+        if spec.family == "deepseek2":
+            _mla_layout(spec, p, b, out)
+            one("ffn_norm.weight", "post_attention_layernorm.weight")
+            _mlp_layout(spec, i, p, b, out)
+            continue
         for x in "qkv":
             one(f"attn_{x}.weight", f"self_attn.{x}_proj.weight")
             if spec.attention_bias:
@@ -416,28 +421,72 @@ def gguf_layout(spec: MoeSpec) -> list[tuple[str, tuple[str, ...]]]:
             one("attn_k_norm.weight", "self_attn.k_norm.weight")
         post = "post_attention_norm.weight" if spec.family == "glm4moe" else "ffn_norm.weight"
         one(post, "post_attention_layernorm.weight")
-        if not spec.is_moe_layer(i):
-            for x in ("gate", "up", "down"):
-                one(f"ffn_{x}.weight", f"mlp.{x}_proj.weight")
-            continue
-        one("ffn_gate_inp.weight", "mlp.gate.weight")
-        if spec.family == "glm4moe":
-            one("exp_probs_b.bias", "mlp.gate.e_score_correction_bias")
-        for x in ("down", "gate", "up"):
-            out.append((f"{b}ffn_{x}_exps.weight",
-                        tuple(f"{p}mlp.experts.{j}.{x}_proj.weight" for j in range(spec.n_expert))))
-        if spec.n_shared:
-            for x in ("gate", "up", "down"):
-                one(f"ffn_{x}_shexp.weight", f"mlp.shared_experts.{x}_proj.weight")
+        _mlp_layout(spec, i, p, b, out)
     out.append(("output_norm.weight", ("model.norm.weight",)))
     out.append(("output.weight", ("lm_head.weight",)))
     return out
 
 
+def _mlp_layout(spec: MoeSpec, i: int, p: str, b: str, out: list) -> None:
+    def one(g, h):
+        out.append((b + g, (p + h,)))
+    if not spec.is_moe_layer(i):
+        for x in ("gate", "up", "down"):
+            one(f"ffn_{x}.weight", f"mlp.{x}_proj.weight")
+        return
+    one("ffn_gate_inp.weight", "mlp.gate.weight")
+    if spec.family in ("glm4moe", "deepseek2"):
+        one("exp_probs_b.bias", "mlp.gate.e_score_correction_bias")
+    for x in ("down", "gate", "up"):
+        out.append((f"{b}ffn_{x}_exps.weight",
+                    tuple(f"{p}mlp.experts.{j}.{x}_proj.weight" for j in range(spec.n_expert))))
+    if spec.n_shared:
+        for x in ("gate", "up", "down"):
+            one(f"ffn_{x}_shexp.weight", f"mlp.shared_experts.{x}_proj.weight")
+
+
+# the converter splits kv_b_proj [H (N + V), C] into attn_k_b [H, C, N] (k rows, transposed)
+# and attn_v_b [H, V, C]; these HF "names" mark the two halves (gguf_tensors makes them)
+KV_B_K, KV_B_V = "#k_b", "#v_b"
+
+
+def _mla_layout(spec: MoeSpec, p: str, b: str, out: list) -> None:
+    a = p + "self_attn."
+
+    def one(g, h):
+        out.append((b + g, (a + h,)))
+    if spec.q_lora_rank:
+        one("attn_q_a.weight", "q_a_proj.weight")
+        one("attn_q_a_norm.weight", "q_a_layernorm.weight")
+        one("attn_q_b.weight", "q_b_proj.weight")
+    else:
+        one("attn_q.weight", "q_proj.weight")
+    one("attn_kv_a_mqa.weight", "kv_a_proj_with_mqa.weight")
+    one("attn_kv_a_norm.weight", "kv_a_layernorm.weight")
+    out.append((b + "attn_k_b.weight", (a + "kv_b_proj.weight", KV_B_K)))
+    out.append((b + "attn_v_b.weight", (a + "kv_b_proj.weight", KV_B_V)))
+    one("attn_output.weight", "o_proj.weight")
+
+
+def _kv_b_half(spec: MoeSpec, kv_b: np.ndarray, half: str) -> np.ndarray:
+    N, V = spec.qk_nope_head_dim, spec.v_head_dim
+    x = kv_b.reshape(spec.n_head, N + V, kv_b.shape[1])
+    return np.ascontiguousarray(x[:, :N].transpose(0, 2, 1) if half == KV_B_K else x[:, N:])
+
+
+def _kv_b_join(spec: MoeSpec, k_b: np.ndarray, v_b: np.ndarray) -> np.ndarray:
+    """attn_k_b [H, C, N] and attn_v_b [H, V, C] back to kv_b_proj [H (N + V), C]."""
+    x = np.concatenate([k_b.transpose(0, 2, 1), v_b], axis=1)
+    return np.ascontiguousarray(x.reshape(-1, x.shape[2]))
+
+
 def gguf_tensors(spec: MoeSpec, w: dict[str, np.ndarray]) -> list[tuple[str, np.ndarray]]:
     """(GGUF name, float32 array in numpy order) for the HF weights `w`."""
-    return [(g, w[hs[0]] if len(hs) == 1 else np.stack([w[h] for h in hs]))
-            for g, hs in gguf_layout(spec)]
+    def array(hs):
+        if len(hs) == 2 and hs[1] in (KV_B_K, KV_B_V):
+            return _kv_b_half(spec, w[hs[0]], hs[1])
+        return w[hs[0]] if len(hs) == 1 else np.stack([w[h] for h in hs])
+    return [(g, array(hs)) for g, hs in gguf_layout(spec)]
 
 
 def gguf_type(name: str, arr, qtype: str) -> str:
@@ -457,7 +506,7 @@ def _add_arch_keys(wr, spec: MoeSpec) -> None:
     wr.add_embedding_length(spec.hidden)
     wr.add_feed_forward_length(spec.dense_ff)
     wr.add_head_count(spec.n_head)
-    wr.add_head_count_kv(spec.n_head_kv)
+    wr.add_head_count_kv(1 if spec.family == "deepseek2" else spec.n_head_kv)
     wr.add_rope_freq_base(spec.rope_theta)
     wr.add_layer_norm_rms_eps(spec.rms_eps)
     wr.add_expert_count(spec.n_expert)
@@ -465,6 +514,9 @@ def _add_arch_keys(wr, spec: MoeSpec) -> None:
     if spec.family == "glm4moe":
         wr.add_expert_group_count(spec.n_group)
         wr.add_expert_group_used_count(spec.topk_group)
+    if spec.family == "deepseek2":
+        _add_mla_keys(wr, spec)
+        return
     wr.add_key_length(spec.head_dim)
     wr.add_value_length(spec.head_dim)
     if spec.family == "qwen3moe":
@@ -478,6 +530,30 @@ def _add_arch_keys(wr, spec: MoeSpec) -> None:
         wr.add_expert_weights_scale(spec.routed_scaling)
         wr.add_expert_weights_norm(spec.norm_topk_prob)
         wr.add_nextn_predict_layers(0)
+
+
+def _add_mla_keys(wr, spec: MoeSpec) -> None:
+    """deepseek2's keys as llama.cpp's converter writes them (head_count_kv 1: MLA as MQA
+    over the latent; key_length = latent + rope dims, value_length = latent)."""
+    import gguf
+    wr.add_expert_group_count(spec.n_group)
+    wr.add_expert_group_used_count(spec.topk_group)
+    wr.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID)
+    wr.add_key_length(spec.kv_lora_rank + spec.qk_rope_head_dim)
+    wr.add_value_length(spec.kv_lora_rank)
+    wr.add_leading_dense_block_count(spec.first_dense)
+    wr.add_vocab_size(spec.vocab)
+    if spec.q_lora_rank:
+        wr.add_q_lora_rank(spec.q_lora_rank)
+    wr.add_kv_lora_rank(spec.kv_lora_rank)
+    wr.add_key_length_mla(spec.head_dim)
+    wr.add_value_length_mla(spec.v_head_dim)
+    wr.add_expert_feed_forward_length(spec.expert_ff)
+    wr.add_expert_shared_count(spec.n_shared)
+    wr.add_expert_weights_scale(spec.routed_scaling)
+    if spec.norm_topk_prob:
+        wr.add_expert_weights_norm(True)
+    wr.add_rope_dimension_count(spec.qk_rope_head_dim)
 
 
 @functools.lru_cache(maxsize=4)
@@ -540,12 +616,20 @@ def dequantized_weights(spec: MoeSpec, qtype: str,
     import gguf
     w = hf_weights(spec) if weights is None else weights
     back = dict(w)
+    halves: dict = {}
     for (g, hs), (_, arr) in zip(gguf_layout(spec), gguf_tensors(spec, w)):
         t = gguf_type(g, arr, qtype)
+        if t != "F32":
+            qt = gguf.GGMLQuantizationType[t]
+            arr = gguf.quants.dequantize(gguf.quants.quantize(arr, qt), qt).reshape(arr.shape)
+        if len(hs) == 2 and hs[1] in (KV_B_K, KV_B_V):
+            halves.setdefault(hs[0], {})[hs[1]] = arr
+            if len(halves[hs[0]]) == 2:
+                back[hs[0]] = _kv_b_join(spec, halves[hs[0]][KV_B_K], halves[hs[0]][KV_B_V])
+            continue
         if t == "F32":
             continue
-        qt = gguf.GGMLQuantizationType[t]
-        deq = gguf.quants.dequantize(gguf.quants.quantize(arr, qt), qt).reshape(arr.shape)
+        deq = arr
         if len(hs) == 1:
             back[hs[0]] = deq
         else:
