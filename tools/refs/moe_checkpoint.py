@@ -687,8 +687,17 @@ def build_once(name: str, qtypes=("F32", "Q8_0"), *, hf: bool = True) -> Built:
     return _BUILT[key]
 
 
+MLA_FIELDS = ("q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
+
+
 def spec_dict(spec: MoeSpec) -> dict:
-    return asdict(spec)
+    """The spec as recorded (the MLA fields only for a deepseek2 spec: the other families'
+    records predate them)."""
+    d = asdict(spec)
+    if spec.family != "deepseek2":
+        for k in MLA_FIELDS:
+            d.pop(k)
+    return d
 
 
 def main(argv=None) -> None:
