@@ -172,6 +172,17 @@ def test_gguf_gating_rule():
     assert spec_from_gguf(_fields(), set())[0].router == "sigmoid"
     # llama.cpp: a deepseek2 file without expert_gating_func (DeepSeek-V2/V2.5) is softmax
     assert spec_from_gguf(_fields(drop=("expert_gating_func",)), set())[0].router == "softmax"
+    # ... but GLM-4.7-Flash's shape (47 or 48 blocks with the NextN one, 154,880 tokens) is sigmoid
+    for blocks, nextn in ((47, 0), (48, 1)):
+        glm = _fields(drop=("expert_gating_func",), block_count=blocks, vocab_size=154880,
+                      nextn_predict_layers=nextn)
+        assert spec_from_gguf(glm, set())[0].router == "sigmoid", blocks
+    for blocks, vocab in ((46, 154880), (47, 154881), (49, 154880)):
+        other = _fields(drop=("expert_gating_func",), block_count=blocks, vocab_size=vocab)
+        assert spec_from_gguf(other, set())[0].router == "softmax", (blocks, vocab)
+    # the key, where present, wins over the shape
+    glm1 = _fields(expert_gating_func=1, block_count=47, vocab_size=154880)
+    assert spec_from_gguf(glm1, set())[0].router == "softmax"
     s = spec_from_gguf(_fields(drop=("attention.q_lora_rank",)), set())[0]
     assert s.q_lora_rank == 0 and s.head_dim == 24 and s.n_kv_heads == 4
     with pytest.raises(UnsupportedModel, match=r"deepseek2\.attention\.sliding_window"):

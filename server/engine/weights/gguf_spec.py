@@ -97,6 +97,14 @@ def spec_from_gguf(meta: Fields, names: set[str]) -> tuple[ModelSpec, str]:
     return spec, a
 
 
+def deepseek2_default_gating(block_count: int, vocab: int) -> int:
+    """llama.cpp's rule (src/models/deepseek2.cpp at 0c1e570) for a deepseek2 file without
+    {arch}.expert_gating_func: GLM-4.7-Flash's shape (47 or 48 blocks, the NextN block
+    counted, and a 154,880-token vocabulary) gates by sigmoid (2), any other file by softmax
+    (1), as DeepSeek-V2 / V2.5 files written before the key existed do."""
+    return 2 if block_count in (47, 48) and vocab == 154880 else 1
+
+
 def moe_spec(meta: Fields, spec: ModelSpec, a: str) -> ModelSpec:
     """The mixture-of-experts fields of a qwen3moe / glm4moe GGUF, as llama.cpp reads them.
     An unknown {arch}.* key, or a value foldserve does not serve, is refused by name."""
@@ -128,9 +136,8 @@ def moe_spec(meta: Fields, spec: ModelSpec, a: str) -> ModelSpec:
         if meta.get(f"{a}.expert_shared_count"):
             raise UnsupportedModel(f"{path}: {a}.expert_shared_count (qwen3moe has no shared expert)")
     elif arch == "deepseek2":
-        # llama.cpp's rule: a deepseek2 file without expert_gating_func (DeepSeek-V2 / V2.5's)
-        # gates by softmax
-        router = GATING.get(1 if gating in (None, 0) else gating)
+        router = GATING.get(gating if gating not in (None, 0)
+                            else deepseek2_default_gating(block_count, spec.vocab))
         if router is None:
             raise UnsupportedModel(f"{path}: {a}.expert_gating_func {gating}; foldserve serves "
                                    "softmax (1) and sigmoid (2) gating")
