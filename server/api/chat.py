@@ -10,13 +10,13 @@ from .request_checks import check_model, parse_body
 from . import tools as toolmod
 from .token_stream import collect_all, merged
 from .errors import invalid
-from .sampling import refuse_unsupported
+from .sampling import refuse_unsupported, stop_strings
 from .prompt_logprob_json import prompt_logprobs_json
 from .start import start_generations, usage
 from .schemas import ChatRequest
 from .sse import sse_response
 from .structured import off_loop, request_grammar
-from .textflow import encode_chat, message_dicts, render_chat_prompt
+from .textflow import encode_chat, message_dicts, render_chat_prompt, stop_set
 from .textwork import refuse_sure_overflow, text_work
 
 router = APIRouter()
@@ -69,8 +69,9 @@ async def chat_completions(request: Request):
                                        body.add_generation_prompt is not False, plan,
                                        body.chat_template_kwargs)
     logprobs = (body.top_logprobs or 0) if body.logprobs else None
+    stops = await stop_set(text_work(request), stop_strings(body))
     rid, gens = start_generations(state, metrics, body, ids, chat=True, logprobs=logprobs,
-                                  grammar=grammar)
+                                  grammar=grammar, stops=stops)
     head = {"id": rid, "created": int(time.time()), "model": state.model_name}
 
     if body.stream:

@@ -9,13 +9,13 @@ from fastapi.responses import JSONResponse, Response
 from .request_checks import check_model, parse_body
 from .token_stream import collect_all, merged
 from .errors import invalid
-from .sampling import refuse_unsupported
+from .sampling import refuse_unsupported, stop_strings
 from .prompt_logprob_json import prompt_logprobs_json
 from .start import start_generations, usage
 from .structured import off_loop, request_grammar
 from .schemas import CompletionRequest
 from .sse import sse_response
-from .textflow import check_token_ids, encode
+from .textflow import check_token_ids, encode, stop_set
 from .textwork import refuse_sure_overflow, text_work
 
 router = APIRouter()
@@ -89,8 +89,9 @@ async def completions(request: Request):
                                                               body.prompt_logprobs or 0)})
     ids = await text_work(request).run(prompt_ids, state, body.prompt)
     grammar = await off_loop(request_grammar, state, body)
+    stops = await stop_set(text_work(request), stop_strings(body))
     rid, gens = start_generations(state, metrics, body, ids, chat=False,
-                                  logprobs=body.logprobs, grammar=grammar)
+                                  logprobs=body.logprobs, grammar=grammar, stops=stops)
     head = {"id": rid, "object": "text_completion", "created": int(time.time()),
             "model": state.model_name}
     want_logprobs = body.logprobs is not None

@@ -11,7 +11,7 @@ tokens plus max_tokens must fit the context (a 400, code context_length_exceeded
 """
 from __future__ import annotations
 
-from .sampling import MAX_N
+from .sampling import MAX_N, MAX_STOP_CHARS, MAX_STOPS
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
@@ -122,7 +122,8 @@ def tighten(components: dict, vocab) -> None:
     """The routes' own checks, written into the request schemas."""
     tid = token_id(vocab)
     text = {"type": "string", "minLength": 1}
-    stop = _nullable(text, {"type": "array", "items": text})
+    stop_text = {**text, "maxLength": MAX_STOP_CHARS}   # sampling: MAX_STOPS, MAX_STOP_CHARS
+    stop = _nullable(stop_text, {"type": "array", "items": stop_text, "maxItems": MAX_STOPS})
     for name in ("CompletionRequest", "ChatRequest"):
         props = components[name]["properties"]
         refused_fields(props, {**UNSUPPORTED, **(CHAT_UNSUPPORTED if name == "ChatRequest"
