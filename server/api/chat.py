@@ -11,13 +11,14 @@ from . import tools as toolmod
 from .token_stream import collect_all, merged
 from .errors import invalid
 from .sampling import refuse_unsupported, stop_strings
-from .prompt_logprob_json import prompt_logprobs_json
+from .logprob_tokens import TokenTexts
+from .prompt_logprob_json import check_size, prompt_logprobs_json
 from .start import start_generations, usage
 from .schemas import ChatRequest
 from .sse import sse_response
 from .structured import off_loop, request_grammar
 from .textflow import encode_chat, message_dicts, render_chat_prompt, stop_set
-from .textwork import refuse_sure_overflow, text_work
+from .textwork import json_reply, refuse_sure_overflow, text_work
 
 router = APIRouter()
 
@@ -39,14 +40,15 @@ def chat_prompt_ids(state, messages, add_generation_prompt: bool = True,
     return ids
 
 
-def _token_entry(tok, token_id: int, logprob) -> dict:
-    text = tok.decode([token_id])
-    return {"token": text, "logprob": logprob, "bytes": list(text.encode("utf-8"))}
+def _token_entry(texts: TokenTexts, token_id: int, logprob) -> dict:
+    token, raw = texts.chat(token_id)
+    return {"token": token, "logprob": logprob, "bytes": raw}
 
 
-def logprobs_block(tok, tokens: list) -> dict:
+def logprobs_block(texts: TokenTexts, tokens: list) -> dict:
     return {"content": [
-        {**_token_entry(tok, t, lp), "top_logprobs": [_token_entry(tok, u, ulp) for u, ulp in top]}
+        {**_token_entry(texts, t, lp),
+         "top_logprobs": [_token_entry(texts, u, ulp) for u, ulp in top]}
         for t, lp, top in tokens]}
 
 
@@ -68,6 +70,7 @@ async def chat_completions(request: Request):
     ids = await text_work(request).run(chat_prompt_ids, state, body.messages,
                                        body.add_generation_prompt is not False, plan,
                                        body.chat_template_kwargs)
+    check_size(len(ids), prompt_logprobs=body.prompt_logprobs)
     logprobs = (body.top_logprobs or 0) if body.logprobs else None
     stops = await stop_set(text_work(request), stop_strings(body))
     rid, gens = start_generations(state, metrics, body, ids, chat=True, logprobs=logprobs,
@@ -81,18 +84,27 @@ async def chat_completions(request: Request):
     results = await collect_all(request, gens)
     if results is None:
         return Response(status_code=499)    # the client left; nobody reads this
-    choices = []
-    for i, (text, tokens, finish, error) in enumerate(results):
+    for _, _, _, error in results:
         if error is not None:
             return error.response()
-        msg, finish = toolmod.message(text, finish, plan)
-        choices.append({"index": i, "message": msg,
-                        "logprobs": logprobs_block(state.tokenizer, tokens) if body.logprobs
-                        else None, "finish_reason": finish})
-    extra = {} if body.prompt_logprobs is None else {
-        "prompt_logprobs": prompt_logprobs_json(state.tokenizer, gens[0].prompt_logprobs)}
-    return JSONResponse({**head, "object": "chat.completion", "choices": choices,
-                         "usage": usage(gens), **extra})
+    entries = gens[0].prompt_logprobs
+
+    def build() -> dict:
+        texts = TokenTexts(state.tokenizer)
+        choices = []
+        for i, (text, tokens, finish, _) in enumerate(results):
+            msg, finish = toolmod.message(text, finish, plan)
+            choices.append({"index": i, "message": msg,
+                            "logprobs": logprobs_block(texts, tokens) if body.logprobs
+                            else None, "finish_reason": finish})
+        extra = {} if body.prompt_logprobs is None else {
+            "prompt_logprobs": prompt_logprobs_json(texts, entries)}
+        return {**head, "object": "chat.completion", "choices": choices,
+                "usage": usage(gens), **extra}
+
+    if body.logprobs or body.prompt_logprobs is not None:
+        return await json_reply(request, build)     # megabytes, possibly: on a worker
+    return JSONResponse(build())
 
 
 async def _stream(state, gens, head: dict, want_logprobs: bool, include_usage: bool,
@@ -100,6 +112,7 @@ async def _stream(state, gens, head: dict, want_logprobs: bool, include_usage: b
     head = {**head, "object": "chat.completion.chunk"}
     extra = {"usage": None} if include_usage else {}
     parsers = [toolmod.ToolStream() if plan.parses else None for _ in gens]
+    texts = TokenTexts(state.tokenizer)
 
     def chunk(i: int, delta: dict, finish=None, lp=None) -> dict:
         return {**head, "choices": [{"index": i, "delta": delta, "logprobs": lp,
@@ -110,7 +123,7 @@ async def _stream(state, gens, head: dict, want_logprobs: bool, include_usage: b
     async for i, p in merged([g.pieces() for g in gens]):
         tp = parsers[i]
         if p.text:
-            lp = logprobs_block(state.tokenizer, p.tokens) if want_logprobs else None
+            lp = logprobs_block(texts, p.tokens) if want_logprobs else None
             if tp is None:
                 yield chunk(i, {"content": p.text}, lp=lp)
             else:
