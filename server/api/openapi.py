@@ -6,8 +6,10 @@ text/event-stream). tests/api/test_schemathesis.py holds the server to it.
 The routes read raw bytes (so malformed JSON and wrong types get OpenAI-shaped 400s), so
 the request bodies are put in here from the pydantic models of schemas.py; the checks the
 routes make beyond those models (sampling.refuse_unsupported, textflow, tokenize) are
-written into the document by `tighten`. One rule stays out of every schema: the prompt's
-tokens plus max_tokens must fit the context (a 400, code context_length_exceeded).
+written into the document by `tighten`. Two rules stay out of every schema, as they count
+the prompt's tokens: they plus max_tokens must fit the context (a 400, code
+context_length_exceeded), and a reply holds at most prompt_logprob_json.MAX_ENTRIES
+prompt-logprob entries (a 400 naming prompt_logprobs, or logprobs with echo).
 """
 from __future__ import annotations
 
