@@ -5,7 +5,8 @@ holding the prompt token itself first, then the top `prompt_logprobs` alternativ
 
 Once per request: on chat the response carries the list (vLLM's place); on
 /v1/completions choice 0 does and the other choices have null (vLLM copies it into every
-choice: the same list n times, 16 x 10 MB for a 7,000-token prompt at 20 alternatives).
+choice: the same list n times, 122 MB for a 7,000-token prompt at 20 alternatives and
+n=16, where once is 7.8 MB).
 
 The size is bounded before the request runs (`check_size`): at most MAX_ENTRIES entries
 of prompt logprobs in one reply, counting echo's (every choice's logprobs block starts
@@ -16,7 +17,7 @@ from __future__ import annotations
 from .errors import invalid
 from .logprob_tokens import TokenTexts
 
-# About 70 bytes of JSON an entry: a reply of at most ~18 MB. A full 8,192-token context at
+# 50-70 bytes of JSON an entry: a reply of at most ~18 MB. A full 8,192-token context at
 # prompt_logprobs 20 is 172,011 entries.
 MAX_ENTRIES = 262_144
 
