@@ -184,7 +184,8 @@ class Tokenizer:
         m = _BYTE_PIECE.fullmatch(piece)
         if m:
             return bytes([int(m[1], 16)])
-        if isinstance(self._hf.decoder, decoders.ByteLevel) and all(c in _BYTE_LEVEL for c in piece):
+        byte_level = isinstance(self._hf.decoder, decoders.ByteLevel)
+        if byte_level and all(c in _BYTE_LEVEL for c in piece):
             return bytes(_BYTE_LEVEL[c] for c in piece)
         return text.encode("utf-8")
 
