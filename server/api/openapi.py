@@ -217,6 +217,10 @@ def tighten_agents(components: dict) -> None:
         for field, (ok, why) in table.items():          # messages_request / responses_request
             props[field] = {"enum": no_op_values(ok), "description": "not supported (a 400, "
                             f"code unsupported_field, for any other value): {why}"}
+    # messages.py: stop_sequences under stop's limits (sampling.check_stops)
+    stop_text = {"type": "string", "minLength": 1, "maxLength": MAX_STOP_CHARS}
+    components["MessagesRequest"]["properties"]["stop_sequences"] = _nullable(
+        {"type": "array", "items": stop_text, "maxItems": MAX_STOPS})
     # messages.py: tool_use blocks in assistant messages, tool_result blocks in user messages
     msg = components["MessageIn"]
     msg["allOf"] = [

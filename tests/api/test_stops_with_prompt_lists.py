@@ -85,6 +85,10 @@ def test_stop_sequences_count_against_stops_limits():
         assert r.status_code == 200, r.text
         assert r.json()["stop_reason"] == "stop_sequence" and r.json()["stop_sequence"] == "ld"
         assert r.json()["content"][0]["text"] == "Hello, wör"
+        doc = c.get("/openapi.json").json()["components"]["schemas"]["MessagesRequest"]
+    assert doc["properties"]["stop_sequences"]["anyOf"][0] == {
+        "type": "array", "maxItems": MAX_STOPS,
+        "items": {"type": "string", "minLength": 1, "maxLength": MAX_STOP_CHARS}}
 
 
 # Qwen3-style: the template mentions <think> (the reply opens it itself)
