@@ -226,3 +226,22 @@ def test_mtp_counted_not_run_in_hf(built, tmp_path, caplog):
         ld = load(str(d), progress=False)
     assert ld.spec.nextn_layers == 1 and ld.spec.n_layers == 3
     assert "MTP/NextN layer(s) 3 (2 tensors) not run" in caplog.text
+
+
+@pytest.mark.parametrize("name,tp", [("deepseek3-tiny", 1), ("glm47flash-tiny", 1),
+                                     ("glm47flash-tiny", 2), ("glm47flash-tiny", 3)])
+def test_check_pages_on_the_checkpoints(name, tp):
+    """The seed's paged check on the recorded checkpoints' Q8_0 GGUFs (the files the
+    references were made on, tools/refs/moe_checkpoint.py): prompts at and past the page
+    edges, every page NaN-poisoned, a second stream scattering the table, first token, its
+    logits and 4 decode rows byte-equal to the whole-window twin, every page free at the end;
+    TP>1: the last rank's shard (heads split, the latent replicated). deepseek3-tiny's expert
+    width is one Q8_0 block (32), which TP does not split: TP=1 alone."""
+    from server.check_pages import run_check
+    from tools.refs import moe_checkpoint as mc
+    ld = load(str(mc.build_once(name).gguf["Q8_0"]), progress=False)
+    eng = Engine(ld.spec, ld.tensors.__getitem__, tp=tp, rank=tp - 1)
+    assert eng.kv_spec.kind == "latent"
+    out = io.StringIO()
+    assert run_check(eng, page_rows=8, prefill_chunk=16, decode=4, out=out) == 0, out.getvalue()
+    assert out.getvalue().count("equal;") >= 5

@@ -15,7 +15,8 @@ Contracts:
   raw output and SeedSequence are stable by numpy's policy). Tests regenerate the files
   and compare sha256 with the records in tests/data/moe/.
 - The HF folder is what transformers 5.25 `save_pretrained` writes for the class
-  (`Qwen3MoeForCausalLM`, `Glm4MoeForCausalLM`): the same config.json text, per-expert
+  (`Qwen3MoeForCausalLM`, `Glm4MoeForCausalLM`, `DeepseekV3ForCausalLM`,
+  `Glm4MoeLiteForCausalLM`): the same config.json text, per-expert
   tensor names `model.layers.{i}.mlp.experts.{j}.{gate,up,down}_proj.weight`, float32.
   tools/refs/record_moe.py checks this by loading it in transformers and saving it again.
 - The GGUF is what llama.cpp's `convert_hf_to_gguf.py` writes for that folder
@@ -25,8 +26,10 @@ Contracts:
   tokenizer keys are copied from the default model's GGUF (SmolLM2, 49,152 tokens), so the
   same token ids work in foldserve, transformers and llama.cpp. Where the converter itself
   differs, record_moe.py says so.
-- The GGUF tensor data are the HF tensors unchanged (neither family permutes q/k:
-  both use NeoX-style rotation, GLM on the first `partial_rotary_factor` of each head).
+- The GGUF tensor data are the HF tensors unchanged (no family permutes q/k: qwen3moe and
+  glm4moe rotate NeoX-style, GLM on the first `partial_rotary_factor` of each head,
+  deepseek2 interleaved pairs on its rope dims), but for deepseek2's kv_b_proj, which the
+  converter splits into attn_k_b [H, C, N] (transposed) and attn_v_b [H, V, C].
 """
 from __future__ import annotations
 
@@ -81,6 +84,9 @@ class MoeSpec:
     qk_nope_head_dim: int = 0
     qk_rope_head_dim: int = 0
     v_head_dim: int = 0
+    # the HF class written (deepseek2 only: "" is DeepseekV3ForCausalLM, or
+    # "Glm4MoeLiteForCausalLM")
+    hf_class: str = ""
     # standard deviations of the draws
     embed_std: float = 1.0
     head_std: float = 0.7       # lm_head: logits' spread ~ head_std * sqrt(hidden)
@@ -123,6 +129,17 @@ FAMILIES: dict[str, MoeSpec] = {
         dense_ff=128, rms_eps=1e-6, n_shared=1, first_dense=1, n_group=4, topk_group=2,
         routed_scaling=2.5, qk_norm=False, q_lora_rank=48, kv_lora_rank=32,
         qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=16),
+    # GLM-4.7-Flash's proportions cut down (nope 192 / rope 64 / v 256, latent 512, q_lora 768,
+    # 64 experts + 1 shared, top-4, one group, one leading dense layer, scaling 1.8,
+    # rms_eps 1e-5, theta 1e6), 6 heads and expert / dense widths of 3 and 6 Q8_0 blocks so
+    # that TP=2 and TP=3 split them
+    "glm47flash-tiny": MoeSpec(
+        name="glm47flash-tiny", family="deepseek2", seed=3202, n_layer=3, hidden=64,
+        n_head=6, n_head_kv=6, head_dim=48, n_expert=16, n_expert_used=4, expert_ff=96,
+        dense_ff=192, rope_theta=1000000.0, rms_eps=1e-5, n_shared=1, first_dense=1,
+        n_group=1, topk_group=1, routed_scaling=1.8, qk_norm=False, q_lora_rank=32,
+        kv_lora_rank=64, qk_nope_head_dim=32, qk_rope_head_dim=16, v_head_dim=32,
+        hf_class="Glm4MoeLiteForCausalLM"),
 }
 
 
@@ -266,6 +283,9 @@ def hf_config(spec: MoeSpec) -> dict:
         "vocab_size": spec.vocab,
     }
     if spec.family == "deepseek2":
+        if spec.hf_class == "Glm4MoeLiteForCausalLM":
+            return _glm4_moe_lite_config(spec, common)
+        assert not spec.hf_class, spec.hf_class
         return _deepseek3_config(spec, common)
     if spec.family == "qwen3moe":
         assert spec.first_dense == 0 and spec.n_shared == 0 and spec.n_group == 1
@@ -323,6 +343,41 @@ def _deepseek3_config(spec: MoeSpec, common: dict) -> dict:
         "scoring_func": "sigmoid",
         "topk_group": spec.topk_group,
         "topk_method": "noaux_tc",
+        "v_head_dim": spec.v_head_dim,
+    })
+    return cfg
+
+
+def _glm4_moe_lite_config(spec: MoeSpec, common: dict) -> dict:
+    """Glm4MoeLiteForCausalLM's config.json. Its class knows `mlp_layer_types`, not
+    `first_k_dense_replace`, and has no `scoring_func` (its router is always sigmoid);
+    GLM-4.7-Flash's own config.json carries first_k_dense_replace (transformers keeps such
+    extra keys), which llama.cpp's converter reads for leading_dense_block_count. The tiny
+    checkpoint also carries "scoring_func": "sigmoid": without it the converter writes no
+    expert_gating_func and llama.cpp gates a deepseek2 file by softmax unless it has
+    GLM-4.7-Flash's 47/48 blocks and 154,880-token vocabulary (src/models/deepseek2.cpp)."""
+    assert not spec.attention_bias and not spec.qk_norm and spec.n_head_kv == spec.n_head
+    cfg = {k: v for k, v in common.items() if k != "head_dim"}
+    cfg.update({
+        "architectures": ["Glm4MoeLiteForCausalLM"],
+        "first_k_dense_replace": spec.first_dense,
+        "kv_lora_rank": spec.kv_lora_rank,
+        "mlp_layer_types": ["dense" if i < spec.first_dense else "sparse" for i in range(spec.n_layer)],
+        "model_type": "glm4_moe_lite",
+        "n_group": spec.n_group,
+        "n_routed_experts": spec.n_expert,
+        "n_shared_experts": spec.n_shared,
+        "num_nextn_predict_layers": 0,
+        "pretraining_tp": 1,
+        "q_lora_rank": spec.q_lora_rank or None,
+        "qk_head_dim": spec.head_dim,
+        "qk_nope_head_dim": spec.qk_nope_head_dim,
+        "qk_rope_head_dim": spec.qk_rope_head_dim,
+        "rope_interleave": True,
+        "rope_parameters": {"rope_theta": spec.rope_theta, "rope_type": "default"},
+        "routed_scaling_factor": spec.routed_scaling,
+        "scoring_func": "sigmoid",
+        "topk_group": spec.topk_group,
         "v_head_dim": spec.v_head_dim,
     })
     return cfg
@@ -691,12 +746,14 @@ MLA_FIELDS = ("q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_d
 
 
 def spec_dict(spec: MoeSpec) -> dict:
-    """The spec as recorded (the MLA fields only for a deepseek2 spec: the other families'
-    records predate them)."""
+    """The spec as recorded (the MLA fields only for a deepseek2 spec, hf_class only where
+    set: the older records predate them)."""
     d = asdict(spec)
     if spec.family != "deepseek2":
         for k in MLA_FIELDS:
             d.pop(k)
+    if not spec.hf_class:
+        d.pop("hf_class")
     return d
 
 

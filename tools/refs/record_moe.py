@@ -1,6 +1,6 @@
 """Record the references for the tiny MoE checkpoints: tests/data/moe/<family>.json.
 
-    /work/refenv/bin/python tools/refs/record_moe.py --llama-cpp /work/peers-build/llama.cpp \
+    /work/venv-ref/bin/python tools/refs/record_moe.py --llama-cpp /work/peers-build/llama.cpp \
         [--family qwen3moe-tiny glm4moe-tiny] [--work /tmp/moe-refs-work] [--out tests/data/moe]
 
 Needs torch + transformers (a reference venv, not the project's) and a CPU build of llama.cpp
@@ -12,7 +12,7 @@ For each family it records:
 - `hf_check`: transformers loads the HF folder with no missing / unexpected / mismatched
   keys, and its save_pretrained gives the same config.json text and the same tensors.
 - `converter`: llama.cpp's convert_hf_to_gguf.py on the HF folder (GLM through a thin
-  wrapper: its set_vocab wants GLM's own special tokens, so the wrapper takes the plain
+  wrapper, and GLM-4.7-Flash's Glm4MoeLiteForCausalLM too: their set_vocab wants GLM's own special tokens, so the wrapper takes the plain
   byte-level BPE vocabulary path), compared key by key and tensor by tensor with the writer's GGUF.
 - `references`: per GGUF type, transformers float32 on exactly that file's weights (F32: the HF
   folder; Q8_0: the HF folder of the Q8_0 file's weights dequantized), greedy for N steps from
@@ -264,14 +264,17 @@ from conversion import glm
 # GLM's set_vocab looks up GLM's own special tokens ([gMASK], <sop>, ...), which a checkpoint
 # with another vocabulary lacks; take the plain byte-level BPE path instead.
 glm.Glm4MoeModel.set_vocab = lambda self: self._set_vocab_gpt2()
+glm.Glm4MoeLiteModel.set_vocab = lambda self: self._set_vocab_gpt2()
 import convert_hf_to_gguf as c
 sys.argv = ["convert_hf_to_gguf.py"] + sys.argv[1:]
 c.main()
 '''
 
 
-def run_converter(llama_cpp: Path, family: str, hf_dir: Path, outtype: str, out: Path) -> list[str]:
-    if family == "glm4moe":
+def run_converter(llama_cpp: Path, spec: dict, hf_dir: Path, outtype: str, out: Path) -> list[str]:
+    """convert_hf_to_gguf.py on hf_dir; GLM's classes (glm4moe, Glm4MoeLiteForCausalLM)
+    through CONVERT_WRAPPER."""
+    if spec["family"] == "glm4moe" or spec.get("hf_class") == "Glm4MoeLiteForCausalLM":
         wrapper = out.parent / "convert_glm_wrapper.py"
         wrapper.write_text(CONVERT_WRAPPER)
         cmd = [sys.executable, str(wrapper), str(llama_cpp), str(hf_dir), "--outtype", outtype, "--outfile", str(out)]
@@ -358,7 +361,7 @@ def record_family(name: str, a, built: dict, prompts: list[dict], vers: dict) ->
     for qt, outtype in (("F32", "f32"), ("Q8_0", "q8_0")):
         print(f"[{name}] converter {outtype}", flush=True)
         out = cdir / f"{name}-{qt}.gguf"
-        cmd = run_converter(Path(a.llama_cpp), spec["family"], root / "hf", outtype, out)
+        cmd = run_converter(Path(a.llama_cpp), spec, root / "hf", outtype, out)
         conv[qt] = {"command": " ".join(Path(c).name if i < 2 else c for i, c in enumerate(cmd)),
                     "comparison": compare_gguf(root / f"{name}-{qt}.gguf", out)}
     rec["converter"] = conv
@@ -388,7 +391,7 @@ def record_family(name: str, a, built: dict, prompts: list[dict], vers: dict) ->
     # dequantized weights in an F32 GGUF (converted from hf-Q8_0-dequant/) isolate that.
     print(f"[{name}] llama-server F32 file of the Q8_0 weights", flush=True)
     deq = cdir / f"{name}-Q8_0-dequant-F32.gguf"
-    run_converter(Path(a.llama_cpp), spec["family"], root / "hf-Q8_0-dequant", "f32", deq)
+    run_converter(Path(a.llama_cpp), spec, root / "hf-Q8_0-dequant", "f32", deq)
     cases, cmd = llama_server_cases(Path(a.llama_cpp) / "build-cpu/bin/llama-server", deq, prompts,
                                     Path(a.work) / f"{name}-Q8_0-dequant-server.log")
     by = {c["name"]: c for c in refs["Q8_0"]["cases"]}
@@ -400,7 +403,7 @@ def record_family(name: str, a, built: dict, prompts: list[dict], vers: dict) ->
     rec["references"] = refs
     rec["llama_cpp"] = lcpp
     rec["tools"] = vers
-    rec["record_command"] = "/work/refenv/bin/python tools/refs/record_moe.py --llama-cpp /work/peers-build/llama.cpp"
+    rec["record_command"] = f"{sys.executable} tools/refs/record_moe.py --llama-cpp {a.llama_cpp} --family {name}"
     return rec
 
 
