@@ -192,6 +192,19 @@ def qkv_attend(qkv, nq, nkv, hd, pos, inv, k_pool, v_pool, rows, scale, norms=No
     return write_and_attend(q, k, v, k_pool, v_pool, rows, scale)
 
 
+def gdn_chunk(mix, z, b, a, conv_w, A_log, dt_bias, norm_w, eps, window, state, nk):
+    """One stream's chunk through a Gated DeltaNet layer (kernels/gdn.py: the definition),
+    its conv window and state updated in place; the numba form where numba is present."""
+    if not _cpu(mix):
+        raise NotImplementedError("Gated DeltaNet layers run on the CPU only")
+    ok, _ = qmatmul.available()
+    if ok:
+        from kernels import gdn_cpu
+        return gdn_cpu.chunk(mix, z, b, a, conv_w, A_log, dt_bias, norm_w, eps, window, state, nk)
+    from kernels import gdn
+    return gdn.chunk(mix, z, b, a, conv_w, A_log, dt_bias, norm_w, eps, window, state, nk)
+
+
 def _grouped(experts) -> bool:
     """Experts the CPU multiplies in one call: an ExpertStack of a 32-element kind."""
     if not isinstance(experts, ExpertStack):

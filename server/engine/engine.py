@@ -75,6 +75,8 @@ class Engine:
                            self.xp, all_reduce)
         self.kv: KVStore | None = None
         self.tables: dict[int, tuple] = {}
+        # recurrent families: the position each open stream's fixed part (state) stands at
+        self.fixed_at: dict[int, int] = {}
         self.pool: PoolStep | None = None
         # every table this rank mapped, chained: equal on every rank when followers map the
         # ids rank 0 names (logged at StopStep, compared by the multi-rank tests)
@@ -100,6 +102,15 @@ class Engine:
         if isinstance(step, RoundStep):
             return self.round(step)
         if isinstance(step, BeginStep):
+            if self.kv.fixed:
+                if step.kept:
+                    raise ValueError(
+                        f"{self.spec.name or self.spec.arch}: stream {step.stream} begins on a "
+                        f"kept prefix ({step.kept} pages), but its recurrent layers' state at "
+                        "that position is not kept (no snapshot slots yet); the plan gives this "
+                        "family no prompt cache")
+                self.kv.reset_fixed(step.stream)
+                self.fixed_at[step.stream] = 0
             self.tables[step.stream] = step.page_ids
             self.tables_mapped += 1
             self.table_digest.update(repr((step.stream, step.page_ids, step.kept)).encode())
@@ -107,6 +118,7 @@ class Engine:
                 self.kv.poison(step.stream, step.page_ids, step.kept)
         elif isinstance(step, EndStep):
             self.tables.pop(step.stream, None)
+            self.fixed_at.pop(step.stream, None)
         elif isinstance(step, PoolStep):
             self.make_pool(step)
         elif isinstance(step, CopyStep):
@@ -142,8 +154,19 @@ class Engine:
         chunks = []
         for c in step.chunks:
             table, prow = self.kv.address(c.stream, self.tables[c.stream])
-            chunks.append(RoundChunk(table, prow, c.start, c.tokens, c.logits))
+            chunks.append(RoundChunk(table, prow, c.start, c.tokens, c.logits, c.stream))
+        if self.kv.fixed:              # a state stands at one position: chunks must follow it
+            for c in step.chunks:
+                at = self.fixed_at.get(c.stream)
+                if at != c.start:
+                    raise ValueError(
+                        f"{self.spec.name or self.spec.arch}: stream {c.stream}'s chunk starts "
+                        f"at position {c.start}, but its recurrent state stands at {at}; a "
+                        "recurrent layer's state only moves forward, one position at a time")
         logits = self.model.forward(chunks, self.kv)
+        for c in step.chunks:
+            if c.stream in self.fixed_at:
+                self.fixed_at[c.stream] += len(c.tokens)
         if logits is None:
             return None
         if self.xp is np:

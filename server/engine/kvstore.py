@@ -7,6 +7,10 @@ the model's KV layout spec (server/shapes/kv_layout.py):
             `context` rows
 The kernels read both through (table, page_rows): only addresses differ.
 On windows a prompt cache keeps copies of rows in `cache` pages of page_rows rows.
+
+The layout's fixed part (recurrent layers' states and conv windows) is one float32 array per
+entry, [recurrent layers, streams, *shape], indexed by the stream's slot in both modes: a
+stream's state never lives on pages, so paged == window holds for it by construction.
 """
 from __future__ import annotations
 
@@ -30,6 +34,9 @@ class KVStore:
         self.V = self.arrays[1] if len(self.arrays) > 1 else None
         self.cK = self.cache[0] if self.cache else None
         self.cV = self.cache[1] if len(self.cache) > 1 else None
+        import numpy as np                 # the fixed part is float32 on every device
+        self.fixed = [xp.zeros((self.layout.n_fixed_layers, streams, *shape), dtype=np.float32)
+                      for _, shape in self.layout.fixed] if self.layout.fixed else []
 
     @classmethod
     def of(cls, xp, layout: KVSpec, dtype, **kw) -> "KVStore":
@@ -37,7 +44,18 @@ class KVStore:
 
     @property
     def nbytes(self) -> int:
-        return sum(a.nbytes for a in self.arrays) + sum(a.nbytes for a in self.cache)
+        return (sum(a.nbytes for a in self.arrays) + sum(a.nbytes for a in self.cache)
+                + sum(a.nbytes for a in self.fixed))
+
+    def fixed_of(self, layer: int) -> tuple:
+        """The fixed part's arrays of recurrent layer `layer` (its index among the recurrent
+        layers), each [streams, *shape]: (state, conv window) for Gated DeltaNet."""
+        return tuple(a[layer] for a in self.fixed)
+
+    def reset_fixed(self, stream: int) -> None:
+        """A stream starting at position 0: its states and windows zeroed."""
+        for a in self.fixed:
+            a[:, stream] = 0
 
     def k(self, layer):
         """MHA: layer's K pool; latent: layer's latent pool [n, rows, 1, width]."""
@@ -53,7 +71,8 @@ class KVStore:
         return (stream,), self.context
 
     def poison(self, stream: int, page_ids, kept: int) -> None:
-        """NaN into what a stream is about to use, past its kept prefix."""
+        """NaN into what a stream is about to use, past its kept prefix (its fixed part is
+        zeroed by reset_fixed at its start, not poisoned)."""
         for a in self.arrays:
             nan = float("nan")
             if a.dtype.itemsize == 2:       # bf16/fp16 on the GPU: 0x7FC0 is NaN in both

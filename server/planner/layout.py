@@ -4,7 +4,7 @@
                       MHA: n_layers * 2 (K and V) * n_kv (this shard's kv heads) * head_dim * kv_bytes
                       latent: n_layers * (kv_lora_rank + rope dims) * kv_bytes, every rank
     page_bytes      = bytes_per_token * page_rows
-    fixed_bytes     = table + sampling + scratch, per stream (see `fixed_bytes`)
+    fixed_bytes     = table + sampling + scratch + recurrent states, per stream (see `fixed_bytes`)
 
 kv_bytes is the KV storage dtype's size: 4 (float32) on the CPU, 2 (bf16) on the GPU.
 Shards with uneven kv heads (llama3-8b at TP=3: 3, 3, 2) have different page bytes;
@@ -94,12 +94,14 @@ class Layout:
                        (one prefill chunk's float32 activations: residual, normed input,
                         attention out, projection out; gate, up and their product, or a
                         MoE layer's routed experts': `moe_floats`)
+            states   = the KV layout spec's fixed part (recurrent layers' states and conv
+                       windows of this rank's heads, float32; 0 for a family without)
         """
         table = TABLE_ENTRY_BYTES * self.pages_for(context) if paged else 0
         sampling = SAMPLING_VECTORS * self.vocab * FLOAT_BYTES
         scratch = self.prefill_chunk * (ACT_DMODEL_ROWS * self.d_model
                                         + max(ACT_FF_ROWS * self.ff_rank, self.moe_floats)) * FLOAT_BYTES
-        return table + sampling + scratch
+        return table + sampling + scratch + self.kv_spec.fixed_bytes
 
 
 def moe_floats(spec: ModelSpec, shard) -> int:

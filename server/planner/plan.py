@@ -158,15 +158,23 @@ def plan(layouts: Sequence[Layout], rooms: Sequence[int], context: int, parallel
     if any(L.page_rows != page_rows for L in layouts):
         raise PlanError("every rank must use the same --page-rows")
 
+    notes0 = ()
+    if layouts[0].kv_spec.fixed and prompt_cache_bytes:
+        # a recurrent family's kept prefix needs its states at that position (snapshot
+        # slots), which are not built yet: no prompt cache rather than a wrong resume
+        notes0 = (f"prompt cache off: the model's recurrent layers keep a state a stream "
+                  f"({size(layouts[0].kv_spec.fixed_bytes)} fixed each) and snapshot slots "
+                  f"are not built yet; {size(prompt_cache_bytes)} asked, 0 used",)
+        prompt_cache_bytes = 0
     want = parallel or AUTO_WINDOWS_FIT
     windows_fit = all(want * (L.fixed_bytes(context, False) + _window(L, context, verify_window)) <= room
                       for L, room in zip(layouts, rooms))
     mode, note = resolve_kv_pages(kv_pages, len(layouts), windows_fit)
-    notes = (note,) if note else ()
+    notes = notes0 + ((note,) if note else ())
     fund = _on_pages if mode == "on" else _on_windows
     p = fund(list(layouts), list(rooms), context, parallel, prompt_cache_bytes, verify_window, notes)
     kv = layouts[0].kv_spec
-    if kv.kind == "latent":          # the MHA plan line stays as it was
+    if kv.kind == "latent" or kv.fixed:          # the MHA plan line stays as it was
         p = replace(p, kv_rows=f"{kv.describe()}, {p.rank.bytes_per_token} bytes a token")
     return p
 

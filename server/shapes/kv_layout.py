@@ -14,6 +14,17 @@ Two kinds:
           NOT split by TP: every rank holds every row (heads split, the latent replicated;
           each rank computes and writes the same rows to the same page ids).
 
+A layout may also hold a **fixed part**: arrays a stream keeps whatever its length, beside
+its pages (recurrent layers: a Gated DeltaNet layer's state [v heads, k dim, v dim] and its
+short convolution's window [kernel - 1, channels], this rank's heads; qwen3next). They are
+float32 on every device (the recurrence accumulates in them), one set a stream slot:
+
+  fixed   ((name, a stream's shape), ...) per recurrent layer, `n_fixed_layers` of them;
+              fixed bytes a stream = n_fixed_layers * sum(prod(shape)) * 4
+          split by TP with the heads (each rank keeps its own heads' states).
+  The KV rows then cover only the layers that write them (`n_layers`: the full-attention
+  layers of a hybrid).
+
 Pure Python (the planner sizes a model with it, no numpy).
 """
 from __future__ import annotations
@@ -24,8 +35,12 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class KVSpec:
     kind: str                     # "mha" | "latent"
-    n_layers: int
+    n_layers: int                 # layers that write KV rows
     arrays: tuple                 # ((name, a row's shape), ...) the store makes, per layer
+    fixed: tuple = ()             # ((name, a stream's shape), ...) per recurrent layer
+    n_fixed_layers: int = 0       # recurrent layers (each keeps `fixed` a stream)
+
+    FIXED_BYTES = 4               # the fixed part is float32 on every device
 
     @staticmethod
     def mha(n_layers: int, n_kv: int, head_dim: int) -> "KVSpec":
@@ -49,8 +64,28 @@ class KVSpec:
     def bytes_per_token(self, kv_bytes: int) -> int:
         return self.elements_per_token * kv_bytes
 
+    @property
+    def fixed_bytes(self) -> int:
+        """One stream's fixed part (every recurrent layer's state and window), bytes."""
+        n = 0
+        for _, shape in self.fixed:
+            k = 1
+            for s in shape:
+                k *= s
+            n += k
+        return self.n_fixed_layers * n * self.FIXED_BYTES
+
+    def with_fixed(self, n_fixed_layers: int, fixed: tuple) -> "KVSpec":
+        from dataclasses import replace
+        return replace(self, fixed=tuple(fixed), n_fixed_layers=n_fixed_layers)
+
     def describe(self) -> str:
         """'K and V rows' or 'latent rows (512 + 64 a token and layer, every rank)'."""
+        if self.fixed:
+            mib = self.fixed_bytes / 2**20
+            return (f"K and V rows on {self.n_layers} layers; recurrent states of "
+                    f"{self.n_fixed_layers} layers beside the pages, {mib:.2f} MiB fixed each "
+                    "stream")
         if self.kind == "latent":
             return (f"latent rows ({self.arrays[0][1][1]} values a token and layer, the same "
                     "on every rank)")
@@ -61,4 +96,10 @@ def kv_spec(spec, shard) -> KVSpec:
     """The KV layout of a ModelSpec's shard (server/shapes/shard.py)."""
     if getattr(spec, "kv_lora_rank", 0):
         return KVSpec.latent(spec.n_layers, spec.kv_lora_rank, spec.qk_rope_head_dim)
+    if getattr(spec, "full_attn_every", 0):
+        from server.families import family
+        fam = family(spec)
+        n_fixed = spec.n_layers - spec.n_kv_layers
+        return KVSpec.mha(spec.n_kv_layers, shard.n_kv, spec.head_dim).with_fixed(
+            n_fixed, fam.fixed_part(spec, shard))
     return KVSpec.mha(spec.n_layers, shard.n_kv, spec.head_dim)

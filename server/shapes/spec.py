@@ -10,9 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 DENSE_ARCHS = ("llama", "mistral", "qwen2", "qwen3", "smollm")
-MOE_ARCHS = ("qwen3moe", "glm4moe", "deepseek2")
+MOE_ARCHS = ("qwen3moe", "glm4moe", "deepseek2", "qwen3next")
 MLA_ARCHS = ("deepseek2",)
-SUPPORTED_ARCHS = DENSE_ARCHS + MOE_ARCHS
+RECURRENT_ARCHS = ("qwen3next",)
+SUPPORTED_ARCHS = DENSE_ARCHS + MOE_ARCHS + RECURRENT_ARCHS
 ROUTERS = ("softmax", "sigmoid")
 
 
@@ -60,6 +61,16 @@ class ModelSpec:
     qk_rope_head_dim: int = 0
     v_head_dim: int = 0
     attn_scale_mul: float = 1.0  # YaRN's mscale**2 on the softmax scale (mscale_all_dim)
+    # recurrent layers (qwen3next: Gated DeltaNet; 0: none). Layer i is full (gated)
+    # attention where (i + 1) % full_attn_every == 0, a linear-attention layer otherwise,
+    # whose state a stream keeps (the KV layout spec's fixed part, server/shapes/kv_layout.py)
+    full_attn_every: int = 0
+    lin_k_heads: int = 0        # q/k heads of a linear layer
+    lin_v_heads: int = 0        # v heads (each k head serves lin_v_heads // lin_k_heads)
+    lin_k_dim: int = 0
+    lin_v_dim: int = 0
+    conv_kernel: int = 0        # the short causal convolution's width (4)
+    zero_centred_norms: bool = False  # HF Qwen3-Next: RMSNorm weights stored as w - 1
 
     @property
     def moe(self) -> bool:
@@ -77,6 +88,23 @@ class ModelSpec:
     def rot(self) -> int:
         """Dims of each head RoPE rotates (the first `rot`, half-rotation form)."""
         return self.rotary_dim or self.head_dim
+
+    @property
+    def recurrent(self) -> bool:
+        return self.full_attn_every > 0
+
+    def is_linear_layer(self, i: int) -> bool:
+        """A recurrent (linear-attention) layer: it keeps a state a stream, no KV rows."""
+        return self.recurrent and (i + 1) % self.full_attn_every != 0
+
+    @property
+    def n_kv_layers(self) -> int:
+        """Layers that write KV rows (every layer but the linear ones)."""
+        return sum(not self.is_linear_layer(i) for i in range(self.n_layers))
+
+    def kv_index(self, i: int) -> int:
+        """Layer i's index among the layers that write KV rows."""
+        return sum(not self.is_linear_layer(j) for j in range(i))
 
     def is_moe_layer(self, i: int) -> bool:
         return self.moe and i >= self.first_dense_layers
@@ -157,6 +185,21 @@ SHAPES: dict[str, ModelSpec] = {
                                 n_group=2, topk_group=1, rotary_dim=8, q_lora_rank=48,
                                 kv_lora_rank=32, qk_rope_head_dim=8, v_head_dim=16,
                                 name="tiny-deepseek3"),
+    # Gated DeltaNet hybrids (qwen3next): Qwen3-Next-80B-A3B's shape, and a tiny one
+    "qwen3-next-80b-a3b": ModelSpec("qwen3next", 48, 2048, 16, 2, 256, 0, 151936,
+                                    rope_theta=10000000.0, rms_eps=1e-6, max_context=262144,
+                                    qk_norm=True, n_experts=512, n_experts_used=10,
+                                    expert_ff=512, n_shared_experts=1, shared_ff=512,
+                                    router="softmax", norm_topk_prob=True, rotary_dim=64,
+                                    full_attn_every=4, lin_k_heads=16, lin_v_heads=32,
+                                    lin_k_dim=128, lin_v_dim=128, conv_kernel=4,
+                                    name="qwen3-next-80b-a3b"),
+    "tiny-qwen3next": ModelSpec("qwen3next", 4, 64, 4, 2, 16, 0, 512, max_context=512,
+                                rms_eps=1e-6, qk_norm=True, n_experts=8, n_experts_used=2,
+                                expert_ff=64, n_shared_experts=1, shared_ff=64,
+                                router="softmax", norm_topk_prob=True, rotary_dim=4,
+                                full_attn_every=4, lin_k_heads=2, lin_v_heads=4, lin_k_dim=16,
+                                lin_v_dim=16, conv_kernel=4, name="tiny-qwen3next"),
     "tiny-qwen3moe": ModelSpec("qwen3moe", 2, 64, 4, 2, 16, 96, 512, max_context=512,
                                rms_eps=1e-6, qk_norm=True, n_experts=8, n_experts_used=3,
                                expert_ff=96, router="softmax", norm_topk_prob=True,
@@ -171,6 +214,10 @@ SHAPES: dict[str, ModelSpec] = {
 
 def moe_on_gpu(spec: ModelSpec) -> str:
     """The one-line refusal of a mixture-of-experts family on --device cuda."""
+    if spec.recurrent:
+        return (f"{spec.name or spec.arch}: the {spec.arch} family (Gated DeltaNet recurrent "
+                "layers, mixture of experts) runs on the CPU only until its GPU kernels exist; "
+                "use --device cpu")
     if spec.mla:
         return (f"{spec.name or spec.arch}: the {spec.arch} family (multi-head latent attention, "
                 "mixture of experts) runs on the CPU only until its GPU kernels exist; use "

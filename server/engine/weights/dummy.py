@@ -48,6 +48,10 @@ def dummy_tensor(spec: ModelSpec, name: str, seed: int = 0, dtype=np.float32) ->
         x += 1.0
     elif name.endswith(".bias"):
         x *= 0.01
+    elif name.endswith("conv1d.weight"):    # Gated DeltaNet's short conv: taps of order 1
+        x *= 0.5
+    elif name.endswith(("A_log", "dt_bias")):   # decays exp(-e^A softplus(a + dt)) in (0, 1)
+        x *= 0.5
     else:
         x *= 0.02
     return x if dtype == np.float32 else x.astype(dtype)

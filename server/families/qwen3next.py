@@ -1,0 +1,270 @@
+"""The Gated DeltaNet hybrid: Qwen3-Next (HF `Qwen3NextForCausalLM`, GGUF arch `qwen3next`).
+
+Layer i is full attention where (i + 1) % full_attn_every == 0 (every 4th), a Gated DeltaNet
+linear-attention layer otherwise; every layer's MLP is the MoE (softmax router, top-k
+renormalised) plus a shared expert scaled by sigmoid(x . shared_expert_gate).
+
+    linear:  x = rmsnorm(h)
+             q|k|v|z = x in_proj_qkvz;  b|a = x in_proj_ba          column-parallel by heads
+             out = gdn(q|k|v, z, b, a; the stream's state and conv window)   kernels/gdn_cpu.py
+             h += out_proj(out)                                     row-parallel + all-reduce
+    full:    q|gate = x q_proj (per head [q | gate]), k, v;  q, k rmsnormed per head,
+             partial RoPE (the first `rot` dims, half-rotation form); attention over pages;
+             h += o_proj(attn * sigmoid(gate))
+    mlp:     h += moe(x) + sigmoid(x w_seg) * shared(x)
+
+The linear layers write no KV rows: their state and conv window are the stream's fixed part
+(the KV layout spec's `fixed`, server/shapes/kv_layout.py), kept in the engine's store a
+stream slot, beside the full layers' pages. HF's RMSNorms (input, post-attention, final, q/k
+norms) are zero-centred, (1 + w); an HF folder's weights get the 1 added at load
+(`spec.zero_centred_norms`), as llama.cpp's converter writes them into a GGUF. The gated norm
+of the linear layers is plain w.
+
+Tensor parallel: the linear layers split by k heads (each with its v heads: q, k, v, z, b, a
+rows, the conv channels, A_log, dt_bias; out_proj's columns), the full layers as llama's.
+Pure Python (see server/families).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from server.families import llama, moe
+from server.families.llama import attention_extras, attention_shapes, mlp_shapes, shard_mlp
+from server.shapes.shard import split_even
+
+NAME = "qwen3next"
+FUSED = False
+
+GGUF_LAYER: dict = {}            # GGUF qwen3next: not read yet (refused by name at load)
+GGUF_EXPERTS = moe.GGUF_EXPERTS
+
+
+@dataclass
+class NextLayerWeights:
+    attn_norm: object
+    mlp_norm: object
+    linear: bool
+    # a full layer: q | k | v | gate columns of this shard's heads
+    wqkvg: object | None = None
+    q_norm: object | None = None
+    k_norm: object | None = None
+    wo: object | None = None
+    # a linear layer (this shard's k heads and their v heads)
+    wqkvz: object | None = None      # [d, q | k | v | z]
+    wba: object | None = None        # [d, b | a]
+    conv_w: object | None = None     # [C, K] float32 (channels q | k | v)
+    A_log: object | None = None      # [nv]
+    dt_bias: object | None = None    # [nv]
+    gnorm: object | None = None      # [dv] the gated norm's weight
+    wout: object | None = None       # [nv dv, d]
+    nk: int = 0
+    # the MoE MLP
+    router: object | None = None
+    router_bias: object | None = None
+    experts_gu: list | None = None
+    experts_down: list | None = None
+    shared_gu: object | None = None
+    shared_down: object | None = None
+    shared_gate: object | None = None  # [d, 1]
+
+
+# ------------------------------------------------------------------ tensors and shapes
+def _dims(spec):
+    nk, nv, dk, dv = spec.lin_k_heads, spec.lin_v_heads, spec.lin_k_dim, spec.lin_v_dim
+    return nk, nv, dk, dv
+
+
+def linear_shapes(spec, p: str) -> dict:
+    nk, nv, dk, dv = _dims(spec)
+    d, a = spec.d_model, p + "linear_attn."
+    conv = 2 * nk * dk + nv * dv
+    return {a + "in_proj_qkvz.weight": (2 * nk * dk + 2 * nv * dv, d),
+            a + "in_proj_ba.weight": (2 * nv, d),
+            a + "conv1d.weight": (conv, 1, spec.conv_kernel),
+            a + "dt_bias": (nv,), a + "A_log": (nv,), a + "norm.weight": (dv,),
+            a + "out_proj.weight": (d, nv * dv)}
+
+
+def layer_shapes(spec, i: int) -> dict:
+    p = f"model.layers.{i}."
+    d, out = spec.d_model, {}
+    if spec.is_linear_layer(i):
+        out[p + "input_layernorm.weight"] = (d,)
+        out[p + "post_attention_layernorm.weight"] = (d,)
+        out.update(linear_shapes(spec, p))
+    else:
+        out.update(attention_shapes(spec, p))
+        out[p + "self_attn.q_proj.weight"] = (2 * spec.n_heads * spec.head_dim, d)  # q | gate
+        out.update(attention_extras(spec, p))
+    out[p + "mlp.gate.weight"] = (spec.n_experts, d)
+    for e in range(spec.n_experts):
+        out.update(mlp_shapes(d, spec.expert_ff, moe.expert_prefix(i, e)))
+    out.update(mlp_shapes(d, spec.shared_ff, p + "mlp.shared_expert."))
+    out[p + "mlp.shared_expert_gate.weight"] = (1, d)
+    return out
+
+
+def n_params(spec, active: bool = False) -> int:
+    d = spec.d_model
+    total = sum(llama._size(s) for i in range(spec.n_layers) for s in layer_shapes(spec, i).values())
+    if active:
+        total -= spec.n_layers * (spec.n_experts - spec.n_experts_used) * 3 * d * spec.expert_ff
+    head = 0 if spec.tie_embeddings else spec.vocab * d
+    return total + spec.vocab * d + head + d
+
+
+def linear_heads(spec, shard) -> tuple[int, int]:
+    """[lo, hi) of the linear layers' k heads this shard holds (each with its v heads)."""
+    nk = spec.lin_k_heads
+    if shard.tp > nk:
+        raise ValueError(f"TP {shard.tp} exceeds the {nk} linear-attention key heads of "
+                         f"{spec.name or spec.arch} (qwen3next splits them whole); run at TP "
+                         f"{nk} or less")
+    return split_even(nk, shard.tp, shard.rank)
+
+
+def fixed_part(spec, shard) -> tuple:
+    """A stream's fixed part on this shard, per linear layer (the KV layout spec's `fixed`):
+    the recurrent state [v heads, dk, dv] and the conv window [kernel - 1, channels]."""
+    nk, nv, dk, dv = _dims(spec)
+    lo, hi = linear_heads(spec, shard)
+    r = nv // nk
+    nk_r, nv_r = hi - lo, (hi - lo) * r
+    return (("state", (nv_r, dk, dv)), ("conv", (spec.conv_kernel - 1, 2 * nk_r * dk + nv_r * dv)))
+
+
+# ------------------------------------------------------------------ the TP split
+def _norm(spec, sp, name):
+    """A zero-centred RMSNorm weight (HF: 1 + w) as the multiplier."""
+    w = sp.get(name)
+    return sp.dev(w + 1 if spec.zero_centred_norms else w)
+
+
+def shard_layer(spec, i: int, sp, shard) -> NextLayerWeights:
+    import numpy as np       # the CPU only (the family is refused on the GPU)
+    p = f"model.layers.{i}."
+    get, dev = sp.get, sp.dev
+    rec = dict(attn_norm=_norm(spec, sp, p + "input_layernorm.weight"),
+               mlp_norm=_norm(spec, sp, p + "post_attention_layernorm.weight"))
+    if spec.is_linear_layer(i):
+        rec.update(_shard_linear(spec, p, sp, shard, np))
+    else:
+        hd, H = spec.head_dim, spec.n_heads
+        wq2 = np.asarray(_dense(get(p + "self_attn.q_proj.weight")), np.float32).reshape(H, 2, hd, -1)
+        wq = np.concatenate([wq2[h, 0] for h in shard.q_heads])
+        wg = np.concatenate([wq2[h, 1] for h in shard.q_heads])
+        wk = sp.rows(_dense(get(p + "self_attn.k_proj.weight")), shard.kv_heads, hd)
+        wv = sp.rows(_dense(get(p + "self_attn.v_proj.weight")), shard.kv_heads, hd)
+        wo = sp.head_cols(get(p + "self_attn.o_proj.weight"), shard.q_heads, hd,
+                          p + "self_attn.o_proj.weight")
+        rec.update(linear=False, wqkvg=dev(sp.orient(np.concatenate([wq, wk, wv, wg]))),
+                   q_norm=_norm(spec, sp, p + "self_attn.q_norm.weight"),
+                   k_norm=_norm(spec, sp, p + "self_attn.k_norm.weight"), wo=dev(sp.orient(wo)))
+    from dataclasses import replace
+    m = moe.shard_moe_mlp(replace(spec, n_shared_experts=0), i, sp, shard)
+    sgu, sdown = shard_mlp(p + "mlp.shared_expert.", sp, *shard.shared_ff)
+    seg = dev(sp.orient(np.asarray(_dense(get(p + "mlp.shared_expert_gate.weight")), np.float32)))
+    m.update(shared_gu=sgu, shared_down=sdown, shared_gate=seg)
+    return NextLayerWeights(**m, **rec)
+
+
+def _dense(w):
+    return w.dequantize() if hasattr(w, "dequantize") else w
+
+
+def _shard_linear(spec, p, sp, shard, np) -> dict:
+    nk, nv, dk, dv = _dims(spec)
+    r = nv // nk
+    lo, hi = linear_heads(spec, shard)
+    a = p + "linear_attn."
+    get = sp.get
+    f32 = lambda n: np.asarray(_dense(get(a + n)), np.float32)
+    # HF's in_proj_qkvz rows: per k head g, [q (dk) | k (dk) | v (r dv) | z (r dv)]
+    qkvz = f32("in_proj_qkvz.weight").reshape(nk, 2 * dk + 2 * r * dv, -1)[lo:hi]
+    q, k = qkvz[:, :dk], qkvz[:, dk:2 * dk]
+    v, z = qkvz[:, 2 * dk:2 * dk + r * dv], qkvz[:, 2 * dk + r * dv:]
+    flat = lambda x: x.reshape(-1, x.shape[-1])
+    wqkvz = np.concatenate([flat(q), flat(k), flat(v), flat(z)])
+    ba = f32("in_proj_ba.weight").reshape(nk, 2 * r, -1)[lo:hi]          # per k head [b (r) | a (r)]
+    wba = np.concatenate([flat(ba[:, :r]), flat(ba[:, r:])])
+    conv = f32("conv1d.weight")[:, 0, :]                                 # [q all | k all | v all, K]
+    K = nk * dk
+    cw = np.concatenate([conv[lo * dk:hi * dk], conv[K + lo * dk:K + hi * dk],
+                         conv[2 * K + lo * r * dv:2 * K + hi * r * dv]])
+    vs = slice(lo * r, hi * r)
+    wout = sp.head_cols(get(a + "out_proj.weight"), range(lo * r, hi * r), dv, a + "out_proj.weight")
+    dev = sp.dev
+    return dict(linear=True, wqkvz=dev(sp.orient(wqkvz)), wba=dev(sp.orient(wba)),
+                conv_w=np.ascontiguousarray(cw), A_log=np.ascontiguousarray(f32("A_log")[vs]),
+                dt_bias=np.ascontiguousarray(f32("dt_bias")[vs]),
+                gnorm=np.ascontiguousarray(f32("norm.weight")), wout=dev(sp.orient(wout)),
+                nk=hi - lo)
+
+
+# ------------------------------------------------------------------ the forward
+def _sigmoid(x):
+    import numpy as np
+    return np.float32(1) / (np.float32(1) + np.exp(-x))
+
+
+def attend_full(ops, m, L, li, h, out, r, kv):
+    import numpy as np
+    s, w = m.spec, m.w
+    hd, nq, nkv = s.head_dim, w.nq, w.nkv
+    y, h = ops.norm_linear(out, h, L.attn_norm, s.rms_eps, L.wqkvg, fast=m.fast)
+    T, n = y.shape[0], (nq + 2 * nkv) * hd
+    ki = s.kv_index(li)
+    att = ops.qkv_attend(np.ascontiguousarray(y[:, :n]), nq, nkv, hd, r.pos, m.inv, kv.k(ki),
+                         kv.v(ki), r, m.scale, (L.q_norm, L.k_norm), s.rms_eps, rot=s.rot)
+    att = att.reshape(T, nq * hd) * _sigmoid(y[:, n:])
+    o = ops.linear(np.ascontiguousarray(att), L.wo)
+    if m.all_reduce is not None:
+        o = m.all_reduce(o)
+    return o, h
+
+
+def attend_linear(ops, m, L, li, h, out, r, kv):
+    """The Gated DeltaNet layer: each chunk through its stream's fixed part (slot c.slot)."""
+    import numpy as np
+    s = m.spec
+    x, h = ops.add_norm(out, h, L.attn_norm, s.rms_eps, fast=m.fast)
+    qkvz = ops.linear(x, L.wqkvz)
+    ba = ops.linear(x, L.wba)
+    nv = L.A_log.shape[0]
+    dv = s.lin_v_dim
+    C = L.conv_w.shape[0]
+    fi = li - s.kv_index(li)                   # index among the linear layers
+    state, conv = kv.fixed_of(fi)
+    o = np.empty((x.shape[0], nv * dv), np.float32)
+    for (a0, b0), c in zip(r.spans, r.chunks):
+        slot = getattr(c, "slot", -1)
+        if slot < 0:
+            raise ValueError(f"{s.name or s.arch}: a chunk without a stream slot reached a "
+                             "recurrent layer; its state is kept a stream (RoundChunk.slot)")
+        o[a0:b0] = ops.gdn_chunk(qkvz[a0:b0, :C], qkvz[a0:b0, C:], ba[a0:b0, :nv],
+                                 ba[a0:b0, nv:], L.conv_w, L.A_log, L.dt_bias, L.gnorm,
+                                 s.rms_eps, conv[slot], state[slot], L.nk)
+    y = ops.linear(o, L.wout)
+    if m.all_reduce is not None:
+        y = m.all_reduce(y)
+    return y, h
+
+
+def ffn(ops, m, L, h, out):
+    """h += out; the routed experts + sigmoid(x w_seg) * shared(x)."""
+    s, w = m.spec, m.w
+    x, h = ops.add_norm(out, h, L.mlp_norm, s.rms_eps, fast=m.fast)
+    y = ops.moe(x, L.router, None, L.experts_gu, L.experts_down, w.expert_ff, m.routing)
+    sh = ops.linear(ops.gate_up_silu(x, L.shared_gu, w.shared_ff), L.shared_down)
+    y = y + _sigmoid(ops.linear(x, L.shared_gate)) * sh
+    if m.all_reduce is not None:
+        y = m.all_reduce(y)
+    return h, y
+
+
+def forward_layer(ops, m, L, li, h, out, r, kv):
+    if L.linear:
+        out, h = attend_linear(ops, m, L, li, h, out, r, kv)
+    else:
+        out, h = attend_full(ops, m, L, li, h, out, r, kv)
+    return ffn(ops, m, L, h, out)
