@@ -4,7 +4,8 @@ For each prompt, the same model runs it twice: once on a window (one page of `co
 rows), once on pages taken from a pool (with a second stream taking and giving pages in
 between, so the table is scattered and out of order, and every page poisoned with NaN
 before use). Prompts sit at page edges (P-1, P, P+1 rows), at prefill-chunk edges and
-across many pages; then decode rows cross a page edge. Logits and tokens must be equal
+across many pages; then decode rows cross a page edge. A recurrent family's fixed part
+(its states, slot 0 of each store) starts fresh for each run. Logits and tokens must be equal
 byte for byte, and every page free at the end.
 """
 from __future__ import annotations
@@ -52,17 +53,18 @@ def run_check(engine, *, page_rows: int = 16, prefill_chunk: int = 64, decode: i
         prompt = [rng.randrange(3, s.vocab) for _ in range(n)]
         results = []
         for kv, tbl, prow in ((win, (0,), context), (pag, tuple(table), page_rows)):
+            kv.reset_fixed(0)                           # recurrent layers: a fresh state
             logits, toks, pos = [], [], 0
             while pos < n:                              # prefill in chunks
                 m = min(prefill_chunk, n - pos)
-                lg = engine.model.forward([(tbl, prow, pos, tuple(prompt[pos:pos + m]), True)], kv)
+                lg = engine.model.forward([(tbl, prow, pos, tuple(prompt[pos:pos + m]), True, 0)], kv)
                 pos += m
             for _ in range(decode):                     # decode rows across the next page edge
                 row = np.asarray(lg.get() if hasattr(lg, "get") else lg)[0]
                 logits.append(row.tobytes())
                 t = int(np.argmax(row))
                 toks.append(t)
-                lg = engine.model.forward([(tbl, prow, pos, (t,), True)], kv)
+                lg = engine.model.forward([(tbl, prow, pos, (t,), True, 0)], kv)
                 pos += 1
             results.append((logits, toks))
         (lw, tw), (lp, tp) = results

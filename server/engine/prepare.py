@@ -175,7 +175,10 @@ def _shard_weights(spec, get, shard, to_device, out_in, mixed=False) -> ShardWei
         lm_head = embed_dev                          # [vocab, d] is already [out, in]
     else:
         lm_head = to_device(orient(head))
-    return ShardWeights(embed=embed_dev, norm=to_device(get("model.norm.weight")),
+    norm = get("model.norm.weight")
+    if getattr(spec, "zero_centred_norms", False):     # HF Qwen3-Next: (1 + w)
+        norm = norm + 1
+    return ShardWeights(embed=embed_dev, norm=to_device(norm),
                         lm_head=lm_head, layers=layers,
                         nq=shard.n_q, nkv=shard.n_kv, ff=hi - lo,
                         expert_ff=shard.expert_ff[1] - shard.expert_ff[0],

@@ -196,7 +196,7 @@ SHAPES: dict[str, ModelSpec] = {
                                     name="qwen3-next-80b-a3b"),
     "tiny-qwen3next": ModelSpec("qwen3next", 4, 64, 4, 2, 16, 0, 512, max_context=512,
                                 rms_eps=1e-6, qk_norm=True, n_experts=8, n_experts_used=2,
-                                expert_ff=64, n_shared_experts=1, shared_ff=64,
+                                expert_ff=96, n_shared_experts=1, shared_ff=96,
                                 router="softmax", norm_topk_prob=True, rotary_dim=4,
                                 full_attn_every=4, lin_k_heads=2, lin_v_heads=4, lin_k_dim=16,
                                 lin_v_dim=16, conv_kernel=4, name="tiny-qwen3next"),

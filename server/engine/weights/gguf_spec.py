@@ -56,6 +56,10 @@ def spec_from_gguf(meta: Fields, names: set[str]) -> tuple[ModelSpec, str]:
     raw = str(meta.need("general.architecture"))
     arch = check_arch(raw)
     a = raw
+    if arch == "qwen3next":
+        raise UnsupportedModel(f"{meta.path}: GGUF qwen3next (Gated DeltaNet) is not read yet "
+                               "(its ssm_* tensors); serve the Hugging Face folder "
+                               "(Qwen3NextForCausalLM)")
     d = int(meta.need(f"{a}.embedding_length"))
     n_heads = int(meta.need(f"{a}.attention.head_count"))
     n_kv = int(meta.get(f"{a}.attention.head_count_kv", n_heads))

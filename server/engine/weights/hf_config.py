@@ -17,9 +17,10 @@ ARCHITECTURES = {
     "Glm4MoeForCausalLM": "glm4moe",
     "DeepseekV3ForCausalLM": "deepseek2",
     "Glm4MoeLiteForCausalLM": "deepseek2",
+    "Qwen3NextForCausalLM": "qwen3next",
 }
 MODEL_TYPES = {"qwen3_moe": "qwen3moe", "glm4_moe": "glm4moe", "deepseek_v3": "deepseek2",
-               "glm4_moe_lite": "deepseek2"}
+               "glm4_moe_lite": "deepseek2", "qwen3_next": "qwen3next"}
 
 
 def arch_of(cfg: dict, path: str) -> str:
@@ -74,6 +75,8 @@ def spec_from_config(cfg: dict, path: str) -> ModelSpec:
     n_heads = int(need("num_attention_heads"))
     if arch == "deepseek2":
         return mla_spec(cfg, path, need)
+    if arch == "qwen3next":
+        return next_spec(cfg, path, need)
     if arch in MOE_ARCHS:
         return moe_spec(cfg, path, arch, need)
     return ModelSpec(
@@ -225,3 +228,59 @@ def mla_spec(cfg: dict, path: str, need) -> ModelSpec:
         kv_lora_rank=int(need("kv_lora_rank")), qk_rope_head_dim=rope_d,
         v_head_dim=int(need("v_head_dim")),
         nextn_layers=int(cfg.get("num_nextn_predict_layers") or 0))
+
+
+def next_spec(cfg: dict, path: str, need) -> ModelSpec:
+    """Qwen3NextForCausalLM: Gated DeltaNet layers with a full gated-attention layer every
+    `full_attention_interval` (layer_types), every layer's MLP the MoE with a sigmoid-gated
+    shared expert. A setting foldserve does not serve is refused naming the key."""
+    def refuse(key, why):
+        raise UnsupportedModel(f"{path}: {key} = {cfg.get(key)!r}; {why} (qwen3next as "
+                               "foldserve serves it)")
+
+    if cfg.get("hidden_act", "silu") != "silu":
+        refuse("hidden_act", "the experts' and the conv's activation must be silu")
+    if cfg.get("attention_bias"):
+        refuse("attention_bias", "Qwen3-Next's attention has no biases")
+    if int(cfg.get("decoder_sparse_step", 1)) != 1:
+        refuse("decoder_sparse_step", "every layer must be a MoE layer")
+    if cfg.get("mlp_only_layers"):
+        refuse("mlp_only_layers", "every layer must be a MoE layer")
+    rp = cfg.get("rope_parameters") or cfg.get("rope_scaling") or {}
+    if rp.get("rope_type", rp.get("type", "default")) not in ("default", None):
+        refuse("rope_parameters", "only default RoPE is served")
+    n_layers = int(need("num_hidden_layers"))
+    types = cfg.get("layer_types")
+    every = int(cfg.get("full_attention_interval") or 4)
+    if types is not None:
+        full = [i for i, t in enumerate(types) if t == "full_attention"]
+        if len(types) != n_layers or any(t not in ("full_attention", "linear_attention")
+                                         for t in types) or not full:
+            refuse("layer_types", "linear_attention and full_attention layers, one a layer")
+        every = full[0] + 1
+        if full != list(range(every - 1, n_layers, every)):
+            refuse("layer_types", "full attention every n-th layer (3 linear then 1 full)")
+    d = int(need("hidden_size"))
+    n_heads = int(need("num_attention_heads"))
+    hd = int(cfg.get("head_dim") or d // n_heads)
+    factor = float(rp.get("partial_rotary_factor", cfg.get("partial_rotary_factor", 0.25)))
+    rot = int(hd * factor)
+    nk, nv = int(need("linear_num_key_heads")), int(need("linear_num_value_heads"))
+    if nv % nk:
+        refuse("linear_num_value_heads", f"a multiple of linear_num_key_heads ({nk})")
+    sff = int(need("shared_expert_intermediate_size"))
+    return ModelSpec(
+        arch="qwen3next", n_layers=n_layers, d_model=d, n_heads=n_heads,
+        n_kv_heads=int(cfg.get("num_key_value_heads") or n_heads), head_dim=hd, d_ff=0,
+        vocab=int(need("vocab_size")), rope_theta=rope_theta_of(cfg),
+        rms_eps=float(cfg.get("rms_norm_eps", 1e-6)),
+        max_context=int(cfg.get("max_position_embeddings", 4096)),
+        tie_embeddings=bool(cfg.get("tie_word_embeddings", False)), qk_norm=True,
+        name=str(cfg.get("_name_or_path", "")) or os.path.basename(os.path.dirname(path)),
+        n_experts=int(need("num_experts")), n_experts_used=int(need("num_experts_per_tok")),
+        expert_ff=int(need("moe_intermediate_size")), n_shared_experts=1 if sff else 0,
+        shared_ff=sff, router="softmax", norm_topk_prob=bool(cfg.get("norm_topk_prob", True)),
+        rotary_dim=0 if rot == hd else rot, full_attn_every=every, lin_k_heads=nk,
+        lin_v_heads=nv, lin_k_dim=int(need("linear_key_head_dim")),
+        lin_v_dim=int(need("linear_value_head_dim")),
+        conv_kernel=int(cfg.get("linear_conv_kernel_dim", 4)), zero_centred_norms=True)

@@ -1,0 +1,317 @@
+"""Gated DeltaNet (qwen3next): the op against transformers' functions and against its numba
+form; one recurrence order (a chunk of n positions == n single positions, byte for byte, at
+the op and through the engine, in rounds of every size and interleaved with other streams);
+the KV layout's fixed part (counted by the planner, beside the pages); solo == concurrent,
+paged == window; the guards (a state's position, a kept prefix refused); the tiny HF
+checkpoint held to its transformers references (tests/data/qwen3next/, made by
+tools/refs/record_qwen3next.py) under the golden rule."""
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from server.engine.engine import Engine
+from server.engine.probe import solo_vs_concurrent
+from server.ranks.steps import BeginStep, Chunk, EndStep, PoolStep, RoundStep
+from server.shapes.spec import UnsupportedModel, shape
+
+from .test_moe_engine import PROMPT, engine_of, greedy
+
+NAME = "tiny-qwen3next"
+DATA = Path(__file__).resolve().parents[1] / "data" / "qwen3next" / "qwen3next-tiny.json"
+
+
+def record():
+    return json.loads(DATA.read_text())
+
+
+def _case_inputs(params):
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(
+        "record_qwen3next", Path(__file__).resolve().parents[2] / "tools/refs/record_qwen3next.py")
+    # the recorder imports torch at its top: rebuild its inputs here from the same recipe
+    rng = np.random.default_rng(params["seed"])
+    n, nk, nv, dk, dv, K = (params[k] for k in ("n", "nk", "nv", "dk", "dv", "K"))
+    C = 2 * nk * dk + nv * dv
+    f = lambda *s: rng.standard_normal(s).astype(np.float32)
+    del spec
+    return {"mix": f(n, C), "z": f(n, nv * dv), "b": f(n, nv), "a": f(n, nv),
+            "conv_w": (f(C, K) * 0.5).astype(np.float32),
+            "A_log": np.log(rng.uniform(0.5, 4.0, nv)).astype(np.float32),
+            "dt_bias": (1 + 0.3 * f(nv)).astype(np.float32),
+            "norm_w": (1 + 0.1 * f(dv)).astype(np.float32)}
+
+
+def _run(fn, x, params, splits):
+    """fn over the case's positions cut at `splits`; -> (out, state, window)."""
+    nv, dk, dv, K = params["nv"], params["dk"], params["dv"], params["K"]
+    C = x["mix"].shape[1]
+    state = np.zeros((nv, dk, dv), np.float32)
+    window = np.zeros((K - 1, C), np.float32)
+    outs, a = [], 0
+    for b in list(splits) + [x["mix"].shape[0]]:
+        if b > a:
+            outs.append(fn(x["mix"][a:b], x["z"][a:b], x["b"][a:b], x["a"][a:b], x["conv_w"],
+                           x["A_log"], x["dt_bias"], x["norm_w"], params["eps"], window, state,
+                           params["nk"]))
+        a = b
+    return np.concatenate(outs), state, window
+
+
+def test_definition_matches_transformers_and_the_numba_form():
+    """kernels/gdn.py (numpy) and kernels/gdn_cpu.py (numba) on the recorded case: within
+    float32 rounding of transformers' recurrent gated delta rule (conv, l2norm, gated norm
+    around it), and of each other."""
+    from kernels import gdn, gdn_cpu
+    rec = record()["gdn_case"]
+    p = rec["params"]
+    x = _case_inputs(p)
+    want = np.array(rec["recurrent"]["out"], np.float32).reshape(p["n"], -1)
+    want_s = np.array(rec["recurrent"]["state"], np.float32).reshape(p["nv"], p["dk"], p["dv"])
+    for fn in (gdn.chunk, gdn_cpu.chunk):
+        out, state, window = _run(fn, x, p, [])
+        np.testing.assert_allclose(out, want, rtol=1e-4, atol=2e-6)
+        np.testing.assert_allclose(state, want_s, rtol=1e-4, atol=2e-6)
+        np.testing.assert_array_equal(window, x["mix"][-(p["K"] - 1):])
+    a, b = _run(gdn.chunk, x, p, [])[0], _run(gdn_cpu.chunk, x, p, [])[0]
+    np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    assert not np.array_equal(a, np.zeros_like(a))
+
+
+@pytest.mark.parametrize("which", ["numpy", "numba"])
+def test_one_recurrence_order_at_the_op(which):
+    """Every cut of the positions (one call, token by token, chunks of 2..n-1, uneven cuts)
+    leaves the same output, state and window bytes."""
+    from kernels import gdn, gdn_cpu
+    fn = gdn.chunk if which == "numpy" else gdn_cpu.chunk
+    p = record()["gdn_case"]["params"]
+    x = _case_inputs(p)
+    n = p["n"]
+    ref = _run(fn, x, p, [])
+    cuts = [list(range(1, n))] + [list(range(s, n, s)) for s in range(2, n)] + [[1, 4, 5, 11], [7]]
+    for c in cuts:
+        got = _run(fn, x, p, c)
+        for g, r in zip(got, ref):
+            assert g.tobytes() == r.tobytes(), c
+
+
+def _state_bytes(eng, stream=0) -> bytes:
+    return b"".join(np.ascontiguousarray(a[:, stream]).tobytes() for a in eng.kv.fixed)
+
+
+def _prefill(eng, prompt, sizes, paged=True, context=128, page_rows=16):
+    """The prompt fed in rounds of the given sizes (cycled); -> (every round's last logits
+    row, the state bytes at the end)."""
+    per = context // page_rows
+    eng.apply(PoolStep(paged, per if paged else 0, page_rows, (eng.page_bytes(page_rows),), 1, context))
+    eng.apply(BeginStep(0, tuple(range(per)) if paged else ()))
+    pos, k, rows = 0, 0, {}
+    while pos < len(prompt):
+        m = min(sizes[k % len(sizes)], len(prompt) - pos)
+        lg = eng.apply(RoundStep((Chunk(0, pos, tuple(prompt[pos:pos + m]), True),)))
+        pos += m
+        k += 1
+        rows[pos] = np.asarray(lg[0]).tobytes()
+    state = _state_bytes(eng)
+    eng.apply(EndStep(0))
+    return rows, state
+
+
+@pytest.fixture(scope="module")
+def eng():
+    return engine_of(f"dummy:{NAME}")
+
+
+def test_prefill_rounds_of_every_size_equal(eng):
+    """The engine: a prompt in one round, in rounds of 1..len, and in uneven rounds ends in
+    the same state bytes and the same last logits; every round's last row equals the
+    one-token-a-round run's row at that position."""
+    prompt = list(PROMPT) * 2                     # 40 tokens
+    tok_rows, tok_state = _prefill(eng, prompt, [1])
+    for sizes in [[len(prompt)]] + [[s] for s in range(2, 17)] + [[3, 1, 7, 2], [39]]:
+        rows, state = _prefill(eng, prompt, sizes)
+        assert state == tok_state, sizes
+        for pos, row in rows.items():
+            assert row == tok_rows[pos], (sizes, pos)
+
+
+def test_interleaved_with_other_streams(eng):
+    """Stream 0's prompt in rounds of 3 beside stream 1 (another prompt, other round
+    shapes) == stream 0 alone in one round: the same logits and state bytes."""
+    prompt = list(PROMPT)
+    alone_rows, alone_state = _prefill(eng, prompt, [len(prompt)])
+    eng.apply(PoolStep(True, 16, 16, (eng.page_bytes(16),), 2, 128))
+    eng.apply(BeginStep(0, tuple(range(8))))
+    eng.apply(BeginStep(1, tuple(range(8, 16))))
+    other = [7, 300, 9, 11, 12, 400, 5, 6, 8, 90, 91]
+    p0 = p1 = 0
+    while p0 < len(prompt):
+        chunks = [Chunk(0, p0, tuple(prompt[p0:p0 + 3]), True)]
+        if p1 < len(other):
+            chunks.insert(0, Chunk(1, p1, tuple(other[p1:p1 + 2]), True))
+            p1 += 2
+        lg = eng.apply(RoundStep(tuple(chunks)))
+        p0 = min(p0 + 3, len(prompt))
+    assert np.asarray(lg[-1]).tobytes() == alone_rows[len(prompt)]
+    assert _state_bytes(eng, 0) == alone_state
+    eng.apply(EndStep(0))
+    eng.apply(EndStep(1))
+
+
+@pytest.mark.parametrize("paged", [True, False], ids=["pages", "windows"])
+def test_solo_equals_concurrent(eng, paged):
+    r = solo_vs_concurrent(eng, paged=paged, context=128)
+    assert r["equal_steps"] == r["steps"], r
+
+
+def test_paged_equals_window(eng):
+    whole = greedy(eng, [PROMPT])
+    assert greedy(eng, [PROMPT], paged=False) == whole
+    assert greedy(eng, [PROMPT], page_rows=4) == whole
+    assert greedy(eng, [PROMPT[:7], PROMPT[7:13], PROMPT[13:]]) == whole
+
+
+def test_check_pages(eng):
+    from server.check_pages import run_check
+    out = io.StringIO()
+    assert run_check(eng, page_rows=8, prefill_chunk=16, decode=4, out=out) == 0, out.getvalue()
+    assert out.getvalue().count("equal;") >= 5
+
+
+def test_fixed_part_in_the_layout_and_the_plan():
+    """KV rows on the full layers only; the fixed part (3 linear layers' state [4, 16, 16]
+    and conv window [3, 128], float32) counted a stream by the planner, split by heads."""
+    from server.planner.layout import layouts
+    from server.planner.plan import plan
+    spec = shape(NAME)
+    fixed1 = 3 * (4 * 16 * 16 + 3 * (2 * 2 * 16 + 4 * 16)) * 4
+    for tp in (1, 2):
+        engines = [engine_of(f"dummy:{NAME}", tp=tp, rank=r) for r in range(tp)]
+        Ls = layouts(spec, tp, 4, 16)
+        for e, L in zip(engines, Ls):
+            assert e.kv_spec.n_layers == 1 and e.kv_spec.n_fixed_layers == 3
+            assert e.bytes_per_token == 1 * 2 * e.shard.n_kv * 16 * 4 == L.bytes_per_token
+            assert e.kv_spec.fixed_bytes == fixed1 // tp == L.kv_spec.fixed_bytes
+        base = replace_fixed(Ls[0])
+        assert Ls[0].fixed_bytes(128, True) - base.fixed_bytes(128, True) == fixed1 // tp
+    e = engine_of(f"dummy:{NAME}")
+    e.apply(PoolStep(True, 8, 16, (e.page_bytes(16),), 3, 128))
+    assert e.kv.nbytes == 8 * e.page_bytes(16) + 3 * fixed1
+    p = plan(layouts(spec, 1, 4, 16), [64 * 2**20], 128, prompt_cache_bytes=2**20)
+    assert p.cache_pages == 0 and any("prompt cache off" in n for n in p.notes), p.notes
+    assert "MiB fixed each stream" in p.kv_rows
+    # a room for the floor's pages but not the fixed part too is refused with the numbers
+    from server.planner.plan import NoStream
+    L = layouts(spec, 1, 4, 16)[0]
+    room = L.fixed_bytes(128, True) - fixed1 + 9 * L.page_bytes
+    with pytest.raises(NoStream):
+        plan([L], [room], 128)
+
+
+def replace_fixed(L):
+    from dataclasses import replace
+    return replace(L, kv=L.kv_spec.with_fixed(0, ()))
+
+
+def test_guards(eng):
+    """A chunk that does not start where its stream's state stands, and a stream begun on a
+    kept prefix (no snapshot slots yet), are refused by name."""
+    eng.apply(PoolStep(True, 8, 16, (eng.page_bytes(16),), 1, 128))
+    eng.apply(BeginStep(0, tuple(range(8))))
+    eng.apply(RoundStep((Chunk(0, 0, (5, 6, 7), True),)))
+    with pytest.raises(ValueError, match="recurrent state stands at 3"):
+        eng.apply(RoundStep((Chunk(0, 2, (9,), True),)))
+    eng.apply(EndStep(0))
+    with pytest.raises(ValueError, match="kept prefix"):
+        eng.apply(BeginStep(0, tuple(range(8)), kept=1))
+    with pytest.raises(ValueError, match="stream slot"):
+        eng.model.forward([((0, 1), 16, 0, (5,), True)], eng.kv)
+
+
+def test_gpu_and_gguf_refused_by_name():
+    from server.engine.build import open_model
+    with pytest.raises(UnsupportedModel, match="qwen3next.*CPU only"):
+        open_model(f"dummy:{NAME}", device="cuda", progress=False)
+    from server.engine.weights.gguf_spec import Fields, spec_from_gguf
+    from .test_mla_engine import _Field
+    kv = {"general.architecture": "qwen3next", "qwen3next.embedding_length": 64,
+          "qwen3next.attention.head_count": 4}
+    meta = Fields(type("R", (), {"fields": {k: _Field(v) for k, v in kv.items()}})(), "x.gguf")
+    with pytest.raises(UnsupportedModel, match="GGUF qwen3next .* not read yet"):
+        spec_from_gguf(meta, set())
+
+
+def test_tp3_refused_by_name():
+    with pytest.raises(ValueError, match="linear-attention key heads"):
+        engine_of(f"dummy:{NAME}", tp=3, rank=0)
+
+
+def test_hf_config_refusals():
+    from server.engine.weights.hf_config import spec_from_config
+    cfg = dict(record()["checkpoint"]["config"])
+    s = spec_from_config(cfg, "x/config.json")
+    assert (s.arch, s.full_attn_every, s.rot, s.lin_v_heads, s.zero_centred_norms) == \
+        ("qwen3next", 4, 4, 4, True)
+    eighth = ["linear_attention"] * 7 + ["full_attention"]     # every 8th: served
+    assert spec_from_config({**cfg, "layer_types": eighth}, "x/config.json").full_attn_every == 8
+    for key, val in (("layer_types", ["linear_attention", "full_attention", "linear_attention",
+                                      "linear_attention"] * 2),
+                     ("mlp_only_layers", [1]), ("attention_bias", True),
+                     ("hidden_act", "gelu"), ("linear_num_value_heads", 3)):
+        with pytest.raises(UnsupportedModel, match=key):
+            spec_from_config({**cfg, key: val}, "x/config.json")
+
+
+# ---------------------------------------------------------------- the HF checkpoint
+@pytest.fixture(scope="module")
+def ckpt():
+    from server.engine.weights import load
+    from tools.refs import next_checkpoint as nc
+    rec = record()
+    d, sha = nc.build_once()
+    for f, h in sha.items():                 # the files the references were made from
+        assert rec["checkpoint"]["sha256"][f"hf/{f}"] == h, f
+    ld = load(str(d), progress=False)
+    return rec, ld
+
+
+def _greedy_ids(eng, prompt, n):
+    eng.apply(PoolStep(True, 16, 16, (eng.page_bytes(16),), 1, 256))
+    eng.apply(BeginStep(0, tuple(range(16))))
+    lg = eng.apply(RoundStep((Chunk(0, 0, tuple(prompt), True),)))
+    first, ids, pos = np.asarray(lg[0]), [], len(prompt)
+    for _ in range(n):
+        ids.append(int(np.argmax(lg[0])))
+        lg = eng.apply(RoundStep((Chunk(0, pos, (ids[-1],), True),)))
+        pos += 1
+    eng.apply(EndStep(0))
+    return ids, first
+
+
+def test_checkpoint_matches_transformers(ckpt):
+    """The golden rule: greedy ids equal through exact_prefix, the first step's top-5
+    logits within 1e-4 relative of transformers float32."""
+    rec, ld = ckpt
+    assert rec["hf_check"]["loading_problems"] == {}
+    eng = Engine(ld.spec, ld.tensors.__getitem__)
+    for case in rec["references"]["cases"]:
+        n = case["exact_prefix"]
+        ids, first = _greedy_ids(eng, case["prompt_ids"], n)
+        assert ids == case["greedy_ids"][:n], case["name"]
+        ref = case["top5"][0]
+        got, want = first[ref["ids"]], np.array(ref["logits"])
+        assert np.max(np.abs(got - want) / np.abs(want)) < 1e-4, case["name"]
+
+
+def test_checkpoint_prefill_equals_decode(ckpt):
+    """The checkpoint's longest prompt: one round == token by token, byte for byte."""
+    rec, ld = ckpt
+    eng = Engine(ld.spec, ld.tensors.__getitem__)
+    prompt = rec["references"]["cases"][-1]["prompt_ids"]
+    rows1, s1 = _prefill(eng, prompt, [len(prompt)], context=128)
+    rowsk, sk = _prefill(eng, prompt, [1], context=128)
+    assert s1 == sk and rows1[len(prompt)] == rowsk[len(prompt)]

@@ -1,0 +1,145 @@
+"""The tiny Qwen3-Next checkpoint (HF `Qwen3NextForCausalLM`): config.json and
+model.safetensors written with numpy from seeded generators, under transformers 5.25's
+parameter names (the experts as its fused 3-D `mlp.experts.gate_up_proj` [E, 2 ff, d] and
+`mlp.experts.down_proj` [E, d, ff]), the RMSNorm weights zero-centred as HF stores them.
+
+    PYTHONPATH=$PWD .venv/bin/python tools/refs/next_checkpoint.py OUT_DIR
+
+No tokenizer: the references (tools/refs/record_qwen3next.py) are token ids. The same bytes
+on every run (tests compare the sha256 with tests/data/qwen3next/qwen3next-tiny.json), so
+the files are regenerated, never committed. Needs numpy and safetensors only.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+from pathlib import Path
+
+import numpy as np
+
+NAME = "qwen3next-tiny"
+CONFIG = {
+    "architectures": ["Qwen3NextForCausalLM"],
+    "model_type": "qwen3_next",
+    "vocab_size": 512,
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 8,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 16,
+    "hidden_act": "silu",
+    "max_position_embeddings": 512,
+    "rms_norm_eps": 1e-6,
+    "tie_word_embeddings": False,
+    "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0,
+                        "partial_rotary_factor": 0.25},
+    "attention_bias": False,
+    "linear_conv_kernel_dim": 4,
+    "linear_key_head_dim": 16,
+    "linear_value_head_dim": 16,
+    "linear_num_key_heads": 2,
+    "linear_num_value_heads": 4,
+    "decoder_sparse_step": 1,
+    "moe_intermediate_size": 64,
+    "shared_expert_intermediate_size": 64,
+    "num_experts_per_tok": 2,
+    "num_experts": 8,
+    "norm_topk_prob": True,
+    "mlp_only_layers": [],
+    "layer_types": ["linear_attention", "linear_attention", "linear_attention", "full_attention"] * 2,
+    "bos_token_id": 1,
+    "eos_token_id": 2,
+    "torch_dtype": "float32",
+}
+
+
+def _rng(name: str) -> np.random.Generator:
+    words = np.frombuffer(hashlib.sha256(f"{NAME}/{name}".encode()).digest(), "<u4").tolist()
+    return np.random.default_rng(np.random.SeedSequence(words))
+
+
+def weights() -> dict[str, np.ndarray]:
+    c = CONFIG
+    d, V, hd, H, KV = c["hidden_size"], c["vocab_size"], c["head_dim"], c["num_attention_heads"], \
+        c["num_key_value_heads"]
+    nk, nv, dk, dv = (c["linear_num_key_heads"], c["linear_num_value_heads"],
+                      c["linear_key_head_dim"], c["linear_value_head_dim"])
+    E, eff, sff, K = c["num_experts"], c["moe_intermediate_size"], \
+        c["shared_expert_intermediate_size"], c["linear_conv_kernel_dim"]
+    w: dict[str, np.ndarray] = {}
+
+    def put(name, shape, std, offset=0.0):
+        w[name] = (_rng(name).standard_normal(shape) * std + offset).astype(np.float32)
+
+    def lin(name, out_f, in_f, gain=1.0):
+        put(name, (out_f, in_f), gain / np.sqrt(in_f))
+
+    put("model.embed_tokens.weight", (V, d), 1.0)
+    put("model.norm.weight", (d,), 0.1)                    # zero-centred: (1 + w)
+    lin("lm_head.weight", V, d)
+    for i, kind in enumerate(c["layer_types"]):
+        p = f"model.layers.{i}."
+        put(p + "input_layernorm.weight", (d,), 0.1)
+        put(p + "post_attention_layernorm.weight", (d,), 0.1)
+        if kind == "linear_attention":
+            a = p + "linear_attn."
+            lin(a + "in_proj_qkvz.weight", 2 * nk * dk + 2 * nv * dv, d)
+            lin(a + "in_proj_ba.weight", 2 * nv, d)
+            put(a + "conv1d.weight", (2 * nk * dk + nv * dv, 1, K), 0.5)
+            put(a + "dt_bias", (nv,), 0.3, 1.0)
+            w[a + "A_log"] = np.log(_rng(a + "A_log").uniform(0.5, 4.0, nv)).astype(np.float32)
+            put(a + "norm.weight", (dv,), 0.1, 1.0)        # the gated norm: plain w
+            lin(a + "out_proj.weight", d, nv * dv)
+        else:
+            s = p + "self_attn."
+            lin(s + "q_proj.weight", 2 * H * hd, d)
+            lin(s + "k_proj.weight", KV * hd, d)
+            lin(s + "v_proj.weight", KV * hd, d)
+            lin(s + "o_proj.weight", d, H * hd)
+            put(s + "q_norm.weight", (hd,), 0.1)
+            put(s + "k_norm.weight", (hd,), 0.1)
+        m = p + "mlp."
+        lin(m + "gate.weight", E, d, 2.0)
+        put(m + "experts.gate_up_proj", (E, 2 * eff, d), 1 / np.sqrt(d))
+        put(m + "experts.down_proj", (E, d, eff), 1 / np.sqrt(eff))
+        lin(m + "shared_expert.gate_proj.weight", sff, d)
+        lin(m + "shared_expert.up_proj.weight", sff, d)
+        lin(m + "shared_expert.down_proj.weight", d, sff)
+        lin(m + "shared_expert_gate.weight", 1, d)
+    return w
+
+
+def sha256_file(p: Path) -> str:
+    return hashlib.sha256(Path(p).read_bytes()).hexdigest()
+
+
+def write(out_dir) -> dict[str, str]:
+    """Write the HF folder; returns {file name: sha256}."""
+    from safetensors.numpy import save_file
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.json").write_text(json.dumps(CONFIG, indent=2, sort_keys=True) + "\n")
+    save_file({k: np.ascontiguousarray(v) for k, v in sorted(weights().items())},
+              str(out / "model.safetensors"), metadata={"format": "pt"})
+    return {p.name: sha256_file(p) for p in sorted(out.iterdir()) if p.is_file()}
+
+
+_BUILT: dict = {}
+
+
+def build_once() -> tuple[Path, dict]:
+    """write() into a per-process temporary folder, once: for tests."""
+    import tempfile
+    if "hf" not in _BUILT:
+        d = Path(tempfile.mkdtemp(prefix=f"foldserve-{NAME}-")) / "hf"
+        _BUILT["hf"] = (d, write(d))
+    return _BUILT["hf"]
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("out_dir")
+    for f, h in write(ap.parse_args().out_dir).items():
+        print(h, f)
