@@ -5,7 +5,9 @@ parameter names (the experts as its fused 3-D `mlp.experts.gate_up_proj` [E, 2 f
 
     PYTHONPATH=$PWD .venv/bin/python tools/refs/next_checkpoint.py OUT_DIR
 
-No tokenizer: the references (tools/refs/record_qwen3next.py) are token ids. The same bytes
+A tiny byte-level BPE tokenizer of exactly the model's 512 ids (3 special tokens, the 256
+bytes, 253 merges of frequent letter pairs; a ChatML template), so the folder serves; the
+references (tools/refs/record_qwen3next.py) are token ids. The same bytes
 on every run (tests compare the sha256 with tests/data/qwen3next/qwen3next-tiny.json), so
 the files are regenerated, never committed. Needs numpy and safetensors only.
 """
@@ -111,6 +113,46 @@ def weights() -> dict[str, np.ndarray]:
     return w
 
 
+SPECIALS = ["<|pad|>", "<|im_start|>", "<|im_end|>"]        # ids 0, 1 (bos), 2 (eos)
+TEMPLATE = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
+            "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+
+
+def tokenizer_json() -> str:
+    """tokenizer.json text: byte-level BPE over ids 0..511."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from tokenizers.pre_tokenizers import ByteLevel
+    alphabet = ByteLevel.alphabet()
+    alphabet.sort(key=lambda ch: ord(ch))
+    vocab = {t: i for i, t in enumerate(SPECIALS)}
+    for ch in alphabet:
+        vocab[ch] = len(vocab)
+    common = "Ġetaoinshrdlucmf"                                 # Ġ: a space in ByteLevel
+    merges = []
+    for x in common:
+        for y in common:
+            if len(vocab) < CONFIG["vocab_size"] and x + y not in vocab:
+                merges.append((x, y))
+                vocab[x + y] = len(vocab)
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=merges))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    from tokenizers import AddedToken
+    tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in SPECIALS])
+    assert tok.get_vocab_size() == CONFIG["vocab_size"], tok.get_vocab_size()
+    return tok.to_str(pretty=True) + "\n"
+
+
+def write_tokenizer(out: Path) -> None:
+    (out / "tokenizer.json").write_text(tokenizer_json(), encoding="utf-8")
+    cfg = {"bos_token": SPECIALS[1], "eos_token": SPECIALS[2], "pad_token": SPECIALS[0],
+           "add_bos_token": False, "model_max_length": CONFIG["max_position_embeddings"],
+           "tokenizer_class": "PreTrainedTokenizerFast", "chat_template": TEMPLATE}
+    (out / "tokenizer_config.json").write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
+    gen = {"bos_token_id": 1, "eos_token_id": 2, "do_sample": False}
+    (out / "generation_config.json").write_text(json.dumps(gen, indent=2, sort_keys=True) + "\n")
+
+
 def sha256_file(p: Path) -> str:
     return hashlib.sha256(Path(p).read_bytes()).hexdigest()
 
@@ -123,6 +165,7 @@ def write(out_dir) -> dict[str, str]:
     (out / "config.json").write_text(json.dumps(CONFIG, indent=2, sort_keys=True) + "\n")
     save_file({k: np.ascontiguousarray(v) for k, v in sorted(weights().items())},
               str(out / "model.safetensors"), metadata={"format": "pt"})
+    write_tokenizer(out)
     return {p.name: sha256_file(p) for p in sorted(out.iterdir()) if p.is_file()}
 
 

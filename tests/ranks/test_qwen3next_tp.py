@@ -1,0 +1,18 @@
+"""qwen3next (Gated DeltaNet hybrid) at TP=2 on CPU ranks (real processes over HostComm)
+equals TP=1: each rank keeps its own linear heads' states (k heads split whole, their v heads
+with them), the full layers split as llama's, the experts by width; every step's logits
+within float32 reordering of TP=1's and the same greedy ids under the golden rule. TP=3
+exceeds the tiny shapes' 2 key heads and is refused by name (tests/model/test_qwen3next.py)."""
+from __future__ import annotations
+
+from test_moe_tp import tp_equals_tp1
+
+
+def test_tiny_tp2_equals_tp1():
+    tp_equals_tp1("tiny-qwen3next", 2)
+
+
+def test_checkpoint_tp2_equals_tp1():
+    """The tiny HF checkpoint (tools/refs/next_checkpoint.py, zero-centred norms)."""
+    from tools.refs import next_checkpoint as nc
+    tp_equals_tp1(str(nc.build_once()[0]), 2)
