@@ -229,7 +229,9 @@ def test_mtp_counted_not_run_in_hf(built, tmp_path, caplog):
 
 
 @pytest.mark.parametrize("name,tp", [("deepseek3-tiny", 1), ("glm47flash-tiny", 1),
-                                     ("glm47flash-tiny", 2), ("glm47flash-tiny", 3)])
+                                     ("glm47flash-tiny", 2), ("glm47flash-tiny", 3),
+                                     ("deepseek2lite-tiny", 1), ("deepseek2lite-tiny", 2),
+                                     ("deepseek2lite-tiny", 3)])
 def test_check_pages_on_the_checkpoints(name, tp):
     """The seed's paged check on the recorded checkpoints' Q8_0 GGUFs (the files the
     references were made on, tools/refs/moe_checkpoint.py): prompts at and past the page
@@ -245,3 +247,36 @@ def test_check_pages_on_the_checkpoints(name, tp):
     out = io.StringIO()
     assert run_check(eng, page_rows=8, prefill_chunk=16, decode=4, out=out) == 0, out.getvalue()
     assert out.getvalue().count("equal;") >= 5
+
+
+def test_deepseek_v2_checkpoint_softmax_by_llama_cpp_rule():
+    """The DeepSeek-V2-Lite-shaped checkpoint: its GGUF has no expert_gating_func (the
+    converter writes none for a config without scoring_func) and is read as softmax by
+    llama.cpp's rule, as its HF folder (DeepseekV2ForCausalLM) is; a plain q (no q_lora), no
+    selection bias, weights not renormalised."""
+    import gguf
+    from tools.refs import moe_checkpoint as mc
+    b = mc.build_once("deepseek2lite-tiny")
+    keys = gguf.GGUFReader(str(b.gguf["F32"])).fields
+    assert "deepseek2.expert_gating_func" not in keys
+    hf = load(str(b.hf_dir), progress=False)
+    gg = load(str(b.gguf["F32"]), progress=False)
+    for s in (hf.spec, gg.spec):
+        assert (s.router, s.q_lora_rank, s.norm_topk_prob, s.n_shared_experts) == ("softmax", 0, False, 2)
+    assert "model.layers.1.mlp.gate.e_score_correction_bias" not in hf.tensors
+
+
+def test_deepseek_v2_settings_refused_by_name(tmp_path):
+    import json
+    import shutil
+    from tools.refs import moe_checkpoint as mc
+    b = mc.build_once("deepseek2lite-tiny")
+    for key, value in (("topk_method", "group_limited_greedy"), ("scoring_func", "sigmoid")):
+        d = tmp_path / key
+        shutil.copytree(b.hf_dir, d)
+        cfg = json.loads((d / "config.json").read_text())
+        cfg[key] = value
+        cfg["n_group"] = 2
+        (d / "config.json").write_text(json.dumps(cfg))
+        with pytest.raises(UnsupportedModel, match=key):
+            load(str(d), progress=False)

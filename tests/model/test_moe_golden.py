@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "moe"
-NAMES = ["qwen3moe-tiny", "glm4moe-tiny", "deepseek3-tiny", "glm47flash-tiny"]   # the last two: latent attention
+# the last three: latent attention (deepseek2)
+NAMES = ["qwen3moe-tiny", "glm4moe-tiny", "deepseek3-tiny", "glm47flash-tiny", "deepseek2lite-tiny"]
 # the form served -> the reference it is held to (the Q8_0 file against transformers on its
 # own weights dequantized: our kernels multiply float rows by the stored blocks)
 FORMS = {"hf": "F32", "F32": "F32", "Q8_0": "Q8_0"}

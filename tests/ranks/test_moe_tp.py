@@ -75,11 +75,13 @@ def test_tp_equals_tp1(name, tp):
 
 
 @pytest.mark.parametrize("tp", [2, 3])
-def test_glm47flash_checkpoint_tp_equals_tp1(tp):
-    """The GLM-4.7-Flash-shaped checkpoint's Q8_0 GGUF (its references recorded in
-    tests/data/moe/): 6 heads split 3+3 / 2+2+2, experts of 3 Q8_0 blocks split on them."""
+@pytest.mark.parametrize("name", ["glm47flash-tiny", "deepseek2lite-tiny"])
+def test_mla_checkpoint_tp_equals_tp1(name, tp):
+    """The GLM-4.7-Flash- and DeepSeek-V2-Lite-shaped checkpoints' Q8_0 GGUFs (their
+    references recorded in tests/data/moe/): 6 heads split 3+3 / 2+2+2 (4 heads: 2+2,
+    2+1+1), experts of 3 Q8_0 blocks split on them, the latent replicated."""
     from tools.refs import moe_checkpoint as mc
-    tp_equals_tp1(str(mc.build_once("glm47flash-tiny").gguf["Q8_0"]), tp)
+    tp_equals_tp1(str(mc.build_once(name).gguf["Q8_0"]), tp)
 
 
 def tp_equals_tp1(name, tp):

@@ -16,7 +16,7 @@ Contracts:
   and compare sha256 with the records in tests/data/moe/.
 - The HF folder is what transformers 5.25 `save_pretrained` writes for the class
   (`Qwen3MoeForCausalLM`, `Glm4MoeForCausalLM`, `DeepseekV3ForCausalLM`,
-  `Glm4MoeLiteForCausalLM`): the same config.json text, per-expert
+  `Glm4MoeLiteForCausalLM`, `DeepseekV2ForCausalLM`): the same config.json text, per-expert
   tensor names `model.layers.{i}.mlp.experts.{j}.{gate,up,down}_proj.weight`, float32.
   tools/refs/record_moe.py checks this by loading it in transformers and saving it again.
 - The GGUF is what llama.cpp's `convert_hf_to_gguf.py` writes for that folder
@@ -85,7 +85,7 @@ class MoeSpec:
     qk_rope_head_dim: int = 0
     v_head_dim: int = 0
     # the HF class written (deepseek2 only: "" is DeepseekV3ForCausalLM, or
-    # "Glm4MoeLiteForCausalLM")
+    # "Glm4MoeLiteForCausalLM", or "DeepseekV2ForCausalLM": softmax router, no bias)
     hf_class: str = ""
     # standard deviations of the draws
     embed_std: float = 1.0
@@ -104,6 +104,12 @@ class MoeSpec:
             assert self.head_dim == self.qk_nope_head_dim + self.qk_rope_head_dim
         assert self.n_expert % self.n_group == 0
         assert self.n_expert_used <= (self.n_expert // self.n_group) * self.topk_group
+
+    @property
+    def softmax_router(self) -> bool:
+        """Qwen3-MoE's and DeepSeek-V2's router (softmax, plain top-k, no selection bias);
+        the others score by sigmoid with e_score_correction_bias."""
+        return self.family == "qwen3moe" or self.hf_class == "DeepseekV2ForCausalLM"
 
     @property
     def rope_dim(self) -> int:
@@ -140,6 +146,19 @@ FAMILIES: dict[str, MoeSpec] = {
         n_group=1, topk_group=1, routed_scaling=1.8, qk_norm=False, q_lora_rank=32,
         kv_lora_rank=64, qk_nope_head_dim=32, qk_rope_head_dim=16, v_head_dim=32,
         hf_class="Glm4MoeLiteForCausalLM"),
+    # DeepSeek-V2-Lite's proportions cut down (no q_lora: a plain q; latent 512, nope 128 /
+    # rope 64 / v 128; 64 experts top-6 + 2 shared, softmax router, plain top-k, weights
+    # neither renormalised nor scaled; one leading dense layer); config.json without
+    # scoring_func, so its GGUF has no expert_gating_func (llama.cpp's softmax rule). Its
+    # depth, 27 layers, is V2-Lite's: llama.cpp 0c1e570 loads a deepseek2 file without
+    # attention.q_lora_rank only at 26 or 27 blocks (src/models/deepseek2.cpp's is_lite)
+    "deepseek2lite-tiny": MoeSpec(
+        name="deepseek2lite-tiny", family="deepseek2", seed=3203, n_layer=27, hidden=64,
+        n_head=4, n_head_kv=4, head_dim=48, n_expert=8, n_expert_used=2, expert_ff=96,
+        dense_ff=192, rms_eps=1e-6, norm_topk_prob=False, n_shared=2, first_dense=1,
+        n_group=1, topk_group=1, routed_scaling=1.0, qk_norm=False, q_lora_rank=0,
+        kv_lora_rank=64, qk_nope_head_dim=32, qk_rope_head_dim=16, v_head_dim=32,
+        hf_class="DeepseekV2ForCausalLM"),
 }
 
 
@@ -240,7 +259,7 @@ def _mlp_weights(spec: MoeSpec, i: int, p: str, lin, bias) -> None:
         lin(p + "mlp.down_proj.weight", H, spec.dense_ff)
         return
     lin(p + "mlp.gate.weight", spec.n_expert, H, spec.router_gain)
-    if spec.family in ("glm4moe", "deepseek2"):
+    if not spec.softmax_router:
         bias(p + "mlp.gate.e_score_correction_bias", spec.n_expert, spec.score_bias_std)
     for j in range(spec.n_expert):
         e = f"{p}mlp.experts.{j}."
@@ -285,6 +304,8 @@ def hf_config(spec: MoeSpec) -> dict:
     if spec.family == "deepseek2":
         if spec.hf_class == "Glm4MoeLiteForCausalLM":
             return _glm4_moe_lite_config(spec, common)
+        if spec.hf_class == "DeepseekV2ForCausalLM":
+            return _deepseek2_config(spec, common)
         assert not spec.hf_class, spec.hf_class
         return _deepseek3_config(spec, common)
     if spec.family == "qwen3moe":
@@ -343,6 +364,36 @@ def _deepseek3_config(spec: MoeSpec, common: dict) -> dict:
         "scoring_func": "sigmoid",
         "topk_group": spec.topk_group,
         "topk_method": "noaux_tc",
+        "v_head_dim": spec.v_head_dim,
+    })
+    return cfg
+
+
+def _deepseek2_config(spec: MoeSpec, common: dict) -> dict:
+    """DeepseekV2ForCausalLM's config.json (topk_method greedy, no scoring_func: the class
+    scores by softmax and never renormalises)."""
+    assert not spec.attention_bias and not spec.qk_norm and spec.n_head_kv == spec.n_head
+    assert spec.n_group == 1 and not spec.norm_topk_prob
+    cfg = {k: v for k, v in common.items() if k != "head_dim"}
+    cfg.update({
+        "architectures": ["DeepseekV2ForCausalLM"],
+        "first_k_dense_replace": spec.first_dense,
+        "head_dim": spec.qk_rope_head_dim,
+        "kv_lora_rank": spec.kv_lora_rank,
+        "mlp_bias": False,
+        "model_type": "deepseek_v2",
+        "n_group": spec.n_group,
+        "n_routed_experts": spec.n_expert,
+        "n_shared_experts": spec.n_shared,
+        "pretraining_tp": 1,
+        "q_lora_rank": spec.q_lora_rank or None,
+        "qk_head_dim": spec.head_dim,
+        "qk_nope_head_dim": spec.qk_nope_head_dim,
+        "qk_rope_head_dim": spec.qk_rope_head_dim,
+        "rope_parameters": {"rope_theta": spec.rope_theta, "rope_type": "default"},
+        "routed_scaling_factor": spec.routed_scaling,
+        "topk_group": spec.topk_group,
+        "topk_method": "greedy",
         "v_head_dim": spec.v_head_dim,
     })
     return cfg
@@ -490,7 +541,7 @@ def _mlp_layout(spec: MoeSpec, i: int, p: str, b: str, out: list) -> None:
             one(f"ffn_{x}.weight", f"mlp.{x}_proj.weight")
         return
     one("ffn_gate_inp.weight", "mlp.gate.weight")
-    if spec.family in ("glm4moe", "deepseek2"):
+    if not spec.softmax_router:
         one("exp_probs_b.bias", "mlp.gate.e_score_correction_bias")
     for x in ("down", "gate", "up"):
         out.append((f"{b}ffn_{x}_exps.weight",
@@ -593,7 +644,8 @@ def _add_mla_keys(wr, spec: MoeSpec) -> None:
     import gguf
     wr.add_expert_group_count(spec.n_group)
     wr.add_expert_group_used_count(spec.topk_group)
-    wr.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID)
+    if not spec.softmax_router:          # DeepSeek-V2's config has no scoring_func: no key
+        wr.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID)
     wr.add_key_length(spec.kv_lora_rank + spec.qk_rope_head_dim)
     wr.add_value_length(spec.kv_lora_rank)
     wr.add_leading_dense_block_count(spec.first_dense)

@@ -18,7 +18,8 @@ where ffn is a dense SwiGLU MLP for the first `first_dense` layers and otherwise
 E_e(h) = down_e(silu(gate_e h) * up_e h). RoPE is NeoX-style (rotate_half) on the first
 rope_dim = head_dim * partial_rotary dims of each head, inv_freq theta^(-2i/rope_dim).
 Ties in a top-k are broken towards the lower index (numpy's stable sort).
-- deepseek2 (DeepseekV3ForCausalLM): glm4moe's router and MLP; multi-head latent attention
+- deepseek2 (DeepseekV3ForCausalLM, Glm4MoeLiteForCausalLM): glm4moe's router and MLP
+  (DeepseekV2ForCausalLM: the softmax router, plain top-k, times routed_scaling_factor); multi-head latent attention
   in its textbook (unabsorbed) form, `mla_attention` (foldserve runs the absorbed form,
   kernels/mla.py): q = q_b(rmsnorm(q_a h)), [c | k_pe] = kv_a h, [k_nope | v] = kv_b
   rmsnorm(c) per head, RoPE interleaved (pairs 2i, 2i+1) on q_pe and the shared k_pe,
@@ -58,12 +59,13 @@ def route(spec, w: dict, p: str, h: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     """(expert ids (T, k), their weights (T, k)) for the MoE layer with prefix p."""
     logits = h @ w[p + "mlp.gate.weight"].T
     k = spec.n_expert_used
-    if spec.family == "qwen3moe":
+    if spec.softmax_router:          # Qwen3-MoE, DeepSeek-V2 (greedy top-k, one group)
         e = np.exp(logits - logits.max(-1, keepdims=True))
         prob = e / e.sum(-1, keepdims=True)
         idx = _topk(prob, k)
         top = np.take_along_axis(prob, idx, -1)
-        return idx, (top / top.sum(-1, keepdims=True) if spec.norm_topk_prob else top)
+        top = top / top.sum(-1, keepdims=True) if spec.norm_topk_prob else top
+        return idx, top * spec.routed_scaling
     s = 1.0 / (1.0 + np.exp(-logits))
     choice = s + w[p + "mlp.gate.e_score_correction_bias"]
     g = spec.n_group

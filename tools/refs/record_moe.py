@@ -121,7 +121,7 @@ def _router_margins(model, spec: dict, ids: list[int]) -> dict:
         x = inp[0].reshape(-1, spec["hidden"]).float()
         logits = x @ mod.weight.float().T
         k = spec["n_expert_used"]
-        if spec["family"] == "qwen3moe":
+        if spec["family"] == "qwen3moe" or spec.get("hf_class") == "DeepseekV2ForCausalLM":
             p = torch.softmax(logits, -1)
             s = torch.sort(p, -1, descending=True).values
             found.append(("expert", (s[:, k - 1] - s[:, k])))

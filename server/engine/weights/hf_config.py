@@ -15,12 +15,13 @@ ARCHITECTURES = {
     "Qwen3ForCausalLM": "qwen3",
     "Qwen3MoeForCausalLM": "qwen3moe",
     "Glm4MoeForCausalLM": "glm4moe",
+    "DeepseekV2ForCausalLM": "deepseek2",
     "DeepseekV3ForCausalLM": "deepseek2",
     "Glm4MoeLiteForCausalLM": "deepseek2",
     "Qwen3NextForCausalLM": "qwen3next",
 }
-MODEL_TYPES = {"qwen3_moe": "qwen3moe", "glm4_moe": "glm4moe", "deepseek_v3": "deepseek2",
-               "glm4_moe_lite": "deepseek2", "qwen3_next": "qwen3next"}
+MODEL_TYPES = {"qwen3_moe": "qwen3moe", "glm4_moe": "glm4moe", "deepseek_v2": "deepseek2",
+               "deepseek_v3": "deepseek2", "glm4_moe_lite": "deepseek2", "qwen3_next": "qwen3next"}
 
 
 def arch_of(cfg: dict, path: str) -> str:
@@ -176,7 +177,9 @@ def yarn_mscale(factor: float, mscale: float) -> float:
 
 def mla_spec(cfg: dict, path: str, need) -> ModelSpec:
     """DeepseekV3ForCausalLM / Glm4MoeLiteForCausalLM (multi-head latent attention, the
-    DeepSeek-V3 router: sigmoid scores, a selection-only bias, group-limited top-k). A
+    DeepSeek-V3 router: sigmoid scores, a selection-only bias, group-limited top-k) and
+    DeepseekV2ForCausalLM (the same attention; softmax scores, plain top-k, the weights times
+    routed_scaling_factor and never renormalised, as transformers' DeepseekV2TopkRouter). A
     setting foldserve does not serve is refused naming the key."""
     def refuse(key, why):
         raise UnsupportedModel(f"{path}: {key} = {cfg.get(key)!r}; {why} (deepseek2 as "
@@ -188,10 +191,19 @@ def mla_spec(cfg: dict, path: str, need) -> ModelSpec:
         refuse("attention_bias", "latent attention without biases")
     if cfg.get("rope_interleave") is False:
         refuse("rope_interleave", "the checkpoint's interleaved RoPE dims are served")
-    if cfg.get("scoring_func", "sigmoid") != "sigmoid":
-        refuse("scoring_func", "DeepseekV3's router scores by sigmoid")
-    if cfg.get("topk_method", "noaux_tc") != "noaux_tc":
-        refuse("topk_method", "DeepseekV3's router chooses by noaux_tc")
+    v2 = "DeepseekV2ForCausalLM" in (cfg.get("architectures") or []) or \
+        (not cfg.get("architectures") and cfg.get("model_type") == "deepseek_v2")
+    if v2:
+        if cfg.get("scoring_func", "softmax") != "softmax":
+            refuse("scoring_func", "DeepseekV2's router scores by softmax")
+        if cfg.get("topk_method", "greedy") != "greedy" and int(cfg.get("n_group") or 1) != 1:
+            refuse("topk_method", "DeepseekV2's group_limited_greedy (groups by their best "
+                   "expert) is not served; greedy top-k, or one group")
+    else:
+        if cfg.get("scoring_func", "sigmoid") != "sigmoid":
+            refuse("scoring_func", "DeepseekV3's router scores by sigmoid")
+        if cfg.get("topk_method", "noaux_tc") != "noaux_tc":
+            refuse("topk_method", "DeepseekV3's router chooses by noaux_tc")
     rp = cfg.get("rope_parameters") or cfg.get("rope_scaling") or {}
     kind = rp.get("rope_type", rp.get("type", "default"))
     if kind not in ("default", None):
@@ -220,10 +232,12 @@ def mla_spec(cfg: dict, path: str, need) -> ModelSpec:
         name=str(cfg.get("_name_or_path", "")) or os.path.basename(os.path.dirname(path)),
         n_experts=int(need("n_routed_experts")), n_experts_used=int(need("num_experts_per_tok")),
         expert_ff=eff, n_shared_experts=n_shared, shared_ff=eff * n_shared,
-        first_dense_layers=first_dense, router="sigmoid",
-        norm_topk_prob=bool(cfg.get("norm_topk_prob", False)),
+        first_dense_layers=first_dense, router="softmax" if v2 else "sigmoid",
+        norm_topk_prob=False if v2 else bool(cfg.get("norm_topk_prob", False)),
         routed_scaling_factor=float(cfg.get("routed_scaling_factor", 1.0)),
-        n_group=int(cfg.get("n_group") or 1), topk_group=int(cfg.get("topk_group") or 1),
+        # DeepseekV2's greedy top-k ignores the groups
+        n_group=1 if v2 else int(cfg.get("n_group") or 1),
+        topk_group=1 if v2 else int(cfg.get("topk_group") or 1),
         rotary_dim=rope_d, q_lora_rank=int(cfg.get("q_lora_rank") or 0),
         kv_lora_rank=int(need("kv_lora_rank")), qk_rope_head_dim=rope_d,
         v_head_dim=int(need("v_head_dim")),
