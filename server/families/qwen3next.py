@@ -30,7 +30,8 @@ from dataclasses import dataclass
 
 from server.families import llama, moe
 from server.families.llama import attention_extras, attention_shapes, mlp_shapes, shard_mlp
-from server.shapes.shard import split_even
+from server.shapes.kv_layout import gdn_fixed_part
+from server.shapes.shard import linear_heads as _linear_heads
 
 NAME = "qwen3next"
 FUSED = False
@@ -114,23 +115,13 @@ def n_params(spec, active: bool = False) -> int:
 
 
 def linear_heads(spec, shard) -> tuple[int, int]:
-    """[lo, hi) of the linear layers' k heads this shard holds (each with its v heads)."""
-    nk = spec.lin_k_heads
-    if shard.tp > nk:
-        raise ValueError(f"TP {shard.tp} exceeds the {nk} linear-attention key heads of "
-                         f"{spec.name or spec.arch} (qwen3next splits them whole); run at TP "
-                         f"{nk} or less")
-    return split_even(nk, shard.tp, shard.rank)
+    """[lo, hi) of the linear layers' k heads this shard holds (server/shapes/shard.py)."""
+    return _linear_heads(spec, shard.tp, shard.rank)
 
 
 def fixed_part(spec, shard) -> tuple:
-    """A stream's fixed part on this shard, per linear layer (the KV layout spec's `fixed`):
-    the recurrent state [v heads, dk, dv] and the conv window [kernel - 1, channels]."""
-    nk, nv, dk, dv = _dims(spec)
-    lo, hi = linear_heads(spec, shard)
-    r = nv // nk
-    nk_r, nv_r = hi - lo, (hi - lo) * r
-    return (("state", (nv_r, dk, dv)), ("conv", (spec.conv_kernel - 1, 2 * nk_r * dk + nv_r * dv)))
+    """A stream's fixed part on this shard (server/shapes/kv_layout.py's gdn_fixed_part)."""
+    return gdn_fixed_part(spec, shard)
 
 
 # ------------------------------------------------------------------ the TP split

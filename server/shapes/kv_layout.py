@@ -97,9 +97,18 @@ def kv_spec(spec, shard) -> KVSpec:
     if getattr(spec, "kv_lora_rank", 0):
         return KVSpec.latent(spec.n_layers, spec.kv_lora_rank, spec.qk_rope_head_dim)
     if getattr(spec, "full_attn_every", 0):
-        from server.families import family
-        fam = family(spec)
         n_fixed = spec.n_layers - spec.n_kv_layers
         return KVSpec.mha(spec.n_kv_layers, shard.n_kv, spec.head_dim).with_fixed(
-            n_fixed, fam.fixed_part(spec, shard))
+            n_fixed, gdn_fixed_part(spec, shard))
     return KVSpec.mha(spec.n_layers, shard.n_kv, spec.head_dim)
+
+
+def gdn_fixed_part(spec, shard) -> tuple:
+    """A stream's fixed part on this shard, per Gated DeltaNet layer: the recurrent state
+    [v heads, k dim, v dim] and the conv window [kernel - 1, channels], channels = this
+    shard's q and k dims (2 nk dk) and v dims (nv dv): its k heads and their v heads."""
+    from server.shapes.shard import linear_heads
+    lo, hi = linear_heads(spec, shard.tp, shard.rank)
+    r = spec.lin_v_heads // spec.lin_k_heads
+    nk, nv, dk, dv = hi - lo, (hi - lo) * r, spec.lin_k_dim, spec.lin_v_dim
+    return (("state", (nv, dk, dv)), ("conv", (spec.conv_kernel - 1, 2 * nk * dk + nv * dv)))

@@ -92,3 +92,14 @@ def shard_of(spec, tp: int, rank: int) -> Shard:
     eff = split_units(spec.expert_ff, tp, rank, "routed experts")
     sff = split_units(spec.shared_ff, tp, rank, "shared expert") if spec.n_shared_experts else (0, 0)
     return replace(sh, expert_ff=eff, shared_ff=sff)
+
+
+def linear_heads(spec, tp: int, rank: int) -> tuple[int, int]:
+    """[lo, hi) of a Gated DeltaNet layer's k heads on this rank (each with its
+    lin_v_heads // lin_k_heads v heads): whole k heads, at least one a rank."""
+    nk = spec.lin_k_heads
+    if tp > nk:
+        raise ValueError(f"TP {tp} exceeds the {nk} linear-attention key heads of "
+                         f"{spec.name or spec.arch} (qwen3next splits them whole); run at TP "
+                         f"{nk} or less")
+    return split_even(nk, tp, rank)
