@@ -127,13 +127,13 @@ def eng():
 
 
 def test_prefill_rounds_of_every_size_equal(eng):
-    """The engine: a prompt in one round, in rounds of 1..len, and in uneven rounds ends in
-    the same state bytes and the same last logits; every round's last row equals the
-    one-token-a-round run's row at that position."""
-    prompt = list(PROMPT) * 2                     # 40 tokens
-    tok_rows, tok_state = _prefill(eng, prompt, [1])
-    for sizes in [[len(prompt)]] + [[s] for s in range(2, 17)] + [[3, 1, 7, 2], [39]]:
-        rows, state = _prefill(eng, prompt, sizes)
+    """The engine: a prompt of 130 tokens in one round, in rounds of every size 2..128, and
+    in uneven rounds ends in the same state bytes and the same last logits; every round's
+    last row equals the one-token-a-round run's row at that position."""
+    prompt = [(i * 37 + 11) % 509 + 3 for i in range(130)]
+    tok_rows, tok_state = _prefill(eng, prompt, [1], context=256)
+    for sizes in [[len(prompt)]] + [[s] for s in range(2, 129)] + [[3, 1, 7, 2], [129]]:
+        rows, state = _prefill(eng, prompt, sizes, context=256)
         assert state == tok_state, sizes
         for pos, row in rows.items():
             assert row == tok_rows[pos], (sizes, pos)
