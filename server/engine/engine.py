@@ -109,13 +109,14 @@ class Engine:
                         f"kept prefix ({step.kept} pages), but its recurrent layers' state at "
                         "that position is not kept (no snapshot slots yet); the plan gives this "
                         "family no prompt cache")
-                self.kv.reset_fixed(step.stream)
-                self.fixed_at[step.stream] = 0
             self.tables[step.stream] = step.page_ids
             self.tables_mapped += 1
             self.table_digest.update(repr((step.stream, step.page_ids, step.kept)).encode())
             if self.pool.poison:
                 self.kv.poison(step.stream, step.page_ids, step.kept)
+            if self.kv.fixed:                  # a stream starts from a zero state (after poison)
+                self.kv.reset_fixed(step.stream)
+                self.fixed_at[step.stream] = 0
         elif isinstance(step, EndStep):
             self.tables.pop(step.stream, None)
             self.fixed_at.pop(step.stream, None)

@@ -71,8 +71,10 @@ class KVStore:
         return (stream,), self.context
 
     def poison(self, stream: int, page_ids, kept: int) -> None:
-        """NaN into what a stream is about to use, past its kept prefix (its fixed part is
-        zeroed by reset_fixed at its start, not poisoned)."""
+        """NaN into what a stream is about to use, past its kept prefix, and into its fixed
+        part's slot (reset_fixed then zeroes it: a stream that skipped it reads NaN)."""
+        for a in self.fixed:
+            a[:, stream] = float("nan")
         for a in self.arrays:
             nan = float("nan")
             if a.dtype.itemsize == 2:       # bf16/fp16 on the GPU: 0x7FC0 is NaN in both

@@ -139,6 +139,20 @@ def test_prefill_rounds_of_every_size_equal(eng):
             assert row == tok_rows[pos], (sizes, pos)
 
 
+def test_a_slot_reused_starts_fresh(eng):
+    """A stream slot taken again (poisoned pool: the slot's state NaN until BeginStep zeroes
+    it) gives what a fresh store gives."""
+    fresh = greedy(eng, [PROMPT])
+    eng.apply(PoolStep(True, 8, 16, (eng.page_bytes(16),), 1, 128, poison=True))
+    runs = []
+    for _ in range(2):
+        eng.apply(BeginStep(0, tuple(range(8))))
+        lg = eng.apply(RoundStep((Chunk(0, 0, tuple(PROMPT), True),)))
+        runs.append(np.asarray(lg[0]).tobytes())
+        eng.apply(EndStep(0))
+    assert runs == [fresh[0][0]] * 2
+
+
 def test_interleaved_with_other_streams(eng):
     """Stream 0's prompt in rounds of 3 beside stream 1 (another prompt, other round
     shapes) == stream 0 alone in one round: the same logits and state bytes."""
