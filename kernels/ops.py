@@ -122,6 +122,16 @@ def moe(x, router, router_bias, experts_gu, experts_down, ff, routing, shared_gu
     return out
 
 
+def mla_attend(q, ckv, kv_norm, eps, w_uk, w_uv_t, nope, pool, rows, inv, scale):
+    """A round's multi-head latent attention (kernels/mla.py's round_attend, the absorbed
+    form for every position): q [T, H, N + R] (this shard's heads), ckv [T, C + R] -> [T, H V];
+    the rows' latent rows written to pool first. CPU only."""
+    from kernels import mla
+    if not _cpu(q):
+        raise NotImplementedError("latent attention runs on the CPU only")
+    return mla.round_attend(q, ckv, kv_norm, eps, w_uk, w_uv_t, nope, pool, rows, inv, scale)
+
+
 def gate_up_silu(x, w, ff):
     """silu(x Wg) * (x Wu) from the fused gate|up matrix (gate columns then up): on the GPU at
     decode sizes one GEMM launch with SwiGLU in its epilogue (kernels/matmul_fused_cuda.cuda_glu)."""

@@ -152,6 +152,16 @@ class Split:
     def cat(self, parts, axis=0, mixed=False):
         return _cat(parts, axis=axis, mixed=mixed and self.mixed)
 
+    @staticmethod
+    def kv_b_heads(w, n_heads: int, heads, nope: int, v: int, c: int):
+        """Latent attention's kv_b [n_heads (nope + v), c] (Blocks dequantized) -> (W_UK
+        [H_r, nope, c], W_UV transposed [H_r, c, v]) of `heads`, float32 (the CPU only)."""
+        w = w.dequantize() if hasattr(w, "dequantize") else w
+        kv_b = np.asarray(w, np.float32).reshape(n_heads, nope + v, c)
+        hs = list(heads)
+        return (np.ascontiguousarray(kv_b[hs, :nope]),
+                np.ascontiguousarray(kv_b[hs, nope:].transpose(0, 2, 1)))
+
     def experts(self, parts: list) -> list:
         """A layer's experts (one matrix each): an ExpertStack where they are Blocks of one
         kind and shape (one array, read by kernels/moe_cpu.py), else the list as it is."""

@@ -121,13 +121,7 @@ def n_params(spec, active: bool = False) -> int:
 
 
 # ------------------------------------------------------------------ the TP split
-def _dense(sp, w):
-    """A small matrix as float32 (Blocks dequantized): kv_b's per-head pieces."""
-    return w.dequantize() if hasattr(w, "dequantize") else w
-
-
 def shard_layer(spec, i: int, sp, shard) -> MlaLayerWeights:
-    import numpy as np       # the CPU only (the family is refused on the GPU)
     p = f"model.layers.{i}."
     a = p + "self_attn."
     get, dev, heads = sp.get, sp.dev, shard.q_heads
@@ -139,10 +133,8 @@ def shard_layer(spec, i: int, sp, shard) -> MlaLayerWeights:
     else:
         wq_a = q_a_norm = None
         wq = sp.rows(get(a + "q_proj.weight"), heads, N + R)
-    kv_b = np.asarray(_dense(sp, get(a + "kv_b_proj.weight")), np.float32).reshape(
-        spec.n_heads, N + V, C)
-    w_uk = np.ascontiguousarray(kv_b[list(heads), :N])                        # [H_r, N, C]
-    w_uv_t = np.ascontiguousarray(kv_b[list(heads), N:].transpose(0, 2, 1))   # [H_r, C, V]
+    # kv_b's k rows [H_r, N, C] and v rows transposed [H_r, C, V] of this rank's heads
+    w_uk, w_uv_t = sp.kv_b_heads(get(a + "kv_b_proj.weight"), spec.n_heads, heads, N, V, C)
     wo = sp.head_cols(get(a + "o_proj.weight"), heads, V, a + "o_proj.weight")
     rec = dict(attn_norm=dev(get(p + "input_layernorm.weight")), wq_a=wq_a, q_a_norm=q_a_norm,
                wq=dev(sp.orient(wq)), wkv_a=dev(sp.orient(get(a + "kv_a_proj_with_mqa.weight"))),
@@ -158,7 +150,6 @@ def shard_layer(spec, i: int, sp, shard) -> MlaLayerWeights:
 # ------------------------------------------------------------------ the forward
 def attend(ops, m, L, li, h, out, r, kv):
     """h += out; the latent attention of layer li -> (its output, all-reduced, h)."""
-    from kernels import mla
     s, H = m.spec, m.w.nq
     x, h = ops.add_norm(out, h, L.attn_norm, s.rms_eps, fast=m.fast)
     T = x.shape[0]
@@ -168,8 +159,8 @@ def attend(ops, m, L, li, h, out, r, kv):
     else:
         q = ops.linear(x, L.wq)
     ckv = ops.linear(x, L.wkv_a)                                           # [T, C + R]
-    att = mla.round_attend(q.reshape(T, H, s.head_dim), ckv, L.kv_a_norm, s.rms_eps, L.w_uk,
-                           L.w_uv_t, s.qk_nope_head_dim, kv.k(li), r, m.inv, m.scale)
+    att = ops.mla_attend(q.reshape(T, H, s.head_dim), ckv, L.kv_a_norm, s.rms_eps, L.w_uk,
+                         L.w_uv_t, s.qk_nope_head_dim, kv.k(li), r, m.inv, m.scale)
     o = ops.linear(att, L.wo)                                              # partial under TP
     if m.all_reduce is not None:
         o = m.all_reduce(o)
