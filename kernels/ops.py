@@ -215,6 +215,32 @@ def gdn_chunk(mix, z, b, a, conv_w, A_log, dt_bias, norm_w, eps, window, state, 
     return gdn.chunk(mix, z, b, a, conv_w, A_log, dt_bias, norm_w, eps, window, state, nk)
 
 
+def gdn_round(qkvz, ba, conv_w, A_log, dt_bias, norm_w, eps, nk, fixed, rows, name=""):
+    """A round's Gated DeltaNet layer: qkvz [T, q|k|v|z], ba [T, b|a] (this rank's heads) ->
+    [T, nv dv], each chunk through `gdn_chunk` over its stream's slot of `fixed` (the layer's
+    (state, conv window) arrays, [streams, ...]: the KV store's fixed part)."""
+    state, conv = fixed
+    nv, C = A_log.shape[0], conv_w.shape[0]
+    o = np.empty((qkvz.shape[0], nv * state.shape[-1]), np.float32)
+    for (a, b), c in zip(rows.spans, rows.chunks):
+        slot = getattr(c, "slot", -1)
+        if slot < 0:
+            raise ValueError(f"{name}: a chunk without a stream slot reached a recurrent "
+                             "layer; its state is kept a stream (RoundChunk.slot)")
+        o[a:b] = gdn_chunk(qkvz[a:b, :C], qkvz[a:b, C:], ba[a:b, :nv], ba[a:b, nv:], conv_w,
+                           A_log, dt_bias, norm_w, eps, conv[slot], state[slot], nk)
+    return o
+
+
+def sigmoid(x):
+    """1 / (1 + exp(-x)), float32, elementwise (the CPU)."""
+    return np.float32(1) / (np.float32(1) + np.exp(-x))
+
+
+def contiguous(x):
+    return np.ascontiguousarray(x) if _cpu(x) else x
+
+
 def _grouped(experts) -> bool:
     """Experts the CPU multiplies in one call: an ExpertStack of a 32-element kind."""
     if not isinstance(experts, ExpertStack):

@@ -162,6 +162,48 @@ class Split:
         return (np.ascontiguousarray(kv_b[hs, :nope]),
                 np.ascontiguousarray(kv_b[hs, nope:].transpose(0, 2, 1)))
 
+    @staticmethod
+    def f32(w):
+        """A tensor as float32 numpy (Blocks dequantized)."""
+        w = w.dequantize() if hasattr(w, "dequantize") else w
+        return np.asarray(w, np.float32)
+
+    @staticmethod
+    def stack(parts):
+        """Row-stacked float32 parts, one contiguous array."""
+        return np.ascontiguousarray(np.concatenate(parts))
+
+    @staticmethod
+    def gated_q(w, n_heads: int, heads, hd: int):
+        """Qwen3-Next's q_proj [n_heads * 2 hd, d], each head's rows [q | gate] -> (q rows,
+        gate rows) of `heads`, float32 (the CPU only)."""
+        w = Split.f32(w).reshape(n_heads, 2, hd, -1)
+        return (np.concatenate([w[h, 0] for h in heads]), np.concatenate([w[h, 1] for h in heads]))
+
+    @staticmethod
+    def gdn_linear(get, a: str, nk: int, nv: int, dk: int, dv: int, lo: int, hi: int) -> dict:
+        """A Gated DeltaNet layer's tensors (prefix a = 'model.layers.N.linear_attn.') for k
+        heads [lo, hi) and their v heads, float32, [out, in]: HF's in_proj_qkvz rows (per k
+        head [q | k | v (r dv) | z (r dv)]) regrouped as q | k | v | z of these heads,
+        in_proj_ba's (per k head [b (r) | a (r)]) as b | a, the conv's channels (q all | k
+        all | v all) as this rank's q | k | v, and A_log, dt_bias of its v heads."""
+        r = nv // nk
+        f = lambda n: Split.f32(get(a + n))
+        qkvz = f("in_proj_qkvz.weight").reshape(nk, 2 * dk + 2 * r * dv, -1)[lo:hi]
+        flat = lambda x: x.reshape(-1, x.shape[-1])
+        wqkvz = np.concatenate([flat(qkvz[:, :dk]), flat(qkvz[:, dk:2 * dk]),
+                                flat(qkvz[:, 2 * dk:2 * dk + r * dv]), flat(qkvz[:, 2 * dk + r * dv:])])
+        ba = f("in_proj_ba.weight").reshape(nk, 2 * r, -1)[lo:hi]
+        wba = np.concatenate([flat(ba[:, :r]), flat(ba[:, r:])])
+        conv = f("conv1d.weight")[:, 0, :]
+        K = nk * dk
+        cw = np.concatenate([conv[lo * dk:hi * dk], conv[K + lo * dk:K + hi * dk],
+                             conv[2 * K + lo * r * dv:2 * K + hi * r * dv]])
+        vs = slice(lo * r, hi * r)
+        c = np.ascontiguousarray
+        return dict(wqkvz=wqkvz, wba=wba, conv_w=c(cw), A_log=c(f("A_log")[vs]),
+                    dt_bias=c(f("dt_bias")[vs]), gnorm=c(f("norm.weight")))
+
     def experts(self, parts: list) -> list:
         """A layer's experts (one matrix each): an ExpertStack where they are Blocks of one
         kind and shape (one array, read by kernels/moe_cpu.py), else the list as it is."""

@@ -132,83 +132,49 @@ def _norm(spec, sp, name):
 
 
 def shard_layer(spec, i: int, sp, shard) -> NextLayerWeights:
-    import numpy as np       # the CPU only (the family is refused on the GPU)
     p = f"model.layers.{i}."
     get, dev = sp.get, sp.dev
     rec = dict(attn_norm=_norm(spec, sp, p + "input_layernorm.weight"),
                mlp_norm=_norm(spec, sp, p + "post_attention_layernorm.weight"))
     if spec.is_linear_layer(i):
-        rec.update(_shard_linear(spec, p, sp, shard, np))
+        nk, nv, dk, dv = _dims(spec)
+        lo, hi = linear_heads(spec, shard)
+        a = p + "linear_attn."
+        t = sp.gdn_linear(get, a, nk, nv, dk, dv, lo, hi)
+        r = nv // nk
+        wout = sp.head_cols(get(a + "out_proj.weight"), range(lo * r, hi * r), dv,
+                            a + "out_proj.weight")
+        rec.update(linear=True, wqkvz=dev(sp.orient(t.pop("wqkvz"))),
+                   wba=dev(sp.orient(t.pop("wba"))), wout=dev(sp.orient(wout)), nk=hi - lo, **t)
     else:
-        hd, H = spec.head_dim, spec.n_heads
-        wq2 = np.asarray(_dense(get(p + "self_attn.q_proj.weight")), np.float32).reshape(H, 2, hd, -1)
-        wq = np.concatenate([wq2[h, 0] for h in shard.q_heads])
-        wg = np.concatenate([wq2[h, 1] for h in shard.q_heads])
-        wk = sp.rows(_dense(get(p + "self_attn.k_proj.weight")), shard.kv_heads, hd)
-        wv = sp.rows(_dense(get(p + "self_attn.v_proj.weight")), shard.kv_heads, hd)
+        hd = spec.head_dim
+        wq, wg = sp.gated_q(get(p + "self_attn.q_proj.weight"), spec.n_heads, shard.q_heads, hd)
+        wk = sp.rows(sp.f32(get(p + "self_attn.k_proj.weight")), shard.kv_heads, hd)
+        wv = sp.rows(sp.f32(get(p + "self_attn.v_proj.weight")), shard.kv_heads, hd)
         wo = sp.head_cols(get(p + "self_attn.o_proj.weight"), shard.q_heads, hd,
                           p + "self_attn.o_proj.weight")
-        rec.update(linear=False, wqkvg=dev(sp.orient(np.concatenate([wq, wk, wv, wg]))),
+        rec.update(linear=False, wqkvg=dev(sp.orient(sp.stack([wq, wk, wv, wg]))),
                    q_norm=_norm(spec, sp, p + "self_attn.q_norm.weight"),
                    k_norm=_norm(spec, sp, p + "self_attn.k_norm.weight"), wo=dev(sp.orient(wo)))
     from dataclasses import replace
     m = moe.shard_moe_mlp(replace(spec, n_shared_experts=0), i, sp, shard)
     sgu, sdown = shard_mlp(p + "mlp.shared_expert.", sp, *shard.shared_ff)
-    seg = dev(sp.orient(np.asarray(_dense(get(p + "mlp.shared_expert_gate.weight")), np.float32)))
+    seg = dev(sp.orient(sp.f32(get(p + "mlp.shared_expert_gate.weight"))))
     m.update(shared_gu=sgu, shared_down=sdown, shared_gate=seg)
     return NextLayerWeights(**m, **rec)
 
 
-def _dense(w):
-    return w.dequantize() if hasattr(w, "dequantize") else w
-
-
-def _shard_linear(spec, p, sp, shard, np) -> dict:
-    nk, nv, dk, dv = _dims(spec)
-    r = nv // nk
-    lo, hi = linear_heads(spec, shard)
-    a = p + "linear_attn."
-    get = sp.get
-    f32 = lambda n: np.asarray(_dense(get(a + n)), np.float32)
-    # HF's in_proj_qkvz rows: per k head g, [q (dk) | k (dk) | v (r dv) | z (r dv)]
-    qkvz = f32("in_proj_qkvz.weight").reshape(nk, 2 * dk + 2 * r * dv, -1)[lo:hi]
-    q, k = qkvz[:, :dk], qkvz[:, dk:2 * dk]
-    v, z = qkvz[:, 2 * dk:2 * dk + r * dv], qkvz[:, 2 * dk + r * dv:]
-    flat = lambda x: x.reshape(-1, x.shape[-1])
-    wqkvz = np.concatenate([flat(q), flat(k), flat(v), flat(z)])
-    ba = f32("in_proj_ba.weight").reshape(nk, 2 * r, -1)[lo:hi]          # per k head [b (r) | a (r)]
-    wba = np.concatenate([flat(ba[:, :r]), flat(ba[:, r:])])
-    conv = f32("conv1d.weight")[:, 0, :]                                 # [q all | k all | v all, K]
-    K = nk * dk
-    cw = np.concatenate([conv[lo * dk:hi * dk], conv[K + lo * dk:K + hi * dk],
-                         conv[2 * K + lo * r * dv:2 * K + hi * r * dv]])
-    vs = slice(lo * r, hi * r)
-    wout = sp.head_cols(get(a + "out_proj.weight"), range(lo * r, hi * r), dv, a + "out_proj.weight")
-    dev = sp.dev
-    return dict(linear=True, wqkvz=dev(sp.orient(wqkvz)), wba=dev(sp.orient(wba)),
-                conv_w=np.ascontiguousarray(cw), A_log=np.ascontiguousarray(f32("A_log")[vs]),
-                dt_bias=np.ascontiguousarray(f32("dt_bias")[vs]),
-                gnorm=np.ascontiguousarray(f32("norm.weight")), wout=dev(sp.orient(wout)),
-                nk=hi - lo)
-
-
 # ------------------------------------------------------------------ the forward
-def _sigmoid(x):
-    import numpy as np
-    return np.float32(1) / (np.float32(1) + np.exp(-x))
-
-
 def attend_full(ops, m, L, li, h, out, r, kv):
-    import numpy as np
     s, w = m.spec, m.w
     hd, nq, nkv = s.head_dim, w.nq, w.nkv
     y, h = ops.norm_linear(out, h, L.attn_norm, s.rms_eps, L.wqkvg, fast=m.fast)
     T, n = y.shape[0], (nq + 2 * nkv) * hd
     ki = s.kv_index(li)
-    att = ops.qkv_attend(np.ascontiguousarray(y[:, :n]), nq, nkv, hd, r.pos, m.inv, kv.k(ki),
+    att = ops.qkv_attend(ops.contiguous(y[:, :n]), nq, nkv, hd, r.pos, m.inv, kv.k(ki),
                          kv.v(ki), r, m.scale, (L.q_norm, L.k_norm), s.rms_eps, rot=s.rot)
-    att = att.reshape(T, nq * hd) * _sigmoid(y[:, n:])
-    o = ops.linear(np.ascontiguousarray(att), L.wo)
+    att = att.reshape(T, nq * hd) * ops.sigmoid(y[:, n:])
+    o = ops.linear(ops.contiguous(att), L.wo)
     if m.all_reduce is not None:
         o = m.all_reduce(o)
     return o, h
@@ -216,25 +182,13 @@ def attend_full(ops, m, L, li, h, out, r, kv):
 
 def attend_linear(ops, m, L, li, h, out, r, kv):
     """The Gated DeltaNet layer: each chunk through its stream's fixed part (slot c.slot)."""
-    import numpy as np
     s = m.spec
     x, h = ops.add_norm(out, h, L.attn_norm, s.rms_eps, fast=m.fast)
     qkvz = ops.linear(x, L.wqkvz)
     ba = ops.linear(x, L.wba)
-    nv = L.A_log.shape[0]
-    dv = s.lin_v_dim
-    C = L.conv_w.shape[0]
     fi = li - s.kv_index(li)                   # index among the linear layers
-    state, conv = kv.fixed_of(fi)
-    o = np.empty((x.shape[0], nv * dv), np.float32)
-    for (a0, b0), c in zip(r.spans, r.chunks):
-        slot = getattr(c, "slot", -1)
-        if slot < 0:
-            raise ValueError(f"{s.name or s.arch}: a chunk without a stream slot reached a "
-                             "recurrent layer; its state is kept a stream (RoundChunk.slot)")
-        o[a0:b0] = ops.gdn_chunk(qkvz[a0:b0, :C], qkvz[a0:b0, C:], ba[a0:b0, :nv],
-                                 ba[a0:b0, nv:], L.conv_w, L.A_log, L.dt_bias, L.gnorm,
-                                 s.rms_eps, conv[slot], state[slot], L.nk)
+    o = ops.gdn_round(qkvz, ba, L.conv_w, L.A_log, L.dt_bias, L.gnorm, s.rms_eps, L.nk,
+                      kv.fixed_of(fi), r, s.name or s.arch)
     y = ops.linear(o, L.wout)
     if m.all_reduce is not None:
         y = m.all_reduce(y)
@@ -247,7 +201,7 @@ def ffn(ops, m, L, h, out):
     x, h = ops.add_norm(out, h, L.mlp_norm, s.rms_eps, fast=m.fast)
     y = ops.moe(x, L.router, None, L.experts_gu, L.experts_down, w.expert_ff, m.routing)
     sh = ops.linear(ops.gate_up_silu(x, L.shared_gu, w.shared_ff), L.shared_down)
-    y = y + _sigmoid(ops.linear(x, L.shared_gate)) * sh
+    y = y + ops.sigmoid(ops.linear(x, L.shared_gate)) * sh
     if m.all_reduce is not None:
         y = m.all_reduce(y)
     return h, y
