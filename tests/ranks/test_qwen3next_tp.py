@@ -2,14 +2,22 @@
 equals TP=1: each rank keeps its own linear heads' states (k heads split whole, their v heads
 with them), the full layers split as llama's, the experts by width; every step's logits
 within float32 reordering of TP=1's and the same greedy ids under the golden rule. TP=3
-exceeds the tiny shapes' 2 key heads and is refused by name (tests/model/test_qwen3next.py)."""
+exceeds tiny-qwen3next's 2 key heads and is refused by name (tests/model/test_qwen3next.py);
+tiny-qwen3next-k3 (3 key heads, 6/3 attention heads) splits at TP=2 (2 + 1 key heads) and
+TP=3."""
 from __future__ import annotations
 
+import pytest
 from test_moe_tp import tp_equals_tp1
 
 
 def test_tiny_tp2_equals_tp1():
     tp_equals_tp1("tiny-qwen3next", 2)
+
+
+@pytest.mark.parametrize("tp", [2, 3])
+def test_three_key_heads_split(tp):
+    tp_equals_tp1("tiny-qwen3next-k3", tp)
 
 
 def test_checkpoint_tp2_equals_tp1():
