@@ -13,7 +13,6 @@ from __future__ import annotations
 from typing import Protocol
 
 KINDS = ("ngram", "mtp", "off")
-DEFAULT_TOKENS = 8          # --draft-tokens: a verify pass writes this + 1 rows
 
 
 class StreamDrafts(Protocol):
