@@ -32,7 +32,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from server.drafts.policy import round_drafts
+from server.drafts.pace import Paced
+from server.drafts.policy import ROW_COST, round_drafts
 from server.drafts.verify import verify_walk
 from server.requests import GenRequest, TokenEvent
 from server.ranks.rank_errors import RankError
@@ -102,7 +103,8 @@ class Scheduler:
     def __init__(self, driver, admission, *, context: int, prefill_chunk: int = 256,
                  token_budget: int | None = None, seed_salt: int = 0, metrics=None,
                  solo_chunk: int | None = None, prefill_keys: int | None = None,
-                 drafts=None, draft_tokens: int = 0, draft_rows: int | None = None):
+                 drafts=None, draft_tokens: int = 0, draft_rows: int | None = None,
+                 draft_row_cost: float = ROW_COST["cpu"]):
         self.driver, self.adm = driver, admission
         self.context, self.prefill_chunk = context, prefill_chunk
         self.token_budget = token_budget or max(prefill_chunk, 64)
@@ -116,6 +118,7 @@ class Scheduler:
         # drafts (server/drafts/): the source (None: off), tokens a stream drafts at most,
         # and the rows a round may hold before drafting backs off (policy.round_drafts)
         self.draft_source, self.draft_tokens = drafts, draft_tokens
+        self.draft_row_cost = draft_row_cost     # server/drafts/pace.py
         self.draft_rows = draft_rows if draft_rows is not None else draft_tokens + 1
         if drafts is not None and self.adm.verify_window < draft_tokens + 1:
             raise ValueError(f"drafts of {draft_tokens} tokens need a verify window of "
@@ -332,7 +335,7 @@ class Scheduler:
         "draft": false, or where the driver cannot draw its verify rows as plain would."""
         if self.draft_source is None or not req.draft or not self.driver.verifies(st):
             return None
-        return self.draft_source.stream(req.prompt_ids)
+        return Paced(self.draft_source.stream(req.prompt_ids), self.draft_row_cost)
 
     def _run_all(self, steps):
         for st in steps:

@@ -394,6 +394,7 @@ def _serve_front(args, env, opened, comm, beat, lays, rooms, reserves, context, 
     from server.api.app import create_app
     from server.api.http_server import run_uvicorn
     from server.api.state import AppState
+    from server.drafts.policy import ROW_COST
     from server.drafts.source import make_source
     from server.flags import verify_window
     from server.step_driver import LocalDriver, RankDriver
@@ -436,7 +437,8 @@ def _serve_front(args, env, opened, comm, beat, lays, rooms, reserves, context, 
     sched = Scheduler(driver, Admission.from_plan(p, poison=env.kv_poison), context=context,
                       prefill_chunk=args.prefill_chunk, seed_salt=args.seed_salt,
                       token_budget=budget, solo_chunk=solo, prefill_keys=keys,
-                      drafts=make_source(args.draft), draft_tokens=args.draft_tokens).start()
+                      drafts=make_source(args.draft), draft_tokens=args.draft_tokens,
+                      draft_row_cost=ROW_COST[args.device]).start()
     names = tuple(args.served_model_name or ())
     state = AppState(scheduler=sched, tokenizer=opened.tokenizer,
                      model_name=names[0] if names else opened.name, served_names=names,

@@ -7,9 +7,7 @@ offer k tokens after it (a run repeating itself): then the first. Two indexes ma
 n-gram to the ends of its first and latest occurrences that have a continuation, kept up
 as tokens arrive: O(MAX_N) a token.
 
-How far a stream drafts adapts to how its drafts fare: after a proposal taken whole it
-may draft two more (up to the cap), after a miss it drafts one more than it had accepted
-(so a stream on free prose, whose matches rarely hold, spends few rows on them).
+How far to draft is the pace's (server/drafts/pace.py): this proposes up to what it asks.
 """
 from __future__ import annotations
 
@@ -30,7 +28,6 @@ class NgramDrafts:
         self.first: dict = {}                # n-gram -> end of its first occurrence
         self.done = 0                        # n-grams ending before this are indexed
         self.reply = 0                       # tokens of the reply already in toks
-        self.k: int | None = None            # how far to draft (None: the cap)
         self._index()
 
     def _index(self) -> None:
@@ -50,7 +47,6 @@ class NgramDrafts:
             self.toks += out[self.reply:]
             self.reply = len(out)
             self._index()
-        k = min(k, self.k if self.k is not None else k)
         t = self.toks
         if k < 1:
             return ()
@@ -64,4 +60,4 @@ class NgramDrafts:
         return ()
 
     def verified(self, proposed: int, accepted: int) -> None:
-        self.k = proposed + 2 if accepted == proposed else accepted + 1
+        pass

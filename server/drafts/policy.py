@@ -9,6 +9,14 @@ are rows plain decoding would write too, within the table admission reserved.
 """
 from __future__ import annotations
 
+# What one more row of a stream's chunk adds to a round, as a fraction of a one-row round
+# (server/drafts/pace.py drafts only as far as that pays). CPU: the default model on this
+# 2-core host under other load, one stream's chunk of 1 / 3 / 5 / 9 rows (every row's
+# logits) 41.5 / 99.3 / 116.0 / 183.7 ms: (183.7 / 41.5 - 1) / 8 = 0.43 a row
+# (docs/receipts/2026-12-05-drafts/). GPU: a decode round reads every weight once whatever
+# its rows, so a few more rows cost little (an estimate, not measured here).
+ROW_COST = {"cpu": 0.45, "cuda": 0.05}
+
 
 def round_drafts(streams, tokens: int, rows_cap: int, prefilling: bool) -> list:
     """streams: [(its StreamDrafts or None, its reply so far, tokens it may still emit)],

@@ -14,9 +14,10 @@ from server.step_driver import LocalDriver
 
 def serve(engine, reqs, *, draft: bool, paged: bool = True, streams: int = 4,
           context: int = 256, page_rows: int = 4, draft_tokens: int = 8, chunk: int = 16,
-          together: bool = True, driver=None, **sched_kw):
+          together: bool = True, driver=None, row_cost: float = 0.0, **sched_kw):
     """reqs: [(prompt ids, SamplingParams, extra GenRequest fields)] -> (events per request,
-    the scheduler after it stopped). Every run gets a fresh pool on `engine`."""
+    the scheduler after it stopped). Every run gets a fresh pool on `engine`. row_cost 0:
+    every stream drafts as far as it may (server/drafts/pace.py), the most verify work."""
     vw = draft_tokens + 1 if draft else 1
     rows = context + vw
     pages = (rows + page_rows - 1) // page_rows * streams if paged else 0
@@ -26,7 +27,7 @@ def serve(engine, reqs, *, draft: bool, paged: bool = True, streams: int = 4,
                           context + vw - 1))
     s = Scheduler(driver or LocalDriver(engine), adm, context=context, prefill_chunk=chunk,
                   drafts=make_source("ngram") if draft else None, draft_tokens=draft_tokens,
-                  **sched_kw).start()
+                  draft_row_cost=row_cost, **sched_kw).start()
 
     async def one(i, prompt, params, extra):
         req = GenRequest(f"r{i}", list(prompt), params, **extra)
