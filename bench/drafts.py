@@ -12,6 +12,7 @@ equality printed. Prints every round, then a JSON summary (medians and ratios); 
 writes results.json and log.txt there.
 
   python3 bench/drafts.py [--rounds 3] [--port 8124] [--edit-tokens 400] [--out DIR]
+  python3 bench/drafts.py --llama-server PATH [--rounds 3] [--out DIR]   # the peer instead
 """
 from __future__ import annotations
 
@@ -139,6 +140,67 @@ def concurrent(url, drafted, n=16, tokens=64):
             "draft_tokens": after.get("num_draft_tokens", 0) - before.get("num_draft_tokens", 0)}
 
 
+def peer(binary, model, port, spec, rounds, edit_tokens) -> list:
+    """llama.cpp's llama-server on the same file, with `--spec-type spec` (none: plain):
+    the editing and prose requests, greedy, not streamed; its own timings'
+    predicted_per_second and its texts."""
+    cmd = [binary, "-m", model, "--host", "127.0.0.1", "--port", str(port), "-t", "2",
+           "-c", "4096", "--spec-type", spec]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        t0 = time.monotonic()
+        while True:
+            try:
+                if httpx.get(url + "/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() - t0 > 300 or proc.poll() is not None:
+                raise RuntimeError(f"llama-server ({spec}) did not start")
+            time.sleep(0.5)
+        out = []
+        for _ in range(rounds):
+            for kind, path, body in (
+                    ("editing", "/v1/completions", {"prompt": editing_prompt(), "max_tokens": edit_tokens}),
+                    ("prose", "/v1/chat/completions", {"messages": PROSE, "max_tokens": 256})):
+                r = httpx.post(url + path, json={**body, "temperature": 0}, timeout=900).json()
+                c = r["choices"][0]
+                out.append({"kind": kind, "spec": spec, "tps": r["timings"]["predicted_per_second"],
+                            "text": c.get("text") if "text" in c else c["message"]["content"],
+                            "draft_n": r["timings"].get("draft_n"),
+                            "draft_accepted": r["timings"].get("draft_n_accepted")})
+        return out
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=30)
+
+
+def peers(a) -> int:
+    from server.engine.locate import resolve
+    model = resolve(None)
+    runs = []
+    for rnd in range(a.rounds):                      # alternate the two servers by round
+        for spec in (("none", "ngram-simple") if rnd % 2 == 0 else ("ngram-simple", "none")):
+            runs += peer(a.llama_server, model, a.port + 1, spec, 1, a.edit_tokens)
+    summary = {}
+    for kind in ("editing", "prose"):
+        p = [r for r in runs if r["kind"] == kind and r["spec"] == "none"]
+        d = [r for r in runs if r["kind"] == kind and r["spec"] != "none"]
+        summary[kind] = {"plain_tps": statistics.median(r["tps"] for r in p),
+                         "drafted_tps": statistics.median(r["tps"] for r in d),
+                         "drafted_equals_plain": [x["text"] == y["text"] for x, y in zip(p, d)],
+                         "draft_n": [r["draft_n"] for r in d], "accepted": [r["draft_accepted"] for r in d]}
+        summary[kind]["ratio"] = summary[kind]["drafted_tps"] / summary[kind]["plain_tps"]
+    print(json.dumps(summary, indent=1))
+    if a.out:
+        os.makedirs(a.out, exist_ok=True)
+        with open(os.path.join(a.out, "llama_server.json"), "w") as f:
+            json.dump({"runs": runs, "summary": summary, "loadavg": os.getloadavg()}, f, indent=1)
+    return 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=3)
@@ -146,7 +208,12 @@ def main(argv=None) -> int:
     ap.add_argument("--edit-tokens", type=int, default=400)
     ap.add_argument("--draft-tokens", type=int, default=None)
     ap.add_argument("--out", default=None)
+    ap.add_argument("--llama-server", default=None, metavar="PATH",
+                    help="instead: llama.cpp's llama-server on the same file and prompts, "
+                         "--spec-type none against ngram-simple")
     a = ap.parse_args(argv)
+    if a.llama_server:
+        return peers(a)
     extra = ["--draft", "ngram"] + (["--draft-tokens", str(a.draft_tokens)] if a.draft_tokens else [])
     log_lines = []
 

@@ -56,10 +56,16 @@ def parse_draft_tokens(text) -> int:
     return n
 
 
+def draft_kind(args) -> str:
+    """--draft, or its default: ngram on the CPU (drafted == plain is proven there, tests/
+    drafts/), off on GPUs until a GPU run proves it there too."""
+    return args.draft or ("ngram" if args.device == "cpu" else "off")
+
+
 def verify_window(args) -> int:
     """Rows a verify pass writes, which admission reserves a stream beside its reply."""
     from server.drafts.source import verify_window as rows
-    return rows(args.draft, args.draft_tokens)
+    return rows(draft_kind(args), args.draft_tokens)
 
 
 def resolve_context(asked: int | None, model_context: int) -> int:
@@ -89,10 +95,11 @@ def add_plan_flags(p: argparse.ArgumentParser) -> None:
                    help="prompt tokens a stream prefills in one round")
     p.add_argument("--prompt-cache-gib", type=float, default=0.25,
                    help="GiB of KV pages kept for reused prompt prefixes (0: no prompt cache)")
-    p.add_argument("--draft", type=parse_draft, default="ngram", metavar="ngram|off",
+    p.add_argument("--draft", type=parse_draft, default=None, metavar="ngram|off",
                    help="draft source: ngram (prompt lookup: no weights, every model) or off; "
                         "drafts are verified inside the round and never change a reply "
-                        "(mtp: refused until a family served has MTP layers)")
+                        "(default: ngram on the CPU, off on GPUs; mtp: refused until a family "
+                        "served has MTP layers)")
     p.add_argument("--draft-tokens", type=parse_draft_tokens, default=DRAFT_TOKENS, metavar="N",
                    help="tokens a stream drafts at most a round; its verify window (N + 1 rows) "
                         "is reserved with its pages")

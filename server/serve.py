@@ -396,7 +396,7 @@ def _serve_front(args, env, opened, comm, beat, lays, rooms, reserves, context, 
     from server.api.state import AppState
     from server.drafts.policy import ROW_COST
     from server.drafts.source import make_source
-    from server.flags import verify_window
+    from server.flags import draft_kind, verify_window
     from server.step_driver import LocalDriver, RankDriver
     from server.planner.admission import Admission
     from server.planner.describe import startup_line
@@ -437,7 +437,7 @@ def _serve_front(args, env, opened, comm, beat, lays, rooms, reserves, context, 
     sched = Scheduler(driver, Admission.from_plan(p, poison=env.kv_poison), context=context,
                       prefill_chunk=args.prefill_chunk, seed_salt=args.seed_salt,
                       token_budget=budget, solo_chunk=solo, prefill_keys=keys,
-                      drafts=make_source(args.draft), draft_tokens=args.draft_tokens,
+                      drafts=make_source(draft_kind(args)), draft_tokens=args.draft_tokens,
                       draft_row_cost=ROW_COST[args.device]).start()
     names = tuple(args.served_model_name or ())
     state = AppState(scheduler=sched, tokenizer=opened.tokenizer,
