@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from kernels import attention, kv_write, matmul, qmatmul, rmsnorm, rope, swiglu
-from server.engine.weights.blocks import Blocks
+from server.engine.weights.blocks import Blocks, ExpertStack
 
 
 def _cpu(x) -> bool:
@@ -61,6 +61,21 @@ def norm_linear(out, h, norm_w, eps, w, bias=None, glu_ff=None, fast=False):
     over GGUF blocks): the norm and SwiGLU as numba calls (kernels/rmsnorm_cpu.py)."""
     if not _cpu(h) and not _quant(w):  # at prefill rows y may be a matmul_pi_cuda.Pi (for `linear`)
         return _gpu("matmul_fused").cuda_norm(out, h, norm_w, eps, w, bias, glu_ff, pi_out=True)
+    x, h = add_norm(out, h, norm_w, eps, fast)
+    if fast:
+        from kernels import rmsnorm_cpu as R
+        if glu_ff is None:
+            return linear(x, w, bias), h
+        gu = linear(x, w)
+        act = np.empty((gu.shape[0], glu_ff), np.float32)
+        R.swiglu(gu, glu_ff, act)
+        return act, h
+    return (linear(x, w, bias) if glu_ff is None else gate_up_silu(x, w, glu_ff)), h
+
+
+def add_norm(out, h, norm_w, eps, fast=False):
+    """(rmsnorm(h'), h') with h' = out + h (h alone when out is None); fast: the numba forms
+    (kernels/rmsnorm_cpu.py)."""
     if fast:
         from kernels import rmsnorm_cpu as R
         x = np.empty(h.shape, np.float32)
@@ -70,14 +85,41 @@ def norm_linear(out, h, norm_w, eps, w, bias=None, glu_ff=None, fast=False):
             h2 = np.empty(h.shape, np.float32)
             R.add_rms_norm(out, h, norm_w, eps, x, h2)
             h = h2
-        if glu_ff is None:
-            return linear(x, w, bias), h
-        gu = linear(x, w)
-        act = np.empty((gu.shape[0], glu_ff), np.float32)
-        R.swiglu(gu, glu_ff, act)
-        return act, h
-    x, h = (rms_norm(h, norm_w, eps), h) if out is None else add_rms_norm(out, h, norm_w, eps)
-    return (linear(x, w, bias) if glu_ff is None else gate_up_silu(x, w, glu_ff)), h
+        return x, h
+    return (rms_norm(h, norm_w, eps), h) if out is None else add_rms_norm(out, h, norm_w, eps)
+
+
+def moe(x, router, router_bias, experts_gu, experts_down, ff, routing, shared_gu=None,
+        shared_down=None, shared_ff=0):
+    """A mixture-of-experts MLP on the normed rows x [T, d] -> [T, d] (this shard's partial
+    sum under TP): the router (replicated), each token's chosen experts in ascending id,
+    tokens grouped by expert for the products, then + the shared expert (kernels/moe.py)."""
+    from kernels import moe as M
+    if not _cpu(x):
+        raise NotImplementedError("mixture-of-experts layers run on the CPU only")
+    logits = linear(x, router)                                  # [T, E]
+    ids, wts = M.route(logits, routing, router_bias)
+    T, k = ids.shape
+    y = np.zeros((T, k, x.shape[1]), np.float32)
+    groups = M.groups(ids)
+    if _grouped(experts_gu) and _grouped(experts_down):
+        # every expert's product in one parallel region (kernels/moe_cpu.py): the same bytes
+        from kernels.moe_cpu import grouped_matmul
+        rows = np.concatenate([r for _, r, _ in groups])
+        slots = np.concatenate([s for _, _, s in groups])
+        experts = np.array([e for e, _, _ in groups], np.int64)
+        offs = np.cumsum([0] + [len(r) for _, r, _ in groups])
+        gu = grouped_matmul(x[rows], experts_gu, experts, offs)
+        act = swiglu.ref(gu[:, :ff], gu[:, ff:])
+        y[rows, slots] = grouped_matmul(act, experts_down, experts, offs)
+    else:
+        for e, rows, slots in groups:
+            act = gate_up_silu(np.ascontiguousarray(x[rows]), experts_gu[e], ff)
+            y[rows, slots] = linear(act, experts_down[e])
+    out = M.combine(y, wts)
+    if shared_gu is not None:
+        out += linear(gate_up_silu(x, shared_gu, shared_ff), shared_down)
+    return out
 
 
 def gate_up_silu(x, w, ff):
@@ -117,18 +159,21 @@ def write_and_attend(q, k, v, k_pool, v_pool, rows, scale):
     return _gpu("attention").cuda_round(q, k_pool, v_pool, rows.dev, scale)
 
 
-def qkv_attend(qkv, nq, nkv, hd, pos, inv, k_pool, v_pool, rows, scale, norms=None, eps=0.0):
+def qkv_attend(qkv, nq, nkv, hd, pos, inv, k_pool, v_pool, rows, scale, norms=None, eps=0.0,
+               rot=None):
     """The fused qkv GEMM's rows -> attention output [T, nq, hd]: q and k normed (Qwen3:
-    norms = (q_norm, k_norm)) and rotated, k and v written, then attention. On the GPU without
-    norms, RoPE and the KV write are one launch (kernels/kv_write_cuda.rope_round)."""
+    norms = (q_norm, k_norm)) and rotated (the first `rot` dims of each head: GLM's partial
+    RoPE; all when None), k and v written, then attention. On the GPU without norms, RoPE and
+    the KV write are one launch (kernels/kv_write_cuda.rope_round)."""
     T = qkv.shape[0]
-    if _cpu(qkv) and norms is None and getattr(rows, "cpu", None) is not None:
+    partial = rot is not None and rot != hd
+    if not partial and _cpu(qkv) and norms is None and getattr(rows, "cpu", None) is not None:
         from kernels import attention_cpu       # the CPU over GGUF blocks: one numba call
         out = np.empty((T, nq, hd), np.float32)
         attention_cpu.round_attend(qkv, nq, nkv, hd, *rows.cpu[:2], k_pool, v_pool, *rows.cpu[2:],
                                    scale, out)
         return out
-    if not _cpu(qkv) and norms is None:
+    if not partial and not _cpu(qkv) and norms is None:
         q = _gpu("kv_write").rope_round(qkv, nq, nkv, hd, inv, k_pool, v_pool, rows.dev)
         mm = _gpu("matmul")              # prefill rows: the output in pi order for the o GEMM
         pi = hd % 32 == 0 and mm.tma_rows(T, nq * hd, nq * hd)
@@ -142,6 +187,25 @@ def qkv_attend(qkv, nq, nkv, hd, pos, inv, k_pool, v_pool, rows, scale, norms=No
         k = rms_norm(k.reshape(-1, hd), norms[1], eps).reshape(T, nkv, hd)
     if _cpu(qkv):                                      # the GPU kernels read strided rows
         q, k, v = (np.ascontiguousarray(a) for a in (q, k, v))
-    q = apply_rope(q, pos, inv)
-    k = apply_rope(k, pos, inv)
+    q = rope_part(q, pos, inv, rot)
+    k = rope_part(k, pos, inv, rot)
     return write_and_attend(q, k, v, k_pool, v_pool, rows, scale)
+
+
+def _grouped(experts) -> bool:
+    """Experts the CPU multiplies in one call: an ExpertStack of a 32-element kind."""
+    if not isinstance(experts, ExpertStack):
+        return False
+    from kernels import moe_cpu
+    return moe_cpu.fits(experts)
+
+
+def rope_part(x, positions, inv, rot=None):
+    """RoPE on the first `rot` dims of each head (all when None), the rest as they are."""
+    if rot is None or rot == x.shape[-1]:
+        return apply_rope(x, positions, inv)
+    if not _cpu(x):
+        raise NotImplementedError("partial RoPE runs on the CPU only")
+    out = x.copy()
+    out[..., :rot] = apply_rope(np.ascontiguousarray(x[..., :rot]), positions, inv)
+    return out

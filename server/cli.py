@@ -46,7 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    from server.log_format import LOG_DATE, LOG_FORMAT
+    logging.basicConfig(level=logging.INFO, format=LOG_FORMAT, datefmt=LOG_DATE)
     args = build_parser().parse_args(argv)
     from server.config import ConfigError
     from server.engine.locate import ModelNotFound

@@ -67,6 +67,9 @@ def run(args: argparse.Namespace, environ: dict | None = None) -> int:
             from server.engine.locate import resolve
             model = resolve(None)
         spec = load_spec(model)
+        if spec.moe and args.device == "cuda":
+            from server.shapes.spec import moe_on_gpu
+            raise UnsupportedModel(moe_on_gpu(spec))
         tp = args.tp or int(env.torchrun.get("WORLD_SIZE", 1))
         rooms_gib = args.room or ([env.room_gib] if env.room_gib else None)
         reserve = None
@@ -97,9 +100,14 @@ def run(args: argparse.Namespace, environ: dict | None = None) -> int:
         d.update(model=model, device=args.device, kv_dtype_bytes=KV_BYTES[args.device])
         if stored is not None:
             d.update(weight_bytes_per_rank=stored)
+        if spec.moe:
+            d.update(params=spec.n_params, active_params=spec.n_active_params)
         print(json.dumps(d, indent=2))
     else:
         print(startup_line(p, reserve))
+        if spec.moe:
+            from server.shapes.spec import describe_experts
+            print(describe_experts(spec))
         if stored is not None:
             from server.engine.weights import stored_bytes
             print(stored_bytes.describe(stored))

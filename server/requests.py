@@ -5,6 +5,9 @@ from dataclasses import dataclass
 from typing import Any
 
 
+SHUTTING_DOWN = "shutting_down"   # TokenEvent.code of a request a shutdown ended (503)
+
+
 @dataclass(frozen=True)
 class SamplingParams:
     max_tokens: int = 16

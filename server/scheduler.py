@@ -16,6 +16,10 @@ The engine runs in one thread of its own; the front end talks to it through an i
        server/drafts/verify.py); stream the tokens
     5. streams that ended -> finish (pages back, or kept as a prefix) -> EndStep
 
+A shutdown (server/api/drain.py) closes admission with `stop_admitting`: every request
+still waiting, and any that arrives later, ends at once with a 503 `shutting_down`; the
+running ones go on until they finish or `end_running` ends them with the same error.
+
 n > 1: choices 1.. of a request (GenRequest.follows names choice 0) are held until choice
 0's prompt is prefilled; then its prompt's full pages go into the prompt cache
 (Admission.keep_prompt) and the held choices enter admission, resuming from them: the
@@ -35,7 +39,7 @@ from dataclasses import dataclass, field
 from server.drafts.pace import Paced
 from server.drafts.policy import ROW_COST, round_drafts
 from server.drafts.verify import verify_walk
-from server.requests import GenRequest, TokenEvent
+from server.requests import SHUTTING_DOWN, GenRequest, TokenEvent
 from server.ranks.rank_errors import RankError
 from server.ranks.steps import EVERY_ROW, Chunk, RoundStep
 
@@ -132,6 +136,8 @@ class Scheduler:
         self.held: dict[str, list] = {}      # choice 0's id -> choices waiting for its prefill
         self.error: str | None = None
         self.error_code: str | None = None   # the API code of self.error: rank_lost, or None
+        self.cause: str | None = None        # what stopped the engine loop (self.error's core)
+        self.closed: str | None = None       # stop_admitting's message: nothing new is admitted
         self.rounds = 0
         self.prompt_tokens_done = 0          # prompt tokens prefilled, all requests (stats line)
         self.generation_tokens_done = 0      # tokens sampled, all requests
@@ -182,9 +188,20 @@ class Scheduler:
     def cancel(self, req_id: str) -> None:
         self.inbox.put(("cancel", req_id))
 
+    def stop_admitting(self, message: str) -> None:
+        """Shutting down: the waiting requests, and every later one, end now with a 503
+        `shutting_down` error (`message`); the running ones go on."""
+        self.inbox.put(("close", message))
+
+    def end_running(self, message: str) -> None:
+        """Shutting down: end every running request now with a 503 `shutting_down` error."""
+        self.inbox.put(("end", message))
+
     def stats(self) -> dict:
         pool = self.adm.pool
+        lost = getattr(self.driver, "failure", None) or self.cause
         return {"ranks": self.driver.ranks, "ranks_ok": self.driver.ok and self.error is None,
+                "lost": str(lost) if lost else None,     # what ended the group, once known
                 "streams_busy": len(self.active), "streams_total": self.adm.streams,
                 "queue": len(self.waiting), "context": self.context, "rounds": self.rounds,
                 "pages_total": pool.total, "pages_free": pool.free, "pages_kept": pool.kept,
@@ -233,6 +250,7 @@ class Scheduler:
                 self.error_code = "rank_lost"
             else:
                 log.exception("engine loop stopped")
+            self.cause = str(cause)
             self.error = f"the engine stopped: {cause}; restart the ranks"
             self.driver.ok = False
             for rid in list(self.active) + list(self.waiting):
@@ -258,12 +276,32 @@ class Scheduler:
                 self._submit(x)
             elif kind == "cancel":
                 self._cancel(x)
+            elif kind == "close":
+                self._close(x)
+            elif kind == "end":
+                for a in list(self.active.values()):
+                    self._finish(a, "error", x, status=503, code=SHUTTING_DOWN)
             try:
                 item = self.inbox.get_nowait()
             except queue.Empty:
                 return
 
+    def _close(self, message: str) -> None:
+        self.closed = message
+        for rid in list(self.waiting):
+            req = self.waiting.pop(rid)
+            self._run_all(self.adm.cancel(rid))
+            self._refuse(req)
+        self.held.clear()
+
+    def _refuse(self, req: GenRequest) -> None:
+        self._emit(req.id, TokenEvent(None, finish_reason="error", error=self.closed,
+                                      error_code=503, code=SHUTTING_DOWN))
+
     def _submit(self, req: GenRequest):
+        if self.closed is not None:
+            self._refuse(req)
+            return
         lead = req.follows
         if lead is not None and self._prefilling(lead):
             self.held.setdefault(lead, []).append(req)
@@ -445,10 +483,22 @@ class Scheduler:
                 else:
                     tok, lp, top = self.driver.sample(logits[row], a.sampler)
             except Exception as e:           # a bug in one request's sampling ends it alone
-                log.exception("request %s: sampling", a.req.id)
-                self._finish(a, "error", f"sampling failed: {e}")
+                self._sampling_failed(a, e)
                 continue
             self._take(a, tok, lp, top, now)
+
+    def _sampling_failed(self, a: Active, e: Exception) -> None:
+        """One request's sampling raised: it ends alone. A 4xx (its own input, a grammar
+        that failed) ends it with that status and code; anything else is a 500 logged
+        with its traceback."""
+        status = getattr(e, "status", None)
+        if isinstance(status, int) and 400 <= status < 500:
+            log.info("request %s: %s", a.req.id, e)
+            self._finish(a, "error", f"{e} (after {len(a.out)} tokens)",
+                         status=status, code=getattr(e, "code", None))
+        else:
+            log.exception("request %s: sampling", a.req.id)
+            self._finish(a, "error", f"sampling failed: {e}")
 
     def _verify(self, a: Active, logits, first: int, drafts: tuple, best, now: float) -> None:
         """A verify chunk's tokens (server/drafts/verify.py), each taken as a decode's
@@ -463,9 +513,8 @@ class Scheduler:
                 if not self._take(a, tok, lp, top, now):
                     break
         except Exception as e:               # a bug in one request's sampling ends it alone
-            log.exception("request %s: sampling", a.req.id)
             if a.req.id in self.active:
-                self._finish(a, "error", f"sampling failed: {e}")
+                self._sampling_failed(a, e)
         a.drafts.verified(len(drafts), accepted)
         self.draft_tokens_done += len(drafts)
         self.accepted_tokens_done += accepted
@@ -500,7 +549,8 @@ class Scheduler:
             return "length"
         return None
 
-    def _finish(self, a: Active, reason: str, error: str | None = None):
+    def _finish(self, a: Active, reason: str, error: str | None = None, *, status: int = 500,
+                code: str | None = None):
         self.active.pop(a.req.id, None)
         self._release(a.req.id)              # (already released once its prompt was written)
         if reason in ("abort", "error"):     # nothing kept from a request that was cut off
@@ -508,7 +558,7 @@ class Scheduler:
         else:                                # rows written: every fed token (the last sampled one never was)
             self._run_all(self.adm.finish(a.req.id, a.ids[: a.fed]))
         self._emit(a.req.id, TokenEvent(None, finish_reason=reason, error=error,
-                                        error_code=500 if error else 0,
+                                        error_code=status if error else 0, code=code,
                                         prompt_tokens=len(a.req.prompt_ids), cached_tokens=a.cached))
         if self.metrics:
             self.metrics.finished(a, reason)

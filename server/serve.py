@@ -74,7 +74,7 @@ def add_arguments(p):
                         "bounded time (default: none; 0: none). A round no stream decodes in "
                         "gives a prompt up to the whole round budget")
     p.add_argument("--api-key-file", default=None, metavar="PATH",
-                   help="bearer keys, one a line, any of which a request may carry (default: "
+                   help="keys, one a line, any of which a request may carry as a bearer or x-api-key (default: "
                         "none; see also $FOLDSERVE_API_KEY, one key; the sources add up)")
     p.add_argument("--api-key", default=None, metavar="KEY",
                    help="a bearer key on the command line, where ps shows it to every local "
@@ -85,14 +85,36 @@ def add_arguments(p):
     p.add_argument("--chat-template", default=None, metavar="FILE",
                    help="a jinja2 chat template file (or the template itself) replacing the "
                         "model's")
+    from server.text.reasoning import PARSER_NAMES
+    p.add_argument("--reasoning-parser", default="auto", choices=PARSER_NAMES,
+                   help="how a reply's reasoning is split from its answer into "
+                        "reasoning_content: auto (<think> parsing when the chat template or "
+                        "the model's family thinks, else none), none (the reply stays raw "
+                        "text), think (<think>...</think>; qwen3, deepseek_r1 and glm45 are "
+                        "vLLM's names for it)")
+    p.add_argument("--allowed-origins", action="append", default=None, metavar="ORIGINS",
+                   help="sites whose pages may read this server (CORS): origins such as "
+                        "http://localhost:3000, comma-separated or the flag repeated (or a "
+                        "JSON list, as vLLM takes it), * for every site (default: none; "
+                        "docs/api.md says why)")
     p.add_argument("--max-body-bytes", type=int, default=4 << 20, help="largest request body")
-    p.add_argument("--max-queue", type=int, default=256,
-                   help="requests that may wait beyond the running streams; 503 past it")
+    p.add_argument("--max-queue", type=_count, default=256,
+                   help="requests that may wait beyond the running streams; 503 past it "
+                        "(0: none wait, a request is admitted while a stream is free)")
     p.add_argument("--header-timeout", type=float, default=10.0,
                    help="seconds a connection has to send a request's headers (408 after)")
     p.add_argument("--body-timeout", type=_positive, default=60.0,
                    help="seconds a request's body has to arrive once its headers are in "
                         "(408 and a close after; default 60)")
+    p.add_argument("--write-timeout", type=_positive, default=30.0,
+                   help="seconds a client may read nothing of a reply waiting to be written "
+                        "(its buffers full) before its connection is dropped and its request "
+                        "ended, freeing its stream (default 30)")
+    p.add_argument("--shutdown-timeout", type=_seconds, default=5.0,
+                   help="on SIGTERM or Ctrl-C, seconds the running requests get to finish "
+                        "(new and waiting ones get 503 shutting_down at once); those still "
+                        "running then end with an error event and [DONE], and every rank "
+                        "exits 0 (default 5; 0: end them at once)")
     p.add_argument("--max-connections", type=int, default=None,
                    help="open client connections at most (default: from the open-file limit)")
     p.add_argument("--seed-salt", type=int, default=0,
@@ -103,6 +125,15 @@ def add_arguments(p):
                    help="uvicorn's and foldserve's log level; debug adds tracebacks")
 
 
+def _origins(values) -> tuple:
+    from server.api.cors import parse_origins
+    from server.config import ConfigError
+    try:
+        return parse_origins(values)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+
+
 def _keys(v: str) -> int:
     try:
         n = int(v)
@@ -111,6 +142,26 @@ def _keys(v: str) -> int:
     if n < 0:
         raise argparse.ArgumentTypeError(f"{v}: keys are counted from 0 (0: no bound)")
     return n
+
+
+def _count(v: str) -> int:
+    try:
+        n = int(v)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{v!r} is not a whole number") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"{v}: give 0 or more")
+    return n
+
+
+def _seconds(v: str) -> float:
+    try:
+        x = float(v)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{v!r} is not a number of seconds") from None
+    if not x >= 0 or x == float("inf"):
+        raise argparse.ArgumentTypeError(f"{v!r}: give a number of seconds, 0 or more")
+    return x
 
 
 def _positive(v: str) -> float:
@@ -244,6 +295,7 @@ def _run(args, env) -> int:
     if (args.rank or int(env.torchrun.get("RANK", 0))) == 0:
         args.chat_template_text = read_chat_template(args.chat_template)   # before the load
         args.api_keys = _api_keys(args)
+        args.origins = _origins(args.allowed_origins)
         from server.api.http_socket import Loading
         args.http_socket = _claim_port(args)   # before the model loads, not after
         args.loading = Loading(args.http_socket).start()   # 503 "loading" until serving
@@ -269,7 +321,7 @@ def _run(args, env) -> int:
 def _serve_rank(args, env, rank, world, mhost, mport) -> int:
     from server.engine.build import open_model
     from server.engine.room import measure
-    from server.shapes.shard import shard_for
+    from server.shapes.shard import shard_of
     from server.flags import resolve_context, verify_window
     from server.planner.layout import KV_BYTES, layouts
     from server.ranks import fingerprint, heartbeat
@@ -315,7 +367,7 @@ def _serve_rank(args, env, rank, world, mhost, mport) -> int:
         ident.setdefault("content_hash", ident.get("sha256"))
         fp = fingerprint.make(
             rank=rank, model=ident, tp=world,
-            shard=str(shard_for(spec.n_heads, spec.n_kv_heads, spec.d_ff, world, rank)),
+            shard=str(shard_of(spec, world, rank)),
             kv_pages=env.kv_pages_static, kv_poison=env.kv_poison, page_rows=args.page_rows,
             page_bytes=[l.page_bytes for l in lays], kv_dtype=str(opened.engine.kv_dtype.__name__
                                                              if hasattr(opened.engine.kv_dtype, "__name__")
@@ -324,7 +376,7 @@ def _serve_rank(args, env, rank, world, mhost, mport) -> int:
             prompt_cache_gib=args.prompt_cache_gib, verify_window=verify_window(args),
             seed_salt=args.seed_salt)
         if comm:
-            shards = [str(shard_for(spec.n_heads, spec.n_kv_heads, spec.d_ff, world, r))
+            shards = [str(shard_of(spec, world, r))
                       for r in range(world)]
             fingerprint.exchange_and_check(comm, fp, expected_shards=shards)
         room, reserve = measure(args.device, args.reserve_gib, env.room_gib)
@@ -337,7 +389,16 @@ def _serve_rank(args, env, rank, world, mhost, mport) -> int:
         if rank != 0:
             from server.ranks.follower import follow
             beat.set_timeout(args.peer_timeout)    # following from here: rank 0 pings as it serves
-            follow(comm, opened.engine)
+            wait = args.shutdown_timeout + FOLLOWER_WAIT_S
+            _await_stop_on_signal(rank, wait)
+            try:
+                follow(comm, opened.engine)
+            except _NoStop as e:
+                print(f"foldserve: rank {rank}: stopped by {e}; rank 0 sent no stop within "
+                      f"{wait:g} s of it (was it stopped too?); its group cannot go on: "
+                      "restart every rank", file=sys.stderr, flush=True)
+            finally:
+                signal.setitimer(signal.ITIMER_REAL, 0)
             return 0
         return _serve_front(args, env, opened, comm, beat, lays, rooms, reserves, context,
                             parallel)
@@ -388,6 +449,42 @@ def _dtype_name(dtype) -> str:
 
 def _exit_on_term(signum, frame):
     raise SystemExit(0)
+
+
+FOLLOWER_WAIT_S = 15.0     # beyond --shutdown-timeout, a signalled follower's wait for rank 0
+
+
+class _NoStop(BaseException):
+    """A signalled follower's wait for rank 0's stop step ran out (not an engine error)."""
+
+
+def _await_stop_on_signal(rank: int, wait_s: float) -> None:
+    """A follower's SIGTERM and SIGINT: the same signal has almost always reached rank 0
+    too (systemd signals the unit's whole cgroup, a terminal's Ctrl-C the whole process
+    group, and `--tp N` on one host starts the followers in rank 0's group), and rank 0
+    drains its requests and then sends every rank its stop step, which a follower that
+    died at the signal would never see (rank 0 would call it lost in the middle of its
+    drain). So a follower keeps following, and leaves on its own (exit 0, with a line)
+    only if no stop comes within `wait_s` (rank 0 was not stopped, or is gone), or at a
+    third signal."""
+    count = [0]
+
+    def on_signal(signum, frame):
+        count[0] += 1
+        name = signal.Signals(signum).name
+        if count[0] == 1:
+            log.info("rank %d: %s: following until rank 0's stop (%g s at most)", rank,
+                     name, wait_s)
+            signal.setitimer(signal.ITIMER_REAL, wait_s)
+        elif count[0] >= 3:
+            raise _NoStop(f"{name} (a third time)")
+
+    def on_alarm(signum, frame):
+        raise _NoStop("a signal")
+
+    signal.signal(signal.SIGALRM, on_alarm)
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
 
 
 def _serve_front(args, env, opened, comm, beat, lays, rooms, reserves, context, parallel) -> int:
@@ -442,19 +539,30 @@ def _serve_front(args, env, opened, comm, beat, lays, rooms, reserves, context, 
     names = tuple(args.served_model_name or ())
     state = AppState(scheduler=sched, tokenizer=opened.tokenizer,
                      model_name=names[0] if names else opened.name, served_names=names,
-                     chat_template=args.chat_template_text,
+                     chat_template=args.chat_template_text, reasoning_parser=args.reasoning_parser,
+                     allowed_origins=args.origins,
                      context=context, api_keys=args.api_keys, max_body_bytes=args.max_body_bytes,
-                     max_queue=args.max_queue, tp=len(rooms), plan_line="\n".join(block),
+                     max_queue=args.max_queue, shutdown_timeout=args.shutdown_timeout,
+                     tp=len(rooms), plan_line="\n".join(block),
                      kv_mode="pages" if p.paged else "windows", load_s=opened.load_seconds)
-    # uvicorn re-raises the SIGTERM it caught once it has shut down; under the default
-    # action that killed rank 0 before sched.stop() could send the followers their StopStep
+    from server.api.reasoning_plan import server_parser
+    log.info("reasoning parser: %s (--reasoning-parser %s)", server_parser(state) or "none",
+             args.reasoning_parser)
+    # a signal just before uvicorn serves or after it stopped (it drains on the ones in
+    # between, server/api/http_server.py): exit as after a clean run; the default actions
+    # would kill rank 0 before sched.stop() could send the followers their StopStep
     signal.signal(signal.SIGTERM, _exit_on_term)
+    signal.signal(signal.SIGINT, _exit_on_term)
     stats = StatsLogger(sched.stats, args.stats_interval).start()
-    args.loading.stop()                        # uvicorn takes the socket from here
     try:
+        from server.warmup import warm_up
+        # the first round compiles the CPU kernels (builds the GPU's): /health says "loading"
+        # until they are ready; a SIGTERM meanwhile stops the ranks as below
+        warm_up(sched, opened.spec.vocab, f"the {args.device.replace('cuda', 'GPU').upper()} kernels")
+        args.loading.stop()                    # uvicorn takes the socket from here
         run_uvicorn(create_app(state), args.host, args.port, args.log_level, sock=args.http_socket,
                     header_timeout=args.header_timeout, max_connections=args.max_connections,
-                    body_timeout=args.body_timeout)
+                    body_timeout=args.body_timeout, write_timeout=args.write_timeout)
     except SystemExit as e:                    # the SIGTERM above: exit as below
         if e.code not in (0, None):
             raise

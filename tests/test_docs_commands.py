@@ -147,10 +147,13 @@ def test_operations_startup_block_plan_and_health_as_shown():
         err = procs[0].stderr
         start = err.index("foldserve 0.1.0: the pool is planned")
         got = err[start:].splitlines()[:11]
-        want = [l for l in printed if not l.startswith("rank ")]
+        want = [l for l in printed if not re.match(r"\d{4}-\d\d-\d\d ", l)]   # log lines
         norm = lambda l: re.sub(r"loaded in [\d.]+ s", "loaded in N s", l).replace(
             "127.0.0.1:8000", f"127.0.0.1:{port}")
         assert [norm(l) for l in got] == [norm(l) for l in want]
+        # before the block: the warm-up, in log lines with their time
+        assert re.search(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} warm in [\d.]+ s: the CPU "
+                         r"kernels are ready", err[:start], re.M), err[:start]
         shown = " ".join(_doc_block("docs/operations.md", "$ curl -s localhost:8000/health")[1:])
         assert health == json.loads(shown)
         plan_cmd = next(l for l in _doc_block("docs/operations.md", "foldserve plan --model dummy:tiny"))

@@ -1,6 +1,7 @@
-"""Bearer-key check (pure ASGI middleware): with API keys set (server/api/keys.py), the
-OpenAI routes and /tokenize, /detokenize need `Authorization: Bearer KEY` with any one of
-them; /health, /ping, /version and /metrics stay open for probes and scrapers.
+"""API-key check (pure ASGI middleware): with API keys set (server/api/keys.py), the OpenAI
+and Anthropic routes and /tokenize, /detokenize need `Authorization: Bearer KEY` or (as
+Anthropic's clients send it) `x-api-key: KEY`, with any one of the keys; /health, /ping,
+/version and /metrics stay open for probes and scrapers.
 
 The check takes the same time whichever key matched, or none: the given key and every
 served key are compared as SHA-256 digests (equal lengths, so hmac.compare_digest's time
@@ -37,12 +38,16 @@ class BearerAuth:
     async def __call__(self, scope, receive, send):
         if not self.digests or scope["type"] != "http" or not needs_key(scope["path"]):
             return await self.app(scope, receive, send)
-        header = dict(scope.get("headers") or ()).get(b"authorization", b"")
+        headers = dict(scope.get("headers") or ())
+        header = headers.get(b"authorization", b"")
         scheme, _, given = header.partition(b" ")
+        x_key = headers.get(b"x-api-key")
         if self.accepts(given.strip()) and scheme.lower() == b"bearer":
             return await self.app(scope, receive, send)
-        message = ("Missing API key: send 'Authorization: Bearer KEY'" if not header
-                   else "Incorrect API key provided")
+        if x_key is not None and self.accepts(x_key.strip()):
+            return await self.app(scope, receive, send)
+        message = ("Missing API key: send 'Authorization: Bearer KEY' or 'x-api-key: KEY'"
+                   if not header and x_key is None else "Incorrect API key provided")
         err = ApiError(401, message, code="invalid_api_key",
                        headers={"WWW-Authenticate": "Bearer"})
         await err.response()(scope, receive, send)

@@ -10,14 +10,17 @@ from .request_checks import check_model, parse_body
 from . import tools as toolmod
 from .token_stream import collect_all, merged
 from .errors import invalid
-from .sampling import refuse_unsupported
-from .prompt_logprob_json import prompt_logprobs_json
+from .sampling import refuse_unsupported, stop_strings
+from .logprob_tokens import TokenTexts
+from .prompt_logprob_json import check_size, prompt_logprobs_json
 from .start import start_generations, usage
 from .schemas import ChatRequest
 from .sse import sse_response
-from .structured import off_loop, request_grammar
-from .textflow import encode_chat, message_dicts, render_chat_prompt
-from .textwork import refuse_sure_overflow, text_work
+from .reasoning_plan import ReasoningPlan, reasoning_plan, template_kwargs
+from .structured import constraint_spec, off_loop, refuse_past_limits, request_grammar
+from .textflow import encode_chat, message_dicts, render_chat_prompt, stop_set
+from .textwork import json_reply, refuse_sure_overflow, text_work
+from server.text.reasoning import ReasoningStream, split as split_reasoning
 
 router = APIRouter()
 
@@ -25,6 +28,13 @@ router = APIRouter()
 def chat_prompt_ids(state, messages, add_generation_prompt: bool = True,
                     plan: toolmod.ToolPlan | None = None,
                     template_kwargs: dict | None = None) -> list[int]:
+    return chat_prompt(state, messages, add_generation_prompt, plan, template_kwargs)[1]
+
+
+def chat_prompt(state, messages, add_generation_prompt: bool = True,
+                plan: toolmod.ToolPlan | None = None,
+                template_kwargs: dict | None = None) -> tuple[str, list[int]]:
+    """-> (the rendered prompt's text, its token ids)."""
     msgs, extra = toolmod.prepare_messages(state, message_dicts(messages),
                                            plan or toolmod.ToolPlan("none"))
     reserved = {"messages", "add_generation_prompt", "bos_token", "eos_token"}
@@ -36,18 +46,52 @@ def chat_prompt_ids(state, messages, add_generation_prompt: bool = True,
     ids = encode_chat(state.tokenizer, text)
     if not ids:
         raise invalid("the messages render to an empty prompt", param="messages")
-    return ids
+    return text, ids
 
 
-def _token_entry(tok, token_id: int, logprob) -> dict:
-    text = tok.decode([token_id])
-    return {"token": text, "logprob": logprob, "bytes": list(text.encode("utf-8"))}
+def _token_entry(texts: TokenTexts, token_id: int, logprob) -> dict:
+    token, raw = texts.chat(token_id)
+    return {"token": token, "logprob": logprob, "bytes": raw}
 
 
-def logprobs_block(tok, tokens: list) -> dict:
+def logprobs_block(texts: TokenTexts, tokens: list) -> dict:
     return {"content": [
-        {**_token_entry(tok, t, lp), "top_logprobs": [_token_entry(tok, u, ulp) for u, ulp in top]}
+        {**_token_entry(texts, t, lp),
+         "top_logprobs": [_token_entry(texts, u, ulp) for u, ulp in top]}
         for t, lp, top in tokens]}
+
+
+def refuse_grammars_past_limits(body, plan: toolmod.ToolPlan) -> None:
+    """The body's grammar and a forced plan's call grammar checked against the grammar
+    limits (a 400 invalid_grammar), before the prompt renders: tools past a limit are too
+    large as a grammar before they are too large as the prompt."""
+    spec = constraint_spec(body)
+    if spec is not None:
+        refuse_past_limits(*spec)
+    if plan.forced:
+        refuse_past_limits("lark", toolmod.call_grammar(plan.chosen, plan.many), "tools")
+
+
+async def prepare(request, state, body: ChatRequest):
+    """-> (the tool plan, the reply's compiled grammar or None, the prompt's ids, the
+    reasoning plan): what a chat request needs before it starts; /v1/messages and
+    /v1/responses come through here with the ChatRequest they translate to. The prompt is
+    rendered first: whether the reply starts inside its reasoning decides where a grammar
+    (structured outputs, or a forced plan's call grammar) begins."""
+    plan = toolmod.plan(state, body)
+    if plan.forced and constraint_spec(body) is not None:
+        raise invalid(f"tool_choice {body.tool_choice!r} constrains the reply; it cannot "
+                      "be combined with response_format or a grammar", param="tool_choice")
+    await off_loop(refuse_grammars_past_limits, body, plan)
+    text, ids = await text_work(request).run(chat_prompt, state, body.messages,
+                                             body.add_generation_prompt is not False, plan,
+                                             template_kwargs(body))
+    thinking = reasoning_plan(state, body, text)
+    # a reasoning model's grammar applies from the end of its reasoning
+    grammar = await off_loop(request_grammar, state, body, thinking.where)
+    if plan.forced:
+        grammar = (await off_loop(toolmod.compile_plan, state, plan, thinking.where)).grammar
+    return plan, grammar, ids, thinking
 
 
 @router.post("/v1/chat/completions")
@@ -58,73 +102,103 @@ async def chat_completions(request: Request):
     refuse_unsupported(body)
     if body.top_logprobs is not None and not body.logprobs:
         raise invalid("top_logprobs needs logprobs=true", param="top_logprobs")
-    plan = await off_loop(toolmod.plan, state, body)
-    grammar = await off_loop(request_grammar, state, body)
-    if plan.grammar is not None:
-        if grammar is not None:
-            raise invalid(f"tool_choice {body.tool_choice!r} constrains the reply; it cannot "
-                          "be combined with response_format or a grammar", param="tool_choice")
-        grammar = plan.grammar
-    ids = await text_work(request).run(chat_prompt_ids, state, body.messages,
-                                       body.add_generation_prompt is not False, plan,
-                                       body.chat_template_kwargs)
+    plan, grammar, ids, thinking = await prepare(request, state, body)
+    check_size(len(ids), prompt_logprobs=body.prompt_logprobs)
     logprobs = (body.top_logprobs or 0) if body.logprobs else None
+    stops = await stop_set(text_work(request), stop_strings(body))
     rid, gens = start_generations(state, metrics, body, ids, chat=True, logprobs=logprobs,
-                                  grammar=grammar)
+                                  grammar=grammar, stops=stops)
     head = {"id": rid, "created": int(time.time()), "model": state.model_name}
 
     if body.stream:
-        include_usage = bool(body.stream_options and body.stream_options.include_usage)
-        return sse_response(_stream(state, gens, head, body.logprobs, include_usage, plan))
+        opts = body.stream_options
+        return sse_response(_stream(state, gens, head, body.logprobs,
+                                    bool(opts and opts.include_usage), plan, thinking,
+                                    continuous=bool(opts and opts.continuous_usage_stats)))
 
     results = await collect_all(request, gens)
     if results is None:
         return Response(status_code=499)    # the client left; nobody reads this
-    choices = []
-    for i, (text, tokens, finish, error) in enumerate(results):
+    for _, _, _, error in results:
         if error is not None:
             return error.response()
-        msg, finish = toolmod.message(text, finish, plan)
-        choices.append({"index": i, "message": msg,
-                        "logprobs": logprobs_block(state.tokenizer, tokens) if body.logprobs
-                        else None, "finish_reason": finish})
-    extra = {} if body.prompt_logprobs is None else {
-        "prompt_logprobs": prompt_logprobs_json(state.tokenizer, gens[0].prompt_logprobs)}
-    return JSONResponse({**head, "object": "chat.completion", "choices": choices,
-                         "usage": usage(gens), **extra})
+    entries = gens[0].prompt_logprobs
+
+    def build() -> dict:
+        texts = TokenTexts(state.tokenizer)
+        choices = []
+        for i, (text, tokens, finish, _) in enumerate(results):
+            reasoning, answer = split_reasoning(text, thinking.inside) if thinking.parser \
+                else (None, text)
+            msg, finish = toolmod.message(answer, finish, plan)
+            if thinking.parser and thinking.include:      # vLLM's two names for it
+                msg["reasoning_content"] = msg["reasoning"] = reasoning
+            choices.append({"index": i, "message": msg,
+                            "logprobs": logprobs_block(texts, tokens) if body.logprobs
+                            else None, "finish_reason": finish})
+        extra = {} if body.prompt_logprobs is None else {
+            "prompt_logprobs": prompt_logprobs_json(texts, entries)}
+        return {**head, "object": "chat.completion", "choices": choices,
+                "usage": usage(gens), **extra}
+
+    if body.logprobs or body.prompt_logprobs is not None:
+        return await json_reply(request, build)     # megabytes, possibly: on a worker
+    return JSONResponse(build())
 
 
 async def _stream(state, gens, head: dict, want_logprobs: bool, include_usage: bool,
-                  plan: toolmod.ToolPlan):
+                  plan: toolmod.ToolPlan, thinking: ReasoningPlan, continuous: bool = False):
+    """Chunks: the role, then reasoning deltas (reasoning_content and its alias reasoning)
+    and content or tool-call deltas as the reply's parts come, then the finish. A piece's
+    logprobs ride on the next delta it gives (text held back as a possible marker waits).
+    continuous (stream_options.continuous_usage_stats): every chunk carries the usage so
+    far; include_usage: a last chunk with the whole usage (else chunks carry null)."""
     head = {**head, "object": "chat.completion.chunk"}
-    extra = {"usage": None} if include_usage else {}
-    parsers = [toolmod.ToolStream() if plan.parses else None for _ in gens]
+    parsers = [toolmod.ToolStream(plan.names, plan.forced) if plan.parses else None
+               for _ in gens]
+    splits = [ReasoningStream(thinking.inside) if thinking.parser else None for _ in gens]
+    pending: list[list] = [[] for _ in gens]        # tokens whose logprobs are not sent yet
+    texts = TokenTexts(state.tokenizer)
 
-    def chunk(i: int, delta: dict, finish=None, lp=None) -> dict:
+    def chunk(i: int, delta: dict, finish=None) -> dict:
+        lp = None
+        if want_logprobs and pending[i]:
+            lp, pending[i] = logprobs_block(texts, pending[i]), []
+        extra = {"usage": usage(gens)} if continuous else \
+            {"usage": None} if include_usage else {}
         return {**head, "choices": [{"index": i, "delta": delta, "logprobs": lp,
                                      "finish_reason": finish}], **extra}
+
+    def deltas(i: int, parts, cut: bool | None = None):
+        tp = parsers[i]
+        for part, text in parts:
+            if part == "reasoning":
+                if thinking.include:
+                    yield {"reasoning_content": text, "reasoning": text}
+            elif tp is None:
+                yield {"content": text}
+            else:
+                yield from tp.push(text)
+        if cut is not None and tp is not None:
+            yield from tp.finish(cut=cut)
 
     for i in range(len(gens)):
         yield chunk(i, {"role": "assistant", "content": ""})
     async for i, p in merged([g.pieces() for g in gens]):
-        tp = parsers[i]
+        rs = splits[i]
+        pending[i] += p.tokens
         if p.text:
-            lp = logprobs_block(state.tokenizer, p.tokens) if want_logprobs else None
-            if tp is None:
-                yield chunk(i, {"content": p.text}, lp=lp)
-            else:
-                for d in tp.push(p.text):
-                    yield chunk(i, d, lp=lp)
-                    lp = None
+            for d in deltas(i, [("content", p.text)] if rs is None else rs.push(p.text)):
+                yield chunk(i, d)
         if p.error is not None:
             raise p.error
         if p.finish:
             finish = p.finish
-            if tp is not None:
-                for d in tp.finish():
-                    yield chunk(i, d)
-                if tp.count and finish == "stop":
-                    finish = "tool_calls"
+            for d in deltas(i, rs.finish() if rs is not None else [], cut=finish == "length"):
+                yield chunk(i, d)
+            tp = parsers[i]
+            if tp is not None and tp.count and finish == "stop":
+                finish = "tool_calls"
             yield chunk(i, {}, finish=finish)
     if include_usage:
         yield {**head, "choices": [], "usage": usage(gens)}

@@ -114,6 +114,9 @@ def validation_error(errors) -> ApiError:
     if first.get("type") == "json_invalid":
         return invalid(f"The request body is not valid JSON: {first.get('msg')}")
     param = pydantic_param(first.get("loc", ()))
+    if first.get("type") == "extra_forbidden":     # the Responses and Messages routes' bodies
+        return invalid(f"Unknown field '{param}': this route does not take it (docs/api.md "
+                       "lists the fields it takes)", param=param, code="unknown_field")
     msgs = []
     for e in errors:
         if pydantic_param(e.get("loc", ())) == param and e.get("msg") not in msgs:

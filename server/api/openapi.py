@@ -6,26 +6,37 @@ text/event-stream). tests/api/test_schemathesis.py holds the server to it.
 The routes read raw bytes (so malformed JSON and wrong types get OpenAI-shaped 400s), so
 the request bodies are put in here from the pydantic models of schemas.py; the checks the
 routes make beyond those models (sampling.refuse_unsupported, textflow, tokenize) are
-written into the document by `tighten`. One rule stays out of every schema: the prompt's
-tokens plus max_tokens must fit the context (a 400, code context_length_exceeded).
+written into the document by `tighten`. Two rules stay out of every schema, as they count
+the prompt's tokens: they plus max_tokens must fit the context (a 400, code
+context_length_exceeded), and a reply holds at most prompt_logprob_json.MAX_ENTRIES
+prompt-logprob entries (a 400 naming prompt_logprobs, or logprobs with echo).
 """
 from __future__ import annotations
 
-from .sampling import MAX_N
+from .sampling import MAX_N, MAX_STOP_CHARS, MAX_STOPS
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
+from . import messages_reply as M
+from . import messages_request as MQ
 from . import responses as R
+from . import responses_reply as RR
+from . import responses_request as RQ
 from .schemas import ChatRequest, CompletionRequest, DetokenizeRequest, TokenizeRequest
 from .unsupported import CHAT_UNSUPPORTED, UNSUPPORTED
 
 BODIES = {"/v1/completions": CompletionRequest, "/v1/chat/completions": ChatRequest,
+          "/v1/messages": MQ.MessagesRequest, "/v1/messages/count_tokens": MQ.CountTokensRequest,
+          "/v1/responses": RQ.ResponsesRequest,
           "/tokenize": TokenizeRequest, "/detokenize": DetokenizeRequest}
 
 REPLIES = {  # (path, method) -> the 200 body, and the streamed event's (None: no stream)
     ("/v1/completions", "post"): (R.Completion, R.CompletionChunk),
     ("/v1/chat/completions", "post"): (R.ChatCompletion, R.ChatChunk),
+    ("/v1/messages", "post"): (M.AnthropicMessage, M.MessageStreamEvent),
+    ("/v1/messages/count_tokens", "post"): (M.TokenCount, None),
+    ("/v1/responses", "post"): (RR.ResponseObject, RR.ResponseStreamEvent),
     ("/v1/models", "get"): (R.ModelList, None),
     ("/v1/models/{model_id}", "get"): (R.ModelCard, None),
     ("/health", "get"): (R.Health, None),
@@ -52,8 +63,13 @@ ERRORS_BY_ROUTE = {
     "post": (400, 404, 413, 415, 500),
     "get": (404, 500),
 }
-GENERATING = ("/v1/completions", "/v1/chat/completions")
+GENERATING = ("/v1/completions", "/v1/chat/completions", "/v1/messages", "/v1/responses")
+ANTHROPIC = ("/v1/messages", "/v1/messages/count_tokens")     # errors in Anthropic's shape
+TYPED_STREAMS = ("/v1/messages", "/v1/responses")   # `event: TYPE` + data, no [DONE]
 
+TYPED_SSE = ("One `event: TYPE` + `data: {json}` event per step, the data's type its name "
+             "(Anthropic's or OpenAI's Responses events); an error after the stream opened "
+             "is the route's error event, then the end (no [DONE])")
 SSE = ("One `data: {json}` event per chunk (a completion or chat.completion.chunk object), "
        "then `data: [DONE]`; an error after the stream opened is one `data: {\"error\": "
        "{...}}` event, then `data: [DONE]`")
@@ -103,6 +119,15 @@ def sse_event(chunk: str) -> dict:
                  "contentSchema": {"anyOf": [_ref(chunk), _ref("ErrorBody")]}}}}}
 
 
+def typed_sse_event(event: str) -> dict:
+    """One server-sent event of the Messages and Responses streams: named by its data's
+    type (an error too: the route's own error event)."""
+    return {"type": "object", "required": ["event", "data"], "properties": {
+        "event": {"type": "string"},
+        "data": {"type": "string", "contentMediaType": "application/json",
+                 "contentSchema": _ref(event)}}}
+
+
 def no_op_values(values: tuple) -> list:
     """unsupported.py's values that ask for nothing, as a JSON Schema enum: one of each
     number (1 and 1.0 are the same JSON number; the server takes both)."""
@@ -127,7 +152,8 @@ def tighten(components: dict, vocab) -> None:
     """The routes' own checks, written into the request schemas."""
     tid = token_id(vocab)
     text = {"type": "string", "minLength": 1}
-    stop = _nullable(text, {"type": "array", "items": text})
+    stop_text = {**text, "maxLength": MAX_STOP_CHARS}   # sampling: MAX_STOPS, MAX_STOP_CHARS
+    stop = _nullable(stop_text, {"type": "array", "items": stop_text, "maxItems": MAX_STOPS})
     for name in ("CompletionRequest", "ChatRequest"):
         props = components[name]["properties"]
         refused_fields(props, {**UNSUPPORTED, **(CHAT_UNSUPPORTED if name == "ChatRequest"
@@ -135,6 +161,7 @@ def tighten(components: dict, vocab) -> None:
         props["n"] = {**_nullable({"type": "integer", "minimum": 1, "maximum": MAX_N}),
                       "description": f"choices, 1..{MAX_N} (sampling.MAX_N)"}
         props["stop"] = stop                             # sampling: no empty stop string
+        props["stop_token_ids"] = _nullable({"type": "array", "items": tid})   # start.py
         props["logit_bias"] = _nullable({                # sampling.logit_bias
             "type": "object", "propertyNames": {"pattern": id_pattern(vocab)},
             "additionalProperties": {"type": "number", "minimum": -100, "maximum": 100}})
@@ -146,9 +173,9 @@ def tighten(components: dict, vocab) -> None:
     comp["prompt"] = {"anyOf": [
         text,                                            # completions.prompt_ids: not empty
         {"type": "array", "items": tid, "minItems": 1},
-        {"type": "array", "items": text, "minItems": 1, "maxItems": 1},
+        {"type": "array", "items": text, "minItems": 1},   # several prompts: choices i*n+j
         {"type": "array", "items": {"type": "array", "items": tid, "minItems": 1},
-         "minItems": 1, "maxItems": 1}]}
+         "minItems": 1}]}
     comp["best_of"] = _nullable({"type": "integer", "minimum": 1, "maximum": 1})
     # sampling.refuse_unsupported: echo with logprobs is not streamed (prompt logprobs)
     components["CompletionRequest"]["if"] = {"required": ["echo", "stream"],
@@ -173,10 +200,41 @@ def tighten(components: dict, vocab) -> None:
     tok = components["TokenizeRequest"]
     tok["oneOf"] = [
         {"required": ["prompt"], "properties": {"prompt": {"type": "string"},
-                                                "messages": {"type": "null"}}},
+                                                "messages": {"type": "null"},
+                                                "tools": {"type": "null"},
+                                                "chat_template_kwargs": {"type": "null"}}},
         {"required": ["messages"], "properties": {"messages": {"type": "array", "minItems": 1},
                                                   "prompt": {"type": "null"}}}]
     components["DetokenizeRequest"]["properties"]["tokens"] = {"type": "array", "items": tid}
+    tighten_agents(components)
+
+
+def tighten_agents(components: dict) -> None:
+    """The Messages and Responses routes' own checks, written into their schemas."""
+    for name, table in (("CountTokensRequest", MQ.REFUSED), ("MessagesRequest", MQ.REFUSED),
+                        ("ResponsesRequest", RQ.REFUSED)):
+        props = components[name]["properties"]
+        for field, (ok, why) in table.items():          # messages_request / responses_request
+            props[field] = {"enum": no_op_values(ok), "description": "not supported (a 400, "
+                            f"code unsupported_field, for any other value): {why}"}
+    # messages.py: stop_sequences under stop's limits (sampling.check_stops)
+    stop_text = {"type": "string", "minLength": 1, "maxLength": MAX_STOP_CHARS}
+    components["MessagesRequest"]["properties"]["stop_sequences"] = _nullable(
+        {"type": "array", "items": stop_text, "maxItems": MAX_STOPS})
+    # messages.py: tool_use blocks in assistant messages, tool_result blocks in user messages
+    msg = components["MessageIn"]
+    msg["allOf"] = [
+        {"if": {"properties": {"role": {"const": role}}},
+         "then": {"properties": {"content": {"anyOf": [
+             {"type": "string"},
+             {"type": "array", "items": {"not": {"properties": {"type": {"const": other}},
+                                                  "required": ["type"]}}}]}}}}
+        for role, other in (("user", "tool_use"), ("assistant", "tool_result"))]
+    # messages.py: tool_choice's name with type "tool", and only then
+    components["ToolChoice"]["if"] = {"properties": {"type": {"const": "tool"}}}
+    components["ToolChoice"]["then"] = {"required": ["name"],
+                                        "properties": {"name": {"type": "string"}}}
+    components["ToolChoice"]["else"] = {"properties": {"name": {"type": "null"}}}
 
 
 def _responses(path: str, method: str, api_key: bool) -> dict:
@@ -184,13 +242,19 @@ def _responses(path: str, method: str, api_key: bool) -> dict:
     model, chunk = REPLIES[(path, method)]
     streams = chunk is not None
     content = {"application/json": {"schema": _ref(model.__name__)}}
-    if streams:
+    if path in ANTHROPIC:
+        content = {"application/json": {"schema": _ref(model.__name__)}}
+    if streams and path in TYPED_STREAMS:
+        content["text/event-stream"] = {"schema": typed_sse_event(chunk.__name__),
+                                        "description": TYPED_SSE}
+    elif streams:
         content["text/event-stream"] = {"schema": sse_event(chunk.__name__),
                                         "description": SSE}
     out["200"] = {"description": "OK" + (" (a stream with \"stream\": true)" if streams else ""),
                   "content": content}
     if path == "/health":
-        out["503"] = {"description": "A rank is gone: status unhealthy, with a reason",
+        out["503"] = {"description": "A rank is gone (status unhealthy, the reason naming it) "
+                                     "or the server shuts down (status stopping)",
                       "content": {"application/json": {"schema": _ref("Health")}}}
         return out
     codes = list(ERRORS_BY_ROUTE[method])
@@ -200,9 +264,10 @@ def _responses(path: str, method: str, api_key: bool) -> dict:
         codes.append(401)
     if path == "/v1/models":
         codes.remove(404)
+    error = "AnthropicErrorBody" if path in ANTHROPIC else "ErrorBody"
     for code in sorted(codes):
         out[str(code)] = {"description": ERRORS[code],
-                          "content": {"application/json": {"schema": _ref("ErrorBody")}}}
+                          "content": {"application/json": {"schema": _ref(error)}}}
     return out
 
 
@@ -214,11 +279,13 @@ def build_document(app: FastAPI) -> dict:
     for name in ("HTTPValidationError", "ValidationError"):   # we answer 400, never 422
         components.pop(name, None)
     models = [*BODIES.values(), *(m for pair in REPLIES.values() for m in pair if m),
-              R.ErrorBody]
+              R.ErrorBody, M.AnthropicErrorBody]
     for model in models:
         schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
-        components.update(schema.pop("$defs", {}))
-        components[model.__name__] = schema
+        for name, sub in {**schema.pop("$defs", {}), model.__name__: schema}.items():
+            if components.get(name, sub) != sub:    # two models of one name: one would be lost
+                raise AssertionError(f"two request or reply models are named {name}")
+            components[name] = sub
     tighten(components, getattr(state.tokenizer, "vocab_size", None))
     for path, model in BODIES.items():
         doc["paths"][path]["post"]["requestBody"] = {"required": True, "content": {
@@ -230,11 +297,13 @@ def build_document(app: FastAPI) -> dict:
             op["responses"]["431"] = {"description": ERRORS[431], "content": {
                 "application/json": {"schema": _ref("ErrorBody")}}}
     if state.api_keys:
-        doc["components"]["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
+        doc["components"]["securitySchemes"] = {
+            "bearer": {"type": "http", "scheme": "bearer"},
+            "x-api-key": {"type": "apiKey", "in": "header", "name": "x-api-key"}}
         for path, ops in doc["paths"].items():
             if path != "/health":
                 for op in ops.values():
-                    op["security"] = [{"bearer": []}]
+                    op["security"] = [{"bearer": []}, {"x-api-key": []}]   # either
     return doc
 
 

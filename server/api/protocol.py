@@ -9,6 +9,11 @@
   arrived within the deadline, or the connection gets a 408 and is closed (the app, still
   reading the body, hears a disconnect). Without it a client that trickles the body a byte
   at a time holds a connection, busy and so never evicted, for as long as it likes.
+- A write deadline (`--write-timeout`): a connection whose client reads nothing for that
+  long while a reply waits to be written (the transport's buffer is past its high-water
+  mark and does not shrink) is dropped. The app hears a disconnect, so a stream's
+  generation is cancelled and its stream freed; without it a client that stopped reading
+  held its stream, and its connection, until the generation's end, however long.
 - A connection cap (`--max-connections`): past it, the oldest connection that is waiting
   for a request (slow headers, or idle between keep-alive requests) is closed to make room,
   so held-open connections cannot lock out a client that sends its request at once; when
@@ -49,9 +54,11 @@ class ConnectionLimits:
     header_timeout: float
     max_connections: int
     body_timeout: float = 60.0
+    write_timeout: float = 30.0
     waiting: dict = field(default_factory=dict)   # protocol -> None, oldest first
     closed_late: int = 0                            # connections past the header deadline
     body_late: int = 0                              # connections past the body deadline
+    write_late: int = 0                             # connections whose client read nothing
     evicted: int = 0                                # waiting ones closed to make room
     refused: int = 0                                # newcomers refused (every one busy)
     max_head_bytes: int = MAX_HEAD_BYTES            # request line and headers, at most
@@ -148,7 +155,7 @@ def guarded_protocol(limits: ConnectionLimits) -> type:
             self._linger_timer = None
 
         def connection_made(self, transport) -> None:
-            self._header_timer = self._body_timer = None
+            self._header_timer = self._body_timer = self._write_timer = None
             super().connection_made(transport)
             lim = self._limits
             if len(self.connections) > lim.max_connections:
@@ -170,7 +177,19 @@ def guarded_protocol(limits: ConnectionLimits) -> type:
             self._body_done()
             if self._linger_timer is not None:
                 self._linger_timer.cancel()
+            self._writes_flow()
             super().connection_lost(exc)
+
+        def pause_writing(self) -> None:
+            super().pause_writing()
+            if self._write_timer is None:
+                self._write_left = self.transport.get_write_buffer_size()
+                self._write_since = self.loop.time()
+                self._write_timer = self.loop.call_later(self._write_tick(), self._write_check)
+
+        def resume_writing(self) -> None:
+            self._writes_flow()
+            super().resume_writing()
 
         def data_received(self, data: bytes) -> None:
             if self._lingering:                 # refused: read and dropped (_linger)
@@ -262,6 +281,35 @@ def guarded_protocol(limits: ConnectionLimits) -> type:
                     f"{self._limits.body_timeout:g} s of its headers (--body-timeout)",
                     "request_timeout"))
             self.transport.close()
+
+        # ---- the write deadline: paused writes must make progress ----
+        def _write_tick(self) -> float:
+            return min(1.0, self._limits.write_timeout / 4)
+
+        def _writes_flow(self) -> None:
+            if self._write_timer is not None:
+                self._write_timer.cancel()
+                self._write_timer = None
+
+        def _write_check(self) -> None:
+            """Every tick while writing is paused: a shrinking buffer is the client reading;
+            none for --write-timeout seconds, and the connection is dropped (abort: a close
+            would wait for the buffer to drain, which it never will)."""
+            self._write_timer = None
+            if self.transport.is_closing():
+                return
+            now, left = self.loop.time(), self.transport.get_write_buffer_size()
+            if left < self._write_left:         # less than at the last tick: it reads
+                self._write_since = now
+            self._write_left = left
+            if now - self._write_since >= self._limits.write_timeout:
+                self._limits.write_late += 1
+                log.warning("a client read nothing of its reply for %g s (--write-timeout); "
+                            "its connection is dropped and its request ended",
+                            self._limits.write_timeout)
+                self.transport.abort()
+                return
+            self._write_timer = self.loop.call_later(self._write_tick(), self._write_check)
 
         def _close_waiting(self) -> None:
             self._request_started()

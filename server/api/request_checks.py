@@ -9,6 +9,7 @@ from pydantic import BaseModel, ValidationError
 
 from . import slicedjson
 from .backlog import Ticket
+from .drain import shutting_down
 from .errors import ApiError, invalid, validation_error
 from .media_type import require_json
 
@@ -59,8 +60,9 @@ def _validate(model: type[BaseModel], data: dict) -> BaseModel:
             or len(msgs) <= MESSAGES_AT_ONCE):
         return model.model_validate(data)
     from pydantic import TypeAdapter
-    from .schemas import Message
-    adapter = TypeAdapter(list[Message])
+    # the model's own message list (chat's Message, Anthropic's MessageIn), its bounds
+    # (min_length) left to the last call below
+    adapter = TypeAdapter(model.model_fields["messages"].annotation)
     parts: list = []
     for i in range(0, len(msgs), MESSAGES_AT_ONCE):
         try:
@@ -103,11 +105,15 @@ def check_model(state, model: str | None) -> None:
 
 
 def admit(state) -> Ticket:
-    """503 while a rank is gone or the queue is full: refuse now rather than hang.
+    """503 while the server shuts down (server/api/drain.py), a rank is gone or the queue
+    is full: refuse now rather than hang.
 
     The queue is the API's own count (server/api/backlog.py): requests accepted and not yet
-    finished, beyond the streams that can run. The returned ticket holds the place until
-    released."""
+    finished, beyond the streams that can run. A request is admitted while the accepted
+    ones, itself included, fit the streams plus `--max-queue` (0: no waiting room, admitted
+    while a stream is free). The returned ticket holds the place until released."""
+    if state.drain.started:
+        raise shutting_down()
     try:
         stats = state.scheduler.stats()
     except Exception as e:
@@ -118,7 +124,7 @@ def admit(state) -> Ticket:
                        "cannot generate until it is restarted", code="rank_lost")
     streams = int(stats.get("streams_total", 0) or 0)
     queue = state.backlog.waiting(streams)
-    if queue >= state.max_queue:
+    if state.backlog.count >= streams + state.max_queue:   # this one would wait past the room
         raise ApiError(503, f"the queue is full ({queue} requests waiting beside {streams} "
                        f"streams, --max-queue {state.max_queue}); retry shortly",
                        code="queue_full", headers={"Retry-After": "1"})

@@ -48,9 +48,24 @@ class Completion(BaseModel):
     usage: Usage
 
 
+class FunctionOut(BaseModel):
+    name: str
+    arguments: str          # a JSON object as text; a call cut by max_tokens: as far as written
+
+
+class ToolCallOut(BaseModel):
+    id: str
+    type: Literal["function"]
+    function: FunctionOut
+
+
 class ChatMessageOut(BaseModel):
     role: Literal["assistant"]
     content: str | None
+    tool_calls: list[ToolCallOut] | None = None
+    # a reasoning model's reasoning (server/api/reasoning_plan.py), under vLLM's two names
+    reasoning_content: str | None = None
+    reasoning: str | None = None
 
 
 class ChatChoice(BaseModel):
@@ -84,8 +99,9 @@ class ModelList(BaseModel):
 
 
 class Health(BaseModel):
-    """200 with status "ok"; 503 with status "unhealthy" and a reason."""
-    status: Literal["ok", "unhealthy"]
+    """200 with status "ok"; 503 with status "unhealthy" (a rank is gone) or "stopping" (the
+    server shuts down) and a reason."""
+    status: Literal["ok", "unhealthy", "stopping"]
     reason: str | None = None
     model: str | None = None
     tp: int | None = None
@@ -95,6 +111,7 @@ class Tokens(BaseModel):
     tokens: list[int]
     count: int
     max_model_len: int
+    token_strs: list[str] | None = None     # with return_token_strs
 
 
 class Detokenized(BaseModel):
@@ -112,9 +129,19 @@ class CompletionChunk(BaseModel):
     usage: Usage | None = None
 
 
+class ToolCallDelta(BaseModel):
+    index: int
+    id: str | None = None
+    type: Literal["function"] | None = None
+    function: dict | None = None        # {name?, arguments?}
+
+
 class ChatDelta(BaseModel):
     role: Literal["assistant"] | None = None
     content: str | None = None
+    tool_calls: list[ToolCallDelta] | None = None
+    reasoning_content: str | None = None
+    reasoning: str | None = None
 
 
 class ChatChunkChoice(BaseModel):

@@ -19,6 +19,7 @@ TokenIds = list[Annotated[int, Field(ge=0)]]
 class StreamOptions(BaseModel):
     model_config = Strict
     include_usage: bool | None = False
+    continuous_usage_stats: bool | None = False     # vLLM: the usage so far in every chunk
 
 
 class JsonSchemaFormat(BaseModel):
@@ -169,6 +170,10 @@ class ChatRequest(SamplingFields):
     tools: list[Tool] | None = None
     tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = None
     parallel_tool_calls: bool | None = True
+    # reasoning (server/api/reasoning_plan.py)
+    include_reasoning: bool | None = True                    # vLLM
+    reasoning_effort: Literal["none", "minimal", "low", "medium", "high"] | None = None
+    reasoning_format: Literal["none", "auto", "deepseek"] | None = None   # llama-server
 
 
 class TokenizeRequest(BaseModel):
@@ -178,6 +183,9 @@ class TokenizeRequest(BaseModel):
     messages: list[Message] | None = None
     add_special_tokens: bool | None = None
     add_generation_prompt: bool | None = True
+    tools: list[Tool] | None = None                         # vLLM: the chat with its tools
+    chat_template_kwargs: dict[str, Any] | None = None
+    return_token_strs: bool | None = False                  # vLLM: each token's string too
 
 
 class DetokenizeRequest(BaseModel):

@@ -8,6 +8,7 @@ from typing import Any, AsyncIterator, Callable, Protocol
 from server.requests import GenRequest, TokenEvent
 
 from .backlog import Backlog
+from .drain import Drain
 
 
 class SchedulerLike(Protocol):
@@ -15,6 +16,8 @@ class SchedulerLike(Protocol):
     def cancel(self, req_id: str) -> None: ...
     def check(self, prompt_len: int, max_tokens: int) -> None: ...
     def stats(self) -> dict: ...
+    def stop_admitting(self, message: str) -> None: ...
+    def end_running(self, message: str) -> None: ...
 
 
 @dataclass
@@ -40,9 +43,13 @@ class AppState:
     render_chat: Callable[[list], str] | None = None
     served_names: tuple = ()        # --served-model-name: every name a request may use
     chat_template: str | None = None    # --chat-template: replaces the tokenizer's
+    reasoning_parser: str = "auto"      # --reasoning-parser (server/text/reasoning.py)
+    allowed_origins: tuple = ()         # --allowed-origins (server/api/cors.py); * = any
 
     @property
     def names(self) -> tuple:
         return self.served_names or (self.model_name,)
     created: int = field(default_factory=lambda: int(time.time()))
     backlog: Backlog = field(default_factory=Backlog)   # admitted, not finished (--max-queue)
+    drain: Drain = field(default_factory=Drain)         # the shutdown, once it begins
+    shutdown_timeout: float = 5.0       # --shutdown-timeout: the drain's wait for running requests

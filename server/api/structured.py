@@ -4,15 +4,19 @@ OpenAI's `response_format` (json_object, json_schema {name, schema, strict}), vL
 `guided_json` / `guided_regex` / `guided_choice` / `guided_grammar` and
 `structured_outputs` {json, regex, choice, grammar, json_object}, llama-server's
 `json_schema` and `grammar` (GBNF; Lark is taken too). At most one of them per request.
-A schema or grammar that does not compile is a 400 naming the field and the reason.
+A schema or grammar that passes a limit (server/engine/grammar_limits.py), does not
+compile, or fails at its first token is a 400 naming the field and the reason (code
+invalid_grammar); every grammar compiler busy for its whole budget is a 503.
 """
 from __future__ import annotations
 
 import asyncio
 
 from server.engine.grammar import GrammarError, compile_grammar
+from server.engine.grammar_compiler import CompilerBusy
+from server.engine.grammar_limits import problem
 
-from .errors import invalid
+from .errors import ApiError, invalid
 
 
 def constraint_spec(body) -> tuple[str, object, str] | None:
@@ -52,18 +56,33 @@ def constraint_spec(body) -> tuple[str, object, str] | None:
     return found[0] if found else None
 
 
-def compile_for(state, kind: str, spec, param: str):
+def compile_for(state, kind: str, spec, param: str, reasoning: str | None = None):
+    """reasoning: None, or where a reasoning model's reply starts ("inside" / "outside"
+    its `<think>`): the grammar then applies from the end of the reasoning."""
     try:
-        return compile_grammar(state.tokenizer, kind, spec)
+        return compile_grammar(state.tokenizer, kind, spec, reasoning)
     except GrammarError as e:
         raise invalid(f"{param} does not compile: {e}", param=param,
                       code="invalid_grammar") from e
+    except CompilerBusy as e:
+        raise ApiError(503, f"{param}: {e}; try again", param=param, code="grammar_busy",
+                       headers={"Retry-After": "1"}) from e
 
 
-def request_grammar(state, body):
+def refuse_past_limits(kind: str, spec, param: str) -> None:
+    """The 400 compile_for gives a grammar past a limit (grammar_limits), without compiling:
+    a route that renders its prompt before it compiles checks the limits first, so a huge
+    schema is refused as a grammar, not as the prompt it would make."""
+    why = problem(kind, spec)
+    if why:
+        raise invalid(f"{param} does not compile: too large: {why}", param=param,
+                      code="invalid_grammar")
+
+
+def request_grammar(state, body, reasoning: str | None = None):
     """The compiled grammar the body asks for, or None (400 on a bad one)."""
     spec = constraint_spec(body)
-    return None if spec is None else compile_for(state, *spec)
+    return None if spec is None else compile_for(state, *spec, reasoning=reasoning)
 
 
 async def off_loop(fn, *args):

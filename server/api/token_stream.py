@@ -12,8 +12,9 @@ import contextlib
 import time
 from dataclasses import dataclass, field
 
-from server.requests import GenRequest
+from server.requests import SHUTTING_DOWN, GenRequest
 
+from .drain import CLOSED, shutting_down
 from .errors import ApiError
 from .textflow import detokenizer, stop_matcher
 
@@ -27,9 +28,10 @@ class Piece:
 
 
 class Generation:
-    def __init__(self, state, metrics, req: GenRequest, stops: list[str], *,
+    def __init__(self, state, metrics, req: GenRequest, stops, *,
                  include_stop: bool = False, skip_special: bool = True, index: int = 0):
         self.state, self.metrics, self.req = state, metrics, req
+        # stops: a StopSet (shared by a request's choices) or a list of stop strings
         self.stops, self.include_stop, self.skip_special = stops, include_stop, skip_special
         self.index = index                            # the choice's index (n > 1)
         # eos and stop tokens end the reply without showing up in its text, unless
@@ -42,6 +44,7 @@ class Generation:
         self.cached_tokens = 0
         self.completion_tokens = 0
         self.finish: str | None = None
+        self.stop_string: str | None = None         # the stop string that ended the reply
         self.first_token_s: float | None = None     # arrival to the first token
         self.prompt_logprobs = None  # the scheduler's entries, on the first token's event
         self.ticket = None          # the queue place (backlog.Ticket), released at the end
@@ -90,6 +93,7 @@ class Generation:
                 if stopped:
                     done = True
                     self.finish = "stop"
+                    self.stop_string = stops.matched
                     sched.cancel(req.id)        # text-level stop: the scheduler may not know
                     yield Piece(emit, pending, finish="stop")
                     return
@@ -122,7 +126,9 @@ class Generation:
             self.finish = reason
             return Piece(emit, pending, finish=reason)
         self.finish = "error" if reason == "error" else "abort"
-        if reason == "error":
+        if reason == "error" and ev.code == SHUTTING_DOWN:
+            err = shutting_down(ev.error or CLOSED)
+        elif reason == "error":
             status = ev.error_code if 400 <= (ev.error_code or 0) < 600 else 503
             # the scheduler's 503 means the engine (a rank) is gone
             err = ApiError(status, ev.error or "generation failed",
@@ -189,11 +195,13 @@ async def collect_all(request, gens: list):
 
 async def merged(streams: list):
     """Items of several async generators as they come: (index, item); each generator's
-    own order kept. An exception in one ends the whole (the others are closed)."""
-    if len(streams) == 1:
-        async for item in streams[0]:
-            yield 0, item
-        return
+    own order kept. An exception in one ends the whole (the others are closed).
+
+    Each generator runs in a task of its own, one at n = 1 too, whether or not the
+    consumer takes its items: a stream whose client stops reading (its writes block) still
+    runs its generation to the end, so the queue place (backlog.Ticket) is given back when
+    the engine finishes, not when the client reads. The items wait here; the consumer
+    closing the iteration (the client gone, or cut off by --write-timeout) cancels them."""
     q: asyncio.Queue = asyncio.Queue()
     done = object()
 

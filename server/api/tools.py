@@ -7,10 +7,13 @@
   a template that never mentions `tools` gets FALLBACK_PROMPT (Hermes style, as Qwen2.5's
   template writes it) in its system message instead. The reply is parsed into tool calls
   (server/text/tool_calls.py: Hermes/Qwen <tool_call>, Mistral [TOOL_CALLS], Llama JSON).
-- "required" and a named function constrain the reply with a grammar
-  (server/engine/grammar.py): `<tool_call>\n{"name": ..., "arguments": <the function's
-  parameters schema>}\n</tool_call>`, one call, or several when parallel_tool_calls and
-  "required"; the arguments always validate.
+- "required" and a named function constrain the reply with a grammar from its first
+  token (server/engine/grammar.py; after its reasoning, for a reasoning model):
+  `<tool_call>\n{"name": ..., "arguments": <the function's parameters schema>}\n
+  </tool_call>`, one call, or several when parallel_tool_calls and "required"; the
+  arguments always validate. Such a reply is calls and nothing else: one cut by
+  max_tokens comes back as its calls, the last with its arguments as far as written
+  (finish_reason "length"), never as content.
 
 Assistant turns with tool_calls and tool messages render back through the template; for
 a template that does not mention `tool_calls`, the calls are written into the assistant's
@@ -43,13 +46,25 @@ class ToolPlan:
     tools: list = field(default_factory=list)   # [{"type": "function", "function": {...}}]
     parallel: bool = True
     grammar: object = None
+    chosen: list = field(default_factory=list)  # the functions a forced reply may call
+    many: bool = False                          # a forced reply may hold several calls
 
     @property
     def parses(self) -> bool:
         return self.mode != "none" and bool(self.tools)
 
+    @property
+    def forced(self) -> bool:
+        return self.mode in ("required", "named")
+
+    @property
+    def names(self) -> list[str]:
+        return [t["function"]["name"] for t in (self.chosen if self.forced else self.tools)]
+
 
 def plan(state, body) -> ToolPlan:
+    """The body's tool plan, checked; a forced plan's grammar is compiled by `compile_plan`
+    once the prompt is rendered (a reasoning model's grammar starts after its reasoning)."""
     tools = [t.model_dump(exclude_none=True) for t in (body.tools or [])]
     choice = body.tool_choice
     mode = ("auto" if tools else "none") if choice is None else \
@@ -67,10 +82,17 @@ def plan(state, body) -> ToolPlan:
             if name not in names:
                 raise invalid(f"tool_choice names the function {name!r}, which is not in "
                               "tools", param="tool_choice.function.name")
-            chosen, many = [t for t in tools if t["function"]["name"] == name], False
+            p.chosen, p.many = [t for t in tools if t["function"]["name"] == name], False
         else:
-            chosen, many = tools, parallel
-        p.grammar = compile_for(state, "lark", call_grammar(chosen, many), "tools")
+            p.chosen, p.many = tools, parallel
+    return p
+
+
+def compile_plan(state, p: ToolPlan, reasoning: str | None = None) -> ToolPlan:
+    """A forced plan's call grammar, compiled (reasoning: as compile_grammar takes it)."""
+    if p.forced:
+        p.grammar = compile_for(state, "lark", call_grammar(p.chosen, p.many), "tools",
+                                reasoning=reasoning)
     return p
 
 
@@ -138,24 +160,37 @@ def call_dict(c: tc.Call) -> dict:
             "function": {"name": c.name, "arguments": c.arguments}}
 
 
-def message(text: str, finish: str | None, p: ToolPlan) -> tuple[dict, str | None]:
-    """The assistant message for a whole reply, and its finish_reason."""
-    if not p.parses:
+def message(text: str | None, finish: str | None, p: ToolPlan) -> tuple[dict, str | None]:
+    """The assistant message for a whole reply (text: its answer, None when it has none),
+    and its finish_reason."""
+    if not p.parses or text is None:
         return {"role": "assistant", "content": text}, finish
-    content, calls = tc.parse(text)
+    cut = finish == "length"
+    if p.forced:
+        calls = tc.forced_calls(text, p.names, cut)
+        msg = {"role": "assistant", "content": None}
+        if calls:
+            msg["tool_calls"] = [call_dict(c) for c in calls]
+        return msg, "tool_calls" if finish == "stop" else finish
+    content, calls = tc.parse(text, p.names, cut)
     if not calls:
-        return {"role": "assistant", "content": text}, finish
+        return {"role": "assistant", "content": text if not cut else content}, finish
     msg = {"role": "assistant", "content": content, "tool_calls": [call_dict(c) for c in calls]}
     return msg, "tool_calls" if finish == "stop" else finish
 
 
 class ToolStream:
     """Streamed text -> deltas: content streams until a tool-call marker, calls come out
-    whole as OpenAI's tool-call deltas (id, type and name first, then the arguments)."""
+    whole as OpenAI's tool-call deltas (id, type and name first, then the arguments).
+    A forced plan's reply (`forced`; `names`: the functions it may call) is calls alone:
+    nothing of it streams as content. `finish(cut=True)`: the reply ended at max_tokens,
+    and its cut last call comes out as a call (tool_calls.cut_call), as the whole reply's
+    would."""
 
-    def __init__(self):
+    def __init__(self, names=(), forced: bool = False):
         self.held = ""
-        self.mode = "start"          # start | content | calls | whole
+        self.names, self.forced = list(names), forced
+        self.mode = "calls" if forced else "start"       # start | content | calls | whole
         self.count = 0
 
     def push(self, text: str) -> list[dict]:
@@ -190,16 +225,25 @@ class ToolStream:
                     return out
                 seg = self.held[:j + len(tc.HERMES_CLOSE)]
                 content, calls = tc.parse(seg)
+                if self.forced:
+                    out += self._calls(calls)
+                    self.held = self.held[len(seg):].lstrip()
+                    continue
                 out += self._calls(calls) if calls else [{"content": seg}]
                 rest = self.held[len(seg):]
                 self.held = rest.lstrip("\n") if calls else rest
                 self.mode = "content"
 
-    def finish(self) -> list[dict]:
+    def finish(self, cut: bool = False) -> list[dict]:
         held, self.held = self.held, ""
+        if self.forced:
+            return self._calls(tc.forced_calls(held, self.names, cut)) \
+                if held or (cut and not self.count) else []
         if not held:
             return []
-        content, calls = tc.parse(held)
+        content, calls = tc.parse(held, self.names, cut)
+        if cut and not calls:
+            return [{"content": content}] if content else []
         out = [{"content": content}] if content and calls else []
         return out + (self._calls(calls) if calls else [{"content": held}])
 

@@ -81,12 +81,43 @@ def _dummy_identity(spec: ModelSpec, source: str, seed: int) -> dict:
     return identity(spec, stored, content, format="dummy", shape=spec.name, seed=seed)
 
 
+def _refuse_moe_on_gpu(source: str) -> None:
+    """UnsupportedModel (one line) when `source` is of a mixture-of-experts family: from the
+    dummy shape, the GGUF header's general.architecture or config.json, no weight read."""
+    from server.shapes.spec import MOE_ARCHS, moe_on_gpu
+    if source.startswith("dummy:"):
+        from server.engine.weights.dummy import parse
+        spec = shape(parse(source)[0])
+        if spec.moe:
+            raise UnsupportedModel(moe_on_gpu(spec))
+        return
+    arch = None
+    if os.path.isdir(source):
+        from server.engine.weights.hf_config import arch_of, read_config
+        try:
+            arch = arch_of(read_config(source), source)
+        except Exception:               # the loader names what is wrong with the folder
+            return
+    elif source.endswith(".gguf") and os.path.isfile(source):
+        from server.engine.weights.gguf_file import GGUFFile
+        try:
+            arch = str(GGUFFile(source).fields["general.architecture"].value)
+        except Exception:
+            return
+    if arch in MOE_ARCHS:
+        raise UnsupportedModel(f"{os.path.basename(os.path.normpath(source))}: the {arch} family "
+                               "(mixture of experts) runs on the CPU only until its GPU kernels "
+                               "exist; use --device cpu")
+
+
 def open_model(model: str | None, *, device: str = "cpu", tp: int = 1, rank: int = 0,
                all_reduce=None, progress: bool = True) -> Opened:
+    source = locate.resolve(model)
+    if device == "cuda":                        # a MoE family is refused before any GPU is asked
+        _refuse_moe_on_gpu(source)
     if device == "cuda":
         from server.engine.device import require_cuda
         require_cuda()
-    source = locate.resolve(model)
     t0 = time.monotonic()
     tokenizer = None
     if source.startswith("dummy:"):
@@ -109,6 +140,9 @@ def open_model(model: str | None, *, device: str = "cpu", tp: int = 1, rank: int
         from server.text.tokenizer import Tokenizer
         tokenizer = (Tokenizer.from_gguf(loaded.gguf_path) if loaded.gguf_path
                      else Tokenizer.from_hf_dir(loaded.hf_dir))
+    if device == "cuda" and spec.moe:
+        from server.shapes.spec import moe_on_gpu
+        raise UnsupportedModel(moe_on_gpu(spec))
     if device == "cuda":
         from kernels.attention import GPU_HEAD_DIMS
         if spec.head_dim not in GPU_HEAD_DIMS:

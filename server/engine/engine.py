@@ -13,7 +13,7 @@ from server.engine.logits import DeviceLogits
 from server.engine.model import Model
 from server.engine.rows import RoundChunk
 from server.engine.prepare import shard_weights
-from server.shapes.shard import shard_for
+from server.shapes.shard import shard_of
 from server.ranks.rank_errors import RankMismatch
 from server.engine.weights.blocks import Blocks
 from server.ranks.steps import BeginStep, CopyStep, EndStep, PoolStep, RoundStep, StopStep
@@ -40,7 +40,10 @@ class Engine:
                  kv_dtype=None, weight_dtype=None):
         self.spec, self.tp, self.rank, self.device = spec, tp, rank, device
         self.xp = array_module(device)
-        self.shard = shard_for(spec.n_heads, spec.n_kv_heads, spec.d_ff, tp, rank)
+        if spec.moe and device != "cpu":
+            from server.shapes.spec import UnsupportedModel, moe_on_gpu
+            raise UnsupportedModel(moe_on_gpu(spec))
+        self.shard = shard_of(spec, tp, rank)
         if device == "cpu":
             self.kv_dtype = kv_dtype or np.float32
             to_dev = lambda a: a if isinstance(a, Blocks) else np.ascontiguousarray(a, dtype=np.float32)
@@ -66,7 +69,7 @@ class Engine:
         if device != "cpu":                   # the weights as held (GGUF blocks as stored)
             from server.engine.prepare import describe_weight_bytes
             log.info("rank %d weights on the device: %s", rank, describe_weight_bytes(self.weights))
-        inv = rope.inv_freq(spec.head_dim, spec.rope_theta, spec.rope_scaling)
+        inv = rope.inv_freq(spec.rot, spec.rope_theta, spec.rope_scaling)
         self.model = Model(spec, self.weights, inv if device == "cpu" else self.xp.asarray(inv),
                            self.xp, all_reduce)
         self.kv: KVStore | None = None

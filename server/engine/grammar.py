@@ -13,6 +13,14 @@ compiles, ~0.05-0.2 ms masks at a 49,152 vocabulary on this host's CPU).
 The mask is computed on the host from the tokens so far alone, so a constrained reply
 is the same whatever else runs in the round (solo == concurrent). The tokenizer's
 llguidance twin is built once per tokenizer (~0.6 s for this vocabulary) and cached.
+
+compile_grammar cannot take the process down: the grammar's size and depth are checked
+first (grammar_limits), the engine compiles it on a large-stack thread within a time
+budget (grammar_compiler), and the first mask is computed there too, with one token of
+the longest and of the lowest id it allows consumed on copies, so a grammar that fails at
+its first token is a GrammarError here, not an error in the middle of a reply. Every
+GrammarError is a client's error (status 400, code invalid_grammar) and carries a short
+reason, never the engine's state dump.
 """
 from __future__ import annotations
 
@@ -20,6 +28,8 @@ import json
 import threading
 
 import numpy as np
+
+from . import grammar_compiler, grammar_limits
 
 _LOCK = threading.Lock()
 _TOKENIZERS: dict[int, object] = {}
@@ -85,13 +95,46 @@ def bound_numbers(schema):
     return out
 
 
+# An object that lists its `properties` and says nothing of `additionalProperties` is
+# closed (`additionalProperties: false`), as llama.cpp's grammars and vLLM's default
+# backend (xgrammar) close it: open, a model invents keys until max_tokens. A schema
+# opens one with `additionalProperties: true` (or a schema for the extra values). Left
+# as written: objects without `properties` (nothing to close them to), objects that say
+# `patternProperties` or `unevaluatedProperties`, or that compose (`allOf`, `anyOf`,
+# `oneOf`, `$ref`), and the members of an `allOf` (closing each would refuse the keys the
+# others add); also anything under `not` or `if`, as in bound_numbers.
+_COMPOSED = ("allOf", "anyOf", "oneOf", "$ref", "patternProperties", "unevaluatedProperties")
+
+
+def close_objects(schema, in_all_of: bool = False):
+    """A copy of `schema` with its open-by-omission objects closed (see above)."""
+    if not isinstance(schema, dict):
+        return schema
+    out = dict(schema)
+    for k in _SUB_ONE:
+        if isinstance(out.get(k), dict):
+            out[k] = close_objects(out[k])
+    for k in _SUB_LIST:
+        if isinstance(out.get(k), list):
+            out[k] = [close_objects(s, in_all_of=k == "allOf") for s in out[k]]
+    for k in _SUB_MAP:
+        if isinstance(out.get(k), dict):
+            out[k] = {name: close_objects(s) for name, s in out[k].items()}
+    t = out.get("type")
+    objecty = t == "object" or (isinstance(t, list) and "object" in t) or t is None
+    if (objecty and isinstance(out.get("properties"), dict) and not in_all_of
+            and "additionalProperties" not in out and not any(k in out for k in _COMPOSED)):
+        out["additionalProperties"] = False
+    return out
+
+
 def engine_schema(schema: dict) -> dict:
-    """The schema as it goes to llguidance: numbers bounded, our JSON_OPTIONS unless the
-    schema's own x-guidance says otherwise."""
+    """The schema as it goes to llguidance: open-by-omission objects closed, numbers
+    bounded, our JSON_OPTIONS unless the schema's own x-guidance says otherwise."""
     own = schema.get("x-guidance") or {}
     if not isinstance(own, dict):
         raise GrammarError("x-guidance must be an object")
-    out = bound_numbers(schema)
+    out = bound_numbers(close_objects(schema))
     out["x-guidance"] = {**JSON_OPTIONS, **own}
     return out
 
@@ -105,7 +148,37 @@ JSON_OBJECT = {"$defs": {"any": _ANY}, "type": "object",
 
 
 class GrammarError(ValueError):
-    """The grammar or schema does not compile; str() is the reason."""
+    """The grammar or schema does not compile, or failed while a reply followed it; str() is
+    the reason. A client's error: `status` and `code` are what the API answers."""
+    status = 400
+    code = "invalid_grammar"
+
+
+REASON_CHARS = 200
+
+
+def reason(err: str) -> str:
+    """The engine's error, short and on one line: its text before the parser state or
+    backtrace llguidance may append, without the lines that only point (^) at a place."""
+    err = err or ""
+    for mark in ("<state>", "<backtrace>", "<non-verbose/>"):
+        err = err.split(mark, 1)[0]
+    lines = []
+    for line in err.splitlines():
+        if line.strip(" ^~|"):
+            lines.append(" ".join(line.split()))
+    text = " ".join(lines) or "the grammar engine failed"
+    return text if len(text) <= REASON_CHARS else text[:REASON_CHARS - 3] + "..."
+
+
+_LIMITS: list = []
+
+
+def limits():
+    """llguidance's parser limits: its defaults, without the state dump in error messages."""
+    if not _LIMITS:
+        _LIMITS.append(_llg().LLParserLimits(verbose_errors=False))
+    return _LIMITS[0]
 
 
 def _llg():
@@ -149,7 +222,10 @@ def grammar_text(kind: str, spec) -> str:
         if kind == "choice":
             if not spec or not all(isinstance(s, str) for s in spec):
                 raise GrammarError("a choice is a non-empty list of strings")
-            return M.grammar_from_lark("start: " + " | ".join(json.dumps(s) for s in spec))
+            # one terminal: its options are one lexeme (a DFA), not one Earley item each
+            # (llguidance refuses a row of over 2,000 items: 2,001 options as rules)
+            return M.grammar_from_lark("start: CHOICE\nCHOICE: "
+                                       + " | ".join(json.dumps(s) for s in spec))
         if kind == "lark":
             return M.grammar_from_lark(spec)
         if kind == "gbnf":
@@ -157,35 +233,126 @@ def grammar_text(kind: str, spec) -> str:
     except GrammarError:
         raise
     except (ValueError, TypeError) as e:
-        raise GrammarError(str(e)) from e
+        raise GrammarError(reason(str(e))) from e
+    except Exception as e:                       # llguidance's GBNF converter: plain Exception
+        raise GrammarError(reason(str(e) or type(e).__name__)) from e
     raise GrammarError(f"unknown grammar kind {kind!r}")
 
 
 class Grammar:
-    """A compiled grammar: constraint() gives a fresh parse state for one reply."""
+    """A compiled grammar: constraint() gives a fresh parse state for one reply, a copy of
+    the matcher compile_grammar built and its first mask (no second compilation)."""
 
-    def __init__(self, llt, text: str, kind: str):
+    def __init__(self, llt, text: str, kind: str, matcher, first: np.ndarray):
         self.llt, self.text, self.kind = llt, text, kind
+        self._matcher, self._first = matcher, first      # never advanced: copied per reply
 
     def constraint(self) -> "Constraint":
-        return Constraint(_llg().LLMatcher(self.llt, self.text, log_level=0), self.llt.vocab_size)
+        return Constraint(self._matcher.deep_copy(), self.llt.vocab_size, self._first)
 
 
-def compile_grammar(tok, kind: str, spec) -> Grammar:
-    llt = ll_tokenizer(tok)
+_TOKEN_BYTES: dict[int, tuple] = {}
+
+
+def token_bytes(llt) -> np.ndarray:
+    """int32 [vocab]: each token's length in bytes (cached per llguidance tokenizer)."""
+    with _LOCK:
+        got = _TOKEN_BYTES.get(id(llt))
+        if got is not None and got[0] is llt:
+            return got[1]
+    n = np.array([len(llt.decode_bytes([i])) for i in range(llt.vocab_size)], dtype=np.int32)
+    with _LOCK:
+        _TOKEN_BYTES[id(llt)] = (llt, n)
+    return n
+
+
+def _build(llt, kind: str, spec, reasoning: str | None = None) -> Grammar:
+    """The grammar compiled (after_reasoning's wrapper around it where `reasoning` is
+    given), its first mask computed and its first token tried (the compiler thread runs
+    this): GrammarError for any failure up to there."""
     text = grammar_text(kind, spec)
-    err = _llg().LLMatcher.validate_grammar(text, llt)
-    if err:
-        raise GrammarError(err.strip().splitlines()[0] if len(err) > 300 else err.strip())
-    return Grammar(llt, text, kind)
+    if reasoning is not None:
+        text = after_reasoning(text, reasoning)
+    m = _llg().LLMatcher(llt, text, log_level=0, limits=limits())
+    if m.is_error():
+        raise GrammarError(reason(m.get_error()))
+    words = np.full((llt.vocab_size + 31) // 32, -1, dtype=np.int32)
+    m.unsafe_compute_mask_ptr(words.ctypes.data, words.nbytes)
+    if m.is_error():
+        raise GrammarError(f"fails at its first token: {reason(m.get_error())}")
+    bits = np.unpackbits(words.view(np.uint8), bitorder="little")[:llt.vocab_size].astype(bool)
+    if not bits.any():
+        raise GrammarError("allows no token at its start")
+    # the first token: the longest allowed (the most work for the engine) and the lowest
+    ok = np.flatnonzero(bits)
+    ok = ok[~np.isin(ok, list(llt.eos_tokens))]
+    if len(ok):
+        longest = int(ok[np.argmax(token_bytes(llt)[ok])])
+        scratch = np.empty_like(words)
+        for t in dict.fromkeys((longest, int(ok[0]))):
+            c = m.deep_copy()
+            c.consume_token(t)
+            if not c.is_error() and not c.is_stopped():
+                c.unsafe_compute_mask_ptr(scratch.ctypes.data, scratch.nbytes)
+            if c.is_error():
+                raise GrammarError(f"fails at its first token: {reason(c.get_error())}")
+    return Grammar(llt, text, kind, m, words)
+
+
+# A reasoning model's reply: free text up to `</think>` (the first one: lazy), then the
+# grammar as its own sub-grammar (`@answer`). "inside": the prompt opened `<think>`;
+# "outside": the reply may open it itself, or answer at once.
+_REASONING = {
+    "inside": 'start: reason WS @answer\n',
+    "outside": 'start: think @answer\nthink: "<think>" reason WS |\n',
+}
+_REASONING_TAIL = 'reason[lazy]: /(?s:.*)<\\/think>/\nWS: /[ \\t\\n]*/\n'
+
+
+def after_reasoning(text: str, where: str) -> str:
+    """llguidance's grammar text that leaves the reasoning free and applies `text` (a
+    grammar_text result) from the end of `</think>` on (vLLM's rule for structured
+    outputs with a reasoning parser)."""
+    if where not in _REASONING:
+        raise ValueError(f"reasoning is 'inside' or 'outside', not {where!r}")
+    try:
+        top = json.loads(text)
+    except ValueError:
+        top = None
+    if isinstance(top, dict) and isinstance(top.get("grammars"), list) and top["grammars"]:
+        subs = [dict(g) for g in top["grammars"]]
+    else:
+        subs = [{"lark_grammar": text}]
+    subs[0]["name"] = "answer"
+    wrapper = {"lark_grammar": _REASONING[where] + _REASONING_TAIL}
+    return json.dumps({"grammars": [wrapper, *subs]})
+
+
+def compile_grammar(tok, kind: str, spec, reasoning: str | None = None) -> Grammar:
+    """The grammar, compiled and tried at its first token; GrammarError (status 400) if it
+    passes a limit (grammar_limits), does not compile, takes the engine over
+    grammar_compiler.BUDGET_S, or fails at its first token. grammar_compiler.CompilerBusy
+    (a 503) if every compiler thread stayed busy that long.
+    reasoning: None (the grammar from the reply's first token), or "inside" / "outside"
+    (after_reasoning: the grammar from the end of the reply's `</think>`)."""
+    why = grammar_limits.problem(kind, spec)
+    if why:
+        raise GrammarError(f"too large: {why}")
+    llt = ll_tokenizer(tok)
+    try:
+        return grammar_compiler.run(_build, llt, kind, spec, reasoning)
+    except grammar_compiler.CompileTimeout as e:
+        raise GrammarError(str(e)) from e
 
 
 class Constraint:
-    def __init__(self, matcher, vocab: int):
+    def __init__(self, matcher, vocab: int, first: np.ndarray | None = None):
         self.m, self.vocab = matcher, vocab
         self._words = np.full((vocab + 31) // 32, -1, dtype=np.int32)
         self._ready = False                       # _words hold the current state's mask
         self._bits: np.ndarray | None = None     # the same mask unpacked, once asked for
+        if first is not None:                     # the start state's mask, computed already
+            self._words[:], self._ready = first, True
 
     @property
     def done(self) -> bool:
@@ -203,7 +370,7 @@ class Constraint:
     def allowed(self, n: int) -> np.ndarray:
         """Bool [n]: the tokens the grammar allows next (ids past its vocabulary: none)."""
         if self.m.is_error():
-            raise GrammarError(f"the grammar matcher failed: {self.m.get_error()}")
+            raise GrammarError(f"the grammar failed: {reason(self.m.get_error())}")
         self.prepare()
         if self._bits is None:
             self._bits = np.unpackbits(self._words.view(np.uint8), bitorder="little").astype(bool)
@@ -217,7 +384,7 @@ class Constraint:
         """The allowed tokens as uint32 words (bit i % 32 of word i // 32), llguidance's own
         bitmask, for the device sampler (kernels/sample_cuda.py) to apply."""
         if self.m.is_error():
-            raise GrammarError(f"the grammar matcher failed: {self.m.get_error()}")
+            raise GrammarError(f"the grammar failed: {reason(self.m.get_error())}")
         self.prepare()
         w = self._words.view(np.uint32).copy()
         if self.vocab % 32:                       # ids past its vocabulary: none
@@ -229,7 +396,7 @@ class Constraint:
             return
         self._ready, self._bits = False, None
         if not self.m.consume_token(int(token)):
-            raise GrammarError(f"token {token} breaks the grammar: {self.m.get_error()}")
+            raise GrammarError(f"token {token} breaks the grammar: {reason(self.m.get_error())}")
 
 
 def prepare_many(constraints) -> None:

@@ -1,8 +1,11 @@
-"""The llama-family forward on one TP shard, over an array module (numpy or cupy).
+"""The forward on one TP shard, over an array module (numpy or cupy): the embedding, each
+layer by its family (server/families: `forward_layer`, a list of kernels.ops calls), the
+final norm and the LM head.
 
-Tensor parallel as a transformation of the weights (server/engine/prepare.py): q/k/v and
-gate/up are column-parallel, o and down row-parallel with an all-reduce after them; the
-embedding, the norms and the LM head are replicated. The code below is the same at TP=1.
+Tensor parallel as a transformation of the weights (server/engine/prepare.py, by the
+family's `shard_layer`): q/k/v and gate/up are column-parallel, o and down row-parallel
+with an all-reduce after them; the embedding, the norms and the LM head are replicated.
+The code below is the same at TP=1.
 """
 from __future__ import annotations
 
@@ -12,22 +15,9 @@ import numpy as np
 
 from kernels import ops
 from server.engine.rows import Rows, as_chunks
+from server.families import family
+from server.families.llama import LayerWeights  # noqa: F401  (the llama record, for benches)
 from server.ranks.steps import EVERY_ROW
-
-
-@dataclass
-class LayerWeights:
-    attn_norm: object      # [d]
-    # matrices are [in, out] on the CPU (x @ W) and [out, in] on the GPU (x @ W^T):
-    # server/engine/prepare.py
-    wqkv: object           # [d, (nq + 2 nkv) * hd]
-    bqkv: object | None    # [(nq + 2 nkv) * hd]  (Qwen2)
-    q_norm: object | None  # [hd] (Qwen3)
-    k_norm: object | None
-    wo: object             # [nq * hd, d]
-    mlp_norm: object       # [d]
-    wgu: object            # [d, 2 ff]: gate columns then up columns
-    wdown: object          # [ff, d]
 
 
 @dataclass
@@ -39,6 +29,8 @@ class ShardWeights:
     nq: int                # q heads on this shard
     nkv: int               # kv heads on this shard
     ff: int                # intermediate columns on this shard
+    expert_ff: int = 0     # each routed expert's intermediate columns on this shard
+    shared_ff: int = 0     # the shared expert's
 
 
 class Model:
@@ -47,6 +39,12 @@ class Model:
         self.all_reduce = all_reduce          # None at TP=1
         self.scale = spec.head_dim ** -0.5
         self.graphs = None
+        self.family = family(spec)
+        self.routing = None
+        if spec.moe:
+            from kernels.moe import Routing
+            self.routing = Routing(spec.router, spec.n_experts_used, spec.norm_topk_prob,
+                                   spec.routed_scaling_factor, spec.n_group, spec.topk_group)
         # the CPU over GGUF blocks (numba present): norms, SwiGLU and attention as numba
         # calls too (kernels/rmsnorm_cpu.py, attention_cpu.py); float models keep numpy
         from server.engine.weights.blocks import Blocks
@@ -56,8 +54,13 @@ class Model:
         self.fused = None
         if self.fast:
             from kernels.forward_cpu import Fused
-            if Fused.fits(weights, all_reduce):
+            if self.family.FUSED and Fused.fits(weights, all_reduce):
                 self.fused = Fused(weights, spec)
+            elif not self.family.FUSED:
+                import logging
+                logging.getLogger("foldserve").info(
+                    "%s: the %s family has no fused CPU round: its layers run op by op",
+                    spec.name or spec.arch, spec.arch)
         if xp is not np:
             from kernels.matmul_packed_cuda import pack_weights
             pack_weights(weights)                       # GEMM matrices in mma fragment order
@@ -100,27 +103,13 @@ class Model:
     def run(self, r: Rows, kv):
         """The forward over a prepared round; device work only (CUDA graphs capture this)."""
         w, s = self.w, self.spec
-        hd, nq, nkv = s.head_dim, w.nq, w.nkv
-        pos = r.pos
         h = ops.embed(w.embed, r.ids)                      # h: [T, d] float32
         if self.fused is not None and r.cpu is not None:
             return self.fused.run(h, r, kv, self.scale)
         out = None
+        layer = self.family.forward_layer
         for li, L in enumerate(w.layers):
-            # h += out; qkv = rmsnorm(h) Wqkv   [T, (nq + 2 nkv) hd]
-            qkv, h = ops.norm_linear(out, h, L.attn_norm, s.rms_eps, L.wqkv, L.bqkv, fast=self.fast)
-            T = qkv.shape[0]
-            norms = None if L.q_norm is None else (L.q_norm, L.k_norm)
-            att = ops.qkv_attend(qkv, nq, nkv, hd, pos, self.inv, kv.k(li), kv.v(li), r,
-                                 self.scale, norms, s.rms_eps)
-            out = ops.linear(att.reshape(T, nq * hd), L.wo)   # [T, d] (partial under TP)
-            if self.all_reduce is not None:
-                out = self.all_reduce(out)
-            # h += out; act = silu(rmsnorm(h) Wg) * (rmsnorm(h) Wu)   [T, ff]
-            act, h = ops.norm_linear(out, h, L.mlp_norm, s.rms_eps, L.wgu, glu_ff=w.ff, fast=self.fast)
-            out = ops.linear(act, L.wdown)                     # [T, d] (partial under TP)
-            if self.all_reduce is not None:
-                out = self.all_reduce(out)
+            h, out = layer(ops, self, L, li, h, out, r, kv)
         if r.sel is None:
             return None
         # the wanted rows only: h += out; logits = rmsnorm(h) W_head   [n_wanted, vocab]

@@ -22,9 +22,9 @@ import logging
 
 import numpy as np
 
-from server.engine.model import LayerWeights, ShardWeights
+from server.engine.model import ShardWeights
 from server.shapes.shard import Shard
-from server.engine.weights.blocks import BlockSplitError, Blocks, concat_cols, concat_rows
+from server.engine.weights.blocks import BlockSplitError, Blocks, ExpertStack, concat_cols, concat_rows
 from server.engine.weights.loaded import WeightsError
 
 log = logging.getLogger("foldserve")
@@ -136,36 +136,38 @@ def shard_weights(spec, get, shard: Shard, to_device=lambda a: a, out_in: bool =
     return sw
 
 
+class Split:
+    """The split helpers a family's shard_layer uses (server/families): get a tensor, take
+    heads' rows, a column range, concatenate, orient for the backend, move to the device."""
+
+    def __init__(self, get, to_device, out_in: bool, mixed: bool):
+        self.get, self.dev, self.mixed = get, to_device, mixed
+        self.orient = _contig if out_in else (lambda a: _contig(a if isinstance(a, Blocks) else a.T))
+
+    rows = staticmethod(_rows)
+    take = staticmethod(_take)
+    cols = staticmethod(_cols)
+    head_cols = staticmethod(_head_cols)
+
+    def cat(self, parts, axis=0, mixed=False):
+        return _cat(parts, axis=axis, mixed=mixed and self.mixed)
+
+    def experts(self, parts: list) -> list:
+        """A layer's experts (one matrix each): an ExpertStack where they are Blocks of one
+        kind and shape (one array, read by kernels/moe_cpu.py), else the list as it is."""
+        if parts and all(isinstance(p, Blocks) for p in parts) and \
+                len({(p.kind, p.rows, p.cols) for p in parts}) == 1:
+            return ExpertStack(parts)
+        return parts
+
+
 def _shard_weights(spec, get, shard, to_device, out_in, mixed=False) -> ShardWeights:
-    hd = spec.head_dim
-    orient = _contig if out_in else (lambda a: _contig(a if isinstance(a, Blocks) else a.T))
+    from server.families import family
+    fam = family(spec)
+    sp = Split(get, to_device, out_in, mixed)
+    layers = [fam.shard_layer(spec, i, sp, shard) for i in range(spec.n_layers)]
     lo, hi = shard.ff
-    layers = []
-    for i in range(spec.n_layers):
-        p = f"model.layers.{i}."
-        wq = _rows(get(p + "self_attn.q_proj.weight"), shard.q_heads, hd)
-        wk = _rows(get(p + "self_attn.k_proj.weight"), shard.kv_heads, hd)
-        wv = _rows(get(p + "self_attn.v_proj.weight"), shard.kv_heads, hd)
-        wqkv = orient(_cat([wq, wk, wv], axis=0, mixed=mixed))
-        bqkv = None
-        if spec.qkv_bias:
-            bq = _cat([get(p + "self_attn.q_proj.bias")[h * hd:(h + 1) * hd] for h in shard.q_heads])
-            bk = _cat([get(p + "self_attn.k_proj.bias")[h * hd:(h + 1) * hd] for h in shard.kv_heads])
-            bv = _cat([get(p + "self_attn.v_proj.bias")[h * hd:(h + 1) * hd] for h in shard.kv_heads])
-            bqkv = _cat([bq, bk, bv])
-        wo = orient(_head_cols(get(p + "self_attn.o_proj.weight"), shard.q_heads, hd,
-                               p + "self_attn.o_proj.weight"))
-        gate = _take(get(p + "mlp.gate_proj.weight"), lo, hi)
-        up = _take(get(p + "mlp.up_proj.weight"), lo, hi)
-        wgu = orient(_cat([gate, up], axis=0, mixed=mixed))
-        wdown = orient(_cols(get(p + "mlp.down_proj.weight"), lo, hi, p + "mlp.down_proj.weight"))
-        layers.append(LayerWeights(
-            attn_norm=to_device(get(p + "input_layernorm.weight")),
-            wqkv=to_device(wqkv), bqkv=None if bqkv is None else to_device(bqkv),
-            q_norm=to_device(get(p + "self_attn.q_norm.weight")) if spec.qk_norm else None,
-            k_norm=to_device(get(p + "self_attn.k_norm.weight")) if spec.qk_norm else None,
-            wo=to_device(wo), mlp_norm=to_device(get(p + "post_attention_layernorm.weight")),
-            wgu=to_device(wgu), wdown=to_device(wdown)))
+    orient = sp.orient
     embed = get("model.embed_tokens.weight")
     head = embed if spec.tie_embeddings else get("lm_head.weight")
     embed_dev = to_device(embed)
@@ -175,7 +177,9 @@ def _shard_weights(spec, get, shard, to_device, out_in, mixed=False) -> ShardWei
         lm_head = to_device(orient(head))
     return ShardWeights(embed=embed_dev, norm=to_device(get("model.norm.weight")),
                         lm_head=lm_head, layers=layers,
-                        nq=shard.n_q, nkv=shard.n_kv, ff=hi - lo)
+                        nq=shard.n_q, nkv=shard.n_kv, ff=hi - lo,
+                        expert_ff=shard.expert_ff[1] - shard.expert_ff[0],
+                        shared_ff=shard.shared_ff[1] - shard.shared_ff[0])
 
 
 def weight_bytes(sw: ShardWeights) -> dict:
@@ -192,8 +196,13 @@ def weight_bytes(sw: ShardWeights) -> dict:
             kind = str(getattr(w, "dtype", type(w).__name__))
         out[kind] = out.get(kind, 0) + int(w.nbytes)
     for L in sw.layers:
-        for w in (L.attn_norm, L.wqkv, L.bqkv, L.q_norm, L.k_norm, L.wo, L.mlp_norm, L.wgu, L.wdown):
-            add(w)
+        for f in L.__dataclass_fields__:           # the family's record, field by field
+            w = getattr(L, f)
+            if isinstance(w, ExpertStack):
+                add(w)                               # its views share one array
+                continue
+            for part in (w if isinstance(w, list) and not isinstance(w, MixedBlocks) else [w]):
+                add(part)
     for w in (sw.embed, sw.norm, sw.lm_head):
         add(w)
     return out

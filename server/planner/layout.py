@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from server.shapes.shard import shard_for
+from server.shapes.shard import shard_of
 from server.shapes.spec import ModelSpec
 
 KV_BYTES = {"cpu": 4, "cuda": 2}
@@ -51,16 +51,19 @@ class Layout:
     d_model: int
     ff_rank: int            # this rank's share of the MLP's intermediate size
     prefill_chunk: int = 256
+    moe_floats: int = 0     # a token's floats in a MoE layer on this rank (`moe_floats`)
 
     @staticmethod
     def for_shard(spec: ModelSpec, tp: int, rank: int, kv_bytes: int, page_rows: int,
                   prefill_chunk: int = 256) -> "Layout":
         if page_rows < 1:
             raise ValueError(f"--page-rows {page_rows} must be at least 1")
-        shard = shard_for(spec.n_heads, spec.n_kv_heads, spec.d_ff, tp, rank)
+        shard = shard_of(spec, tp, rank)
         lo, hi = shard.ff
+        dense = not spec.n_experts or spec.first_dense_layers > 0
         return Layout(rank, spec.n_layers, shard.n_kv, spec.head_dim, kv_bytes, page_rows,
-                      spec.vocab, spec.d_model, hi - lo, prefill_chunk)
+                      spec.vocab, spec.d_model, hi - lo if dense else 0, prefill_chunk,
+                      moe_floats(spec, shard))
 
     @property
     def bytes_per_token(self) -> int:
@@ -79,15 +82,32 @@ class Layout:
 
             table    = 4 * pages of one window                    (paged only: int32 page ids)
             sampling = 4 * vocab * 4                              (logits, penalties, probs, sort)
-            scratch  = prefill_chunk * (4 * d_model + 3 * ff_rank) * 4
+            scratch  = prefill_chunk * (4 * d_model + max(3 * ff_rank, moe_floats)) * 4
                        (one prefill chunk's float32 activations: residual, normed input,
-                        attention out, projection out; gate, up and their product)
+                        attention out, projection out; gate, up and their product, or a
+                        MoE layer's routed experts': `moe_floats`)
         """
         table = TABLE_ENTRY_BYTES * self.pages_for(context) if paged else 0
         sampling = SAMPLING_VECTORS * self.vocab * FLOAT_BYTES
         scratch = self.prefill_chunk * (ACT_DMODEL_ROWS * self.d_model
-                                        + ACT_FF_ROWS * self.ff_rank) * FLOAT_BYTES
+                                        + max(ACT_FF_ROWS * self.ff_rank, self.moe_floats)) * FLOAT_BYTES
         return table + sampling + scratch
+
+
+def moe_floats(spec: ModelSpec, shard) -> int:
+    """A token's float32 activations in a MoE layer on this shard (0 for a dense model):
+
+        router   = 2 * n_experts                       (logits, and their float64 weights)
+        routed   = k * (3 * expert_ff_rank + d_model)  (each chosen expert's gate, up, their
+                                                         product, and its output row)
+        shared   = 3 * shared_ff_rank
+    """
+    if not spec.n_experts:
+        return 0
+    eff = shard.expert_ff[1] - shard.expert_ff[0]
+    sff = shard.shared_ff[1] - shard.shared_ff[0]
+    return (2 * spec.n_experts + spec.n_experts_used * (ACT_FF_ROWS * eff + spec.d_model)
+            + ACT_FF_ROWS * sff)
 
 
 def layouts(spec: ModelSpec, tp: int, kv_bytes: int, page_rows: int,

@@ -5,7 +5,10 @@
   n_kv = 2, tp = 3:   KV heads replicated: rank r holds kv head r * n_kv // tp, and the
                       q heads of that group split among the ranks sharing it.
 
-The MLP's intermediate size splits the same way (in whole units of `ff_unit` columns).
+The MLP's intermediate size splits evenly by columns. A mixture-of-experts model's experts
+(and its shared expert) split each expert's intermediate width the same way, in whole units
+of 256 columns where the width is a multiple of 256 (so a Q4_K / Q6_K down matrix splits on
+its blocks), else of 32 (Q8_0, Q4_0, Q4_1): `shard_of(spec, tp, rank)`.
 Pure Python: the planner uses it for per-rank layouts without loading weights.
 """
 from __future__ import annotations
@@ -28,6 +31,8 @@ class Shard:
     q_heads: tuple       # global q-head indices this rank computes
     ff: tuple            # [lo, hi) of the intermediate size
     replicated_kv: bool  # tp > n_kv: kv heads are shared by several ranks
+    expert_ff: tuple = (0, 0)   # [lo, hi) of each routed expert's intermediate size
+    shared_ff: tuple = (0, 0)   # [lo, hi) of the shared expert's
 
     @property
     def n_kv(self) -> int:
@@ -60,3 +65,30 @@ def shard_for(n_heads: int, n_kv: int, d_ff: int, tp: int, rank: int) -> Shard:
         replicated = True
     ff = split_even(d_ff, tp, rank)
     return Shard(rank, tp, kv, q, ff, replicated)
+
+
+def ff_unit(width: int) -> int:
+    """The columns an expert's width splits in: 256 where it divides (Q4_K, Q6_K blocks), else 32."""
+    return 256 if width % 256 == 0 else 32 if width % 32 == 0 else 1
+
+
+def split_units(width: int, tp: int, rank: int, what: str) -> tuple[int, int]:
+    """[lo, hi) of `width` columns for rank, in whole units (ff_unit); every rank gets one."""
+    unit = ff_unit(width)
+    n = width // unit
+    if n < tp:
+        raise ValueError(f"TP {tp} exceeds the {what}'s {width} columns in units of {unit} "
+                         f"({n} units); run at TP {n} or less")
+    lo, hi = split_even(n, tp, rank)
+    return lo * unit, hi * unit
+
+
+def shard_of(spec, tp: int, rank: int) -> Shard:
+    """The shard of a ModelSpec: heads and the dense MLP as shard_for, plus the experts'."""
+    sh = shard_for(spec.n_heads, spec.n_kv_heads, spec.d_ff, tp, rank)
+    if not spec.n_experts:
+        return sh
+    from dataclasses import replace
+    eff = split_units(spec.expert_ff, tp, rank, "routed experts")
+    sff = split_units(spec.shared_ff, tp, rank, "shared expert") if spec.n_shared_experts else (0, 0)
+    return replace(sh, expert_ff=eff, shared_ff=sff)

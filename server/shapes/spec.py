@@ -1,9 +1,18 @@
-"""ModelSpec: the shapes of a llama-family model, and the named real shapes for dummy:SHAPE."""
+"""ModelSpec: the shapes of a model of a served family, and the named real shapes for dummy:SHAPE.
+
+A family (server/families/) is chosen by `arch`: the dense llama layer (llama, mistral,
+qwen2, qwen3; SmolLM is llama) or the mixture-of-experts layer (qwen3moe: softmax router;
+glm4moe: sigmoid router with a selection bias, shared expert, leading dense layers, partial
+RoPE). The MoE fields are 0 / defaults for a dense model.
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-SUPPORTED_ARCHS = ("llama", "mistral", "qwen2", "qwen3", "smollm")
+DENSE_ARCHS = ("llama", "mistral", "qwen2", "qwen3", "smollm")
+MOE_ARCHS = ("qwen3moe", "glm4moe")
+SUPPORTED_ARCHS = DENSE_ARCHS + MOE_ARCHS
+ROUTERS = ("softmax", "sigmoid")
 
 
 class UnsupportedModel(ValueError):
@@ -12,7 +21,7 @@ class UnsupportedModel(ValueError):
 
 @dataclass(frozen=True)
 class ModelSpec:
-    arch: str                 # llama | mistral | qwen2 | qwen3 (SmolLM is llama)
+    arch: str                 # llama | mistral | qwen2 | qwen3 (SmolLM is llama) | qwen3moe | glm4moe
     n_layers: int
     d_model: int
     n_heads: int
@@ -29,6 +38,32 @@ class ModelSpec:
     # Llama 3.1 style rope scaling: (factor, low_freq_factor, high_freq_factor, original_max) or None
     rope_scaling: tuple | None = None
     name: str = ""
+    # mixture of experts (0 / defaults: a dense model)
+    n_experts: int = 0          # routed experts a MoE layer holds
+    n_experts_used: int = 0     # experts each token takes (top-k)
+    expert_ff: int = 0          # one routed expert's intermediate size
+    n_shared_experts: int = 0   # GLM: experts every token takes, as one MLP of shared_ff
+    shared_ff: int = 0          # the shared MLP's intermediate size (expert_ff * n_shared)
+    first_dense_layers: int = 0  # leading layers with a dense MLP of d_ff (GLM)
+    router: str = ""            # softmax | sigmoid (with a selection-only bias)
+    norm_topk_prob: bool = False  # renormalise the chosen experts' weights to sum 1
+    routed_scaling_factor: float = 1.0
+    n_group: int = 1            # group-limited top-k: experts in n_group groups,
+    topk_group: int = 1         # tokens choose among the best topk_group groups
+    rotary_dim: int = 0         # dims of a head RoPE rotates (0: all; GLM: half)
+    nextn_layers: int = 0       # GGUF's MTP/NextN blocks after the trunk: kept unused
+
+    @property
+    def moe(self) -> bool:
+        return self.n_experts > 0
+
+    @property
+    def rot(self) -> int:
+        """Dims of each head RoPE rotates (the first `rot`, half-rotation form)."""
+        return self.rotary_dim or self.head_dim
+
+    def is_moe_layer(self, i: int) -> bool:
+        return self.moe and i >= self.first_dense_layers
 
     @property
     def group(self) -> int:
@@ -36,11 +71,15 @@ class ModelSpec:
 
     @property
     def n_params(self) -> int:
-        d, f, hd = self.d_model, self.d_ff, self.head_dim
-        attn = d * hd * (self.n_heads * 2 + self.n_kv_heads * 2)
-        per_layer = attn + 3 * d * f + 2 * d
-        head = 0 if self.tie_embeddings else self.vocab * d
-        return self.n_layers * per_layer + self.vocab * d + head + d
+        """Weights held (every expert), from the family's tensor table (server/families)."""
+        from server.families import family
+        return family(self).n_params(self)
+
+    @property
+    def n_active_params(self) -> int:
+        """Weights one token reads (the routed experts it takes only)."""
+        from server.families import family
+        return family(self).n_params(self, active=True)
 
     def as_dict(self) -> dict:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
@@ -50,8 +89,9 @@ def check_arch(arch: str) -> str:
     a = arch.lower()
     if a not in SUPPORTED_ARCHS:
         raise UnsupportedModel(
-            f"architecture {arch!r} is not supported; foldserve runs the llama family: "
-            + ", ".join(SUPPORTED_ARCHS))
+            f"architecture {arch!r} is not supported; foldserve runs the llama family ("
+            + ", ".join(DENSE_ARCHS) + ") and the mixture-of-experts families ("
+            + ", ".join(MOE_ARCHS) + ")")
     return "llama" if a == "smollm" else a
 
 
@@ -75,7 +115,42 @@ SHAPES: dict[str, ModelSpec] = {
                             name="tiny-qwen2"),
     "tiny-qwen3": ModelSpec("qwen3", 2, 64, 4, 2, 16, 128, 512, max_context=512, qk_norm=True,
                             name="tiny-qwen3"),
+    # mixture of experts: real shapes for `plan`, tiny ones for fast tests
+    "qwen3-30b-a3b": ModelSpec("qwen3moe", 48, 2048, 32, 4, 128, 6144, 151936,
+                               rope_theta=1000000.0, rms_eps=1e-6, max_context=40960,
+                               qk_norm=True, n_experts=128, n_experts_used=8, expert_ff=768,
+                               router="softmax", norm_topk_prob=True, name="qwen3-30b-a3b"),
+    "glm-4.5-air": ModelSpec("glm4moe", 46, 4096, 96, 8, 128, 10944, 151552,
+                             rope_theta=1000000.0, rms_eps=1e-5, max_context=131072,
+                             qkv_bias=True, n_experts=128, n_experts_used=8, expert_ff=1408,
+                             n_shared_experts=1, shared_ff=1408, first_dense_layers=1,
+                             router="sigmoid", norm_topk_prob=True, routed_scaling_factor=1.0,
+                             rotary_dim=64, name="glm-4.5-air"),
+    "tiny-qwen3moe": ModelSpec("qwen3moe", 2, 64, 4, 2, 16, 96, 512, max_context=512,
+                               rms_eps=1e-6, qk_norm=True, n_experts=8, n_experts_used=3,
+                               expert_ff=96, router="softmax", norm_topk_prob=True,
+                               name="tiny-qwen3moe"),
+    "tiny-glm4moe": ModelSpec("glm4moe", 3, 64, 6, 3, 16, 128, 512, max_context=512,
+                              qkv_bias=True, n_experts=8, n_experts_used=3, expert_ff=96,
+                              n_shared_experts=1, shared_ff=96, first_dense_layers=1,
+                              router="sigmoid", norm_topk_prob=True, routed_scaling_factor=2.5,
+                              n_group=2, topk_group=1, rotary_dim=8, name="tiny-glm4moe"),
 }
+
+
+def moe_on_gpu(spec: ModelSpec) -> str:
+    """The one-line refusal of a mixture-of-experts family on --device cuda."""
+    return (f"{spec.name or spec.arch}: the {spec.arch} family (mixture of experts) runs on the "
+            f"CPU only until its GPU kernels exist; use --device cpu")
+
+
+def describe_experts(spec: ModelSpec) -> str:
+    """'experts: 128 routed of FF 768, 8 a token; 30.53 B weights held, 3.35 B a token'."""
+    shared = f" + {spec.n_shared_experts} shared of FF {spec.shared_ff}" if spec.n_shared_experts else ""
+    dense = f", {spec.first_dense_layers} leading dense layer(s)" if spec.first_dense_layers else ""
+    return (f"experts: {spec.n_experts} routed of FF {spec.expert_ff}, {spec.n_experts_used} a "
+            f"token ({spec.router} router){shared}{dense}; {spec.n_params / 1e9:.2f} B weights held, "
+            f"{spec.n_active_params / 1e9:.2f} B a token")
 
 
 def shape(name: str) -> ModelSpec:

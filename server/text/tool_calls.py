@@ -9,8 +9,11 @@
                (or "arguments"), optionally after <|python_tag|>, several joined by ";"
 
 A call is (name, arguments as a JSON string). Text that does not parse as a call stays
-content: a reply is never lost to a parser (a last Hermes call cut off by max_tokens is
-dropped, the complete ones before it kept).
+content: a reply is never lost to a parser. A reply cut by max_tokens (`cut=True`) keeps
+its complete calls, and its last Hermes call comes back as a call too, its arguments as
+far as they were written (a JSON prefix, as OpenAI returns a cut call), when its name is
+decided (written whole, or the one of `names` it began); a marker cut halfway is dropped,
+never left in the content.
 """
 from __future__ import annotations
 
@@ -51,24 +54,60 @@ def _calls(values) -> list[Call] | None:
     return out if out and all(c is not None for c in out) else None
 
 
-def parse(text: str) -> tuple[str | None, list[Call]]:
-    """-> (content or None, calls); calls empty when the text holds none."""
+_OPENING = re.compile(r'\{\s*"name"\s*:\s*"(?P<name>[^"\\]*)(?P<closed>")?'
+                      r'(?:\s*,\s*"arguments"\s*:\s*(?P<args>.*))?', re.S)
+
+
+def cut_call(body: str, names=()) -> Call | None:
+    """The call a reply cut by max_tokens was writing; body: the text after `<tool_call>`.
+    Its name as written when whole, else the one of `names` that begins with what was
+    written (or the only one); None while undecided. Arguments: as far as written."""
+    body = body.strip()
+    j = partial_tail(body, HERMES_CLOSE)
+    whole = body[:len(body) - j].rstrip()
+    try:
+        c = _call(json.loads(whole))
+        if c is not None:
+            return c
+    except json.JSONDecodeError:
+        pass
+    m = _OPENING.match(body)
+    names = list(names or ())
+    if m is None:
+        return Call(names[0], "") if len(names) == 1 else None
+    name = m.group("name")
+    if not m.group("closed"):
+        fits = [n for n in names if n.startswith(name)]
+        if len(fits) != 1:
+            return None
+        name = fits[0]
+    return Call(name, (m.group("args") or "").rstrip())
+
+
+def parse(text: str, names=(), cut: bool = False) -> tuple[str | None, list[Call]]:
+    """-> (content or None, calls); calls empty when the text holds none. cut: the reply
+    ended at max_tokens (its last call may be cut; `names`: the tools it may call)."""
     if HERMES_OPEN in text:
-        calls, ok, cut = [], True, len(text)
+        calls, ok, end = [], True, len(text)
         for m in _HERMES.finditer(text):
             try:
                 c = _call(json.loads(m.group(1)))
             except json.JSONDecodeError:
                 c = None
             if c is None:
-                # a last call cut off (finish_reason "length") is dropped, the rest kept
-                ok = bool(calls) and not m.group(0).endswith(HERMES_CLOSE) and m.end() == len(text)
-                cut = m.start()
+                last = not m.group(0).endswith(HERMES_CLOSE) and m.end() == len(text)
+                if cut and last:
+                    c = cut_call(m.group(1), names)
+                    calls += [c] if c is not None else []
+                ok = (bool(calls) or cut) and last      # a cut marker never stays content
+                end = m.start()
                 break
             calls.append(c)
-        if ok and calls:
-            content = _HERMES.sub("", text[:cut]).strip()
-            return content or None, calls
+        if ok and (calls or cut):
+            content = _HERMES.sub("", text[:end])
+            if cut:                         # "...</tool_call>\n<tool_c": no marker in content
+                content = content[:len(content) - partial_marker_tail(content)]
+            return content.strip() or None, calls
     stripped = text.strip()
     if stripped.startswith(MISTRAL):
         try:
@@ -119,12 +158,22 @@ def marker_at(text: str) -> int:
     return min(hits) if hits else -1
 
 
+def partial_tail(text: str, marker: str) -> int:
+    """Length of text's longest suffix that is a proper prefix of marker."""
+    for n in range(min(len(marker) - 1, len(text)), 0, -1):
+        if text.endswith(marker[:n]):
+            return n
+    return 0
+
+
 def partial_marker_tail(text: str) -> int:
     """Length of text's longest suffix that is a proper prefix of a marker."""
-    best = 0
-    for m in (HERMES_OPEN, MISTRAL):
-        for n in range(min(len(m) - 1, len(text)), best, -1):
-            if text.endswith(m[:n]):
-                best = n
-                break
-    return best
+    return max(partial_tail(text, m) for m in (HERMES_OPEN, MISTRAL))
+
+
+def forced_calls(text: str, names, cut: bool) -> list[Call]:
+    """A reply the call grammar wrote (tool_choice "required" or a named function): its
+    calls, the cut last one included (see cut_call); nothing of it is content."""
+    if HERMES_OPEN not in text:             # cut before the marker was whole
+        return [Call(names[0], "")] if cut and len(names) == 1 else []
+    return parse(text, names, cut)[1]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 
 from server.api import AppState
-from server.requests import TokenEvent
+from server.requests import SHUTTING_DOWN, TokenEvent
 
 BOS, EOS, BYTE0 = 1, 2, 3
 VOCAB = 32000
@@ -29,17 +29,16 @@ class FakeTokenizer:
         return ([BOS] if add_special_tokens else []) + [b + BYTE0 for b in text.encode("utf-8")]
 
     def decode(self, ids, skip_special_tokens: bool = False) -> str:
-        out = bytearray()
-        for i in ids:
-            if i == BOS:
-                out += b"<s>"
-            elif i == EOS:
-                out += b"</s>"
-            elif BYTE0 <= i < BYTE0 + 256:
-                out.append(i - BYTE0)
-            elif i >= BYTE0 + 256:
-                out += f" w{i}".encode()
-        return out.decode("utf-8", errors="replace")
+        return b"".join(map(self.token_bytes, ids)).decode("utf-8", errors="replace")
+
+    def token_bytes(self, i: int) -> bytes:
+        if i == BOS:
+            return b"<s>"
+        if i == EOS:
+            return b"</s>"
+        if BYTE0 <= i < BYTE0 + 256:
+            return bytes([i - BYTE0])
+        return f" w{i}".encode() if i >= BYTE0 + 256 else b""
 
 
 def fake_render(messages: list[dict]) -> str:
@@ -49,13 +48,17 @@ def fake_render(messages: list[dict]) -> str:
 class FakeScheduler:
     def __init__(self, reply: str = "Hello, wörld! 你好. ", *, delay: float = 0.0,
                  eos_after: int | None = None, fail_after: int | None = None,
-                 cached_tokens: int = 0, inline_finish: bool = False):
+                 cached_tokens: int = 0, inline_finish: bool = False, push: bool = False,
+                 reply_ids: list[int] | None = None):
         self.reply = reply.encode("utf-8")
+        self.reply_ids = reply_ids      # token ids to reply with instead (a real tokenizer's)
         self.delay = delay
         self.eos_after = eos_after
         self.fail_after = fail_after
         self.cached_tokens = cached_tokens
         self.inline_finish = inline_finish
+        self.push = push                # produce events whether or not they are read, as the
+        self.finished: list[str] = []   # engine thread does (push=True); ids run to their end
         self.metrics = None             # create_app wires its Metrics in here
         self.cancelled: list[str] = []
         self.started: list = []
@@ -63,6 +66,8 @@ class FakeScheduler:
         self.state = {"ranks": 1, "ranks_ok": True, "streams_busy": 0, "streams_total": 4,
                       "pages_free": 60, "pages_total": 64, "queue": 0, "context": 256}
         self.check_error: Exception | None = None
+        self.closed: str | None = None
+        self.ended: str | None = None
 
     def check(self, prompt_len: int, max_tokens: int) -> None:
         if self.check_error is not None:
@@ -75,7 +80,42 @@ class FakeScheduler:
         self.cancelled.append(req_id)
         self.active.discard(req_id)
 
+    def stop_admitting(self, message: str) -> None:
+        """As the scheduler's: later requests end at once with a 503 shutting_down (this
+        fake has no waiting list: every request runs)."""
+        self.closed = message
+
+    def end_running(self, message: str) -> None:
+        self.ended = message            # each running request ends at its next token
+
     async def generate(self, req):
+        if not self.push:
+            async for ev in self._produce(req):
+                yield ev
+            return
+        q: asyncio.Queue = asyncio.Queue()
+
+        async def produce():
+            async for ev in self._produce(req):
+                q.put_nowait(ev)
+
+        task = asyncio.ensure_future(produce())
+        try:
+            while True:
+                ev = await q.get()
+                yield ev
+                if ev.finish_reason is not None:
+                    return
+        finally:
+            if not task.done():
+                self.cancel(req.id)
+                await task
+
+    async def _produce(self, req):
+        if self.closed is not None:
+            yield TokenEvent(None, finish_reason="error", error=self.closed, error_code=503,
+                             code=SHUTTING_DOWN)
+            return
         self.started.append(req)
         self.active.add(req.id)
         if self.metrics is not None:
@@ -90,6 +130,10 @@ class FakeScheduler:
                 if req.id not in self.active:
                     yield TokenEvent(None, finish_reason="abort")
                     return
+                if self.ended is not None:
+                    yield TokenEvent(None, finish_reason="error", error=self.ended,
+                                     error_code=503, code=SHUTTING_DOWN)
+                    return
                 if self.fail_after is not None and i == self.fail_after:
                     yield TokenEvent(None, finish_reason="error", error="rank 1 is gone",
                                      error_code=503)
@@ -98,7 +142,8 @@ class FakeScheduler:
                 if self.eos_after is not None and i == self.eos_after and not p.ignore_eos:
                     tok, finish = EOS, "stop"
                 else:
-                    tok = BYTE0 + self.reply[i % len(self.reply)]
+                    tok = self.reply_ids[i % len(self.reply_ids)] if self.reply_ids \
+                        else BYTE0 + self.reply[i % len(self.reply)]
                     finish = "length" if last else None
                 top = tuple((tok + k, -0.5 - k) for k in range(p.logprobs or 0))
                 n, c = len(req.prompt_ids), self.cached_tokens
@@ -111,6 +156,7 @@ class FakeScheduler:
                                  cached_tokens=c, finish_reason=finish if self.inline_finish else None,
                                  prompt_logprobs=plp)
                 if finish:
+                    self.finished.append(req.id)
                     if not self.inline_finish:
                         yield TokenEvent(None, finish_reason=finish, prompt_tokens=n, cached_tokens=c)
                     return

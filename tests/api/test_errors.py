@@ -53,7 +53,7 @@ def error_of(r, status: int) -> dict:
     ({"prompt": "x", "stream_options": {"include_usage": "y"}}, "stream_options.include_usage"),
     ({"prompt": ""}, "prompt"),
     ({"prompt": []}, "prompt"),
-    ({"prompt": ["a", "b"]}, "prompt"),
+    ({"prompt": ["a", ""]}, "prompt[1]"),              # several prompts: each checked
     ({"prompt": [1, -5]}, None),
     ({"prompt": [1, 99999999]}, "prompt"),
     ({"prompt": 12}, "prompt"),

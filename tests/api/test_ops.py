@@ -18,6 +18,19 @@ def test_health_ok_and_unhealthy(client, sched):
     assert r.status_code == 503 and r.json()["status"] == "unhealthy"
 
 
+def test_health_after_a_lost_rank_names_it_and_no_pool(client, sched):
+    """A group that lost a rank has no pool: /health names the rank, and the pool's and
+    streams' fields are null rather than numbers of a pool nobody serves from."""
+    sched.state.update(ranks_ok=False, ranks=2,
+                       lost="rank 1 lost: its heartbeat connection dropped (closed by the peer)")
+    body = client.get("/health").json()
+    assert body["status"] == "unhealthy" and body["ranks"] == 2
+    assert body["reason"] == ("rank 1 lost: its heartbeat connection dropped (closed by the "
+                              "peer); restart the server"), body
+    assert [body[k] for k in ("pages_total", "pages_free", "pages_kept", "streams_busy",
+                              "queue")] == [None] * 5, body
+
+
 def test_models(client):
     body = client.get("/v1/models").json()
     assert body["object"] == "list"

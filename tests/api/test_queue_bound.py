@@ -67,3 +67,18 @@ def test_a_share_releases_the_ticket_once_the_last_choice_ends():
     import gc
     gc.collect()
     assert b.count == 0
+
+
+def test_max_queue_0_admits_while_a_stream_is_free():
+    """--max-queue 0 is no waiting room, not no service: an idle server answers, and a burst
+    gets exactly the streams (4), the rest 503 queue_full (issue 30, item 6)."""
+    sched = FakeScheduler(delay=0.01)           # 4 streams_total
+    state = make_state(sched, max_queue=0)
+    app = create_app(state)
+    (alone,) = asyncio.run(_burst(app, 1, {"prompt": "x", "max_tokens": 5}))
+    assert alone.status_code == 200, alone.text
+    replies = asyncio.run(_burst(app, 10, {"prompt": "x", "max_tokens": 5}))
+    codes = sorted(r.status_code for r in replies)
+    assert codes == [200] * 4 + [503] * 6, codes
+    assert all(r.json()["error"]["code"] == "queue_full" for r in replies if r.status_code == 503)
+    assert state.backlog.count == 0

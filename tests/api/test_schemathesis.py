@@ -3,8 +3,9 @@ document: no 5xx, every reply in its documented status, content type, headers an
 every schema-valid body accepted and every schema-invalid one refused (issue 16).
 
 The fake scheduler ends each reply after a few tokens, so a max_tokens near the context
-costs nothing. One rule no schema can hold is left to the server: the prompt's tokens plus
-max_tokens must fit the context; schema-valid bodies past it are not generated."""
+costs nothing. Two rules no schema can hold are left to the server: the prompt's tokens plus
+max_tokens must fit the context, and the prompt's logprobs at most MAX_ENTRIES entries
+(prompt_logprob_json.check_size); schema-valid bodies past them are not generated."""
 from __future__ import annotations
 
 import json
@@ -60,10 +61,20 @@ def prompt_tokens(path: str, body: dict) -> int | None:
     return None
 
 
+AGENT_ROUTES = ("/v1/messages", "/v1/messages/count_tokens", "/v1/responses")
+
+
 def fits_context(case) -> bool:
     body = case.body if isinstance(case.body, dict) else None
-    if body is None or case.path not in ("/v1/completions", "/v1/chat/completions"):
+    if body is None or case.path not in ("/v1/completions", "/v1/chat/completions",
+                                         "/v1/messages", "/v1/responses"):
         return True
+    if case.path in AGENT_ROUTES:
+        # the fake tokenizer is byte-level: the prompt is at most the body's bytes and the
+        # fake template's few markers a message
+        n = len(json.dumps(body, ensure_ascii=False).encode()) + 64
+        asked = body.get("max_tokens", body.get("max_output_tokens"))
+        return n + (asked if isinstance(asked, int) else 1) <= CONTEXT
     n = prompt_tokens(case.path, body)
     if n is None:
         return True
@@ -71,11 +82,34 @@ def fits_context(case) -> bool:
     return n + (asked if isinstance(asked, int) else 1) <= CONTEXT   # defaults fit the room
 
 
+def within_logprob_bound(case) -> bool:
+    from server.api.errors import ApiError
+    from server.api.prompt_logprob_json import check_size
+
+    def int_or_none(v):
+        return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+    body = case.body if isinstance(case.body, dict) else None
+    if body is None or case.path not in ("/v1/completions", "/v1/chat/completions"):
+        return True
+    n = prompt_tokens(case.path, body)
+    if n is None:
+        return True
+    echo = case.path == "/v1/completions" and body.get("echo") is True
+    try:
+        check_size(n, prompt_logprobs=int_or_none(body.get("prompt_logprobs")),
+                   echo_logprobs=int_or_none(body.get("logprobs")) if echo else None,
+                   n=int_or_none(body.get("n")) or 1)
+    except ApiError:
+        return False
+    return True
+
+
 # a grammar, schema or tool set is compiled by the grammar engine (server/engine/grammar.py);
 # whether an arbitrary one compiles is the second rule no schema can state (docs/api.md)
 GRAMMAR_FIELDS = ("response_format", "guided_json", "guided_regex", "guided_choice",
                   "guided_grammar", "structured_outputs", "json_schema", "grammar", "tools",
-                  "tool_choice")
+                  "tool_choice", "output_config", "text")
 
 
 def unconstrained(case) -> bool:
@@ -84,7 +118,23 @@ def unconstrained(case) -> bool:
     body = case.body if isinstance(case.body, dict) else {}
     msgs = body.get("messages") if isinstance(body.get("messages"), list) else []
     calls = any(isinstance(m, dict) and m.get("tool_calls") for m in msgs)
+    items = body.get("input") if isinstance(body.get("input"), list) else []
+    calls = calls or any(isinstance(i, dict) and i.get("type") == "function_call" for i in items)
     return not calls and all(body.get(f) is None for f in GRAMMAR_FIELDS)
+
+
+def held_state(case) -> bool:
+    """Two more rules no schema states, on the agents' routes: previous_response_id must
+    name a response the server still holds, and a Messages conversation ends with the
+    user's message (no prefill)."""
+    body = case.body if isinstance(case.body, dict) else {}
+    if case.path == "/v1/responses":
+        return body.get("previous_response_id") is None
+    if case.path in ("/v1/messages", "/v1/messages/count_tokens"):
+        msgs = body.get("messages")
+        return not (isinstance(msgs, list) and msgs and isinstance(msgs[-1], dict)
+                    and msgs[-1].get("role") != "user")
+    return True
 
 
 def integral_floats_as_ints(value):
@@ -107,7 +157,9 @@ def test_the_api_keeps_its_openapi_document(case):
     if positive:
         case.body = integral_floats_as_ints(case.body)
         assume(fits_context(case))
+        assume(within_logprob_bound(case))
         assume(unconstrained(case))
+        assume(held_state(case))
     case.call_and_validate(checks=ALL_CHECKS)
 
 

@@ -14,7 +14,9 @@ import httpx
 from free_ports import free_port as _free_port
 
 ROOT = Path(__file__).resolve().parents[2]
-START_TIMEOUT_S = 120.0
+# a fresh clone compiles the CPU kernels before /health says ready (server/warmup.py):
+# three servers at once on a small or busy host take minutes
+START_TIMEOUT_S = 300.0
 
 # name -> (TF_KV_PAGES, serve arguments)
 CONFIGS = {

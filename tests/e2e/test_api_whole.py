@@ -281,6 +281,27 @@ def test_forced_tool_call_validates_and_follow_up_answers(srv, client, choice):
     assert (name, json.loads(arguments), finish) == (calls[0].function.name, args, "tool_calls")
 
 
+@pytest.mark.parametrize("parallel", [False, True])
+def test_forced_call_cut_by_max_tokens_is_a_tool_call(srv, client, parallel):
+    """The issue's leak: a forced call cut by max_tokens came back as markup in content.
+    Now: tool_calls (the cut one's arguments as far as written), content null, "length";
+    streamed, the same call and no content."""
+    kw = dict(model=srv.model, messages=WEATHER, tools=TOOLS, max_tokens=14, temperature=0,
+              tool_choice={"type": "function", "function": {"name": "get_weather"}},
+              parallel_tool_calls=parallel)
+    ch = client.chat.completions.create(**kw).choices[0]
+    assert ch.finish_reason == "length" and ch.message.content is None, ch
+    (call,) = ch.message.tool_calls
+    assert call.function.name == "get_weather" and "<" not in call.function.arguments
+    content, arguments, finish = "", "", None
+    for chunk in client.chat.completions.create(**kw, stream=True):
+        d = chunk.choices[0].delta
+        content += d.content or ""
+        arguments += "".join(t.function.arguments or "" for t in d.tool_calls or [])
+        finish = chunk.choices[0].finish_reason or finish
+    assert (content, arguments, finish) == ("", call.function.arguments, "length")
+
+
 def follow_up(srv, client, message, call):
     """The next turn, with the assistant's tool call and the tool's result, renders and answers."""
     follow = WEATHER + [message.model_dump(exclude_none=True),

@@ -14,7 +14,7 @@ SCHEMAS = [
      "required": ["a", "b"], "additionalProperties": False},
     {"type": "array", "items": {"enum": ["red", "green", "blue"]}, "maxItems": 3},
     {"type": "object", "properties": {"n": {"type": "number", "minimum": -5, "maximum": 5}},
-     "required": ["n"]},
+     "required": ["n"], "additionalProperties": True},         # open (closed is the default)
 ]
 
 

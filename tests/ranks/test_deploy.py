@@ -65,7 +65,7 @@ def test_one_host_tp2_on_cpu_answers_a_chat_request_beside_a_server_on_its_port(
         assert f"foldserve: port {taken} on {HOST} is in use" in proc.stderr, proc.stderr
         port = int(proc.stderr.split("serving on port ")[1].split()[0])
         url = f"http://{HOST}:{port}"
-        health = wait_health(url, [proc], timeout=120)
+        health = wait_health(url, [proc], timeout=300)    # the warm-up compiles first
     assert health["tp"] == 2
     assert f"at {url}/v1 (TP 2," in proc.stderr        # the serving line names the URL
     r = httpx.post(url + "/v1/chat/completions", timeout=300, json={   # 60 s ran out at load 11

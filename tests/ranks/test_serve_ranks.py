@@ -68,7 +68,7 @@ def test_golden_at_tp(tp, golden, real_model_path, group):
     url = f"http://{HOST}:{port}"
     server = group.start(["--tp", str(tp), "--port", str(port), "--context", "512",
                           "--parallel", "8", "--prompt-cache-gib", "0"], name="rank0")
-    health = wait_health(url, [server], timeout=120)
+    health = wait_health(url, [server], timeout=300)    # the warm-up compiles first
     assert health["tp"] == tp and health["ranks"] == tp
 
     cases = golden["cases"]
@@ -244,7 +244,7 @@ def test_rooms_3_2_4_make_one_pool_and_equal_tables(group):
     reports = [p.reports() for p in procs]
     assert all(len(rep) == 1 for rep in reports), reports
     (r0, mapped, digest, still_open), = reports[0]
-    assert mapped == 12 and still_open == 0
+    assert mapped == 12 + 1 and still_open == 0     # the 12 requests and the warm-up's (server/warmup.py)
     assert [rep[0] for rep in reports] == [(r, mapped, digest, 0) for r in range(3)]
 
 
@@ -277,6 +277,8 @@ def _assert_unhealthy_soon(url: str, procs, within: float) -> float:
     took = time.monotonic() - t0
     body = r.json()
     assert body["status"] == "unhealthy" and "restart" in body["reason"]
+    # the lost rank named, no pool of a group that has none (issue 30: pages_total 0 was seen)
+    assert "rank 1 lost" in body["reason"] and body["pages_total"] is None, body
     assert procs[0].popen.poll() is None, "rank 0 exited instead of answering"
     # nothing hangs afterwards: a new request is refused at once with a 503
     t1 = time.monotonic()

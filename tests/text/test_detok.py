@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from hypothesis import given, settings, strategies as st
 
-from server.text.detok import IncrementalDetokenizer, StopMatcher
+from server.text.detok import IncrementalDetokenizer
+from server.text.stops import StopMatcher
 
 from .cases import TEXT
 
@@ -85,6 +86,18 @@ def test_first_stop_to_complete_wins():
     assert run_stops([">", "<><"], ["<><"]) == ("<", True)  # ">" completes before "<><"
     assert run_stops(["b", "abc", "ab"], ["xabc"]) == ("x", True)  # same end: the longer cut
     assert run_stops(["END", "\n\n"], ["one\n", "\ntwo END"]) == ("one", True)
+
+
+def test_the_matched_stop_is_the_one_that_won():
+    """Anthropic's stop_sequence names it (server/api/messages.py)."""
+    for stops, chunks, want in ((["world", "lo"], ["hello world"], "lo"),
+                                ([">", "<><"], ["<", "><"], ">"),
+                                (["b", "abc", "ab"], ["xa", "bc"], "ab"),
+                                (["zz"], ["abc"], None)):
+        m = StopMatcher(stops)
+        for c in chunks:
+            m.push(c)
+        assert m.matched == want, (stops, chunks)
 
 
 def test_no_stops_and_empty_stops_pass_everything():

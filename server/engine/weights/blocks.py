@@ -24,7 +24,13 @@ BLOCK = {
     "Q4_1": (32, 20),
     "Q4_K": (256, 144),
     "Q6_K": (256, 210),
+    # plain floats, kept as stored where the loader keeps them so (a GGUF's 3-D expert
+    # tensors: kernels/blocks_cpu.py reads their rows as it reads blocks)
+    "F16": (1, 2),
+    "BF16": (1, 2),
+    "F32": (1, 4),
 }
+QUANT = ("Q8_0", "Q4_0", "Q4_1", "Q4_K", "Q6_K")     # the block kinds a 2-D matrix stays in
 
 
 class BlockSplitError(ValueError):
@@ -33,7 +39,7 @@ class BlockSplitError(ValueError):
 
 @dataclass(frozen=True)
 class Blocks:
-    kind: str            # "Q8_0", "Q4_0", "Q4_1", "Q4_K" or "Q6_K"
+    kind: str            # "Q8_0", "Q4_0", "Q4_1", "Q4_K", "Q6_K" (or F16, BF16, F32 rows)
     rows: int
     cols: int
     data: np.ndarray     # uint8 [rows, row_bytes]
@@ -117,3 +123,22 @@ def concat_cols(parts: list[Blocks]) -> Blocks:
                          f"{[(p.kind, p.rows, p.cols) for p in parts]}")
     data = np.ascontiguousarray(np.concatenate([p.data for p in parts], axis=1))
     return Blocks(parts[0].kind, parts[0].rows, sum(p.cols for p in parts), data)
+
+
+class ExpertStack(list):
+    """A MoE layer's experts of one kind and shape as one array: `data` uint8
+    [n_experts, rows, row_bytes], and the list of each expert's Blocks (views of it). The CPU
+    multiplies a round's groups of rows by many experts in one call (kernels/moe_cpu.py)."""
+
+    def __init__(self, parts: list):
+        kinds = {(p.kind, p.rows, p.cols) for p in parts}
+        if len(kinds) != 1 or not all(isinstance(p, Blocks) for p in parts):
+            raise ValueError(f"ExpertStack: experts differ in kind or shape: {sorted(kinds)}")
+        (self.kind, self.rows, self.cols), = kinds
+        self.data = np.ascontiguousarray(np.stack([p.data for p in parts]))
+        super().__init__(Blocks(self.kind, self.rows, self.cols, self.data[e])
+                         for e in range(len(parts)))
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.data.nbytes)

@@ -1,7 +1,14 @@
 """Load a .gguf file: quantized matrices kept as stored (Blocks), the rest as float32;
-rename to HF; undo llama.cpp's q/k row order (a row permutation: Blocks.take_rows)."""
+rename to HF; undo llama.cpp's q/k row order (a row permutation: Blocks.take_rows).
+
+A mixture-of-experts file's 3-D expert tensors ([n_experts, out, in], any of Q8_0, Q4_0,
+Q4_1, Q4_K, Q6_K, F16, BF16, F32) become one Blocks per expert over the file's bytes (views
+of the map, never dequantized). A GLM file's MTP / NextN blocks (blk.N.* for N past the
+trunk, `{arch}.nextn_predict_layers` of them) are not run: they are counted, their bytes
+left unread in the file, and one startup line says so."""
 from __future__ import annotations
 
+import logging
 import os
 import time
 from dataclasses import replace
@@ -13,13 +20,15 @@ from gguf.quants import dequantize
 from server.shapes.spec import ModelSpec
 from . import permute, rope_scaling
 from .gguf_spec import Fields, spec_from_gguf
-from .blocks import BLOCK, Blocks
+from .blocks import BLOCK, QUANT, Blocks
 from .gguf_file import GGUFFile
-from .gguf_names import IGNORED, hf_name
+from .gguf_names import IGNORED, block_of, expert_tensor, hf_name
 from .identity import hash_files, identity
 from .loaded import Loaded, WeightsError
 from .names import EMBED, HEAD, check_tensors
 from .progress import Progress
+
+log = logging.getLogger("foldserve")
 
 
 def to_float32(t, path: str) -> np.ndarray:
@@ -39,10 +48,33 @@ def to_float32(t, path: str) -> np.ndarray:
 def as_stored(t, path: str):
     """A 2-D tensor of a block type as Blocks over the file's bytes (no copy); else float32."""
     kind = GGMLQuantizationType(t.ggml_type).name
-    if kind in BLOCK and len(t.dims) == 2:
+    if kind in QUANT and len(t.dims) == 2:
         rows, cols = t.shape
         return Blocks(kind, rows, cols, t.data.reshape(rows, -1))
     return to_float32(t, path)
+
+
+def router_as_stored(t, path: str):
+    """A MoE router (ffn_gate_inp, F32 in llama.cpp's files) as Blocks of its kind: the CPU
+    reads it with the block kernels like the experts (OpenBLAS between numba's parallel
+    regions costs more than the product: their spinning threads contend)."""
+    kind = GGMLQuantizationType(t.ggml_type).name
+    if kind in BLOCK and len(t.dims) == 2 and t.shape[1] % 32 == 0:
+        rows, cols = t.shape
+        return Blocks(kind, rows, cols, t.data.reshape(rows, -1))
+    return as_stored(t, path)
+
+
+def experts_as_stored(t, path: str) -> list:
+    """A 3-D expert tensor [n_experts, out, in] as one Blocks [out, in] per expert: views of
+    the file's bytes (any kind kernels/blocks_cpu.py reads, plain floats included)."""
+    kind = GGMLQuantizationType(t.ggml_type).name
+    if kind not in BLOCK or len(t.dims) != 3:
+        raise WeightsError(f"{path}: expert tensor {t.name} is {kind} of {len(t.dims)} dims; "
+                           f"foldserve reads 3-D expert tensors of {', '.join(BLOCK)}")
+    n, rows, cols = t.shape
+    data = t.data.reshape(n, rows, -1)
+    return [Blocks(kind, rows, cols, data[e]) for e in range(n)]
 
 
 def load_gguf(path: str, *, progress: bool = True) -> Loaded:
@@ -54,7 +86,12 @@ def load_gguf(path: str, *, progress: bool = True) -> Loaded:
     by_name = {t.name: t for t in reader.tensors}
     spec, raw_arch = spec_from_gguf(Fields(reader, path), set(by_name))
 
-    unknown = [n for n in by_name if hf_name(n) is None and n not in IGNORED]
+    arch = spec.arch
+    trunk = spec.n_layers                   # blocks past it: MTP / NextN (nextn_layers of them)
+    unused = [n for n in by_name if (block_of(n) or 0) >= trunk and block_of(n) is not None
+              and block_of(n) < trunk + spec.nextn_layers]
+    unknown = [n for n in by_name if n not in unused and n not in IGNORED
+               and hf_name(n, arch) is None and expert_tensor(n, arch) is None]
     if unknown:
         raise WeightsError(f"{path}: tensor(s) {', '.join(unknown[:5])} are not part of a {spec.arch} "
                            "model as foldserve knows it")
@@ -68,11 +105,18 @@ def load_gguf(path: str, *, progress: bool = True) -> Loaded:
                   enabled=progress, start=start) as bar:
         for name, t in by_name.items():
             stored[name] = {"shape": [int(s) for s in t.shape], "dtype": t.type_name}
-            if name in IGNORED:
+            if name in IGNORED or name in unused:
                 bar.advance()
                 continue
-            x = as_stored(t, path)
-            hf = hf_name(name)
+            ex = expert_tensor(name, arch)
+            if ex is not None:
+                layer, proj = ex
+                for e, b in enumerate(experts_as_stored(t, path)):
+                    tensors[f"model.layers.{layer}.mlp.experts.{e}.{proj}.weight"] = b
+                bar.advance()
+                continue
+            x = router_as_stored(t, path) if name.endswith(".ffn_gate_inp.weight") else as_stored(t, path)
+            hf = hf_name(name, arch)
             if permuted and hf.endswith(("q_proj.weight", "k_proj.weight")):
                 heads = spec.n_heads if "q_proj" in hf else spec.n_kv_heads
                 x = permute.from_gguf(x, heads)
@@ -80,6 +124,12 @@ def load_gguf(path: str, *, progress: bool = True) -> Loaded:
             bar.advance()
     if spec.tie_embeddings:
         tensors[HEAD] = tensors[EMBED]
+    if unused:
+        log.info("%s: the MTP/NextN block%s %s (%d tensors, %.1f MB as stored) not run: no "
+                 "speculative decoding from it; its bytes stay unread in the file",
+                 os.path.basename(path), "s" if spec.nextn_layers > 1 else "",
+                 ", ".join(f"blk.{trunk + i}" for i in range(spec.nextn_layers)), len(unused),
+                 sum(int(by_name[n].data.nbytes) for n in unused) / 1e6)
     check_tensors(spec, tensors, path)
     ident = identity(spec, stored, hash_files([path]), format="gguf")
     return Loaded(spec=spec, tensors=tensors, source=path, identity=ident, gguf_path=path)

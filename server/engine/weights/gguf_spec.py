@@ -3,8 +3,24 @@ from __future__ import annotations
 
 import numpy as np
 
-from server.shapes.spec import ModelSpec, check_arch
+from dataclasses import replace
+
+from server.shapes.spec import MOE_ARCHS, ModelSpec, UnsupportedModel, check_arch
 from .loaded import WeightsError
+
+# the {arch}.* keys a mixture-of-experts GGUF may carry (llama.cpp's converter and
+# src/llama-model.cpp); any other {arch}.* key is refused by name
+MOE_KEYS = {
+    "context_length", "embedding_length", "block_count", "feed_forward_length",
+    "attention.head_count", "attention.head_count_kv", "attention.key_length",
+    "attention.value_length", "attention.layer_norm_rms_epsilon", "rope.freq_base",
+    "rope.dimension_count", "vocab_size", "expert_count", "expert_used_count",
+    "expert_feed_forward_length", "expert_shared_count", "leading_dense_block_count",
+    "expert_gating_func", "expert_weights_scale", "expert_weights_norm",
+    "expert_group_count", "expert_group_used_count", "nextn_predict_layers",
+    "rope.scaling.type", "rope.scaling.factor", "rope.scaling.original_context_length",
+}
+GATING = {1: "softmax", 2: "sigmoid"}     # llama.cpp's LLAMA_EXPERT_GATING_FUNC_TYPE
 
 
 class Fields:
@@ -41,8 +57,11 @@ def spec_from_gguf(meta: Fields, names: set[str]) -> tuple[ModelSpec, str]:
     d = int(meta.need(f"{a}.embedding_length"))
     n_heads = int(meta.need(f"{a}.attention.head_count"))
     n_kv = int(meta.get(f"{a}.attention.head_count_kv", n_heads))
-    head_dim = meta.get(f"{a}.attention.key_length") or meta.get(f"{a}.rope.dimension_count") \
-        or d // n_heads
+    if arch in MOE_ARCHS:        # rope.dimension_count may be partial there (GLM: half a head)
+        head_dim = meta.get(f"{a}.attention.key_length") or d // n_heads
+    else:
+        head_dim = meta.get(f"{a}.attention.key_length") or meta.get(f"{a}.rope.dimension_count") \
+            or d // n_heads
     vocab = meta.count("tokenizer.ggml.tokens") or meta.get(f"{a}.vocab_size")
     if not vocab:
         raise WeightsError(f"{meta.path}: no tokenizer.ggml.tokens and no {a}.vocab_size to size the vocabulary")
@@ -53,7 +72,8 @@ def spec_from_gguf(meta: Fields, names: set[str]) -> tuple[ModelSpec, str]:
         n_heads=n_heads,
         n_kv_heads=n_kv,
         head_dim=int(head_dim),
-        d_ff=int(meta.need(f"{a}.feed_forward_length")),
+        d_ff=int(meta.get(f"{a}.feed_forward_length", 0) if arch in MOE_ARCHS
+                 else meta.need(f"{a}.feed_forward_length")),
         vocab=int(vocab),
         rope_theta=f32(meta.get(f"{a}.rope.freq_base", 10000.0)),
         rms_eps=f32(meta.get(f"{a}.attention.layer_norm_rms_epsilon", 1e-5)),
@@ -67,4 +87,60 @@ def spec_from_gguf(meta: Fields, names: set[str]) -> tuple[ModelSpec, str]:
     if kind not in (None, "none", "llama3"):
         raise WeightsError(f"{meta.path}: rope scaling {kind!r} is not supported "
                            "(foldserve supports Llama 3.1 style scaling only)")
+    if arch in MOE_ARCHS:
+        spec = moe_spec(meta, spec, a)
     return spec, a
+
+
+def moe_spec(meta: Fields, spec: ModelSpec, a: str) -> ModelSpec:
+    """The mixture-of-experts fields of a qwen3moe / glm4moe GGUF, as llama.cpp reads them.
+    An unknown {arch}.* key, or a value foldserve does not serve, is refused by name."""
+    path, arch = meta.path, spec.arch
+    unknown = sorted(k for k in meta.fields if k.startswith(a + ".") and k[len(a) + 1:] not in MOE_KEYS)
+    if unknown:
+        raise UnsupportedModel(
+            f"{path}: GGUF key(s) {', '.join(unknown)} are not part of the {arch} family as "
+            f"foldserve serves it (known {a}.* keys: {', '.join(sorted(MOE_KEYS))})")
+
+    def need_int(key):
+        return int(meta.need(f"{a}.{key}"))
+
+    block_count = need_int("block_count")
+    nextn = int(meta.get(f"{a}.nextn_predict_layers", 0))
+    if not 0 <= nextn < block_count:
+        raise WeightsError(f"{path}: {a}.nextn_predict_layers {nextn} with block_count {block_count}")
+    gating = meta.get(f"{a}.expert_gating_func")
+    if arch == "qwen3moe":
+        # llama.cpp runs qwen3moe with softmax gating and renormalised weights, whatever the keys
+        router, norm = "softmax", True
+        if gating not in (None, 1):
+            raise UnsupportedModel(f"{path}: {a}.expert_gating_func {gating} (qwen3moe gates by "
+                                   "softmax, 1)")
+        if meta.get(f"{a}.expert_weights_norm") is False:
+            raise UnsupportedModel(f"{path}: {a}.expert_weights_norm false (qwen3moe renormalises "
+                                   "its top-k weights)")
+        if meta.get(f"{a}.expert_shared_count"):
+            raise UnsupportedModel(f"{path}: {a}.expert_shared_count (qwen3moe has no shared expert)")
+    else:
+        router = GATING.get(2 if gating in (None, 0) else gating)
+        if router is None:
+            raise UnsupportedModel(f"{path}: {a}.expert_gating_func {gating}; foldserve serves "
+                                   "softmax (1) and sigmoid (2) gating")
+        norm = bool(meta.get(f"{a}.expert_weights_norm", False))
+    scale = f32(meta.get(f"{a}.expert_weights_scale", 0.0)) or 1.0
+    n_shared = int(meta.get(f"{a}.expert_shared_count", 0))
+    eff = need_int("expert_feed_forward_length")
+    first_dense = int(meta.get(f"{a}.leading_dense_block_count", 0))
+    rot = int(meta.get(f"{a}.rope.dimension_count", 0) or spec.head_dim)
+    n_group = int(meta.get(f"{a}.expert_group_count", 0) or 1)
+    topk_group = int(meta.get(f"{a}.expert_group_used_count", 0) or 1)
+    if first_dense and not spec.d_ff:
+        raise WeightsError(f"{path}: {a}.leading_dense_block_count {first_dense} without "
+                           f"{a}.feed_forward_length")
+    return replace(
+        spec, n_layers=block_count - nextn, nextn_layers=nextn,
+        n_experts=need_int("expert_count"), n_experts_used=need_int("expert_used_count"),
+        expert_ff=eff, n_shared_experts=n_shared, shared_ff=eff * n_shared,
+        first_dense_layers=first_dense, router=router, norm_topk_prob=norm,
+        routed_scaling_factor=scale, n_group=n_group, topk_group=topk_group,
+        rotary_dim=0 if rot == spec.head_dim else rot)

@@ -4,7 +4,8 @@ from __future__ import annotations
 import json
 import os
 
-from server.shapes.spec import SUPPORTED_ARCHS, ModelSpec, UnsupportedModel, check_arch
+
+from server.shapes.spec import MOE_ARCHS, SUPPORTED_ARCHS, ModelSpec, UnsupportedModel, check_arch
 from .loaded import WeightsError
 
 ARCHITECTURES = {
@@ -12,7 +13,10 @@ ARCHITECTURES = {
     "MistralForCausalLM": "mistral",
     "Qwen2ForCausalLM": "qwen2",
     "Qwen3ForCausalLM": "qwen3",
+    "Qwen3MoeForCausalLM": "qwen3moe",
+    "Glm4MoeForCausalLM": "glm4moe",
 }
+MODEL_TYPES = {"qwen3_moe": "qwen3moe", "glm4_moe": "glm4moe"}
 
 
 def arch_of(cfg: dict, path: str) -> str:
@@ -24,10 +28,10 @@ def arch_of(cfg: dict, path: str) -> str:
     if archs:
         raise UnsupportedModel(
             f"{path}: architecture {archs[0]!r} (model_type {model_type!r}) is not supported; "
-            f"foldserve runs the llama family: {', '.join(ARCHITECTURES)}")
+            f"foldserve runs: {', '.join(ARCHITECTURES)}")
     if model_type is None:
         raise WeightsError(f"{path}: config.json names neither `architectures` nor `model_type`")
-    return check_arch(model_type)
+    return check_arch(MODEL_TYPES.get(model_type, model_type))
 
 
 def rope_scaling_of(cfg: dict, path: str) -> tuple | None:
@@ -65,6 +69,8 @@ def spec_from_config(cfg: dict, path: str) -> ModelSpec:
 
     d = int(need("hidden_size"))
     n_heads = int(need("num_attention_heads"))
+    if arch in MOE_ARCHS:
+        return moe_spec(cfg, path, arch, need)
     return ModelSpec(
         arch=arch,
         n_layers=int(need("num_hidden_layers")),
@@ -83,3 +89,72 @@ def spec_from_config(cfg: dict, path: str) -> ModelSpec:
         rope_scaling=rope_scaling_of(cfg, path),
         name=str(cfg.get("_name_or_path", "")) or os.path.basename(os.path.dirname(path)),
     )
+
+
+def rope_theta_of(cfg: dict) -> float:
+    """rope_theta at the top (transformers 4) or in rope_parameters (transformers 5)."""
+    rp = cfg.get("rope_parameters") or {}
+    return float(cfg.get("rope_theta") or rp.get("rope_theta") or 10000.0)
+
+
+def moe_spec(cfg: dict, path: str, arch: str, need) -> ModelSpec:
+    """Qwen3MoeForCausalLM / Glm4MoeForCausalLM. A setting foldserve does not serve (another
+    activation, sparse steps, MLP-only layers, sliding windows, rope scaling, an o_proj bias)
+    is refused naming the key."""
+    def refuse(key, why):
+        raise UnsupportedModel(f"{path}: {key} = {cfg.get(key)!r}; {why} ({arch} as foldserve "
+                               "serves it)")
+
+    if cfg.get("hidden_act", "silu") != "silu":
+        refuse("hidden_act", "the experts' activation must be silu")
+    rp = cfg.get("rope_parameters") or {}
+    rs = cfg.get("rope_scaling") or {}
+    if rp.get("rope_type", "default") != "default" or rs.get("rope_type", rs.get("type", "default")) \
+            not in ("default", None):
+        refuse("rope_parameters" if rp else "rope_scaling", "only default RoPE is served")
+    if cfg.get("use_sliding_window"):
+        refuse("use_sliding_window", "sliding-window attention is not served")
+    d = int(need("hidden_size"))
+    n_heads = int(need("num_attention_heads"))
+    hd = int(cfg.get("head_dim") or d // n_heads)
+    if arch == "qwen3moe":
+        if int(cfg.get("decoder_sparse_step", 1)) != 1:
+            refuse("decoder_sparse_step", "every layer must be a MoE layer")
+        if cfg.get("mlp_only_layers"):
+            refuse("mlp_only_layers", "every layer must be a MoE layer")
+        if cfg.get("attention_bias"):
+            refuse("attention_bias", "Qwen3-MoE's attention has no biases")
+        key = "num_local_experts" if "num_local_experts" in cfg else "num_experts"   # 5.x / 4.x
+        n_experts, router, n_shared, first_dense = int(need(key)), "softmax", 0, 0
+        qkv_bias, qk_norm, rot, scale, n_group, topk_group = False, True, hd, 1.0, 1, 1
+    else:
+        n_experts, router = int(need("n_routed_experts")), "sigmoid"
+        n_shared = int(cfg.get("n_shared_experts") or 0)
+        first_dense = int(cfg.get("first_k_dense_replace") or 0)
+        qkv_bias, qk_norm = bool(cfg.get("attention_bias", False)), bool(cfg.get("use_qk_norm", False))
+        factor = cfg.get("partial_rotary_factor", rp.get("partial_rotary_factor", 0.5))
+        rot = int(hd * float(factor))
+        scale = float(cfg.get("routed_scaling_factor", 1.0))
+        n_group, topk_group = int(cfg.get("n_group") or 1), int(cfg.get("topk_group") or 1)
+    eff = int(need("moe_intermediate_size"))
+    return ModelSpec(
+        arch=arch,
+        n_layers=int(need("num_hidden_layers")),
+        d_model=d,
+        n_heads=n_heads,
+        n_kv_heads=int(cfg.get("num_key_value_heads") or n_heads),
+        head_dim=hd,
+        d_ff=int(cfg.get("intermediate_size") or 0),
+        vocab=int(need("vocab_size")),
+        rope_theta=rope_theta_of(cfg),
+        rms_eps=float(cfg.get("rms_norm_eps", 1e-6)),
+        max_context=int(cfg.get("max_position_embeddings", 4096)),
+        tie_embeddings=bool(cfg.get("tie_word_embeddings", False)),
+        qkv_bias=qkv_bias, qk_norm=qk_norm,
+        name=str(cfg.get("_name_or_path", "")) or os.path.basename(os.path.dirname(path)),
+        n_experts=n_experts, n_experts_used=int(need("num_experts_per_tok")), expert_ff=eff,
+        n_shared_experts=n_shared, shared_ff=eff * n_shared, first_dense_layers=first_dense,
+        router=router, norm_topk_prob=bool(cfg.get("norm_topk_prob", False)),
+        routed_scaling_factor=scale, n_group=n_group, topk_group=topk_group,
+        rotary_dim=0 if rot == hd else rot,
+        nextn_layers=int(cfg.get("num_nextn_predict_layers") or 0) if arch == "glm4moe" else 0)

@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import glob
 import json
+import logging
 import os
+import re
 import time
 
 from .hf_config import read_config, spec_from_config
@@ -13,7 +15,11 @@ from .names import EMBED, HEAD, check_tensors
 from .progress import Progress
 from .safetensors_file import header, read_all
 
+log = logging.getLogger("foldserve")
+
 INDEX = "model.safetensors.index.json"
+_LAYER = re.compile(r"model\.layers\.(\d+)\.")
+_FUSED = re.compile(r"(model\.layers\.\d+\.mlp\.experts)\.(gate_up_proj|down_proj)(\.weight)?")
 # buffers some checkpoints carry that are not weights
 SKIPPED_SUFFIXES = ("rotary_emb.inv_freq",)
 
@@ -43,11 +49,16 @@ def load_hf(folder: str, *, progress: bool = True) -> Loaded:
     spec = spec_from_config(read_config(folder), os.path.join(folder, "config.json"))
     files = shard_files(folder)
 
-    tensors, stored = {}, {}
+    tensors, stored, unused = {}, {}, []
     total = sum(len(v) for v in files.values())
     with Progress(f"loading {os.path.basename(folder)}", total, enabled=progress, start=start) as bar:
         for path, names in files.items():
             names = [n for n in names if not n.endswith(SKIPPED_SUFFIXES)]
+            if spec.nextn_layers:             # GLM's MTP layers after the trunk: not run
+                mtp = [n for n in names if (m := _LAYER.match(n))
+                       and spec.n_layers <= int(m.group(1)) < spec.n_layers + spec.nextn_layers]
+                unused += mtp
+                names = [n for n in names if n not in set(mtp)]
             if spec.tie_embeddings:
                 names = [n for n in names if n != HEAD]   # a tied head saved anyway: use the embedding
             got, kinds = read_all(path, names, on_tensor=bar.advance)
@@ -55,7 +66,30 @@ def load_hf(folder: str, *, progress: bool = True) -> Loaded:
             stored.update(kinds)
     if spec.tie_embeddings:
         tensors[HEAD] = tensors.get(EMBED)   # the same object; None is reported as missing below
+    split_fused_experts(tensors)
+    if unused:
+        log.info("%s: the MTP/NextN layer(s) %s (%d tensors) not run: no speculative decoding "
+                 "from them; their bytes stay unread", os.path.basename(folder),
+                 ", ".join(str(spec.n_layers + i) for i in range(spec.nextn_layers)), len(unused))
     check_tensors(spec, tensors, folder)
     content = hash_files([os.path.join(folder, "config.json"), *files])
     ident = identity(spec, stored, content, format="safetensors")
     return Loaded(spec=spec, tensors=tensors, source=folder, identity=ident, hf_dir=folder)
+
+
+def split_fused_experts(tensors: dict) -> None:
+    """transformers 5's fused expert parameters (mlp.experts.gate_up_proj [E, 2 ff, d],
+    mlp.experts.down_proj [E, d, ff]) -> the per-expert names (mlp.experts.{e}.*_proj.weight)."""
+    for name in [n for n in tensors if _FUSED.fullmatch(n)]:
+        m = _FUSED.fullmatch(name)
+        x = tensors.pop(name)
+        if x.ndim != 3:
+            raise WeightsError(f"{name}: shape {list(x.shape)}, expected [experts, out, in]")
+        for e in range(x.shape[0]):
+            p = f"{m.group(1)}.{e}."
+            if m.group(2) == "down_proj":
+                tensors[p + "down_proj.weight"] = x[e]
+            else:
+                ff = x.shape[1] // 2
+                tensors[p + "gate_proj.weight"] = x[e, :ff]
+                tensors[p + "up_proj.weight"] = x[e, ff:]

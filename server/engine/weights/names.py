@@ -1,10 +1,11 @@
-"""The tensors a llama-family model holds, by Hugging Face name, with their shapes.
+"""The tensors a model holds, by Hugging Face name, with their shapes (its family's table).
 
 Weights are in HF orientation [out_features, in_features]. Pure Python (no numpy), so
 the planner can size a model without loading it.
 """
 from __future__ import annotations
 
+from server.families import family
 from server.shapes.spec import ModelSpec
 from .loaded import WeightsError
 
@@ -14,28 +15,8 @@ HEAD = "lm_head.weight"
 
 
 def layer_shapes(spec: ModelSpec, i: int) -> dict[str, tuple[int, ...]]:
-    d, hd, ff = spec.d_model, spec.head_dim, spec.d_ff
-    q, kv = spec.n_heads * hd, spec.n_kv_heads * hd
-    p = f"model.layers.{i}."
-    out = {
-        p + "input_layernorm.weight": (d,),
-        p + "post_attention_layernorm.weight": (d,),
-        p + "self_attn.q_proj.weight": (q, d),
-        p + "self_attn.k_proj.weight": (kv, d),
-        p + "self_attn.v_proj.weight": (kv, d),
-        p + "self_attn.o_proj.weight": (d, q),
-        p + "mlp.gate_proj.weight": (ff, d),
-        p + "mlp.up_proj.weight": (ff, d),
-        p + "mlp.down_proj.weight": (d, ff),
-    }
-    if spec.qkv_bias:
-        out[p + "self_attn.q_proj.bias"] = (q,)
-        out[p + "self_attn.k_proj.bias"] = (kv,)
-        out[p + "self_attn.v_proj.bias"] = (kv,)
-    if spec.qk_norm:
-        out[p + "self_attn.q_norm.weight"] = (hd,)
-        out[p + "self_attn.k_norm.weight"] = (hd,)
-    return out
+    """Layer i's tensors, by the model's family (server/families)."""
+    return family(spec).layer_shapes(spec, i)
 
 
 def tensor_shapes(spec: ModelSpec) -> dict[str, tuple[int, ...]]:
@@ -60,9 +41,9 @@ def n_floats(spec: ModelSpec) -> int:
         for s in shape:
             k *= s
         return k
-    per_layer = sum(size(s) for s in layer_shapes(spec, 0).values())
+    layers = sum(size(s) for i in range(spec.n_layers) for s in layer_shapes(spec, i).values())
     head = 0 if spec.tie_embeddings else spec.vocab * spec.d_model
-    return spec.n_layers * per_layer + spec.vocab * spec.d_model + head + spec.d_model
+    return layers + spec.vocab * spec.d_model + head + spec.d_model
 
 
 def check_tensors(spec: ModelSpec, tensors: dict, source: str) -> None:

@@ -1,6 +1,7 @@
-"""A stderr progress bar while weights load, drawn in place on a terminal; silent for the
-first second (quick loads print nothing) and silent where stderr is not a terminal (a log
-file or the journal gets the one "loaded ... in N s" line of `report`)."""
+"""The load's progress: a stderr bar drawn in place on a terminal; where stderr is not a
+terminal (a log file, the journal under systemd) a log line every LOG_EVERY_S seconds
+("loading m.gguf: 45% (12.3 s)"), then `report`'s "loaded ... in N s". Silent for the
+first second either way (quick loads print nothing but the report)."""
 from __future__ import annotations
 
 import logging
@@ -10,6 +11,7 @@ import time
 log = logging.getLogger("foldserve")
 
 DELAY_S = 1.0
+LOG_EVERY_S = 2.0
 WIDTH = 30
 
 
@@ -22,15 +24,20 @@ class Progress:
         self.start = time.monotonic() if start is None else start   # time.monotonic() of the load's start
         self.shown = False
         self._last_draw = 0.0
+        self._last_log = float("-inf")
         self._tty = bool(getattr(self.stream, "isatty", lambda: False)())
 
     def advance(self, n: int = 1) -> None:
         self.done += n
         if not self.enabled:
             return
-        if not self._tty:
-            return
         now = time.monotonic()
+        if not self._tty:
+            if now - self.start >= DELAY_S and now - self._last_log >= LOG_EVERY_S:
+                self._last_log = now
+                log.info("%s: %.0f%% (%.1f s)", self.label,
+                         min(self.done / self.total, 1.0) * 100, now - self.start)
+            return
         if now - self.start < DELAY_S or (now - self._last_draw < 0.1 and self.done < self.total):
             return
         self._last_draw = now

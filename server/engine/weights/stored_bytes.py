@@ -9,8 +9,10 @@ its shapes. Pure Python (the table's sizes; no numpy).
 """
 from __future__ import annotations
 
+import re
+
 from server.engine.weights.blocks import BLOCK, BlockSplitError
-from server.shapes.shard import shard_for
+from server.shapes.shard import shard_of
 
 # GGUF tensor suffix -> (how it splits, by what): rows or columns, by q heads, kv heads or ff
 _SPLIT = {
@@ -20,21 +22,32 @@ _SPLIT = {
     "attn_output.weight": ("cols", "q"),
     "ffn_gate.weight": ("rows", "ff"), "ffn_up.weight": ("rows", "ff"),
     "ffn_down.weight": ("cols", "ff"),
+    # mixture of experts: each expert's width split as the dense MLP's (server/shapes/shard.py)
+    "ffn_gate_exps.weight": ("rows", "eff"), "ffn_up_exps.weight": ("rows", "eff"),
+    "ffn_down_exps.weight": ("cols", "eff"),
+    "ffn_gate_shexp.weight": ("rows", "sff"), "ffn_up_shexp.weight": ("rows", "sff"),
+    "ffn_down_shexp.weight": ("cols", "sff"),
 }
+_BLK = re.compile(r"blk\.(\d+)\.")
 
 
 def per_rank(tensors, spec, tp: int) -> list[dict]:
     """tensors: (name, kind, shape [out, in] or [n], nbytes) of every tensor of the file;
-    -> for each rank {kind: bytes} of its share."""
+    -> for each rank {kind: bytes} of its share. Blocks past the trunk (a GLM file's MTP /
+    NextN block, never read) are not counted."""
     out = []
     for r in range(tp):
-        sh = shard_for(spec.n_heads, spec.n_kv_heads, spec.d_ff, tp, r)
+        sh = shard_of(spec, tp, r)
         hd = spec.head_dim
         share = {"q": (sh.q_heads[0] * hd, (sh.q_heads[-1] + 1) * hd, spec.n_heads * hd),
                  "kv": (sh.kv_heads[0] * hd, (sh.kv_heads[-1] + 1) * hd, spec.n_kv_heads * hd),
-                 "ff": (sh.ff[0], sh.ff[1], spec.d_ff)}
+                 "ff": (sh.ff[0], sh.ff[1], spec.d_ff),
+                 "eff": (*sh.expert_ff, spec.expert_ff), "sff": (*sh.shared_ff, spec.shared_ff)}
         got: dict = {}
         for name, kind, shape, nbytes in tensors:
+            m = _BLK.match(name)
+            if m and int(m.group(1)) >= spec.n_layers:
+                continue
             how = next((v for k, v in _SPLIT.items() if name.endswith("." + k)), None)
             b = nbytes
             if how is not None:

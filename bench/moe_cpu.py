@@ -1,0 +1,231 @@
+"""MoE files of real models' layer shapes, and llama.cpp's CPU speed on them (issue 31's targets).
+
+    PYTHONPATH=$PWD python -m bench.moe_cpu [--shapes qwen3-30b-a3b glm-4.5-air] [--layers N]
+        [--dir /tmp/moe-bench] [--llama-cpp /work/peers-build/llama.cpp] [--types Q8_0 Q4_K_M]
+        [--threads 2] [--stages build,make,quantize,bench] [--out FILE.json]
+
+Stages:
+  build     untar shared/peers' llama.cpp into --llama-cpp's parent and build llama-bench,
+            llama-quantize, llama-server, llama-results for the CPU (-DGGML_NATIVE=OFF with AVX2/FMA/F16C:
+            the native build dies on these guests); skipped when llama-bench is there.
+  make      a Q8_0 GGUF of the shape, depth cut to --layers, random weights written as Q8_0
+            blocks directly (a f16 scale of std/73.6 and uniform int8: no float copy, so the
+            30B-A3B shape's 0.64 GB a layer and the 4.5-Air's 2.35 GB stream to disk one tensor
+            at a time), llama.cpp's names and keys (tools/refs/moe_checkpoint.py), SmolLM2's
+            tokenizer padded with unused tokens to the shape's vocabulary.
+  quantize  llama-quantize --allow-requantize to Q4_K_M (from the Q8_0 file).
+  bench     llama-bench -t THREADS -p 512 -n 32 -r 2 on each file: tg (b1 decode) and pp512.
+
+foldserve's numbers on the same files go in beside: `foldserve_numbers()` below is the hook
+(the engine side fills it); the table prints its ratios to llama.cpp's where it returns any.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+from tools.refs import moe_checkpoint as mc
+
+ROOT = Path(__file__).resolve().parents[1]
+TARBALL = ROOT.parent / "shared/peers/llama.cpp-0c1e570.tgz"
+
+# The layer shapes of the models (their config.json), depth set by --layers.
+SHAPES = {
+    "qwen3-30b-a3b": mc.MoeSpec(
+        name="qwen3-30b-a3b", family="qwen3moe", seed=1, n_layer=48, hidden=2048, n_head=32,
+        n_head_kv=4, head_dim=128, n_expert=128, n_expert_used=8, expert_ff=768, dense_ff=6144,
+        vocab=151936, rope_theta=1e6, rms_eps=1e-6, max_pos=40960),
+    "glm-4.5-air": mc.MoeSpec(
+        name="glm-4.5-air", family="glm4moe", seed=2, n_layer=46, hidden=4096, n_head=96,
+        n_head_kv=8, head_dim=128, n_expert=128, n_expert_used=8, expert_ff=1408, dense_ff=10944,
+        vocab=151552, rope_theta=1e6, rms_eps=1e-5, max_pos=131072, n_shared=1, first_dense=1,
+        n_group=1, topk_group=1, routed_scaling=1.0, partial_rotary=0.5, attention_bias=True,
+        qk_norm=False),
+}
+DEFAULT_LAYERS = {"qwen3-30b-a3b": 4, "glm-4.5-air": 3}
+
+
+def sh(cmd, **kw):
+    print("+", " ".join(map(str, cmd)), flush=True)
+    return subprocess.run(list(map(str, cmd)), check=True, **kw)
+
+
+# ---------------------------------------------------------------- build
+
+def build(llama_cpp: Path) -> None:
+    bin_dir = llama_cpp / "build-cpu/bin"
+    if (bin_dir / "llama-bench").exists():
+        print(f"llama.cpp already built: {bin_dir}", flush=True)
+        return
+    if not llama_cpp.exists():
+        llama_cpp.parent.mkdir(parents=True, exist_ok=True)
+        sh(["tar", "xzf", TARBALL, "-C", llama_cpp.parent])
+    sh(["cmake", "-S", llama_cpp, "-B", llama_cpp / "build-cpu", "-DGGML_CUDA=OFF", "-DGGML_NATIVE=OFF",
+        "-DGGML_AVX2=ON", "-DGGML_FMA=ON", "-DGGML_F16C=ON", "-DLLAMA_USE_PREBUILT_UI=OFF",
+        "-DLLAMA_BUILD_UI=OFF", "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF",
+        "-DLLAMA_OPENSSL=OFF", "-DCMAKE_BUILD_TYPE=Release"])
+    sh(["cmake", "--build", llama_cpp / "build-cpu", "-j", str(os.cpu_count()), "--target",
+        "llama-bench", "llama-quantize", "llama-server", "llama-results"])
+
+
+# ---------------------------------------------------------------- make
+
+def _tokenizer_kv(vocab: int) -> list:
+    """SmolLM2's tokenizer keys with the token list padded to `vocab` by unused tokens."""
+    import gguf
+    out = []
+    for key, v, t, sub in mc._tokenizer_kv(mc.default_gguf()):
+        if key == "tokenizer.ggml.tokens":
+            v = list(v) + [f"<|unused_{i}|>" for i in range(vocab - len(v))]
+        elif key == "tokenizer.ggml.token_type":
+            v = list(v) + [int(gguf.TokenType.UNUSED)] * (vocab - len(v))
+        out.append((key, v, t, sub))
+    return out
+
+
+def _q8_0_random(rng: np.random.Generator, shape: tuple, std: float) -> np.ndarray:
+    """Q8_0 blocks (f16 scale, 32 int8) of uniform int8 times std/73.6: values of std ~`std`."""
+    n_blocks = int(np.prod(shape)) // 32
+    blocks = np.empty((n_blocks, 34), dtype=np.uint8)
+    blocks[:, :2] = np.full((n_blocks, 1), std / 73.6, dtype=np.float16).view(np.uint8)
+    blocks[:, 2:] = np.frombuffer(rng.bytes(n_blocks * 32), dtype=np.uint8).reshape(n_blocks, 32)
+    return blocks.reshape(*shape[:-1], shape[-1] // 32 * 34)
+
+
+def make_gguf(spec: mc.MoeSpec, path: Path) -> None:
+    """A Q8_0 GGUF of `spec` (llama.cpp's names, keys and per-tensor types), written tensor
+    by tensor: only one tensor is in memory at a time."""
+    import gguf
+    shapes = mc.hf_weights(spec, shapes_only=True)
+    layout = mc.gguf_layout(spec)
+
+    def shape_of(hs):
+        return shapes[hs[0]] if len(hs) == 1 else (len(hs),) + shapes[hs[0]]
+
+    wr = gguf.GGUFWriter(str(path), spec.family)
+    wr.add_type(gguf.GGUFType.MODEL)
+    wr.add_name(spec.name)
+    mc._add_arch_keys(wr, spec)
+    wr.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0)
+    for key, v, t, sub in _tokenizer_kv(spec.vocab):
+        if sub is None:
+            wr.add_key_value(key, v, t)
+        else:
+            wr.add_key_value(key, v, t, sub_type=sub)
+    wr.add_quantization_version(gguf.GGML_QUANT_VERSION)
+    plan = []
+    for g, hs in layout:
+        shape = shape_of(hs)
+        kind = mc.gguf_type(g, shape, "Q8_0")
+        assert kind in ("F32", "Q8_0"), (g, shape)
+        plan.append((g, shape, kind))
+        if kind == "F32":
+            wr.add_tensor_info(g, shape, np.dtype(np.float32), int(np.prod(shape)) * 4)
+        else:
+            nbytes = int(np.prod(shape)) // 32 * 34
+            wr.add_tensor_info(g, shape[:-1] + (shape[-1] // 32 * 34,), np.dtype(np.uint8), nbytes,
+                               raw_dtype=gguf.GGMLQuantizationType.Q8_0)
+    wr.write_header_to_file()
+    wr.write_kv_data_to_file()
+    wr.write_ti_data_to_file()
+    rng = np.random.default_rng(spec.seed)
+    for g, shape, kind in plan:
+        if kind == "F32":
+            if g.endswith("norm.weight"):
+                arr = np.ones(shape, np.float32)
+            else:
+                arr = (rng.standard_normal(shape, dtype=np.float32) * (1.0 / math.sqrt(shape[-1]))).astype(np.float32)
+            wr.write_tensor_data(arr)
+        else:
+            wr.write_tensor_data(_q8_0_random(rng, shape, 1.0 / math.sqrt(shape[-1])))
+    wr.close()
+
+
+def file_name(shape: str, layers: int, qtype: str) -> str:
+    return f"{shape}-L{layers}-{qtype}.gguf"
+
+
+# ---------------------------------------------------------------- bench
+
+def llama_bench(llama_cpp: Path, gguf_path: Path, threads: int) -> dict:
+    r = subprocess.run([str(llama_cpp / "build-cpu/bin/llama-bench"), "-m", str(gguf_path), "-t", str(threads),
+                        "-p", "512", "-n", "32", "-r", "2", "-o", "json"],
+                       check=True, capture_output=True, text=True)
+    rows = json.loads(r.stdout)
+    out = {}
+    for row in rows:
+        key = "tg" if row["n_gen"] else f"pp{row['n_prompt']}"
+        out[key] = {"tok_s": row["avg_ts"], "stdev": row["stddev_ts"]}
+    return out
+
+
+def foldserve_numbers(gguf_path: Path, threads: int) -> dict | None:
+    """foldserve on the same file and threads: {"tg": tok/s at batch 1 through the server,
+    "pp512": tok/s prefilling 512, "b8": tok/s of 8 concurrent decodes}, or None while the
+    engine cannot load the family. The engine side fills this in."""
+    return None
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--shapes", nargs="+", default=list(SHAPES), choices=list(SHAPES))
+    ap.add_argument("--layers", type=int, default=None, help="depth (default: 4 for Qwen, 3 for GLM)")
+    ap.add_argument("--dir", default="/tmp/moe-bench")
+    ap.add_argument("--llama-cpp", default="/work/peers-build/llama.cpp")
+    ap.add_argument("--types", nargs="+", default=["Q8_0", "Q4_K_M"])
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--stages", default="build,make,quantize,bench")
+    ap.add_argument("--out", default=None, help="write the results as JSON here")
+    a = ap.parse_args(argv)
+    stages = set(a.stages.split(","))
+    lcpp, d = Path(a.llama_cpp), Path(a.dir)
+    d.mkdir(parents=True, exist_ok=True)
+    if "build" in stages:
+        build(lcpp)
+    results = []
+    for shape in a.shapes:
+        layers = a.layers or DEFAULT_LAYERS[shape]
+        spec = replace(SHAPES[shape], n_layer=layers, name=f"{shape}-L{layers}")
+        q8 = d / file_name(shape, layers, "Q8_0")
+        if "make" in stages and not q8.exists():
+            t = time.time()
+            make_gguf(spec, q8.with_suffix(".tmp"))
+            q8.with_suffix(".tmp").rename(q8)
+            print(f"made {q8} ({q8.stat().st_size / 1e9:.2f} GB, {time.time() - t:.0f} s)", flush=True)
+        for qt in a.types:
+            f = d / file_name(shape, layers, qt)
+            if qt != "Q8_0" and "quantize" in stages and not f.exists():
+                with open(f.with_suffix(".quantize.log"), "w") as log:
+                    sh([lcpp / "build-cpu/bin/llama-quantize", "--allow-requantize", q8, f, qt, a.threads],
+                       stdout=log, stderr=subprocess.STDOUT)
+            if "bench" not in stages or not f.exists():
+                continue
+            ll = llama_bench(lcpp, f, a.threads)
+            ours = foldserve_numbers(f, a.threads)
+            row = {"shape": shape, "layers": layers, "type": qt, "file": f.name,
+                   "bytes": f.stat().st_size, "threads": a.threads, "llama_cpp": ll, "foldserve": ours}
+            results.append(row)
+            tg, pp = ll.get("tg", {}).get("tok_s"), ll.get("pp512", {}).get("tok_s")
+            line = f"{shape:14s} L{layers} {qt:7s} {f.stat().st_size / 1e9:5.2f} GB  llama.cpp tg {tg:7.2f} tok/s  pp512 {pp:7.2f} tok/s"
+            if ours:
+                line += (f"  | foldserve tg {ours['tg']:.2f} ({ours['tg'] / tg:.2f}x)"
+                         f"  pp512 {ours['pp512']:.2f} ({ours['pp512'] / pp:.2f}x)"
+                         + (f"  b8/b1 {ours['b8'] / ours['tg']:.2f}" if ours.get("b8") else ""))
+            else:
+                line += "  | foldserve: n/a (bench/moe_cpu.py foldserve_numbers)"
+            print(line, flush=True)
+    if a.out:
+        Path(a.out).write_text(json.dumps(results, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()

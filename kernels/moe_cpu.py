@@ -1,0 +1,56 @@
+"""The experts' products of a MoE layer on the CPU in one parallel region each: every
+chosen expert's gate|up over its group of token rows, then every down, as pieces (group,
+chunk of 16 output rows) handed out by numba's prange, both cores on one request.
+
+Each piece is kernels/blocks_vec.py's `rows` on the group's rows against the expert's rows
+of blocks: the same function on the same x rows and weight rows as kernels/ops.moe's loop of
+one product an expert, so the same bytes (tests/model/test_moe_engine.py compares them);
+only the number of parallel regions entered changes (2 a layer instead of 2 a chosen
+expert). For the 32-element kinds (Q8_0, Q4_0, Q4_1) of a stack of experts
+(server/engine/weights/blocks.ExpertStack); other kinds keep the loop.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+from kernels import blocks_vec
+from kernels.blocks_vec import ROWS
+
+
+def _make_grouped(kind, table):
+    rows = blocks_vec._made("rows", kind, table)
+
+    @njit(cache=True, parallel=True, boundscheck=False)
+    def grouped(x, xsum, stack, experts, offs, out):
+        """out[offs[g]:offs[g+1]] = x[offs[g]:offs[g+1]] times stack[experts[g]]^T, each g."""
+        N = stack.shape[1]
+        chunks = (N + ROWS - 1) // ROWS
+        G = experts.shape[0]
+        for p in prange(G * chunks):
+            g = p // chunks
+            c = p - g * chunks
+            a = offs[g]
+            b = offs[g + 1]
+            rows(x[a:b], xsum[a:b], stack[experts[g]], out[a:b], c * ROWS, min(c * ROWS + ROWS, N))
+    return blocks_vec.stable_pickle(grouped, "moe_grouped", kind, table)
+
+
+blocks_vec.MAKERS["moe_grouped"] = _make_grouped
+
+
+def fits(stack) -> bool:
+    return stack is not None and stack.kind in blocks_vec.BLOCK_BYTES
+
+
+def grouped_matmul(x: np.ndarray, stack, experts: np.ndarray, offs: np.ndarray) -> np.ndarray:
+    """x [R, K] (rows grouped by expert, group g = rows offs[g]:offs[g+1]) -> [R, N]."""
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    out = np.empty((x.shape[0], stack.data.shape[1]), np.float32)
+    xsum = np.empty((x.shape[0], x.shape[1] // 32), np.float32)
+    if stack.kind == "Q4_1":
+        blocks_vec.block_sums(x, xsum)
+    kernel = blocks_vec._made("moe_grouped", stack.kind, blocks_vec.TABLE)
+    kernel(x, xsum, stack.data, np.ascontiguousarray(experts, np.int64),
+           np.ascontiguousarray(offs, np.int64), out)
+    return out

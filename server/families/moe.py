@@ -1,0 +1,136 @@
+"""The mixture-of-experts layer: Qwen3-MoE (`qwen3moe`, Qwen3MoeForCausalLM) and GLM-4.5 /
+4.7 (`glm4moe`, Glm4MoeForCausalLM).
+
+    h += attn(rmsnorm(h))               the llama family's attention (Qwen3's q/k norms,
+                                        GLM's q/k/v biases and partial RoPE: spec.rot)
+    x = rmsnorm(h)
+    h += sum over the token's chosen experts e (ascending id) of w_e * down_e(swiglu(gate|up_e x))
+         + shared(x)                    (GLM: one MLP every token takes)
+    the first spec.first_dense_layers layers have the dense MLP instead (GLM)
+
+The router (kernels/moe.py) is replicated on every rank. Tensor parallel splits each
+expert's intermediate width like the dense MLP's (gate|up column-parallel, down
+row-parallel, one all-reduce of the layer's sum): every rank does 1/tp of every chosen
+expert, so a token's cost is even over the ranks whatever the router picks (whole experts a
+rank would leave the rank holding most of a token's experts doing most of its work).
+Pure Python (see server/families).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from server.families import llama
+from server.families.llama import GGUF_ATTENTION, GGUF_MLP, attention_extras, attention_shapes, \
+    attend, mlp_shapes, shard_attention, shard_mlp
+
+NAME = "moe"
+FUSED = False         # no fused CPU round yet: op by op
+
+GGUF_LAYER = {
+    **GGUF_ATTENTION,
+    "ffn_norm.weight": "post_attention_layernorm.weight",             # qwen3moe
+    "post_attention_norm.weight": "post_attention_layernorm.weight",  # glm4moe
+    **GGUF_MLP,                                                       # GLM's leading dense layers
+    "ffn_gate_inp.weight": "mlp.gate.weight",
+    "exp_probs_b.bias": "mlp.gate.e_score_correction_bias",
+    "ffn_gate_shexp.weight": "mlp.shared_experts.gate_proj.weight",
+    "ffn_up_shexp.weight": "mlp.shared_experts.up_proj.weight",
+    "ffn_down_shexp.weight": "mlp.shared_experts.down_proj.weight",
+}
+# 3-D GGUF tensors [n_experts, out, in] -> model.layers.N.mlp.experts.{e}.{proj}.weight
+GGUF_EXPERTS = {
+    "ffn_gate_exps.weight": "gate_proj",
+    "ffn_up_exps.weight": "up_proj",
+    "ffn_down_exps.weight": "down_proj",
+}
+
+
+@dataclass
+class MoeLayerWeights:
+    attn_norm: object
+    wqkv: object
+    bqkv: object | None
+    q_norm: object | None
+    k_norm: object | None
+    wo: object
+    mlp_norm: object
+    wgu: object | None = None           # a dense layer's MLP (GLM's leading layers)
+    wdown: object | None = None
+    router: object | None = None        # [d, n_experts] (replicated)
+    router_bias: object | None = None   # [n_experts] selection-only bias (sigmoid router)
+    experts_gu: list | None = None      # per expert: gate|up of this shard's columns
+    experts_down: list | None = None    # per expert: down of this shard's columns
+    shared_gu: object | None = None     # the shared expert (GLM)
+    shared_down: object | None = None
+
+
+def expert_prefix(i: int, e: int) -> str:
+    return f"model.layers.{i}.mlp.experts.{e}."
+
+
+# ------------------------------------------------------------------ tensors and shapes
+def layer_shapes(spec, i: int) -> dict:
+    p = f"model.layers.{i}."
+    d = spec.d_model
+    out = attention_shapes(spec, p)
+    if not spec.is_moe_layer(i):
+        out.update(mlp_shapes(d, spec.d_ff, p + "mlp."))
+    else:
+        out[p + "mlp.gate.weight"] = (spec.n_experts, d)
+        if spec.router == "sigmoid":
+            out[p + "mlp.gate.e_score_correction_bias"] = (spec.n_experts,)
+        for e in range(spec.n_experts):
+            out.update(mlp_shapes(d, spec.expert_ff, expert_prefix(i, e)))
+        if spec.n_shared_experts:
+            out.update(mlp_shapes(d, spec.shared_ff, p + "mlp.shared_experts."))
+    out.update(attention_extras(spec, p))
+    return out
+
+
+def n_params(spec, active: bool = False) -> int:
+    d = spec.d_model
+    total = sum(llama._size(s) for i in range(spec.n_layers) for s in layer_shapes(spec, i).values())
+    if active:
+        moe_layers = sum(spec.is_moe_layer(i) for i in range(spec.n_layers))
+        total -= moe_layers * (spec.n_experts - spec.n_experts_used) * 3 * d * spec.expert_ff
+    head = 0 if spec.tie_embeddings else spec.vocab * d
+    return total + spec.vocab * d + head + d
+
+
+# ------------------------------------------------------------------ the TP split
+def shard_layer(spec, i: int, sp, shard) -> MoeLayerWeights:
+    p = f"model.layers.{i}."
+    att = shard_attention(spec, p, sp, shard)
+    if not spec.is_moe_layer(i):
+        wgu, wdown = shard_mlp(p + "mlp.", sp, *shard.ff)
+        return MoeLayerWeights(wgu=wgu, wdown=wdown, **att)
+    router = sp.dev(sp.orient(sp.get(p + "mlp.gate.weight")))
+    bias = sp.dev(sp.get(p + "mlp.gate.e_score_correction_bias")) \
+        if spec.router == "sigmoid" else None
+    gus, downs = [], []
+    for e in range(spec.n_experts):
+        gu, down = shard_mlp(expert_prefix(i, e), sp, *shard.expert_ff)
+        gus.append(gu)
+        downs.append(down)
+    sgu = sdown = None
+    if spec.n_shared_experts:
+        sgu, sdown = shard_mlp(p + "mlp.shared_experts.", sp, *shard.shared_ff)
+    gus, downs = sp.experts(gus), sp.experts(downs)
+    return MoeLayerWeights(router=router, router_bias=bias, experts_gu=gus, experts_down=downs,
+                           shared_gu=sgu, shared_down=sdown, **att)
+
+
+# ------------------------------------------------------------------ the forward
+def forward_layer(ops, m, L, li, h, out, r, kv):
+    s, w = m.spec, m.w
+    out, h = attend(ops, m, L, li, h, out, r, kv)
+    if L.router is None:                               # a leading dense layer
+        act, h = ops.norm_linear(out, h, L.mlp_norm, s.rms_eps, L.wgu, glu_ff=w.ff, fast=m.fast)
+        out = ops.linear(act, L.wdown)
+    else:
+        x, h = ops.add_norm(out, h, L.mlp_norm, s.rms_eps, fast=m.fast)
+        out = ops.moe(x, L.router, L.router_bias, L.experts_gu, L.experts_down, w.expert_ff,
+                      m.routing, L.shared_gu, L.shared_down, w.shared_ff)
+    if m.all_reduce is not None:                       # [T, d] partial under TP
+        out = m.all_reduce(out)
+    return h, out

@@ -1,0 +1,1 @@
+"""Reference checkpoints and the records made from them (tools/refs/README-free: see each module)."""

@@ -1,0 +1,549 @@
+"""Tiny deterministic mixture-of-experts checkpoints, written without torch.
+
+    python -m tools.refs.moe_checkpoint OUT_DIR [--family NAME ...] [--qtype F32 Q8_0] [--dequant-hf Q8_0]
+
+writes, per family, `OUT_DIR/<family>/hf/` (a Hugging Face folder: config.json,
+generation_config.json, model.safetensors, tokenizer.json, tokenizer_config.json,
+chat_template.jinja), `OUT_DIR/<family>/<family>-F32.gguf` and `...-Q8_0.gguf`, and prints
+each file's sha256.
+
+Contracts:
+- The weights are a pure function of the family's `MoeSpec` (its seed included): every
+  tensor draws from its own PCG64 stream keyed by (seed, tensor name), through integer
+  and correctly-rounded float64 arithmetic only (no transcendental functions), so the
+  same spec gives the same bytes on every machine and numpy version (the bit generator's
+  raw output and SeedSequence are stable by numpy's policy). Tests regenerate the files
+  and compare sha256 with the records in tests/data/moe/.
+- The HF folder is what transformers 5.25 `save_pretrained` writes for the class
+  (`Qwen3MoeForCausalLM`, `Glm4MoeForCausalLM`): the same config.json text, per-expert
+  tensor names `model.layers.{i}.mlp.experts.{j}.{gate,up,down}_proj.weight`, float32.
+  tools/refs/record_moe.py checks this by loading it in transformers and saving it again.
+- The GGUF is what llama.cpp's `convert_hf_to_gguf.py` writes for that folder
+  (`--outtype f32` / `q8_0`): its tensor names (3-D `blk.{i}.ffn_{gate,up,down}_exps.weight`
+  in ggml order {n_embd, n_ff, n_expert} / {n_ff, n_embd, n_expert}), its per-tensor
+  types (1-D, norms and `ffn_gate_inp` stay F32 in a Q8_0 file), its arch keys; the
+  tokenizer keys are copied from the default model's GGUF (SmolLM2, 49,152 tokens), so the
+  same token ids work in foldserve, transformers and llama.cpp. Where the converter itself
+  differs, record_moe.py says so.
+- The GGUF tensor data are the HF tensors unchanged (neither family permutes q/k:
+  both use NeoX-style rotation, GLM on the first `partial_rotary_factor` of each head).
+"""
+from __future__ import annotations
+
+import argparse
+import functools
+import hashlib
+import json
+import math
+import zlib
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+TRANSFORMERS_VERSION = "5.25.0"   # the version whose save_pretrained output the HF folder matches
+SQRT3 = math.sqrt(3.0)
+
+
+@dataclass(frozen=True)
+class MoeSpec:
+    """The shape and the seed of one synthetic checkpoint."""
+    name: str
+    family: str                 # "qwen3moe" | "glm4moe" (the GGUF architecture)
+    seed: int
+    n_layer: int
+    hidden: int
+    n_head: int
+    n_head_kv: int
+    head_dim: int
+    n_expert: int
+    n_expert_used: int
+    expert_ff: int              # moe_intermediate_size
+    dense_ff: int               # intermediate_size (GLM's leading dense layers; Qwen: unused)
+    vocab: int = 49152
+    rope_theta: float = 10000.0
+    rms_eps: float = 1e-6
+    max_pos: int = 8192
+    norm_topk_prob: bool = True
+    # GLM (DeepSeek-V3 style router) only
+    n_shared: int = 0
+    first_dense: int = 0
+    n_group: int = 1
+    topk_group: int = 1
+    routed_scaling: float = 1.0
+    partial_rotary: float = 1.0
+    attention_bias: bool = False
+    qk_norm: bool = True
+    # standard deviations of the draws
+    embed_std: float = 1.0
+    head_std: float = 0.7       # lm_head: logits' spread ~ head_std * sqrt(hidden)
+    norm_std: float = 0.1       # norm weights are 1 + norm_std * n
+    bias_std: float = 0.1
+    router_gain: float = 1.5
+    score_bias_std: float = 0.1  # e_score_correction_bias
+    bos_id: int = 1
+    eos_id: int = 2
+    pad_id: int = 2
+
+    def __post_init__(self):
+        assert self.family in ("qwen3moe", "glm4moe"), self.family
+        assert self.n_expert % self.n_group == 0
+        assert self.n_expert_used <= (self.n_expert // self.n_group) * self.topk_group
+
+    @property
+    def rope_dim(self) -> int:
+        return int(self.head_dim * self.partial_rotary)
+
+    def is_moe_layer(self, i: int) -> bool:
+        return i >= self.first_dense
+
+
+FAMILIES: dict[str, MoeSpec] = {
+    "qwen3moe-tiny": MoeSpec(
+        name="qwen3moe-tiny", family="qwen3moe", seed=3101, n_layer=3, hidden=64,
+        n_head=4, n_head_kv=2, head_dim=16, n_expert=8, n_expert_used=2, expert_ff=32,
+        dense_ff=128, rms_eps=1e-6, qk_norm=True),
+    "glm4moe-tiny": MoeSpec(
+        name="glm4moe-tiny", family="glm4moe", seed=3102, n_layer=3, hidden=64,
+        n_head=4, n_head_kv=2, head_dim=16, n_expert=16, n_expert_used=4, expert_ff=32,
+        dense_ff=128, rms_eps=1e-5, n_shared=1, first_dense=1, n_group=4, topk_group=2,
+        routed_scaling=2.5, partial_rotary=0.5, attention_bias=True, qk_norm=False),
+}
+
+
+# ---------------------------------------------------------------- deterministic draws
+
+def _stream(spec: MoeSpec, name: str) -> np.random.PCG64:
+    return np.random.PCG64(np.random.SeedSequence([spec.seed, zlib.crc32(name.encode())]))
+
+
+def normalish(spec: MoeSpec, name: str, shape: tuple[int, ...], std: float) -> np.ndarray:
+    """float32 draws of mean 0 and standard deviation `std` (Irwin-Hall: 4 uniforms).
+
+    Only exact or correctly rounded operations, so the bytes are the same everywhere."""
+    n = int(np.prod(shape))
+    raw = _stream(spec, name).random_raw(4 * n).reshape(4, n)
+    u = (raw >> np.uint64(11)).astype(np.float64) * (2.0 ** -53)
+    s = ((u[0] + u[1]) + (u[2] + u[3])) - 2.0
+    return (s * (SQRT3 * std)).astype(np.float32).reshape(shape)
+
+
+# ---------------------------------------------------------------- HF names and weights
+
+def hf_weights(spec: MoeSpec, *, shapes_only: bool = False) -> dict:
+    """HF tensor name -> float32 array, the shapes transformers saves (out_features, in_features).
+
+    shapes_only: name -> shape tuple instead, drawing nothing (for files too large to hold)."""
+    H, D = spec.hidden, spec.head_dim
+    q_out, kv_out = spec.n_head * D, spec.n_head_kv * D
+    w: dict = {}
+
+    def put(name, shape, std, offset=0.0):
+        if shapes_only:
+            w[name] = tuple(shape)
+        elif offset:
+            w[name] = (offset + normalish(spec, name, shape, std)).astype(np.float32)
+        else:
+            w[name] = normalish(spec, name, shape, std)
+
+    def lin(name, out_f, in_f, gain=1.0):
+        put(name, (out_f, in_f), gain / math.sqrt(in_f))
+
+    def norm(name, n):
+        put(name, (n,), spec.norm_std, 1.0)
+
+    def bias(name, n, std):
+        put(name, (n,), std)
+
+    put("model.embed_tokens.weight", (spec.vocab, H), spec.embed_std)
+    for i in range(spec.n_layer):
+        p = f"model.layers.{i}."
+        norm(p + "input_layernorm.weight", H)
+        lin(p + "self_attn.q_proj.weight", q_out, H)
+        lin(p + "self_attn.k_proj.weight", kv_out, H)
+        lin(p + "self_attn.v_proj.weight", kv_out, H)
+        if spec.attention_bias:
+            bias(p + "self_attn.q_proj.bias", q_out, spec.bias_std)
+            bias(p + "self_attn.k_proj.bias", kv_out, spec.bias_std)
+            bias(p + "self_attn.v_proj.bias", kv_out, spec.bias_std)
+        lin(p + "self_attn.o_proj.weight", H, q_out)
+        if spec.qk_norm:
+            norm(p + "self_attn.q_norm.weight", D)
+            norm(p + "self_attn.k_norm.weight", D)
+        norm(p + "post_attention_layernorm.weight", H)
+        if not spec.is_moe_layer(i):
+            lin(p + "mlp.gate_proj.weight", spec.dense_ff, H)
+            lin(p + "mlp.up_proj.weight", spec.dense_ff, H)
+            lin(p + "mlp.down_proj.weight", H, spec.dense_ff)
+            continue
+        lin(p + "mlp.gate.weight", spec.n_expert, H, spec.router_gain)
+        if spec.family == "glm4moe":
+            bias(p + "mlp.gate.e_score_correction_bias", spec.n_expert, spec.score_bias_std)
+        for j in range(spec.n_expert):
+            e = f"{p}mlp.experts.{j}."
+            lin(e + "gate_proj.weight", spec.expert_ff, H)
+            lin(e + "up_proj.weight", spec.expert_ff, H)
+            lin(e + "down_proj.weight", H, spec.expert_ff)
+        if spec.n_shared:
+            sff = spec.expert_ff * spec.n_shared
+            lin(p + "mlp.shared_experts.gate_proj.weight", sff, H)
+            lin(p + "mlp.shared_experts.up_proj.weight", sff, H)
+            lin(p + "mlp.shared_experts.down_proj.weight", H, sff)
+    norm("model.norm.weight", H)
+    put("lm_head.weight", (spec.vocab, H), spec.head_std)
+    return w
+
+
+def hf_config(spec: MoeSpec) -> dict:
+    """config.json as transformers 5.25 writes it for the class (every key it writes)."""
+    common = {
+        "attention_bias": spec.attention_bias,
+        "attention_dropout": 0.0,
+        "bos_token_id": spec.bos_id,
+        "dtype": "float32",
+        "eos_token_id": spec.eos_id,
+        "head_dim": spec.head_dim,
+        "hidden_act": "silu",
+        "hidden_size": spec.hidden,
+        "initializer_range": 0.02,
+        "intermediate_size": spec.dense_ff,
+        "max_position_embeddings": spec.max_pos,
+        "moe_intermediate_size": spec.expert_ff,
+        "norm_topk_prob": spec.norm_topk_prob,
+        "num_attention_heads": spec.n_head,
+        "num_experts_per_tok": spec.n_expert_used,
+        "num_hidden_layers": spec.n_layer,
+        "num_key_value_heads": spec.n_head_kv,
+        "output_router_logits": False,
+        "pad_token_id": spec.pad_id,
+        "rms_norm_eps": spec.rms_eps,
+        "tie_word_embeddings": False,
+        "transformers_version": TRANSFORMERS_VERSION,
+        "use_cache": True,
+        "vocab_size": spec.vocab,
+    }
+    if spec.family == "qwen3moe":
+        assert spec.first_dense == 0 and spec.n_shared == 0 and spec.n_group == 1
+        assert spec.partial_rotary == 1.0 and spec.qk_norm
+        cfg = {**common,
+               "architectures": ["Qwen3MoeForCausalLM"],
+               "decoder_sparse_step": 1,
+               "mlp_only_layers": [],
+               "model_type": "qwen3_moe",
+               "num_local_experts": spec.n_expert,
+               "rope_parameters": {"rope_theta": spec.rope_theta, "rope_type": "default"},
+               "router_aux_loss_coef": 0.001,
+               "sliding_window": None,
+               "use_sliding_window": False}
+    else:
+        cfg = {**common,
+               "architectures": ["Glm4MoeForCausalLM"],
+               "first_k_dense_replace": spec.first_dense,
+               "model_type": "glm4_moe",
+               "n_group": spec.n_group,
+               "n_routed_experts": spec.n_expert,
+               "n_shared_experts": spec.n_shared,
+               "num_nextn_predict_layers": 0,
+               "rope_parameters": {"partial_rotary_factor": spec.partial_rotary,
+                                   "rope_theta": spec.rope_theta, "rope_type": "default"},
+               "routed_scaling_factor": spec.routed_scaling,
+               "topk_group": spec.topk_group,
+               "use_qk_norm": spec.qk_norm}
+    return cfg
+
+
+def generation_config(spec: MoeSpec) -> dict:
+    return {"_from_model_config": True, "bos_token_id": spec.bos_id, "eos_token_id": spec.eos_id,
+            "output_attentions": False, "output_hidden_states": False,
+            "pad_token_id": spec.pad_id, "transformers_version": TRANSFORMERS_VERSION,
+            "use_cache": True}
+
+
+def _json_text(d: dict) -> str:
+    # transformers: json.dumps(indent=2, sort_keys=True) + "\n"
+    return json.dumps(d, indent=2, sort_keys=True) + "\n"
+
+
+def sha256_file(path: str | Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+# ---------------------------------------------------------------- the default tokenizer
+
+def default_gguf() -> str:
+    from server.engine import locate
+    return locate.default_gguf()
+
+
+def _write_tokenizer(out: Path, src_gguf: str) -> None:
+    """tokenizer.json / tokenizer_config.json / chat_template.jinja equal in behaviour to
+    the default model's (SmolLM2): built from its GGUF by foldserve's own tokenizer."""
+    from server.text.gguf_meta import read_metadata
+    from server.text.tokenizer import Tokenizer
+    tok = Tokenizer.from_gguf(src_gguf)
+    meta = read_metadata(src_gguf, prefixes=("tokenizer.",))
+    tokens = meta["tokenizer.ggml.tokens"]
+    (out / "tokenizer.json").write_text(tok.hf.to_str(pretty=True) + "\n", encoding="utf-8")
+    cfg = {
+        "add_bos_token": bool(meta.get("tokenizer.ggml.add_bos_token", False)),
+        "bos_token": tokens[meta["tokenizer.ggml.bos_token_id"]],
+        "clean_up_tokenization_spaces": False,
+        "eos_token": tokens[meta["tokenizer.ggml.eos_token_id"]],
+        "model_max_length": 8192,
+        "pad_token": tokens[meta["tokenizer.ggml.padding_token_id"]],
+        "tokenizer_class": "GPT2Tokenizer",
+        "unk_token": tokens[meta["tokenizer.ggml.unknown_token_id"]],
+    }
+    (out / "tokenizer_config.json").write_text(_json_text(cfg), encoding="utf-8")
+    (out / "chat_template.jinja").write_text(meta["tokenizer.chat_template"], encoding="utf-8")
+
+
+def write_hf(spec: MoeSpec, out_dir: str | Path, weights: dict[str, np.ndarray] | None = None,
+             *, tokenizer_gguf: str | None = None) -> dict[str, str]:
+    """Write the HF folder; returns {file name: sha256}."""
+    from safetensors.numpy import save_file
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    w = hf_weights(spec) if weights is None else weights
+    (out / "config.json").write_text(_json_text(hf_config(spec)), encoding="utf-8")
+    (out / "generation_config.json").write_text(_json_text(generation_config(spec)), encoding="utf-8")
+    save_file({k: np.ascontiguousarray(v, dtype=np.float32) for k, v in sorted(w.items())},
+              str(out / "model.safetensors"), metadata={"format": "pt"})
+    _write_tokenizer(out, tokenizer_gguf or default_gguf())
+    return {p.name: sha256_file(p) for p in sorted(out.iterdir()) if p.is_file()}
+
+
+# ---------------------------------------------------------------- GGUF names and keys
+
+def gguf_layout(spec: MoeSpec) -> list[tuple[str, tuple[str, ...]]]:
+    """(GGUF name, its HF names) in the converter's order of writing. One HF name is the
+    same array; several (the experts 0..n-1) are stacked on a new first axis, so numpy
+    shape (n_expert, n_ff, n_embd) is ggml's ne {n_embd, n_ff, n_expert}."""
+    out: list[tuple[str, tuple[str, ...]]] = [("token_embd.weight", ("model.embed_tokens.weight",))]
+    for i in range(spec.n_layer):
+        p, b = f"model.layers.{i}.", f"blk.{i}."
+
+        def one(g, h):
+            out.append((b + g, (p + h,)))
+        one("attn_norm.weight", "input_layernorm.weight")
+        for x in "qkv":
+            one(f"attn_{x}.weight", f"self_attn.{x}_proj.weight")
+            if spec.attention_bias:
+                one(f"attn_{x}.bias", f"self_attn.{x}_proj.bias")
+        one("attn_output.weight", "self_attn.o_proj.weight")
+        if spec.qk_norm:
+            one("attn_q_norm.weight", "self_attn.q_norm.weight")
+            one("attn_k_norm.weight", "self_attn.k_norm.weight")
+        post = "post_attention_norm.weight" if spec.family == "glm4moe" else "ffn_norm.weight"
+        one(post, "post_attention_layernorm.weight")
+        if not spec.is_moe_layer(i):
+            for x in ("gate", "up", "down"):
+                one(f"ffn_{x}.weight", f"mlp.{x}_proj.weight")
+            continue
+        one("ffn_gate_inp.weight", "mlp.gate.weight")
+        if spec.family == "glm4moe":
+            one("exp_probs_b.bias", "mlp.gate.e_score_correction_bias")
+        for x in ("down", "gate", "up"):
+            out.append((f"{b}ffn_{x}_exps.weight",
+                        tuple(f"{p}mlp.experts.{j}.{x}_proj.weight" for j in range(spec.n_expert))))
+        if spec.n_shared:
+            for x in ("gate", "up", "down"):
+                one(f"ffn_{x}_shexp.weight", f"mlp.shared_experts.{x}_proj.weight")
+    out.append(("output_norm.weight", ("model.norm.weight",)))
+    out.append(("output.weight", ("lm_head.weight",)))
+    return out
+
+
+def gguf_tensors(spec: MoeSpec, w: dict[str, np.ndarray]) -> list[tuple[str, np.ndarray]]:
+    """(GGUF name, float32 array in numpy order) for the HF weights `w`."""
+    return [(g, w[hs[0]] if len(hs) == 1 else np.stack([w[h] for h in hs]))
+            for g, hs in gguf_layout(spec)]
+
+
+def gguf_type(name: str, arr, qtype: str) -> str:
+    """The type convert_hf_to_gguf.py gives a tensor (an array or its shape) for --outtype f32 / q8_0."""
+    shape = tuple(getattr(arr, "shape", arr))
+    if qtype == "F32" or len(shape) <= 1 or name.endswith("_norm.weight") \
+            or ".ffn_gate_inp." in name or not name.endswith(".weight"):
+        return "F32"
+    assert qtype == "Q8_0", qtype
+    return "Q8_0" if shape[-1] % 32 == 0 else "F16"
+
+
+def _add_arch_keys(wr, spec: MoeSpec) -> None:
+    import gguf
+    wr.add_block_count(spec.n_layer)
+    wr.add_context_length(spec.max_pos)
+    wr.add_embedding_length(spec.hidden)
+    wr.add_feed_forward_length(spec.dense_ff)
+    wr.add_head_count(spec.n_head)
+    wr.add_head_count_kv(spec.n_head_kv)
+    wr.add_rope_freq_base(spec.rope_theta)
+    wr.add_layer_norm_rms_eps(spec.rms_eps)
+    wr.add_expert_count(spec.n_expert)
+    wr.add_expert_used_count(spec.n_expert_used)
+    if spec.family == "glm4moe":
+        wr.add_expert_group_count(spec.n_group)
+        wr.add_expert_group_used_count(spec.topk_group)
+    wr.add_key_length(spec.head_dim)
+    wr.add_value_length(spec.head_dim)
+    if spec.family == "qwen3moe":
+        wr.add_expert_feed_forward_length(spec.expert_ff)
+    else:
+        wr.add_rope_dimension_count(spec.rope_dim)
+        wr.add_expert_feed_forward_length(spec.expert_ff)
+        wr.add_expert_shared_count(spec.n_shared)
+        wr.add_leading_dense_block_count(spec.first_dense)
+        wr.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID)
+        wr.add_expert_weights_scale(spec.routed_scaling)
+        wr.add_expert_weights_norm(spec.norm_topk_prob)
+        wr.add_nextn_predict_layers(0)
+
+
+@functools.lru_cache(maxsize=4)
+def _tokenizer_kv(src_gguf: str) -> tuple:
+    """((key, value, type, sub_type), ...) of the source GGUF's tokenizer.* keys."""
+    import gguf
+    r = gguf.GGUFReader(src_gguf)
+    out = []
+    for key, f in r.fields.items():
+        if key.startswith("tokenizer."):
+            t = f.types[0]
+            sub = f.types[-1] if t == gguf.GGUFValueType.ARRAY else None
+            out.append((key, f.contents(), t, sub))
+    return tuple(out)
+
+
+def _copy_tokenizer_keys(wr, src_gguf: str) -> None:
+    for key, v, t, sub in _tokenizer_kv(src_gguf):
+        if sub is None:
+            wr.add_key_value(key, v, t)
+        else:
+            wr.add_key_value(key, v, t, sub_type=sub)
+
+
+def write_gguf(spec: MoeSpec, path: str | Path, qtype: str = "F32",
+               weights: dict[str, np.ndarray] | None = None, *,
+               tokenizer_gguf: str | None = None) -> str:
+    """Write the GGUF (qtype "F32" or "Q8_0"); returns its sha256."""
+    import gguf
+    w = hf_weights(spec) if weights is None else weights
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    wr = gguf.GGUFWriter(str(path), spec.family)
+    wr.add_type(gguf.GGUFType.MODEL)
+    wr.add_name(spec.name)
+    _add_arch_keys(wr, spec)
+    wr.add_file_type(gguf.LlamaFileType.ALL_F32 if qtype == "F32" else gguf.LlamaFileType.MOSTLY_Q8_0)
+    _copy_tokenizer_keys(wr, tokenizer_gguf or default_gguf())
+    wr.add_quantization_version(gguf.GGML_QUANT_VERSION)
+    for name, arr in gguf_tensors(spec, w):
+        t = gguf_type(name, arr, qtype)
+        arr = np.ascontiguousarray(arr, dtype=np.float32)
+        if t == "F32":
+            wr.add_tensor(name, arr)
+        else:
+            qt = gguf.GGMLQuantizationType[t]
+            wr.add_tensor(name, gguf.quants.quantize(arr, qt), raw_dtype=qt)
+    wr.add_size_label(gguf.size_label(*wr.get_total_parameter_count()))
+    wr.write_header_to_file()
+    wr.write_kv_data_to_file()
+    wr.write_tensors_to_file()
+    wr.close()
+    return sha256_file(path)
+
+
+def dequantized_weights(spec: MoeSpec, qtype: str,
+                        weights: dict[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
+    """The HF weights as the `qtype` GGUF holds them (quantized, then dequantized to float32):
+    what transformers runs to be a reference for that GGUF."""
+    import gguf
+    w = hf_weights(spec) if weights is None else weights
+    back = dict(w)
+    for (g, hs), (_, arr) in zip(gguf_layout(spec), gguf_tensors(spec, w)):
+        t = gguf_type(g, arr, qtype)
+        if t == "F32":
+            continue
+        qt = gguf.GGMLQuantizationType[t]
+        deq = gguf.quants.dequantize(gguf.quants.quantize(arr, qt), qt).reshape(arr.shape)
+        if len(hs) == 1:
+            back[hs[0]] = deq
+        else:
+            for j, h in enumerate(hs):
+                back[h] = deq[j]
+    return {k: np.ascontiguousarray(v, dtype=np.float32) for k, v in back.items()}
+
+
+# ---------------------------------------------------------------- all files of a family
+
+@dataclass
+class Built:
+    spec: MoeSpec
+    root: Path
+    hf_dir: Path
+    gguf: dict[str, Path] = field(default_factory=dict)       # qtype -> path
+    dequant_hf: dict[str, Path] = field(default_factory=dict)  # qtype -> HF folder of its weights
+    sha256: dict[str, str] = field(default_factory=dict)      # relative path -> sha256
+
+
+def build(name: str, out_dir: str | Path, qtypes=("F32", "Q8_0"), *, hf: bool = True,
+          dequant_hf=(), tokenizer_gguf: str | None = None) -> Built:
+    """Write one family's files under out_dir/<name>/: hf/, <name>-<qtype>.gguf, and for each
+    qtype in `dequant_hf` an HF folder hf-<qtype>-dequant/ holding that GGUF's weights."""
+    spec = FAMILIES[name]
+    root = Path(out_dir) / name
+    w = hf_weights(spec)
+    b = Built(spec=spec, root=root, hf_dir=root / "hf")
+    if hf:
+        for f, h in write_hf(spec, b.hf_dir, w, tokenizer_gguf=tokenizer_gguf).items():
+            b.sha256[f"hf/{f}"] = h
+    for qt in qtypes:
+        p = root / f"{name}-{qt}.gguf"
+        b.gguf[qt] = p
+        b.sha256[p.name] = write_gguf(spec, p, qt, w, tokenizer_gguf=tokenizer_gguf)
+    for qt in dequant_hf:
+        d = root / f"hf-{qt}-dequant"
+        b.dequant_hf[qt] = d
+        for f, h in write_hf(spec, d, dequantized_weights(spec, qt, w),
+                             tokenizer_gguf=tokenizer_gguf).items():
+            b.sha256[f"{d.name}/{f}"] = h
+    return b
+
+
+_BUILT: dict[tuple, Built] = {}
+
+
+def build_once(name: str, qtypes=("F32", "Q8_0"), *, hf: bool = True) -> Built:
+    """build() into a per-process temporary folder, once per (name, qtypes, hf): for tests.
+    The files are regenerated, never committed; compare Built.sha256 with the record."""
+    import tempfile
+    key = (name, tuple(qtypes), hf)
+    if key not in _BUILT:
+        _BUILT[key] = build(name, tempfile.mkdtemp(prefix=f"foldserve-{name}-"), qtypes, hf=hf)
+    return _BUILT[key]
+
+
+def spec_dict(spec: MoeSpec) -> dict:
+    return asdict(spec)
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("out_dir")
+    ap.add_argument("--family", nargs="+", default=list(FAMILIES), choices=list(FAMILIES))
+    ap.add_argument("--qtype", nargs="+", default=["F32", "Q8_0"], choices=["F32", "Q8_0"])
+    ap.add_argument("--dequant-hf", nargs="*", default=[], choices=["Q8_0"],
+                    help="also write hf-<qtype>-dequant/: the HF folder of that GGUF's weights")
+    a = ap.parse_args(argv)
+    for name in a.family:
+        b = build(name, a.out_dir, a.qtype, dequant_hf=a.dequant_hf)
+        for rel, h in b.sha256.items():
+            print(f"{h}  {b.root / rel}")
+
+
+if __name__ == "__main__":
+    main()
