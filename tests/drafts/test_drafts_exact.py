@@ -17,9 +17,19 @@ from drafts_run import serve
 REP = [5, 6, 7, 8, 9, 10, 11, 12] * 4 + [5, 6, 7]
 
 
+FAMILIES = ["tiny", "tiny-qwen3moe", "tiny-glm4moe"]    # llama, qwen3moe, glm4moe
+_ENGINES: dict = {}
+
+
+def engine(name: str):
+    if name not in _ENGINES:
+        _ENGINES[name] = open_model(f"dummy:{name}", progress=False).engine
+    return _ENGINES[name]
+
+
 @pytest.fixture(scope="module")
 def tiny():
-    return open_model("dummy:tiny", progress=False).engine
+    return engine("tiny")
 
 
 def cases():
@@ -37,9 +47,11 @@ def cases():
 
 @pytest.mark.parametrize("paged", [True, False], ids=["pages", "windows"])
 @pytest.mark.parametrize("together", [True, False], ids=["concurrent", "solo"])
-def test_drafted_equals_plain(tiny, paged, together):
-    plain, _ = serve(tiny, cases(), draft=False, paged=paged, together=together, streams=6)
-    drafted, s = serve(tiny, cases(), draft=True, paged=paged, together=together, streams=6)
+@pytest.mark.parametrize("name", FAMILIES)
+def test_drafted_equals_plain(name, paged, together):
+    eng = engine(name)
+    plain, _ = serve(eng, cases(), draft=False, paged=paged, together=together, streams=6)
+    drafted, s = serve(eng, cases(), draft=True, paged=paged, together=together, streams=6)
     for i, (p, d) in enumerate(zip(plain, drafted)):
         assert d == p, f"case {i}: drafted {d!r} != plain {p!r}"
     # both ways of a verify walk ran: drafts taken and drafts refused

@@ -62,11 +62,13 @@ def check(url, prompt, n_tokens):
     assert counter(url, "vllm:spec_decode_num_draft_tokens_total") >= accepted
 
 
-@pytest.mark.parametrize("pages", ["on", "off"])
-def test_tp2_tiny_drafted_equals_plain(pages, group):
+@pytest.mark.parametrize("model, pages", [("dummy:tiny", "on"), ("dummy:tiny", "off"),
+                                          ("dummy:tiny-qwen3moe", "on"),
+                                          ("dummy:tiny-glm4moe", "off")])
+def test_tp2_tiny_drafted_equals_plain(model, pages, group):
     port = free_port()
     url = f"http://{HOST}:{port}"
-    server = group.start(["--tp", "2", "--port", str(port), "--model", "dummy:tiny",
+    server = group.start(["--tp", "2", "--port", str(port), "--model", model,
                           "--context", "256", "--parallel", "4", "--join-timeout", "20",
                           "--draft", "ngram", "--draft-tokens", "6"],
                          env={"TF_KV_PAGES": pages}, name="rank0")
