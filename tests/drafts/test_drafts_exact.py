@@ -58,6 +58,24 @@ def test_drafted_equals_plain(name, paged, together):
     assert 0 < s.accepted_tokens_done < s.draft_tokens_done, s.stats()
 
 
+@pytest.mark.parametrize("paged", [True, False], ids=["pages", "windows"])
+def test_resumed_drafted_equals_plain(tiny, paged):
+    """Each request twice, one after another, with a prompt cache: the second resumes from
+    the first's kept prompt pages (cached tokens > 0) and drafts from there; every reply,
+    fresh and resumed, drafted == plain."""
+    reqs = [r for r in cases() for _ in range(2)]
+    got = {}
+    for draft in (False, True):
+        cached = []
+        got[draft] = serve(tiny, reqs, draft=draft, paged=paged, together=False, streams=2,
+                           cache_pages=64, cached=cached)
+        assert all(c == 0 for c in cached[0::2]) and all(c > 0 for c in cached[1::2]), cached
+    (plain, _), (drafted, s) = got[False], got[True]
+    for i, (p, d) in enumerate(zip(plain, drafted)):
+        assert d == p, f"request {i}: drafted {d!r} != plain {p!r}"
+    assert 0 < s.accepted_tokens_done < s.draft_tokens_done, s.stats()
+
+
 def test_a_request_that_says_draft_false_is_never_drafted(tiny):
     (p,), _ = serve(tiny, cases()[:1], draft=False)
     (d,), s = serve(tiny, [(*cases()[0], {"draft": False})], draft=True)
@@ -76,11 +94,12 @@ class Recording(LocalDriver):
 
 
 def test_drafting_backs_off_as_the_round_fills(tiny):
-    """Sixteen decoding streams fill the round: no verify chunk; a round that prefills
-    drafts nothing; no round holds more rows of decodes and drafts than one verify window
-    (or its decodes alone)."""
+    """Sixteen decoding streams (greedy and seeded-sampled, their replies drafted == plain)
+    fill the round: no verify chunk; a round that prefills drafts nothing; no round holds
+    more rows of decodes and drafts than one verify window (or its decodes alone)."""
     rec = Recording(tiny)
-    reqs = [(REP[i % 8:], P(max_tokens=24, temperature=0.0)) for i in range(16)]
+    reqs = [(REP[i % 8:], P(max_tokens=24, temperature=0.0) if i % 2 else
+             P(max_tokens=24 - i // 2, temperature=0.9, seed=i, logprobs=1)) for i in range(16)]
     out, s = serve(tiny, reqs, draft=True, streams=16, driver=rec, chunk=64)
     plain, _ = serve(tiny, reqs, draft=False, streams=16, chunk=64)
     assert out == plain

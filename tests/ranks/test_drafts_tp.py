@@ -1,4 +1,4 @@
-"""drafted == plain through `foldserve serve --tp 2` on CPU ranks: the same requests with
+"""drafted == plain through `foldserve serve --tp 2` (and 3) on CPU ranks: the same requests with
 "draft": false and with drafts give the same choices (text, token logprobs, finish
 reasons), concurrently, on pages and on windows; /metrics counts the drafts (dummy:tiny on
 a repetitive prompt, and the default model on an editing-style prompt)."""
@@ -62,13 +62,14 @@ def check(url, prompt, n_tokens):
     assert counter(url, "vllm:spec_decode_num_draft_tokens_total") >= accepted
 
 
-@pytest.mark.parametrize("model, pages", [("dummy:tiny", "on"), ("dummy:tiny", "off"),
-                                          ("dummy:tiny-qwen3moe", "on"),
-                                          ("dummy:tiny-glm4moe", "off")])
-def test_tp2_tiny_drafted_equals_plain(model, pages, group):
+@pytest.mark.parametrize("model, pages, tp", [("dummy:tiny", "on", 2), ("dummy:tiny", "off", 2),
+                                              ("dummy:tiny", "on", 3),
+                                              ("dummy:tiny-qwen3moe", "on", 2),
+                                              ("dummy:tiny-glm4moe", "off", 2)])
+def test_tp_tiny_drafted_equals_plain(model, pages, tp, group):
     port = free_port()
     url = f"http://{HOST}:{port}"
-    server = group.start(["--tp", "2", "--port", str(port), "--model", model,
+    server = group.start(["--tp", str(tp), "--port", str(port), "--model", model,
                           "--context", "256", "--parallel", "4", "--join-timeout", "20",
                           "--draft", "ngram", "--draft-tokens", "6"],
                          env={"TF_KV_PAGES": pages}, name="rank0")
