@@ -62,3 +62,33 @@ def test_structured_output_with_drafts_equals_plain(model):
     drafted, s = serve(model.engine, reqs(), draft=True, context=1024, page_rows=16, chunk=256)
     assert drafted == plain
     assert s.draft_tokens_done > 0
+
+
+def test_forced_tool_call_with_drafts_equals_plain(model):
+    """tool_choice "required"'s call grammar (server/api/tools.py, as a chat request with
+    tools compiles it), greedy and seeded: drafted == plain, drafts made."""
+    from server.api.tools import call_grammar
+    from server.engine.grammar import compile_grammar
+    tok = model.tokenizer
+    tool = {"type": "function", "function": {
+        "name": "set_items", "parameters": {
+            "type": "object", "properties": {"name": {"type": "string"},
+                                             "items": {"type": "array", "items": {"type": "integer"}}},
+            "required": ["name", "items"]}}}
+    ids = chat_ids(tok, [{"role": "user", "content":
+                          "Call set_items twice, both times with name lamp and items 1, 2, 3, 4, "
+                          "5, 6, 7, 8, 9, 10, 11, 12."}])
+
+    def reqs():
+        g = compile_grammar(tok, "lark", call_grammar([tool], True))
+        extra = {"eos_ids": frozenset(tok.eos_ids)}
+        return [(ids, P(max_tokens=96, temperature=0.0), {"grammar": g, **extra}),
+                (ids, P(max_tokens=96, temperature=0.8, seed=3, logprobs=1),
+                 {"grammar": compile_grammar(tok, "lark", call_grammar([tool], True)), **extra})]
+
+    plain, _ = serve(model.engine, reqs(), draft=False, context=1024, page_rows=16, chunk=256)
+    drafted, s = serve(model.engine, reqs(), draft=True, context=1024, page_rows=16, chunk=256)
+    assert drafted == plain
+    text = tok.decode([t for t, *_ in plain[0] if t is not None])
+    assert text.startswith("<tool_call>\n"), text
+    assert s.draft_tokens_done > 0, s.stats()
