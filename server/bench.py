@@ -36,7 +36,7 @@ In `vllm bench serve`'s names as well:
   --save-result: the run as one JSON file in vLLM's layout (date, backend, model_id,
       num_prompts, request_rate, max_concurrency, duration, completed, ..., mean_/median_/
       std_/pNN_{ttft,tpot,itl,e2el}_ms), named by --result-filename (default
-      {label}-{request_rate}qps[-concurrency{N}]-{model}-{YYYYmmdd-HHMMSS}.json) in
+      {label}-{request_rate}qps-concurrency{N}-{model}-{YYYYmmdd-HHMMSS}.json) in
       --result-dir (default: the current directory); --save-detailed adds the per-request
       input_lens, output_lens, ttfts, itls, generated_texts and errors; --label, --metadata
       KEY=VALUE as vLLM.
@@ -51,7 +51,6 @@ import asyncio
 import json
 import logging
 import math
-import os
 import random
 import sys
 import time
@@ -600,7 +599,7 @@ def vllm_result(s: dict, args, date: str) -> dict:
 
 
 def result_path(args, model: str, date: str) -> Path:
-    """vLLM's name: {label}-{rate}qps[-concurrency{N}]-{model's last part}-{date}.json, or
+    """vLLM's name: {label}-{rate}qps-concurrency{N}-{model's last part}-{date}.json, or
     --result-filename; in --result-dir (made if missing) or the current directory."""
     rate = "inf" if args.request_rate == float("inf") else f"{args.request_rate}"
     name = args.result_filename or (f"{args.label or args.backend}-{rate}qps-concurrency"
