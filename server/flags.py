@@ -62,6 +62,24 @@ def draft_kind(args) -> str:
     return args.draft or ("ngram" if args.device == "cpu" else "off")
 
 
+def drafts_for(args, spec) -> None:
+    """A recurrent family (qwen3next) keeps a state that cannot step back over rejected
+    drafted rows (no state rollback yet): drafting is off by default for it (said once), and
+    asked for by name, refused. Sets args.draft; every rank calls it alike."""
+    if not getattr(spec, "recurrent", False) or getattr(args, "draft", None) == "off":
+        return
+    if args.draft:
+        from server.shapes.spec import UnsupportedModel
+        raise UnsupportedModel(
+            f"--draft {args.draft}: {spec.name or spec.arch}'s recurrent layers cannot undo "
+            "rejected drafted tokens (no state rollback yet); use --draft off")
+    import logging
+    logging.getLogger("foldserve").info(
+        "%s: drafting off (its recurrent layers' states cannot step back over rejected drafted "
+        "tokens yet)", spec.name or spec.arch)
+    args.draft = "off"
+
+
 def verify_window(args) -> int:
     """Rows a verify pass writes, which admission reserves a stream beside its reply."""
     from server.drafts.source import verify_window as rows

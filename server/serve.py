@@ -357,6 +357,8 @@ def _serve_rank(args, env, rank, world, mhost, mport) -> int:
                             all_reduce=comm.all_reduce if world > 1 else None,
                             progress=rank == 0)
         spec = opened.spec
+        from server.flags import drafts_for
+        drafts_for(args, spec)                 # recurrent families: no drafts (every rank alike)
         context = resolve_context(args.context, spec.max_context)
         if context > spec.max_context and rank == 0:
             log.warning("--context %d is past the %d tokens this model was trained for; replies "

@@ -12,7 +12,9 @@ import pytest
 from serve_procs import HOST, Group, free_port, wait_health
 
 TURNS = ["the cat sat on the mat", "the cat sat on the mat and then the dog",
-         "the cat sat on the mat and then the dog ran home to the farm"]
+         "the cat sat on the mat and then the dog ran home to the farm",
+         # repeats: n-gram drafts would be proposed here (drafting is off for this family)
+         "ab cd ab cd ab cd ab cd ab cd ab cd ab cd ab cd ab cd ab cd"]
 
 
 @pytest.fixture
@@ -43,7 +45,7 @@ def in_process(path, text: str, n: int) -> str:
 
 @pytest.mark.parametrize("tp", [1, 2])
 def test_serve_greedy_equals_in_process(folder, tp, group):
-    n = 6
+    n = 16
     want = {t: in_process(folder, t, n) for t in TURNS}
     port = free_port()
     url = f"http://{HOST}:{port}"
@@ -61,7 +63,26 @@ def test_serve_greedy_equals_in_process(folder, tp, group):
         assert r.json()["usage"]["completion_tokens"] == 2 * n
         return [c["text"] for c in r.json()["choices"]]
 
-    with cf.ThreadPoolExecutor(3) as ex:                 # the turns at once, twice
+    with cf.ThreadPoolExecutor(4) as ex:                 # the turns at once, twice
         got = list(ex.map(ask, TURNS + TURNS))
     for text, choices in zip(TURNS + TURNS, got):
         assert choices == [want[text], want[text]], text
+    out = server.output                  # the plan's and the drafts' notes, said at startup
+    assert "drafting off" in out and "prompt cache off" in out, out[-2000:]
+
+
+def test_drafts_off_for_a_recurrent_family():
+    """Its states cannot step back over rejected drafted rows: drafting defaults off (on the
+    CPU it is otherwise ngram), and asked for by name it is refused."""
+    import argparse
+    from server.flags import draft_kind, drafts_for
+    from server.shapes.spec import UnsupportedModel, shape
+    a = argparse.Namespace(draft=None, device="cpu", draft_tokens=8)
+    assert draft_kind(a) == "ngram"
+    drafts_for(a, shape("tiny-qwen3next"))
+    assert draft_kind(a) == "off"
+    b = argparse.Namespace(draft=None, device="cpu", draft_tokens=8)
+    drafts_for(b, shape("tiny-qwen3moe"))
+    assert draft_kind(b) == "ngram"
+    with pytest.raises(UnsupportedModel, match="--draft ngram: .*cannot undo"):
+        drafts_for(argparse.Namespace(draft="ngram", device="cpu"), shape("tiny-qwen3next"))
