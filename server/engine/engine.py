@@ -69,7 +69,8 @@ class Engine:
         if device != "cpu":                   # the weights as held (GGUF blocks as stored)
             from server.engine.prepare import describe_weight_bytes
             log.info("rank %d weights on the device: %s", rank, describe_weight_bytes(self.weights))
-        inv = rope.inv_freq(spec.rot, spec.rope_theta, spec.rope_scaling)
+        inv = rope.yarn_inv_freq(spec.rot, spec.rope_theta, *spec.rope_yarn)[0] if spec.rope_yarn \
+            else rope.inv_freq(spec.rot, spec.rope_theta, spec.rope_scaling)
         self.model = Model(spec, self.weights, inv if device == "cpu" else self.xp.asarray(inv),
                            self.xp, all_reduce)
         self.kv: KVStore | None = None
