@@ -167,3 +167,99 @@ def main(argv=None) -> None:
 
 if __name__ == "__main__":
     main()
+
+
+# ---------------------------------------------------------------- GGUF (as llama.cpp makes it)
+
+def gguf_tensors(spec: GptOssSpec, w: dict) -> list[tuple[str, np.ndarray]]:
+    """(GGUF name, float32 array in numpy order) as llama.cpp's converter writes the HF
+    weights: gate/up de-interleaved ([E, ff, d] each), down [E, d, ff], biases [E, out]."""
+    out = [("token_embd.weight", w["model.embed_tokens.weight"])]
+    for i in range(spec.n_layer):
+        p, b = f"model.layers.{i}.", f"blk.{i}."
+        gu, gub = w[p + "mlp.experts.gate_up_proj"], w[p + "mlp.experts.gate_up_proj_bias"]
+        out += [
+            (b + "attn_norm.weight", w[p + "input_layernorm.weight"]),
+            (b + "post_attention_norm.weight", w[p + "post_attention_layernorm.weight"]),
+            (b + "ffn_gate_inp.weight", w[p + "mlp.router.weight"]),
+            (b + "ffn_gate_inp.bias", w[p + "mlp.router.bias"]),
+            (b + "ffn_gate_exps.weight", gu[:, :, 0::2].transpose(0, 2, 1)),
+            (b + "ffn_up_exps.weight", gu[:, :, 1::2].transpose(0, 2, 1)),
+            (b + "ffn_down_exps.weight", w[p + "mlp.experts.down_proj"].transpose(0, 2, 1)),
+            (b + "ffn_gate_exps.bias", gub[:, 0::2]),
+            (b + "ffn_up_exps.bias", gub[:, 1::2]),
+            (b + "ffn_down_exps.bias", w[p + "mlp.experts.down_proj_bias"]),
+            (b + "attn_sinks.weight", w[p + "self_attn.sinks"]),
+        ]
+        for a, h in (("q", "q"), ("k", "k"), ("v", "v"), ("output", "o")):
+            out += [(b + f"attn_{a}.weight", w[p + f"self_attn.{h}_proj.weight"]),
+                    (b + f"attn_{a}.bias", w[p + f"self_attn.{h}_proj.bias"])]
+    out += [("output_norm.weight", w["model.norm.weight"]), ("output.weight", w["lm_head.weight"])]
+    return out
+
+
+def gguf_type(name: str, shape, qtype: str) -> str:
+    """F32: every tensor F32 (convert --outtype f32). MXFP4 (llama-quantize MXFP4_MOE): the
+    3-D expert weights MXFP4, the other 2-D matrices Q8_0 but the router, the rest F32."""
+    if qtype == "F32" or len(shape) == 1 or ".ffn_gate_inp." in name or not name.endswith(".weight"):
+        return "F32"
+    if "_exps." in name:
+        return "MXFP4" if len(shape) == 3 else "F32"
+    return "Q8_0"
+
+
+def write_gguf(spec: GptOssSpec, path: str | Path, qtype: str = "F32") -> Path:
+    """A GGUF of the checkpoint with llama.cpp's names, keys and types (tokenizer keys: the
+    default model's); tensor_digest() equals the recorded digest of llama.cpp's own file."""
+    import gguf
+    w = hf_weights(spec)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    wr = gguf.GGUFWriter(str(path), "gpt-oss")
+    wr.add_type(gguf.GGUFType.MODEL)
+    wr.add_name(spec.name)
+    wr.add_block_count(spec.n_layer)
+    wr.add_context_length(spec.max_pos)
+    wr.add_embedding_length(spec.hidden)
+    wr.add_feed_forward_length(spec.expert_ff)
+    wr.add_head_count(spec.n_head)
+    wr.add_head_count_kv(spec.n_head_kv)
+    wr.add_rope_scaling_type(gguf.RopeScalingType.YARN)
+    wr.add_rope_scaling_factor(spec.yarn_factor)
+    wr.add_rope_scaling_orig_ctx_len(spec.yarn_original)
+    wr.add_rope_scaling_yarn_beta_fast(32.0)
+    wr.add_rope_scaling_yarn_beta_slow(1.0)
+    wr.add_rope_freq_base(spec.rope_theta)
+    wr.add_layer_norm_rms_eps(spec.rms_eps)
+    wr.add_expert_count(spec.n_expert)
+    wr.add_expert_used_count(spec.n_expert_used)
+    wr.add_key_length(spec.head_dim)
+    wr.add_value_length(spec.head_dim)
+    wr.add_sliding_window(spec.sliding_window)
+    wr.add_expert_feed_forward_length(spec.expert_ff)
+    mc._copy_tokenizer_keys(wr, mc.default_gguf())
+    for name, arr in gguf_tensors(spec, w):
+        arr = np.ascontiguousarray(arr, dtype=np.float32)
+        t = gguf_type(name, arr.shape, qtype)
+        if t == "F32":
+            wr.add_tensor(name, arr)
+        else:
+            qt = gguf.GGMLQuantizationType[t]
+            wr.add_tensor(name, gguf.quants.quantize(arr, qt), raw_dtype=qt)
+    wr.write_header_to_file()
+    wr.write_kv_data_to_file()
+    wr.write_tensors_to_file()
+    wr.close()
+    return path
+
+
+def tensor_digest(path: str | Path) -> str:
+    """sha256 over every tensor's (name, type, shape, bytes), in name order: the weights of a
+    GGUF whatever its metadata."""
+    import hashlib
+    from gguf import GGUFReader
+    h = hashlib.sha256()
+    for t in sorted(GGUFReader(str(path)).tensors, key=lambda t: t.name):
+        h.update(f"{t.name}|{t.tensor_type.name}|{list(map(int, t.shape))}|".encode())
+        h.update(np.ascontiguousarray(t.data).view(np.uint8).tobytes())
+    return h.hexdigest()
