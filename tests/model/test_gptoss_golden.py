@@ -69,3 +69,37 @@ def test_mxfp4_experts_kept_as_stored(built):
     w = ld.tensors["model.layers.0.mlp.experts.3.gate_proj.weight"]
     assert isinstance(w, Blocks) and w.kind == "MXFP4" and w.shape == (64, 64)
     assert ld.tensors["model.layers.0.mlp.experts.3.gate_proj.bias"].shape == (64,)
+
+
+def test_llama_cpp_matches_with_its_yarn_rounding(built):
+    """llama.cpp rounds YaRN's correction range (ggml_rope_yarn_corr_dims: floor / ceil),
+    where gpt-oss's config says truncate false (which foldserve follows, as transformers).
+    With the rounding switched on, the F32 GGUF's greedy ids equal llama-server's recorded
+    ones through all 24 steps of every prompt: the rest of the layer agrees with llama.cpp."""
+    from dataclasses import replace
+
+    from server.engine.engine import Engine
+    from server.engine.weights import load
+
+    from .test_moe_engine import greedy
+    paths, rec = built
+    ld = load(str(paths["F32"]), progress=False)
+    assert ld.spec.rope_yarn[4] is False
+    eng = Engine(replace(ld.spec, rope_yarn=ld.spec.rope_yarn[:4] + (True,)), ld.tensors.__getitem__)
+    for c in rec["llama_cpp"]["F32"]["cases"]:
+        ref = next(x for x in rec["references"]["F32"]["cases"] if x["name"] == c["name"])
+        ids = greedy(eng, [ref["prompt_ids"]], steps=24, context=128)[1]
+        assert ids == c["greedy_ids"], c["name"]
+
+
+def test_cuda_refused_by_name_before_any_gpu(built):
+    """GGUF `gpt-oss` (aliased to gptoss) and the HF folder: one line naming the family,
+    from the header / config.json alone (this machine has no GPU to ask)."""
+    from server.engine.build import open_model
+    from server.shapes.spec import UnsupportedModel
+    for form in ("MXFP4", "hf"):
+        with pytest.raises(UnsupportedModel) as e:
+            open_model(str(built[0][form]), device="cuda", progress=False)
+        msg = str(e.value)
+        assert "\n" not in msg and "the gptoss family (mixture of experts)" in msg, msg
+        assert "--device cpu" in msg
