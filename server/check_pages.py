@@ -33,9 +33,9 @@ def run_check(engine, *, page_rows: int = 16, prefill_chunk: int = 64, decode: i
     n_pages = 3 * pages_per + 7
     pool = Pool(n_pages, poison=True)
     s = spec
-    mk = lambda paged: KVStore(xp, s.n_layers, engine.shard.n_kv, s.head_dim, engine.kv_dtype,
-                               paged=paged, pages=n_pages, page_rows=page_rows, streams=1,
-                               context=context)
+    mk = lambda paged: KVStore.of(xp, engine.kv_spec, engine.kv_dtype, paged=paged,
+                                  pages=n_pages, page_rows=page_rows, streams=1,
+                                  context=context)
     win, pag = mk(False), mk(True)
     rng = random.Random(seed)
     failures, checks = [], 0

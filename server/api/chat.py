@@ -10,15 +10,16 @@ from .request_checks import check_model, parse_body
 from . import tools as toolmod
 from .token_stream import collect_all, merged
 from .errors import invalid
-from .sampling import refuse_unsupported
-from .prompt_logprob_json import prompt_logprobs_json
+from .sampling import refuse_unsupported, stop_strings
+from .logprob_tokens import TokenTexts
+from .prompt_logprob_json import check_size, prompt_logprobs_json
 from .start import start_generations, usage
 from .schemas import ChatRequest
 from .sse import sse_response
 from .reasoning_plan import ReasoningPlan, reasoning_plan, template_kwargs
 from .structured import constraint_spec, off_loop, refuse_past_limits, request_grammar
-from .textflow import encode_chat, message_dicts, render_chat_prompt
-from .textwork import refuse_sure_overflow, text_work
+from .textflow import encode_chat, message_dicts, render_chat_prompt, stop_set
+from .textwork import json_reply, refuse_sure_overflow, text_work
 from server.text.reasoning import ReasoningStream, split as split_reasoning
 
 router = APIRouter()
@@ -48,14 +49,15 @@ def chat_prompt(state, messages, add_generation_prompt: bool = True,
     return text, ids
 
 
-def _token_entry(tok, token_id: int, logprob) -> dict:
-    text = tok.decode([token_id])
-    return {"token": text, "logprob": logprob, "bytes": list(text.encode("utf-8"))}
+def _token_entry(texts: TokenTexts, token_id: int, logprob) -> dict:
+    token, raw = texts.chat(token_id)
+    return {"token": token, "logprob": logprob, "bytes": raw}
 
 
-def logprobs_block(tok, tokens: list) -> dict:
+def logprobs_block(texts: TokenTexts, tokens: list) -> dict:
     return {"content": [
-        {**_token_entry(tok, t, lp), "top_logprobs": [_token_entry(tok, u, ulp) for u, ulp in top]}
+        {**_token_entry(texts, t, lp),
+         "top_logprobs": [_token_entry(texts, u, ulp) for u, ulp in top]}
         for t, lp, top in tokens]}
 
 
@@ -101,9 +103,11 @@ async def chat_completions(request: Request):
     if body.top_logprobs is not None and not body.logprobs:
         raise invalid("top_logprobs needs logprobs=true", param="top_logprobs")
     plan, grammar, ids, thinking = await prepare(request, state, body)
+    check_size(len(ids), prompt_logprobs=body.prompt_logprobs)
     logprobs = (body.top_logprobs or 0) if body.logprobs else None
+    stops = await stop_set(text_work(request), stop_strings(body))
     rid, gens = start_generations(state, metrics, body, ids, chat=True, logprobs=logprobs,
-                                  grammar=grammar)
+                                  grammar=grammar, stops=stops)
     head = {"id": rid, "created": int(time.time()), "model": state.model_name}
 
     if body.stream:
@@ -115,22 +119,31 @@ async def chat_completions(request: Request):
     results = await collect_all(request, gens)
     if results is None:
         return Response(status_code=499)    # the client left; nobody reads this
-    choices = []
-    for i, (text, tokens, finish, error) in enumerate(results):
+    for _, _, _, error in results:
         if error is not None:
             return error.response()
-        reasoning, answer = split_reasoning(text, thinking.inside) if thinking.parser \
-            else (None, text)
-        msg, finish = toolmod.message(answer, finish, plan)
-        if thinking.parser and thinking.include:      # vLLM's two names for it
-            msg["reasoning_content"] = msg["reasoning"] = reasoning
-        choices.append({"index": i, "message": msg,
-                        "logprobs": logprobs_block(state.tokenizer, tokens) if body.logprobs
-                        else None, "finish_reason": finish})
-    extra = {} if body.prompt_logprobs is None else {
-        "prompt_logprobs": prompt_logprobs_json(state.tokenizer, gens[0].prompt_logprobs)}
-    return JSONResponse({**head, "object": "chat.completion", "choices": choices,
-                         "usage": usage(gens), **extra})
+    entries = gens[0].prompt_logprobs
+
+    def build() -> dict:
+        texts = TokenTexts(state.tokenizer)
+        choices = []
+        for i, (text, tokens, finish, _) in enumerate(results):
+            reasoning, answer = split_reasoning(text, thinking.inside) if thinking.parser \
+                else (None, text)
+            msg, finish = toolmod.message(answer, finish, plan)
+            if thinking.parser and thinking.include:      # vLLM's two names for it
+                msg["reasoning_content"] = msg["reasoning"] = reasoning
+            choices.append({"index": i, "message": msg,
+                            "logprobs": logprobs_block(texts, tokens) if body.logprobs
+                            else None, "finish_reason": finish})
+        extra = {} if body.prompt_logprobs is None else {
+            "prompt_logprobs": prompt_logprobs_json(texts, entries)}
+        return {**head, "object": "chat.completion", "choices": choices,
+                "usage": usage(gens), **extra}
+
+    if body.logprobs or body.prompt_logprobs is not None:
+        return await json_reply(request, build)     # megabytes, possibly: on a worker
+    return JSONResponse(build())
 
 
 async def _stream(state, gens, head: dict, want_logprobs: bool, include_usage: bool,
@@ -145,11 +158,12 @@ async def _stream(state, gens, head: dict, want_logprobs: bool, include_usage: b
                for _ in gens]
     splits = [ReasoningStream(thinking.inside) if thinking.parser else None for _ in gens]
     pending: list[list] = [[] for _ in gens]        # tokens whose logprobs are not sent yet
+    texts = TokenTexts(state.tokenizer)
 
     def chunk(i: int, delta: dict, finish=None) -> dict:
         lp = None
         if want_logprobs and pending[i]:
-            lp, pending[i] = logprobs_block(state.tokenizer, pending[i]), []
+            lp, pending[i] = logprobs_block(texts, pending[i]), []
         extra = {"usage": usage(gens)} if continuous else \
             {"usage": None} if include_usage else {}
         return {**head, "choices": [{"index": i, "delta": delta, "logprobs": lp,

@@ -13,14 +13,15 @@ from fastapi.responses import JSONResponse, Response
 from .request_checks import check_model, parse_body
 from .token_stream import collect_all, merged
 from .errors import invalid
-from .sampling import refuse_unsupported
-from .prompt_logprob_json import prompt_logprobs_json
+from .sampling import refuse_unsupported, stop_strings
+from .logprob_tokens import TokenTexts
+from .prompt_logprob_json import check_size, prompt_logprobs_json
 from .start import start_generations, usage
 from .structured import off_loop, request_grammar
 from .schemas import CompletionRequest
 from .sse import sse_response
-from .textflow import check_token_ids, encode
-from .textwork import refuse_sure_overflow, text_work
+from .textflow import check_token_ids, encode, stop_set
+from .textwork import json_reply, refuse_sure_overflow, text_work
 
 router = APIRouter()
 
@@ -56,23 +57,22 @@ def all_prompt_ids(state, prompt) -> list[list[int]]:
     return [prompt_ids(state, p, f"prompt[{i}]") for i, p in enumerate(many)]
 
 
-def echo_block(tok, ids: list, entries, k: int) -> dict:
+def echo_block(texts: TokenTexts, ids: list, entries, k: int) -> dict:
     """echo with logprobs (OpenAI's legacy form): the prompt's own tokens first, the first
     with no logprob; entries are the scheduler's prompt_logprobs of tokens 1..n-1."""
     out = {"tokens": [], "token_logprobs": [], "top_logprobs": [], "text_offset": []}
     offset = 0
     for i, token_id in enumerate(ids):
-        text = tok.decode([token_id])
-        out["tokens"].append(text)
+        out["tokens"].append(texts.legacy(token_id))
         if i == 0 or entries is None or i - 1 >= len(entries):
             out["token_logprobs"].append(None)
             out["top_logprobs"].append(None)
         else:
             _, lp, _, top = entries[i - 1]
             out["token_logprobs"].append(lp)
-            out["top_logprobs"].append({tok.decode([t]): v for t, v in top[:k]})
+            out["top_logprobs"].append({texts.legacy(t): v for t, v in top[:k]})
         out["text_offset"].append(offset)
-        offset += len(text)
+        offset += len(texts.text(token_id))
     return out
 
 
@@ -80,15 +80,14 @@ def joined(a: dict, b: dict) -> dict:
     return {key: a[key] + b[key] for key in a}
 
 
-def logprobs_block(tok, tokens: list, offset: int) -> dict:
+def logprobs_block(texts: TokenTexts, tokens: list, offset: int) -> dict:
     out = {"tokens": [], "token_logprobs": [], "top_logprobs": [], "text_offset": []}
     for token_id, logprob, top in tokens:
-        text = tok.decode([token_id])
-        out["tokens"].append(text)
+        out["tokens"].append(texts.legacy(token_id))
         out["token_logprobs"].append(logprob)
-        out["top_logprobs"].append({tok.decode([t]): lp for t, lp in top})
+        out["top_logprobs"].append({texts.legacy(t): lp for t, lp in top})
         out["text_offset"].append(offset)
-        offset += len(text)
+        offset += len(texts.text(token_id))
     return out
 
 
@@ -98,18 +97,24 @@ async def completions(request: Request):
     body = await parse_body(request, CompletionRequest)
     check_model(state, body.model)
     refuse_unsupported(body)
-    asked_plp = body.prompt_logprobs is not None
+    asked_k = body.prompt_logprobs            # before echo's copy below
+    asked_plp = asked_k is not None
     echo_lp = bool(body.echo) and body.logprobs is not None
     if echo_lp:                  # the prompt's logprobs, for its part of the logprobs block
         body = body.model_copy(update={"prompt_logprobs": max(body.logprobs,
                                                               body.prompt_logprobs or 0)})
     many = await text_work(request).run(all_prompt_ids, state, body.prompt)
+    for ids in many:            # each prompt's reply part bounded, before any starts
+        check_size(len(ids), prompt_logprobs=asked_k,
+                   echo_logprobs=body.logprobs if echo_lp else None, n=body.n or 1)
     grammar = await off_loop(request_grammar, state, body)
+    stops = await stop_set(text_work(request), stop_strings(body))    # shared by all
     groups, rid = [], None          # each prompt's Generations (its n choices)
     try:
         for ids in many:
             gid, gens = start_generations(state, metrics, body, ids, chat=False,
-                                          logprobs=body.logprobs, grammar=grammar)
+                                          logprobs=body.logprobs, grammar=grammar,
+                                          stops=stops)
             rid = rid or gid
             groups.append(gens)
     except BaseException:
@@ -122,8 +127,8 @@ async def completions(request: Request):
             "model": state.model_name}
     want_logprobs = body.logprobs is not None
     # echo: each prompt's text before its choices' replies (a token-id prompt decoded)
-    texts = prompts_of(body.prompt)
-    echoes = [_prompt_text(state, texts[k], ids) if body.echo else ""
+    given = prompts_of(body.prompt)
+    echoes = [_prompt_text(state, given[k], ids) if body.echo else ""
               for k, ids in enumerate(many)]
     flat = [g for gens in groups for g in gens]             # index i * n + j
     echo_of = [echoes[k] for k, gens in enumerate(groups) for _ in gens]
@@ -138,26 +143,37 @@ async def completions(request: Request):
     results = await collect_all(request, flat)
     if results is None:
         return Response(status_code=499)    # the client left; nobody reads this
-    choices = []
-    tok = state.tokenizer
-    i = 0
-    for k, gens in enumerate(groups):
-        entries = gens[0].prompt_logprobs       # choice 0's, for every choice of its prompt
-        plp = {"prompt_logprobs": prompt_logprobs_json(tok, entries)} if asked_plp else {}
-        head_lp = echo_block(tok, many[k], entries, body.logprobs) if echo_lp else None
-        for _ in gens:
-            text, tokens, finish, error = results[i]
-            if error is not None:
-                return error.response()
-            lp = None
-            if want_logprobs:
-                lp = logprobs_block(tok, tokens, len(echoes[k]))
-                if head_lp is not None:
-                    lp = joined(head_lp, lp)
-            choices.append({"index": i, "text": echoes[k] + text, "finish_reason": finish,
-                            "logprobs": lp, **plp})
-            i += 1
-    return JSONResponse({**head, "choices": choices, "usage": total_usage(groups)})
+    for _, _, _, error in results:
+        if error is not None:
+            return error.response()
+    # each prompt's choice 0 computed its prompt logprobs (start.py)
+    entries = [gens[0].prompt_logprobs for gens in groups]
+
+    def build() -> dict:
+        texts = TokenTexts(state.tokenizer)
+        choices = []
+        i = 0
+        for k, gens in enumerate(groups):
+            plp = prompt_logprobs_json(texts, entries[k]) if asked_plp else None
+            head_lp = echo_block(texts, many[k], entries[k], body.logprobs) if echo_lp \
+                else None
+            for j in range(len(gens)):
+                text, tokens, finish, _ = results[i]
+                lp = None
+                if want_logprobs:
+                    lp = logprobs_block(texts, tokens, len(echoes[k]))
+                    if head_lp is not None:
+                        lp = joined(head_lp, lp)
+                # prompt_logprobs once a prompt: on its first choice (prompt_logprob_json.py)
+                extra = {"prompt_logprobs": plp if j == 0 else None} if asked_plp else {}
+                choices.append({"index": i, "text": echoes[k] + text,
+                                "finish_reason": finish, "logprobs": lp, **extra})
+                i += 1
+        return {**head, "choices": choices, "usage": total_usage(groups)}
+
+    if want_logprobs or asked_plp:
+        return await json_reply(request, build)     # megabytes, possibly: on a worker
+    return JSONResponse(build())
 
 
 def total_usage(groups: list) -> dict:
@@ -185,6 +201,7 @@ async def _stream(state, gens, groups, head: dict, want_logprobs: bool, include_
     """continuous (stream_options.continuous_usage_stats): every chunk carries the usage
     so far; include_usage: a last chunk with the whole usage (else chunks carry null)."""
     offsets = [0] * len(gens)
+    texts = TokenTexts(state.tokenizer)
 
     def extra() -> dict:
         if continuous:
@@ -201,7 +218,7 @@ async def _stream(state, gens, groups, head: dict, want_logprobs: bool, include_
                 yield {**head, "choices": [{"index": i, "text": p.text, "logprobs": None,
                                             "finish_reason": None}], **extra()}
             raise p.error
-        lp = logprobs_block(state.tokenizer, p.tokens, offsets[i]) if want_logprobs else None
+        lp = logprobs_block(texts, p.tokens, offsets[i]) if want_logprobs else None
         offsets[i] += len(p.text)
         yield {**head, "choices": [{"index": i, "text": p.text, "logprobs": lp,
                                     "finish_reason": p.finish}], **extra()}

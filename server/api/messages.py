@@ -33,8 +33,11 @@ from .messages_request import CountTokensRequest, MessagesRequest
 from .reply_blocks import Block, ReplyBlocks
 from .request_checks import check_model, parse_body
 from .schemas import ChatRequest
+from .sampling import check_stops, stop_strings
 from .sse import typed_sse_response
 from .start import start_generation
+from .textflow import stop_set
+from .textwork import text_work
 from .token_stream import collect
 
 router = APIRouter()
@@ -130,6 +133,7 @@ def chat_request(body) -> ChatRequest:
             if getattr(body, name) is not None:
                 d[name] = getattr(body, name)
         if body.stop_sequences:
+            check_stops(list(body.stop_sequences), "stop_sequences")   # stop's limits
             d["stop"] = list(body.stop_sequences)
     try:
         return ChatRequest.model_validate(d)
@@ -189,7 +193,9 @@ async def messages(request: Request):
     check_model(state, body.model)
     cb = chat_request(body)
     plan, grammar, ids, thinking = await chatmod.prepare(request, state, cb)
-    gen = start_generation(state, metrics, cb, ids, chat=True, logprobs=None, grammar=grammar)
+    stops = await stop_set(text_work(request), stop_strings(cb))
+    gen = start_generation(state, metrics, cb, ids, chat=True, logprobs=None, grammar=grammar,
+                           stops=stops)
     mid = message_id()
     head = {"id": mid, "type": "message", "role": "assistant", "model": state.model_name}
     if body.stream:

@@ -6,12 +6,14 @@ text/event-stream). tests/api/test_schemathesis.py holds the server to it.
 The routes read raw bytes (so malformed JSON and wrong types get OpenAI-shaped 400s), so
 the request bodies are put in here from the pydantic models of schemas.py; the checks the
 routes make beyond those models (sampling.refuse_unsupported, textflow, tokenize) are
-written into the document by `tighten`. One rule stays out of every schema: the prompt's
-tokens plus max_tokens must fit the context (a 400, code context_length_exceeded).
+written into the document by `tighten`. Two rules stay out of every schema, as they count
+the prompt's tokens: they plus max_tokens must fit the context (a 400, code
+context_length_exceeded), and a reply holds at most prompt_logprob_json.MAX_ENTRIES
+prompt-logprob entries (a 400 naming prompt_logprobs, or logprobs with echo).
 """
 from __future__ import annotations
 
-from .sampling import MAX_N
+from .sampling import MAX_N, MAX_STOP_CHARS, MAX_STOPS
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
@@ -150,7 +152,8 @@ def tighten(components: dict, vocab) -> None:
     """The routes' own checks, written into the request schemas."""
     tid = token_id(vocab)
     text = {"type": "string", "minLength": 1}
-    stop = _nullable(text, {"type": "array", "items": text})
+    stop_text = {**text, "maxLength": MAX_STOP_CHARS}   # sampling: MAX_STOPS, MAX_STOP_CHARS
+    stop = _nullable(stop_text, {"type": "array", "items": stop_text, "maxItems": MAX_STOPS})
     for name in ("CompletionRequest", "ChatRequest"):
         props = components[name]["properties"]
         refused_fields(props, {**UNSUPPORTED, **(CHAT_UNSUPPORTED if name == "ChatRequest"
@@ -214,6 +217,10 @@ def tighten_agents(components: dict) -> None:
         for field, (ok, why) in table.items():          # messages_request / responses_request
             props[field] = {"enum": no_op_values(ok), "description": "not supported (a 400, "
                             f"code unsupported_field, for any other value): {why}"}
+    # messages.py: stop_sequences under stop's limits (sampling.check_stops)
+    stop_text = {"type": "string", "minLength": 1, "maxLength": MAX_STOP_CHARS}
+    components["MessagesRequest"]["properties"]["stop_sequences"] = _nullable(
+        {"type": "array", "items": stop_text, "maxItems": MAX_STOPS})
     # messages.py: tool_use blocks in assistant messages, tool_result blocks in user messages
     msg = components["MessageIn"]
     msg["allOf"] = [

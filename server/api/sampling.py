@@ -16,6 +16,13 @@ COMPLETION_DEFAULT_MAX_TOKENS = 16
 
 MAX_N = 16
 
+# Stop strings: at most MAX_STOPS of at most MAX_STOP_CHARS characters each (so at most
+# 16,384 in all). Matching is linear in the reply whatever they are (server/text/stops.py);
+# the bound keeps the automaton's build (tens of ms at the bound, on a worker) and the
+# tail held back while streaming (the longest stop less one) small. OpenAI takes 4 stops.
+MAX_STOPS = 32
+MAX_STOP_CHARS = 512
+
 
 def refuse_unsupported(body: SamplingFields) -> None:
     if body.n is not None and body.n > MAX_N:
@@ -34,6 +41,20 @@ def refuse_unsupported(body: SamplingFields) -> None:
         raise invalid("suffix is not supported (no fill-in-the-middle)", param="suffix")
     if isinstance(body.stop, list) and any(s == "" for s in body.stop) or body.stop == "":
         raise invalid("stop strings must not be empty", param="stop")
+    check_stops(stop_strings(body), "stop")
+
+
+def check_stops(stops: list[str], param: str) -> None:
+    """At most MAX_STOPS stop strings of at most MAX_STOP_CHARS characters (a 400 naming
+    `param`: stop, or /v1/messages' stop_sequences)."""
+    if len(stops) > MAX_STOPS:
+        raise invalid(f"{param} holds {len(stops)} strings; this server takes at most "
+                      f"{MAX_STOPS} stop strings", param=param)
+    longest = max(stops, key=len, default="")
+    if len(longest) > MAX_STOP_CHARS:
+        raise invalid(f"{param} holds a string of {len(longest)} characters; this server "
+                      f"takes stop strings of at most {MAX_STOP_CHARS} characters",
+                      param=param)
 
 
 def stop_strings(body: SamplingFields) -> list[str]:

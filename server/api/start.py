@@ -14,6 +14,7 @@ import time
 import uuid
 
 from server.requests import GenRequest
+from server.text import StopSet
 
 from .backlog import shares
 from .request_checks import admit
@@ -24,8 +25,9 @@ from .sampling import (check_fit, choice_seed, resolve_max_tokens, sampling_para
 
 
 def start_generations(state, metrics, body, ids: list, *, chat: bool, logprobs,
-                      grammar=None) -> tuple[str, list[Generation]]:
-    """-> (the response id, one Generation per choice)."""
+                      grammar=None, stops=None) -> tuple[str, list[Generation]]:
+    """-> (the response id, one Generation per choice). stops: the body's stop strings
+    compiled (textflow.stop_set), else they are compiled here."""
     check_token_ids(state.tokenizer, body.stop_token_ids or (), "stop_token_ids")
     max_tokens = resolve_max_tokens(body, prompt_len=len(ids), context=state.context, chat=chat)
     check_fit(state.scheduler, len(ids), max_tokens)
@@ -35,6 +37,8 @@ def start_generations(state, metrics, body, ids: list, *, chat: bool, logprobs,
     rid = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}"
     n = body.n or 1
     eos = frozenset(getattr(state.tokenizer, "eos_ids", ()) or ())
+    if stops is None:
+        stops = StopSet(stop_strings(body))
     gens = []
     holds = [ticket] if n == 1 else shares(ticket, n)     # released as each choice ends
     for i in range(n):
@@ -45,7 +49,7 @@ def start_generations(state, metrics, body, ids: list, *, chat: bool, logprobs,
         req = GenRequest(id=rid if n == 1 else f"{rid}-{i}", prompt_ids=ids, params=p,
                          eos_ids=eos, arrival=time.monotonic(), grammar=grammar,
                          follows=None if i == 0 else gens[0].req.id)
-        gens.append(Generation(state, metrics, req, stop_strings(body),
+        gens.append(Generation(state, metrics, req, stops,
                                include_stop=bool(body.include_stop_str_in_output),
                                skip_special=body.skip_special_tokens is not False, index=i))
         gens[-1].ticket = holds[i]
@@ -53,9 +57,9 @@ def start_generations(state, metrics, body, ids: list, *, chat: bool, logprobs,
 
 
 def start_generation(state, metrics, body, ids: list, *, chat: bool, logprobs,
-                     grammar=None) -> Generation:
+                     grammar=None, stops=None) -> Generation:
     return start_generations(state, metrics, body, ids, chat=chat, logprobs=logprobs,
-                             grammar=grammar)[1][0]
+                             grammar=grammar, stops=stops)[1][0]
 
 
 def usage(gens: list[Generation]) -> dict:

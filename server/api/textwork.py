@@ -1,4 +1,4 @@
-"""Tokenizing and chat-template rendering, off the event loop.
+"""Tokenizing, chat-template rendering and large JSON replies, off the event loop.
 
 Both can take seconds (a 4 MB prompt tokenizes in about 3 s on one CPU core, a chat of
 110,000 messages renders in 3 s); run inside an async handler they stopped every other
@@ -19,6 +19,9 @@ import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
+from starlette.responses import Response
+
+from . import slicedjson
 from .errors import ApiError
 
 
@@ -54,6 +57,18 @@ class TextWork:
 
 def text_work(request) -> TextWork:
     return request.app.state.text_work
+
+
+def _rendered(build) -> bytes:
+    return slicedjson.dumps(build())
+
+
+async def json_reply(request, build) -> Response:
+    """The JSON reply build() makes, built and rendered on a worker: for replies that
+    can be megabytes (logprobs, prompt_logprobs), whose building and json.dumps held
+    the event loop for seconds."""
+    body = await text_work(request).run(_rendered, build)
+    return Response(body, media_type="application/json")
 
 
 def max_token_chars(tok) -> int | None:

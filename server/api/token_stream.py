@@ -28,9 +28,10 @@ class Piece:
 
 
 class Generation:
-    def __init__(self, state, metrics, req: GenRequest, stops: list[str], *,
+    def __init__(self, state, metrics, req: GenRequest, stops, *,
                  include_stop: bool = False, skip_special: bool = True, index: int = 0):
         self.state, self.metrics, self.req = state, metrics, req
+        # stops: a StopSet (shared by a request's choices) or a list of stop strings
         self.stops, self.include_stop, self.skip_special = stops, include_stop, skip_special
         self.index = index                            # the choice's index (n > 1)
         # eos and stop tokens end the reply without showing up in its text, unless

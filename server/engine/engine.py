@@ -13,6 +13,7 @@ from server.engine.logits import DeviceLogits
 from server.engine.model import Model
 from server.engine.rows import RoundChunk
 from server.engine.prepare import shard_weights
+from server.shapes.kv_layout import kv_spec
 from server.shapes.shard import shard_of
 from server.ranks.rank_errors import RankMismatch
 from server.engine.weights.blocks import Blocks
@@ -81,11 +82,15 @@ class Engine:
         self.table_digest = hashlib.sha256()
         self.tables_mapped = 0
 
-    # bytes of one token's K and V rows on this shard, all layers
+    @property
+    def kv_spec(self):
+        """This shard's KV layout (server/shapes/kv_layout.py): the planner's too."""
+        return kv_spec(self.spec, self.shard)
+
+    # bytes of one token's KV rows on this shard, all layers
     @property
     def bytes_per_token(self) -> int:
-        return (self.spec.n_layers * 2 * self.shard.n_kv * self.spec.head_dim
-                * np.dtype(self.kv_dtype).itemsize)
+        return self.kv_spec.bytes_per_token(np.dtype(self.kv_dtype).itemsize)
 
     def page_bytes(self, page_rows: int) -> int:
         return self.bytes_per_token * page_rows
@@ -126,11 +131,9 @@ class Engine:
             raise RankMismatch(
                 f"rank {self.rank}: the pool step says {said} bytes a page for this shard, "
                 f"this rank's shard needs {mine}; every rank must run the same model and settings")
-        s = self.spec
-        self.kv = KVStore(self.xp, s.n_layers, self.shard.n_kv, s.head_dim, self.kv_dtype,
-                          paged=step.paged, pages=step.pages, page_rows=step.page_rows,
-                          streams=step.streams, context=step.context,
-                          cache_pages=0 if step.paged else step.pages)
+        self.kv = KVStore.of(self.xp, self.kv_spec, self.kv_dtype, paged=step.paged,
+                             pages=step.pages, page_rows=step.page_rows, streams=step.streams,
+                             context=step.context, cache_pages=0 if step.paged else step.pages)
         self.pool = step
         log.info("rank %d: KV store %.1f MiB (%s, %d pages of %d rows, %d streams)", self.rank,
                  self.kv.nbytes / 2**20, "pages" if step.paged else "windows", step.pages,

@@ -1,36 +1,50 @@
-"""The KV rows of one rank: a pool of pages, or a window a stream, in one array per K and V.
+"""The KV rows of one rank: a pool of pages, or a window a stream, one array per array of
+the model's KV layout spec (server/shapes/kv_layout.py):
 
-  pages:    k[layer] : [pages,   page_rows, KV, hd]   stream table = its page ids
-  windows:  k[layer] : [streams, context,   KV, hd]   stream table = (stream,), one page of
-                                                      `context` rows
+  mha:      K[layer], V[layer] : [pages,   page_rows, KV, hd]   stream table = its page ids
+  latent:   K[layer]           : [pages,   page_rows, 1, kv_lora_rank + rope dims]  (V None)
+  windows:  the same with [streams, context, ...]: stream table = (stream,), one page of
+            `context` rows
 The kernels read both through (table, page_rows): only addresses differ.
 On windows a prompt cache keeps copies of rows in `cache` pages of page_rows rows.
 """
 from __future__ import annotations
 
+from server.shapes.kv_layout import KVSpec
+
 
 class KVStore:
     def __init__(self, xp, n_layers, nkv, hd, dtype, *, paged, pages, page_rows, streams,
-                 context, cache_pages=0):
+                 context, cache_pages=0, layout: KVSpec | None = None):
+        """layout: the KV layout spec (None: MHA of n_layers, nkv, hd)."""
         self.xp, self.paged, self.page_rows, self.context = xp, paged, page_rows, context
+        self.layout = layout or KVSpec.mha(n_layers, nkv, hd)
         n, rows = (pages, page_rows) if paged else (streams, context)
-        self.K = xp.empty((n_layers, n, rows, nkv, hd), dtype=dtype)
-        self.V = xp.empty((n_layers, n, rows, nkv, hd), dtype=dtype)
-        self.cK = self.cV = None
+        L = self.layout.n_layers
+        self.arrays = [xp.empty((L, n, rows, *shape), dtype=dtype) for _, shape in self.layout.arrays]
+        self.cache = []
         if not paged and cache_pages:
-            self.cK = xp.empty((n_layers, cache_pages, page_rows, nkv, hd), dtype=dtype)
-            self.cV = xp.empty((n_layers, cache_pages, page_rows, nkv, hd), dtype=dtype)
+            self.cache = [xp.empty((L, cache_pages, page_rows, *shape), dtype=dtype)
+                          for _, shape in self.layout.arrays]
+        self.K = self.arrays[0]
+        self.V = self.arrays[1] if len(self.arrays) > 1 else None
+        self.cK = self.cache[0] if self.cache else None
+        self.cV = self.cache[1] if len(self.cache) > 1 else None
+
+    @classmethod
+    def of(cls, xp, layout: KVSpec, dtype, **kw) -> "KVStore":
+        return cls(xp, layout.n_layers, 0, 0, dtype, layout=layout, **kw)
 
     @property
     def nbytes(self) -> int:
-        extra = 0 if self.cK is None else self.cK.nbytes * 2
-        return self.K.nbytes * 2 + extra
+        return sum(a.nbytes for a in self.arrays) + sum(a.nbytes for a in self.cache)
 
     def k(self, layer):
+        """MHA: layer's K pool; latent: layer's latent pool [n, rows, 1, width]."""
         return self.K[layer]
 
     def v(self, layer):
-        return self.V[layer]
+        return None if self.V is None else self.V[layer]
 
     def address(self, stream: int, page_ids):
         """(table, rows per page) of a stream."""
@@ -40,19 +54,16 @@ class KVStore:
 
     def poison(self, stream: int, page_ids, kept: int) -> None:
         """NaN into what a stream is about to use, past its kept prefix."""
-        nan = float("nan")
-        K, V = self.K, self.V
-        if K.dtype.itemsize == 2:           # bf16/fp16 on the GPU: 0x7FC0 is NaN in both
-            nan, K, V = 0x7FC0, K.view(self.xp.uint16), V.view(self.xp.uint16)
-        if self.paged:
-            fresh = list(page_ids[kept:])
-            if fresh:
-                idx = self.xp.asarray(fresh)
-                K[:, idx] = nan
-                V[:, idx] = nan
-        else:
-            K[:, stream] = nan
-            V[:, stream] = nan
+        for a in self.arrays:
+            nan = float("nan")
+            if a.dtype.itemsize == 2:       # bf16/fp16 on the GPU: 0x7FC0 is NaN in both
+                nan, a = 0x7FC0, a.view(self.xp.uint16)
+            if self.paged:
+                fresh = list(page_ids[kept:])
+                if fresh:
+                    a[:, self.xp.asarray(fresh)] = nan
+            else:
+                a[:, stream] = nan
 
     def copy_window_pages(self, stream: int, page_ids, rows: int, to_pages: bool) -> None:
         """Prompt cache on windows: window rows [0, rows) <-> cache pages, page by page
@@ -65,9 +76,8 @@ class KVStore:
                 break
             if pid < 0:                        # already kept, same rows: nothing to copy
                 continue
-            if to_pages:
-                self.cK[:, pid, : b - a] = self.K[:, stream, a:b]
-                self.cV[:, pid, : b - a] = self.V[:, stream, a:b]
-            else:
-                self.K[:, stream, a:b] = self.cK[:, pid, : b - a]
-                self.V[:, stream, a:b] = self.cV[:, pid, : b - a]
+            for arr, c in zip(self.arrays, self.cache):
+                if to_pages:
+                    c[:, pid, : b - a] = arr[:, stream, a:b]
+                else:
+                    arr[:, stream, a:b] = c[:, pid, : b - a]

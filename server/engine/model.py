@@ -42,6 +42,8 @@ class Model:
             from kernels.rope import yarn_inv_freq
             mscale = yarn_inv_freq(spec.rot, spec.rope_theta, *spec.rope_yarn)[1]
             self.scale *= mscale * mscale
+        if spec.attn_scale_mul != 1.0:                # YaRN's mscale**2 (deepseek2)
+            self.scale *= spec.attn_scale_mul
         self.graphs = None
         self.family = family(spec)
         self.routing = None
@@ -52,7 +54,8 @@ class Model:
         # the CPU over GGUF blocks (numba present): norms, SwiGLU and attention as numba
         # calls too (kernels/rmsnorm_cpu.py, attention_cpu.py); float models keep numpy
         from server.engine.weights.blocks import Blocks
-        self.fast = xp is np and isinstance(weights.layers[0].wqkv, Blocks) if weights.layers else False
+        first = weights.layers[0] if weights.layers else None
+        self.fast = xp is np and isinstance(getattr(first, "wqkv", None), Blocks)
         # the plain llama layer at TP=1 over 32-element blocks: the whole round in one numba
         # call (kernels/forward_cpu.py: the same functions, the same bytes, no Python between)
         self.fused = None

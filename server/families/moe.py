@@ -104,6 +104,12 @@ def shard_layer(spec, i: int, sp, shard) -> MoeLayerWeights:
     if not spec.is_moe_layer(i):
         wgu, wdown = shard_mlp(p + "mlp.", sp, *shard.ff)
         return MoeLayerWeights(wgu=wgu, wdown=wdown, **att)
+    return MoeLayerWeights(**shard_moe_mlp(spec, i, sp, shard), **att)
+
+
+def shard_moe_mlp(spec, i: int, sp, shard) -> dict:
+    """The MoE MLP fields of layer i's record (router, experts, shared expert), this shard's."""
+    p = f"model.layers.{i}."
     router = sp.dev(sp.orient(sp.get(p + "mlp.gate.weight")))
     bias = sp.dev(sp.get(p + "mlp.gate.e_score_correction_bias")) \
         if spec.router == "sigmoid" else None
@@ -116,14 +122,19 @@ def shard_layer(spec, i: int, sp, shard) -> MoeLayerWeights:
     if spec.n_shared_experts:
         sgu, sdown = shard_mlp(p + "mlp.shared_experts.", sp, *shard.shared_ff)
     gus, downs = sp.experts(gus), sp.experts(downs)
-    return MoeLayerWeights(router=router, router_bias=bias, experts_gu=gus, experts_down=downs,
-                           shared_gu=sgu, shared_down=sdown, **att)
+    return dict(router=router, router_bias=bias, experts_gu=gus, experts_down=downs,
+                shared_gu=sgu, shared_down=sdown)
 
 
 # ------------------------------------------------------------------ the forward
 def forward_layer(ops, m, L, li, h, out, r, kv):
-    s, w = m.spec, m.w
     out, h = attend(ops, m, L, li, h, out, r, kv)
+    return ffn(ops, m, L, h, out)
+
+
+def ffn(ops, m, L, h, out):
+    """h += out; the layer's MLP (dense, or routed experts + shared) -> (h, its output)."""
+    s, w = m.spec, m.w
     if L.router is None:                               # a leading dense layer
         act, h = ops.norm_linear(out, h, L.mlp_norm, s.rms_eps, L.wgu, glu_ff=w.ff, fast=m.fast)
         out = ops.linear(act, L.wdown)

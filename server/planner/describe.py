@@ -40,6 +40,8 @@ def startup_line(plan: Plan, reserve_bytes: int | None = None) -> str:
         text += f", of a {size(g.room, 1)} room"
     else:
         text += f", of {size(g.room, 1)} left after a {size(reserve_bytes, 1)} reserve"
+    if plan.kv_rows:
+        text += f"; KV as {plan.kv_rows}"
     if len(plan.ranks) > 1:
         text += f"; rank {plan.governing} of {len(plan.ranks)} governs"
         if plan.shards_differ:

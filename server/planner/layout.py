@@ -1,6 +1,8 @@
 """Layout: what one rank's shard of a model costs per KV token, per page and per stream.
 
-    bytes_per_token = n_layers * 2 (K and V) * n_kv (this shard's kv heads) * head_dim * kv_bytes
+    bytes_per_token = the KV layout spec's bytes a token (server/shapes/kv_layout.py):
+                      MHA: n_layers * 2 (K and V) * n_kv (this shard's kv heads) * head_dim * kv_bytes
+                      latent: n_layers * (kv_lora_rank + rope dims) * kv_bytes, every rank
     page_bytes      = bytes_per_token * page_rows
     fixed_bytes     = table + sampling + scratch, per stream (see `fixed_bytes`)
 
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from server.shapes.kv_layout import KVSpec, kv_spec
 from server.shapes.shard import shard_of
 from server.shapes.spec import ModelSpec
 
@@ -52,6 +55,7 @@ class Layout:
     ff_rank: int            # this rank's share of the MLP's intermediate size
     prefill_chunk: int = 256
     moe_floats: int = 0     # a token's floats in a MoE layer on this rank (`moe_floats`)
+    kv: KVSpec | None = None  # the KV layout (None: MHA of n_layers, n_kv, head_dim)
 
     @staticmethod
     def for_shard(spec: ModelSpec, tp: int, rank: int, kv_bytes: int, page_rows: int,
@@ -63,11 +67,15 @@ class Layout:
         dense = not spec.n_experts or spec.first_dense_layers > 0
         return Layout(rank, spec.n_layers, shard.n_kv, spec.head_dim, kv_bytes, page_rows,
                       spec.vocab, spec.d_model, hi - lo if dense else 0, prefill_chunk,
-                      moe_floats(spec, shard))
+                      moe_floats(spec, shard), kv_spec(spec, shard))
+
+    @property
+    def kv_spec(self) -> KVSpec:
+        return self.kv or KVSpec.mha(self.n_layers, self.n_kv, self.head_dim)
 
     @property
     def bytes_per_token(self) -> int:
-        return self.n_layers * 2 * self.n_kv * self.head_dim * self.kv_bytes
+        return self.kv_spec.bytes_per_token(self.kv_bytes)
 
     @property
     def page_bytes(self) -> int:

@@ -25,7 +25,7 @@ cache_pages alone (windows mode). The numbers add up on every rank:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Sequence
 
 from server.planner.layout import Layout, cdiv
@@ -96,6 +96,7 @@ class Plan:
     ranks: tuple              # RankPlan per rank, rank order
     governing: int            # the rank whose room bounds the plan
     notes: tuple = field(default=())
+    kv_rows: str = ""         # the latent kind's phrase (KV layout spec); "" for K and V rows
 
     @property
     def paged(self) -> bool:
@@ -163,7 +164,11 @@ def plan(layouts: Sequence[Layout], rooms: Sequence[int], context: int, parallel
     mode, note = resolve_kv_pages(kv_pages, len(layouts), windows_fit)
     notes = (note,) if note else ()
     fund = _on_pages if mode == "on" else _on_windows
-    return fund(list(layouts), list(rooms), context, parallel, prompt_cache_bytes, verify_window, notes)
+    p = fund(list(layouts), list(rooms), context, parallel, prompt_cache_bytes, verify_window, notes)
+    kv = layouts[0].kv_spec
+    if kv.kind == "latent":          # the MHA plan line stays as it was
+        p = replace(p, kv_rows=f"{kv.describe()}, {p.rank.bytes_per_token} bytes a token")
+    return p
 
 
 def _window(L: Layout, context: int, verify: int) -> int:

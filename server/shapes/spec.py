@@ -10,7 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 DENSE_ARCHS = ("llama", "mistral", "qwen2", "qwen3", "smollm")
-MOE_ARCHS = ("qwen3moe", "glm4moe", "gptoss")
+MOE_ARCHS = ("qwen3moe", "glm4moe", "deepseek2", "gptoss")
+MLA_ARCHS = ("deepseek2",)
 ARCH_ALIASES = {"smollm": "llama", "gpt-oss": "gptoss", "gpt_oss": "gptoss"}   # file's -> ours
 SUPPORTED_ARCHS = DENSE_ARCHS + MOE_ARCHS + ("gpt-oss",)
 ROUTERS = ("softmax", "sigmoid", "topk_softmax")
@@ -53,6 +54,13 @@ class ModelSpec:
     topk_group: int = 1         # tokens choose among the best topk_group groups
     rotary_dim: int = 0         # dims of a head RoPE rotates (0: all; GLM: half)
     nextn_layers: int = 0       # GGUF's MTP/NextN blocks after the trunk: kept unused
+    # multi-head latent attention (deepseek2; 0: none). head_dim is then the q/k head's
+    # nope + rope dims, n_kv_heads == n_heads, rotary_dim the rope dims
+    q_lora_rank: int = 0        # q through q_a (d -> q_lora_rank), q_a_norm, q_b; 0: plain q
+    kv_lora_rank: int = 0       # the latent a token stores (with its rope dims)
+    qk_rope_head_dim: int = 0
+    v_head_dim: int = 0
+    attn_scale_mul: float = 1.0  # YaRN's mscale**2 on the softmax scale (mscale_all_dim)
     # gpt-oss (0 / False / None elsewhere)
     sliding_window: int = 0     # rows a sliding layer's query reads (its last ones); layers
                                 # 0, 2, 4, ... slide, the others attend to the whole context
@@ -64,6 +72,14 @@ class ModelSpec:
     @property
     def moe(self) -> bool:
         return self.n_experts > 0
+
+    @property
+    def mla(self) -> bool:
+        return self.kv_lora_rank > 0
+
+    @property
+    def qk_nope_head_dim(self) -> int:
+        return self.head_dim - self.qk_rope_head_dim
 
     @property
     def rot(self) -> int:
@@ -138,6 +154,21 @@ SHAPES: dict[str, ModelSpec] = {
                              n_shared_experts=1, shared_ff=1408, first_dense_layers=1,
                              router="sigmoid", norm_topk_prob=True, routed_scaling_factor=1.0,
                              rotary_dim=64, name="glm-4.5-air"),
+    # multi-head latent attention (deepseek2): GLM-4.7-Flash's shape (a 512 + 64 latent row)
+    "glm-4.7-flash": ModelSpec("deepseek2", 47, 2048, 20, 20, 256, 10240, 154880,
+                               rope_theta=1000000.0, rms_eps=1e-5, max_context=202752,
+                               n_experts=64, n_experts_used=4, expert_ff=1536,
+                               n_shared_experts=1, shared_ff=1536, first_dense_layers=1,
+                               router="sigmoid", norm_topk_prob=True, routed_scaling_factor=1.8,
+                               rotary_dim=64, q_lora_rank=768, kv_lora_rank=512,
+                               qk_rope_head_dim=64, v_head_dim=256, name="glm-4.7-flash"),
+    "tiny-deepseek3": ModelSpec("deepseek2", 3, 64, 4, 4, 24, 128, 512, max_context=512,
+                                rms_eps=1e-6, n_experts=8, n_experts_used=2, expert_ff=96,
+                                n_shared_experts=1, shared_ff=96, first_dense_layers=1,
+                                router="sigmoid", norm_topk_prob=True, routed_scaling_factor=2.5,
+                                n_group=2, topk_group=1, rotary_dim=8, q_lora_rank=48,
+                                kv_lora_rank=32, qk_rope_head_dim=8, v_head_dim=16,
+                                name="tiny-deepseek3"),
     "tiny-qwen3moe": ModelSpec("qwen3moe", 2, 64, 4, 2, 16, 96, 512, max_context=512,
                                rms_eps=1e-6, qk_norm=True, n_experts=8, n_experts_used=3,
                                expert_ff=96, router="softmax", norm_topk_prob=True,
@@ -163,6 +194,10 @@ SHAPES: dict[str, ModelSpec] = {
 
 def moe_on_gpu(spec: ModelSpec) -> str:
     """The one-line refusal of a mixture-of-experts family on --device cuda."""
+    if spec.mla:
+        return (f"{spec.name or spec.arch}: the {spec.arch} family (multi-head latent attention, "
+                "mixture of experts) runs on the CPU only until its GPU kernels exist; use "
+                "--device cpu")
     return (f"{spec.name or spec.arch}: the {spec.arch} family (mixture of experts) runs on the "
             f"CPU only until its GPU kernels exist; use --device cpu")
 

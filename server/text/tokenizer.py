@@ -12,6 +12,7 @@ add_special_tokens=False, or the model sees it twice.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from tokenizers import AddedToken, decoders, models, processors
@@ -24,6 +25,27 @@ from .literal import Literal
 
 # GGUF token_type values (llama.cpp's llama_token_type)
 CONTROL, USER_DEFINED = 3, 4
+
+# SentencePiece byte-fallback pieces: one byte each
+_BYTE_PIECE = re.compile(r"<0x([0-9A-Fa-f]{2})>")
+
+
+def _byte_level_decoder() -> dict[str, int]:
+    """Byte-level BPE's symbol -> byte (GPT-2's bytes_to_unicode, inverted): printable
+    Latin-1 bytes stand for themselves, the other 68 for U+0100 onwards."""
+    bs = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1),
+          *range(ord("®"), ord("ÿ") + 1)]
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return {chr(c): b for b, c in zip(bs, cs)}
+
+
+_BYTE_LEVEL = _byte_level_decoder()
 
 # End-of-turn markers that stop generation in common chat formats besides the model's eos.
 END_OF_TURN = ("<|im_end|>", "<|eot_id|>", "<|eom_id|>", "<|endoftext|>", "<|end|>",
@@ -149,6 +171,23 @@ class Tokenizer:
         if self._spm and token_id not in self._hf.get_added_tokens_decoder():
             return spm.piece_text(self._hf, token_id)
         return self._hf.decode([token_id], skip_special_tokens=False)
+
+    def token_bytes(self, token_id: int) -> bytes:
+        """The bytes one token stands for, a piece of a multi-byte character included
+        (llama.cpp's token_to_piece): token_text's UTF-8 where that text is whole, else
+        the byte-level BPE symbols mapped back to their bytes, or a SentencePiece byte
+        piece ("<0xE2>") to its byte."""
+        text = self.token_text(token_id)
+        if "\ufffd" not in text or token_id in self._hf.get_added_tokens_decoder():
+            return text.encode("utf-8")
+        piece = self._hf.id_to_token(token_id) or ""
+        m = _BYTE_PIECE.fullmatch(piece)
+        if m:
+            return bytes([int(m[1], 16)])
+        byte_level = isinstance(self._hf.decoder, decoders.ByteLevel)
+        if byte_level and all(c in _BYTE_LEVEL for c in piece):
+            return bytes(_BYTE_LEVEL[c] for c in piece)
+        return text.encode("utf-8")
 
     def token_to_id(self, token: str) -> int | None:
         return self._hf.token_to_id(token)

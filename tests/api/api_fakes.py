@@ -29,17 +29,16 @@ class FakeTokenizer:
         return ([BOS] if add_special_tokens else []) + [b + BYTE0 for b in text.encode("utf-8")]
 
     def decode(self, ids, skip_special_tokens: bool = False) -> str:
-        out = bytearray()
-        for i in ids:
-            if i == BOS:
-                out += b"<s>"
-            elif i == EOS:
-                out += b"</s>"
-            elif BYTE0 <= i < BYTE0 + 256:
-                out.append(i - BYTE0)
-            elif i >= BYTE0 + 256:
-                out += f" w{i}".encode()
-        return out.decode("utf-8", errors="replace")
+        return b"".join(map(self.token_bytes, ids)).decode("utf-8", errors="replace")
+
+    def token_bytes(self, i: int) -> bytes:
+        if i == BOS:
+            return b"<s>"
+        if i == EOS:
+            return b"</s>"
+        if BYTE0 <= i < BYTE0 + 256:
+            return bytes([i - BYTE0])
+        return f" w{i}".encode() if i >= BYTE0 + 256 else b""
 
 
 def fake_render(messages: list[dict]) -> str:

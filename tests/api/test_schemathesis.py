@@ -3,8 +3,9 @@ document: no 5xx, every reply in its documented status, content type, headers an
 every schema-valid body accepted and every schema-invalid one refused (issue 16).
 
 The fake scheduler ends each reply after a few tokens, so a max_tokens near the context
-costs nothing. One rule no schema can hold is left to the server: the prompt's tokens plus
-max_tokens must fit the context; schema-valid bodies past it are not generated."""
+costs nothing. Two rules no schema can hold are left to the server: the prompt's tokens plus
+max_tokens must fit the context, and the prompt's logprobs at most MAX_ENTRIES entries
+(prompt_logprob_json.check_size); schema-valid bodies past them are not generated."""
 from __future__ import annotations
 
 import json
@@ -81,6 +82,29 @@ def fits_context(case) -> bool:
     return n + (asked if isinstance(asked, int) else 1) <= CONTEXT   # defaults fit the room
 
 
+def within_logprob_bound(case) -> bool:
+    from server.api.errors import ApiError
+    from server.api.prompt_logprob_json import check_size
+
+    def int_or_none(v):
+        return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+    body = case.body if isinstance(case.body, dict) else None
+    if body is None or case.path not in ("/v1/completions", "/v1/chat/completions"):
+        return True
+    n = prompt_tokens(case.path, body)
+    if n is None:
+        return True
+    echo = case.path == "/v1/completions" and body.get("echo") is True
+    try:
+        check_size(n, prompt_logprobs=int_or_none(body.get("prompt_logprobs")),
+                   echo_logprobs=int_or_none(body.get("logprobs")) if echo else None,
+                   n=int_or_none(body.get("n")) or 1)
+    except ApiError:
+        return False
+    return True
+
+
 # a grammar, schema or tool set is compiled by the grammar engine (server/engine/grammar.py);
 # whether an arbitrary one compiles is the second rule no schema can state (docs/api.md)
 GRAMMAR_FIELDS = ("response_format", "guided_json", "guided_regex", "guided_choice",
@@ -133,6 +157,7 @@ def test_the_api_keeps_its_openapi_document(case):
     if positive:
         case.body = integral_floats_as_ints(case.body)
         assume(fits_context(case))
+        assume(within_logprob_bound(case))
         assume(unconstrained(case))
         assume(held_state(case))
     case.call_and_validate(checks=ALL_CHECKS)

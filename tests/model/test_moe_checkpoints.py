@@ -42,8 +42,12 @@ def test_gguf_holds_the_hf_tensors(name):
     q8 = {t.name: t for t in gguf.GGUFReader(str(b.gguf["Q8_0"])).tensors}
     layout = dict(mc.gguf_layout(spec))
     assert set(f32) == set(layout) == set(q8)
+    tensors = dict(mc.gguf_tensors(spec, w))
     for g, hs in layout.items():
-        arr = w[hs[0]] if len(hs) == 1 else np.stack([w[h] for h in hs])
+        if hs[-1] in (mc.KV_B_K, mc.KV_B_V):       # deepseek2: kv_b split as the converter does
+            arr = tensors[g]
+        else:
+            arr = w[hs[0]] if len(hs) == 1 else np.stack([w[h] for h in hs])
         assert np.array_equal(np.asarray(f32[g].data).reshape(arr.shape), arr), g
         assert list(f32[g].shape) == list(reversed(arr.shape)), g      # ggml order
         want = mc.gguf_type(g, arr, "Q8_0")
@@ -51,6 +55,13 @@ def test_gguf_holds_the_hf_tensors(name):
     e = f"blk.{spec.n_layer - 1}.ffn_gate_exps.weight"
     assert list(f32[e].shape) == [spec.hidden, spec.expert_ff, spec.n_expert]
     assert q8[f"blk.{spec.n_layer - 1}.ffn_gate_inp.weight"].tensor_type.name == "F32"
+    if spec.family == "deepseek2":                  # k_b [H, C, N] and v_b [H, V, C] join back
+        for i in range(spec.n_layer):
+            kb = np.asarray(f32[f"blk.{i}.attn_k_b.weight"].data)
+            vb = np.asarray(f32[f"blk.{i}.attn_v_b.weight"].data)
+            kv_b = w[f"model.layers.{i}.self_attn.kv_b_proj.weight"]
+            assert np.array_equal(mc._kv_b_join(spec, kb, vb), kv_b)
+            assert kb.shape == (spec.n_head, spec.kv_lora_rank, spec.qk_nope_head_dim)
 
 
 @pytest.mark.parametrize("name", FAMILIES)

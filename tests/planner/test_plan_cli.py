@@ -74,3 +74,30 @@ def test_the_planner_imports_no_numpy():
             "bad = [m for m in ('numpy', 'cupy') if m in sys.modules]; print(bad); sys.exit(bool(bad))")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_glm_4_7_flash_plan_says_latent_rows(capsys):
+    """The KV layout spec's latent kind: bytes a token = layers x (latent + rope dims) x
+    element size, the same on every rank at TP=2, and the plan line says so; an MHA model's
+    line does not change."""
+    argv = ["--model", "dummy:glm-4.7-flash", "--tp", "2", "--context", "131072", "--room", "40"]
+    rc, out, _ = run(argv, {}, capsys)
+    want = 47 * (512 + 64) * 4                       # float32 KV on the CPU
+    assert rc == 0
+    assert f"KV as latent rows (576 values a token and layer, the same on every rank), {want} bytes a token" in out
+    rc, out, _ = run(argv + ["--json"], {}, capsys)
+    d = json.loads(out)
+    assert rc == 0 and d["bytes_per_token"] == want
+    assert d["page_bytes"] == want * d["page_rows"]
+    rc, out, _ = run(["--model", "dummy:llama3-8b", "--context", "8192", "--tp", "2",
+                      "--room", "40"], {}, capsys)
+    assert rc == 0 and "KV as" not in out and "latent" not in out
+
+
+def test_latent_bytes_a_token_in_bf16_is_54_kb():
+    """The issue's figure for the full 47-layer model in bf16 (the GPU's KV dtype): 54 KB."""
+    from server.planner.layout import layouts
+    from server.shapes.spec import shape
+    spec = shape("glm-4.7-flash")
+    for L in layouts(spec, 2, 2, 16):
+        assert L.bytes_per_token == 47 * 576 * 2 == 54144

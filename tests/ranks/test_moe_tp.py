@@ -1,6 +1,7 @@
 """Mixture-of-experts families at TP=2 and TP=3 on CPU ranks (real processes over HostComm)
 equal TP=1: every step's logits within float32 reordering of TP=1's (the experts' widths
-split over the ranks, one all-reduce a layer) and the same greedy ids under the golden rule
+split over the ranks, one all-reduce a layer; deepseek2's latent-attention heads split, its
+latent rows replicated) and the same greedy ids under the golden rule
 (through the first step whose top1-top2 margin is under 2e-3). Both families, whose tiny
 shapes split unevenly (3 kv heads at TP=2, experts of 3 units of 32 columns)."""
 from __future__ import annotations
@@ -49,7 +50,7 @@ def rank_target(rank, world, port, name, forced):
 
 
 @pytest.mark.parametrize("tp", [2, 3])
-@pytest.mark.parametrize("name", ["tiny-qwen3moe", "tiny-glm4moe"])
+@pytest.mark.parametrize("name", ["tiny-qwen3moe", "tiny-glm4moe", "tiny-deepseek3"])
 def test_tp_equals_tp1(name, tp):
     want_rows, want_ids = forward(name, 1, 0, None, None)
     res = run(rank_target, tp, name, want_ids, deadline_s=120)

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from hypothesis import given, settings, strategies as st
 
-from server.text.detok import IncrementalDetokenizer, StopMatcher
+from server.text.detok import IncrementalDetokenizer
+from server.text.stops import StopMatcher
 
 from .cases import TEXT
 

@@ -49,7 +49,7 @@ SQRT3 = math.sqrt(3.0)
 class MoeSpec:
     """The shape and the seed of one synthetic checkpoint."""
     name: str
-    family: str                 # "qwen3moe" | "glm4moe" (the GGUF architecture)
+    family: str                 # "qwen3moe" | "glm4moe" | "deepseek2" (the GGUF architecture)
     seed: int
     n_layer: int
     hidden: int
@@ -74,6 +74,13 @@ class MoeSpec:
     partial_rotary: float = 1.0
     attention_bias: bool = False
     qk_norm: bool = True
+    # multi-head latent attention (deepseek2: DeepseekV3ForCausalLM) only; head_dim is then
+    # qk_nope_head_dim + qk_rope_head_dim
+    q_lora_rank: int = 0
+    kv_lora_rank: int = 0
+    qk_nope_head_dim: int = 0
+    qk_rope_head_dim: int = 0
+    v_head_dim: int = 0
     # standard deviations of the draws
     embed_std: float = 1.0
     head_std: float = 0.7       # lm_head: logits' spread ~ head_std * sqrt(hidden)
@@ -86,7 +93,9 @@ class MoeSpec:
     pad_id: int = 2
 
     def __post_init__(self):
-        assert self.family in ("qwen3moe", "glm4moe"), self.family
+        assert self.family in ("qwen3moe", "glm4moe", "deepseek2"), self.family
+        if self.family == "deepseek2":
+            assert self.head_dim == self.qk_nope_head_dim + self.qk_rope_head_dim
         assert self.n_expert % self.n_group == 0
         assert self.n_expert_used <= (self.n_expert // self.n_group) * self.topk_group
 
@@ -108,6 +117,12 @@ FAMILIES: dict[str, MoeSpec] = {
         n_head=4, n_head_kv=2, head_dim=16, n_expert=16, n_expert_used=4, expert_ff=32,
         dense_ff=128, rms_eps=1e-5, n_shared=1, first_dense=1, n_group=4, topk_group=2,
         routed_scaling=2.5, partial_rotary=0.5, attention_bias=True, qk_norm=False),
+    "deepseek3-tiny": MoeSpec(
+        name="deepseek3-tiny", family="deepseek2", seed=3201, n_layer=3, hidden=64,
+        n_head=4, n_head_kv=4, head_dim=24, n_expert=16, n_expert_used=4, expert_ff=32,
+        dense_ff=128, rms_eps=1e-6, n_shared=1, first_dense=1, n_group=4, topk_group=2,
+        routed_scaling=2.5, qk_norm=False, q_lora_rank=48, kv_lora_rank=32,
+        qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=16),
 }
 
 
@@ -159,39 +174,67 @@ def hf_weights(spec: MoeSpec, *, shapes_only: bool = False) -> dict:
     for i in range(spec.n_layer):
         p = f"model.layers.{i}."
         norm(p + "input_layernorm.weight", H)
-        lin(p + "self_attn.q_proj.weight", q_out, H)
-        lin(p + "self_attn.k_proj.weight", kv_out, H)
-        lin(p + "self_attn.v_proj.weight", kv_out, H)
-        if spec.attention_bias:
-            bias(p + "self_attn.q_proj.bias", q_out, spec.bias_std)
-            bias(p + "self_attn.k_proj.bias", kv_out, spec.bias_std)
-            bias(p + "self_attn.v_proj.bias", kv_out, spec.bias_std)
-        lin(p + "self_attn.o_proj.weight", H, q_out)
-        if spec.qk_norm:
-            norm(p + "self_attn.q_norm.weight", D)
-            norm(p + "self_attn.k_norm.weight", D)
+        if spec.family == "deepseek2":
+            _mla_weights(spec, p, lin, norm)
+        else:
+            _mha_weights(spec, p, lin, norm, bias, q_out, kv_out)
         norm(p + "post_attention_layernorm.weight", H)
-        if not spec.is_moe_layer(i):
-            lin(p + "mlp.gate_proj.weight", spec.dense_ff, H)
-            lin(p + "mlp.up_proj.weight", spec.dense_ff, H)
-            lin(p + "mlp.down_proj.weight", H, spec.dense_ff)
-            continue
-        lin(p + "mlp.gate.weight", spec.n_expert, H, spec.router_gain)
-        if spec.family == "glm4moe":
-            bias(p + "mlp.gate.e_score_correction_bias", spec.n_expert, spec.score_bias_std)
-        for j in range(spec.n_expert):
-            e = f"{p}mlp.experts.{j}."
-            lin(e + "gate_proj.weight", spec.expert_ff, H)
-            lin(e + "up_proj.weight", spec.expert_ff, H)
-            lin(e + "down_proj.weight", H, spec.expert_ff)
-        if spec.n_shared:
-            sff = spec.expert_ff * spec.n_shared
-            lin(p + "mlp.shared_experts.gate_proj.weight", sff, H)
-            lin(p + "mlp.shared_experts.up_proj.weight", sff, H)
-            lin(p + "mlp.shared_experts.down_proj.weight", H, sff)
+        _mlp_weights(spec, i, p, lin, bias)
     norm("model.norm.weight", H)
     put("lm_head.weight", (spec.vocab, H), spec.head_std)
     return w
+
+
+def _mla_weights(spec: MoeSpec, p: str, lin, norm) -> None:
+    H, a = spec.hidden, p + "self_attn."
+    C, R = spec.kv_lora_rank, spec.qk_rope_head_dim
+    if spec.q_lora_rank:
+        lin(a + "q_a_proj.weight", spec.q_lora_rank, H)
+        norm(a + "q_a_layernorm.weight", spec.q_lora_rank)
+        lin(a + "q_b_proj.weight", spec.n_head * spec.head_dim, spec.q_lora_rank)
+    else:
+        lin(a + "q_proj.weight", spec.n_head * spec.head_dim, H)
+    lin(a + "kv_a_proj_with_mqa.weight", C + R, H)
+    norm(a + "kv_a_layernorm.weight", C)
+    lin(a + "kv_b_proj.weight", spec.n_head * (spec.qk_nope_head_dim + spec.v_head_dim), C)
+    lin(a + "o_proj.weight", H, spec.n_head * spec.v_head_dim)
+
+
+def _mha_weights(spec: MoeSpec, p: str, lin, norm, bias, q_out, kv_out) -> None:
+    H, D = spec.hidden, spec.head_dim
+    lin(p + "self_attn.q_proj.weight", q_out, H)
+    lin(p + "self_attn.k_proj.weight", kv_out, H)
+    lin(p + "self_attn.v_proj.weight", kv_out, H)
+    if spec.attention_bias:
+        bias(p + "self_attn.q_proj.bias", q_out, spec.bias_std)
+        bias(p + "self_attn.k_proj.bias", kv_out, spec.bias_std)
+        bias(p + "self_attn.v_proj.bias", kv_out, spec.bias_std)
+    lin(p + "self_attn.o_proj.weight", H, q_out)
+    if spec.qk_norm:
+        norm(p + "self_attn.q_norm.weight", D)
+        norm(p + "self_attn.k_norm.weight", D)
+
+
+def _mlp_weights(spec: MoeSpec, i: int, p: str, lin, bias) -> None:
+    H = spec.hidden
+    if not spec.is_moe_layer(i):
+        lin(p + "mlp.gate_proj.weight", spec.dense_ff, H)
+        lin(p + "mlp.up_proj.weight", spec.dense_ff, H)
+        lin(p + "mlp.down_proj.weight", H, spec.dense_ff)
+        return
+    lin(p + "mlp.gate.weight", spec.n_expert, H, spec.router_gain)
+    if spec.family in ("glm4moe", "deepseek2"):
+        bias(p + "mlp.gate.e_score_correction_bias", spec.n_expert, spec.score_bias_std)
+    for j in range(spec.n_expert):
+        e = f"{p}mlp.experts.{j}."
+        lin(e + "gate_proj.weight", spec.expert_ff, H)
+        lin(e + "up_proj.weight", spec.expert_ff, H)
+        lin(e + "down_proj.weight", H, spec.expert_ff)
+    if spec.n_shared:
+        sff = spec.expert_ff * spec.n_shared
+        lin(p + "mlp.shared_experts.gate_proj.weight", sff, H)
+        lin(p + "mlp.shared_experts.up_proj.weight", sff, H)
+        lin(p + "mlp.shared_experts.down_proj.weight", H, sff)
 
 
 def hf_config(spec: MoeSpec) -> dict:
@@ -222,6 +265,8 @@ def hf_config(spec: MoeSpec) -> dict:
         "use_cache": True,
         "vocab_size": spec.vocab,
     }
+    if spec.family == "deepseek2":
+        return _deepseek3_config(spec, common)
     if spec.family == "qwen3moe":
         assert spec.first_dense == 0 and spec.n_shared == 0 and spec.n_group == 1
         assert spec.partial_rotary == 1.0 and spec.qk_norm
@@ -249,6 +294,37 @@ def hf_config(spec: MoeSpec) -> dict:
                "routed_scaling_factor": spec.routed_scaling,
                "topk_group": spec.topk_group,
                "use_qk_norm": spec.qk_norm}
+    return cfg
+
+
+def _deepseek3_config(spec: MoeSpec, common: dict) -> dict:
+    """DeepseekV3ForCausalLM's config.json (with scoring_func / topk_method, which
+    llama.cpp's converter reads for the gating function)."""
+    assert not spec.attention_bias and not spec.qk_norm and spec.n_head_kv == spec.n_head
+    cfg = {k: v for k, v in common.items() if k != "head_dim"}
+    cfg.update({
+        "architectures": ["DeepseekV3ForCausalLM"],
+        "first_k_dense_replace": spec.first_dense,
+        "head_dim": spec.qk_rope_head_dim,
+        "kv_lora_rank": spec.kv_lora_rank,
+        "model_type": "deepseek_v3",
+        "n_group": spec.n_group,
+        "n_routed_experts": spec.n_expert,
+        "n_shared_experts": spec.n_shared,
+        "num_nextn_predict_layers": 0,
+        "pretraining_tp": 1,
+        "q_lora_rank": spec.q_lora_rank or None,
+        "qk_head_dim": spec.head_dim,
+        "qk_nope_head_dim": spec.qk_nope_head_dim,
+        "qk_rope_head_dim": spec.qk_rope_head_dim,
+        "rope_interleave": True,
+        "rope_parameters": {"rope_theta": spec.rope_theta, "rope_type": "default"},
+        "routed_scaling_factor": spec.routed_scaling,
+        "scoring_func": "sigmoid",
+        "topk_group": spec.topk_group,
+        "topk_method": "noaux_tc",
+        "v_head_dim": spec.v_head_dim,
+    })
     return cfg
 
 
@@ -330,6 +406,11 @@ def gguf_layout(spec: MoeSpec) -> list[tuple[str, tuple[str, ...]]]:
         def one(g, h):
             out.append((b + g, (p + h,)))
         one("attn_norm.weight", "input_layernorm.weight")
+        if spec.family == "deepseek2":
+            _mla_layout(spec, p, b, out)
+            one("ffn_norm.weight", "post_attention_layernorm.weight")
+            _mlp_layout(spec, i, p, b, out)
+            continue
         for x in "qkv":
             one(f"attn_{x}.weight", f"self_attn.{x}_proj.weight")
             if spec.attention_bias:
@@ -340,28 +421,72 @@ def gguf_layout(spec: MoeSpec) -> list[tuple[str, tuple[str, ...]]]:
             one("attn_k_norm.weight", "self_attn.k_norm.weight")
         post = "post_attention_norm.weight" if spec.family == "glm4moe" else "ffn_norm.weight"
         one(post, "post_attention_layernorm.weight")
-        if not spec.is_moe_layer(i):
-            for x in ("gate", "up", "down"):
-                one(f"ffn_{x}.weight", f"mlp.{x}_proj.weight")
-            continue
-        one("ffn_gate_inp.weight", "mlp.gate.weight")
-        if spec.family == "glm4moe":
-            one("exp_probs_b.bias", "mlp.gate.e_score_correction_bias")
-        for x in ("down", "gate", "up"):
-            out.append((f"{b}ffn_{x}_exps.weight",
-                        tuple(f"{p}mlp.experts.{j}.{x}_proj.weight" for j in range(spec.n_expert))))
-        if spec.n_shared:
-            for x in ("gate", "up", "down"):
-                one(f"ffn_{x}_shexp.weight", f"mlp.shared_experts.{x}_proj.weight")
+        _mlp_layout(spec, i, p, b, out)
     out.append(("output_norm.weight", ("model.norm.weight",)))
     out.append(("output.weight", ("lm_head.weight",)))
     return out
 
 
+def _mlp_layout(spec: MoeSpec, i: int, p: str, b: str, out: list) -> None:
+    def one(g, h):
+        out.append((b + g, (p + h,)))
+    if not spec.is_moe_layer(i):
+        for x in ("gate", "up", "down"):
+            one(f"ffn_{x}.weight", f"mlp.{x}_proj.weight")
+        return
+    one("ffn_gate_inp.weight", "mlp.gate.weight")
+    if spec.family in ("glm4moe", "deepseek2"):
+        one("exp_probs_b.bias", "mlp.gate.e_score_correction_bias")
+    for x in ("down", "gate", "up"):
+        out.append((f"{b}ffn_{x}_exps.weight",
+                    tuple(f"{p}mlp.experts.{j}.{x}_proj.weight" for j in range(spec.n_expert))))
+    if spec.n_shared:
+        for x in ("gate", "up", "down"):
+            one(f"ffn_{x}_shexp.weight", f"mlp.shared_experts.{x}_proj.weight")
+
+
+# the converter splits kv_b_proj [H (N + V), C] into attn_k_b [H, C, N] (k rows, transposed)
+# and attn_v_b [H, V, C]; these HF "names" mark the two halves (gguf_tensors makes them)
+KV_B_K, KV_B_V = "#k_b", "#v_b"
+
+
+def _mla_layout(spec: MoeSpec, p: str, b: str, out: list) -> None:
+    a = p + "self_attn."
+
+    def one(g, h):
+        out.append((b + g, (a + h,)))
+    if spec.q_lora_rank:
+        one("attn_q_a.weight", "q_a_proj.weight")
+        one("attn_q_a_norm.weight", "q_a_layernorm.weight")
+        one("attn_q_b.weight", "q_b_proj.weight")
+    else:
+        one("attn_q.weight", "q_proj.weight")
+    one("attn_kv_a_mqa.weight", "kv_a_proj_with_mqa.weight")
+    one("attn_kv_a_norm.weight", "kv_a_layernorm.weight")
+    out.append((b + "attn_k_b.weight", (a + "kv_b_proj.weight", KV_B_K)))
+    out.append((b + "attn_v_b.weight", (a + "kv_b_proj.weight", KV_B_V)))
+    one("attn_output.weight", "o_proj.weight")
+
+
+def _kv_b_half(spec: MoeSpec, kv_b: np.ndarray, half: str) -> np.ndarray:
+    N, V = spec.qk_nope_head_dim, spec.v_head_dim
+    x = kv_b.reshape(spec.n_head, N + V, kv_b.shape[1])
+    return np.ascontiguousarray(x[:, :N].transpose(0, 2, 1) if half == KV_B_K else x[:, N:])
+
+
+def _kv_b_join(spec: MoeSpec, k_b: np.ndarray, v_b: np.ndarray) -> np.ndarray:
+    """attn_k_b [H, C, N] and attn_v_b [H, V, C] back to kv_b_proj [H (N + V), C]."""
+    x = np.concatenate([k_b.transpose(0, 2, 1), v_b], axis=1)
+    return np.ascontiguousarray(x.reshape(-1, x.shape[2]))
+
+
 def gguf_tensors(spec: MoeSpec, w: dict[str, np.ndarray]) -> list[tuple[str, np.ndarray]]:
     """(GGUF name, float32 array in numpy order) for the HF weights `w`."""
-    return [(g, w[hs[0]] if len(hs) == 1 else np.stack([w[h] for h in hs]))
-            for g, hs in gguf_layout(spec)]
+    def array(hs):
+        if len(hs) == 2 and hs[1] in (KV_B_K, KV_B_V):
+            return _kv_b_half(spec, w[hs[0]], hs[1])
+        return w[hs[0]] if len(hs) == 1 else np.stack([w[h] for h in hs])
+    return [(g, array(hs)) for g, hs in gguf_layout(spec)]
 
 
 def gguf_type(name: str, arr, qtype: str) -> str:
@@ -381,7 +506,7 @@ def _add_arch_keys(wr, spec: MoeSpec) -> None:
     wr.add_embedding_length(spec.hidden)
     wr.add_feed_forward_length(spec.dense_ff)
     wr.add_head_count(spec.n_head)
-    wr.add_head_count_kv(spec.n_head_kv)
+    wr.add_head_count_kv(1 if spec.family == "deepseek2" else spec.n_head_kv)
     wr.add_rope_freq_base(spec.rope_theta)
     wr.add_layer_norm_rms_eps(spec.rms_eps)
     wr.add_expert_count(spec.n_expert)
@@ -389,6 +514,9 @@ def _add_arch_keys(wr, spec: MoeSpec) -> None:
     if spec.family == "glm4moe":
         wr.add_expert_group_count(spec.n_group)
         wr.add_expert_group_used_count(spec.topk_group)
+    if spec.family == "deepseek2":
+        _add_mla_keys(wr, spec)
+        return
     wr.add_key_length(spec.head_dim)
     wr.add_value_length(spec.head_dim)
     if spec.family == "qwen3moe":
@@ -402,6 +530,30 @@ def _add_arch_keys(wr, spec: MoeSpec) -> None:
         wr.add_expert_weights_scale(spec.routed_scaling)
         wr.add_expert_weights_norm(spec.norm_topk_prob)
         wr.add_nextn_predict_layers(0)
+
+
+def _add_mla_keys(wr, spec: MoeSpec) -> None:
+    """deepseek2's keys as llama.cpp's converter writes them (head_count_kv 1: MLA as MQA
+    over the latent; key_length = latent + rope dims, value_length = latent)."""
+    import gguf
+    wr.add_expert_group_count(spec.n_group)
+    wr.add_expert_group_used_count(spec.topk_group)
+    wr.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID)
+    wr.add_key_length(spec.kv_lora_rank + spec.qk_rope_head_dim)
+    wr.add_value_length(spec.kv_lora_rank)
+    wr.add_leading_dense_block_count(spec.first_dense)
+    wr.add_vocab_size(spec.vocab)
+    if spec.q_lora_rank:
+        wr.add_q_lora_rank(spec.q_lora_rank)
+    wr.add_kv_lora_rank(spec.kv_lora_rank)
+    wr.add_key_length_mla(spec.head_dim)
+    wr.add_value_length_mla(spec.v_head_dim)
+    wr.add_expert_feed_forward_length(spec.expert_ff)
+    wr.add_expert_shared_count(spec.n_shared)
+    wr.add_expert_weights_scale(spec.routed_scaling)
+    if spec.norm_topk_prob:
+        wr.add_expert_weights_norm(True)
+    wr.add_rope_dimension_count(spec.qk_rope_head_dim)
 
 
 @functools.lru_cache(maxsize=4)
@@ -464,12 +616,20 @@ def dequantized_weights(spec: MoeSpec, qtype: str,
     import gguf
     w = hf_weights(spec) if weights is None else weights
     back = dict(w)
+    halves: dict = {}
     for (g, hs), (_, arr) in zip(gguf_layout(spec), gguf_tensors(spec, w)):
         t = gguf_type(g, arr, qtype)
+        if t != "F32":
+            qt = gguf.GGMLQuantizationType[t]
+            arr = gguf.quants.dequantize(gguf.quants.quantize(arr, qt), qt).reshape(arr.shape)
+        if len(hs) == 2 and hs[1] in (KV_B_K, KV_B_V):
+            halves.setdefault(hs[0], {})[hs[1]] = arr
+            if len(halves[hs[0]]) == 2:
+                back[hs[0]] = _kv_b_join(spec, halves[hs[0]][KV_B_K], halves[hs[0]][KV_B_V])
+            continue
         if t == "F32":
             continue
-        qt = gguf.GGMLQuantizationType[t]
-        deq = gguf.quants.dequantize(gguf.quants.quantize(arr, qt), qt).reshape(arr.shape)
+        deq = arr
         if len(hs) == 1:
             back[hs[0]] = deq
         else:
@@ -527,8 +687,17 @@ def build_once(name: str, qtypes=("F32", "Q8_0"), *, hf: bool = True) -> Built:
     return _BUILT[key]
 
 
+MLA_FIELDS = ("q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
+
+
 def spec_dict(spec: MoeSpec) -> dict:
-    return asdict(spec)
+    """The spec as recorded (the MLA fields only for a deepseek2 spec: the other families'
+    records predate them)."""
+    d = asdict(spec)
+    if spec.family != "deepseek2":
+        for k in MLA_FIELDS:
+            d.pop(k)
+    return d
 
 
 def main(argv=None) -> None:

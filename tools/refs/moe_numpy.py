@@ -1,4 +1,4 @@
-"""The two MoE families' forward in plain numpy float64: the definition, op by op.
+"""The MoE families' forward in plain numpy float64: the definition, op by op.
 
     logits = forward(spec, weights, ids)     # (len(ids), vocab), causal, every position
 
@@ -18,6 +18,11 @@ where ffn is a dense SwiGLU MLP for the first `first_dense` layers and otherwise
 E_e(h) = down_e(silu(gate_e h) * up_e h). RoPE is NeoX-style (rotate_half) on the first
 rope_dim = head_dim * partial_rotary dims of each head, inv_freq theta^(-2i/rope_dim).
 Ties in a top-k are broken towards the lower index (numpy's stable sort).
+- deepseek2 (DeepseekV3ForCausalLM): glm4moe's router and MLP; multi-head latent attention
+  in its textbook (unabsorbed) form, `mla_attention` (foldserve runs the absorbed form,
+  kernels/mla.py): q = q_b(rmsnorm(q_a h)), [c | k_pe] = kv_a h, [k_nope | v] = kv_b
+  rmsnorm(c) per head, RoPE interleaved (pairs 2i, 2i+1) on q_pe and the shared k_pe,
+  scores (q_nope.k_nope + q_pe.k_pe) / sqrt(qk_nope + qk_rope).
 """
 from __future__ import annotations
 
@@ -115,6 +120,44 @@ def attention(spec, w: dict, p: str, h: np.ndarray, pos: np.ndarray) -> np.ndarr
     return o @ w[a + "o_proj.weight"].T
 
 
+def rope_interleaved(x: np.ndarray, pos: np.ndarray, theta: float) -> np.ndarray:
+    """x: (T, heads, R); pairs (2i, 2i+1) rotated by pos * theta^(-2i/R)."""
+    R = x.shape[-1]
+    inv = 1.0 / theta ** (np.arange(0, R, 2, dtype=np.float64) / R)
+    f = pos[:, None].astype(np.float64) * inv[None, :]
+    cos, sin = np.cos(f)[:, None, :], np.sin(f)[:, None, :]
+    a, b = x[..., 0::2], x[..., 1::2]
+    out = np.empty_like(x)
+    out[..., 0::2] = a * cos - b * sin
+    out[..., 1::2] = b * cos + a * sin
+    return out
+
+
+def mla_attention(spec, w: dict, p: str, h: np.ndarray, pos: np.ndarray) -> np.ndarray:
+    T, H = h.shape[0], spec.n_head
+    N, R, V, C = spec.qk_nope_head_dim, spec.qk_rope_head_dim, spec.v_head_dim, spec.kv_lora_rank
+    a = p + "self_attn."
+    if spec.q_lora_rank:
+        q = rmsnorm(h @ w[a + "q_a_proj.weight"].T, w[a + "q_a_layernorm.weight"], spec.rms_eps)
+        q = q @ w[a + "q_b_proj.weight"].T
+    else:
+        q = h @ w[a + "q_proj.weight"].T
+    q = q.reshape(T, H, N + R)
+    ckv = h @ w[a + "kv_a_proj_with_mqa.weight"].T
+    c = rmsnorm(ckv[:, :C], w[a + "kv_a_layernorm.weight"], spec.rms_eps)
+    kv = (c @ w[a + "kv_b_proj.weight"].T).reshape(T, H, N + V)
+    k_nope, v = kv[..., :N], kv[..., N:]
+    q_pe = rope_interleaved(q[..., N:], pos, spec.rope_theta)
+    k_pe = rope_interleaved(ckv[:, None, C:], pos, spec.rope_theta)[:, 0]        # (T, R)
+    scores = (np.einsum("thd,shd->hts", q[..., :N], k_nope)
+              + np.einsum("thd,sd->hts", q_pe, k_pe)) / np.sqrt(N + R)
+    scores = np.where(np.tril(np.ones((T, T), bool))[None], scores, -np.inf)
+    scores = np.exp(scores - scores.max(-1, keepdims=True))
+    scores /= scores.sum(-1, keepdims=True)
+    o = np.einsum("hts,shd->thd", scores, v).reshape(T, H * V)
+    return o @ w[a + "o_proj.weight"].T
+
+
 def forward(spec, weights: dict, ids) -> np.ndarray:
     w = {k: np.asarray(v, dtype=np.float64) for k, v in weights.items()}
     ids = np.asarray(ids)
@@ -122,7 +165,8 @@ def forward(spec, weights: dict, ids) -> np.ndarray:
     x = w["model.embed_tokens.weight"][ids]
     for i in range(spec.n_layer):
         p = f"model.layers.{i}."
-        x = x + attention(spec, w, p, rmsnorm(x, w[p + "input_layernorm.weight"], spec.rms_eps), pos)
+        attn = mla_attention if spec.family == "deepseek2" else attention
+        x = x + attn(spec, w, p, rmsnorm(x, w[p + "input_layernorm.weight"], spec.rms_eps), pos)
         h = rmsnorm(x, w[p + "post_attention_layernorm.weight"], spec.rms_eps)
         x = x + (moe(spec, w, p, h) if spec.is_moe_layer(i) else _mlp(w, p + "mlp.", h))
     return rmsnorm(x, w["model.norm.weight"], spec.rms_eps) @ w["lm_head.weight"].T

@@ -77,6 +77,23 @@ def experts_as_stored(t, path: str) -> list:
     return [Blocks(kind, rows, cols, data[e]) for e in range(n)]
 
 
+KV_B_PARTS = (".attn_k_b.weight", ".attn_v_b.weight")
+
+
+def join_kv_b(spec: ModelSpec, by_name: dict, tensors: dict, path: str) -> None:
+    """deepseek2: llama.cpp's converter splits kv_b_proj [H (N + V), C] into attn_k_b
+    [H, C, N] (transposed) and attn_v_b [H, V, C]; join them back, float32 (small: H (N + V)
+    rows of the latent width), as model.layers.i.self_attn.kv_b_proj.weight."""
+    for i in range(spec.n_layers):
+        k, v = f"blk.{i}.attn_k_b.weight", f"blk.{i}.attn_v_b.weight"
+        if k not in by_name or v not in by_name:
+            continue                       # check_tensors names the missing kv_b_proj
+        kb, vb = to_float32(by_name[k], path), to_float32(by_name[v], path)
+        x = np.concatenate([kb.transpose(0, 2, 1), vb], axis=1)
+        tensors[f"model.layers.{i}.self_attn.kv_b_proj.weight"] = np.ascontiguousarray(
+            x.reshape(-1, x.shape[2]))
+
+
 def load_gguf(path: str, *, progress: bool = True) -> Loaded:
     start = time.monotonic()
     try:
@@ -90,7 +107,8 @@ def load_gguf(path: str, *, progress: bool = True) -> Loaded:
     trunk = spec.n_layers                   # blocks past it: MTP / NextN (nextn_layers of them)
     unused = [n for n in by_name if (block_of(n) or 0) >= trunk and block_of(n) is not None
               and block_of(n) < trunk + spec.nextn_layers]
-    unknown = [n for n in by_name if n not in unused and n not in IGNORED
+    kv_b = {n for n in by_name if arch == "deepseek2" and n.endswith(KV_B_PARTS)}
+    unknown = [n for n in by_name if n not in unused and n not in IGNORED and n not in kv_b
                and hf_name(n, arch) is None and expert_tensor(n, arch) is None]
     if unknown:
         raise WeightsError(f"{path}: tensor(s) {', '.join(unknown[:5])} are not part of a {spec.arch} "
@@ -106,6 +124,9 @@ def load_gguf(path: str, *, progress: bool = True) -> Loaded:
         for name, t in by_name.items():
             stored[name] = {"shape": [int(s) for s in t.shape], "dtype": t.type_name}
             if name in IGNORED or name in unused:
+                bar.advance()
+                continue
+            if name in kv_b:                 # joined into kv_b_proj below
                 bar.advance()
                 continue
             ex = expert_tensor(name, arch)
@@ -125,6 +146,8 @@ def load_gguf(path: str, *, progress: bool = True) -> Loaded:
                 x = permute.from_gguf(x, heads)
             tensors[hf] = x
             bar.advance()
+    if kv_b:
+        join_kv_b(spec, by_name, tensors, path)
     if spec.tie_embeddings:
         tensors[HEAD] = tensors[EMBED]
     if unused:

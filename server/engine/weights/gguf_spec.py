@@ -20,6 +20,8 @@ MOE_KEYS = {
     "expert_group_count", "expert_group_used_count", "nextn_predict_layers",
     "rope.scaling.type", "rope.scaling.factor", "rope.scaling.original_context_length",
 }
+MLA_KEYS = MOE_KEYS | {"attention.q_lora_rank", "attention.kv_lora_rank",
+                       "attention.key_length_mla", "attention.value_length_mla"}
 # the {arch}.* keys a gpt-oss GGUF carries (llama.cpp's converter, conversion/gpt_oss.py)
 GPTOSS_KEYS = {
     "context_length", "embedding_length", "block_count", "feed_forward_length",
@@ -67,7 +69,10 @@ def spec_from_gguf(meta: Fields, names: set[str]) -> tuple[ModelSpec, str]:
     d = int(meta.need(f"{a}.embedding_length"))
     n_heads = int(meta.need(f"{a}.attention.head_count"))
     n_kv = int(meta.get(f"{a}.attention.head_count_kv", n_heads))
-    if arch in MOE_ARCHS:        # rope.dimension_count may be partial there (GLM: half a head)
+    if arch == "deepseek2":      # MLA: the q/k head is key_length_mla (nope + rope dims)
+        head_dim = meta.need(f"{a}.attention.key_length_mla")
+        n_kv = n_heads
+    elif arch in MOE_ARCHS:      # rope.dimension_count may be partial there (GLM: half a head)
         head_dim = meta.get(f"{a}.attention.key_length") or d // n_heads
     else:
         head_dim = meta.get(f"{a}.attention.key_length") or meta.get(f"{a}.rope.dimension_count") \
@@ -104,15 +109,24 @@ def spec_from_gguf(meta: Fields, names: set[str]) -> tuple[ModelSpec, str]:
     return spec, a
 
 
+def deepseek2_default_gating(block_count: int, vocab: int) -> int:
+    """llama.cpp's rule (src/models/deepseek2.cpp at 0c1e570) for a deepseek2 file without
+    {arch}.expert_gating_func: GLM-4.7-Flash's shape (47 or 48 blocks, the NextN block
+    counted, and a 154,880-token vocabulary) gates by sigmoid (2), any other file by softmax
+    (1), as DeepSeek-V2 / V2.5 files written before the key existed do."""
+    return 2 if block_count in (47, 48) and vocab == 154880 else 1
+
+
 def moe_spec(meta: Fields, spec: ModelSpec, a: str) -> ModelSpec:
     """The mixture-of-experts fields of a qwen3moe / glm4moe GGUF, as llama.cpp reads them.
     An unknown {arch}.* key, or a value foldserve does not serve, is refused by name."""
     path, arch = meta.path, spec.arch
-    unknown = sorted(k for k in meta.fields if k.startswith(a + ".") and k[len(a) + 1:] not in MOE_KEYS)
+    keys = MLA_KEYS if arch == "deepseek2" else MOE_KEYS
+    unknown = sorted(k for k in meta.fields if k.startswith(a + ".") and k[len(a) + 1:] not in keys)
     if unknown:
         raise UnsupportedModel(
             f"{path}: GGUF key(s) {', '.join(unknown)} are not part of the {arch} family as "
-            f"foldserve serves it (known {a}.* keys: {', '.join(sorted(MOE_KEYS))})")
+            f"foldserve serves it (known {a}.* keys: {', '.join(sorted(keys))})")
 
     def need_int(key):
         return int(meta.need(f"{a}.{key}"))
@@ -133,6 +147,13 @@ def moe_spec(meta: Fields, spec: ModelSpec, a: str) -> ModelSpec:
                                    "its top-k weights)")
         if meta.get(f"{a}.expert_shared_count"):
             raise UnsupportedModel(f"{path}: {a}.expert_shared_count (qwen3moe has no shared expert)")
+    elif arch == "deepseek2":
+        router = GATING.get(gating if gating not in (None, 0)
+                            else deepseek2_default_gating(block_count, spec.vocab))
+        if router is None:
+            raise UnsupportedModel(f"{path}: {a}.expert_gating_func {gating}; foldserve serves "
+                                   "softmax (1) and sigmoid (2) gating")
+        norm = bool(meta.get(f"{a}.expert_weights_norm", False))
     else:
         router = GATING.get(2 if gating in (None, 0) else gating)
         if router is None:
@@ -149,13 +170,22 @@ def moe_spec(meta: Fields, spec: ModelSpec, a: str) -> ModelSpec:
     if first_dense and not spec.d_ff:
         raise WeightsError(f"{path}: {a}.leading_dense_block_count {first_dense} without "
                            f"{a}.feed_forward_length")
+    mla = {}
+    if arch == "deepseek2":
+        kv_lora = need_int("attention.kv_lora_rank")
+        if int(meta.need(f"{a}.attention.key_length")) != kv_lora + rot:
+            raise WeightsError(f"{path}: {a}.attention.key_length is not kv_lora_rank + "
+                               "rope.dimension_count (MLA stored as MQA over the latent)")
+        mla = dict(q_lora_rank=int(meta.get(f"{a}.attention.q_lora_rank", 0) or 0),
+                   kv_lora_rank=kv_lora, qk_rope_head_dim=rot,
+                   v_head_dim=need_int("attention.value_length_mla"))
     return replace(
-        spec, n_layers=block_count - nextn, nextn_layers=nextn,
+        spec, **mla, n_layers=block_count - nextn, nextn_layers=nextn,
         n_experts=need_int("expert_count"), n_experts_used=need_int("expert_used_count"),
         expert_ff=eff, n_shared_experts=n_shared, shared_ff=eff * n_shared,
         first_dense_layers=first_dense, router=router, norm_topk_prob=norm,
         routed_scaling_factor=scale, n_group=n_group, topk_group=topk_group,
-        rotary_dim=0 if rot == spec.head_dim else rot)
+        rotary_dim=rot if arch == "deepseek2" else 0 if rot == spec.head_dim else rot)
 
 
 def gptoss_spec(meta: Fields, spec: ModelSpec, a: str) -> ModelSpec:

@@ -16,8 +16,11 @@ ARCHITECTURES = {
     "Qwen3MoeForCausalLM": "qwen3moe",
     "Glm4MoeForCausalLM": "glm4moe",
     "GptOssForCausalLM": "gptoss",
+    "DeepseekV3ForCausalLM": "deepseek2",
+    "Glm4MoeLiteForCausalLM": "deepseek2",
 }
-MODEL_TYPES = {"qwen3_moe": "qwen3moe", "glm4_moe": "glm4moe", "gpt_oss": "gptoss"}
+MODEL_TYPES = {"qwen3_moe": "qwen3moe", "glm4_moe": "glm4moe", "deepseek_v3": "deepseek2",
+               "glm4_moe_lite": "deepseek2", "gpt_oss": "gptoss"}
 
 
 def arch_of(cfg: dict, path: str) -> str:
@@ -72,6 +75,8 @@ def spec_from_config(cfg: dict, path: str) -> ModelSpec:
     n_heads = int(need("num_attention_heads"))
     if arch == "gptoss":
         return gptoss_spec(cfg, path, need)
+    if arch == "deepseek2":
+        return mla_spec(cfg, path, need)
     if arch in MOE_ARCHS:
         return moe_spec(cfg, path, arch, need)
     return ModelSpec(
@@ -209,3 +214,65 @@ def gptoss_spec(cfg: dict, path: str, need) -> ModelSpec:
         n_experts=int(need("num_local_experts")), n_experts_used=int(need("num_experts_per_tok")),
         expert_ff=int(need("intermediate_size")), router="topk_softmax", sliding_window=W,
         attn_sinks=True, o_bias=True, rope_yarn=yarn)
+
+
+def yarn_mscale(factor: float, mscale: float) -> float:
+    """DeepSeek's YaRN attention factor: 0.1 * mscale * ln(factor) + 1 (1 at factor <= 1)."""
+    import math
+    return 1.0 if factor <= 1 else 0.1 * mscale * math.log(factor) + 1.0
+
+
+def mla_spec(cfg: dict, path: str, need) -> ModelSpec:
+    """DeepseekV3ForCausalLM / Glm4MoeLiteForCausalLM (multi-head latent attention, the
+    DeepSeek-V3 router: sigmoid scores, a selection-only bias, group-limited top-k). A
+    setting foldserve does not serve is refused naming the key."""
+    def refuse(key, why):
+        raise UnsupportedModel(f"{path}: {key} = {cfg.get(key)!r}; {why} (deepseek2 as "
+                               "foldserve serves it)")
+
+    if cfg.get("hidden_act", "silu") != "silu":
+        refuse("hidden_act", "the experts' activation must be silu")
+    if cfg.get("attention_bias"):
+        refuse("attention_bias", "latent attention without biases")
+    if cfg.get("rope_interleave") is False:
+        refuse("rope_interleave", "the checkpoint's interleaved RoPE dims are served")
+    if cfg.get("scoring_func", "sigmoid") != "sigmoid":
+        refuse("scoring_func", "DeepseekV3's router scores by sigmoid")
+    if cfg.get("topk_method", "noaux_tc") != "noaux_tc":
+        refuse("topk_method", "DeepseekV3's router chooses by noaux_tc")
+    rp = cfg.get("rope_parameters") or cfg.get("rope_scaling") or {}
+    kind = rp.get("rope_type", rp.get("type", "default"))
+    if kind not in ("default", None):
+        refuse("rope_parameters" if cfg.get("rope_parameters") else "rope_scaling",
+               "only default RoPE is served (YaRN's frequencies are not yet)")
+    d = int(need("hidden_size"))
+    n_heads = int(need("num_attention_heads"))
+    nope, rope_d = int(need("qk_nope_head_dim")), int(need("qk_rope_head_dim"))
+    n_layers = int(need("num_hidden_layers"))
+    if "mlp_layer_types" in cfg and cfg["mlp_layer_types"] is not None:       # GLM-4.7-Flash
+        types = list(cfg["mlp_layer_types"])
+        first_dense = next((i for i, t in enumerate(types) if t != "dense"), len(types))
+        if any(t != "sparse" for t in types[first_dense:]):
+            refuse("mlp_layer_types", "dense layers must lead, sparse ones follow")
+    else:
+        first_dense = int(cfg.get("first_k_dense_replace") or 0)
+    eff = int(need("moe_intermediate_size"))
+    n_shared = int(cfg.get("n_shared_experts") or 0)
+    return ModelSpec(
+        arch="deepseek2", n_layers=n_layers, d_model=d, n_heads=n_heads, n_kv_heads=n_heads,
+        head_dim=nope + rope_d, d_ff=int(cfg.get("intermediate_size") or 0),
+        vocab=int(need("vocab_size")), rope_theta=rope_theta_of(cfg),
+        rms_eps=float(cfg.get("rms_norm_eps", 1e-6)),
+        max_context=int(cfg.get("max_position_embeddings", 4096)),
+        tie_embeddings=bool(cfg.get("tie_word_embeddings", False)),
+        name=str(cfg.get("_name_or_path", "")) or os.path.basename(os.path.dirname(path)),
+        n_experts=int(need("n_routed_experts")), n_experts_used=int(need("num_experts_per_tok")),
+        expert_ff=eff, n_shared_experts=n_shared, shared_ff=eff * n_shared,
+        first_dense_layers=first_dense, router="sigmoid",
+        norm_topk_prob=bool(cfg.get("norm_topk_prob", False)),
+        routed_scaling_factor=float(cfg.get("routed_scaling_factor", 1.0)),
+        n_group=int(cfg.get("n_group") or 1), topk_group=int(cfg.get("topk_group") or 1),
+        rotary_dim=rope_d, q_lora_rank=int(cfg.get("q_lora_rank") or 0),
+        kv_lora_rank=int(need("kv_lora_rank")), qk_rope_head_dim=rope_d,
+        v_head_dim=int(need("v_head_dim")),
+        nextn_layers=int(cfg.get("num_nextn_predict_layers") or 0))

@@ -1,0 +1,57 @@
+"""The app under a real uvicorn in a thread, and /health timed while something else runs:
+how long one request keeps the event loop from answering others."""
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+
+import httpx
+import uvicorn
+
+from free_ports import free_port
+
+
+@contextlib.contextmanager
+def serving(app):
+    """Yields the base URL of `app` served on a free port; stops it at the end."""
+    port = free_port("127.0.0.1")
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port,
+                                           log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.time() + 10
+    while not server.started:
+        assert time.time() < deadline, "uvicorn did not start"
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(10)
+
+
+def health_while(url: str, send, *, settle_s: float = 0.5, probes: int = 10,
+                 gap_s: float = 0.1) -> tuple[list[float], list]:
+    """Starts send(client) -> result on a thread, waits settle_s, then times `probes` GETs
+    of /health. Returns (their latencies in seconds, [send's result] once it is done)."""
+    result: list = []
+
+    def run():
+        with httpx.Client(timeout=600) as c:
+            with contextlib.suppress(httpx.HTTPError):
+                result.append(send(c))
+
+    t = threading.Thread(target=run, daemon=True)
+    with httpx.Client(timeout=60) as probe:
+        probe.get(url + "/health")               # connected before the clock starts
+        t.start()
+        time.sleep(settle_s)
+        times = []
+        for _ in range(probes):
+            t0 = time.monotonic()
+            assert probe.get(url + "/health").status_code == 200
+            times.append(time.monotonic() - t0)
+            time.sleep(gap_s)
+    t.join(120)
+    return times, result
