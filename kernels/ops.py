@@ -142,10 +142,17 @@ def moe_biased(x, router, router_bias, experts_gu, gu_bias, experts_down, down_b
     return M.combine(y, wts)
 
 
-def qkv_attend_sinks(qkv, nq, nkv, hd, pos, inv, k_pool, v_pool, rows, scale, sinks, window):
+def qkv_attend_sinks(qkv, nq, nkv, hd, pos, inv, k_pool, v_pool, rows, scale, sinks, window,
+                     ring=False):
     """gpt-oss's attention from the fused qkv rows -> [T, nq, hd]: q and k rotated, k and v
     written, then each chunk's rows attend with the sinks and (window > 0) their last
-    `window` rows only (kernels/attention.ref). The CPU's numpy definition, chunk by chunk."""
+    `window` rows only (kernels/attention.ref). The CPU's numpy definition, chunk by chunk.
+
+    ring (a window layer of the KV window kind, server/shapes/kv_layout.py): the pools are
+    the streams' rings, read through each chunk's `ring` table, and a chunk is written and
+    read page_rows rows at a time (a ring of W + P - 1 rows then never loses a row one of the
+    piece's queries reads). A row's numbers are its own (attention.ref), so the pieces change
+    nothing but the addresses."""
     if not _cpu(qkv):
         raise NotImplementedError("attention sinks and sliding windows run on the CPU only")
     T = qkv.shape[0]
@@ -156,9 +163,16 @@ def qkv_attend_sinks(qkv, nq, nkv, hd, pos, inv, k_pool, v_pool, rows, scale, si
     k = apply_rope(k, pos, inv)
     out = np.empty(q.shape, dtype=np.float32)
     for (a, b), c in zip(rows.spans, rows.chunks):
-        kv_write.ref(k_pool, v_pool, c.table, c.page_rows, c.start, k[a:b], v[a:b])
-        out[a:b] = attention.ref(q[a:b], k_pool, v_pool, c.table, c.page_rows, c.start, scale,
-                                 sinks, window)
+        if not ring:
+            kv_write.ref(k_pool, v_pool, c.table, c.page_rows, c.start, k[a:b], v[a:b])
+            out[a:b] = attention.ref(q[a:b], k_pool, v_pool, c.table, c.page_rows, c.start,
+                                     scale, sinks, window)
+            continue
+        P = k_pool.shape[1]                  # the ring's page rows (on windows too)
+        for x in range(a, b, P):
+            y, at = min(b, x + P), c.start + x - a
+            kv_write.ref(k_pool, v_pool, c.ring, P, at, k[x:y], v[x:y])
+            out[x:y] = attention.ref(q[x:y], k_pool, v_pool, c.ring, P, at, scale, sinks, window)
     return out
 
 

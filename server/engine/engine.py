@@ -143,7 +143,8 @@ class Engine:
         chunks = []
         for c in step.chunks:
             table, prow = self.kv.address(c.stream, self.tables[c.stream])
-            chunks.append(RoundChunk(table, prow, c.start, c.tokens, c.logits))
+            ring = self.kv.ring_table(c.stream, c.start + len(c.tokens))
+            chunks.append(RoundChunk(table, prow, c.start, c.tokens, c.logits, ring))
         logits = self.model.forward(chunks, self.kv)
         if logits is None:
             return None

@@ -17,9 +17,9 @@ them into ffn_gate_exps / ffn_up_exps.
 
 Tensor parallel: heads as the llama attention (the sinks follow their q heads), each expert's
 intermediate width split like the MoE family's (gate|up rows and their biases, down columns),
-the row-parallel biases (o, down) added on rank 0 only, before the all-reduce. The KV pool
-keeps every row of a sliding layer (the pages before its window stay allocated: the window
-is a read rule only). Pure Python (see server/families).
+the row-parallel biases (o, down) added on rank 0 only, before the all-reduce. KV: the
+layout's window kind (server/shapes/kv_layout.py): the full layers' rows on pages, each
+sliding layer's last rows in a ring a stream (kv.is_ring). Pure Python (see server/families).
 """
 from __future__ import annotations
 
@@ -138,7 +138,7 @@ def forward_layer(ops, m, L, li, h, out, r, kv):
     qkv, h = ops.norm_linear(out, h, L.attn_norm, s.rms_eps, L.wqkv, L.bqkv, fast=m.fast)
     T = qkv.shape[0]
     att = ops.qkv_attend_sinks(qkv, nq, nkv, hd, r.pos, m.inv, kv.k(li), kv.v(li), r, m.scale,
-                               L.sinks, s.window(li))
+                               L.sinks, s.window(li), ring=kv.is_ring(li))
     out = ops.linear(att.reshape(T, nq * hd), L.wo, L.bo)      # [T, d] (partial under TP)
     if m.all_reduce is not None:
         out = m.all_reduce(out)

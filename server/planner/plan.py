@@ -96,7 +96,7 @@ class Plan:
     ranks: tuple              # RankPlan per rank, rank order
     governing: int            # the rank whose room bounds the plan
     notes: tuple = field(default=())
-    kv_rows: str = ""         # the latent kind's phrase (KV layout spec); "" for K and V rows
+    kv_rows: str = ""         # the latent / window kind's phrase (KV layout spec); "" for K and V rows
 
     @property
     def paged(self) -> bool:
@@ -158,15 +158,19 @@ def plan(layouts: Sequence[Layout], rooms: Sequence[int], context: int, parallel
     if any(L.page_rows != page_rows for L in layouts):
         raise PlanError("every rank must use the same --page-rows")
 
+    kv = layouts[0].kv_spec
+    cache_note = ()
+    if kv.kind == "window" and prompt_cache_bytes:     # a ring holds no prefix to share
+        prompt_cache_bytes = 0
+        cache_note = ("no prompt cache: the window layers keep a stream's last rows only",)
     want = parallel or AUTO_WINDOWS_FIT
     windows_fit = all(want * (L.fixed_bytes(context, False) + _window(L, context, verify_window)) <= room
                       for L, room in zip(layouts, rooms))
     mode, note = resolve_kv_pages(kv_pages, len(layouts), windows_fit)
-    notes = (note,) if note else ()
+    notes = ((note,) if note else ()) + cache_note
     fund = _on_pages if mode == "on" else _on_windows
     p = fund(list(layouts), list(rooms), context, parallel, prompt_cache_bytes, verify_window, notes)
-    kv = layouts[0].kv_spec
-    if kv.kind == "latent":          # the MHA plan line stays as it was
+    if kv.kind in ("latent", "window"):          # the MHA plan line stays as it was
         p = replace(p, kv_rows=f"{kv.describe()}, {p.rank.bytes_per_token} bytes a token")
     return p
 
