@@ -202,3 +202,30 @@ def test_messages_and_responses_blocks():
     assert [(b.kind, b.name, b.text) for b in blocks] == [
         ("text", None, "Let me look."), ("call", "get_weather", "{\"city\": \"Paris\"}"),
         ("call", "get_weather", "{\"city\": \"Lyon\"}")]
+
+
+def test_a_harmony_vocabulary_stops_at_return_and_call_not_end(tmp_path):
+    """An HF folder whose tokenizer has the harmony tokens (gpt-oss's eos <|return|>, its
+    generation_config's [<|return|>, <|endoftext|>, <|call|>]): the stops are those three,
+    and <|end|> (END_OF_TURN elsewhere) is not one: the final channel follows it."""
+    from tokenizers import AddedToken
+    from tokenizers import Tokenizer as HF
+    from tokenizers.models import WordLevel
+    from server.text.tokenizer import Tokenizer, harmony_stops
+    specials = ["<|endoftext|>", "<|start|>", "<|channel|>", "<|message|>", "<|end|>",
+                "<|return|>", "<|call|>", "<|constrain|>"]
+    hf = HF(WordLevel({"a": 0, "b": 1, "[UNK]": 2}, unk_token="[UNK]"))
+    hf.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in specials])
+    hf.save(str(tmp_path / "tokenizer.json"))
+    ids = {t: hf.token_to_id(t) for t in specials}
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps({"eos_token": "<|return|>"}))
+    (tmp_path / "generation_config.json").write_text(json.dumps(
+        {"eos_token_id": [ids["<|return|>"], ids["<|endoftext|>"], ids["<|call|>"]]}))
+    tok = Tokenizer.from_hf_dir(tmp_path)
+    assert tok.eos_ids == {ids["<|return|>"], ids["<|endoftext|>"], ids["<|call|>"]}
+    # without the generation_config's list the vocabulary still says so
+    (tmp_path / "generation_config.json").write_text("{}")
+    tok = Tokenizer.from_hf_dir(tmp_path)
+    assert tok.eos_ids == {ids["<|return|>"], ids["<|call|>"], ids["<|endoftext|>"]}
+    # another vocabulary's <|end|> (Phi-3's end of turn) stays a stop
+    assert harmony_stops({"<|end|>": 7}, {7}) == {7}
