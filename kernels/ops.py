@@ -168,6 +168,9 @@ def qkv_attend_sinks(qkv, nq, nkv, hd, pos, inv, k_pool, v_pool, rows, scale, si
             out[a:b] = attention.ref(q[a:b], k_pool, v_pool, c.table, c.page_rows, c.start,
                                      scale, sinks, window)
             continue
+        if not c.ring:
+            raise ValueError("a window layer's ring needs the chunk's ring table "
+                             "(RoundChunk.ring: KVStore.ring_table of its stream)")
         P = k_pool.shape[1]                  # the ring's page rows (on windows too)
         for x in range(a, b, P):
             y, at = min(b, x + P), c.start + x - a
