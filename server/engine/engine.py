@@ -133,7 +133,8 @@ class Engine:
                 f"this rank's shard needs {mine}; every rank must run the same model and settings")
         self.kv = KVStore.of(self.xp, self.kv_spec, self.kv_dtype, paged=step.paged,
                              pages=step.pages, page_rows=step.page_rows, streams=step.streams,
-                             context=step.context, cache_pages=0 if step.paged else step.pages)
+                             context=step.context, cache_pages=0 if step.paged else step.pages,
+                             verify=step.verify)
         self.pool = step
         log.info("rank %d: KV store %.1f MiB (%s, %d pages of %d rows, %d streams)", self.rank,
                  self.kv.nbytes / 2**20, "pages" if step.paged else "windows", step.pages,

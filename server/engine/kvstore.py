@@ -20,8 +20,9 @@ from server.shapes.kv_layout import KVSpec
 
 class KVStore:
     def __init__(self, xp, n_layers, nkv, hd, dtype, *, paged, pages, page_rows, streams,
-                 context, cache_pages=0, layout: KVSpec | None = None):
-        """layout: the KV layout spec (None: MHA of n_layers, nkv, hd)."""
+                 context, cache_pages=0, layout: KVSpec | None = None, verify: int = 1):
+        """layout: the KV layout spec (None: MHA of n_layers, nkv, hd); verify: the verify
+        window (the window kind's rings hold it: KVSpec.ring_pages)."""
         self.xp, self.paged, self.page_rows, self.context = xp, paged, page_rows, context
         self.layout = layout or KVSpec.mha(n_layers, nkv, hd)
         n, rows = (pages, page_rows) if paged else (streams, context)
@@ -31,7 +32,7 @@ class KVStore:
         # model layer -> index in the arrays above (None: every layer, in order)
         self.paged_index = ({li: j for j, li in enumerate(lay.paged_layers)}
                             if lay.window_layers else None)
-        self.streams, self.ring_k = streams, lay.ring_pages(page_rows)
+        self.streams, self.ring_k = streams, lay.ring_pages(page_rows, verify)
         self.rings = [xp.empty((len(lay.window_layers), streams * self.ring_k, page_rows, *shape),
                                dtype=dtype) for _, shape in lay.arrays] if lay.window_layers else []
         self.ring_index = {li: j for j, li in enumerate(lay.window_layers)}

@@ -87,7 +87,7 @@ class Layout:
         """Pages holding `rows` rows: row r lives in page r // page_rows."""
         return cdiv(rows, self.page_rows)
 
-    def fixed_bytes(self, context: int, paged: bool) -> int:
+    def fixed_bytes(self, context: int, paged: bool, verify: int = 1) -> int:
         """A stream's bytes besides its KV rows on pages (or its window):
 
             table    = 4 * pages of one window                    (paged only: int32 page ids)
@@ -97,13 +97,14 @@ class Layout:
                         attention out, projection out; gate, up and their product, or a
                         MoE layer's routed experts': `moe_floats`)
             rings    = the window kind's window layers' rings (KVSpec.ring_bytes: each
-                       ceil((W + P - 1) / P) pages of P rows), whatever the context
+                       ceil((W - 1 + max(P, verify)) / P) pages of P rows), whatever the context
         """
         table = TABLE_ENTRY_BYTES * self.pages_for(context) if paged else 0
         sampling = SAMPLING_VECTORS * self.vocab * FLOAT_BYTES
         scratch = self.prefill_chunk * (ACT_DMODEL_ROWS * self.d_model
                                         + max(ACT_FF_ROWS * self.ff_rank, self.moe_floats)) * FLOAT_BYTES
-        return table + sampling + scratch + self.kv_spec.ring_bytes(self.kv_bytes, self.page_rows)
+        return table + sampling + scratch + self.kv_spec.ring_bytes(self.kv_bytes, self.page_rows,
+                                                                    verify)
 
 
 def moe_floats(spec: ModelSpec, shard) -> int:

@@ -16,11 +16,13 @@ Three kinds:
   window  MHA rows, but the sliding-window layers (gpt-oss: 0, 2, 4, ..., window W) keep
           a stream's last rows only: the pages (bytes a token) hold the full layers alone,
               bytes a token = n_full_layers * 2 * n_kv * head_dim * kv_bytes
-          and each stream holds, a window layer, a ring of k = ceil((W + P - 1) / P) pages of
-          P (page_rows) rows, row p in ring page (p // P) mod k: a fixed cost a stream,
+          and each stream holds, a window layer, a ring of k = ceil((W - 1 + max(P, V)) / P)
+          pages of P (page_rows) rows, row p in ring page (p // P) mod k: a fixed cost a
+          stream, whatever the context,
               ring bytes a stream = n_window_layers * 2 * n_kv * head_dim * k * P * kv_bytes
-          (W + P - 1 rows: a chunk is written and read P rows at a time, so its writes never
-          reach a row one of its queries still reads). Whatever the context.
+          (a chunk is written and read P rows at a time, so its writes never reach a row one
+          of its queries still reads; V, the verify window, is what a drafted round may
+          write past the rows it keeps: those writes never reach a row still to be read).
 
 Pure Python (the planner sizes a model with it, no numpy).
 """
@@ -76,15 +78,16 @@ class KVSpec:
     def bytes_per_token(self, kv_bytes: int) -> int:
         return self.elements_per_token * kv_bytes
 
-    def ring_pages(self, page_rows: int) -> int:
-        """Pages of a window layer's ring a stream: ceil((W + P - 1) / P); 0 but the window kind."""
+    def ring_pages(self, page_rows: int, verify: int = 1) -> int:
+        """Pages of a window layer's ring a stream: ceil((W - 1 + max(P, V)) / P), V the
+        verify window (rows a drafted round writes and may take back); 0 but the window kind."""
         if not self.window_layers:
             return 0
-        return -(-(self.window + page_rows - 1) // page_rows)
+        return -(-(self.window - 1 + max(page_rows, verify)) // page_rows)
 
-    def ring_bytes(self, kv_bytes: int, page_rows: int) -> int:
+    def ring_bytes(self, kv_bytes: int, page_rows: int, verify: int = 1) -> int:
         """A stream's ring bytes, every window layer (0 but the window kind)."""
-        return (len(self.window_layers) * self.row_elements * self.ring_pages(page_rows)
+        return (len(self.window_layers) * self.row_elements * self.ring_pages(page_rows, verify)
                 * page_rows * kv_bytes)
 
     def describe(self) -> str:

@@ -3,7 +3,8 @@ on pages, each sliding layer's last rows in a ring a stream of ceil((W + P - 1) 
 The engine's bytes equal the planner's on every rank; the rings read the same bytes as the
 window kept whole on pages (a twin engine with the plain MHA layout, the window then a read
 rule only), for prompts and decodes that wrap the ring many times, prefilled whole or in
-pieces, at several page sizes, on pages and on windows; a ring one page short is caught by
+pieces, at several page sizes, on pages and on windows, and after a drafted round's rows
+are taken back (the ring holds the verify window too); a ring one page short is caught by
 that comparison; the plan counts a stream's rings once whatever the context, turns the prompt
 cache off by name, and at gpt-oss-20b's shape and a 32k context holds the KV in about half
 a full-attention layout's bytes; the seed's paged check holds at TP 1 and 2."""
@@ -14,7 +15,7 @@ import io
 import pytest
 
 from server.engine.engine import Engine
-from server.ranks.steps import PoolStep
+from server.ranks.steps import BeginStep, Chunk, PoolStep, RoundStep
 from server.shapes.kv_layout import KVSpec, kv_spec
 from server.shapes.shard import shard_of
 from server.shapes.spec import shape
@@ -85,8 +86,42 @@ def test_a_ring_one_page_short_is_caught(full_pages, monkeypatch):
     rows its queries still read."""
     want = greedy(full_pages(), [LONG], steps=8, page_rows=4)
     short = KVSpec.ring_pages
-    monkeypatch.setattr(KVSpec, "ring_pages", lambda self, P: short(self, P) - 1)
+    monkeypatch.setattr(KVSpec, "ring_pages", lambda self, P, verify=1: short(self, P, verify) - 1)
     assert greedy(engine_of(f"dummy:{NAME}"), [LONG], steps=8, page_rows=4) != want
+
+
+def drafted(eng, verify: int, page_rows: int = 4, context: int = 128) -> list:
+    """A stream that prefills LONG[:30], then runs a drafted round of `verify` rows of which
+    only the first is kept (the rest taken back: the next round writes from position 31),
+    then the rest of LONG and 8 greedy steps; every logits row's bytes."""
+    per = context // page_rows
+    eng.apply(PoolStep(True, per, page_rows, (eng.page_bytes(page_rows),), 1, context,
+                       verify=verify))
+    eng.apply(BeginStep(0, tuple(range(per))))
+    rows = [eng.apply(RoundStep((Chunk(0, 0, LONG[:30], True),)))[0].tobytes()]
+    junk = (LONG[30],) + tuple((13 * i + 7) % 400 + 3 for i in range(verify - 1))
+    rows.append(eng.apply(RoundStep((Chunk(0, 30, junk, True),)))[0].tobytes())
+    lg = eng.apply(RoundStep((Chunk(0, 31, LONG[31:], True),)))
+    start = len(LONG)
+    for _ in range(8):
+        rows.append(lg[0].tobytes())
+        lg = eng.apply(RoundStep((Chunk(0, start, (int(lg[0].argmax()),), True),)))
+        start += 1
+    return rows
+
+
+def test_a_drafted_round_taken_back_keeps_the_ring(full_pages, monkeypatch):
+    """A verify window longer than a page (V = 9 rows at P = 4, window 8): the ring of
+    ceil((W - 1 + V) / P) pages reads what the twin keeping every row reads after the
+    drafted rows are taken back; a ring sized without V (the page-at-a-time rule alone) is
+    overwritten by the taken-back rows: caught."""
+    want = drafted(full_pages(), 9)
+    ring = engine_of(f"dummy:{NAME}")
+    assert drafted(ring, 9) == want
+    assert ring.kv.ring_k == cdiv(8 - 1 + 9, 4)
+    short = KVSpec.ring_pages
+    monkeypatch.setattr(KVSpec, "ring_pages", lambda self, P, verify=1: short(self, P))
+    assert drafted(engine_of(f"dummy:{NAME}"), 9) != want
 
 
 def test_plan_counts_the_rings_and_no_prompt_cache():
@@ -98,12 +133,15 @@ def test_plan_counts_the_rings_and_no_prompt_cache():
     for context in (64, 512):
         assert L.fixed_bytes(context, True) - mha.fixed_bytes(context, True) == \
             L.kv_spec.ring_bytes(4, 16)
-    p = plan([L], [64 << 20], 256, 2, prompt_cache_bytes=1 << 20, kv_pages="on")
+    assert L.fixed_bytes(64, True, 33) - mha.fixed_bytes(64, True, 33) == \
+        L.kv_spec.ring_bytes(4, 16, 33) == 2 * 2 * L.n_kv * spec.head_dim * cdiv(8 - 1 + 33, 16) * 16 * 4
+    p = plan([L], [64 << 20], 256, 2, prompt_cache_bytes=1 << 20, kv_pages="on", verify_window=9)
+    assert p.pool_step().verify == 9
     assert p.cache_pages == 0 and p.rank.prompt_cache_bytes == 0
     assert "no prompt cache: the window layers keep a stream's last rows only" in p.notes
     assert p.kv_rows == (f"K and V rows of 2 full layers a token, the 2 window layers' last 8 "
                          f"rows a stream, {L.bytes_per_token} bytes a token")
-    assert p.rank.fixed_bytes == L.fixed_bytes(256, True)
+    assert p.rank.fixed_bytes == L.fixed_bytes(256, True, 9)
 
 
 def test_gpt_oss_20b_kv_at_32k_under_60_percent_of_full_attention():
