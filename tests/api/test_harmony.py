@@ -229,3 +229,42 @@ def test_a_harmony_vocabulary_stops_at_return_and_call_not_end(tmp_path):
     assert tok.eos_ids == {ids["<|return|>"], ids["<|call|>"], ids["<|endoftext|>"]}
     # another vocabulary's <|end|> (Phi-3's end of turn) stays a stop
     assert harmony_stops({"<|end|>": 7}, {7}) == {7}
+
+
+@pytest.fixture(scope="module")
+def harmony_tok():
+    """The default model's tokenizer with the harmony markers added as special tokens (as
+    gpt-oss's vocabulary has them: control tokens, which skip_special_tokens drops)."""
+    from tokenizers import AddedToken
+    from server.engine.locate import ModelNotFound, default_gguf
+    from server.text.tokenizer import Tokenizer
+    try:
+        tok = Tokenizer.from_gguf(default_gguf())
+    except ModelNotFound as e:
+        pytest.skip(str(e))
+    tok._hf.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in MARKERS])
+    return tok
+
+
+@pytest.mark.parametrize("reply", [ANSWER, CALL])
+def test_the_markers_as_special_tokens_reach_the_parser(harmony_tok, reply):
+    """skip_special_tokens (true by default) would drop the markup before the parser: a
+    harmony reply keeps its special tokens in its text, the parser takes them out."""
+    ids = harmony_tok.encode(reply, add_special_tokens=False)
+    for m in ("<|channel|>", "<|message|>"):
+        assert harmony_tok.encode(m, add_special_tokens=False) == [harmony_tok._hf.token_to_id(m)]
+    assert "<|channel|>" not in harmony_tok.decode(ids, skip_special_tokens=True)
+    sched = FakeScheduler(reply_ids=ids + [0], eos_after=len(ids))
+    state = make_state(sched, context=8192)
+    state.tokenizer = harmony_tok
+    state.render_chat, state.chat_template, state.reasoning_parser = None, TEMPLATE, "auto"
+    c = client(state)
+    want = parse(reply)
+    r = c.chat.completions.create(model="fake-model", messages=MSGS, tools=TOOLS, max_tokens=400)
+    msg = r.choices[0].message
+    assert (msg.model_extra["reasoning_content"], msg.content) == want[:2]
+    assert [(t.function.name, t.function.arguments) for t in msg.tool_calls or ()] == \
+        [(k.name, k.arguments) for k in want[2]]
+    reasoning, content, calls, _ = streamed(c, tools=TOOLS, max_tokens=400)
+    assert (reasoning, content or None) == want[:2]
+    assert [(k["name"], k["arguments"]) for k in calls] == [(k.name, k.arguments) for k in want[2]]
