@@ -163,3 +163,10 @@ def test_check_pages(tp):
     out = io.StringIO()
     assert run_check(eng, page_rows=8, prefill_chunk=16, decode=4, out=out) == 0, out.getvalue()
     assert out.getvalue().count("equal;") >= 5
+
+
+def test_the_pool_step_carries_the_verify_window():
+    from server.ranks.steps import pack, unpack
+    st = PoolStep(True, 10, 16, (4096, 2048), 3, 64, True, verify=9)
+    assert unpack(pack(st)) == st
+    assert unpack(pack(PoolStep(False, 0, 16, (4096,), 2, 64))).verify == 1
