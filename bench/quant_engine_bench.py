@@ -5,8 +5,6 @@ graph replays), with the floor (tensor bytes / the copy rate measured in this ru
 
   PYTHONUNBUFFERED=1 python3 bench/quant_engine_bench.py FILE.gguf [FILE.gguf ...]
 
-NOT YET RUN on a GPU (written after the session's device time was spent): the first run
-should read its output before quoting it.
 """
 from __future__ import annotations
 
@@ -45,7 +43,9 @@ def one(path: str, rate: float, prefill: int, depth: int, steps: int, device: st
           f"{describe_weight_bytes(e.weights)} ({held / tb:.3f}x the file's tensor bytes "
           f"{tb / 1e9:.3f} GB)", flush=True)
     # prefill: a 2,048-token prompt in one round (warm once on stream 1, timed on stream 0)
-    pages = lambda s: tuple(range(s * (ctx // P + 4), s * (ctx // P + 4) + ctx // P + 1))
+    # a stream's table holds exactly the context's pages: a longer one is not a decode round
+    # CUDA graphs take (graphs.py), and the step would run eagerly, launch by launch
+    pages = lambda s: tuple(range(s * (ctx // P + 4), s * (ctx // P + 4) + ctx // P))
     prompt = tuple(int(t) for t in rng.integers(0, V, prefill))
     e.apply(BeginStep(1, pages(1)))
     e.apply(RoundStep((Chunk(1, 0, prompt),)))
@@ -68,6 +68,9 @@ def one(path: str, rate: float, prefill: int, depth: int, steps: int, device: st
         ts.append((time.perf_counter() - t) * 1e3)
         pos += 1
     ms = float(np.median(ts[8:]))
+    g = getattr(e.model, "graphs", None)
+    if device == "cuda" and not (g is not None and getattr(g, "graphs", None)):
+        print("WARNING: decode ran eagerly (no CUDA graph captured)", flush=True)
     floor = tb / rate * 1e3
     return (f"foldserve {os.path.basename(path):16s} b1 decode at depth {depth}: {ms:.3f} ms/step "
             f"(floor {floor:.3f} ms, {ms / floor:.2f}x); prefill {prefill}: {pf_ms:.1f} ms; "

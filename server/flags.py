@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 
 CONTEXT_CAP = 8192      # --context unset: the model's trained context, at most this
+DRAFT_TOKENS = 8        # --draft-tokens' default (server/drafts/source.py DEFAULT_TOKENS)
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -32,6 +33,39 @@ def parse_parallel(text) -> int:
     if n < 1:
         raise argparse.ArgumentTypeError(f"--parallel {n}: at least 1, or auto")
     return n
+
+
+def parse_draft(text) -> str:
+    """--draft: ngram or off; mtp is refused by name until a family served has MTP layers."""
+    from server.drafts.source import DraftUnavailable, make_source
+    kind = str(text).strip().lower()
+    try:
+        make_source(kind)
+    except DraftUnavailable as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return kind
+
+
+def parse_draft_tokens(text) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--draft-tokens {text!r}: give a number of tokens") from None
+    if not 1 <= n <= 32:
+        raise argparse.ArgumentTypeError(f"--draft-tokens {n}: 1 to 32")
+    return n
+
+
+def draft_kind(args) -> str:
+    """--draft, or its default: ngram on the CPU (drafted == plain is proven there, tests/
+    drafts/), off on GPUs until a GPU run proves it there too."""
+    return args.draft or ("ngram" if args.device == "cpu" else "off")
+
+
+def verify_window(args) -> int:
+    """Rows a verify pass writes, which admission reserves a stream beside its reply."""
+    from server.drafts.source import verify_window as rows
+    return rows(draft_kind(args), args.draft_tokens)
 
 
 def resolve_context(asked: int | None, model_context: int) -> int:
@@ -61,6 +95,14 @@ def add_plan_flags(p: argparse.ArgumentParser) -> None:
                    help="prompt tokens a stream prefills in one round")
     p.add_argument("--prompt-cache-gib", type=float, default=0.25,
                    help="GiB of KV pages kept for reused prompt prefixes (0: no prompt cache)")
+    p.add_argument("--draft", type=parse_draft, default=None, metavar="ngram|off",
+                   help="draft source: ngram (prompt lookup: no weights, every model) or off; "
+                        "drafts are verified inside the round and never change a reply "
+                        "(default: ngram on the CPU, off on GPUs; mtp: refused until a family "
+                        "served has MTP layers)")
+    p.add_argument("--draft-tokens", type=parse_draft_tokens, default=DRAFT_TOKENS, metavar="N",
+                   help="tokens a stream drafts at most a round; its verify window (N + 1 rows) "
+                        "is reserved with its pages")
     p.add_argument("--reserve-gib", type=float, default=None,
                    help="GiB of the memory left after the weights kept out of the pool "
                         "(default: max(2 GiB, 5%% of the device); ignored under TF_ROOM_GIB)")

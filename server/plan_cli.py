@@ -16,7 +16,7 @@ import sys
 
 from server.config import ConfigError, Env
 from server.shapes.spec import ModelSpec, UnsupportedModel, shape
-from server.flags import add_plan_flags, resolve_context
+from server.flags import add_plan_flags, resolve_context, verify_window
 from server.planner.describe import startup_line
 from server.planner.layout import KV_BYTES, layouts
 from server.planner.plan import PlanError, plan
@@ -40,7 +40,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="each rank's room in GiB, comma separated; one value applies to every rank "
                         "(default: TF_ROOM_GIB, else this host's room measured as serve does, "
                         "before any weights are loaded)")
-    p.add_argument("--verify-window", type=int, default=1, help="rows a verify pass writes (1 without drafts)")
     p.add_argument("--json", action="store_true", help="print every number as JSON")
 
 
@@ -88,7 +87,7 @@ def run(args: argparse.Namespace, environ: dict | None = None) -> int:
             rooms = [room] * tp
         shards = layouts(spec, tp, KV_BYTES[args.device], args.page_rows, args.prefill_chunk)
         p = plan(shards, rooms, resolve_context(args.context, spec.max_context),
-                 args.parallel, int(args.prompt_cache_gib * GIB), env.kv_pages, args.verify_window)
+                 args.parallel, int(args.prompt_cache_gib * GIB), env.kv_pages, verify_window(args))
         stored = None
         if os.path.isfile(model):           # a GGUF: each rank's weight bytes as the file stores them
             from server.engine.weights import stored_bytes

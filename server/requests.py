@@ -44,6 +44,7 @@ class GenRequest:
     # n > 1: choice i > 0 names choice 0's id; the scheduler holds it until choice 0's
     # prompt is prefilled and kept, so it resumes from those pages (one prefill a prompt)
     follows: str | None = None
+    draft: bool = True            # False: never drafted ("draft": false); drafts never change a reply
 
 
 @dataclass(frozen=True)

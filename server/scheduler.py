@@ -10,7 +10,10 @@ The engine runs in one thread of its own; the front end talks to it through an i
        token budget (a round no stream decodes in may give a prompt `solo_chunk` tokens; a
        round others decode in holds its prefill chunks' attention reads to `prefill_keys`,
        so a long prompt interleaves with their decodes in small rounds: `prefill_take`)
-    4. run it on every rank; sample rank 0's logits; stream the tokens
+       (with drafts: a decoding stream's chunk is its last token and its drafts,
+       server/drafts/policy.py says how many)
+    4. run it on every rank; sample rank 0's logits (a verify chunk's rows in order,
+       server/drafts/verify.py); stream the tokens
     5. streams that ended -> finish (pages back, or kept as a prefix) -> EndStep
 
 A shutdown (server/api/drain.py) closes admission with `stop_admitting`: every request
@@ -33,6 +36,9 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+from server.drafts.pace import Paced
+from server.drafts.policy import ROW_COST, round_drafts
+from server.drafts.verify import verify_walk
 from server.requests import SHUTTING_DOWN, GenRequest, TokenEvent
 from server.ranks.rank_errors import RankError
 from server.ranks.steps import EVERY_ROW, Chunk, RoundStep
@@ -52,6 +58,7 @@ class Active:
     first_token_at: float | None = None
     admitted_at: float = 0.0
     prompt_lps: list = field(default_factory=list)   # prompt_logprobs so far (server/engine/prompt_logprobs.py)
+    drafts: object = None            # its StreamDrafts (server/drafts/source.py), or None: plain
 
     @property
     def ids(self) -> list:
@@ -99,7 +106,9 @@ class Scheduler:
 
     def __init__(self, driver, admission, *, context: int, prefill_chunk: int = 256,
                  token_budget: int | None = None, seed_salt: int = 0, metrics=None,
-                 solo_chunk: int | None = None, prefill_keys: int | None = None):
+                 solo_chunk: int | None = None, prefill_keys: int | None = None,
+                 drafts=None, draft_tokens: int = 0, draft_rows: int | None = None,
+                 draft_row_cost: float = ROW_COST["cpu"]):
         self.driver, self.adm = driver, admission
         self.context, self.prefill_chunk = context, prefill_chunk
         self.token_budget = token_budget or max(prefill_chunk, 64)
@@ -110,6 +119,16 @@ class Scheduler:
             raise ValueError(f"prefill_keys {prefill_keys}: 0 or more (0: no bound)")
         self.prefill_keys = prefill_keys or None
         self.seed_salt, self.metrics = seed_salt, metrics
+        # drafts (server/drafts/): the source (None: off), tokens a stream drafts at most,
+        # and the rows a round may hold before drafting backs off (policy.round_drafts)
+        self.draft_source, self.draft_tokens = drafts, draft_tokens
+        self.draft_row_cost = draft_row_cost     # server/drafts/pace.py
+        self.draft_rows = draft_rows if draft_rows is not None else draft_tokens + 1
+        if drafts is not None and self.adm.verify_window < draft_tokens + 1:
+            raise ValueError(f"drafts of {draft_tokens} tokens need a verify window of "
+                             f"{draft_tokens + 1} rows; admission reserves {self.adm.verify_window}")
+        self.draft_tokens_done = 0           # tokens drafted, and of them accepted
+        self.accepted_tokens_done = 0
         self.inbox: queue.Queue = queue.Queue()
         self.active: dict[str, Active] = {}
         self.sinks: dict[str, tuple] = {}        # req id -> (loop, asyncio.Queue)
@@ -189,7 +208,9 @@ class Scheduler:
                 "paged": self.adm.paged, "page_rows": self.adm.page_rows, "error": self.error,
                 "cache_pages": self.adm.cache.budget,
                 "prompt_tokens_done": self.prompt_tokens_done,
-                "generation_tokens_done": self.generation_tokens_done}
+                "generation_tokens_done": self.generation_tokens_done,
+                "draft_tokens_done": self.draft_tokens_done,
+                "accepted_tokens_done": self.accepted_tokens_done}
 
     # ---- engine thread ----
     def _emit(self, req_id: str, ev: TokenEvent) -> None:
@@ -339,12 +360,20 @@ class Scheduler:
                                               error=f"the sampler refused this request: {e}"))
                 continue
             a = Active(req, g.stream, tuple(g.page_ids), g.resumed_rows, st,
-                       cached=g.resumed_rows, admitted_at=time.monotonic())
+                       cached=g.resumed_rows, admitted_at=time.monotonic(),
+                       drafts=self._drafts_for(req, st))
             self._run_all(g.steps())         # BeginStep (+ CopyStep restoring a kept prefix)
             del self.waiting[req.id]
             self.active[req.id] = a
             if self.metrics:
                 self.metrics.admitted(req, a.admitted_at - req.arrival, g.resumed_rows)
+
+    def _drafts_for(self, req: GenRequest, st):
+        """The stream's drafts: None with drafting off, for a request that says
+        "draft": false, or where the driver cannot draw its verify rows as plain would."""
+        if self.draft_source is None or not req.draft or not self.driver.verifies(st):
+            return None
+        return Paced(self.draft_source.stream(req.prompt_ids), self.draft_row_cost)
 
     def _run_all(self, steps):
         for st in steps:
@@ -354,12 +383,18 @@ class Scheduler:
     def _round(self):
         budget = self.token_budget
         chunks, owners, samples = [], [], []   # samples[c]: the chunk's last row draws a token
-        for a in self.active.values():       # decodes first: one token each
-            if not a.prefilling:
-                chunks.append(Chunk(a.stream, a.fed, (a.token_at(a.fed),), True))
-                owners.append(a)
-                samples.append(True)
-                budget -= 1
+        drafted = []                         # drafted[c]: its drafts (a verify chunk), or ()
+        dec = [a for a in self.active.values() if not a.prefilling]
+        guesses = round_drafts(
+            [(a.drafts, a.out, min(a.req.params.max_tokens - len(a.out), self.context - a.length))
+             for a in dec], self.draft_tokens, min(self.draft_rows, budget),
+            len(dec) < len(self.active)) if self.draft_source is not None else [()] * len(dec)
+        for a, d in zip(dec, guesses):       # decodes first: one token each, and its drafts
+            chunks.append(Chunk(a.stream, a.fed, (a.token_at(a.fed), *d), EVERY_ROW if d else True))
+            owners.append(a)
+            samples.append(True)
+            drafted.append(d)
+            budget -= 1 + len(d)
         decoding = bool(chunks)
         cap = self.prefill_chunk if decoding else self.solo_chunk
         keys = self.prefill_keys if decoding else None
@@ -374,6 +409,7 @@ class Scheduler:
                 chunks.append(Chunk(a.stream, a.fed, tuple(a.req.prompt_ids[a.fed:a.fed + n]), want))
                 owners.append(a)
                 samples.append(last)
+                drafted.append(())
                 budget -= n
         # grammar masks for the rows this round samples: on the host while the ranks run it
         shaped = [a.sampler for a, d in zip(owners, samples) if d and a.sampler.constraint is not None]
@@ -388,9 +424,7 @@ class Scheduler:
         self.rounds += 1
         self._steps += 1
         fed = sum(len(c.tokens) for c in chunks)
-        decoded = sum(1 for c, a in zip(chunks, owners) if not a.prefilling)
-        self.prompt_tokens_done += fed - decoded
-        self.generation_tokens_done += sum(samples)
+        self.prompt_tokens_done += sum(len(c.tokens) for c, a in zip(chunks, owners) if a.prefilling)
         if self.metrics is not None and hasattr(self.metrics, "iteration"):
             self.metrics.iteration(fed)
         # the logits' rows: a chunk gives none, its last row's, or every row's (EVERY_ROW)
@@ -400,7 +434,7 @@ class Scheduler:
             o += len(c.tokens) if c.logits == EVERY_ROW else int(bool(c.logits))
             srow.append(o - 1)
         now = time.monotonic()
-        drawers = [(srow[i], owners[i]) for i in range(len(chunks)) if samples[i]]
+        drawers = [(srow[i], owners[i]) for i in range(len(chunks)) if samples[i] and not drafted[i]]
         plain = [a.sampler.plain_greedy for _, a in drawers]
         best = drawn = None
         if hasattr(logits, "sample_rows") and not all(plain):
@@ -412,10 +446,14 @@ class Scheduler:
             except Exception:                # the launch itself failed (a row's own inputs
                 log.exception("device sampling; this round samples on the host")   # end
                 drawn = None                 # that row alone: logits.device_args)
-        if drawn is None and any(plain):
+        if (drawn is None and any(plain)) or any(d and a.sampler.plain_greedy
+                                                 for d, a in zip(drafted, owners)):
             best = self.driver.argmax_rows(logits)   # greedy: arg-max where they lie
         k = -1                               # the drawer's index
         for i, (c, a) in enumerate(zip(chunks, owners)):
+            if drafted[i]:                   # a verify chunk: its rows in order
+                self._verify(a, logits, first[i], drafted[i], best, now)
+                continue
             if c.logits == EVERY_ROW:        # rows of prompt positions p predict token p + 1
                 n_lp = min(len(c.tokens), len(a.req.prompt_ids) - 1 - c.start)
                 try:
@@ -445,26 +483,61 @@ class Scheduler:
                 else:
                     tok, lp, top = self.driver.sample(logits[row], a.sampler)
             except Exception as e:           # a bug in one request's sampling ends it alone
-                status = getattr(e, "status", None)   # 4xx: its own input (a grammar that failed)
-                if isinstance(status, int) and 400 <= status < 500:
-                    log.info("request %s: %s", a.req.id, e)
-                    self._finish(a, "error", f"{e} (after {len(a.out)} tokens)",
-                                 status=status, code=getattr(e, "code", None))
-                else:
-                    log.exception("request %s: sampling", a.req.id)
-                    self._finish(a, "error", f"sampling failed: {e}")
+                self._sampling_failed(a, e)
                 continue
-            a.out.append(tok)
-            reason = self._finish_reason(a, tok)
-            plp = None
-            if a.first_token_at is None:
-                a.first_token_at = now
-                if a.req.params.prompt_logprobs is not None:
-                    plp = tuple(a.prompt_lps)
-            self._emit(a.req.id, TokenEvent(tok, lp, top, None, prompt_tokens=len(a.req.prompt_ids),
-                                            cached_tokens=a.cached, prompt_logprobs=plp))
-            if reason:
-                self._finish(a, reason)
+            self._take(a, tok, lp, top, now)
+
+    def _sampling_failed(self, a: Active, e: Exception) -> None:
+        """One request's sampling raised: it ends alone. A 4xx (its own input, a grammar
+        that failed) ends it with that status and code; anything else is a 500 logged
+        with its traceback."""
+        status = getattr(e, "status", None)
+        if isinstance(status, int) and 400 <= status < 500:
+            log.info("request %s: %s", a.req.id, e)
+            self._finish(a, "error", f"{e} (after {len(a.out)} tokens)",
+                         status=status, code=getattr(e, "code", None))
+        else:
+            log.exception("request %s: sampling", a.req.id)
+            self._finish(a, "error", f"sampling failed: {e}")
+
+    def _verify(self, a: Active, logits, first: int, drafts: tuple, best, now: float) -> None:
+        """A verify chunk's tokens (server/drafts/verify.py), each taken as a decode's
+        would be, until one is not the next draft or ends the reply; the stream's valid
+        rows then end at the last draft taken."""
+        taken = accepted = 0
+        try:
+            for tok, lp, top in verify_walk(self.driver, a.sampler, logits, first, drafts, best):
+                accepted += taken < len(drafts) and tok == drafts[taken]
+                taken += 1
+                a.fed += 1                   # the row whose token this is, a valid row
+                if not self._take(a, tok, lp, top, now):
+                    break
+        except Exception as e:               # a bug in one request's sampling ends it alone
+            if a.req.id in self.active:
+                self._sampling_failed(a, e)
+        a.drafts.verified(len(drafts), accepted)
+        self.draft_tokens_done += len(drafts)
+        self.accepted_tokens_done += accepted
+        if self.metrics is not None and hasattr(self.metrics, "drafted"):
+            self.metrics.drafted(len(drafts), accepted)
+
+    def _take(self, a: Active, tok: int, lp, top, now: float) -> bool:
+        """One sampled token into the reply and out to its client; False when it ended
+        the reply."""
+        self.generation_tokens_done += 1
+        a.out.append(tok)
+        reason = self._finish_reason(a, tok)
+        plp = None
+        if a.first_token_at is None:
+            a.first_token_at = now
+            if a.req.params.prompt_logprobs is not None:
+                plp = tuple(a.prompt_lps)
+        self._emit(a.req.id, TokenEvent(tok, lp, top, None, prompt_tokens=len(a.req.prompt_ids),
+                                        cached_tokens=a.cached, prompt_logprobs=plp))
+        if reason:
+            self._finish(a, reason)
+            return False
+        return True
 
     def _finish_reason(self, a: Active, tok: int) -> str | None:
         p = a.req.params

@@ -322,7 +322,7 @@ def _serve_rank(args, env, rank, world, mhost, mport) -> int:
     from server.engine.build import open_model
     from server.engine.room import measure
     from server.shapes.shard import shard_of
-    from server.flags import resolve_context
+    from server.flags import resolve_context, verify_window
     from server.planner.layout import KV_BYTES, layouts
     from server.ranks import fingerprint, heartbeat
     from server.ranks.rendezvous import join
@@ -373,7 +373,8 @@ def _serve_rank(args, env, rank, world, mhost, mport) -> int:
                                                              if hasattr(opened.engine.kv_dtype, "__name__")
                                                              else opened.engine.kv_dtype),
             context=context, parallel=parallel, prefill_chunk=args.prefill_chunk,
-            prompt_cache_gib=args.prompt_cache_gib, verify_window=1, seed_salt=args.seed_salt)
+            prompt_cache_gib=args.prompt_cache_gib, verify_window=verify_window(args),
+            seed_salt=args.seed_salt)
         if comm:
             shards = [str(shard_of(spec, world, r))
                       for r in range(world)]
@@ -410,7 +411,7 @@ def _serve_rank(args, env, rank, world, mhost, mport) -> int:
 
 def _early_fingerprint(args, env, comm, rank, world) -> None:
     from server.engine.locate import resolve
-    from server.flags import resolve_context
+    from server.flags import resolve_context, verify_window
     from server.ranks import fingerprint
     source = resolve(args.model)
     try:
@@ -421,7 +422,8 @@ def _early_fingerprint(args, env, comm, rank, world) -> None:
         rank=rank, tp=world, model_file=fingerprint.file_identity(source), device=args.device,
         kv_pages=env.kv_pages_static, kv_poison=env.kv_poison, page_rows=args.page_rows,
         context=context, parallel=int(args.parallel), prefill_chunk=args.prefill_chunk,
-        prompt_cache_gib=args.prompt_cache_gib, verify_window=1, seed_salt=args.seed_salt)
+        prompt_cache_gib=args.prompt_cache_gib, verify_window=verify_window(args),
+            seed_salt=args.seed_salt)
     fingerprint.exchange_and_check(comm, fp)
 
 
@@ -489,6 +491,9 @@ def _serve_front(args, env, opened, comm, beat, lays, rooms, reserves, context, 
     from server.api.app import create_app
     from server.api.http_server import run_uvicorn
     from server.api.state import AppState
+    from server.drafts.policy import ROW_COST
+    from server.drafts.source import make_source
+    from server.flags import draft_kind, verify_window
     from server.step_driver import LocalDriver, RankDriver
     from server.planner.admission import Admission
     from server.planner.describe import startup_line
@@ -500,7 +505,7 @@ def _serve_front(args, env, opened, comm, beat, lays, rooms, reserves, context, 
 
     try:
         p = plan(lays, rooms, context, parallel, int(args.prompt_cache_gib * (1 << 30)),
-                 env.kv_pages, verify_window=1)
+                 env.kv_pages, verify_window=verify_window(args))
     except PlanError:
         if beat:                                   # the followers leave now: no lost rank
             beat.stop()
@@ -528,7 +533,9 @@ def _serve_front(args, env, opened, comm, beat, lays, rooms, reserves, context, 
         beat.set_timeout(args.peer_timeout)
     sched = Scheduler(driver, Admission.from_plan(p, poison=env.kv_poison), context=context,
                       prefill_chunk=args.prefill_chunk, seed_salt=args.seed_salt,
-                      token_budget=budget, solo_chunk=solo, prefill_keys=keys).start()
+                      token_budget=budget, solo_chunk=solo, prefill_keys=keys,
+                      drafts=make_source(draft_kind(args)), draft_tokens=args.draft_tokens,
+                      draft_row_cost=ROW_COST[args.device]).start()
     names = tuple(args.served_model_name or ())
     state = AppState(scheduler=sched, tokenizer=opened.tokenizer,
                      model_name=names[0] if names else opened.name, served_names=names,

@@ -44,6 +44,14 @@ class Sampling:
             else (None, ())
         return tok, lp, top
 
+    def verifies(self, state) -> bool:
+        """Whether a verify chunk's rows can be drawn for `state` as plain decoding draws
+        them (server/drafts/verify.py): on the CPU every row is drawn by the host sampler,
+        so always; on GPUs sampled rows follow the device's counter-based draw, which the
+        verify walk does not run, so plain greedy streams only."""
+        engine = getattr(self, "engine", None)
+        return state.plain_greedy or getattr(engine, "device", "cpu") == "cpu"
+
     def prompt_logprobs(self, *args, **kw) -> list:
         return prompt_logprobs(*args, **kw)
 

@@ -32,6 +32,7 @@ class Break:
 
 
 G = "tests/guards/"
+R = "tests/model/test_moe_router.py::"
 BREAKS = [
     Break("pages out of order on one rank", "the same page ids on every rank",
           (("server/engine/engine.py",
@@ -89,6 +90,91 @@ BREAKS = [
             "    return pool[list(table[:pages])].reshape(-1, *pool.shape[2:])[:n]\n",
             "    return pool[list(table[:pages])][:, ::-1].reshape(-1, *pool.shape[2:])[:n]\n"),),
           G + "test_attention_guards.py::test_a_window_and_pages_hold_the_rows_in_the_same_order"),
+    Break("a verify walk goes on past a refused draft", "drafted == plain",
+          (("server/drafts/verify.py",
+            "        if j == len(drafts) or tok != drafts[j]:\n",
+            "        if j == len(drafts) or tok != drafts[j] and j:\n"),),
+          "tests/drafts/test_drafts_exact.py::test_drafted_equals_plain"),
+    Break("a verify chunk keeps one row too many", "rejected rows leave no trace",
+          (("server/scheduler.py",
+            "        a.drafts.verified(len(drafts), accepted)\n",
+            "        a.drafts.verified(len(drafts), accepted)\n"
+            "        a.fed += taken <= len(drafts) and a.req.id in self.active\n"),),
+          "tests/drafts/test_drafts_exact.py::test_drafted_equals_plain"),
+    Break("drafts past the reply's end", "a verify chunk writes only rows plain decoding writes",
+          (("server/drafts/policy.py",
+            "        k = min(tokens, left - 1, budget)\n",
+            "        k = min(tokens, left, budget)\n"),),
+          "tests/drafts/test_drafts_exact.py::test_drafts_stay_within_the_rows_plain_decoding_writes"),
+    Break("a full round still drafts", "drafting backs off under load",
+          (("server/drafts/policy.py",
+            "    budget = 0 if prefilling else rows_cap - len(streams)\n",
+            "    budget = rows_cap\n"),),
+          "tests/drafts/test_drafts_exact.py::test_drafting_backs_off_as_the_round_fills"),
+    Break("draft: false drafted anyway", "a request that says draft: false is never drafted",
+          (("server/scheduler.py",
+            "        if self.draft_source is None or not req.draft or not self.driver.verifies(st):\n",
+            "        if self.draft_source is None or not self.driver.verifies(st):\n"),),
+          "tests/drafts/test_drafts_exact.py::test_a_request_that_says_draft_false_is_never_drafted"),
+    # the mixture-of-experts router (kernels/moe.py's route): issue 31
+    Break("the router drops the renormalisation", "the chosen weights sum to 1 (norm_topk_prob)",
+          (("kernels/moe.py",
+            "    if routing.norm:\n",
+            "    if False:\n"),),
+          R + "test_softmax_top2_renormalised"),
+    Break("a softmax router squashes with a sigmoid", "the router is the checkpoint's kind",
+          (("kernels/moe.py",
+            "        p = e / e.sum(axis=1, keepdims=True)\n",
+            "        p = 1.0 / (1.0 + np.exp(-z))\n"),),
+          R + "test_softmax_top2_renormalised"),
+    Break("router ties go to the higher expert id", "a tie chooses the lower id (a choice is a function of the row)",
+          (("kernels/moe.py",
+            "    ids = np.argsort(-s, axis=1, kind=\"stable\")[:, :routing.k]\n",
+            "    ids = (E - 1 - np.argsort(-s[:, ::-1], axis=1, kind=\"stable\"))[:, :routing.k]\n"),),
+          R + "test_ties_choose_the_lower_id"),
+    Break("the selection bias weighs too", "the bias selects, the unbiased sigmoid weighs",
+          (("kernels/moe.py",
+            "    w = np.take_along_axis(p, ids, axis=1)\n",
+            "    w = np.take_along_axis(s, ids, axis=1)\n"),),
+          R + "test_sigmoid_bias_selects_but_does_not_weigh"),
+    Break("routed_scaling_factor skipped", "weights times routed_scaling_factor",
+          (("kernels/moe.py",
+            "    if routing.scale != 1.0:\n",
+            "    if False:\n"),),
+          R + "test_sigmoid_bias_selects_but_does_not_weigh"),
+    Break("a group scored by its best expert alone", "a group's score is the sum of its two best",
+          (("kernels/moe.py",
+            "[:, :, :2].sum(axis=2)",
+            "[:, :, :1].sum(axis=2)"),),
+          R + "test_group_limited_top_k_keeps_the_best_group_only"),
+    Break("the softmax's max taken over the round", "a token's routing is its own row's (solo == concurrent)",
+          (("kernels/moe.py",
+            "        e = np.exp(z - z.max(axis=1, keepdims=True))\n",
+            "        e = np.exp(z - z.max())\n"),),
+          R + "test_a_rows_weights_ignore_the_other_rows_scale"),
+    # the experts (kernels/moe.py's combine, kernels/moe_cpu.py's grouped products, the family)
+    Break("a batch sums its experts in another order", "one summation order whatever the batch (solo == concurrent)",
+          (("kernels/moe.py",
+            "    out = w[:, 0, None] * y[:, 0]\n"
+            "    for j in range(1, y.shape[1]):\n"
+            "        out += w[:, j, None] * y[:, j]\n",
+            "    order = range(y.shape[1]) if y.shape[0] == 1 else range(y.shape[1] - 1, -1, -1)\n"
+            "    order = list(order)\n"
+            "    out = w[:, order[0], None] * y[:, order[0]]\n"
+            "    for j in order[1:]:\n"
+            "        out += w[:, j, None] * y[:, j]\n"),),
+          "tests/model/test_moe_engine.py::test_solo_equals_concurrent"),
+    Break("a grouped product's row depends on the other rows", "an expert's row is its own (solo == concurrent)",
+          (("kernels/moe_cpu.py",
+            "    x = np.ascontiguousarray(x, dtype=np.float32)\n",
+            "    x = np.ascontiguousarray(x, dtype=np.float32)\n"
+            "    x = (x * np.abs(x).max()) / np.abs(x).max()    # a scale shared by the round\n"),),
+          "tests/model/test_moe_engine.py::test_grouped_experts_give_the_loops_bytes"),
+    Break("an MoE layer's partial sum not all-reduced", "TP=2/3 == TP=1",
+          (("server/families/moe.py",
+            "    if m.all_reduce is not None:                       # [T, d] partial under TP\n",
+            "    if m.all_reduce is not None and L.router is None:  # [T, d] partial under TP\n"),),
+          "tests/ranks/test_moe_tp.py::test_tp_equals_tp1"),
 ]
 
 

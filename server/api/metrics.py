@@ -126,6 +126,18 @@ class Metrics:
         self.iteration_tokens = _Pair(Histogram, "iteration_tokens_total",
                                       "Tokens per engine round (decodes and prefill chunks)",
                                       r, m, buckets=ITERATION_BUCKETS)
+        # drafts (server/drafts/): vLLM's spec_decode names; a draft is one verify chunk
+        self.drafts = _Pair(Counter, "spec_decode_num_drafts", "Verify passes (a stream's "
+                            "drafts checked in a round)", r, m)
+        self.draft_tokens = _Pair(Counter, "spec_decode_num_draft_tokens", "Tokens drafted", r, m)
+        self.accepted_tokens = _Pair(Counter, "spec_decode_num_accepted_tokens",
+                                     "Drafted tokens accepted (equal to the token drawn)", r, m)
+        self.accepted_per_pos = _Pair(Counter, "spec_decode_num_accepted_tokens_per_pos",
+                                      "Drafted tokens accepted, by their place in the draft",
+                                      r, m, extra_labels=("position",))
+        for pair in (self.drafts, self.draft_tokens, self.accepted_tokens):
+            for c in pair.metrics:
+                c.labels(m)                      # exposed at 0
         self.preemptions = _Pair(Counter, "num_preemptions",
                                  "Preempted requests (0 by design: pages are taken at admission)", r, m)
         for c in self.preemptions.metrics:
@@ -163,6 +175,14 @@ class Metrics:
 
     def iteration(self, tokens: int) -> None:
         self.iteration_tokens.observe(tokens)
+
+    def drafted(self, proposed: int, accepted: int) -> None:
+        """One verify chunk: `proposed` drafted tokens, the first `accepted` of them taken."""
+        self.drafts.inc(1)
+        self.draft_tokens.inc(proposed)
+        self.accepted_tokens.inc(accepted)
+        for pos in range(accepted):
+            self.accepted_per_pos.inc(1, str(pos))
 
     def finished(self, active, reason: str) -> None:
         pass    # the request driver observes the end (it also sees stop strings, clients leaving)

@@ -75,7 +75,7 @@ class SamplingFields(BaseModel):
     stream_options: StreamOptions | None = None
     n: Annotated[int, Field(ge=1)] | None = 1
     ignore_eos: bool | None = False
-    draft: bool | None = None          # accepted; False = plain decoding
+    draft: bool | None = None          # False: this request is never drafted (server/drafts/)
     user: str | None = None
     # issue 19: sampling shapes and structured outputs (server/api/structured.py)
     logit_bias: dict[str, Annotated[float, Field(ge=-100.0, le=100.0)]] | None = None

@@ -51,7 +51,8 @@ def start_generations(state, metrics, body, ids: list, *, chat: bool, logprobs,
             prompt_logprobs=params.prompt_logprobs if i == 0 else None)
         req = GenRequest(id=rid if n == 1 else f"{rid}-{i}", prompt_ids=ids, params=p,
                          eos_ids=eos, arrival=time.monotonic(), grammar=grammar,
-                         follows=None if i == 0 else gens[0].req.id)
+                         follows=None if i == 0 else gens[0].req.id,
+                         draft=body.draft is not False)
         gens.append(Generation(state, metrics, req, stops,
                                include_stop=bool(body.include_stop_str_in_output),
                                skip_special=body.skip_special_tokens is not False

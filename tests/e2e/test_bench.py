@@ -7,6 +7,7 @@ import shutil
 import subprocess
 import sys
 
+import httpx
 import pytest
 
 from .live import ROOT
@@ -72,4 +73,36 @@ def test_bench_sampled_poisson_shared_prefix(paged):
     assert m["good_requests"] == 8 and m["goodput"] > 0
     assert 8 * (16 + 16) <= m["total_input_tokens"] <= 8 * (16 + 48)
     assert "p90" in m["ttft_ms"]
+    paged.wait_idle()
+
+
+def test_bench_chat_sharegpt_warmups_and_saved_result(paged, tmp_path):
+    """The real model's chat template and tokenizer: ShareGPT-style text conversations on the
+    chat endpoint, max_tokens from each recorded reply's tokens (the server's /tokenize),
+    warm-ups not counted, and the saved file in vLLM's layout."""
+    conv = [("What is the capital of France?", "The capital of France is Paris."),
+            ("Name a prime number.", "Seven is a prime number."),
+            ("Say hello.", "Hello!")]
+    f = tmp_path / "sg.json"
+    f.write_text(json.dumps([{"conversations": [{"from": "human", "value": q},
+                                                {"from": "gpt", "value": a}]} for q, a in conv]))
+    out = tmp_path / "res"
+    cmd = bench_command(paged.url, "--backend", "openai-chat", "--dataset-name", "sharegpt",
+                        "--dataset-path", str(f), "--num-prompts", "3", "--disable-shuffle",
+                        "--num-warmups", "2", "--save-result", "--save-detailed",
+                        "--result-dir", str(out), "--result-filename", "chat.json", "--json")
+    r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    m = json.loads(r.stdout)
+    assert (m["completed"], m["failed"], m["warmups_failed"]) == (3, 0, 0), m["errors"]
+    saved = json.loads((out / "chat.json").read_text())
+    want = [len(httpx.post(paged.url + "/tokenize", json={"prompt": a, "add_special_tokens": False},
+                           timeout=30).json()["tokens"]) for _, a in conv]
+    assert saved["output_lens"] == want                      # ignore_eos: each reply's length
+    assert saved["total_output_tokens"] == m["total_output_tokens"] == sum(want)
+    # the chat's prompt tokens (its template included) from usage: more than the question's
+    for (q, _), n in zip(conv, saved["input_lens"]):
+        assert n > len(httpx.post(paged.url + "/tokenize", json={"prompt": q}, timeout=30).json()["tokens"])
+    assert saved["backend"] == "openai-chat" and saved["completed"] == 3
+    assert saved["mean_ttft_ms"] > 0 and saved["p99_itl_ms"] >= saved["median_itl_ms"]
     paged.wait_idle()

@@ -18,7 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("server", "kernels")
 CONTROL = ("server.planner", "server.scheduler", "server.ranks.steps", "server.ranks.fingerprint",
-           "server.ranks.rendezvous", "server.requests")
+           "server.ranks.rendezvous", "server.requests", "server.drafts")
 DATA = ("server.engine", "kernels")
 
 

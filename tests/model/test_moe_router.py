@@ -73,6 +73,23 @@ def test_a_rows_choice_is_its_own(kind):
         assert i1.tolist() == ids[t:t + 1].tolist() and w1.tobytes() == w[t:t + 1].tobytes()
 
 
+@pytest.mark.parametrize("kind", ["softmax", "sigmoid"])
+def test_a_rows_weights_ignore_the_other_rows_scale(kind):
+    """Rows of very different scale in one round (a row of logits near 900 beside one near 0):
+    each row's ids and weights are the bytes it gets alone; a batch-wide max or sum would
+    underflow the small row's exponentials."""
+    z = np.array([[0.5, 2.0, -1.0, 1.0, 0.0, 3.0],
+                  [900.0, 902.0, 899.0, 901.5, 898.0, 900.5]], np.float32)
+    r = Routing(kind, 3, True, 1.5)
+    ids, w = route(z, r, np.zeros(6, np.float32))
+    assert np.isfinite(w).all()
+    for t in range(2):
+        i1, w1 = route(z[t:t + 1], r, np.zeros(6, np.float32))
+        assert i1.tolist() == ids[t:t + 1].tolist() and w1.tobytes() == w[t:t + 1].tobytes()
+    # the sigmoids of the row near 900 all round to 1.0: a tie, the lowest ids
+    assert ids.tolist() == [[1, 3, 5], [1, 3, 5] if kind == "softmax" else [0, 1, 2]]
+
+
 def test_groups_and_combine_order():
     ids = np.array([[0, 2], [2, 5], [0, 5]])
     got = [(e, t.tolist(), s.tolist()) for e, t, s in groups(ids)]

@@ -1,0 +1,57 @@
+"""How far a stream drafts: as far as pays, by what its drafts have fared.
+
+A draft of k tokens costs a verify chunk of k + 1 rows, about 1 + k * row_cost one-row
+rounds (`row_cost`: what one more row of a stream's chunk adds to a round, as a fraction
+of a one-row round; measured per device, see server/drafts/policy.py), and yields
+E(k) = 1 + a + a^2 + ... + a^k tokens, where a is the chance that a draft is taken given
+the one before it was (counted over this stream's verify walks, the older ones weighing
+less). The pace drafts the k that gives the most tokens per cost, and none where no k
+beats a plain decode (E(k) / cost <= 1): on prose, whose matches rarely hold, it stops
+spending rows on them; every PROBE rounds without drafts it tries one token, so a stream
+that turns repetitive (a list, a copied block) is noticed.
+
+The source's proposal may be shorter than asked (the match's continuation runs out);
+what is counted is what it proposed and what was taken.
+"""
+from __future__ import annotations
+
+DECAY = 0.8            # the weight of the walks before the last
+PROBE = 16             # rounds without drafts after which one token is tried
+PRIOR = (1.0, 2.0)     # (taken, tried): a new stream starts at a = 0.5
+
+
+class Paced:
+    """A StreamDrafts that drafts only as far as pays (the same interface)."""
+
+    def __init__(self, source, row_cost: float):
+        self.source, self.row_cost = source, row_cost
+        self.taken, self.tried = PRIOR
+        self.idle = 0
+
+    @property
+    def rate(self) -> float:
+        return self.taken / self.tried
+
+    def best(self, cap: int) -> int:
+        """The k in 1..cap with the most tokens per cost, or 0 where none beats 1."""
+        a, best, gain = min(self.rate, 0.999), 0, 1.0
+        for k in range(1, cap + 1):
+            g = (1 - a ** (k + 1)) / (1 - a) / (1 + k * self.row_cost)
+            if g > gain:
+                best, gain = k, g
+        return best
+
+    def propose(self, out: list, k: int) -> tuple:
+        n = self.best(k)
+        if n == 0:
+            self.idle += 1
+            if self.idle < PROBE or k < 1:
+                return ()
+            n = 1
+        self.idle = 0
+        return tuple(self.source.propose(out, n))
+
+    def verified(self, proposed: int, accepted: int) -> None:
+        self.source.verified(proposed, accepted)
+        self.taken = self.taken * DECAY + accepted
+        self.tried = self.tried * DECAY + accepted + (accepted < proposed)
