@@ -1,5 +1,5 @@
 """x @ W^T with W kept as its GGUF blocks, on the CPU: numba kernels that read the blocks as
-stored (Q8_0, Q4_0, Q4_1, Q4_K, Q6_K; F16, BF16 and F32 rows likewise).
+stored (Q8_0, Q4_0, Q4_1, Q4_K, Q6_K, MXFP4; F16, BF16 and F32 rows likewise).
 
 The 32-element kinds (Q8_0, Q4_0, Q4_1: the default model's) run kernels/blocks_vec.py,
 explicit LLVM vectors (2.5-3x these loops at one row, measured); the kinds below keep the
@@ -175,6 +175,29 @@ def deq_q6_k(row, w, f16):
                 y[l + 96] = d * np.float32(s[i + 6]) * np.float32(((c >> 4) | (((h >> 6) & 3) << 4)) - 32)
 
 
+# e8m0 scale byte -> float32 2^(e - 128) (ggml's ggml_e8m0_to_fp32_half: the e2m1 values
+# below are doubled), exact for every byte (e < 2: a denormal)
+E8M0_HALF = np.array([np.ldexp(np.float64(1.0), int(e) - 128) for e in range(256)], np.float32)
+KVALUES_MXFP4 = np.array([0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12], np.float32)
+
+
+@_jit()
+def deq_mxfp4(row, w, f16):
+    # 32 values a block: the e8m0 scale byte, then 16 bytes (0..15 low nibbles, 16..31 high);
+    # value = kvalues[q] * 2^(e - 128), exact in float32 (a 4-bit value times a power of 2)
+    kv = KVALUES_MXFP4
+    for b in range(w.shape[0] // 32):
+        blk = row[b * 17:b * 17 + 17]
+        d = E8M0_HALF[np.int64(blk[0])]
+        qs = blk[1:17]
+        wl = w[b * 32:b * 32 + 16]
+        wh = w[b * 32 + 16:b * 32 + 32]
+        for j in range(16):
+            wl[j] = d * kv[np.int64(qs[j]) & 15]
+        for j in range(16):
+            wh[j] = d * kv[np.int64(qs[j]) >> 4]
+
+
 @_jit()
 def deq_f16(row, w, f16):
     r = row.view(np.uint16)
@@ -242,10 +265,11 @@ def _make(deq):
 
 with _noalias():
     KERNELS = {                      # Q8_0, Q4_0, Q4_1: kernels/blocks_vec.py
-        "Q4_K": _make(deq_q4_k), "Q6_K": _make(deq_q6_k),
+        "Q4_K": _make(deq_q4_k), "Q6_K": _make(deq_q6_k), "MXFP4": _make(deq_mxfp4),
         "F16": _make(deq_f16), "BF16": _make(deq_bf16), "F32": _make(deq_f32),
     }
 DEQ = {"Q8_0": deq_q8_0, "Q4_0": deq_q4_0, "Q4_1": deq_q4_1, "Q4_K": deq_q4_k, "Q6_K": deq_q6_k,
+       "MXFP4": deq_mxfp4,
        "F16": deq_f16, "BF16": deq_bf16, "F32": deq_f32}
 
 

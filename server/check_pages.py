@@ -5,7 +5,8 @@ rows), once on pages taken from a pool (with a second stream taking and giving p
 between, so the table is scattered and out of order, and every page poisoned with NaN
 before use). Prompts sit at page edges (P-1, P, P+1 rows), at prefill-chunk edges and
 across many pages; then decode rows cross a page edge. Logits and tokens must be equal
-byte for byte, and every page free at the end.
+byte for byte, and every page free at the end. (A KV window kind's window layers read
+their stream's ring in both, server/shapes/kv_layout.py: the check is of the pages.)
 """
 from __future__ import annotations
 
@@ -55,14 +56,15 @@ def run_check(engine, *, page_rows: int = 16, prefill_chunk: int = 64, decode: i
             logits, toks, pos = [], [], 0
             while pos < n:                              # prefill in chunks
                 m = min(prefill_chunk, n - pos)
-                lg = engine.model.forward([(tbl, prow, pos, tuple(prompt[pos:pos + m]), True)], kv)
+                lg = engine.model.forward([(tbl, prow, pos, tuple(prompt[pos:pos + m]), True,
+                                            kv.ring_table(0, pos + m))], kv)
                 pos += m
             for _ in range(decode):                     # decode rows across the next page edge
                 row = np.asarray(lg.get() if hasattr(lg, "get") else lg)[0]
                 logits.append(row.tobytes())
                 t = int(np.argmax(row))
                 toks.append(t)
-                lg = engine.model.forward([(tbl, prow, pos, (t,), True)], kv)
+                lg = engine.model.forward([(tbl, prow, pos, (t,), True, kv.ring_table(0, pos + 1))], kv)
                 pos += 1
             results.append((logits, toks))
         (lw, tw), (lp, tp) = results

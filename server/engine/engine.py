@@ -70,7 +70,8 @@ class Engine:
         if device != "cpu":                   # the weights as held (GGUF blocks as stored)
             from server.engine.prepare import describe_weight_bytes
             log.info("rank %d weights on the device: %s", rank, describe_weight_bytes(self.weights))
-        inv = rope.inv_freq(spec.rot, spec.rope_theta, spec.rope_scaling)
+        inv = rope.yarn_inv_freq(spec.rot, spec.rope_theta, *spec.rope_yarn)[0] if spec.rope_yarn \
+            else rope.inv_freq(spec.rot, spec.rope_theta, spec.rope_scaling)
         self.model = Model(spec, self.weights, inv if device == "cpu" else self.xp.asarray(inv),
                            self.xp, all_reduce)
         self.kv: KVStore | None = None
@@ -132,7 +133,8 @@ class Engine:
                 f"this rank's shard needs {mine}; every rank must run the same model and settings")
         self.kv = KVStore.of(self.xp, self.kv_spec, self.kv_dtype, paged=step.paged,
                              pages=step.pages, page_rows=step.page_rows, streams=step.streams,
-                             context=step.context, cache_pages=0 if step.paged else step.pages)
+                             context=step.context, cache_pages=0 if step.paged else step.pages,
+                             verify=step.verify)
         self.pool = step
         log.info("rank %d: KV store %.1f MiB (%s, %d pages of %d rows, %d streams)", self.rank,
                  self.kv.nbytes / 2**20, "pages" if step.paged else "windows", step.pages,
@@ -142,7 +144,8 @@ class Engine:
         chunks = []
         for c in step.chunks:
             table, prow = self.kv.address(c.stream, self.tables[c.stream])
-            chunks.append(RoundChunk(table, prow, c.start, c.tokens, c.logits))
+            ring = self.kv.ring_table(c.stream, c.start + len(c.tokens))
+            chunks.append(RoundChunk(table, prow, c.start, c.tokens, c.logits, ring))
         logits = self.model.forward(chunks, self.kv)
         if logits is None:
             return None

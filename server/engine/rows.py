@@ -2,7 +2,8 @@
 
 RoundChunk: one stream's piece of a round, as the engine addresses it (its table of page ids
 on this rank's KV store, the rows a page holds, the first position, the token ids, whether
-which rows' logits are wanted: none, the last, or every row for prompt_logprobs). A NamedTuple, so a plain 5-tuple in the same order (the
+which rows' logits are wanted: none, the last, or every row for prompt_logprobs; a window-kind
+store's ring table). A NamedTuple, so a plain 5-tuple in the same order (the
 benchmarks and the GPU tests build them) reads the same.
 
 Rows: the whole round laid out as [T, ...] arrays, chunk c covering rows spans[c].
@@ -24,6 +25,7 @@ class RoundChunk(NamedTuple):
     start: int             # position of the chunk's first token
     tokens: tuple          # token ids
     logits: int            # False: none; True (1): the last row's; 2 (steps.EVERY_ROW): every row's
+    ring: tuple = ()       # the stream's ring page ids (KV window kind's window layers), row order
 
 
 @dataclass

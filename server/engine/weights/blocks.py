@@ -24,13 +24,16 @@ BLOCK = {
     "Q4_1": (32, 20),
     "Q4_K": (256, 144),
     "Q6_K": (256, 210),
+    # MXFP4 (gpt-oss experts): 32 e2m1 values of 4 bits and one e8m0 scale byte, the scale
+    # first, then 16 bytes: elements 0..15 in the low nibbles, 16..31 in the high
+    "MXFP4": (32, 17),
     # plain floats, kept as stored where the loader keeps them so (a GGUF's 3-D expert
     # tensors: kernels/blocks_cpu.py reads their rows as it reads blocks)
     "F16": (1, 2),
     "BF16": (1, 2),
     "F32": (1, 4),
 }
-QUANT = ("Q8_0", "Q4_0", "Q4_1", "Q4_K", "Q6_K")     # the block kinds a 2-D matrix stays in
+QUANT = ("Q8_0", "Q4_0", "Q4_1", "Q4_K", "Q6_K", "MXFP4")  # the block kinds a 2-D matrix stays in
 
 
 class BlockSplitError(ValueError):
@@ -39,7 +42,7 @@ class BlockSplitError(ValueError):
 
 @dataclass(frozen=True)
 class Blocks:
-    kind: str            # "Q8_0", "Q4_0", "Q4_1", "Q4_K", "Q6_K" (or F16, BF16, F32 rows)
+    kind: str            # "Q8_0", "Q4_0", "Q4_1", "Q4_K", "Q6_K", "MXFP4" (or F16, BF16, F32 rows)
     rows: int
     cols: int
     data: np.ndarray     # uint8 [rows, row_bytes]
