@@ -237,14 +237,51 @@ def _make(deq):
             w = np.empty((ROWS, K), np.float32)
             acc = np.empty(32, np.float32)
             chunk(x, data, f16, out, lo, min(lo + ROWS, N), w, acc)
-    return mm
+
+    @_jit(parallel=True)
+    def grouped(x, stack, experts, offs, f16, out):
+        """A MoE layer's experts in one parallel region (kernels/moe_cpu.py): for each group g,
+        out[offs[g]:offs[g+1]] = x[offs[g]:offs[g+1]] times stack[experts[g]]^T, as pieces
+        (group, chunk of ROWS output rows) shared by the cores. Each piece is `chunk` above on
+        the group's x rows and the expert's rows: mm's function on the same rows, so mm's
+        bytes (an element's order depends on K alone)."""
+        K = x.shape[1]
+        N = stack.shape[1]
+        chunks = (N + ROWS - 1) // ROWS
+        G = experts.shape[0]
+        for p in prange(G * chunks):
+            g = p // chunks
+            c = p - g * chunks
+            a = offs[g]
+            b = offs[g + 1]
+            lo = c * ROWS
+            w = np.empty((ROWS, K), np.float32)
+            acc = np.empty(32, np.float32)
+            chunk(x[a:b], stack[experts[g]], f16, out[a:b], lo, min(lo + ROWS, N), w, acc)
+    return mm, grouped
 
 
 with _noalias():
-    KERNELS = {                      # Q8_0, Q4_0, Q4_1: kernels/blocks_vec.py
+    _MADE_KINDS = {                  # Q8_0, Q4_0, Q4_1: kernels/blocks_vec.py
         "Q4_K": _make(deq_q4_k), "Q6_K": _make(deq_q6_k),
         "F16": _make(deq_f16), "BF16": _make(deq_bf16), "F32": _make(deq_f32),
     }
+KERNELS = {k: v[0] for k, v in _MADE_KINDS.items()}
+GROUPED = {k: v[1] for k, v in _MADE_KINDS.items()}   # the experts' one-region form
+
+
+def grouped_matmul(x: np.ndarray, kind: str, stack: np.ndarray, experts: np.ndarray,
+                   offs: np.ndarray) -> np.ndarray:
+    """x [R, K] float32 (rows grouped by expert: group g = rows offs[g]:offs[g+1], expert
+    experts[g]) times stack uint8 [E, N, row bytes] of `kind` -> [R, N]; every row's bytes
+    those of `matmul(x_row, kind, stack[e])`."""
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    out = np.empty((x.shape[0], stack.shape[1]), np.float32)
+    if x.shape[1] % 32:
+        raise ValueError(f"blocks_cpu: K = {x.shape[1]} is not a multiple of 32")
+    with _noalias():
+        GROUPED[kind](x, stack, experts, offs, F16, out)
+    return out
 DEQ = {"Q8_0": deq_q8_0, "Q4_0": deq_q4_0, "Q4_1": deq_q4_1, "Q4_K": deq_q4_k, "Q6_K": deq_q6_k,
        "F16": deq_f16, "BF16": deq_bf16, "F32": deq_f32}
 
