@@ -65,3 +65,25 @@ def test_grouped_is_the_definition_up_to_rounding():
         for e in range(3):
             want = qmatmul.ref(x[e:e + 1], stack[e])
             np.testing.assert_allclose(got[e:e + 1], want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+
+
+def test_mixed_kinds_matrix_is_its_parts_side_by_side():
+    """q|k|v of mixed kinds (Q4_K_M: Q4_K q, k beside a Q6_K v) kept as MixedBlocks on the CPU:
+    ops.linear is each part's product as stored, side by side (+ bias), a row alone equal to
+    it in a batch, and within float32 rounding of the float64 definition of the whole."""
+    from kernels import qmatmul
+    from server.engine.weights.blocks import MixedBlocks
+    rng = np.random.default_rng(3)
+    parts = [random_blocks(rng, "Q4_K", 48, 512), random_blocks(rng, "Q4_K", 16, 512),
+             random_blocks(rng, "Q6_K", 16, 512)]
+    w = MixedBlocks(parts)
+    assert w.rows == 80 and w.nbytes == sum(p.nbytes for p in parts)
+    x = rng.standard_normal((5, 512)).astype(np.float32)
+    bias = rng.standard_normal(80).astype(np.float32)
+    got = ops.linear(x, w, bias)
+    want = np.concatenate([ops.linear(x, p) for p in parts], axis=1) + bias
+    assert got.shape == (5, 80) and got.tobytes() == want.tobytes()
+    for i in range(5):
+        assert ops.linear(x[i:i + 1], w, bias).tobytes() == got[i:i + 1].tobytes()
+    ref = np.concatenate([qmatmul.ref(x, p) for p in parts], axis=1) + bias
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4 * np.abs(ref).max())

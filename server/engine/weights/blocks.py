@@ -125,6 +125,21 @@ def concat_cols(parts: list[Blocks]) -> Blocks:
     return Blocks(parts[0].kind, parts[0].rows, sum(p.cols for p in parts), data)
 
 
+class MixedBlocks(list):
+    """Row-stacked parts of one fused matrix (q|k|v, gate|up) kept as Blocks of different
+    kinds (Q4_K_M's Q6_K v beside Q4_K q and k): a backend multiplies each part as stored
+    and the outputs sit side by side (the CPU: kernels.ops.linear, one product a part; the
+    GPU: kernels/qmatmul_cuda.QStack, one launch a kind)."""
+
+    @property
+    def rows(self) -> int:
+        return sum(p.rows for p in self)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(int(p.nbytes) for p in self)
+
+
 class ExpertStack(list):
     """A MoE layer's experts of one kind and shape as one array: `data` uint8
     [n_experts, rows, row_bytes], and the list of each expert's Blocks (views of it). The CPU
