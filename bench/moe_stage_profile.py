@@ -48,7 +48,7 @@ def instrument(vocab: int):
         def label(a):
             w = a[idx]
             rows = getattr(w, "rows", None)
-            kind = getattr(w, "kind", "f32")
+            kind = getattr(w, "kind", None) or ("+".join(p.kind for p in w) if isinstance(w, list) else "f32")
             if rows == vocab:
                 return f"head ({kind})"
             return f"{what} ({kind}, {rows} rows)"

@@ -227,8 +227,7 @@ def _make(deq):
                         acc[l] += acc[l + 4]
                     out[i, n] = (acc[0] + acc[2]) + (acc[1] + acc[3])
 
-    @_jit(parallel=True)
-    def mm(x, data, f16, out):
+    def mm_py(x, data, f16, out):
         K = x.shape[1]
         N = data.shape[0]
         chunks = (N + ROWS - 1) // ROWS
@@ -237,6 +236,10 @@ def _make(deq):
             w = np.empty((ROWS, K), np.float32)
             acc = np.empty(32, np.float32)
             chunk(x, data, f16, out, lo, min(lo + ROWS, N), w, acc)
+    mm = _jit(parallel=True)(mm_py)
+    # the same chunks on the calling thread (prange as range): no parallel region, for a
+    # product too small to pay for one (a MoE router at decode: 128 x 2048); the same bytes
+    mm.serial = _jit()(mm_py)
 
     @_jit(parallel=True)
     def grouped(x, stack, experts, offs, f16, out):
@@ -286,9 +289,15 @@ DEQ = {"Q8_0": deq_q8_0, "Q4_0": deq_q4_0, "Q4_1": deq_q4_1, "Q4_K": deq_q4_k, "
        "F16": deq_f16, "BF16": deq_bf16, "F32": deq_f32}
 
 
+SERIAL_MACS = 1 << 21    # at most this many multiply-adds: on the calling thread (same bytes)
+
+
 def matmul(x: np.ndarray, kind: str, data: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """x [M, K] float32 times the [N, K] matrix whose rows are `data` (uint8 [N, row bytes]) in
-    `kind` -> [M, N] float32 (x @ W^T)."""
+    `kind` -> [M, N] float32 (x @ W^T). Products of at most SERIAL_MACS multiply-adds run on
+    the calling thread (entering a parallel region costs more than they do on a loaded
+    machine: ~20 ms a region at load 7 on 2 cores, measured); the chunks and their bytes are
+    the same either way."""
     if kind in blocks_vec.BLOCK_BYTES:
         return blocks_vec.matmul(x, kind, data, out)
     x = np.ascontiguousarray(x, dtype=np.float32)
@@ -296,8 +305,11 @@ def matmul(x: np.ndarray, kind: str, data: np.ndarray, out: np.ndarray | None = 
         out = np.empty((x.shape[0], data.shape[0]), np.float32)
     if x.shape[1] % 32:
         raise ValueError(f"blocks_cpu: K = {x.shape[1]} is not a multiple of 32")
+    mm = KERNELS[kind]
+    if x.shape[0] * data.shape[0] * x.shape[1] <= SERIAL_MACS:
+        mm = mm.serial
     with _noalias():
-        KERNELS[kind](x, data, F16, out)
+        mm(x, data, F16, out)
     return out
 
 

@@ -87,3 +87,20 @@ def test_mixed_kinds_matrix_is_its_parts_side_by_side():
         assert ops.linear(x[i:i + 1], w, bias).tobytes() == got[i:i + 1].tobytes()
     ref = np.concatenate([qmatmul.ref(x, p) for p in parts], axis=1) + bias
     np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4 * np.abs(ref).max())
+
+
+@pytest.mark.parametrize("kind", ["F32", "Q4_K"])
+def test_small_products_on_the_calling_thread_give_the_parallel_bytes(kind):
+    """kernels/blocks_cpu.matmul runs products of <= SERIAL_MACS on the calling thread (a MoE
+    router at decode): the parallel kernel's bytes."""
+    from kernels import blocks_cpu as B
+    rng = np.random.default_rng(11)
+    w = random_blocks(rng, kind, 128, 512)
+    x = rng.standard_normal((2, 512)).astype(np.float32)
+    assert 2 * 128 * 512 <= B.SERIAL_MACS
+    small = B.matmul(x, kind, w.data)
+    par = np.empty_like(small)
+    B.KERNELS[kind](x, w.data, B.F16, par)
+    assert small.tobytes() == par.tobytes()
+    np.testing.assert_allclose(small, __import__("kernels.qmatmul", fromlist=["ref"]).ref(x, w),
+                               rtol=1e-4, atol=1e-4 * np.abs(small).max())
