@@ -46,7 +46,10 @@ class Engine:
         self.shard = shard_of(spec, tp, rank)
         if device == "cpu":
             self.kv_dtype = kv_dtype or np.float32
-            to_dev = lambda a: a if isinstance(a, (Blocks, MixedBlocks)) else np.ascontiguousarray(a, dtype=np.float32)
+            def to_dev(a):
+                if isinstance(a, MixedBlocks):
+                    return a.merged()
+                return a if isinstance(a, Blocks) else np.ascontiguousarray(a, dtype=np.float32)
             keep, why = cpu_reads_blocks, ""          # asked at the first Blocks only
         else:
             # cupy 14.2 has no cupy.bfloat16 (checked on the H200): bf16 is ml_dtypes' type,

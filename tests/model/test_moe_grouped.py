@@ -104,3 +104,17 @@ def test_small_products_on_the_calling_thread_give_the_parallel_bytes(kind):
     assert small.tobytes() == par.tobytes()
     np.testing.assert_allclose(small, __import__("kernels.qmatmul", fromlist=["ref"]).ref(x, w),
                                rtol=1e-4, atol=1e-4 * np.abs(small).max())
+
+
+def test_mixed_blocks_merge_neighbours_of_one_kind():
+    """The CPU engine keeps q|k|v of Q4_K, Q4_K, Q6_K as two parts (q|k as one Blocks): the
+    same rows, so ops.linear's bytes are unchanged by the merge."""
+    from server.engine.weights.blocks import MixedBlocks
+    rng = np.random.default_rng(5)
+    parts = [random_blocks(rng, "Q4_K", 32, 512), random_blocks(rng, "Q4_K", 16, 512),
+             random_blocks(rng, "Q6_K", 16, 512)]
+    w = MixedBlocks(parts)
+    m = w.merged()
+    assert [(p.kind, p.rows) for p in m] == [("Q4_K", 48), ("Q6_K", 16)]
+    x = rng.standard_normal((3, 512)).astype(np.float32)
+    assert ops.linear(x, m).tobytes() == ops.linear(x, w).tobytes()
