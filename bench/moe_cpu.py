@@ -2,7 +2,7 @@
 
     PYTHONPATH=$PWD python -m bench.moe_cpu [--shapes qwen3-30b-a3b glm-4.5-air] [--layers N]
         [--dir /tmp/moe-bench] [--llama-cpp /work/peers-build/llama.cpp] [--types Q8_0 Q4_K_M]
-        [--threads 2] [--stages build,make,quantize,bench] [--out FILE.json]
+        [--threads 2] [--stages build,make,quantize,bench] [--rounds 3] [--out FILE.json]
 
 Stages:
   build     untar shared/peers' llama.cpp into --llama-cpp's parent and build llama-bench,
@@ -14,10 +14,11 @@ Stages:
             at a time), llama.cpp's names and keys (tools/refs/moe_checkpoint.py), SmolLM2's
             tokenizer padded with unused tokens to the shape's vocabulary.
   quantize  llama-quantize --allow-requantize to Q4_K_M (from the Q8_0 file).
-  bench     llama-bench -t THREADS -p 512 -n 32 -r 2 on each file: tg (b1 decode) and pp512.
-
-foldserve's numbers on the same files go in beside: `foldserve_numbers()` below is the hook
-(the engine side fills it); the table prints its ratios to llama.cpp's where it returns any.
+  bench     side by side on each file, --rounds times alternately in this one process:
+            llama-bench -t THREADS -p 512 -n 32 -r 1 (tg: b1 decode; pp512), then foldserve's
+            engine on the same file and threads (`foldserve_numbers`: tg, pp512, b8), so the
+            machine's load of the moment hits both; each round's ratios and the medians.
+            Receipt: docs/receipts/2026-12-05-moe-speed/.
 """
 from __future__ import annotations
 
