@@ -250,8 +250,7 @@ def _make(deq):
                         acc[l] += acc[l + 4]
                     out[i, n] = (acc[0] + acc[2]) + (acc[1] + acc[3])
 
-    @_jit(parallel=True)
-    def mm(x, data, f16, out):
+    def mm_py(x, data, f16, out):
         K = x.shape[1]
         N = data.shape[0]
         chunks = (N + ROWS - 1) // ROWS
@@ -260,22 +259,69 @@ def _make(deq):
             w = np.empty((ROWS, K), np.float32)
             acc = np.empty(32, np.float32)
             chunk(x, data, f16, out, lo, min(lo + ROWS, N), w, acc)
-    return mm
+    mm = _jit(parallel=True)(mm_py)
+    # the same chunks on the calling thread (prange as range): no parallel region, for a
+    # product too small to pay for one (a MoE router at decode: 128 x 2048); the same bytes
+    mm.serial = _jit()(mm_py)
+
+    @_jit(parallel=True)
+    def grouped(x, stack, experts, offs, f16, out):
+        """A MoE layer's experts in one parallel region (kernels/moe_cpu.py): for each group g,
+        out[offs[g]:offs[g+1]] = x[offs[g]:offs[g+1]] times stack[experts[g]]^T, as pieces
+        (group, chunk of ROWS output rows) shared by the cores. Each piece is `chunk` above on
+        the group's x rows and the expert's rows: mm's function on the same rows, so mm's
+        bytes (an element's order depends on K alone)."""
+        K = x.shape[1]
+        N = stack.shape[1]
+        chunks = (N + ROWS - 1) // ROWS
+        G = experts.shape[0]
+        for p in prange(G * chunks):
+            g = p // chunks
+            c = p - g * chunks
+            a = offs[g]
+            b = offs[g + 1]
+            lo = c * ROWS
+            w = np.empty((ROWS, K), np.float32)
+            acc = np.empty(32, np.float32)
+            chunk(x[a:b], stack[experts[g]], f16, out[a:b], lo, min(lo + ROWS, N), w, acc)
+    return mm, grouped
 
 
 with _noalias():
-    KERNELS = {                      # Q8_0, Q4_0, Q4_1: kernels/blocks_vec.py
+    _MADE_KINDS = {                  # Q8_0, Q4_0, Q4_1: kernels/blocks_vec.py
         "Q4_K": _make(deq_q4_k), "Q6_K": _make(deq_q6_k), "MXFP4": _make(deq_mxfp4),
         "F16": _make(deq_f16), "BF16": _make(deq_bf16), "F32": _make(deq_f32),
     }
+KERNELS = {k: v[0] for k, v in _MADE_KINDS.items()}
+GROUPED = {k: v[1] for k, v in _MADE_KINDS.items()}   # the experts' one-region form
+
+
+def grouped_matmul(x: np.ndarray, kind: str, stack: np.ndarray, experts: np.ndarray,
+                   offs: np.ndarray) -> np.ndarray:
+    """x [R, K] float32 (rows grouped by expert: group g = rows offs[g]:offs[g+1], expert
+    experts[g]) times stack uint8 [E, N, row bytes] of `kind` -> [R, N]; every row's bytes
+    those of `matmul(x_row, kind, stack[e])`."""
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    out = np.empty((x.shape[0], stack.shape[1]), np.float32)
+    if x.shape[1] % 32:
+        raise ValueError(f"blocks_cpu: K = {x.shape[1]} is not a multiple of 32")
+    with _noalias():
+        GROUPED[kind](x, stack, experts, offs, F16, out)
+    return out
 DEQ = {"Q8_0": deq_q8_0, "Q4_0": deq_q4_0, "Q4_1": deq_q4_1, "Q4_K": deq_q4_k, "Q6_K": deq_q6_k,
        "MXFP4": deq_mxfp4,
        "F16": deq_f16, "BF16": deq_bf16, "F32": deq_f32}
 
 
+SERIAL_MACS = 1 << 21    # at most this many multiply-adds: on the calling thread (same bytes)
+
+
 def matmul(x: np.ndarray, kind: str, data: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """x [M, K] float32 times the [N, K] matrix whose rows are `data` (uint8 [N, row bytes]) in
-    `kind` -> [M, N] float32 (x @ W^T)."""
+    `kind` -> [M, N] float32 (x @ W^T). Products of at most SERIAL_MACS multiply-adds run on
+    the calling thread (entering a parallel region costs more than they do on a loaded
+    machine: ~20 ms a region at load 7 on 2 cores, measured); the chunks and their bytes are
+    the same either way."""
     if kind in blocks_vec.BLOCK_BYTES:
         return blocks_vec.matmul(x, kind, data, out)
     x = np.ascontiguousarray(x, dtype=np.float32)
@@ -283,8 +329,11 @@ def matmul(x: np.ndarray, kind: str, data: np.ndarray, out: np.ndarray | None = 
         out = np.empty((x.shape[0], data.shape[0]), np.float32)
     if x.shape[1] % 32:
         raise ValueError(f"blocks_cpu: K = {x.shape[1]} is not a multiple of 32")
+    mm = KERNELS[kind]
+    if x.shape[0] * data.shape[0] * x.shape[1] <= SERIAL_MACS:
+        mm = mm.serial
     with _noalias():
-        KERNELS[kind](x, data, F16, out)
+        mm(x, data, F16, out)
     return out
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from kernels import attention, kv_write, matmul, qmatmul, rmsnorm, rope, swiglu
-from server.engine.weights.blocks import Blocks, ExpertStack
+from server.engine.weights.blocks import Blocks, ExpertStack, MixedBlocks
 
 
 def _cpu(x) -> bool:
@@ -39,6 +39,11 @@ def linear(x, w, bias=None):
         return _gpu("qmatmul").cuda(x, w, bias)
     if isinstance(w, Blocks):                      # CPU: numba over the blocks as stored
         return qmatmul.cpu(x, w, bias)
+    if isinstance(w, MixedBlocks):                 # CPU: each part as stored, side by side
+        y = np.concatenate([qmatmul.cpu(x, p) for p in w], axis=1)
+        if bias is not None:
+            y += bias
+        return y
     return matmul.ref(x, w, bias) if _cpu(x) else _gpu("matmul").cuda(x, w, bias)
 
 

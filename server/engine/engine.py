@@ -16,7 +16,7 @@ from server.engine.prepare import shard_weights
 from server.shapes.kv_layout import kv_spec
 from server.shapes.shard import shard_of
 from server.ranks.rank_errors import RankMismatch
-from server.engine.weights.blocks import Blocks
+from server.engine.weights.blocks import Blocks, MixedBlocks
 from server.ranks.steps import BeginStep, CopyStep, EndStep, PoolStep, RoundStep, StopStep
 
 log = logging.getLogger("foldserve")
@@ -47,7 +47,10 @@ class Engine:
         self.shard = shard_of(spec, tp, rank)
         if device == "cpu":
             self.kv_dtype = kv_dtype or np.float32
-            to_dev = lambda a: a if isinstance(a, Blocks) else np.ascontiguousarray(a, dtype=np.float32)
+            def to_dev(a):
+                if isinstance(a, MixedBlocks):
+                    return a.merged()
+                return a if isinstance(a, Blocks) else np.ascontiguousarray(a, dtype=np.float32)
             keep, why = cpu_reads_blocks, ""          # asked at the first Blocks only
         else:
             # cupy 14.2 has no cupy.bfloat16 (checked on the H200): bf16 is ml_dtypes' type,
@@ -56,7 +59,6 @@ class Engine:
             self.kv_dtype = kv_dtype or BF16
             xp = self.xp
             from kernels import qmatmul_cuda as Q
-            from server.engine.prepare import MixedBlocks
 
             def to_dev(a):            # GGUF blocks stay as stored (kernels/qmatmul_cuda)
                 if isinstance(a, Blocks):
@@ -65,8 +67,11 @@ class Engine:
                     return Q.stack([Q.upload(p) for p in a])
                 return as_bf16(xp.ascontiguousarray(xp.asarray(a, dtype=xp.float32)))
             keep, why = True, ""
+        # mixed: a fused matrix of mixed kinds (Q4_K_M's q|k|v) kept as its parts' blocks; on the
+        # CPU for the op-by-op MoE families (ops.linear, a product a part), the llama family's
+        # fused round still takes it dequantized (its bytes unchanged)
         self.weights = shard_weights(spec, get_tensor, self.shard, to_dev, out_in=device != "cpu",
-                                     keep_blocks=keep, why=why, mixed=device != "cpu")
+                                     keep_blocks=keep, why=why, mixed=device != "cpu" or spec.moe)
         if device != "cpu":                   # the weights as held (GGUF blocks as stored)
             from server.engine.prepare import describe_weight_bytes
             log.info("rank %d weights on the device: %s", rank, describe_weight_bytes(self.weights))

@@ -128,6 +128,32 @@ def concat_cols(parts: list[Blocks]) -> Blocks:
     return Blocks(parts[0].kind, parts[0].rows, sum(p.cols for p in parts), data)
 
 
+class MixedBlocks(list):
+    """Row-stacked parts of one fused matrix (q|k|v, gate|up) kept as Blocks of different
+    kinds (Q4_K_M's Q6_K v beside Q4_K q and k): a backend multiplies each part as stored
+    and the outputs sit side by side (the CPU: kernels.ops.linear, one product a part; the
+    GPU: kernels/qmatmul_cuda.QStack, one launch a kind)."""
+
+    @property
+    def rows(self) -> int:
+        return sum(p.rows for p in self)
+
+    def merged(self) -> "MixedBlocks":
+        """Neighbouring parts of one kind as one Blocks (Q4_K q|k beside a Q6_K v: two parts,
+        one product fewer on the CPU); the same rows in the same order."""
+        runs = [[self[0]]]
+        for p in self[1:]:
+            if p.kind == runs[-1][-1].kind:
+                runs[-1].append(p)
+            else:
+                runs.append([p])
+        return MixedBlocks([r[0] if len(r) == 1 else concat_rows(r) for r in runs])
+
+    @property
+    def nbytes(self) -> int:
+        return sum(int(p.nbytes) for p in self)
+
+
 class ExpertStack(list):
     """A MoE layer's experts of one kind and shape as one array: `data` uint8
     [n_experts, rows, row_bytes], and the list of each expert's Blocks (views of it). The CPU
