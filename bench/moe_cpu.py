@@ -2,7 +2,7 @@
 
     PYTHONPATH=$PWD python -m bench.moe_cpu [--shapes qwen3-30b-a3b glm-4.5-air] [--layers N]
         [--dir /tmp/moe-bench] [--llama-cpp /work/peers-build/llama.cpp] [--types Q8_0 Q4_K_M]
-        [--threads 2] [--stages build,make,quantize,bench] [--out FILE.json]
+        [--threads 2] [--stages build,make,quantize,bench] [--rounds 3] [--out FILE.json]
 
 Stages:
   build     untar shared/peers' llama.cpp into --llama-cpp's parent and build llama-bench,
@@ -14,10 +14,11 @@ Stages:
             at a time), llama.cpp's names and keys (tools/refs/moe_checkpoint.py), SmolLM2's
             tokenizer padded with unused tokens to the shape's vocabulary.
   quantize  llama-quantize --allow-requantize to Q4_K_M (from the Q8_0 file).
-  bench     llama-bench -t THREADS -p 512 -n 32 -r 2 on each file: tg (b1 decode) and pp512.
-
-foldserve's numbers on the same files go in beside: `foldserve_numbers()` below is the hook
-(the engine side fills it); the table prints its ratios to llama.cpp's where it returns any.
+  bench     side by side on each file, --rounds times alternately in this one process:
+            llama-bench -t THREADS -p 512 -n 32 -r 1 (tg: b1 decode; pp512), then foldserve's
+            engine on the same file and threads (`foldserve_numbers`: tg, pp512, b8), so the
+            machine's load of the moment hits both; each round's ratios and the medians.
+            Receipt: docs/receipts/2026-12-05-moe-speed/.
 """
 from __future__ import annotations
 
@@ -156,9 +157,9 @@ def file_name(shape: str, layers: int, qtype: str) -> str:
 
 # ---------------------------------------------------------------- bench
 
-def llama_bench(llama_cpp: Path, gguf_path: Path, threads: int) -> dict:
+def llama_bench(llama_cpp: Path, gguf_path: Path, threads: int, reps: int = 2) -> dict:
     r = subprocess.run([str(llama_cpp / "build-cpu/bin/llama-bench"), "-m", str(gguf_path), "-t", str(threads),
-                        "-p", "512", "-n", "32", "-r", "2", "-o", "json"],
+                        "-p", "512", "-n", "32", "-r", str(reps), "-o", "json"],
                        check=True, capture_output=True, text=True)
     rows = json.loads(r.stdout)
     out = {}
@@ -168,11 +169,142 @@ def llama_bench(llama_cpp: Path, gguf_path: Path, threads: int) -> dict:
     return out
 
 
-def foldserve_numbers(gguf_path: Path, threads: int) -> dict | None:
-    """foldserve on the same file and threads: {"tg": tok/s at batch 1 through the server,
-    "pp512": tok/s prefilling 512, "b8": tok/s of 8 concurrent decodes}, or None while the
-    engine cannot load the family. The engine side fills this in."""
-    return None
+class Foldserve:
+    """foldserve's engine on one GGUF (loaded once, the process's numba threads set to
+    `threads`), timed the way llama-bench times llama.cpp: `tg` = batch-1 greedy decode of
+    `n_gen` tokens after a 1-token prompt (llama-bench's tg: an empty context, then n_gen
+    tokens), `pp512` = one 512-token prompt prefilled in one round, `b8` = 8 streams decoding
+    together (tok/s over all 8, after each stream's 1-token prompt). The engine's own forward
+    (server/engine/engine.py, the same Steps the server's scheduler sends it), greedy argmax of
+    the returned logits fed back, so the head and the logits' copy are paid as a server pays
+    them; no HTTP and no tokenizer (llama-bench has neither). Also times the MoE op's share
+    (kernels.ops.moe wrapped by a timer)."""
+
+    def __init__(self, gguf_path: Path, threads: int, ctx: int = 1024):
+        import numba
+
+        from kernels import ops
+        from server.engine.engine import Engine
+        from server.engine.weights import load
+        from server.ranks.steps import PoolStep
+        numba.set_num_threads(threads)
+        t = time.time()
+        ld = load(str(gguf_path), progress=False)
+        self.spec = ld.spec
+        self.eng = Engine(ld.spec, ld.tensors.__getitem__)
+        self.ctx, self.B = ctx, 8
+        self.eng.apply(PoolStep(True, self.B * ctx // 16, 16, (self.eng.page_bytes(16),), self.B, ctx))
+        self.load_s = time.time() - t
+        self.moe_s = 0.0
+        inner = ops.moe
+
+        def timed(*a, **k):
+            t0 = time.perf_counter()
+            try:
+                return inner(*a, **k)
+            finally:
+                self.moe_s += time.perf_counter() - t0
+        ops.moe = timed
+        self.warm()
+
+    def _begin(self, s):
+        from server.ranks.steps import BeginStep
+        pages = self.ctx // 16
+        self.eng.apply(BeginStep(s, tuple(range(s * pages, (s + 1) * pages))))
+
+    def _end(self, n):
+        from server.ranks.steps import EndStep
+        for s in range(n):
+            self.eng.apply(EndStep(s))
+
+    def warm(self):
+        """Compile every kernel a mode uses (numba caches on disk; the first call still loads)."""
+        self.decode(1, 2)
+        self.decode(8, 2)
+        self.prefill(32)
+
+    def decode(self, b: int, n_gen: int) -> tuple[float, float]:
+        """b streams, a 1-token prompt each, then n_gen greedy steps: (tok/s, MoE share)."""
+        from server.ranks.steps import Chunk, RoundStep
+        for s in range(b):
+            self._begin(s)
+        logits = self.eng.apply(RoundStep(tuple(Chunk(s, 0, (1 + s,)) for s in range(b))))
+        nxt = [int(np.argmax(logits[s])) for s in range(b)]
+        self.moe_s = 0.0
+        t = time.perf_counter()
+        for k in range(n_gen):
+            logits = self.eng.apply(RoundStep(tuple(Chunk(s, 1 + k, (nxt[s],)) for s in range(b))))
+            nxt = [int(np.argmax(logits[s])) for s in range(b)]
+        dt = time.perf_counter() - t
+        self._end(b)
+        return b * n_gen / dt, self.moe_s / dt
+
+    def prefill(self, n: int) -> tuple[float, float]:
+        from server.ranks.steps import Chunk, RoundStep
+        self._begin(0)
+        toks = tuple(int(t) for t in np.random.default_rng(n).integers(0, self.spec.vocab, n))
+        self.moe_s = 0.0
+        t = time.perf_counter()
+        self.eng.apply(RoundStep((Chunk(0, 0, toks),)))
+        dt = time.perf_counter() - t
+        self._end(1)
+        return n / dt, self.moe_s / dt
+
+
+def foldserve_numbers(gguf_path: Path, threads: int, engine: Foldserve | None = None,
+                      n_gen: int = 32) -> dict | None:
+    """foldserve on the same file and threads: {"tg": tok/s at batch 1 (llama-bench's tg
+    shape: 1-token prompt, n_gen tokens), "pp512": tok/s prefilling 512, "b8": tok/s of 8
+    concurrent decodes, "*_moe": the MoE op's share of each}. One repetition; `engine`
+    reuses a loaded Foldserve (the alternating runs of main)."""
+    f = engine or Foldserve(gguf_path, threads)
+    tg, tg_moe = f.decode(1, n_gen)
+    pp, pp_moe = f.prefill(512)
+    b8, b8_moe = f.decode(8, n_gen)
+    return {"tg": tg, "pp512": pp, "b8": b8, "tg_moe": tg_moe, "pp512_moe": pp_moe, "b8_moe": b8_moe}
+
+
+def _load() -> str:
+    return " ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+def _med(xs):
+    return float(np.median(xs)) if xs else float("nan")
+
+
+def side_by_side(shape, layers, qt, f: Path, lcpp: Path, threads: int, rounds: int) -> dict:
+    """llama-bench (-r 1) and foldserve on file f, alternated `rounds` times in this one
+    process (foldserve's engine loaded once), so whatever load the machine carries hits both;
+    medians over the rounds, and each round's ratios (the pair under the same load)."""
+    t = time.time()
+    eng = Foldserve(f, threads)
+    print(f"foldserve loaded {f.name} in {eng.load_s:.1f} s (+ warm {time.time() - t - eng.load_s:.1f} s)",
+          flush=True)
+    per = []
+    for r in range(rounds):
+        l0 = _load()
+        ll = llama_bench(lcpp, f, threads, reps=1)
+        l1 = _load()
+        ours = foldserve_numbers(f, threads, eng)
+        l2 = _load()
+        per.append({"llama_cpp": {k: v["tok_s"] for k, v in ll.items()}, "foldserve": ours,
+                    "loadavg": [l0, l1, l2]})
+        lt, lp = ll["tg"]["tok_s"], ll["pp512"]["tok_s"]
+        print(f"  round {r + 1}: llama.cpp tg {lt:6.2f} pp512 {lp:7.2f} | foldserve tg {ours['tg']:6.2f} "
+              f"({ours['tg'] / lt:.2f}x, MoE {ours['tg_moe']:.0%}) pp512 {ours['pp512']:7.2f} "
+              f"({ours['pp512'] / lp:.2f}x, MoE {ours['pp512_moe']:.0%}) b8 {ours['b8']:6.2f} "
+              f"(b8/b1 {ours['b8'] / ours['tg']:.2f}, MoE {ours['b8_moe']:.0%})  load {l0} | {l1} | {l2}",
+              flush=True)
+    med = {side: {k: _med([p[side][k] for p in per]) for k in per[0][side]} for side in ("llama_cpp", "foldserve")}
+    L, F = med["llama_cpp"], med["foldserve"]
+    ratios = {"tg": F["tg"] / L["tg"], "pp512": F["pp512"] / L["pp512"], "b8_over_b1": F["b8"] / F["tg"]}
+    print(f"{shape:14s} L{layers} {qt:7s} {f.stat().st_size / 1e9:5.2f} GB  medians of {rounds}:  "
+          f"llama.cpp tg {L['tg']:.2f} pp512 {L['pp512']:.2f}  | foldserve tg {F['tg']:.2f} "
+          f"({ratios['tg']:.2f}x) pp512 {F['pp512']:.2f} ({ratios['pp512']:.2f}x) b8 {F['b8']:.2f} "
+          f"(b8/b1 {ratios['b8_over_b1']:.2f})", flush=True)
+    del eng
+    return {"shape": shape, "layers": layers, "type": qt, "file": f.name, "bytes": f.stat().st_size,
+            "threads": threads, "rounds": per, "median": med, "ratios": ratios}
 
 
 def main(argv=None) -> None:
@@ -185,6 +317,8 @@ def main(argv=None) -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--stages", default="build,make,quantize,bench")
     ap.add_argument("--out", default=None, help="write the results as JSON here")
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="alternating rounds a file: llama-bench -r 1, then foldserve, each round")
     a = ap.parse_args(argv)
     stages = set(a.stages.split(","))
     lcpp, d = Path(a.llama_cpp), Path(a.dir)
@@ -209,20 +343,7 @@ def main(argv=None) -> None:
                        stdout=log, stderr=subprocess.STDOUT)
             if "bench" not in stages or not f.exists():
                 continue
-            ll = llama_bench(lcpp, f, a.threads)
-            ours = foldserve_numbers(f, a.threads)
-            row = {"shape": shape, "layers": layers, "type": qt, "file": f.name,
-                   "bytes": f.stat().st_size, "threads": a.threads, "llama_cpp": ll, "foldserve": ours}
-            results.append(row)
-            tg, pp = ll.get("tg", {}).get("tok_s"), ll.get("pp512", {}).get("tok_s")
-            line = f"{shape:14s} L{layers} {qt:7s} {f.stat().st_size / 1e9:5.2f} GB  llama.cpp tg {tg:7.2f} tok/s  pp512 {pp:7.2f} tok/s"
-            if ours:
-                line += (f"  | foldserve tg {ours['tg']:.2f} ({ours['tg'] / tg:.2f}x)"
-                         f"  pp512 {ours['pp512']:.2f} ({ours['pp512'] / pp:.2f}x)"
-                         + (f"  b8/b1 {ours['b8'] / ours['tg']:.2f}" if ours.get("b8") else ""))
-            else:
-                line += "  | foldserve: n/a (bench/moe_cpu.py foldserve_numbers)"
-            print(line, flush=True)
+            results.append(side_by_side(shape, layers, qt, f, lcpp, a.threads, a.rounds))
     if a.out:
         Path(a.out).write_text(json.dumps(results, indent=1) + "\n")
 

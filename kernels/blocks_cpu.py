@@ -1,5 +1,5 @@
 """x @ W^T with W kept as its GGUF blocks, on the CPU: numba kernels that read the blocks as
-stored (Q8_0, Q4_0, Q4_1, Q4_K, Q6_K; F16, BF16 and F32 rows likewise).
+stored (Q8_0, Q4_0, Q4_1, Q4_K, Q6_K, MXFP4; F16, BF16 and F32 rows likewise).
 
 The 32-element kinds (Q8_0, Q4_0, Q4_1: the default model's) run kernels/blocks_vec.py,
 explicit LLVM vectors (2.5-3x these loops at one row, measured); the kinds below keep the
@@ -175,6 +175,29 @@ def deq_q6_k(row, w, f16):
                 y[l + 96] = d * np.float32(s[i + 6]) * np.float32(((c >> 4) | (((h >> 6) & 3) << 4)) - 32)
 
 
+# e8m0 scale byte -> float32 2^(e - 128) (ggml's ggml_e8m0_to_fp32_half: the e2m1 values
+# below are doubled), exact for every byte (e < 2: a denormal)
+E8M0_HALF = np.array([np.ldexp(np.float64(1.0), int(e) - 128) for e in range(256)], np.float32)
+KVALUES_MXFP4 = np.array([0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12], np.float32)
+
+
+@_jit()
+def deq_mxfp4(row, w, f16):
+    # 32 values a block: the e8m0 scale byte, then 16 bytes (0..15 low nibbles, 16..31 high);
+    # value = kvalues[q] * 2^(e - 128), exact in float32 (a 4-bit value times a power of 2)
+    kv = KVALUES_MXFP4
+    for b in range(w.shape[0] // 32):
+        blk = row[b * 17:b * 17 + 17]
+        d = E8M0_HALF[np.int64(blk[0])]
+        qs = blk[1:17]
+        wl = w[b * 32:b * 32 + 16]
+        wh = w[b * 32 + 16:b * 32 + 32]
+        for j in range(16):
+            wl[j] = d * kv[np.int64(qs[j]) & 15]
+        for j in range(16):
+            wh[j] = d * kv[np.int64(qs[j]) >> 4]
+
+
 @_jit()
 def deq_f16(row, w, f16):
     r = row.view(np.uint16)
@@ -227,8 +250,7 @@ def _make(deq):
                         acc[l] += acc[l + 4]
                     out[i, n] = (acc[0] + acc[2]) + (acc[1] + acc[3])
 
-    @_jit(parallel=True)
-    def mm(x, data, f16, out):
+    def mm_py(x, data, f16, out):
         K = x.shape[1]
         N = data.shape[0]
         chunks = (N + ROWS - 1) // ROWS
@@ -237,21 +259,69 @@ def _make(deq):
             w = np.empty((ROWS, K), np.float32)
             acc = np.empty(32, np.float32)
             chunk(x, data, f16, out, lo, min(lo + ROWS, N), w, acc)
-    return mm
+    mm = _jit(parallel=True)(mm_py)
+    # the same chunks on the calling thread (prange as range): no parallel region, for a
+    # product too small to pay for one (a MoE router at decode: 128 x 2048); the same bytes
+    mm.serial = _jit()(mm_py)
+
+    @_jit(parallel=True)
+    def grouped(x, stack, experts, offs, f16, out):
+        """A MoE layer's experts in one parallel region (kernels/moe_cpu.py): for each group g,
+        out[offs[g]:offs[g+1]] = x[offs[g]:offs[g+1]] times stack[experts[g]]^T, as pieces
+        (group, chunk of ROWS output rows) shared by the cores. Each piece is `chunk` above on
+        the group's x rows and the expert's rows: mm's function on the same rows, so mm's
+        bytes (an element's order depends on K alone)."""
+        K = x.shape[1]
+        N = stack.shape[1]
+        chunks = (N + ROWS - 1) // ROWS
+        G = experts.shape[0]
+        for p in prange(G * chunks):
+            g = p // chunks
+            c = p - g * chunks
+            a = offs[g]
+            b = offs[g + 1]
+            lo = c * ROWS
+            w = np.empty((ROWS, K), np.float32)
+            acc = np.empty(32, np.float32)
+            chunk(x[a:b], stack[experts[g]], f16, out[a:b], lo, min(lo + ROWS, N), w, acc)
+    return mm, grouped
 
 
 with _noalias():
-    KERNELS = {                      # Q8_0, Q4_0, Q4_1: kernels/blocks_vec.py
-        "Q4_K": _make(deq_q4_k), "Q6_K": _make(deq_q6_k),
+    _MADE_KINDS = {                  # Q8_0, Q4_0, Q4_1: kernels/blocks_vec.py
+        "Q4_K": _make(deq_q4_k), "Q6_K": _make(deq_q6_k), "MXFP4": _make(deq_mxfp4),
         "F16": _make(deq_f16), "BF16": _make(deq_bf16), "F32": _make(deq_f32),
     }
+KERNELS = {k: v[0] for k, v in _MADE_KINDS.items()}
+GROUPED = {k: v[1] for k, v in _MADE_KINDS.items()}   # the experts' one-region form
+
+
+def grouped_matmul(x: np.ndarray, kind: str, stack: np.ndarray, experts: np.ndarray,
+                   offs: np.ndarray) -> np.ndarray:
+    """x [R, K] float32 (rows grouped by expert: group g = rows offs[g]:offs[g+1], expert
+    experts[g]) times stack uint8 [E, N, row bytes] of `kind` -> [R, N]; every row's bytes
+    those of `matmul(x_row, kind, stack[e])`."""
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    out = np.empty((x.shape[0], stack.shape[1]), np.float32)
+    if x.shape[1] % 32:
+        raise ValueError(f"blocks_cpu: K = {x.shape[1]} is not a multiple of 32")
+    with _noalias():
+        GROUPED[kind](x, stack, experts, offs, F16, out)
+    return out
 DEQ = {"Q8_0": deq_q8_0, "Q4_0": deq_q4_0, "Q4_1": deq_q4_1, "Q4_K": deq_q4_k, "Q6_K": deq_q6_k,
+       "MXFP4": deq_mxfp4,
        "F16": deq_f16, "BF16": deq_bf16, "F32": deq_f32}
+
+
+SERIAL_MACS = 1 << 21    # at most this many multiply-adds: on the calling thread (same bytes)
 
 
 def matmul(x: np.ndarray, kind: str, data: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """x [M, K] float32 times the [N, K] matrix whose rows are `data` (uint8 [N, row bytes]) in
-    `kind` -> [M, N] float32 (x @ W^T)."""
+    `kind` -> [M, N] float32 (x @ W^T). Products of at most SERIAL_MACS multiply-adds run on
+    the calling thread (entering a parallel region costs more than they do on a loaded
+    machine: ~20 ms a region at load 7 on 2 cores, measured); the chunks and their bytes are
+    the same either way."""
     if kind in blocks_vec.BLOCK_BYTES:
         return blocks_vec.matmul(x, kind, data, out)
     x = np.ascontiguousarray(x, dtype=np.float32)
@@ -259,8 +329,11 @@ def matmul(x: np.ndarray, kind: str, data: np.ndarray, out: np.ndarray | None = 
         out = np.empty((x.shape[0], data.shape[0]), np.float32)
     if x.shape[1] % 32:
         raise ValueError(f"blocks_cpu: K = {x.shape[1]} is not a multiple of 32")
+    mm = KERNELS[kind]
+    if x.shape[0] * data.shape[0] * x.shape[1] <= SERIAL_MACS:
+        mm = mm.serial
     with _noalias():
-        KERNELS[kind](x, data, F16, out)
+        mm(x, data, F16, out)
     return out
 
 

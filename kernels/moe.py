@@ -12,6 +12,8 @@ below in float64, each token's row alone):
                         others' s set to 0, as the checkpoint's own code does); choose the
                         top k of s; weights p[chosen] (unbiased), divided by their sum
                         (+1e-20) when norm_topk_prob, times routed_scaling_factor.
+  topk_softmax (gpt-oss): logits = x @ W + b (the router's bias); choose the top k of the
+                        logits; weights softmax over the chosen k logits alone.
   Ties choose the lower expert id (a stable sort), so a choice is a function of the row.
 
 Experts: every token's chosen experts are taken in ascending expert id; the tokens are
@@ -29,7 +31,7 @@ import numpy as np
 
 
 class Routing(NamedTuple):
-    kind: str               # "softmax" | "sigmoid"
+    kind: str               # "softmax" | "sigmoid" | "topk_softmax"
     k: int                  # experts a token takes
     norm: bool              # renormalise the chosen weights
     scale: float            # routed_scaling_factor
@@ -41,6 +43,12 @@ def route(logits: np.ndarray, routing: Routing, bias=None) -> tuple[np.ndarray, 
     """logits [T, E] -> (ids [T, k] int64 ascending per row, weights [T, k] float32)."""
     z = np.asarray(logits, dtype=np.float64)
     T, E = z.shape
+    if routing.kind == "topk_softmax":
+        ids = np.argsort(-z, axis=1, kind="stable")[:, :routing.k]
+        ids.sort(axis=1)
+        top = np.take_along_axis(z, ids, axis=1)
+        e = np.exp(top - top.max(axis=1, keepdims=True))
+        return ids.astype(np.int64), (e / e.sum(axis=1, keepdims=True)).astype(np.float32)
     if routing.kind == "softmax":
         e = np.exp(z - z.max(axis=1, keepdims=True))
         p = e / e.sum(axis=1, keepdims=True)

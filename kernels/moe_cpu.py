@@ -7,7 +7,9 @@ of blocks: the same function on the same x rows and weight rows as kernels/ops.m
 one product an expert, so the same bytes (tests/model/test_moe_engine.py compares them);
 only the number of parallel regions entered changes (2 a layer instead of 2 a chosen
 expert). For the 32-element kinds (Q8_0, Q4_0, Q4_1) of a stack of experts
-(server/engine/weights/blocks.ExpertStack); other kinds keep the loop.
+(server/engine/weights/blocks.ExpertStack); the kinds of kernels/blocks_cpu.py (Q4_K, Q6_K,
+F16, BF16, F32: a Q4_K_M file's experts) the same way through its `grouped`, each piece its
+`chunk` (the function its one-expert product runs), so again the loop's bytes.
 """
 from __future__ import annotations
 
@@ -40,11 +42,20 @@ blocks_vec.MAKERS["moe_grouped"] = _make_grouped
 
 
 def fits(stack) -> bool:
-    return stack is not None and stack.kind in blocks_vec.BLOCK_BYTES
+    if stack is None:
+        return False
+    if stack.kind in blocks_vec.BLOCK_BYTES:
+        return True
+    from kernels import blocks_cpu
+    return stack.kind in blocks_cpu.GROUPED
 
 
 def grouped_matmul(x: np.ndarray, stack, experts: np.ndarray, offs: np.ndarray) -> np.ndarray:
     """x [R, K] (rows grouped by expert, group g = rows offs[g]:offs[g+1]) -> [R, N]."""
+    if stack.kind not in blocks_vec.BLOCK_BYTES:
+        from kernels import blocks_cpu
+        return blocks_cpu.grouped_matmul(x, stack.kind, stack.data, np.ascontiguousarray(experts, np.int64),
+                                         np.ascontiguousarray(offs, np.int64))
     x = np.ascontiguousarray(x, dtype=np.float32)
     out = np.empty((x.shape[0], stack.data.shape[1]), np.float32)
     xsum = np.empty((x.shape[0], x.shape[1] // 32), np.float32)

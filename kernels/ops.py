@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from kernels import attention, kv_write, matmul, qmatmul, rmsnorm, rope, swiglu
-from server.engine.weights.blocks import Blocks, ExpertStack
+from server.engine.weights.blocks import Blocks, ExpertStack, MixedBlocks
 
 
 def _cpu(x) -> bool:
@@ -39,6 +39,11 @@ def linear(x, w, bias=None):
         return _gpu("qmatmul").cuda(x, w, bias)
     if isinstance(w, Blocks):                      # CPU: numba over the blocks as stored
         return qmatmul.cpu(x, w, bias)
+    if isinstance(w, MixedBlocks):                 # CPU: each part as stored, side by side
+        y = np.concatenate([qmatmul.cpu(x, p) for p in w], axis=1)
+        if bias is not None:
+            y += bias
+        return y
     return matmul.ref(x, w, bias) if _cpu(x) else _gpu("matmul").cuda(x, w, bias)
 
 
@@ -130,6 +135,63 @@ def mla_attend(q, ckv, kv_norm, eps, w_uk, w_uv_t, nope, pool, rows, inv, scale)
     if not _cpu(q):
         raise NotImplementedError("latent attention runs on the CPU only")
     return mla.round_attend(q, ckv, kv_norm, eps, w_uk, w_uv_t, nope, pool, rows, inv, scale)
+
+
+def moe_biased(x, router, router_bias, experts_gu, gu_bias, experts_down, down_bias, ff,
+               routing, limit, alpha):
+    """gpt-oss's MoE MLP on the normed rows x [T, d] -> [T, d] (this shard's partial sum
+    under TP): logits = x Wr + br, routed by kernels/moe.route (topk_softmax); each chosen
+    expert's y = down(clamped_swiglu(x gate|up + b_gu)) + b_down (b_down None: a rank past
+    0), grouped by expert, summed per token in ascending expert id (kernels/moe.combine)."""
+    from kernels import moe as M
+    if not _cpu(x):
+        raise NotImplementedError("mixture-of-experts layers run on the CPU only")
+    logits = linear(x, router, router_bias)                     # [T, E]
+    ids, wts = M.route(logits, routing)
+    T, k = ids.shape
+    y = np.zeros((T, k, x.shape[1]), np.float32)
+    for e, rows, slots in M.groups(ids):
+        gu = linear(np.ascontiguousarray(x[rows]), experts_gu[e], gu_bias[e])
+        act = swiglu.clamped(gu[:, :ff], gu[:, ff:], limit, alpha)
+        y[rows, slots] = linear(act, experts_down[e], None if down_bias is None else down_bias[e])
+    return M.combine(y, wts)
+
+
+def qkv_attend_sinks(qkv, nq, nkv, hd, pos, inv, k_pool, v_pool, rows, scale, sinks, window,
+                     ring=False):
+    """gpt-oss's attention from the fused qkv rows -> [T, nq, hd]: q and k rotated, k and v
+    written, then each chunk's rows attend with the sinks and (window > 0) their last
+    `window` rows only (kernels/attention.ref). The CPU's numpy definition, chunk by chunk.
+
+    ring (a window layer of the KV window kind, server/shapes/kv_layout.py): the pools are
+    the streams' rings, read through each chunk's `ring` table, and a chunk is written and
+    read page_rows rows at a time (a ring of W + P - 1 rows then never loses a row one of the
+    piece's queries reads). A row's numbers are its own (attention.ref), so the pieces change
+    nothing but the addresses."""
+    if not _cpu(qkv):
+        raise NotImplementedError("attention sinks and sliding windows run on the CPU only")
+    T = qkv.shape[0]
+    q = np.ascontiguousarray(qkv[:, : nq * hd].reshape(T, nq, hd))
+    k = np.ascontiguousarray(qkv[:, nq * hd:(nq + nkv) * hd].reshape(T, nkv, hd))
+    v = np.ascontiguousarray(qkv[:, (nq + nkv) * hd:].reshape(T, nkv, hd))
+    q = apply_rope(q, pos, inv)
+    k = apply_rope(k, pos, inv)
+    out = np.empty(q.shape, dtype=np.float32)
+    for (a, b), c in zip(rows.spans, rows.chunks):
+        if not ring:
+            kv_write.ref(k_pool, v_pool, c.table, c.page_rows, c.start, k[a:b], v[a:b])
+            out[a:b] = attention.ref(q[a:b], k_pool, v_pool, c.table, c.page_rows, c.start,
+                                     scale, sinks, window)
+            continue
+        if not c.ring:
+            raise ValueError("a window layer's ring needs the chunk's ring table "
+                             "(RoundChunk.ring: KVStore.ring_table of its stream)")
+        P = k_pool.shape[1]                  # the ring's page rows (on windows too)
+        for x in range(a, b, P):
+            y, at = min(b, x + P), c.start + x - a
+            kv_write.ref(k_pool, v_pool, c.ring, P, at, k[x:y], v[x:y])
+            out[x:y] = attention.ref(q[x:y], k_pool, v_pool, c.ring, P, at, scale, sinks, window)
+    return out
 
 
 def gate_up_silu(x, w, ff):

@@ -7,3 +7,12 @@ import numpy as np
 def ref(gate: np.ndarray, up: np.ndarray) -> np.ndarray:
     # gate, up: [M, F] -> [M, F]
     return (gate / (np.float32(1.0) + np.exp(-gate)) * up).astype(np.float32)
+
+
+def clamped(gate: np.ndarray, up: np.ndarray, limit: float = 7.0, alpha: float = 1.702) -> np.ndarray:
+    """gpt-oss's clamped SwiGLU: g = min(gate, limit), u = clip(up, -limit, limit),
+    out = (u + 1) * g * sigmoid(alpha * g), in float32."""
+    g = np.minimum(gate, np.float32(limit))
+    u = np.clip(up, np.float32(-limit), np.float32(limit))
+    glu = g / (np.float32(1.0) + np.exp(-(np.float32(alpha) * g)))
+    return ((u + np.float32(1.0)) * glu).astype(np.float32)

@@ -6,7 +6,8 @@ between, so the table is scattered and out of order, and every page poisoned wit
 before use). Prompts sit at page edges (P-1, P, P+1 rows), at prefill-chunk edges and
 across many pages; then decode rows cross a page edge. A recurrent family's fixed part
 (its states, slot 0 of each store) starts fresh for each run. Logits and tokens must be equal
-byte for byte, and every page free at the end.
+byte for byte, and every page free at the end. (A KV window kind's window layers read
+their stream's ring in both, server/shapes/kv_layout.py: the check is of the pages.)
 """
 from __future__ import annotations
 
@@ -57,14 +58,16 @@ def run_check(engine, *, page_rows: int = 16, prefill_chunk: int = 64, decode: i
             logits, toks, pos = [], [], 0
             while pos < n:                              # prefill in chunks
                 m = min(prefill_chunk, n - pos)
-                lg = engine.model.forward([(tbl, prow, pos, tuple(prompt[pos:pos + m]), True, 0)], kv)
+                lg = engine.model.forward([(tbl, prow, pos, tuple(prompt[pos:pos + m]), True,
+                                            kv.ring_table(0, pos + m), 0)], kv)
                 pos += m
             for _ in range(decode):                     # decode rows across the next page edge
                 row = np.asarray(lg.get() if hasattr(lg, "get") else lg)[0]
                 logits.append(row.tobytes())
                 t = int(np.argmax(row))
                 toks.append(t)
-                lg = engine.model.forward([(tbl, prow, pos, (t,), True, 0)], kv)
+                lg = engine.model.forward([(tbl, prow, pos, (t,), True,
+                                            kv.ring_table(0, pos + 1), 0)], kv)
                 pos += 1
             results.append((logits, toks))
         (lw, tw), (lp, tp) = results

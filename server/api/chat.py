@@ -16,11 +16,12 @@ from .prompt_logprob_json import check_size, prompt_logprobs_json
 from .start import start_generations, usage
 from .schemas import ChatRequest
 from .sse import sse_response
-from .reasoning_plan import ReasoningPlan, reasoning_plan, template_kwargs
+from .reasoning_plan import ReasoningPlan, reasoning_plan, refuse_under_harmony, template_kwargs
 from .structured import constraint_spec, off_loop, refuse_past_limits, request_grammar
 from .textflow import encode_chat, message_dicts, render_chat_prompt, stop_set
 from .textwork import json_reply, refuse_sure_overflow, text_work
-from server.text.reasoning import ReasoningStream, split as split_reasoning
+from server.text import harmony
+from server.text.reasoning import split as split_reasoning
 
 router = APIRouter()
 
@@ -87,6 +88,7 @@ async def prepare(request, state, body: ChatRequest):
                                              body.add_generation_prompt is not False, plan,
                                              template_kwargs(body))
     thinking = reasoning_plan(state, body, text)
+    refuse_under_harmony(thinking, body, plan.forced, constraint_spec(body) is not None)
     # a reasoning model's grammar applies from the end of its reasoning
     grammar = await off_loop(request_grammar, state, body, thinking.where)
     if plan.forced:
@@ -107,7 +109,7 @@ async def chat_completions(request: Request):
     logprobs = (body.top_logprobs or 0) if body.logprobs else None
     stops = await stop_set(text_work(request), stop_strings(body))
     rid, gens = start_generations(state, metrics, body, ids, chat=True, logprobs=logprobs,
-                                  grammar=grammar, stops=stops)
+                                  grammar=grammar, stops=stops, keep_special=thinking.harmony)
     head = {"id": rid, "created": int(time.time()), "model": state.model_name}
 
     if body.stream:
@@ -128,9 +130,16 @@ async def chat_completions(request: Request):
         texts = TokenTexts(state.tokenizer)
         choices = []
         for i, (text, tokens, finish, _) in enumerate(results):
-            reasoning, answer = split_reasoning(text, thinking.inside) if thinking.parser \
-                else (None, text)
-            msg, finish = toolmod.message(answer, finish, plan)
+            if thinking.harmony:
+                reasoning, answer, calls = harmony.parse(text)
+                msg = {"role": "assistant", "content": answer}
+                if calls:
+                    msg["tool_calls"] = [toolmod.call_dict(c) for c in calls]
+                    finish = "tool_calls" if finish == "stop" else finish
+            else:
+                reasoning, answer = split_reasoning(text, thinking.inside) if thinking.parser \
+                    else (None, text)
+                msg, finish = toolmod.message(answer, finish, plan)
             if thinking.parser and thinking.include:      # vLLM's two names for it
                 msg["reasoning_content"] = msg["reasoning"] = reasoning
             choices.append({"index": i, "message": msg,
@@ -154,9 +163,10 @@ async def _stream(state, gens, head: dict, want_logprobs: bool, include_usage: b
     continuous (stream_options.continuous_usage_stats): every chunk carries the usage so
     far; include_usage: a last chunk with the whole usage (else chunks carry null)."""
     head = {**head, "object": "chat.completion.chunk"}
-    parsers = [toolmod.ToolStream(plan.names, plan.forced) if plan.parses else None
-               for _ in gens]
-    splits = [ReasoningStream(thinking.inside) if thinking.parser else None for _ in gens]
+    parsers = [toolmod.ToolStream(plan.names, plan.forced) if plan.parses and not thinking.harmony
+               else None for _ in gens]
+    splits = [thinking.stream() for _ in gens]
+    calls = [0 for _ in gens]                       # harmony: the calls sent so far
     pending: list[list] = [[] for _ in gens]        # tokens whose logprobs are not sent yet
     texts = TokenTexts(state.tokenizer)
 
@@ -175,6 +185,9 @@ async def _stream(state, gens, head: dict, want_logprobs: bool, include_usage: b
             if part == "reasoning":
                 if thinking.include:
                     yield {"reasoning_content": text, "reasoning": text}
+            elif part == "call":                    # harmony: a whole call (a tools.Call)
+                yield from toolmod.call_deltas([text], calls[i])
+                calls[i] += 1
             elif tp is None:
                 yield {"content": text}
             else:
@@ -197,7 +210,7 @@ async def _stream(state, gens, head: dict, want_logprobs: bool, include_usage: b
             for d in deltas(i, rs.finish() if rs is not None else [], cut=finish == "length"):
                 yield chunk(i, d)
             tp = parsers[i]
-            if tp is not None and tp.count and finish == "stop":
+            if ((tp is not None and tp.count) or calls[i]) and finish == "stop":
                 finish = "tool_calls"
             yield chunk(i, {}, finish=finish)
     if include_usage:

@@ -195,7 +195,7 @@ async def messages(request: Request):
     plan, grammar, ids, thinking = await chatmod.prepare(request, state, cb)
     stops = await stop_set(text_work(request), stop_strings(cb))
     gen = start_generation(state, metrics, cb, ids, chat=True, logprobs=None, grammar=grammar,
-                           stops=stops)
+                           stops=stops, keep_special=thinking.harmony)
     mid = message_id()
     head = {"id": mid, "type": "message", "role": "assistant", "model": state.model_name}
     if body.stream:

@@ -11,20 +11,24 @@ request fields that steer it.
   `reasoning_effort`, and `chat_template_kwargs` (e.g. `enable_thinking`) as theirs;
   `chat_template_kwargs` wins where both name one.
 - A grammar (structured outputs, forced tool calls) applies from the end of the reasoning
-  (compile_grammar's `reasoning`), as vLLM's structured outputs do.
+  (compile_grammar's `reasoning`), as vLLM's structured outputs do; not yet under the
+  harmony format (refused by name: `refuse_under_harmony`).
+- harmony (gpt-oss): the reply's channels are parsed (server/text/harmony.py): analysis
+  as the reasoning, final as the content, commentary calls as tool_calls; the model's
+  template writes `reasoning_effort` into its system message.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from server.text.reasoning import opens_inside, resolve_parser
+from server.text.reasoning import ReasoningStream, opens_inside, resolve_parser
 
 from .textflow import chat_template
 
 
 @dataclass(frozen=True)
 class ReasoningPlan:
-    parser: str | None = None       # "think", or None: the reply is content as written
+    parser: str | None = None       # "think", "harmony", or None: the reply is content as written
     inside: bool = False            # the prompt opened <think>: the reply starts inside it
     include: bool = True            # the reply carries reasoning_content (and reasoning)
 
@@ -34,6 +38,19 @@ class ReasoningPlan:
         if self.parser is None:
             return None
         return "inside" if self.inside else "outside"
+
+    @property
+    def harmony(self) -> bool:
+        """gpt-oss's channels: tool calls are the reply's parts (no ToolStream over content)."""
+        return self.parser == "harmony"
+
+    def stream(self):
+        """A fresh splitter of the reply's text into parts ("reasoning" | "content", text),
+        and for harmony ("call", tool_calls.Call); None without a parser."""
+        if self.parser == "harmony":
+            from server.text.harmony import HarmonyStream
+            return HarmonyStream()
+        return ReasoningStream(self.inside) if self.parser else None
 
 
 def server_parser(state) -> str | None:
@@ -55,3 +72,18 @@ def template_kwargs(body) -> dict:
     if getattr(body, "reasoning_effort", None) is not None:
         out["reasoning_effort"] = body.reasoning_effort
     return {**out, **(body.chat_template_kwargs or {})}
+
+
+def refuse_under_harmony(thinking: ReasoningPlan, body, forced: bool, constrained: bool) -> None:
+    """A grammar over a harmony reply (its channels' markup) is not built yet: a forced
+    tool_choice or a response_format / grammar is refused naming the field."""
+    if not thinking.harmony:
+        return
+    from .errors import invalid
+    if forced:
+        raise invalid(f"tool_choice {body.tool_choice!r} constrains the reply with a grammar, "
+                      "which the harmony format (gpt-oss) does not take yet; use \"auto\"",
+                      param="tool_choice")
+    if constrained:
+        raise invalid("a constrained reply (response_format or a grammar) is not taken with "
+                      "the harmony format (gpt-oss) yet", param="response_format")

@@ -10,14 +10,13 @@ forced plan's reply is calls alone, and one cut by max_tokens still ends as its 
 sequence, streamed or whole (a whole reply is pushed at once), with whatever tools.py
 decides about markup. The reasoning is not a block: these routes do not return it (their
 `thinking` / `reasoning` request fields and input blocks are refused by name), so it is
-split off and dropped, never shown as text. A delta of any other kind is a bug, never
+split off and dropped, never shown as text. Under the harmony format (gpt-oss) the
+splitter's parts carry the tool calls themselves (server/text/harmony.py). A delta of any other kind is a bug, never
 dropped.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-
-from server.text.reasoning import ReasoningStream
 
 from . import tools as toolmod
 from .reasoning_plan import ReasoningPlan
@@ -47,8 +46,9 @@ class ReplyBlocks:
 
     def __post_init__(self):
         self.parser = toolmod.ToolStream(self.plan.names, self.plan.forced) \
-            if self.plan.parses else None
-        self.split = ReasoningStream(self.thinking.inside) if self.thinking.parser else None
+            if self.plan.parses and not self.thinking.harmony else None
+        self.split = self.thinking.stream()
+        self.n_calls = 0                # harmony: its calls come as parts
 
     @property
     def calls(self) -> list[Block]:
@@ -76,6 +76,10 @@ class ReplyBlocks:
         """The answer's parts as events; the reasoning's are dropped (see above)."""
         out: list[BlockEvent] = []
         for part, text in parts:
+            if part == "call":              # harmony: a whole call (a tool_calls.Call)
+                out += [e for d in toolmod.call_deltas([text], self.n_calls) for e in self._delta(d)]
+                self.n_calls += 1
+                continue
             if part != "content":
                 continue
             deltas = self.parser.push(text) if self.parser else [{"content": text}]

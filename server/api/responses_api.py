@@ -237,7 +237,8 @@ async def responses(request: Request):
     convo = conversation(request, body)
     cb = chat_request(body, convo)
     plan, grammar, ids, thinking = await chatmod.prepare(request, state, cb)
-    gen = start_generation(state, metrics, cb, ids, chat=True, logprobs=None, grammar=grammar)
+    gen = start_generation(state, metrics, cb, ids, chat=True, logprobs=None, grammar=grammar,
+                           keep_special=thinking.harmony)
     rb, resp = ReplyBlocks(plan, thinking), ResponseBody(state, body)
     store = request.app.state.response_store if body.store is not False else None
     if body.stream:

@@ -25,9 +25,12 @@ from .sampling import (check_fit, choice_seed, resolve_max_tokens, sampling_para
 
 
 def start_generations(state, metrics, body, ids: list, *, chat: bool, logprobs,
-                      grammar=None, stops=None) -> tuple[str, list[Generation]]:
+                      grammar=None, stops=None, keep_special: bool = False
+                      ) -> tuple[str, list[Generation]]:
     """-> (the response id, one Generation per choice). stops: the body's stop strings
-    compiled (textflow.stop_set), else they are compiled here."""
+    compiled (textflow.stop_set), else they are compiled here. keep_special: the reply's
+    special tokens stay in its text whatever skip_special_tokens says (a harmony reply's
+    channel markup, which its parser takes out)."""
     check_token_ids(state.tokenizer, body.stop_token_ids or (), "stop_token_ids")
     max_tokens = resolve_max_tokens(body, prompt_len=len(ids), context=state.context, chat=chat)
     check_fit(state.scheduler, len(ids), max_tokens)
@@ -52,15 +55,16 @@ def start_generations(state, metrics, body, ids: list, *, chat: bool, logprobs,
                          draft=body.draft is not False)
         gens.append(Generation(state, metrics, req, stops,
                                include_stop=bool(body.include_stop_str_in_output),
-                               skip_special=body.skip_special_tokens is not False, index=i))
+                               skip_special=body.skip_special_tokens is not False
+                               and not keep_special, index=i))
         gens[-1].ticket = holds[i]
     return rid, gens
 
 
 def start_generation(state, metrics, body, ids: list, *, chat: bool, logprobs,
-                     grammar=None, stops=None) -> Generation:
+                     grammar=None, stops=None, keep_special: bool = False) -> Generation:
     return start_generations(state, metrics, body, ids, chat=chat, logprobs=logprobs,
-                             grammar=grammar, stops=stops)[1][0]
+                             grammar=grammar, stops=stops, keep_special=keep_special)[1][0]
 
 
 def usage(gens: list[Generation]) -> dict:

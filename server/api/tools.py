@@ -248,12 +248,18 @@ class ToolStream:
         return out + (self._calls(calls) if calls else [{"content": held}])
 
     def _calls(self, calls) -> list[dict]:
-        out = []
-        for c in calls:
-            d = call_dict(c)
-            out.append({"tool_calls": [{"index": self.count, "id": d["id"], "type": "function",
-                                        "function": {"name": c.name, "arguments": ""}}]})
-            out.append({"tool_calls": [{"index": self.count,
-                                        "function": {"arguments": c.arguments}}]})
-            self.count += 1
+        out = call_deltas(calls, self.count)
+        self.count += len(calls)
         return out
+
+
+def call_deltas(calls, first: int = 0) -> list[dict]:
+    """Whole calls -> OpenAI's tool-call deltas, numbered from `first`: id, type and name,
+    then the arguments."""
+    out = []
+    for n, c in enumerate(calls, first):
+        d = call_dict(c)
+        out.append({"tool_calls": [{"index": n, "id": d["id"], "type": "function",
+                                    "function": {"name": c.name, "arguments": ""}}]})
+        out.append({"tool_calls": [{"index": n, "function": {"arguments": c.arguments}}]})
+    return out

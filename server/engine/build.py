@@ -84,7 +84,7 @@ def _dummy_identity(spec: ModelSpec, source: str, seed: int) -> dict:
 def _refuse_moe_on_gpu(source: str) -> None:
     """UnsupportedModel (one line) when `source` is of a mixture-of-experts family: from the
     dummy shape, the GGUF header's general.architecture or config.json, no weight read."""
-    from server.shapes.spec import MOE_ARCHS, moe_on_gpu
+    from server.shapes.spec import ARCH_ALIASES, MOE_ARCHS, moe_on_gpu
     if source.startswith("dummy:"):
         from server.engine.weights.dummy import parse
         spec = shape(parse(source)[0])
@@ -104,6 +104,7 @@ def _refuse_moe_on_gpu(source: str) -> None:
             arch = str(GGUFFile(source).fields["general.architecture"].value)
         except Exception:
             return
+    arch = ARCH_ALIASES.get(arch, arch)          # GGUF "gpt-oss" is our gptoss
     if arch in MOE_ARCHS:
         raise UnsupportedModel(f"{os.path.basename(os.path.normpath(source))}: the {arch} family "
                                "(mixture of experts) runs on the CPU only until its GPU kernels "

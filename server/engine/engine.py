@@ -16,7 +16,7 @@ from server.engine.prepare import shard_weights
 from server.shapes.kv_layout import kv_spec
 from server.shapes.shard import shard_of
 from server.ranks.rank_errors import RankMismatch
-from server.engine.weights.blocks import Blocks
+from server.engine.weights.blocks import Blocks, MixedBlocks
 from server.ranks.steps import BeginStep, CopyStep, EndStep, PoolStep, RoundStep, StopStep
 
 log = logging.getLogger("foldserve")
@@ -47,7 +47,10 @@ class Engine:
         self.shard = shard_of(spec, tp, rank)
         if device == "cpu":
             self.kv_dtype = kv_dtype or np.float32
-            to_dev = lambda a: a if isinstance(a, Blocks) else np.ascontiguousarray(a, dtype=np.float32)
+            def to_dev(a):
+                if isinstance(a, MixedBlocks):
+                    return a.merged()
+                return a if isinstance(a, Blocks) else np.ascontiguousarray(a, dtype=np.float32)
             keep, why = cpu_reads_blocks, ""          # asked at the first Blocks only
         else:
             # cupy 14.2 has no cupy.bfloat16 (checked on the H200): bf16 is ml_dtypes' type,
@@ -56,7 +59,6 @@ class Engine:
             self.kv_dtype = kv_dtype or BF16
             xp = self.xp
             from kernels import qmatmul_cuda as Q
-            from server.engine.prepare import MixedBlocks
 
             def to_dev(a):            # GGUF blocks stay as stored (kernels/qmatmul_cuda)
                 if isinstance(a, Blocks):
@@ -65,12 +67,16 @@ class Engine:
                     return Q.stack([Q.upload(p) for p in a])
                 return as_bf16(xp.ascontiguousarray(xp.asarray(a, dtype=xp.float32)))
             keep, why = True, ""
+        # mixed: a fused matrix of mixed kinds (Q4_K_M's q|k|v) kept as its parts' blocks; on the
+        # CPU for the op-by-op MoE families (ops.linear, a product a part), the llama family's
+        # fused round still takes it dequantized (its bytes unchanged)
         self.weights = shard_weights(spec, get_tensor, self.shard, to_dev, out_in=device != "cpu",
-                                     keep_blocks=keep, why=why, mixed=device != "cpu")
+                                     keep_blocks=keep, why=why, mixed=device != "cpu" or spec.moe)
         if device != "cpu":                   # the weights as held (GGUF blocks as stored)
             from server.engine.prepare import describe_weight_bytes
             log.info("rank %d weights on the device: %s", rank, describe_weight_bytes(self.weights))
-        inv = rope.inv_freq(spec.rot, spec.rope_theta, spec.rope_scaling)
+        inv = rope.yarn_inv_freq(spec.rot, spec.rope_theta, *spec.rope_yarn)[0] if spec.rope_yarn \
+            else rope.inv_freq(spec.rot, spec.rope_theta, spec.rope_scaling)
         self.model = Model(spec, self.weights, inv if device == "cpu" else self.xp.asarray(inv),
                            self.xp, all_reduce)
         self.kv: KVStore | None = None
@@ -145,7 +151,8 @@ class Engine:
                 f"this rank's shard needs {mine}; every rank must run the same model and settings")
         self.kv = KVStore.of(self.xp, self.kv_spec, self.kv_dtype, paged=step.paged,
                              pages=step.pages, page_rows=step.page_rows, streams=step.streams,
-                             context=step.context, cache_pages=0 if step.paged else step.pages)
+                             context=step.context, cache_pages=0 if step.paged else step.pages,
+                             verify=step.verify)
         self.pool = step
         log.info("rank %d: KV store %.1f MiB (%s, %d pages of %d rows, %d streams)", self.rank,
                  self.kv.nbytes / 2**20, "pages" if step.paged else "windows", step.pages,
@@ -155,7 +162,8 @@ class Engine:
         chunks = []
         for c in step.chunks:
             table, prow = self.kv.address(c.stream, self.tables[c.stream])
-            chunks.append(RoundChunk(table, prow, c.start, c.tokens, c.logits, c.stream))
+            ring = self.kv.ring_table(c.stream, c.start + len(c.tokens))
+            chunks.append(RoundChunk(table, prow, c.start, c.tokens, c.logits, ring, c.stream))
         if self.kv.fixed:              # a state stands at one position: chunks must follow it
             for c in step.chunks:
                 at = self.fixed_at.get(c.stream)

@@ -5,6 +5,11 @@ the model's KV layout spec (server/shapes/kv_layout.py):
   latent:   K[layer]           : [pages,   page_rows, 1, kv_lora_rank + rope dims]  (V None)
   windows:  the same with [streams, context, ...]: stream table = (stream,), one page of
             `context` rows
+  window kind (gpt-oss): K, V above hold the full layers only (K[j] is model layer
+            paged_layers[j]); each window layer's rows are in a ring a stream,
+            RK[layer], RV[layer] : [streams * k, page_rows, KV, hd], stream s owning ring pages
+            s*k .. s*k + k - 1, row p in page s*k + (p // page_rows) % k (ring_table). Pages
+            and windows alike: the window layers read the same rings in both.
 The kernels read both through (table, page_rows): only addresses differ.
 On windows a prompt cache keeps copies of rows in `cache` pages of page_rows rows.
 
@@ -19,13 +24,22 @@ from server.shapes.kv_layout import KVSpec
 
 class KVStore:
     def __init__(self, xp, n_layers, nkv, hd, dtype, *, paged, pages, page_rows, streams,
-                 context, cache_pages=0, layout: KVSpec | None = None):
-        """layout: the KV layout spec (None: MHA of n_layers, nkv, hd)."""
+                 context, cache_pages=0, layout: KVSpec | None = None, verify: int = 1):
+        """layout: the KV layout spec (None: MHA of n_layers, nkv, hd); verify: the verify
+        window (the window kind's rings hold it: KVSpec.ring_pages)."""
         self.xp, self.paged, self.page_rows, self.context = xp, paged, page_rows, context
         self.layout = layout or KVSpec.mha(n_layers, nkv, hd)
         n, rows = (pages, page_rows) if paged else (streams, context)
-        L = self.layout.n_layers
-        self.arrays = [xp.empty((L, n, rows, *shape), dtype=dtype) for _, shape in self.layout.arrays]
+        lay = self.layout
+        L = len(lay.paged_layers)
+        self.arrays = [xp.empty((L, n, rows, *shape), dtype=dtype) for _, shape in lay.arrays]
+        # model layer -> index in the arrays above (None: every layer, in order)
+        self.paged_index = ({li: j for j, li in enumerate(lay.paged_layers)}
+                            if lay.window_layers else None)
+        self.streams, self.ring_k = streams, lay.ring_pages(page_rows, verify)
+        self.rings = [xp.empty((len(lay.window_layers), streams * self.ring_k, page_rows, *shape),
+                               dtype=dtype) for _, shape in lay.arrays] if lay.window_layers else []
+        self.ring_index = {li: j for j, li in enumerate(lay.window_layers)}
         self.cache = []
         if not paged and cache_pages:
             self.cache = [xp.empty((L, cache_pages, page_rows, *shape), dtype=dtype)
@@ -45,7 +59,7 @@ class KVStore:
     @property
     def nbytes(self) -> int:
         return (sum(a.nbytes for a in self.arrays) + sum(a.nbytes for a in self.cache)
-                + sum(a.nbytes for a in self.fixed))
+                + sum(a.nbytes for a in self.rings) + sum(a.nbytes for a in self.fixed))
 
     def fixed_of(self, layer: int) -> tuple:
         """The fixed part's arrays of recurrent layer `layer` (its index among the recurrent
@@ -57,12 +71,33 @@ class KVStore:
         for a in self.fixed:
             a[:, stream] = 0
 
+    def is_ring(self, layer) -> bool:
+        """Whether model layer `layer` keeps its rows in the streams' rings (window kind)."""
+        return layer in self.ring_index
+
     def k(self, layer):
-        """MHA: layer's K pool; latent: layer's latent pool [n, rows, 1, width]."""
-        return self.K[layer]
+        """MHA: layer's K pool; latent: layer's latent pool [n, rows, 1, width]; a window
+        layer: its ring pool [streams * k, page_rows, KV, hd] (read through ring_table)."""
+        if self.ring_index and layer in self.ring_index:
+            return self.rings[0][self.ring_index[layer]]
+        return self.K[layer if self.paged_index is None else self.paged_index[layer]]
 
     def v(self, layer):
-        return None if self.V is None else self.V[layer]
+        if self.ring_index and layer in self.ring_index:
+            return self.rings[1][self.ring_index[layer]]
+        if self.V is None:
+            return None
+        return self.V[layer if self.paged_index is None else self.paged_index[layer]]
+
+    def ring_table(self, stream: int, rows: int) -> tuple:
+        """The ring's page ids of a stream's rows 0 .. rows-1, row order (() without rings):
+        row p in ring page stream*k + (p // page_rows) % k."""
+        if not self.rings:
+            return ()
+        if not 0 <= stream < self.streams:
+            raise ValueError(f"stream {stream} outside the store's {self.streams} streams' rings")
+        k, base = self.ring_k, stream * self.ring_k
+        return tuple(base + j % k for j in range(-(-rows // self.page_rows)))
 
     def address(self, stream: int, page_ids):
         """(table, rows per page) of a stream."""
@@ -85,6 +120,11 @@ class KVStore:
                     a[:, self.xp.asarray(fresh)] = nan
             else:
                 a[:, stream] = nan
+        for a in self.rings:                     # a stream's ring is never kept
+            nan = float("nan")
+            if a.dtype.itemsize == 2:
+                nan, a = 0x7FC0, a.view(self.xp.uint16)
+            a[:, stream * self.ring_k:(stream + 1) * self.ring_k] = nan
 
     def copy_window_pages(self, stream: int, page_ids, rows: int, to_pages: bool) -> None:
         """Prompt cache on windows: window rows [0, rows) <-> cache pages, page by page

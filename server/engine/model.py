@@ -38,6 +38,10 @@ class Model:
         self.spec, self.w, self.inv, self.xp = spec, weights, inv_freq, xp
         self.all_reduce = all_reduce          # None at TP=1
         self.scale = spec.head_dim ** -0.5
+        if spec.rope_yarn:       # YaRN's attention factor scales cos and sin: q.k by its square
+            from kernels.rope import yarn_inv_freq
+            mscale = yarn_inv_freq(spec.rot, spec.rope_theta, *spec.rope_yarn)[1]
+            self.scale *= mscale * mscale
         if spec.attn_scale_mul != 1.0:                # YaRN's mscale**2 (deepseek2)
             self.scale *= spec.attn_scale_mul
         self.graphs = None

@@ -24,7 +24,8 @@ import numpy as np
 
 from server.engine.model import ShardWeights
 from server.shapes.shard import Shard
-from server.engine.weights.blocks import BlockSplitError, Blocks, ExpertStack, concat_cols, concat_rows
+from server.engine.weights.blocks import BlockSplitError, Blocks, ExpertStack, MixedBlocks, concat_cols, \
+    concat_rows
 from server.engine.weights.loaded import WeightsError
 
 log = logging.getLogger("foldserve")
@@ -46,12 +47,6 @@ def _dense(parts):
         log.warning("dequantizing a matrix of mixed kinds %s to float32 (its blocks cannot be "
                     "stacked as one)", "+".join(kinds))
     return [p.dequantize() if isinstance(p, Blocks) else p for p in parts]
-
-
-class MixedBlocks(list):
-    """Row-stacked parts of one fused matrix (q|k|v, gate|up) kept as Blocks of different
-    kinds (Q4_K_M's Q6_K v beside Q4_K q and k): for a backend that stacks them its own way
-    (the GPU: kernels/qmatmul_cuda.QStack, one launch a kind)."""
 
 
 def _cat(parts, axis=0, mixed=False):
@@ -142,7 +137,7 @@ class Split:
 
     def __init__(self, get, to_device, out_in: bool, mixed: bool):
         self.get, self.dev, self.mixed = get, to_device, mixed
-        self.orient = _contig if out_in else (lambda a: _contig(a if isinstance(a, Blocks) else a.T))
+        self.orient = _contig if out_in else (lambda a: _contig(a if isinstance(a, (Blocks, MixedBlocks)) else a.T))
 
     rows = staticmethod(_rows)
     take = staticmethod(_take)
@@ -256,7 +251,7 @@ def weight_bytes(sw: ShardWeights) -> dict:
             if isinstance(w, ExpertStack):
                 add(w)                               # its views share one array
                 continue
-            for part in (w if isinstance(w, list) and not isinstance(w, MixedBlocks) else [w]):
+            for part in (w if isinstance(w, list) else [w]):      # MixedBlocks (CPU): each part's kind
                 add(part)
     for w in (sw.embed, sw.norm, sw.lm_head):
         add(w)

@@ -2,8 +2,9 @@
 
 RoundChunk: one stream's piece of a round, as the engine addresses it (its table of page ids
 on this rank's KV store, the rows a page holds, the first position, the token ids, whether
-which rows' logits are wanted: none, the last, or every row for prompt_logprobs; and the
-stream's slot, where its fixed part lives: recurrent layers' states). A NamedTuple, so a plain 5-tuple in the same order (the
+which rows' logits are wanted: none, the last, or every row for prompt_logprobs; a window-kind
+store's ring table; and the stream's slot, where its fixed part lives: recurrent layers'
+states). A NamedTuple, so a plain 5-tuple in the same order (the
 benchmarks and the GPU tests build them) reads the same.
 
 Rows: the whole round laid out as [T, ...] arrays, chunk c covering rows spans[c].
@@ -25,6 +26,7 @@ class RoundChunk(NamedTuple):
     start: int             # position of the chunk's first token
     tokens: tuple          # token ids
     logits: int            # False: none; True (1): the last row's; 2 (steps.EVERY_ROW): every row's
+    ring: tuple = ()       # the stream's ring page ids (KV window kind's window layers), row order
     slot: int = -1         # the stream's slot in the store's fixed part (recurrent layers'
                            # states); -1: none given (a family without a fixed part)
 

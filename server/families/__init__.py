@@ -13,12 +13,13 @@ Pure Python: a family module imports neither numpy nor kernels (the forward is h
 """
 from __future__ import annotations
 
-from server.families import deepseek2, llama, moe, qwen3next
+from server.families import deepseek2, gpt_oss, llama, moe, qwen3next
 
 FAMILIES = {
     "llama": llama, "mistral": llama, "qwen2": llama, "qwen3": llama,
     "qwen3moe": moe, "glm4moe": moe,
     "deepseek2": deepseek2,
+    "gptoss": gpt_oss,
     "qwen3next": qwen3next,
 }
 

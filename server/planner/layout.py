@@ -3,8 +3,10 @@
     bytes_per_token = the KV layout spec's bytes a token (server/shapes/kv_layout.py):
                       MHA: n_layers * 2 (K and V) * n_kv (this shard's kv heads) * head_dim * kv_bytes
                       latent: n_layers * (kv_lora_rank + rope dims) * kv_bytes, every rank
+                      window: the full layers' MHA rows only (gpt-oss)
     page_bytes      = bytes_per_token * page_rows
-    fixed_bytes     = table + sampling + scratch + recurrent states, per stream (see `fixed_bytes`)
+    fixed_bytes     = table + sampling + scratch (+ the window kind's rings, + a recurrent
+                      family's states), per stream (see `fixed_bytes`)
 
 kv_bytes is the KV storage dtype's size: 4 (float32) on the CPU, 2 (bf16) on the GPU.
 Shards with uneven kv heads (llama3-8b at TP=3: 3, 3, 2) have different page bytes;
@@ -85,8 +87,8 @@ class Layout:
         """Pages holding `rows` rows: row r lives in page r // page_rows."""
         return cdiv(rows, self.page_rows)
 
-    def fixed_bytes(self, context: int, paged: bool) -> int:
-        """A stream's bytes besides its KV rows:
+    def fixed_bytes(self, context: int, paged: bool, verify: int = 1) -> int:
+        """A stream's bytes besides its KV rows on pages (or its window):
 
             table    = 4 * pages of one window                    (paged only: int32 page ids)
             sampling = 4 * vocab * 4                              (logits, penalties, probs, sort)
@@ -94,6 +96,8 @@ class Layout:
                        (one prefill chunk's float32 activations: residual, normed input,
                         attention out, projection out; gate, up and their product, or a
                         MoE layer's routed experts': `moe_floats`)
+            rings    = the window kind's window layers' rings (KVSpec.ring_bytes: each
+                       ceil((W - 1 + max(P, verify)) / P) pages of P rows), whatever the context
             states   = the KV layout spec's fixed part (recurrent layers' states and conv
                        windows of this rank's heads, float32; 0 for a family without)
         """
@@ -101,7 +105,9 @@ class Layout:
         sampling = SAMPLING_VECTORS * self.vocab * FLOAT_BYTES
         scratch = self.prefill_chunk * (ACT_DMODEL_ROWS * self.d_model
                                         + max(ACT_FF_ROWS * self.ff_rank, self.moe_floats)) * FLOAT_BYTES
-        return table + sampling + scratch + self.kv_spec.fixed_bytes
+        return (table + sampling + scratch
+                + self.kv_spec.ring_bytes(self.kv_bytes, self.page_rows, verify)
+                + self.kv_spec.fixed_bytes)
 
 
 def moe_floats(spec: ModelSpec, shard) -> int:

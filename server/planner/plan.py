@@ -96,7 +96,7 @@ class Plan:
     ranks: tuple              # RankPlan per rank, rank order
     governing: int            # the rank whose room bounds the plan
     notes: tuple = field(default=())
-    kv_rows: str = ""         # the latent kind's phrase (KV layout spec); "" for K and V rows
+    kv_rows: str = ""         # the latent / window kind's phrase (KV layout spec); "" for K and V rows
 
     @property
     def paged(self) -> bool:
@@ -122,7 +122,7 @@ class Plan:
     def pool_step(self, poison: bool = False) -> PoolStep:
         return PoolStep(paged=self.paged, pages=self.pool_pages, page_rows=self.page_rows,
                         page_bytes=tuple(r.page_bytes for r in self.ranks), streams=self.streams,
-                        context=self.window_rows, poison=poison)
+                        context=self.window_rows, poison=poison, verify=self.verify_window)
 
     def as_dict(self) -> dict:
         g = self.rank
@@ -158,23 +158,27 @@ def plan(layouts: Sequence[Layout], rooms: Sequence[int], context: int, parallel
     if any(L.page_rows != page_rows for L in layouts):
         raise PlanError("every rank must use the same --page-rows")
 
+    kv = layouts[0].kv_spec
+    cache_note = ()
+    if kv.kind == "window" and prompt_cache_bytes:     # a ring holds no prefix to share
+        prompt_cache_bytes = 0
+        cache_note = ("no prompt cache: the window layers keep a stream's last rows only",)
     notes0 = ()
-    if layouts[0].kv_spec.fixed and prompt_cache_bytes:
+    if kv.fixed and prompt_cache_bytes:
         # a recurrent family's kept prefix needs its states at that position (snapshot
         # slots), which are not built yet: no prompt cache rather than a wrong resume
         notes0 = (f"prompt cache off: the model's recurrent layers keep a state a stream "
-                  f"({size(layouts[0].kv_spec.fixed_bytes)} fixed each) and snapshot slots "
+                  f"({size(kv.fixed_bytes)} fixed each) and snapshot slots "
                   f"are not built yet; {size(prompt_cache_bytes)} asked, 0 used",)
         prompt_cache_bytes = 0
     want = parallel or AUTO_WINDOWS_FIT
-    windows_fit = all(want * (L.fixed_bytes(context, False) + _window(L, context, verify_window)) <= room
+    windows_fit = all(want * (L.fixed_bytes(context, False, verify_window) + _window(L, context, verify_window)) <= room
                       for L, room in zip(layouts, rooms))
     mode, note = resolve_kv_pages(kv_pages, len(layouts), windows_fit)
-    notes = notes0 + ((note,) if note else ())
+    notes = notes0 + ((note,) if note else ()) + cache_note
     fund = _on_pages if mode == "on" else _on_windows
     p = fund(list(layouts), list(rooms), context, parallel, prompt_cache_bytes, verify_window, notes)
-    kv = layouts[0].kv_spec
-    if kv.kind == "latent" or kv.fixed:          # the MHA plan line stays as it was
+    if kv.kind in ("latent", "window") or kv.fixed:   # the MHA plan line stays as it was
         p = replace(p, kv_rows=f"{kv.describe()}, {p.rank.bytes_per_token} bytes a token")
     return p
 
@@ -212,14 +216,14 @@ def _check_floor(layouts, rooms, context, verify, paged: bool) -> None:
     for L, room in zip(layouts, rooms):
         if paged:
             def need_at(c, L=L):
-                return L.fixed_bytes(c, True) + cdiv(c + verify, pr) * L.page_bytes
+                return L.fixed_bytes(c, True, verify) + cdiv(c + verify, pr) * L.page_bytes
             how = (f"{cdiv(context + verify, pr)} pages of {pr} rows x {size(L.page_bytes)}"
-                   f" + {size(L.fixed_bytes(context, True))} fixed")
+                   f" + {size(L.fixed_bytes(context, True, verify))} fixed")
         else:
             def need_at(c, L=L):
-                return L.fixed_bytes(c, False) + _window(L, c, verify)
+                return L.fixed_bytes(c, False, verify) + _window(L, c, verify)
             how = (f"a window of {context + verify - 1} rows x {L.bytes_per_token} bytes"
-                   f" + {size(L.fixed_bytes(context, False))} fixed")
+                   f" + {size(L.fixed_bytes(context, False, verify))} fixed")
         need = need_at(context)
         if room < need:
             largest = _largest_context(lambda c: need_at(c) <= room, context)
@@ -233,7 +237,7 @@ def _on_pages(layouts, rooms, context, parallel, cache_bytes, verify, notes) -> 
     pr = layouts[0].page_rows
     floor = cdiv(context + verify, pr)
     _check_floor(layouts, rooms, context, verify, paged=True)
-    f = [L.fixed_bytes(context, True) for L in layouts]
+    f = [L.fixed_bytes(context, True, verify) for L in layouts]
     p = [L.page_bytes for L in layouts]
 
     # the most streams each rank funds with a fixed part and a page each beyond the floor
@@ -264,7 +268,7 @@ def _on_windows(layouts, rooms, context, parallel, cache_bytes, verify, notes) -
     pr = layouts[0].page_rows
     floor = cdiv(context + verify, pr)
     _check_floor(layouts, rooms, context, verify, paged=False)
-    f = [L.fixed_bytes(context, False) for L in layouts]
+    f = [L.fixed_bytes(context, False, verify) for L in layouts]
     w = [_window(L, context, verify) for L in layouts]
     p = [L.page_bytes for L in layouts]
     fits = min(room // (fb + wb) for room, fb, wb in zip(rooms, f, w))

@@ -27,6 +27,7 @@ class PoolStep:
     streams: int              # streams at once (the engine's own included)
     context: int              # rows of one window
     poison: bool = False
+    verify: int = 1           # the verify window: rows a drafted round may write past those it keeps
 
 
 @dataclass(frozen=True)
@@ -77,7 +78,7 @@ Step = Union[PoolStep, BeginStep, RoundStep, EndStep, CopyStep, StopStep]
 def pack(step: Step) -> list:
     if isinstance(step, PoolStep):
         p = [int(step.paged), step.pages, step.page_rows, step.streams, step.context,
-             int(step.poison), len(step.page_bytes), *step.page_bytes]
+             int(step.poison), len(step.page_bytes), *step.page_bytes, step.verify]
         kind = POOL
     elif isinstance(step, BeginStep):
         p = [step.stream, step.kept, len(step.page_ids), *step.page_ids]
@@ -109,7 +110,7 @@ def unpack(words) -> Step:
         raise ValueError(f"step truncated: {len(p)} of {n} words")
     if kind == POOL:
         k = p[6]
-        return PoolStep(bool(p[0]), p[1], p[2], tuple(p[7:7 + k]), p[3], p[4], bool(p[5]))
+        return PoolStep(bool(p[0]), p[1], p[2], tuple(p[7:7 + k]), p[3], p[4], bool(p[5]), p[7 + k])
     if kind == BEGIN:
         return BeginStep(p[0], tuple(p[3:3 + p[2]]), p[1])
     if kind == ROUND:

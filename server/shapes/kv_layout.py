@@ -2,7 +2,7 @@
 and what attention reads. The planner (server/planner/layout.py), the rank's store
 (server/engine/kvstore.py) and the engine's page bytes all ask this one table.
 
-Two kinds:
+Three kinds (and a fixed part, below):
 
   mha     K and V rows per kv head: each array a token and layer is [n_kv, head_dim],
           n_kv this rank's kv heads (split by TP);
@@ -13,6 +13,16 @@ Two kinds:
               bytes a token = n_layers * (kv_lora_rank + rope_dims) * kv_bytes
           NOT split by TP: every rank holds every row (heads split, the latent replicated;
           each rank computes and writes the same rows to the same page ids).
+  window  MHA rows, but the sliding-window layers (gpt-oss: 0, 2, 4, ..., window W) keep
+          a stream's last rows only: the pages (bytes a token) hold the full layers alone,
+              bytes a token = n_full_layers * 2 * n_kv * head_dim * kv_bytes
+          and each stream holds, a window layer, a ring of k = ceil((W - 1 + max(P, V)) / P)
+          pages of P (page_rows) rows, row p in ring page (p // P) mod k: a fixed cost a
+          stream, whatever the context,
+              ring bytes a stream = n_window_layers * 2 * n_kv * head_dim * k * P * kv_bytes
+          (a chunk is written and read P rows at a time, so its writes never reach a row one
+          of its queries still reads; V, the verify window, is what a drafted round may
+          write past the rows it keeps: those writes never reach a row still to be read).
 
 A layout may also hold a **fixed part**: arrays a stream keeps whatever its length, beside
 its pages (recurrent layers: a Gated DeltaNet layer's state [v heads, k dim, v dim] and its
@@ -34,9 +44,11 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class KVSpec:
-    kind: str                     # "mha" | "latent"
+    kind: str                     # "mha" | "latent" | "window"
     n_layers: int                 # layers that write KV rows
     arrays: tuple                 # ((name, a row's shape), ...) the store makes, per layer
+    window: int = 0               # window kind: rows a window layer's query reads back
+    window_layers: tuple = ()     # window kind: those layers (model indices, ascending)
     fixed: tuple = ()             # ((name, a stream's shape), ...) per recurrent layer
     n_fixed_layers: int = 0       # recurrent layers (each keeps `fixed` a stream)
 
@@ -50,16 +62,33 @@ class KVSpec:
     def latent(n_layers: int, kv_lora_rank: int, rope_dims: int) -> "KVSpec":
         return KVSpec("latent", n_layers, (("latent", (1, kv_lora_rank + rope_dims)),))
 
+    @staticmethod
+    def windowed(n_layers: int, n_kv: int, head_dim: int, window: int,
+                 window_layers: tuple) -> "KVSpec":
+        return KVSpec("window", n_layers, (("k", (n_kv, head_dim)), ("v", (n_kv, head_dim))),
+                      window, tuple(window_layers))
+
     @property
-    def elements_per_token(self) -> int:
-        """KV elements of one token, all layers."""
+    def paged_layers(self) -> tuple:
+        """The layers whose rows are on pages (or whole windows): every one but the ring's."""
+        skip = set(self.window_layers)
+        return tuple(i for i in range(self.n_layers) if i not in skip)
+
+    @property
+    def row_elements(self) -> int:
+        """KV elements of one token in one layer."""
         n = 0
         for _, shape in self.arrays:
             k = 1
             for s in shape:
                 k *= s
             n += k
-        return self.n_layers * n
+        return n
+
+    @property
+    def elements_per_token(self) -> int:
+        """KV elements of one token on pages: all layers but a window kind's window layers."""
+        return len(self.paged_layers) * self.row_elements
 
     def bytes_per_token(self, kv_bytes: int) -> int:
         return self.elements_per_token * kv_bytes
@@ -79,6 +108,18 @@ class KVSpec:
         from dataclasses import replace
         return replace(self, fixed=tuple(fixed), n_fixed_layers=n_fixed_layers)
 
+    def ring_pages(self, page_rows: int, verify: int = 1) -> int:
+        """Pages of a window layer's ring a stream: ceil((W - 1 + max(P, V)) / P), V the
+        verify window (rows a drafted round writes and may take back); 0 but the window kind."""
+        if not self.window_layers:
+            return 0
+        return -(-(self.window - 1 + max(page_rows, verify)) // page_rows)
+
+    def ring_bytes(self, kv_bytes: int, page_rows: int, verify: int = 1) -> int:
+        """A stream's ring bytes, every window layer (0 but the window kind)."""
+        return (len(self.window_layers) * self.row_elements * self.ring_pages(page_rows, verify)
+                * page_rows * kv_bytes)
+
     def describe(self) -> str:
         """'K and V rows' or 'latent rows (512 + 64 a token and layer, every rank)'."""
         if self.fixed:
@@ -89,6 +130,9 @@ class KVSpec:
         if self.kind == "latent":
             return (f"latent rows ({self.arrays[0][1][1]} values a token and layer, the same "
                     "on every rank)")
+        if self.kind == "window":
+            return (f"K and V rows of {len(self.paged_layers)} full layers a token, the "
+                    f"{len(self.window_layers)} window layers' last {self.window} rows a stream")
         return "K and V rows"
 
 
@@ -100,6 +144,9 @@ def kv_spec(spec, shard) -> KVSpec:
         n_fixed = spec.n_layers - spec.n_kv_layers
         return KVSpec.mha(spec.n_kv_layers, shard.n_kv, spec.head_dim).with_fixed(
             n_fixed, gdn_fixed_part(spec, shard))
+    if getattr(spec, "sliding_window", 0):
+        return KVSpec.windowed(spec.n_layers, shard.n_kv, spec.head_dim, spec.sliding_window,
+                               tuple(i for i in range(spec.n_layers) if spec.window(i)))
     return KVSpec.mha(spec.n_layers, shard.n_kv, spec.head_dim)
 
 

@@ -10,11 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 DENSE_ARCHS = ("llama", "mistral", "qwen2", "qwen3", "smollm")
-MOE_ARCHS = ("qwen3moe", "glm4moe", "deepseek2", "qwen3next")
+MOE_ARCHS = ("qwen3moe", "glm4moe", "deepseek2", "gptoss", "qwen3next")
 MLA_ARCHS = ("deepseek2",)
 RECURRENT_ARCHS = ("qwen3next",)
-SUPPORTED_ARCHS = DENSE_ARCHS + MOE_ARCHS + RECURRENT_ARCHS
-ROUTERS = ("softmax", "sigmoid")
+ARCH_ALIASES = {"smollm": "llama", "gpt-oss": "gptoss", "gpt_oss": "gptoss"}   # file's -> ours
+SUPPORTED_ARCHS = DENSE_ARCHS + MOE_ARCHS + ("gpt-oss",)
+ROUTERS = ("softmax", "sigmoid", "topk_softmax")
 
 
 class UnsupportedModel(ValueError):
@@ -71,6 +72,13 @@ class ModelSpec:
     lin_v_dim: int = 0
     conv_kernel: int = 0        # the short causal convolution's width (4)
     zero_centred_norms: bool = False  # HF Qwen3-Next: RMSNorm weights stored as w - 1
+    # gpt-oss (0 / False / None elsewhere)
+    sliding_window: int = 0     # rows a sliding layer's query reads (its last ones); layers
+                                # 0, 2, 4, ... slide, the others attend to the whole context
+    attn_sinks: bool = False    # a learned logit a head joins the softmax's denominator
+    o_bias: bool = False        # o_proj has a bias (and every expert's gate/up/down; the router)
+    # YaRN: (factor, original_max_context, beta_fast, beta_slow, truncate) or None
+    rope_yarn: tuple | None = None
 
     @property
     def moe(self) -> bool:
@@ -109,6 +117,10 @@ class ModelSpec:
     def is_moe_layer(self, i: int) -> bool:
         return self.moe and i >= self.first_dense_layers
 
+    def window(self, i: int) -> int:
+        """Rows layer i's query reads back (0: the whole context); gpt-oss: even layers slide."""
+        return self.sliding_window if self.sliding_window and i % 2 == 0 else 0
+
     @property
     def group(self) -> int:
         return self.n_heads // self.n_kv_heads
@@ -136,7 +148,7 @@ def check_arch(arch: str) -> str:
             f"architecture {arch!r} is not supported; foldserve runs the llama family ("
             + ", ".join(DENSE_ARCHS) + ") and the mixture-of-experts families ("
             + ", ".join(MOE_ARCHS) + ")")
-    return "llama" if a == "smollm" else a
+    return ARCH_ALIASES.get(a, a)
 
 
 # Named real shapes, for dummy:SHAPE (seeded random weights, nothing read from disk).
@@ -217,6 +229,17 @@ SHAPES: dict[str, ModelSpec] = {
                               n_shared_experts=1, shared_ff=96, first_dense_layers=1,
                               router="sigmoid", norm_topk_prob=True, routed_scaling_factor=2.5,
                               n_group=2, topk_group=1, rotary_dim=8, name="tiny-glm4moe"),
+    "gpt-oss-20b": ModelSpec("gptoss", 24, 2880, 64, 8, 64, 0, 201088, rope_theta=150000.0,
+                             rms_eps=1e-5, max_context=131072, qkv_bias=True, n_experts=32,
+                             n_experts_used=4, expert_ff=2880, router="topk_softmax",
+                             sliding_window=128, attn_sinks=True, o_bias=True,
+                             rope_yarn=(32.0, 4096, 32.0, 1.0, False), name="gpt-oss-20b"),
+    # sliding window 8: a 20-token prompt crosses it
+    "tiny-gptoss": ModelSpec("gptoss", 4, 64, 4, 2, 16, 0, 512, rope_theta=150000.0,
+                             max_context=512, qkv_bias=True, n_experts=8, n_experts_used=4,
+                             expert_ff=64, router="topk_softmax", sliding_window=8,
+                             attn_sinks=True, o_bias=True, rope_yarn=(32.0, 4096, 32.0, 1.0, False),
+                             name="tiny-gptoss"),
 }
 
 

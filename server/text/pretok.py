@@ -16,6 +16,14 @@ LLAMA3_REGEX = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,
 QWEN2_REGEX = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"
                r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
 
+# gpt-4o / gpt-oss (tiktoken o200k): its tokenizer.json's regex, as llama.cpp quotes it
+# (src/llama-vocab.cpp, LLAMA_VOCAB_PRE_TYPE_GPT4O: no ignore_merges, no normalizer)
+GPT4O_REGEX = (r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+"
+               r"(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
+               r"|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*"
+               r"(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
+               r"|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+
 
 def _gpt2():
     # ByteLevel's built-in regex is GPT-2's: 's|'t|...| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
@@ -53,6 +61,7 @@ PRE_TOKENIZERS = {
     "smaug-bpe": _split_then_bytes(LLAMA3_REGEX),
     "qwen2": _split_then_bytes(QWEN2_REGEX, normalizers.NFC),
     "deepseek-r1-qwen": _split_then_bytes(QWEN2_REGEX, normalizers.NFC),
+    "gpt-4o": _split_then_bytes(GPT4O_REGEX),
 }
 
 # Llama 3 family tokenizers skip merging a word that is already a whole vocab entry.

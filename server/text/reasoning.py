@@ -22,24 +22,38 @@ import re
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 
 # --reasoning-parser's choices: auto (from the template or the model's family), none
-# (the reply stays raw text), think, and vLLM's names for this same parser
-PARSER_NAMES = ("auto", "none", "think", "qwen3", "deepseek_r1", "glm45")
+# (the reply stays raw text), think, and vLLM's names for this same parser; harmony
+# (gpt-oss's channels, server/text/harmony.py: reasoning, content and tool calls) and
+# vLLM's name for it
+PARSER_NAMES = ("auto", "none", "think", "qwen3", "deepseek_r1", "glm45", "harmony",
+                "openai_gptoss")
 _THINK_ALIASES = {"think", "qwen3", "deepseek_r1", "glm45"}
+_HARMONY_ALIASES = {"harmony", "openai_gptoss"}
 # families that think when their template does not say so (a replaced template, say)
 _THINKING_FAMILIES = re.compile(r"qwen-?3|qwq|deepseek-?r1|glm-?4\.[5-9]|glm-?z1", re.I)
+_HARMONY_FAMILIES = re.compile(r"gpt-?oss", re.I)
+HARMONY_CHANNEL = "<|channel|>"
 
 
 def resolve_parser(name: str, template: str | None, model_name: str = "") -> str | None:
-    """--reasoning-parser -> "think" or None. auto: "think" when the chat template writes or
-    reads `<think>` / `</think>`, or the model's name is of a thinking family."""
+    """--reasoning-parser -> "think", "harmony" or None. auto: "harmony" when the chat
+    template writes `<|channel|>` (gpt-oss's own) or, without a template that says
+    otherwise, the model's name is gpt-oss's; "think" when the template writes or reads
+    `<think>` / `</think>`, or the model's name is of a thinking family."""
     if name == "none":
         return None
     if name in _THINK_ALIASES:
         return "think"
+    if name in _HARMONY_ALIASES:
+        return "harmony"
     if name != "auto":
         raise ValueError(f"unknown reasoning parser {name!r}; one of {', '.join(PARSER_NAMES)}")
+    if isinstance(template, str) and HARMONY_CHANNEL in template:
+        return "harmony"
     if isinstance(template, str) and (THINK_OPEN in template or THINK_CLOSE in template):
         return "think"
+    if _HARMONY_FAMILIES.search(model_name or ""):
+        return "harmony"
     return "think" if _THINKING_FAMILIES.search(model_name or "") else None
 
 

@@ -52,6 +52,23 @@ END_OF_TURN = ("<|im_end|>", "<|eot_id|>", "<|eom_id|>", "<|endoftext|>", "<|end
                "<end_of_turn>", "</s>")
 
 
+# gpt-oss's harmony vocabulary (it has both): a reply ends at <|return|> or <|call|>, while
+# <|end|> closes one message of several (analysis, then final) and never the reply
+HARMONY_MARK, HARMONY_ENDS, HARMONY_MESSAGE_END = ("<|channel|>", "<|return|>"), \
+    ("<|return|>", "<|call|>"), "<|end|>"
+
+
+def harmony_stops(ids_of: dict, eos_ids: set) -> set:
+    """The stop ids of a vocabulary (ids_of: a whole-matched token's text -> id): unchanged,
+    but for a harmony vocabulary <|return|> and <|call|> joined and <|end|> taken out (as
+    llama.cpp's vocabulary drops <|end|> from its end-of-generation set for gpt-oss)."""
+    if not all(t in ids_of for t in HARMONY_MARK):
+        return eos_ids
+    out = set(eos_ids) | {ids_of[t] for t in HARMONY_ENDS if t in ids_of}
+    out.discard(ids_of.get(HARMONY_MESSAGE_END))
+    return out
+
+
 class Tokenizer:
     def __init__(self, hf: HFTokenizer, *, bos_id: int | None, eos_id: int | None,
                  eos_ids: set[int], chat_template: str | None, spm: bool = False):
@@ -101,6 +118,9 @@ class Tokenizer:
                                token_id("tokenizer.ggml.eom_token_id")) if i is not None}
         # only whole-matched tokens: a plain vocab piece spelled "</s>" is text, not a stop
         eos_ids |= {vocab[t] for t in END_OF_TURN if t in vocab and types[vocab[t]] in (CONTROL, USER_DEFINED)}
+        whole = {t: vocab[t] for t in HARMONY_ENDS + HARMONY_MARK + (HARMONY_MESSAGE_END,)
+                 if t in vocab and types[vocab[t]] in (CONTROL, USER_DEFINED)}
+        eos_ids = harmony_stops(whole, eos_ids)
         return cls(hf, bos_id=bos, eos_id=eos, eos_ids=eos_ids,
                    chat_template=meta.get("tokenizer.chat_template"),
                    spm=kind == "llama")
@@ -149,6 +169,7 @@ class Tokenizer:
         eos_ids |= set(gen_eos if isinstance(gen_eos, list) else [gen_eos] if isinstance(gen_eos, int) else [])
         added = {tok.content: i for i, tok in hf.get_added_tokens_decoder().items()}
         eos_ids |= {added[t] for t in END_OF_TURN if t in added}
+        eos_ids = harmony_stops(added, eos_ids)
         return cls(hf, bos_id=bos, eos_id=eos, eos_ids=eos_ids, chat_template=_hf_chat_template(d, cfg))
 
     # ---- use ----

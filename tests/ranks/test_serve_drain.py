@@ -145,8 +145,10 @@ def test_sigterm_at_tp1_drains_then_exits_0(group):
     # the short running stream finishes; the long ones end at the grace with an error event
     s = out["short"]
     assert short_running, f"the short stream ended before the signal ({rate:.1f} tokens/s)"
+    # finished by its length, not by the grace's error event: it ran out its tokens in the grace
+    # (how soon depends on the host's load, so no clock is asserted here)
     assert s[-1] == "[DONE]" and json.loads(s[-2])["choices"][0]["finish_reason"] == "length", s[-3:]
-    assert out["short_at"] - t0 < GRACE, out["short_at"] - t0
+    assert not any('"error"' in line for line in s), s[-3:]
     for i in range(2):
         e = _error_event(out[f"long{i}"])
         assert e["code"] == "shutting_down" and "--shutdown-timeout" in e["message"], e

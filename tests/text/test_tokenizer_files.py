@@ -87,3 +87,25 @@ def test_metadata_reader_refuses_other_files(tmp_path):
     (tmp_path / "x.bin").write_bytes(b"NOPE" + bytes(20))
     with pytest.raises(GGUFMetadataError, match="not a GGUF"):
         read_metadata(tmp_path / "x.bin")
+
+
+GPT4O_TEXTS = ["Hello world, 12345 says  hi\n\n", "I'M here: they'LL see DON'T", "camelCaseHTTPServer",
+               "x/y\n\n/z  ", "naïve café — Ünïcödé 東京 123456", "a\r\nb  \tc", "  leading", "don't stop"]
+
+
+def test_gpt4o_pre_tokenizer_splits_as_its_regex():
+    """gpt-oss's `gpt-4o` pre-tokenizer: the HF Split over its regex cuts text exactly as the
+    `regex` module's findall of the same pattern (the tiktoken o200k regex llama.cpp quotes)."""
+    import regex
+    from tokenizers import pre_tokenizers, Regex
+    from server.text.pretok import GPT4O_REGEX
+    split = pre_tokenizers.Split(Regex(GPT4O_REGEX), behavior="isolated", invert=False)
+    for text in GPT4O_TEXTS:
+        assert [w for w, _ in split.pre_tokenize_str(text)] == regex.findall(GPT4O_REGEX, text), text
+
+
+def test_gpt4o_gguf_round_trips(tmp_path):
+    write_gguf(tmp_path / "t.gguf", pre="gpt-4o")
+    tok = Tokenizer.from_gguf(tmp_path / "t.gguf")
+    for text in GPT4O_TEXTS:
+        assert tok.decode(tok.encode(text, add_special_tokens=False)) == text

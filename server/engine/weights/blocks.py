@@ -24,13 +24,16 @@ BLOCK = {
     "Q4_1": (32, 20),
     "Q4_K": (256, 144),
     "Q6_K": (256, 210),
+    # MXFP4 (gpt-oss experts): 32 e2m1 values of 4 bits and one e8m0 scale byte, the scale
+    # first, then 16 bytes: elements 0..15 in the low nibbles, 16..31 in the high
+    "MXFP4": (32, 17),
     # plain floats, kept as stored where the loader keeps them so (a GGUF's 3-D expert
     # tensors: kernels/blocks_cpu.py reads their rows as it reads blocks)
     "F16": (1, 2),
     "BF16": (1, 2),
     "F32": (1, 4),
 }
-QUANT = ("Q8_0", "Q4_0", "Q4_1", "Q4_K", "Q6_K")     # the block kinds a 2-D matrix stays in
+QUANT = ("Q8_0", "Q4_0", "Q4_1", "Q4_K", "Q6_K", "MXFP4")  # the block kinds a 2-D matrix stays in
 
 
 class BlockSplitError(ValueError):
@@ -39,7 +42,7 @@ class BlockSplitError(ValueError):
 
 @dataclass(frozen=True)
 class Blocks:
-    kind: str            # "Q8_0", "Q4_0", "Q4_1", "Q4_K", "Q6_K" (or F16, BF16, F32 rows)
+    kind: str            # "Q8_0", "Q4_0", "Q4_1", "Q4_K", "Q6_K", "MXFP4" (or F16, BF16, F32 rows)
     rows: int
     cols: int
     data: np.ndarray     # uint8 [rows, row_bytes]
@@ -123,6 +126,32 @@ def concat_cols(parts: list[Blocks]) -> Blocks:
                          f"{[(p.kind, p.rows, p.cols) for p in parts]}")
     data = np.ascontiguousarray(np.concatenate([p.data for p in parts], axis=1))
     return Blocks(parts[0].kind, parts[0].rows, sum(p.cols for p in parts), data)
+
+
+class MixedBlocks(list):
+    """Row-stacked parts of one fused matrix (q|k|v, gate|up) kept as Blocks of different
+    kinds (Q4_K_M's Q6_K v beside Q4_K q and k): a backend multiplies each part as stored
+    and the outputs sit side by side (the CPU: kernels.ops.linear, one product a part; the
+    GPU: kernels/qmatmul_cuda.QStack, one launch a kind)."""
+
+    @property
+    def rows(self) -> int:
+        return sum(p.rows for p in self)
+
+    def merged(self) -> "MixedBlocks":
+        """Neighbouring parts of one kind as one Blocks (Q4_K q|k beside a Q6_K v: two parts,
+        one product fewer on the CPU); the same rows in the same order."""
+        runs = [[self[0]]]
+        for p in self[1:]:
+            if p.kind == runs[-1][-1].kind:
+                runs[-1].append(p)
+            else:
+                runs.append([p])
+        return MixedBlocks([r[0] if len(r) == 1 else concat_rows(r) for r in runs])
+
+    @property
+    def nbytes(self) -> int:
+        return sum(int(p.nbytes) for p in self)
 
 
 class ExpertStack(list):

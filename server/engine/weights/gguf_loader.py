@@ -132,8 +132,11 @@ def load_gguf(path: str, *, progress: bool = True) -> Loaded:
             ex = expert_tensor(name, arch)
             if ex is not None:
                 layer, proj = ex
-                for e, b in enumerate(experts_as_stored(t, path)):
-                    tensors[f"model.layers.{layer}.mlp.experts.{e}.{proj}.weight"] = b
+                suffix = proj if "." in proj else proj + ".weight"
+                # 2-D: one bias row an expert (gpt-oss), float32; 3-D: one Blocks an expert
+                parts = to_float32(t, path) if len(t.dims) == 2 else experts_as_stored(t, path)
+                for e, b in enumerate(parts):
+                    tensors[f"model.layers.{layer}.mlp.experts.{e}.{suffix}"] = b
                 bar.advance()
                 continue
             x = router_as_stored(t, path) if name.endswith(".ffn_gate_inp.weight") else as_stored(t, path)

@@ -22,6 +22,16 @@ MOE_KEYS = {
 }
 MLA_KEYS = MOE_KEYS | {"attention.q_lora_rank", "attention.kv_lora_rank",
                        "attention.key_length_mla", "attention.value_length_mla"}
+# the {arch}.* keys a gpt-oss GGUF carries (llama.cpp's converter, conversion/gpt_oss.py)
+GPTOSS_KEYS = {
+    "context_length", "embedding_length", "block_count", "feed_forward_length",
+    "attention.head_count", "attention.head_count_kv", "attention.key_length",
+    "attention.value_length", "attention.layer_norm_rms_epsilon", "attention.sliding_window",
+    "rope.freq_base", "rope.scaling.type", "rope.scaling.factor",
+    "rope.scaling.original_context_length", "rope.scaling.yarn_beta_fast",
+    "rope.scaling.yarn_beta_slow", "vocab_size", "expert_count", "expert_used_count",
+    "expert_feed_forward_length",
+}
 GATING = {1: "softmax", 2: "sigmoid"}     # llama.cpp's LLAMA_EXPERT_GATING_FUNC_TYPE
 
 
@@ -92,6 +102,8 @@ def spec_from_gguf(meta: Fields, names: set[str]) -> tuple[ModelSpec, str]:
         qk_norm="blk.0.attn_q_norm.weight" in names,
         name=str(meta.get("general.name", "")),
     )
+    if arch == "gptoss":
+        return gptoss_spec(meta, spec, a), a
     kind = meta.get(f"{a}.rope.scaling.type")
     if kind not in (None, "none", "llama3"):
         raise WeightsError(f"{meta.path}: rope scaling {kind!r} is not supported "
@@ -178,3 +190,32 @@ def moe_spec(meta: Fields, spec: ModelSpec, a: str) -> ModelSpec:
         first_dense_layers=first_dense, router=router, norm_topk_prob=norm,
         routed_scaling_factor=scale, n_group=n_group, topk_group=topk_group,
         rotary_dim=rot if arch == "deepseek2" else 0 if rot == spec.head_dim else rot)
+
+
+def gptoss_spec(meta: Fields, spec: ModelSpec, a: str) -> ModelSpec:
+    """A gpt-oss GGUF's fields, as llama.cpp reads them (layers 0, 2, ... slide, the top-k
+    logits softmaxed, YaRN). The file does not say YaRN's `truncate`: the model's own config
+    (false: the correction range unrounded) is taken, where llama.cpp rounds it. An unknown
+    {arch}.* key, or another rope scaling, is refused by name."""
+    path = meta.path
+    unknown = sorted(k for k in meta.fields if k.startswith(a + ".") and k[len(a) + 1:] not in GPTOSS_KEYS)
+    if unknown:
+        raise UnsupportedModel(
+            f"{path}: GGUF key(s) {', '.join(unknown)} are not part of the gpt-oss family as "
+            f"foldserve serves it (known {a}.* keys: {', '.join(sorted(GPTOSS_KEYS))})")
+    kind = meta.get(f"{a}.rope.scaling.type")
+    yarn = None
+    if kind == "yarn":
+        yarn = (f32(meta.need(f"{a}.rope.scaling.factor")),
+                int(meta.need(f"{a}.rope.scaling.original_context_length")),
+                f32(meta.get(f"{a}.rope.scaling.yarn_beta_fast", 32.0)),
+                f32(meta.get(f"{a}.rope.scaling.yarn_beta_slow", 1.0)), False)
+    elif kind not in (None, "none"):
+        raise UnsupportedModel(f"{path}: {a}.rope.scaling.type {kind!r}; gpt-oss is served with "
+                               "yarn (or none)")
+    return replace(
+        spec, d_ff=0, n_experts=int(meta.need(f"{a}.expert_count")),
+        n_experts_used=int(meta.need(f"{a}.expert_used_count")),
+        expert_ff=int(meta.need(f"{a}.expert_feed_forward_length")), router="topk_softmax",
+        sliding_window=int(meta.need(f"{a}.attention.sliding_window")),
+        attn_sinks=True, o_bias=True, rope_yarn=yarn)

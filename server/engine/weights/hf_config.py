@@ -19,9 +19,11 @@ ARCHITECTURES = {
     "DeepseekV3ForCausalLM": "deepseek2",
     "Glm4MoeLiteForCausalLM": "deepseek2",
     "Qwen3NextForCausalLM": "qwen3next",
+    "GptOssForCausalLM": "gptoss",
 }
 MODEL_TYPES = {"qwen3_moe": "qwen3moe", "glm4_moe": "glm4moe", "deepseek_v2": "deepseek2",
-               "deepseek_v3": "deepseek2", "glm4_moe_lite": "deepseek2", "qwen3_next": "qwen3next"}
+               "deepseek_v3": "deepseek2", "glm4_moe_lite": "deepseek2", "qwen3_next": "qwen3next",
+               "gpt_oss": "gptoss"}
 
 
 def arch_of(cfg: dict, path: str) -> str:
@@ -74,6 +76,8 @@ def spec_from_config(cfg: dict, path: str) -> ModelSpec:
 
     d = int(need("hidden_size"))
     n_heads = int(need("num_attention_heads"))
+    if arch == "gptoss":
+        return gptoss_spec(cfg, path, need)
     if arch == "deepseek2":
         return mla_spec(cfg, path, need)
     if arch == "qwen3next":
@@ -167,6 +171,54 @@ def moe_spec(cfg: dict, path: str, arch: str, need) -> ModelSpec:
         routed_scaling_factor=scale, n_group=n_group, topk_group=topk_group,
         rotary_dim=0 if rot == hd else rot,
         nextn_layers=int(cfg.get("num_nextn_predict_layers") or 0) if arch == "glm4moe" else 0)
+
+
+def gptoss_spec(cfg: dict, path: str, need) -> ModelSpec:
+    """GptOssForCausalLM. A setting foldserve does not serve is refused naming the key: a
+    quantization_config (the HF MXFP4 `*_blocks` / `*_scales` tensors: serve the GGUF),
+    layer_types other than sliding / full alternating from layer 0, another SwiGLU clamp or
+    slope, attention without biases, rope other than yarn / default."""
+    def refuse(key, why):
+        raise UnsupportedModel(f"{path}: {key} = {cfg.get(key)!r}; {why} (gpt-oss as foldserve "
+                               "serves it)")
+    if cfg.get("quantization_config"):
+        refuse("quantization_config", "the HF MXFP4 tensors (*_blocks, *_scales) are not read; "
+               "serve the model's GGUF (MXFP4 experts as stored) or a bf16 / float32 folder")
+    n = int(need("num_hidden_layers"))
+    W = int(cfg.get("sliding_window") or 0)
+    want = ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(n)]
+    if cfg.get("layer_types") not in (None, want) or not W:
+        refuse("layer_types", "layers 0, 2, 4, ... slide (sliding_window > 0), the others attend "
+               "to the whole context")
+    if float(cfg.get("swiglu_limit", 7.0)) != 7.0:
+        refuse("swiglu_limit", "the experts' SwiGLU is clamped at 7")
+    if float(cfg.get("swiglu_alpha", 1.702)) != 1.702:
+        refuse("swiglu_alpha", "the experts' SwiGLU sigmoid slope is 1.702")
+    if cfg.get("attention_bias", True) is not True:
+        refuse("attention_bias", "q/k/v/o have biases")
+    rp = cfg.get("rope_parameters") or cfg.get("rope_scaling") or {}
+    kind = rp.get("rope_type", rp.get("type", "default"))
+    yarn = None
+    if kind == "yarn":
+        yarn = (float(rp["factor"]), int(rp["original_max_position_embeddings"]),
+                float(rp.get("beta_fast") or 32.0), float(rp.get("beta_slow") or 1.0),
+                bool(rp.get("truncate", True)))
+    elif kind != "default":
+        refuse("rope_parameters", "rope is yarn or default")
+    d = int(need("hidden_size"))
+    n_heads = int(need("num_attention_heads"))
+    return ModelSpec(
+        arch="gptoss", n_layers=n, d_model=d, n_heads=n_heads,
+        n_kv_heads=int(cfg.get("num_key_value_heads") or n_heads),
+        head_dim=int(cfg.get("head_dim") or d // n_heads), d_ff=0,
+        vocab=int(need("vocab_size")), rope_theta=rope_theta_of(cfg),
+        rms_eps=float(cfg.get("rms_norm_eps", 1e-5)),
+        max_context=int(cfg.get("max_position_embeddings", 4096)),
+        tie_embeddings=bool(cfg.get("tie_word_embeddings", False)), qkv_bias=True,
+        name=str(cfg.get("_name_or_path", "")) or os.path.basename(os.path.dirname(path)),
+        n_experts=int(need("num_local_experts")), n_experts_used=int(need("num_experts_per_tok")),
+        expert_ff=int(need("intermediate_size")), router="topk_softmax", sliding_window=W,
+        attn_sinks=True, o_bias=True, rope_yarn=yarn)
 
 
 def yarn_mscale(factor: float, mscale: float) -> float:

@@ -66,7 +66,10 @@ def load_hf(folder: str, *, progress: bool = True) -> Loaded:
             stored.update(kinds)
     if spec.tie_embeddings:
         tensors[HEAD] = tensors.get(EMBED)   # the same object; None is reported as missing below
-    split_fused_experts(tensors)
+    if spec.arch == "gptoss":
+        split_gptoss_experts(tensors)
+    else:
+        split_fused_experts(tensors)
     if unused:
         log.info("%s: the MTP/NextN layer(s) %s (%d tensors) not run: no speculative decoding "
                  "from them; their bytes stay unread", os.path.basename(folder),
@@ -93,3 +96,33 @@ def split_fused_experts(tensors: dict) -> None:
                 ff = x.shape[1] // 2
                 tensors[p + "gate_proj.weight"] = x[e, :ff]
                 tensors[p + "up_proj.weight"] = x[e, ff:]
+
+
+_GPTOSS = re.compile(r"(model\.layers\.\d+\.mlp\.experts)\.(gate_up_proj|down_proj)(_bias)?")
+
+
+def split_gptoss_experts(tensors: dict) -> None:
+    """GptOssForCausalLM's fused experts -> the per-expert names, [out, in]: gate_up_proj
+    [E, d, 2 ff] (x @ W; gate and up interleaved column by column: gate = 0::2, up = 1::2)
+    and its bias [E, 2 ff] likewise; down_proj [E, ff, d] and its bias [E, d]."""
+    import numpy as np
+    for name in [n for n in tensors if _GPTOSS.fullmatch(n)]:
+        m = _GPTOSS.fullmatch(name)
+        x = tensors.pop(name)
+        bias = m.group(3) is not None
+        if x.ndim != (2 if bias else 3):
+            raise WeightsError(f"{name}: shape {list(x.shape)}, expected [experts, "
+                               + ("out]" if bias else "in, out]"))
+        for e in range(x.shape[0]):
+            p = f"{m.group(1)}.{e}."
+            if m.group(2) == "down_proj":
+                if bias:
+                    tensors[p + "down_proj.bias"] = x[e]
+                else:
+                    tensors[p + "down_proj.weight"] = np.ascontiguousarray(x[e].T)
+            elif bias:
+                tensors[p + "gate_proj.bias"] = np.ascontiguousarray(x[e, 0::2])
+                tensors[p + "up_proj.bias"] = np.ascontiguousarray(x[e, 1::2])
+            else:
+                tensors[p + "gate_proj.weight"] = np.ascontiguousarray(x[e][:, 0::2].T)
+                tensors[p + "up_proj.weight"] = np.ascontiguousarray(x[e][:, 1::2].T)

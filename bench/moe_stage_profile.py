@@ -1,0 +1,112 @@
+"""Where a MoE decode / prefill step goes, in the engine on a GGUF: kernels.ops' calls and the
+MoE op's parts (router, route, grouping, gate|up and down products, swiglu, combine) timed by
+wrappers, per step, and the rest of the step (the family's Python between the ops).
+
+    PYTHONPATH=$PWD python -m bench.moe_stage_profile FILE.gguf [--threads 2] [--steps 8]
+        [--prefill 512]
+
+Times are inclusive (ops.moe contains its parts; "moe: ..." rows are inside "ops.moe"); "other
+(Python)" is the step's wall time less the outermost ops calls. The wrappers cost ~1 us a call.
+"""
+from __future__ import annotations
+
+import argparse
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+
+def instrument(vocab: int):
+    from kernels import moe as M
+    from kernels import moe_cpu, ops, swiglu
+    acc = defaultdict(float)
+    calls = defaultdict(int)
+    depth = [0]
+    outer = [0.0]
+
+    def wrap(mod, name, label=None):
+        inner = getattr(mod, name)
+
+        def timed(*a, **k):
+            lab = label(a) if label else name
+            depth[0] += 1
+            t = time.perf_counter()
+            try:
+                return inner(*a, **k)
+            finally:
+                dt = time.perf_counter() - t
+                depth[0] -= 1
+                acc[lab] += dt
+                calls[lab] += 1
+                if depth[0] == 0:
+                    outer[0] += dt
+        setattr(mod, name, timed)
+
+    def by_weight(idx, what):
+        def label(a):
+            w = a[idx]
+            rows = getattr(w, "rows", None)
+            kind = getattr(w, "kind", None) or ("+".join(p.kind for p in w) if isinstance(w, list) else "f32")
+            if rows == vocab:
+                return f"head ({kind})"
+            return f"{what} ({kind}, {rows} rows)"
+        return label
+    for n in ("embed", "add_norm", "qkv_attend", "moe"):
+        wrap(ops, n, lambda a, n=n: f"ops.{n}")
+    wrap(ops, "norm_linear", by_weight(4, "ops.norm_linear"))
+    wrap(ops, "linear", by_weight(1, "ops.linear"))
+    for n in ("route", "groups", "combine"):
+        wrap(M, n, lambda a, n=n: f"moe: {n}")
+    wrap(moe_cpu, "grouped_matmul", lambda a: f"moe: grouped {a[1].kind} N={a[1].rows}")
+    wrap(swiglu, "ref", lambda a: "swiglu")
+    return acc, calls, outer
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("gguf")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--steps", type=int, default=8)
+    ap.add_argument("--prefill", type=int, default=512)
+    a = ap.parse_args(argv)
+    from bench.moe_cpu import Foldserve
+    from server.ranks.steps import Chunk, RoundStep
+    f = Foldserve(Path(a.gguf), a.threads)
+    acc, calls, outer = instrument(f.spec.vocab)
+
+    def report(title, dt, n):
+        print(f"{title}: {dt / n * 1e3:.1f} ms a step ({n} steps)", flush=True)
+        for k, v in sorted(acc.items(), key=lambda kv: -kv[1]):
+            print(f"  {k:44s} {v / n * 1e3:9.2f} ms  {v / dt:6.1%}  ({calls[k] // n} calls)", flush=True)
+        print(f"  {'other (Python between the ops)':44s} {(dt - outer[0]) / n * 1e3:9.2f} ms  "
+              f"{(dt - outer[0]) / dt:6.1%}", flush=True)
+
+    for b in (1, 8):
+        for s in range(b):
+            f._begin(s)
+        lg = f.eng.apply(RoundStep(tuple(Chunk(s, 0, (1 + s,)) for s in range(b))))
+        nxt = [int(np.argmax(lg[s])) for s in range(b)]
+        acc.clear(), calls.clear()
+        outer[0] = 0.0
+        t = time.perf_counter()
+        for k in range(a.steps):
+            lg = f.eng.apply(RoundStep(tuple(Chunk(s, 1 + k, (nxt[s],)) for s in range(b))))
+            nxt = [int(np.argmax(lg[s])) for s in range(b)]
+        report(f"decode b{b}", time.perf_counter() - t, a.steps)
+        f._end(b)
+    f._begin(0)
+    toks = tuple(int(t) for t in np.random.default_rng(0).integers(0, f.spec.vocab, a.prefill))
+    acc.clear(), calls.clear()
+    outer[0] = 0.0
+    t = time.perf_counter()
+    f.eng.apply(RoundStep((Chunk(0, 0, toks),)))
+    report(f"prefill {a.prefill}", time.perf_counter() - t, 1)
+    f._end(1)
+    import os
+    print("load average", os.getloadavg(), flush=True)
+
+
+if __name__ == "__main__":
+    main()
