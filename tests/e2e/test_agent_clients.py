@@ -109,3 +109,20 @@ def test_previous_response_id_continues_from_the_prompt_cache(paged):
     with pytest.raises(openai.BadRequestError) as e:
         client.responses.create(model=paged.model, previous_response_id="resp_gone", input="x")
     assert e.value.body["code"] == "previous_response_not_found"
+
+
+def test_langchain_structured_output_by_function_calling_returns_the_object(paged):
+    """langchain-openai's with_structured_output(method="function_calling") forces a call of a
+    tool named after the schema and parses its arguments: the object comes back, not None."""
+    from langchain_openai import ChatOpenAI
+    schema = {"title": "Trip", "description": "A trip to plan",
+              "type": "object",
+              "properties": {"city": {"type": "string", "enum": ["Paris", "Rome", "Oslo"]},
+                             "days": {"type": "integer"}},
+              "required": ["city", "days"]}
+    llm = ChatOpenAI(base_url=paged.url + "/v1", api_key="x", model=paged.model, temperature=0,
+                     max_tokens=80, max_retries=0, timeout=60)
+    got = llm.with_structured_output(schema, method="function_calling").invoke(
+        "Plan a three-day trip to Rome.")
+    assert isinstance(got, dict), got
+    assert got["city"] in ("Paris", "Rome", "Oslo") and isinstance(got["days"], int), got
