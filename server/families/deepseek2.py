@@ -111,13 +111,7 @@ def layer_shapes(spec, i: int) -> dict:
 
 
 def n_params(spec, active: bool = False) -> int:
-    d = spec.d_model
-    total = sum(llama._size(s) for i in range(spec.n_layers) for s in layer_shapes(spec, i).values())
-    if active:
-        moe_layers = sum(spec.is_moe_layer(i) for i in range(spec.n_layers))
-        total -= moe_layers * (spec.n_experts - spec.n_experts_used) * 3 * d * spec.expert_ff
-    head = 0 if spec.tie_embeddings else spec.vocab * d
-    return total + spec.vocab * d + head + d
+    return llama.count_params(spec, layer_shapes, moe.unused_expert_params(spec) if active else 0)
 
 
 # ------------------------------------------------------------------ the TP split

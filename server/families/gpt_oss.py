@@ -97,12 +97,9 @@ def layer_shapes(spec, i: int) -> dict:
 
 def n_params(spec, active: bool = False) -> int:
     d = spec.d_model
-    total = sum(llama._size(s) for i in range(spec.n_layers) for s in layer_shapes(spec, i).values())
-    if active:
-        per_expert = 3 * d * spec.expert_ff + 2 * spec.expert_ff + d
-        total -= spec.n_layers * (spec.n_experts - spec.n_experts_used) * per_expert
-    head = 0 if spec.tie_embeddings else spec.vocab * d
-    return total + spec.vocab * d + head + d
+    per_expert = 3 * d * spec.expert_ff + 2 * spec.expert_ff + d      # with the experts' biases
+    unused = spec.n_layers * (spec.n_experts - spec.n_experts_used) * per_expert
+    return llama.count_params(spec, layer_shapes, unused if active else 0)
 
 
 # ------------------------------------------------------------------ the TP split

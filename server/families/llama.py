@@ -99,11 +99,17 @@ def _size(shape) -> int:
     return n
 
 
-def n_params(spec, active: bool = False) -> int:
+def count_params(spec, shapes_of, inactive: int = 0) -> int:
+    """Parameters of a model whose layer i holds shapes_of(spec, i): its layers, the embedding,
+    the head unless tied to it, the final norm; less `inactive` (the experts a token skips)."""
     d = spec.d_model
-    layers = sum(_size(s) for i in range(spec.n_layers) for s in layer_shapes(spec, i).values())
+    layers = sum(_size(s) for i in range(spec.n_layers) for s in shapes_of(spec, i).values())
     head = 0 if spec.tie_embeddings else spec.vocab * d
-    return layers + spec.vocab * d + head + d
+    return layers - inactive + spec.vocab * d + head + d
+
+
+def n_params(spec, active: bool = False) -> int:
+    return count_params(spec, layer_shapes)
 
 
 # ------------------------------------------------------------------ the TP split

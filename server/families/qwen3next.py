@@ -106,12 +106,8 @@ def layer_shapes(spec, i: int) -> dict:
 
 
 def n_params(spec, active: bool = False) -> int:
-    d = spec.d_model
-    total = sum(llama._size(s) for i in range(spec.n_layers) for s in layer_shapes(spec, i).values())
-    if active:
-        total -= spec.n_layers * (spec.n_experts - spec.n_experts_used) * 3 * d * spec.expert_ff
-    head = 0 if spec.tie_embeddings else spec.vocab * d
-    return total + spec.vocab * d + head + d
+    unused = spec.n_layers * (spec.n_experts - spec.n_experts_used) * 3 * spec.d_model * spec.expert_ff
+    return llama.count_params(spec, layer_shapes, unused if active else 0)
 
 
 def linear_heads(spec, shard) -> tuple[int, int]:
