@@ -7,28 +7,8 @@ import threading
 import time
 
 import httpx
-import uvicorn
 
-from free_ports import free_port
-
-
-@contextlib.contextmanager
-def serving(app):
-    """Yields the base URL of `app` served on a free port; stops it at the end."""
-    port = free_port("127.0.0.1")
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port,
-                                           log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.time() + 10
-    while not server.started:
-        assert time.time() < deadline, "uvicorn did not start"
-        time.sleep(0.02)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(10)
+from uvicorn_thread import serving  # noqa: F401  (the tests import it from here too)
 
 
 def health_while(url: str, send, *, settle_s: float = 0.5, probes: int = 10,

@@ -26,4 +26,4 @@ def serving(app):
         yield f"http://127.0.0.1:{port}"
     finally:
         server.should_exit = True
-        thread.join(5)
+        thread.join(10)
