@@ -21,6 +21,37 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
         return f"{text} (default: %(default)s)" if text else "(default: %(default)s)"
 
 
+def whole_number(unit: str = "", zero: str = ""):
+    """An argparse type: a whole number, 0 or more; errors name the value and the unit
+    (`zero` says what 0 means, where it means something)."""
+    what = f"a whole number of {unit}" if unit else "a whole number"
+
+    def parse(v: str) -> int:
+        try:
+            n = int(v)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{v!r} is not {what}") from None
+        if n < 0:
+            raise argparse.ArgumentTypeError(
+                f"{v}: give 0 or more" + (f" ({zero})" if zero else ""))
+        return n
+    return parse
+
+
+def seconds(zero_ok: bool):
+    """An argparse type: a finite number of seconds, above 0 (or 0 or more when zero_ok)."""
+    def parse(v: str) -> float:
+        try:
+            x = float(v)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{v!r} is not a number of seconds") from None
+        if not (x >= 0 if zero_ok else x > 0) or x == float("inf"):
+            raise argparse.ArgumentTypeError(
+                f"{v!r}: give a number of seconds, " + ("0 or more" if zero_ok else "above 0"))
+        return x
+    return parse
+
+
 def parse_parallel(text) -> int:
     """--parallel: a count >= 1, or auto (0)."""
     text = str(text)

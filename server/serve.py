@@ -44,8 +44,8 @@ def read_chat_template(arg: str | None) -> str | None:
 
 
 def add_arguments(p):
-    from server.flags import add_plan_flags
-    add_plan_flags(p)               # --model --device --tp --context --parallel ... (plan's too)
+    from server import flags
+    flags.add_plan_flags(p)               # --model --device --tp --context --parallel ... (plan's too)
     p.add_argument("--host", default="127.0.0.1", help="rank 0's HTTP address")
     p.add_argument("--port", type=int, default=8000, help="rank 0's HTTP port")
     p.add_argument("--port-retries", type=int, default=0, metavar="N",
@@ -61,13 +61,13 @@ def add_arguments(p):
                    help="seconds rank 0 waits for every rank to arrive")
     p.add_argument("--comm-timeout", type=float, default=120.0,
                    help="seconds a CPU rank waits on a peer before calling it lost")
-    p.add_argument("--peer-timeout", type=_positive, default=5.0,
+    p.add_argument("--peer-timeout", type=flags.seconds(zero_ok=False), default=5.0,
                    help="seconds without an answer to rank 0's heartbeat after which a rank "
                         "is lost, idle or busy (default 5)")
     p.add_argument("--max-batch-tokens", type=int, default=None,
                    help="tokens in one round, decodes and prefill chunks together "
                         "(default 2048 on GPUs, 512 on the CPU)")
-    p.add_argument("--max-batch-keys", type=_keys, default=None,
+    p.add_argument("--max-batch-keys", type=flags.whole_number("keys", zero="0: no bound"), default=None,
                    help="in a round other streams decode in, the prefill chunks' attention "
                         "reads at most (prompt rows x the keys each reads; at least 64 rows a "
                         "round), so a long prompt interleaves with their decodes in rounds of "
@@ -98,19 +98,19 @@ def add_arguments(p):
                         "JSON list, as vLLM takes it), * for every site (default: none; "
                         "docs/api.md says why)")
     p.add_argument("--max-body-bytes", type=int, default=4 << 20, help="largest request body")
-    p.add_argument("--max-queue", type=_count, default=256,
+    p.add_argument("--max-queue", type=flags.whole_number(), default=256,
                    help="requests that may wait beyond the running streams; 503 past it "
                         "(0: none wait, a request is admitted while a stream is free)")
     p.add_argument("--header-timeout", type=float, default=10.0,
                    help="seconds a connection has to send a request's headers (408 after)")
-    p.add_argument("--body-timeout", type=_positive, default=60.0,
+    p.add_argument("--body-timeout", type=flags.seconds(zero_ok=False), default=60.0,
                    help="seconds a request's body has to arrive once its headers are in "
                         "(408 and a close after; default 60)")
-    p.add_argument("--write-timeout", type=_positive, default=30.0,
+    p.add_argument("--write-timeout", type=flags.seconds(zero_ok=False), default=30.0,
                    help="seconds a client may read nothing of a reply waiting to be written "
                         "(its buffers full) before its connection is dropped and its request "
                         "ended, freeing its stream (default 30)")
-    p.add_argument("--shutdown-timeout", type=_seconds, default=5.0,
+    p.add_argument("--shutdown-timeout", type=flags.seconds(zero_ok=True), default=5.0,
                    help="on SIGTERM or Ctrl-C, seconds the running requests get to finish "
                         "(new and waiting ones get 503 shutting_down at once); those still "
                         "running then end with an error event and [DONE], and every rank "
@@ -132,46 +132,6 @@ def _origins(values) -> tuple:
         return parse_origins(values)
     except ValueError as e:
         raise ConfigError(str(e)) from None
-
-
-def _keys(v: str) -> int:
-    try:
-        n = int(v)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{v!r} is not a whole number of keys") from None
-    if n < 0:
-        raise argparse.ArgumentTypeError(f"{v}: keys are counted from 0 (0: no bound)")
-    return n
-
-
-def _count(v: str) -> int:
-    try:
-        n = int(v)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{v!r} is not a whole number") from None
-    if n < 0:
-        raise argparse.ArgumentTypeError(f"{v}: give 0 or more")
-    return n
-
-
-def _seconds(v: str) -> float:
-    try:
-        x = float(v)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{v!r} is not a number of seconds") from None
-    if not x >= 0 or x == float("inf"):
-        raise argparse.ArgumentTypeError(f"{v!r}: give a number of seconds, 0 or more")
-    return x
-
-
-def _positive(v: str) -> float:
-    try:
-        x = float(v)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{v!r} is not a number of seconds") from None
-    if not x > 0:
-        raise argparse.ArgumentTypeError(f"{v!r}: give a number of seconds above 0")
-    return x
 
 
 def _api_keys(args) -> tuple[str, ...]:
