@@ -237,19 +237,13 @@ async def _stream(gen, head: dict, rb: ReplyBlocks):
             else:
                 yield {"type": "content_block_stop", "index": index[id(b)]}
 
-    async for p in gen.pieces():
-        for e in events(rb.push(p.text)):
+    async for evs in rb.stream(gen):
+        for e in events(evs):
             yield e
-        if p.error is not None:
-            raise p.error
-        if p.finish:
-            for e in events(rb.finish(cut=p.finish == "length")):
-                yield e
-            reason, seq = stop_reason(p.finish, gen.stop_string, len(rb.calls))
-            yield {"type": "message_delta", "delta": {"stop_reason": reason,
-                                                      "stop_sequence": seq},
-                   "usage": usage(gen)}
-            yield {"type": "message_stop"}
+    reason, seq = stop_reason(gen.finish, gen.stop_string, len(rb.calls))
+    yield {"type": "message_delta", "delta": {"stop_reason": reason, "stop_sequence": seq},
+           "usage": usage(gen)}
+    yield {"type": "message_stop"}
 
 
 @router.post("/v1/messages/count_tokens")

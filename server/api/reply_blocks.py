@@ -67,6 +67,17 @@ class ReplyBlocks:
             out += [e for d in self.parser.finish(cut=cut) for e in self._delta(d)]
         return out + self._close()
 
+    async def stream(self, gen):
+        """Yields the reply's events a piece at a time (lists, some empty) as `gen`'s pieces
+        come (gen: a token_stream.Generation), the closing ones last; a failed piece's error
+        is raised. When it ends, gen.finish says how the reply ended and `blocks` is whole."""
+        async for p in gen.pieces():
+            yield self.push(p.text)
+            if p.error is not None:
+                raise p.error
+            if p.finish:
+                yield self.finish(cut=p.finish == "length")
+
     def whole(self, text: str, cut: bool = False) -> list[Block]:
         self.push(text)
         self.finish(cut)

@@ -305,16 +305,11 @@ async def _stream(gen, rb: ReplyBlocks, resp: ResponseBody, convo: list[dict], s
             items.append(item)
             yield resp.event("response.output_item.done", output_index=n, item=item)
 
-    async for p in gen.pieces():
-        for e in events(rb.push(p.text)):
+    async for evs in rb.stream(gen):
+        for e in events(evs):
             yield e
-        if p.error is not None:
-            raise p.error
-        if p.finish:
-            for e in events(rb.finish(cut=p.finish == "length")):
-                yield e
-            obj = resp.finish(items, p.finish, gen)
-            if store is not None:
-                store.put(resp.id, convo + output_messages(rb.blocks))
-            yield resp.event("response.incomplete" if p.finish == "length"
-                             else "response.completed", response=obj)
+    obj = resp.finish(items, gen.finish, gen)
+    if store is not None:
+        store.put(resp.id, convo + output_messages(rb.blocks))
+    yield resp.event("response.incomplete" if gen.finish == "length"
+                     else "response.completed", response=obj)
