@@ -16,7 +16,8 @@ from .prompt_logprob_json import check_size, prompt_logprobs_json
 from .start import start_generations, usage
 from .schemas import ChatRequest
 from .sse import sse_response
-from .reasoning_plan import ReasoningPlan, reasoning_plan, refuse_under_harmony, template_kwargs
+from .harmony_constraint import harmony_constraint
+from .reasoning_plan import ReasoningPlan, reasoning_plan, template_kwargs
 from .structured import constraint_spec, off_loop, refuse_past_limits, request_grammar
 from .textflow import encode_chat, message_dicts, render_chat_prompt, stop_set
 from .textwork import json_reply, refuse_sure_overflow, text_work
@@ -88,7 +89,8 @@ async def prepare(request, state, body: ChatRequest):
                                              body.add_generation_prompt is not False, plan,
                                              template_kwargs(body))
     thinking = reasoning_plan(state, body, text)
-    refuse_under_harmony(thinking, body, plan.forced, constraint_spec(body) is not None)
+    if thinking.harmony:                # the grammar holds the reply's channel markup too
+        return plan, await off_loop(harmony_constraint, state, body, plan), ids, thinking
     # a reasoning model's grammar applies from the end of its reasoning
     grammar = await off_loop(request_grammar, state, body, thinking.where)
     if plan.forced:

@@ -11,8 +11,8 @@ request fields that steer it.
   `reasoning_effort`, and `chat_template_kwargs` (e.g. `enable_thinking`) as theirs;
   `chat_template_kwargs` wins where both name one.
 - A grammar (structured outputs, forced tool calls) applies from the end of the reasoning
-  (compile_grammar's `reasoning`), as vLLM's structured outputs do; not yet under the
-  harmony format (refused by name: `refuse_under_harmony`).
+  (compile_grammar's `reasoning`), as vLLM's structured outputs do; under the harmony
+  format one grammar holds the channels and the call or answer (harmony_constraint.py).
 - harmony (gpt-oss): the reply's channels are parsed (server/text/harmony.py): analysis
   as the reasoning, final as the content, commentary calls as tool_calls; the model's
   template writes `reasoning_effort` into its system message.
@@ -72,18 +72,3 @@ def template_kwargs(body) -> dict:
     if getattr(body, "reasoning_effort", None) is not None:
         out["reasoning_effort"] = body.reasoning_effort
     return {**out, **(body.chat_template_kwargs or {})}
-
-
-def refuse_under_harmony(thinking: ReasoningPlan, body, forced: bool, constrained: bool) -> None:
-    """A grammar over a harmony reply (its channels' markup) is not built yet: a forced
-    tool_choice or a response_format / grammar is refused naming the field."""
-    if not thinking.harmony:
-        return
-    from .errors import invalid
-    if forced:
-        raise invalid(f"tool_choice {body.tool_choice!r} constrains the reply with a grammar, "
-                      "which the harmony format (gpt-oss) does not take yet; use \"auto\"",
-                      param="tool_choice")
-    if constrained:
-        raise invalid("a constrained reply (response_format or a grammar) is not taken with "
-                      "the harmony format (gpt-oss) yet", param="response_format")

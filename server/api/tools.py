@@ -96,14 +96,15 @@ def compile_plan(state, p: ToolPlan, reasoning: str | None = None) -> ToolPlan:
     return p
 
 
-def _params(fn: dict) -> dict:
+def tool_parameters(fn: dict) -> dict:
+    """A function's parameters schema (an object without properties when it has none)."""
     return fn.get("parameters") or {"type": "object", "properties": {}}
 
 
 def call_grammar(tools: list, many: bool) -> str:
     """Lark for `<tool_call>\\n{"name", "arguments"}\\n</tool_call>` (one, or one or more)."""
     alts = [{"type": "object", "properties": {"name": {"const": t["function"]["name"]},
-                                              "arguments": _params(t["function"])},
+                                              "arguments": tool_parameters(t["function"])},
              "required": ["name", "arguments"], "additionalProperties": False} for t in tools]
     schema = alts[0] if len(alts) == 1 else {"anyOf": alts}
     schema = engine_schema(schema)                  # numbers bounded, json.dumps spacing

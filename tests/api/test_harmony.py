@@ -4,7 +4,8 @@ and streamed (the fake scheduler sends the reply a byte at a time, so every mark
 across pieces); reasoning_effort low / medium / high written into the system message by a
 harmony template (tests/data/gptoss/harmony_chat_template.jinja, the format gpt-oss's own
 template renders); nothing of the markup in content; the parser chosen from the template
-or the model's name; a forced tool_choice refused by name; the Messages / Responses blocks."""
+or the model's name; the Messages / Responses blocks (constrained replies:
+test_harmony_constraint.py)."""
 from __future__ import annotations
 
 import json
@@ -143,15 +144,6 @@ def test_include_reasoning_false_and_parser_none():
     _, state = state_for(ANSWER, parser="none")
     r = client(state).chat.completions.create(model="fake-model", messages=MSGS, max_tokens=400)
     assert r.choices[0].message.content == ANSWER        # raw, as asked
-
-
-def test_forced_tool_choice_is_refused_by_name():
-    _, state = state_for(CALL)
-    with TestClient(create_app(state)) as c:
-        r = c.post("/v1/chat/completions", json={"messages": MSGS, "tools": TOOLS,
-                                                 "tool_choice": "required"})
-        assert r.status_code == 400 and r.json()["error"]["param"] == "tool_choice", r.text
-        assert "harmony" in r.json()["error"]["message"]
 
 
 def test_the_parser_is_chosen_by_template_or_family():
