@@ -65,20 +65,26 @@ def _num(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
+def _subschemas(schema: dict, fn) -> dict:
+    """A copy of `schema` with each direct subschema s under keyword k replaced by fn(s, k)."""
+    out = dict(schema)
+    for k in _SUB_ONE:
+        if isinstance(out.get(k), dict):
+            out[k] = fn(out[k], k)
+    for k in _SUB_LIST:
+        if isinstance(out.get(k), list):
+            out[k] = [fn(s, k) for s in out[k]]
+    for k in _SUB_MAP:
+        if isinstance(out.get(k), dict):
+            out[k] = {name: fn(s, k) for name, s in out[k].items()}
+    return out
+
+
 def bound_numbers(schema):
     """A copy of `schema` with every unbounded number bounded (INT_DIGITS, FRACTION_DIGITS)."""
     if not isinstance(schema, dict):
         return schema
-    out = dict(schema)
-    for k in _SUB_ONE:
-        if isinstance(out.get(k), dict):
-            out[k] = bound_numbers(out[k])
-    for k in _SUB_LIST:
-        if isinstance(out.get(k), list):
-            out[k] = [bound_numbers(s) for s in out[k]]
-    for k in _SUB_MAP:
-        if isinstance(out.get(k), dict):
-            out[k] = {name: bound_numbers(s) for name, s in out[k].items()}
+    out = _subschemas(schema, lambda s, k: bound_numbers(s))
     t = out.get("type")
     types = {t} if isinstance(t, str) else {x for x in t if isinstance(x, str)} \
         if isinstance(t, list) else set()                  # the engine judges odd types
@@ -110,16 +116,7 @@ def close_objects(schema, in_all_of: bool = False):
     """A copy of `schema` with its open-by-omission objects closed (see above)."""
     if not isinstance(schema, dict):
         return schema
-    out = dict(schema)
-    for k in _SUB_ONE:
-        if isinstance(out.get(k), dict):
-            out[k] = close_objects(out[k])
-    for k in _SUB_LIST:
-        if isinstance(out.get(k), list):
-            out[k] = [close_objects(s, in_all_of=k == "allOf") for s in out[k]]
-    for k in _SUB_MAP:
-        if isinstance(out.get(k), dict):
-            out[k] = {name: close_objects(s) for name, s in out[k].items()}
+    out = _subschemas(schema, lambda s, k: close_objects(s, in_all_of=k == "allOf"))
     t = out.get("type")
     objecty = t == "object" or (isinstance(t, list) and "object" in t) or t is None
     if (objecty and isinstance(out.get("properties"), dict) and not in_all_of
