@@ -111,7 +111,8 @@ async def chat_completions(request: Request):
     logprobs = (body.top_logprobs or 0) if body.logprobs else None
     stops = await stop_set(text_work(request), stop_strings(body))
     rid, gens = start_generations(state, metrics, body, ids, chat=True, logprobs=logprobs,
-                                  grammar=grammar, stops=stops, keep_special=thinking.harmony)
+                                  grammar=grammar, stops=stops, keep_special=thinking.harmony,
+                                  thinking=thinking)
     head = {"id": rid, "created": int(time.time()), "model": state.model_name}
 
     if body.stream:

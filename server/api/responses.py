@@ -23,11 +23,17 @@ class CachedTokens(BaseModel):
     cached_tokens: int
 
 
+class ReasoningTokens(BaseModel):
+    reasoning_tokens: int
+
+
 class Usage(BaseModel):
     prompt_tokens: int
     completion_tokens: int
     total_tokens: int
     prompt_tokens_details: CachedTokens | None = None
+    # with a reasoning parser: the completion's tokens written inside the reasoning
+    completion_tokens_details: ReasoningTokens | None = None
 
 
 class CompletionChoice(BaseModel):

@@ -168,7 +168,7 @@ def usage(gen) -> dict:
     return {"input_tokens": gen.prompt_tokens,
             "input_tokens_details": {"cached_tokens": gen.cached_tokens},
             "output_tokens": gen.completion_tokens,
-            "output_tokens_details": {"reasoning_tokens": 0},
+            "output_tokens_details": {"reasoning_tokens": gen.reasoning_tokens},
             "total_tokens": gen.prompt_tokens + gen.completion_tokens}
 
 
@@ -238,7 +238,7 @@ async def responses(request: Request):
     cb = chat_request(body, convo)
     plan, grammar, ids, thinking = await chatmod.prepare(request, state, cb)
     gen = start_generation(state, metrics, cb, ids, chat=True, logprobs=None, grammar=grammar,
-                           keep_special=thinking.harmony)
+                           keep_special=thinking.harmony, thinking=thinking)
     rb, resp = ReplyBlocks(plan, thinking), ResponseBody(state, body)
     store = request.app.state.response_store if body.store is not False else None
     if body.stream:

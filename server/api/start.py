@@ -25,12 +25,13 @@ from .sampling import (check_fit, choice_seed, resolve_max_tokens, sampling_para
 
 
 def start_generations(state, metrics, body, ids: list, *, chat: bool, logprobs,
-                      grammar=None, stops=None, keep_special: bool = False
+                      grammar=None, stops=None, keep_special: bool = False, thinking=None
                       ) -> tuple[str, list[Generation]]:
     """-> (the response id, one Generation per choice). stops: the body's stop strings
     compiled (textflow.stop_set), else they are compiled here. keep_special: the reply's
     special tokens stay in its text whatever skip_special_tokens says (a harmony reply's
-    channel markup, which its parser takes out)."""
+    channel markup, which its parser takes out). thinking: the reply's ReasoningPlan, whose
+    splitter counts each choice's reasoning tokens (usage's completion_tokens_details)."""
     check_token_ids(state.tokenizer, body.stop_token_ids or (), "stop_token_ids")
     max_tokens = resolve_max_tokens(body, prompt_len=len(ids), context=state.context, chat=chat)
     check_fit(state.scheduler, len(ids), max_tokens)
@@ -56,19 +57,24 @@ def start_generations(state, metrics, body, ids: list, *, chat: bool, logprobs,
         gens.append(Generation(state, metrics, req, stops,
                                include_stop=bool(body.include_stop_str_in_output),
                                skip_special=body.skip_special_tokens is not False
-                               and not keep_special, index=i))
+                               and not keep_special, index=i,
+                               reasoning=thinking.stream() if thinking is not None else None))
         gens[-1].ticket = holds[i]
     return rid, gens
 
 
 def start_generation(state, metrics, body, ids: list, *, chat: bool, logprobs,
-                     grammar=None, stops=None, keep_special: bool = False) -> Generation:
+                     grammar=None, stops=None, keep_special: bool = False,
+                     thinking=None) -> Generation:
     return start_generations(state, metrics, body, ids, chat=chat, logprobs=logprobs,
-                             grammar=grammar, stops=stops, keep_special=keep_special)[1][0]
+                             grammar=grammar, stops=stops, keep_special=keep_special,
+                             thinking=thinking)[1][0]
 
 
 def usage(gens: list[Generation]) -> dict:
     """The prompt counted once, the completions summed (OpenAI's and vLLM's n > 1 usage)."""
     u = gens[0].usage()
     done = sum(g.completion_tokens for g in gens)
+    if "completion_tokens_details" in u:
+        u["completion_tokens_details"] = {"reasoning_tokens": sum(g.reasoning_tokens for g in gens)}
     return {**u, "completion_tokens": done, "total_tokens": u["prompt_tokens"] + done}

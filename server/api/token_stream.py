@@ -29,7 +29,8 @@ class Piece:
 
 class Generation:
     def __init__(self, state, metrics, req: GenRequest, stops, *,
-                 include_stop: bool = False, skip_special: bool = True, index: int = 0):
+                 include_stop: bool = False, skip_special: bool = True, index: int = 0,
+                 reasoning=None):
         self.state, self.metrics, self.req = state, metrics, req
         # stops: a StopSet (shared by a request's choices) or a list of stop strings
         self.stops, self.include_stop, self.skip_special = stops, include_stop, skip_special
@@ -43,6 +44,14 @@ class Generation:
         self.prompt_tokens = len(req.prompt_ids)
         self.cached_tokens = 0
         self.completion_tokens = 0
+        # reasoning: a fresh splitter of the reply (ReasoningPlan.stream()) or None; a
+        # piece's tokens count as reasoning when the reply is inside its reasoning before
+        # or after the piece's text (the closing marker counts), and the tokens of an
+        # undecided stretch (an opening marker, a harmony header) count once it turns out
+        # to open the reasoning
+        self._split = reasoning
+        self._undecided = 0
+        self.reasoning_tokens = 0
         self.finish: str | None = None
         self.stop_string: str | None = None         # the stop string that ended the reply
         self.first_token_s: float | None = None     # arrival to the first token
@@ -53,10 +62,30 @@ class Generation:
         return {"prompt_tokens": self.prompt_tokens,
                 "completion_tokens": self.completion_tokens,
                 "total_tokens": self.prompt_tokens + self.completion_tokens,
-                "prompt_tokens_details": {"cached_tokens": self.cached_tokens}}
+                "prompt_tokens_details": {"cached_tokens": self.cached_tokens},
+                **({"completion_tokens_details": {"reasoning_tokens": self.reasoning_tokens}}
+                   if self._split is not None else {})}
 
     async def pieces(self):
-        """Yields Pieces; the last one has finish or error set."""
+        """Yields Pieces; the last one has finish or error set. Counts reasoning_tokens."""
+        async for p in self._pieces():
+            if self._split is not None and p.tokens:
+                self._count_reasoning(p)
+            yield p
+
+    def _count_reasoning(self, p: Piece) -> None:
+        s = self._split
+        before = s.in_reasoning
+        s.push(p.text)
+        if before or s.in_reasoning:
+            self.reasoning_tokens += self._undecided + len(p.tokens)
+            self._undecided = 0
+        elif s.undecided:
+            self._undecided += len(p.tokens)
+        else:
+            self._undecided = 0
+
+    async def _pieces(self):
         sched, req, metrics = self.state.scheduler, self.req, self.metrics
         detok = detokenizer(self.state.tokenizer, self.req.prompt_ids, self.skip_special)
         stops = stop_matcher(self.stops, self.include_stop)

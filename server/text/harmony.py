@@ -79,6 +79,16 @@ class HarmonyStream:
         self.part, self.name = "content", None
         self.first = True
 
+    @property
+    def in_reasoning(self) -> bool:
+        """The text so far is inside an analysis message's body."""
+        return self.where == "body" and self.part == "reasoning"
+
+    @property
+    def undecided(self) -> bool:
+        """In a message's header: its channel (analysis or not) is not known yet."""
+        return self.where == "header"
+
     def push(self, text: str) -> list[tuple]:
         self.held += text
         out: list = []

@@ -85,6 +85,16 @@ class ReasoningStream:
             self.lead = False
             out.append((part, text))
 
+    @property
+    def in_reasoning(self) -> bool:
+        """The text so far has opened the reasoning and not closed it."""
+        return self.where == "reasoning"
+
+    @property
+    def undecided(self) -> bool:
+        """Whether the reply opens with reasoning is not known yet (it may open <think>)."""
+        return self.where == "start"
+
     def push(self, text: str) -> list[tuple[str, str]]:
         self.held += text
         out: list = []

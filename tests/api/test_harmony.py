@@ -260,3 +260,18 @@ def test_the_markers_as_special_tokens_reach_the_parser(harmony_tok, reply):
     reasoning, content, calls, _ = streamed(c, tools=TOOLS, max_tokens=400)
     assert (reasoning, content or None) == want[:2]
     assert [(k["name"], k["arguments"]) for k in calls] == [(k.name, k.arguments) for k in want[2]]
+
+
+@pytest.mark.parametrize("reply,analysis", [
+    (ANSWER, "<|channel|>analysis<|message|>The user asks about Paris. Answer briefly.<|end|>"),
+    (CALL, "<|channel|>analysis<|message|>Need the weather tool.<|end|>"),
+    ("<|channel|>final<|message|>Just this.", "")])
+def test_usage_counts_the_analysis_tokens(reply, analysis):
+    """completion_tokens_details.reasoning_tokens: the analysis messages' tokens, their
+    headers and end markers included (one byte a token here), whole and on /v1/responses."""
+    _, state = state_for(reply)
+    c = client(state)
+    r = c.chat.completions.create(model="fake-model", messages=MSGS, tools=TOOLS, max_tokens=400)
+    assert r.usage.completion_tokens_details.reasoning_tokens == len(analysis.encode())
+    resp = c.responses.create(model="fake-model", input="Hi", max_output_tokens=400)
+    assert resp.usage.output_tokens_details.reasoning_tokens == len(analysis.encode())

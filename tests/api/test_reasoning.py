@@ -240,3 +240,32 @@ def test_forced_tool_call_applies_after_the_reasoning(real_tok):
     assert [(t.function.name, t.function.arguments) for t in msg.tool_calls] == [("now", "{}")]
     assert msg.content is None and r.choices[0].finish_reason == "tool_calls"
     assert follows(sched.started[0].grammar, ids)
+
+
+# --- usage: the reasoning's tokens (one byte a token here) ---
+
+@pytest.mark.parametrize("template,reply,thought", [
+    (QWEN_LIKE, THOUGHT, "<think>\nThe user greets; greet back.\n</think>"),
+    (R1_LIKE, "Short thought.</think>\n\nAnswer.", "Short thought.</think>"),
+    (R1_LIKE, "Thinking on and on", "Thinking on and on"),
+    (QWEN_LIKE, "No thinking here.", ""),
+    (QWEN_LIKE, "<thinking is a word> here", "")])
+def test_usage_counts_the_reasoning_tokens(template, reply, thought):
+    """completion_tokens_details.reasoning_tokens: the tokens from the opening marker
+    through the closing one, whole and streamed; the Responses route's usage the same."""
+    _, state = state_for(template, reply)
+    c = client(state)
+    r = c.chat.completions.create(model="fake-model", messages=MSGS, max_tokens=200)
+    assert r.usage.completion_tokens == len(reply.encode()) + 1        # and the eos
+    assert r.usage.completion_tokens_details.reasoning_tokens == len(thought.encode())
+    last = list(c.chat.completions.create(model="fake-model", messages=MSGS, max_tokens=200,
+                                          stream=True, stream_options={"include_usage": True}))[-1]
+    assert last.usage.completion_tokens_details.reasoning_tokens == len(thought.encode())
+    resp = c.responses.create(model="fake-model", input="Hi", max_output_tokens=200)
+    assert resp.usage.output_tokens_details.reasoning_tokens == len(thought.encode())
+
+
+def test_usage_has_no_reasoning_count_without_a_parser():
+    _, state = state_for(QWEN_LIKE, THOUGHT, parser="none")
+    r = client(state).chat.completions.create(model="fake-model", messages=MSGS, max_tokens=200)
+    assert r.usage.completion_tokens_details is None
