@@ -10,7 +10,7 @@ number beside its floor in the same run:
               compute floor (GEMM + causal attention FLOPs / the bf16 matmul rate measured
               here), the attention share (its launches timed alone at each chunk's shape)
   interleave  4 streams decoding while a 32,000-token prompt prefills, rounds built by the
-              scheduler's own rule (server/scheduler.prefill_take) at several key budgets:
+              scheduler's own rule (server/round_build.prefill_take) at several key budgets:
               the decoders' time per token (mean, p50, max) and the prompt's TTFT
   long128     one 131,000-token prompt (chunks of 2,048), then decode steps: TTFT, TPOT
   sweep       decode attention alone at SPLIT_TARGET 512 / 1,024 / 2,048 (blocks aimed at in
@@ -218,7 +218,7 @@ if "prefill" in STAGES:
 
 
 if "interleave" in STAGES:
-    from server.scheduler import prefill_take
+    from server.round_build import prefill_take
     nd, dctx, lctx, n = 4, 2048, 33024, 32000
     kv = store(lctx + nd * dctx)
     per = lctx // P

@@ -16,6 +16,11 @@ The engine runs in one thread of its own; the front end talks to it through an i
        server/drafts/verify.py); stream the tokens
     5. streams that ended -> finish (pages back, or kept as a prefix) -> EndStep
 
+Each step is a file: this one the loop, the inbox and admission (1, 2); building a round
+server/round_build.py (3); sampling and verifying it server/round_take.py (4); taking
+tokens and finishing server/finishing.py (5). Rank 0's sampling is the driver's
+`sampling` (server/host_sampling.py).
+
 A shutdown (server/api/drain.py) closes admission with `stop_admitting`: every request
 still waiting, and any that arrives later, ends at once with a 503 `shutting_down`; the
 running ones go on until they finish or `end_running` ends them with the same error.
@@ -34,70 +39,18 @@ import logging
 import queue
 import threading
 import time
-from dataclasses import dataclass, field
 
+from server import finishing
+from server.active import Active
 from server.drafts.pace import Paced
-from server.drafts.policy import ROW_COST, round_drafts
-from server.drafts.verify import verify_walk
+from server.drafts.policy import ROW_COST
 from server.requests import SHUTTING_DOWN, GenRequest, TokenEvent
 from server.ranks.rank_errors import RankError
-from server.ranks.steps import EVERY_ROW, Chunk, RoundStep
+from server.ranks.steps import RoundStep
+from server.round_build import build_round
+from server.round_take import take_round
 
 log = logging.getLogger("foldserve")
-
-
-@dataclass
-class Active:
-    req: GenRequest
-    stream: int
-    page_ids: tuple
-    fed: int                       # rows written so far (prompt rows, then reply rows)
-    sampler: object                  # the driver's sampler_state(): server/engine/sampler.py
-    out: list = field(default_factory=list)
-    cached: int = 0
-    first_token_at: float | None = None
-    admitted_at: float = 0.0
-    prompt_lps: list = field(default_factory=list)   # prompt_logprobs so far (server/engine/prompt_logprobs.py)
-    drafts: object = None            # its StreamDrafts (server/drafts/source.py), or None: plain
-
-    @property
-    def ids(self) -> list:
-        return self.req.prompt_ids + self.out
-
-    def token_at(self, i: int) -> int:
-        """ids[i] without building ids (a decode round asks every stream for one token)."""
-        n = len(self.req.prompt_ids)
-        return self.req.prompt_ids[i] if i < n else self.out[i - n]
-
-    @property
-    def length(self) -> int:
-        return len(self.req.prompt_ids) + len(self.out)
-
-    @property
-    def prefilling(self) -> bool:
-        return self.fed < len(self.req.prompt_ids)
-
-
-KEYS_FLOOR = 64                    # prompt tokens a round gives a prefilling stream at least
-
-
-def prefill_take(fed: int, left: int, cap: int, keys: int | None) -> int:
-    """Prompt tokens to prefill this round for a stream with `fed` rows written and `left`
-    to go: at most `cap` (its chunk, within the round's token budget) and, where `keys` is
-    given (streams decode in this round), at most the n whose rows read n (fed + n) keys
-    or fewer, the chunk's attention work; never under KEYS_FLOOR (nor over cap) so a long
-    prompt still advances. Scheduling only: a row's bytes do not depend on its chunk."""
-    n = min(cap, left)
-    if keys is not None and n * (fed + n) > keys:
-        lo, hi = 0, n                                # the largest n with n (fed + n) <= keys
-        while lo < hi:
-            mid = (lo + hi + 1) // 2
-            if mid * (fed + mid) <= keys:
-                lo = mid
-            else:
-                hi = mid - 1
-        n = min(n, max(lo, KEYS_FLOOR))
-    return max(n, 0)
 
 
 class Scheduler:
@@ -110,6 +63,7 @@ class Scheduler:
                  drafts=None, draft_tokens: int = 0, draft_rows: int | None = None,
                  draft_row_cost: float = ROW_COST["cpu"]):
         self.driver, self.adm = driver, admission
+        self.sampling = driver.sampling      # rank 0's sampling (server/host_sampling.py)
         self.context, self.prefill_chunk = context, prefill_chunk
         self.token_budget = token_budget or max(prefill_chunk, 64)
         # rounds no stream decodes in: a prompt's chunk (None: prefill_chunk); rounds others
@@ -280,7 +234,7 @@ class Scheduler:
                 self._close(x)
             elif kind == "end":
                 for a in list(self.active.values()):
-                    self._finish(a, "error", x, status=503, code=SHUTTING_DOWN)
+                    finishing.finish(self, a, "error", x, status=503, code=SHUTTING_DOWN)
             try:
                 item = self.inbox.get_nowait()
             except queue.Empty:
@@ -341,7 +295,7 @@ class Scheduler:
             self._run_all(self.adm.cancel(req_id))
             self._emit(req_id, TokenEvent(None, finish_reason="abort"))
         elif req_id in self.active:
-            self._finish(self.active[req_id], "abort")
+            finishing.finish(self, self.active[req_id], "abort")
 
     def _admit(self):
         for g in self.adm.admit_ready():
@@ -349,7 +303,7 @@ class Scheduler:
             # handler still answers it (a request in neither list would hang its client)
             req = self.waiting[g.req_id]
             try:
-                st = self.driver.sampler_state(req.params, req.prompt_ids, self.seed_salt,
+                st = self.sampling.sampler_state(req.params, req.prompt_ids, self.seed_salt,
                                                grammar=req.grammar, eos_ids=req.eos_ids)
             except Exception as e:           # this request's own settings: end it alone
                 log.exception("request %s: sampler", req.id)
@@ -371,7 +325,7 @@ class Scheduler:
     def _drafts_for(self, req: GenRequest, st):
         """The stream's drafts: None with drafting off, for a request that says
         "draft": false, or where the driver cannot draw its verify rows as plain would."""
-        if self.draft_source is None or not req.draft or not self.driver.verifies(st):
+        if self.draft_source is None or not req.draft or not self.sampling.verifies(st):
             return None
         return Paced(self.draft_source.stream(req.prompt_ids), self.draft_row_cost)
 
@@ -381,184 +335,26 @@ class Scheduler:
             self._steps += 1
 
     def _round(self):
-        budget = self.token_budget
-        chunks, owners, samples = [], [], []   # samples[c]: the chunk's last row draws a token
-        drafted = []                         # drafted[c]: its drafts (a verify chunk), or ()
-        dec = [a for a in self.active.values() if not a.prefilling]
-        guesses = round_drafts(
-            [(a.drafts, a.out, min(a.req.params.max_tokens - len(a.out), self.context - a.length))
-             for a in dec], self.draft_tokens, min(self.draft_rows, budget),
-            len(dec) < len(self.active)) if self.draft_source is not None else [()] * len(dec)
-        for a, d in zip(dec, guesses):       # decodes first: one token each, and its drafts
-            chunks.append(Chunk(a.stream, a.fed, (a.token_at(a.fed), *d), EVERY_ROW if d else True))
-            owners.append(a)
-            samples.append(True)
-            drafted.append(d)
-            budget -= 1 + len(d)
-        decoding = bool(chunks)
-        cap = self.prefill_chunk if decoding else self.solo_chunk
-        keys = self.prefill_keys if decoding else None
-        for a in self.active.values():       # then prefill chunks under the budget
-            if a.prefilling and budget > 0 and (keys is None or keys > 0):
-                n = prefill_take(a.fed, len(a.req.prompt_ids) - a.fed, min(cap, budget), keys)
-                if keys is not None:
-                    keys -= n * (a.fed + n)
-                last = a.fed + n == len(a.req.prompt_ids)
-                # prompt_logprobs: every prompt row's logits, the last one's also the draw's
-                want = EVERY_ROW if a.req.params.prompt_logprobs is not None else last
-                chunks.append(Chunk(a.stream, a.fed, tuple(a.req.prompt_ids[a.fed:a.fed + n]), want))
-                owners.append(a)
-                samples.append(last)
-                drafted.append(())
-                budget -= n
+        rnd = build_round(self.active.values(), budget=self.token_budget, context=self.context,
+                          prefill_chunk=self.prefill_chunk, solo_chunk=self.solo_chunk,
+                          prefill_keys=self.prefill_keys,
+                          drafting=self.draft_source is not None,
+                          draft_tokens=self.draft_tokens, draft_rows=self.draft_rows)
         # grammar masks for the rows this round samples: on the host while the ranks run it
-        shaped = [a.sampler for a, d in zip(owners, samples) if d and a.sampler.constraint is not None]
-        prep = getattr(self.driver, "prepare_masks", None)   # all at once (llguidance's threads)
-        masks = ([self._host.submit(prep, shaped)] if prep is not None else
-                 [self._host.submit(s.prepare) for s in shaped]) if shaped else []
+        # (all at once: llguidance's threads)
+        shaped = [a.sampler for a, d in zip(rnd.owners, rnd.samples)
+                  if d and a.sampler.constraint is not None]
+        masks = self._host.submit(self.sampling.prepare_masks, shaped) if shaped else None
         try:
-            logits = self.driver.run(RoundStep(tuple(chunks)))
+            logits = self.driver.run(RoundStep(tuple(rnd.chunks)))
         finally:
-            for f in masks:
-                f.exception()                # wait; a failure shows again when sampling
+            if masks is not None:
+                masks.exception()            # wait; a failure shows again when sampling
         self.rounds += 1
         self._steps += 1
-        fed = sum(len(c.tokens) for c in chunks)
-        self.prompt_tokens_done += sum(len(c.tokens) for c, a in zip(chunks, owners) if a.prefilling)
+        fed = sum(len(c.tokens) for c in rnd.chunks)
+        self.prompt_tokens_done += sum(len(c.tokens) for c, a in zip(rnd.chunks, rnd.owners)
+                                       if a.prefilling)
         if self.metrics is not None and hasattr(self.metrics, "iteration"):
             self.metrics.iteration(fed)
-        # the logits' rows: a chunk gives none, its last row's, or every row's (EVERY_ROW)
-        first, srow, o = [], [], 0
-        for c in chunks:
-            first.append(o)
-            o += len(c.tokens) if c.logits == EVERY_ROW else int(bool(c.logits))
-            srow.append(o - 1)
-        now = time.monotonic()
-        drawers = [(srow[i], owners[i]) for i in range(len(chunks)) if samples[i] and not drafted[i]]
-        plain = [a.sampler.plain_greedy for _, a in drawers]
-        best = drawn = None
-        if hasattr(logits, "sample_rows") and not all(plain):
-            # GPU rounds: every drawing row's token in one launch (penalties, bias, masks on the device)
-            try:
-                rows = [r for r, _ in drawers]
-                drawn = dict(zip(rows, logits.sample_rows(rows, [a.sampler for _, a in drawers],
-                                                          [len(a.out) for _, a in drawers])))
-            except Exception:                # the launch itself failed (a row's own inputs
-                log.exception("device sampling; this round samples on the host")   # end
-                drawn = None                 # that row alone: logits.device_args)
-        if (drawn is None and any(plain)) or any(d and a.sampler.plain_greedy
-                                                 for d, a in zip(drafted, owners)):
-            best = self.driver.argmax_rows(logits)   # greedy: arg-max where they lie
-        k = -1                               # the drawer's index
-        for i, (c, a) in enumerate(zip(chunks, owners)):
-            if drafted[i]:                   # a verify chunk: its rows in order
-                self._verify(a, logits, first[i], drafted[i], best, now)
-                continue
-            if c.logits == EVERY_ROW:        # rows of prompt positions p predict token p + 1
-                n_lp = min(len(c.tokens), len(a.req.prompt_ids) - 1 - c.start)
-                try:
-                    a.prompt_lps += self.driver.prompt_logprobs(
-                        logits, first[i], a.req.prompt_ids[c.start + 1:c.start + 1 + n_lp],
-                        a.req.params.prompt_logprobs)
-                except Exception as e:       # one request's bug ends it alone
-                    log.exception("request %s: prompt logprobs", a.req.id)
-                    a.fed += len(c.tokens)
-                    k += samples[i]
-                    self._finish(a, "error", f"prompt logprobs failed: {e}")
-                    continue
-            a.fed += len(c.tokens)
-            if a.req.id in self.held and not a.prefilling:   # n > 1: its prompt is written
-                self._run_all(self.adm.keep_prompt(a.req.id, a.req.prompt_ids))
-                self._release(a.req.id)
-            if not samples[i]:
-                continue
-            k += 1
-            row = srow[i]
-            try:
-                if drawn is not None:
-                    tok, lp, top = self.driver.drawn(drawn[row], a.sampler, logits, row)
-                elif plain[k]:
-                    tok, lp, top = best[row], None, ()
-                    a.sampler.record(tok)
-                else:
-                    tok, lp, top = self.driver.sample(logits[row], a.sampler)
-            except Exception as e:           # a bug in one request's sampling ends it alone
-                self._sampling_failed(a, e)
-                continue
-            self._take(a, tok, lp, top, now)
-
-    def _sampling_failed(self, a: Active, e: Exception) -> None:
-        """One request's sampling raised: it ends alone. A 4xx (its own input, a grammar
-        that failed) ends it with that status and code; anything else is a 500 logged
-        with its traceback."""
-        status = getattr(e, "status", None)
-        if isinstance(status, int) and 400 <= status < 500:
-            log.info("request %s: %s", a.req.id, e)
-            self._finish(a, "error", f"{e} (after {len(a.out)} tokens)",
-                         status=status, code=getattr(e, "code", None))
-        else:
-            log.exception("request %s: sampling", a.req.id)
-            self._finish(a, "error", f"sampling failed: {e}")
-
-    def _verify(self, a: Active, logits, first: int, drafts: tuple, best, now: float) -> None:
-        """A verify chunk's tokens (server/drafts/verify.py), each taken as a decode's
-        would be, until one is not the next draft or ends the reply; the stream's valid
-        rows then end at the last draft taken."""
-        taken = accepted = 0
-        try:
-            for tok, lp, top in verify_walk(self.driver, a.sampler, logits, first, drafts, best):
-                accepted += taken < len(drafts) and tok == drafts[taken]
-                taken += 1
-                a.fed += 1                   # the row whose token this is, a valid row
-                if not self._take(a, tok, lp, top, now):
-                    break
-        except Exception as e:               # a bug in one request's sampling ends it alone
-            if a.req.id in self.active:
-                self._sampling_failed(a, e)
-        a.drafts.verified(len(drafts), accepted)
-        self.draft_tokens_done += len(drafts)
-        self.accepted_tokens_done += accepted
-        if self.metrics is not None and hasattr(self.metrics, "drafted"):
-            self.metrics.drafted(len(drafts), accepted)
-
-    def _take(self, a: Active, tok: int, lp, top, now: float) -> bool:
-        """One sampled token into the reply and out to its client; False when it ended
-        the reply."""
-        self.generation_tokens_done += 1
-        a.out.append(tok)
-        reason = self._finish_reason(a, tok)
-        plp = None
-        if a.first_token_at is None:
-            a.first_token_at = now
-            if a.req.params.prompt_logprobs is not None:
-                plp = tuple(a.prompt_lps)
-        self._emit(a.req.id, TokenEvent(tok, lp, top, None, prompt_tokens=len(a.req.prompt_ids),
-                                        cached_tokens=a.cached, prompt_logprobs=plp))
-        if reason:
-            self._finish(a, reason)
-            return False
-        return True
-
-    def _finish_reason(self, a: Active, tok: int) -> str | None:
-        p = a.req.params
-        if not p.ignore_eos and (tok in a.req.eos_ids or tok in p.stop_token_ids):
-            return "stop"
-        if a.sampler.done:                   # the grammar is complete (with ignore_eos too)
-            return "stop"
-        if len(a.out) >= p.max_tokens or a.length >= self.context:
-            return "length"
-        return None
-
-    def _finish(self, a: Active, reason: str, error: str | None = None, *, status: int = 500,
-                code: str | None = None):
-        self.active.pop(a.req.id, None)
-        self._release(a.req.id)              # (already released once its prompt was written)
-        if reason in ("abort", "error"):     # nothing kept from a request that was cut off
-            self._run_all(self.adm.cancel(a.req.id))
-        else:                                # rows written: every fed token (the last sampled one never was)
-            self._run_all(self.adm.finish(a.req.id, a.ids[: a.fed]))
-        self._emit(a.req.id, TokenEvent(None, finish_reason=reason, error=error,
-                                        error_code=status if error else 0, code=code,
-                                        prompt_tokens=len(a.req.prompt_ids), cached_tokens=a.cached))
-        if self.metrics:
-            self.metrics.finished(a, reason)
+        take_round(self, rnd, logits)

@@ -1,8 +1,9 @@
 """Driver: how rank 0 runs a Step everywhere. At TP=1 it applies it; at TP>1 it first
 broadcasts the packed step so the followers apply the same step in the same order.
 
-A driver also hands the scheduler rank 0's sampling (`Sampling`), so the scheduler, which
-is control plane, imports neither numpy nor server/engine.
+A driver also hands the scheduler rank 0's sampling (`driver.sampling`, a
+server/host_sampling.HostSampling for the engine's device), so the scheduler, which is
+control plane, imports neither numpy nor server/engine.
 
 RankDriver.lost(err) is the heartbeat's verdict (server/ranks/heartbeat.py, from its own
 thread): `ok` turns False at once (so /health says 503 at once), `failure` keeps the
@@ -14,57 +15,18 @@ import logging
 import threading
 import time
 
-from server.engine.logits import argmax_rows
-from server.engine.prompt_logprobs import prompt_logprobs
-from server.engine.sampler import SamplerState, device_token, logprobs, prepare_masks, sample
+from server.host_sampling import HostSampling
 from server.ranks.steps import pack
 
 log = logging.getLogger("foldserve")
 
 
-class Sampling:
-    """Rank 0's sampling of a round's logits, on whichever device holds them."""
-
-    # the arguments pass through as they are: server/engine/sampler.py and logits.py define them
-    def sampler_state(self, *args, **kw):
-        return SamplerState(*args, **kw)
-
-    def argmax_rows(self, *args, **kw) -> list:
-        return argmax_rows(*args, **kw)
-
-    def sample(self, *args, **kw):
-        return sample(*args, **kw)
-
-    def drawn(self, tok, state, logits, row):
-        """A token the device sampler drew for `state` -> (token, logprob, top logprobs); its
-        logprobs (when asked) from a copy of the raw row `row` of `logits`."""
-        tok = device_token(tok, state)
-        state.record(tok)
-        lp, top = logprobs(logits[row], state, tok) if state.params.logprobs is not None \
-            else (None, ())
-        return tok, lp, top
-
-    def verifies(self, state) -> bool:
-        """Whether a verify chunk's rows can be drawn for `state` as plain decoding draws
-        them (server/drafts/verify.py): on the CPU every row is drawn by the host sampler,
-        so always; on GPUs sampled rows follow the device's counter-based draw, which the
-        verify walk does not run, so plain greedy streams only."""
-        engine = getattr(self, "engine", None)
-        return state.plain_greedy or getattr(engine, "device", "cpu") == "cpu"
-
-    def prompt_logprobs(self, *args, **kw) -> list:
-        return prompt_logprobs(*args, **kw)
-
-    def prepare_masks(self, states) -> None:
-        """The round's grammar masks, computed while the ranks run it."""
-        prepare_masks(states)
-
-
-class LocalDriver(Sampling):
+class LocalDriver:
     ranks = 1
 
     def __init__(self, engine):
         self.engine = engine
+        self.sampling = HostSampling(engine.device)
         self.ok = True
 
     def run(self, step):
@@ -78,9 +40,10 @@ class LocalDriver(Sampling):
         self.engine.apply(StopStep(0))
 
 
-class RankDriver(Sampling):
+class RankDriver:
     def __init__(self, engine, comm, stall_s: float = 3.0):
         self.engine, self.comm = engine, comm
+        self.sampling = HostSampling(engine.device)
         self.ranks = comm.world
         self.ok = True
         self.failure = None                  # the RankLost that ended the group, once known

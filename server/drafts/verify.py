@@ -17,7 +17,7 @@ plain decoding would not make.
 from __future__ import annotations
 
 
-def verify_walk(driver, state, logits, first: int, drafts: tuple, best=None):
+def verify_walk(sampling, state, logits, first: int, drafts: tuple, best=None):
     """Yields (token, logprob, top logprobs) for rows first, first + 1, ... of `logits`:
     each row's token as the plain sampler draws it (best[row]: the round's arg-maxes, for a
     plain greedy state), recorded in `state`; stops after the first token that is not the
@@ -28,7 +28,7 @@ def verify_walk(driver, state, logits, first: int, drafts: tuple, best=None):
             tok, lp, top = best[row], None, ()
             state.record(tok)
         else:
-            tok, lp, top = driver.sample(logits[row], state)
+            tok, lp, top = sampling.sample(logits[row], state)
         yield tok, lp, top
         if j == len(drafts) or tok != drafts[j]:
             return

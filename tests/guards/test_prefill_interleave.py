@@ -7,7 +7,8 @@ import pytest
 
 from server.planner.admission import Admission
 from server.ranks.steps import RoundStep
-from server.scheduler import KEYS_FLOOR, Scheduler, prefill_take
+from server.round_build import KEYS_FLOOR, prefill_take
+from server.scheduler import Scheduler
 from tests.guards.test_scheduler_guards import FakeDriver, expected, spin, submit, tokens
 
 

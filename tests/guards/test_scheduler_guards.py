@@ -13,8 +13,9 @@ import pytest
 from server.planner.admission import Admission
 from server.ranks.steps import BeginStep, CopyStep, EndStep, RoundStep
 from server.requests import GenRequest, SamplingParams
-from server.scheduler import Active, Scheduler
-from server.step_driver import Sampling
+from server.active import Active
+from server.scheduler import Scheduler
+from server.host_sampling import HostSampling
 
 V = 97
 
@@ -23,10 +24,14 @@ def next_token(last: int, pos: int) -> int:
     return (last * 31 + pos * 7 + 3) % V
 
 
-class FakeDriver(Sampling):          # rank 0 samples through its driver (step_driver)
+class FakeDriver(HostSampling):
+    """Rank 0 samples through its driver's `sampling`: here the driver itself, so a test
+    overrides a sampling method on its driver."""
     ranks, ok = 1, True
 
     def __init__(self):
+        super().__init__("cpu")
+        self.sampling = self
         self.steps = []
         self.checks = 0
 

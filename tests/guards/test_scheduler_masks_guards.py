@@ -1,8 +1,7 @@
 """A round's grammar masks: made on the mask thread while the ranks run the round, for the
 rows that round samples under a grammar and only those; with the driver's batched call
-(Sampling.prepare_masks: llguidance's threads) once a round for all of them, in row order,
-and none in a round without such a row; with a driver that has no batched call, each
-stream's own prepare, on the mask thread. The real-grammar version is
+(HostSampling.prepare_masks: llguidance's threads) once a round for all of them, in row
+order, and none in a round without such a row. The real-grammar version is
 tests/model/test_grammar_many.py; these use a stand-in grammar and run in milliseconds."""
 from __future__ import annotations
 
@@ -37,18 +36,6 @@ class Batched(FakeDriver):
         return tok, None, ()
 
 
-class Unbatched:
-    """A driver of its own with no batched mask call (prepare_masks is optional)."""
-
-    def __init__(self):
-        self._inner = Batched()
-
-    def __getattr__(self, name):
-        if name == "prepare_masks":
-            raise AttributeError(name)
-        return getattr(self._inner, name)
-
-
 G1, G2, PLAIN = [5, 6, 7], [8, 9], [10, 11, 12, 13]
 
 
@@ -81,27 +68,3 @@ def test_the_batched_call_makes_a_rounds_masks_at_once_for_its_grammar_rows_only
     assert tokens(sinks["g1"]) == expected(G1, 2) and tokens(sinks["g2"]) == expected(G2, 3)
     assert [sinks[r][-1].finish_reason for r in ("g1", "g2", "plain")] == ["stop", "stop", "length"]
     assert tokens(sinks["plain"]) == expected(PLAIN, 4) and s.rounds == 4
-
-
-def test_without_the_batched_call_each_stream_prepares_its_own_mask_on_the_mask_thread():
-    drv = Unbatched()
-    where = []
-
-    class Seen(Grammar):
-        def constraint(self):
-            c = super().constraint()
-            prepare = c.prepare
-
-            def recorded():
-                where.append(threading.current_thread().name)
-                prepare()
-            c.prepare = recorded
-            return c
-
-    g1, g2 = Seen(2), Seen(3)
-    s, sinks = run(drv, (g1, g2))
-    assert (g1.masks, g2.masks) == (2, 3)
-    assert len(where) == 5 and all(n.startswith("foldserve-masks") for n in where)
-    assert drv._inner.mask_calls == []
-    assert tokens(sinks["g1"]) == expected(G1, 2) and tokens(sinks["g2"]) == expected(G2, 3)
-    assert s.rounds == 4

@@ -342,7 +342,7 @@ def test_the_prefill_keys_of_a_round_are_shared_by_its_prompts_in_turn():
 
 def test_prefill_take_is_the_largest_take_within_the_keys_never_under_the_floor():
     import pytest
-    from server.scheduler import KEYS_FLOOR, prefill_take
+    from server.round_build import KEYS_FLOOR, prefill_take
     for fed in (0, 1, 37, 500):
         for left in (0, 1, 63, 64, 65, 200):
             for cap in (0, 1, 64, 100, 256):

@@ -17,7 +17,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("server", "kernels")
-CONTROL = ("server.planner", "server.scheduler", "server.ranks.steps", "server.ranks.fingerprint",
+CONTROL = ("server.planner", "server.scheduler", "server.round_build", "server.round_take",
+           "server.finishing", "server.active", "server.ranks.steps", "server.ranks.fingerprint",
            "server.ranks.rendezvous", "server.requests", "server.drafts")
 DATA = ("server.engine", "kernels")
 

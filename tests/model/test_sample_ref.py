@@ -303,7 +303,7 @@ def _serve(reqs, streams=4, device="cpu"):
 
 
 def test_scheduler_draws_every_row_on_the_device(monkeypatch):
-    import server.step_driver as drv
+    import server.host_sampling as drv
     host_calls = []
     real = drv.sample
     monkeypatch.setattr(drv, "sample", lambda row, st: host_calls.append(st) or real(row, st))

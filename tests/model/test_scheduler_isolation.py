@@ -25,7 +25,7 @@ def test_a_failing_sampler_ends_only_its_request(monkeypatch):
             raise RuntimeError("planted")
         return real(row, st)
 
-    monkeypatch.setattr("server.step_driver.sample", broken)
+    monkeypatch.setattr("server.host_sampling.sample", broken)
     sched.start()
 
     async def one(rid, temp):
@@ -62,7 +62,7 @@ def test_nan_logits_end_only_their_request(monkeypatch):
             row[3] = float("nan")
         return real(row, st)
 
-    monkeypatch.setattr("server.step_driver.sample", poisoned)   # rank 0 samples through its driver
+    monkeypatch.setattr("server.host_sampling.sample", poisoned)   # rank 0 samples through its driver
     sched.start()
 
     async def one(rid, temp):

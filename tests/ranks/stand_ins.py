@@ -27,6 +27,8 @@ class HangingComm:
 
 
 class HangingEngine:
+    device = "cpu"
+
     def __init__(self, comm):
         self.comm = comm
 
