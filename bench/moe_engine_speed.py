@@ -25,7 +25,7 @@ import numpy as np  # noqa: E402
 
 
 def q8_blocks(rng, rows, cols):
-    from server.engine.weights.blocks import Blocks
+    from kernels.blocks import Blocks
     nb = cols // 32
     data = np.empty((rows, nb, 34), np.uint8)
     data[:, :, :2] = (rng.standard_normal((rows, nb, 1)) * 1e-3).astype(np.float16).view(np.uint8)
@@ -34,7 +34,7 @@ def q8_blocks(rng, rows, cols):
 
 
 def make(spec, seed=0):
-    from server.engine.weights.blocks import Blocks
+    from kernels.blocks import Blocks
     from server.engine.weights.names import tensor_shapes
     rng = np.random.default_rng(seed)
     out = {}

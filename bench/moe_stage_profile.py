@@ -19,6 +19,8 @@ import numpy as np
 
 
 def instrument(vocab: int):
+    import kernels
+    kernels.init()                 # before the numba kernels (kernels/__init__.py)
     from kernels import moe as M
     from kernels import moe_cpu, ops, swiglu
     acc = defaultdict(float)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from kernels import attention, kv_write, matmul, qmatmul, rmsnorm, rope, swiglu
-from server.engine.weights.blocks import Blocks, ExpertStack, MixedBlocks
+from kernels.blocks import Blocks, ExpertStack, MixedBlocks
 
 
 def _cpu(x) -> bool:

@@ -53,7 +53,7 @@ class Model:
                                    spec.routed_scaling_factor, spec.n_group, spec.topk_group)
         # the CPU over GGUF blocks (numba present): norms, SwiGLU and attention as numba
         # calls too (kernels/rmsnorm_cpu.py, attention_cpu.py); float models keep numpy
-        from server.engine.weights.blocks import Blocks
+        from kernels.blocks import Blocks
         first = weights.layers[0] if weights.layers else None
         self.fast = xp is np and isinstance(getattr(first, "wqkv", None), Blocks)
         # the plain llama layer at TP=1 over 32-element blocks: the whole round in one numba

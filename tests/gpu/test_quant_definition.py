@@ -23,7 +23,7 @@ from kernels import qmatmul_cuda as Q           # noqa: E402
 from kernels.matmul_definition_cuda import definition   # noqa: E402
 from kernels.matmul_packed_cuda import Packed    # noqa: E402
 from kernels.matmul_pi_cuda import Pi            # noqa: E402
-from server.engine.weights.blocks import BLOCK, Blocks   # noqa: E402
+from kernels.blocks import BLOCK, Blocks   # noqa: E402
 
 KINDS = ["Q8_0", "Q4_0", "Q4_1", "Q4_K", "Q6_K"]
 
