@@ -112,7 +112,6 @@ def main():
     ap.add_argument("--write", help="write the weights as a GGUF here and stop")
     ap.add_argument("--model", help="time the engine on this GGUF instead of weights in memory")
     args = ap.parse_args()
-    from kernels import ops
     from server.engine.engine import Engine
     from server.ranks.steps import BeginStep, Chunk, EndStep, PoolStep, RoundStep
     from server.shapes.spec import shape
@@ -134,6 +133,7 @@ def main():
     print(f"{args.shape} x {args.layers} layers, vocab {spec.vocab}: made in {time.time() - t0:.1f} s",
           flush=True)
     moe_t = [0.0]
+    ops = eng.model.ops                      # the engine's backend (kernels.ops.backend)
     inner = ops.moe
 
     def timed(*a, **k):

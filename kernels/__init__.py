@@ -7,8 +7,12 @@ common.cuh with bf16, warp reductions, the shared per-element arithmetic and PDL
 pi_order.cuh; the mma steps), composed by `common_cuda.csrc` (files in order, local
 includes resolved) and compiled at run time by `common_cuda.kernel` (HEADER in front; for the
 device's own SM, or arch "sm_90a" for the wgmma kernels). The model never
-calls either form directly: it calls `kernels.ops.<op>(...)`, which picks the form by the
-array's type (numpy or cupy).
+calls either form directly: it calls `<op>` on the backend `kernels.ops.backend(name)` gave it
+once at startup ("numpy", "cpu" with numba, or "cuda": kernels/ops_cpu.py, ops_cuda.py).
+
+kernels/ is the ground floor: it imports nothing from server/ (tests/house/test_imports.py);
+a weight kept as GGUF blocks is kernels/blocks.py's `Blocks`, and the kernels' own settings are
+read by kernels/settings.py.
 
 Importing `kernels` changes no environment variable; `init()` (below) prepares numba, called
 explicitly before any numba kernel module is imported.

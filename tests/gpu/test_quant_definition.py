@@ -158,7 +158,8 @@ def test_ops_quant_equal_bf16_path(kind):
     """kernels/ops with quantized weights give the bf16 path's bytes (the same file kept as
     bf16 on the device): linear, the gate|up with SwiGLU, the norm-fused sublayer input (plain
     and SwiGLU, with and without a residual), the embedding gather; decode and prefill rows."""
-    from kernels import ops
+    from kernels.ops import backend
+    ops = backend("cuda")
     rng = np.random.default_rng(5)
     D, ff = 2048, 1024
     wq = Q.upload(random_blocks(kind, 3 * D // 2, D, rng))

@@ -184,3 +184,33 @@ print('ok', len(plain))
                          env=env)
     assert out.returncode == 0, out.stderr + out.stdout
     assert out.stdout.split()[0] == "ok" and int(out.stdout.split()[1]) >= 10
+
+
+def test_ops_dispatch_by_backend_not_by_sniffing():
+    """kernels.ops: the backend chosen once (kernels.ops.backend); no hasattr sniffing and no
+    import by string in the op modules, and the CUDA backend's module (cupy) imported only by
+    backend("cuda")."""
+    for name in ("ops.py", "ops_cpu.py", "ops_cuda.py"):
+        tree = ast.parse((ROOT / "kernels" / name).read_text())
+        calls = {n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call)
+                 and isinstance(n.func, ast.Name)}
+        mods = imports(f"kernels.{name[:-3]}", ROOT / "kernels" / name, modules())
+        assert not calls & {"hasattr", "__import__"}, name
+        assert "importlib" not in mods, name
+    code = """
+import sys
+from kernels import ops
+o = ops.backend('numpy')
+assert o.name == 'numpy' and ops.backend('cpu').name == 'cpu'
+try:
+    ops.backend('metal')
+    raise SystemExit('an unknown backend was taken')
+except ValueError as e:
+    assert "'metal'" in str(e), e
+print(sorted(m for m in sys.modules if m == 'cupy' or m.endswith('_cuda')))
+"""
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                         env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin",
+                              "HOME": str(Path.home())})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]", f"the CPU backends loaded {out.stdout.strip()}"

@@ -8,9 +8,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kernels import ops
-from kernels.moe_cpu import fits, grouped_matmul
 from kernels.blocks import Blocks, ExpertStack
+from kernels.moe_cpu import fits, grouped_matmul
+from kernels.ops import backend
+
+ops = backend("numpy")      # its products over Blocks: each as stored (kernels/qmatmul.py)
 
 # block bytes, values a block, where the f16 scales sit (byte offsets)
 KINDS = {"Q8_0": (34, 32, (0,)), "Q4_0": (18, 32, (0,)), "Q4_1": (20, 32, (0, 2)),
