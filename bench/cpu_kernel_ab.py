@@ -61,6 +61,8 @@ def main():
     import numba
     numba.set_num_threads(a.threads)
     A = load(a.before, "blocks_vec_before")
+    import kernels
+    kernels.init()                 # before the numba kernels (kernels/__init__.py)
     from kernels import blocks_vec as B
     w = open_model(None, progress=False).engine.weights
     roles = matrices_by_role(w)

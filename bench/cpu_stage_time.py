@@ -36,6 +36,8 @@ def main():
     a = ap.parse_args()
     import numba
     numba.set_num_threads(a.threads)
+    import kernels
+    kernels.init()                 # before the numba kernels (kernels/__init__.py)
     from kernels import blocks_vec as V
     eng = open_model(None, progress=False).engine
     w = eng.weights

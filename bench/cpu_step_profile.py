@@ -58,6 +58,8 @@ def main():
     ap.add_argument("--prompt-len", type=int, default=64)
     ap.add_argument("--repeat", type=int, default=3)
     a = ap.parse_args()
+    import kernels
+    kernels.init()                 # before the numba kernels (kernels/__init__.py)
     import numba
     numba.set_num_threads(a.threads)
     opened = open_model(None, progress=False)

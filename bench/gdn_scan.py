@@ -20,6 +20,8 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=256)
     ap.add_argument("--reps", type=int, default=3)
     a = ap.parse_args()
+    import kernels
+    kernels.init()                 # before the numba kernels (kernels/__init__.py)
     from kernels import gdn, gdn_cpu
     from server.shapes.spec import shape
     s = shape(a.shape)

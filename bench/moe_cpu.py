@@ -178,12 +178,11 @@ class Foldserve:
     (server/engine/engine.py, the same Steps the server's scheduler sends it), greedy argmax of
     the returned logits fed back, so the head and the logits' copy are paid as a server pays
     them; no HTTP and no tokenizer (llama-bench has neither). Also times the MoE op's share
-    (kernels.ops.moe wrapped by a timer)."""
+    (the engine backend's `moe` wrapped by a timer)."""
 
     def __init__(self, gguf_path: Path, threads: int, ctx: int = 1024):
         import numba
 
-        from kernels import ops
         from server.engine.engine import Engine
         from server.engine.weights import load
         from server.ranks.steps import PoolStep
@@ -196,6 +195,7 @@ class Foldserve:
         self.eng.apply(PoolStep(True, self.B * ctx // 16, 16, (self.eng.page_bytes(16),), self.B, ctx))
         self.load_s = time.time() - t
         self.moe_s = 0.0
+        ops = self.eng.model.ops                  # the engine's backend (kernels.ops.backend)
         inner = ops.moe
 
         def timed(*a, **k):

@@ -25,7 +25,7 @@ import numpy as np  # noqa: E402
 
 
 def q8_blocks(rng, rows, cols):
-    from server.engine.weights.blocks import Blocks
+    from kernels.blocks import Blocks
     nb = cols // 32
     data = np.empty((rows, nb, 34), np.uint8)
     data[:, :, :2] = (rng.standard_normal((rows, nb, 1)) * 1e-3).astype(np.float16).view(np.uint8)
@@ -34,7 +34,7 @@ def q8_blocks(rng, rows, cols):
 
 
 def make(spec, seed=0):
-    from server.engine.weights.blocks import Blocks
+    from kernels.blocks import Blocks
     from server.engine.weights.names import tensor_shapes
     rng = np.random.default_rng(seed)
     out = {}
@@ -112,7 +112,6 @@ def main():
     ap.add_argument("--write", help="write the weights as a GGUF here and stop")
     ap.add_argument("--model", help="time the engine on this GGUF instead of weights in memory")
     args = ap.parse_args()
-    from kernels import ops
     from server.engine.engine import Engine
     from server.ranks.steps import BeginStep, Chunk, EndStep, PoolStep, RoundStep
     from server.shapes.spec import shape
@@ -134,6 +133,7 @@ def main():
     print(f"{args.shape} x {args.layers} layers, vocab {spec.vocab}: made in {time.time() - t0:.1f} s",
           flush=True)
     moe_t = [0.0]
+    ops = eng.model.ops                      # the engine's backend (kernels.ops.backend)
     inner = ops.moe
 
     def timed(*a, **k):

@@ -18,9 +18,13 @@ from pathlib import Path
 import numpy as np
 
 
-def instrument(vocab: int):
+def instrument(vocab: int, ops):
+    """Timers around `ops`' calls (the engine's backend: kernels.ops.backend) and the MoE
+    op's parts."""
+    import kernels
+    kernels.init()                 # before the numba kernels (kernels/__init__.py)
     from kernels import moe as M
-    from kernels import moe_cpu, ops, swiglu
+    from kernels import moe_cpu, swiglu
     acc = defaultdict(float)
     calls = defaultdict(int)
     depth = [0]
@@ -74,7 +78,7 @@ def main(argv=None):
     from bench.moe_cpu import Foldserve
     from server.ranks.steps import Chunk, RoundStep
     f = Foldserve(Path(a.gguf), a.threads)
-    acc, calls, outer = instrument(f.spec.vocab)
+    acc, calls, outer = instrument(f.spec.vocab, f.eng.model.ops)
 
     def report(title, dt, n):
         print(f"{title}: {dt / n * 1e3:.1f} ms a step ({n} steps)", flush=True)

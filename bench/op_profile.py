@@ -18,7 +18,6 @@ import cupy as cp  # noqa: E402
 
 from bench.cudatime import cuda_ms, graph_ms  # noqa: E402
 from bench.fixtures import model_of, store  # noqa: E402
-from kernels import ops  # noqa: E402
 from server.shapes.spec import SHAPES  # noqa: E402
 
 SYNC = False
@@ -28,6 +27,7 @@ WRAP = ("embed", "linear", "rms_norm", "add_rms_norm", "norm_linear", "gate_up_s
 def profile(spec, M, context, P=16, prefill=0):
     """prefill > 0: one prompt of that many tokens from position 0 instead (eager only)."""
     model = model_of(spec)
+    ops = model.ops                                   # its backend (kernels.ops.backend)
     kv = store(spec, max(context * M, prefill + P), P, fill=True)
     per = context // P
     chunks = [(tuple(range(s * per, (s + 1) * per)), P, context - 2, (17,), True) for s in range(M)]

@@ -29,7 +29,7 @@ from kernels import common_cuda as C              # noqa: E402
 from kernels import matmul_cuda as MM             # noqa: E402
 from kernels.matmul_packed_cuda import Packed      # noqa: E402
 from kernels import qmatmul_cuda as Q             # noqa: E402
-from server.engine.weights.blocks import BLOCK    # noqa: E402
+from kernels.blocks import BLOCK    # noqa: E402
 
 H, KV, F, V, L = 4096, 1024, 14336, 128256, 32
 

@@ -7,8 +7,15 @@ common.cuh with bf16, warp reductions, the shared per-element arithmetic and PDL
 pi_order.cuh; the mma steps), composed by `common_cuda.csrc` (files in order, local
 includes resolved) and compiled at run time by `common_cuda.kernel` (HEADER in front; for the
 device's own SM, or arch "sm_90a" for the wgmma kernels). The model never
-calls either form directly: it calls `kernels.ops.<op>(...)`, which picks the form by the
-array's type (numpy or cupy).
+calls either form directly: it calls `<op>` on the backend `kernels.ops.backend(name)` gave it
+once at startup ("numpy", "cpu" with numba, or "cuda": kernels/ops_cpu.py, ops_cuda.py).
+
+kernels/ is the ground floor: it imports nothing from server/ (tests/house/test_imports.py);
+a weight kept as GGUF blocks is kernels/blocks.py's `Blocks`, and the kernels' own settings are
+read by kernels/settings.py.
+
+Importing `kernels` changes no environment variable; `init()` (below) prepares numba, called
+explicitly before any numba kernel module is imported.
 """
 
 import hashlib as _hashlib
@@ -32,7 +39,48 @@ def numba_cache_dir(here: _Path | None = None) -> str:
     return str(base / f"numba-{h.hexdigest()[:16]}")
 
 
-if not _os.environ.get("NUMBA_CACHE_DIR"):
-    _os.environ["NUMBA_CACHE_DIR"] = numba_cache_dir()      # read when numba is imported
-    if "numba" in _sys.modules:                               # imported already: its config too
-        _sys.modules["numba"].config.CACHE_DIR = _os.environ["NUMBA_CACHE_DIR"]
+# the kernel modules that import numba, each refusing to import before `init`
+# (tests/house/test_imports.py holds this list to the files)
+NUMBA_MODULES = ("attention_cpu", "blocks_cpu", "blocks_vec", "forward_cpu", "gdn_cpu",
+                 "moe_cpu", "rmsnorm_cpu", "team_cpu", "vec_ir")
+_ready = False
+
+
+def init() -> str:
+    """Prepare the process for the numba kernels; call it once, before any of NUMBA_MODULES is
+    imported (the server's and the CLI's start, tests/conftest.py, kernels.ops.backend for the
+    CPU, the benches and tools that import them directly). Importing `kernels` changes nothing;
+    this sets, where unset: NUMBA_CACHE_DIR (numba_cache_dir: a folder named by the kernels'
+    sources), NUMBA_SLP_VECTORIZE=1, and GOMP_SPINCOUNT=10000 unless OMP_WAIT_POLICY is set
+    (libgomp's spin between parallel regions, read when libgomp loads). Where numba is
+    imported already its config is reloaded from them. Idempotent; returns the cache folder.
+    Each of NUMBA_MODULES refuses to import before it (`require_init`): numba fixes a cached
+    function's folder as its decorator runs, and numba's own default, beside the sources,
+    would keep old machine code in use after a change to a function another file holds."""
+    global _ready
+    e = _os.environ
+    if not e.get("NUMBA_CACHE_DIR"):
+        e["NUMBA_CACHE_DIR"] = numba_cache_dir()
+    e.setdefault("NUMBA_SLP_VECTORIZE", "1")
+    if "OMP_WAIT_POLICY" not in e:
+        e.setdefault("GOMP_SPINCOUNT", "10000")
+    if "numba" in _sys.modules:               # imported already: its config read them then
+        from numba.core import config as _config
+        _config.reload_config()
+        _config.CACHE_DIR = e["NUMBA_CACHE_DIR"]
+    _ready = True
+    return e["NUMBA_CACHE_DIR"]
+
+
+def ready() -> bool:
+    """Whether `init` has run in this process."""
+    return _ready
+
+
+def require_init(module: str) -> None:
+    """The first line of each of NUMBA_MODULES: refuses (RuntimeError naming `module`) to
+    import before `init`, whose folder numba reads as the decorators run."""
+    if not _ready:
+        raise RuntimeError(f"{module} imported before kernels.init(): numba would cache its "
+                           f"functions beside the sources; call kernels.init() at the "
+                           f"program's start")

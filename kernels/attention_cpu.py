@@ -21,6 +21,9 @@ construction (tests/model/test_attention_cpu.py, and the engine-level probes).
 """
 from __future__ import annotations
 
+from kernels import require_init  # noqa: E402
+
+require_init(__name__)           # kernels.init() first: numba's cache folder, its env
 import numpy as np
 from numba import njit, prange
 

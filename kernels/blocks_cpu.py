@@ -25,14 +25,13 @@ The definition the tests compare against: kernels.qmatmul.ref (float64).
 """
 from __future__ import annotations
 
-import os
 import threading
 
 import numpy as np
 
-os.environ.setdefault("NUMBA_SLP_VECTORIZE", "1")     # before numba reads its config
-if "OMP_WAIT_POLICY" not in os.environ:                # libgomp's spin: kernels/blocks_vec.py
-    os.environ.setdefault("GOMP_SPINCOUNT", "10000")
+from kernels import require_init  # noqa: E402
+
+require_init(__name__)     # kernels.init() set NUMBA_SLP_VECTORIZE and GOMP_SPINCOUNT before numba
 import numba  # noqa: E402
 from numba import njit, prange  # noqa: E402
 from numba.core import config as _nbconfig  # noqa: E402

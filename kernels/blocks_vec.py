@@ -36,7 +36,6 @@ its xsum row only, through the one function below, in the order above.
 """
 from __future__ import annotations
 
-import os
 
 # libgomp (numba's omp layer) spins 300,000 times before it sleeps at the end of each parallel
 # region; on a 2-core machine shared with other work a spinning worker takes the core the
@@ -45,9 +44,11 @@ import os
 # at load 4-7, step 423-512 ms (300k-like 100k spins) vs 64-69 (10k) vs 13-14 (passive);
 # at load 2-3, 8.0-8.7 (100k) vs 8.2-8.3 (10k) vs 12.3-12.5 (passive). 10k keeps the quiet
 # speed and drops most of the loaded collapse. Read when libgomp loads (the first parallel
-# call), so set here, before numba; a user's own OMP_WAIT_POLICY / GOMP_SPINCOUNT wins.
-if "OMP_WAIT_POLICY" not in os.environ:
-    os.environ.setdefault("GOMP_SPINCOUNT", "10000")
+# call), so set by kernels.init(), before numba; a user's own OMP_WAIT_POLICY / GOMP_SPINCOUNT
+# wins.
+from kernels import require_init  # noqa: E402
+
+require_init(__name__)
 
 import numpy as np  # noqa: E402
 from llvmlite import ir  # noqa: E402

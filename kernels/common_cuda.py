@@ -13,7 +13,7 @@ from pathlib import Path
 import cupy as cp
 import numpy as np
 
-from server.config import setting
+from kernels.settings import setting
 
 log = logging.getLogger(__name__)
 

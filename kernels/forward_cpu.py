@@ -31,6 +31,9 @@ Used for the plain llama layer (no qkv bias, no q/k norms), TP=1, every matrix o
 """
 from __future__ import annotations
 
+from kernels import require_init  # noqa: E402
+
+require_init(__name__)           # kernels.init() first: numba's cache folder, its env
 import queue
 import threading
 
@@ -280,7 +283,7 @@ class Fused:
     @staticmethod
     def fits(w, all_reduce) -> bool:
         """The plain llama layer at TP=1 with every matrix in one 32-element kind per role."""
-        from server.engine.weights.blocks import Blocks
+        from kernels.blocks import Blocks
         if all_reduce is not None or not w.layers or not isinstance(w.lm_head, Blocks):
             return False
         if w.lm_head.kind not in blocks_vec.BLOCK_BYTES:

@@ -16,6 +16,9 @@ prefill chunk instead of streaming every head's state through memory at each pos
 """
 from __future__ import annotations
 
+from kernels import require_init  # noqa: E402
+
+require_init(__name__)           # kernels.init() first: numba's cache folder, its env
 import math
 
 import numpy as np

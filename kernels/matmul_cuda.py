@@ -25,7 +25,7 @@ from kernels.matmul_definition_cuda import KSPLIT, NULL, bias_arg, check
 from kernels.matmul_mma_cuda import STREAM_CFG, fold, stream, stream_cfg, tiled
 from kernels.matmul_packed_cuda import pack
 from kernels.matmul_pi_cuda import Pi, unpi
-from server.config import setting
+from kernels.settings import setting
 
 WGMMA = True           # sm_90: more than 64 rows through kernels/wgmma_tma_cuda.py (shapes it
                        # lacks: wgmma_cuda.py), 17..64 rows per WGMMA_SMALL (same bytes)

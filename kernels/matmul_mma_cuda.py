@@ -22,7 +22,7 @@ import numpy as np
 
 from kernels.common_cuda import BF16, csrc, kernel, launch
 from kernels.matmul_definition_cuda import KSPLIT, NULL
-from server.config import setting
+from kernels.settings import setting
 
 # streaming kernel configurations by rows (scheduling only; bench/stream_sweep.py):
 # (up to M rows, MT tiles of 16 rows, NT groups of 8 columns a block, U chunks in flight)

@@ -7,12 +7,15 @@ of blocks: the same function on the same x rows and weight rows as kernels/ops.m
 one product an expert, so the same bytes (tests/model/test_moe_engine.py compares them);
 only the number of parallel regions entered changes (2 a layer instead of 2 a chosen
 expert). For the 32-element kinds (Q8_0, Q4_0, Q4_1) of a stack of experts
-(server/engine/weights/blocks.ExpertStack); the kinds of kernels/blocks_cpu.py (Q4_K, Q6_K,
+(kernels/blocks.ExpertStack); the kinds of kernels/blocks_cpu.py (Q4_K, Q6_K,
 F16, BF16, F32: a Q4_K_M file's experts) the same way through its `grouped`, each piece its
 `chunk` (the function its one-expert product runs), so again the loop's bytes.
 """
 from __future__ import annotations
 
+from kernels import require_init  # noqa: E402
+
+require_init(__name__)           # kernels.init() first: numba's cache folder, its env
 import numpy as np
 from numba import njit, prange
 

@@ -1,4 +1,4 @@
-"""x @ W^T for a weight kept as its GGUF blocks (server.engine.weights.blocks.Blocks, [out, in]).
+"""x @ W^T for a weight kept as its GGUF blocks (kernels.blocks.Blocks, [out, in]).
 
 `ref` is the definition: float64 x times the float64 of Blocks.dequantize() (the gguf
 library's own dequantizer), rounded to float32 once. `cpu` runs the numba kernels of

@@ -1,6 +1,6 @@
 """GEMMs over GGUF quantized weights kept on the device as the file stores them.
 
-A `QWeight` is a `Blocks` (server/engine/weights/blocks.py) uploaded as its own bytes, regrouped
+A `QWeight` is a `Blocks` (kernels/blocks.py) uploaded as its own bytes, regrouped
 per row into planes (kernels/csrc/qblocks.cuh says which; the same byte count: `nbytes` ==
 Blocks.nbytes). The arithmetic is matmul_definition_cuda's on the weights gguf dequantizes,
 rounded to bf16 (each weight unpacked in registers by the same operations as gguf's numpy
@@ -25,8 +25,8 @@ from kernels import matmul_cuda as MM
 from kernels.matmul_definition_cuda import KSPLIT
 from kernels.matmul_packed_cuda import Packed
 from kernels.matmul_pi_cuda import Pi
-from server.config import setting
-from server.engine.weights.blocks import BLOCK, Blocks
+from kernels.settings import setting
+from kernels.blocks import BLOCK, Blocks
 
 KIND_ID = {"Q8_0": 1, "Q4_0": 2, "Q4_1": 3, "Q4_K": 4, "Q6_K": 5}
 GEMV_MAX = int(setting("TF_QGEMV_MAX"))   # rows through qgemv; more: dequant + GEMM

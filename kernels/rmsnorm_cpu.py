@@ -10,6 +10,9 @@ through the OpenMP fork and join on this shared 2-core machine).
 """
 from __future__ import annotations
 
+from kernels import require_init  # noqa: E402
+
+require_init(__name__)           # kernels.init() first: numba's cache folder, its env
 import numpy as np
 from numba import njit, prange
 

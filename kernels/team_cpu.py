@@ -39,6 +39,9 @@ also keep the compiler from moving a piece's loads or stores across them.
 """
 from __future__ import annotations
 
+from kernels import require_init  # noqa: E402
+
+require_init(__name__)           # kernels.init() first: numba's cache folder, its env
 from llvmlite import ir
 from numba import njit, types
 from numba.core import cgutils

@@ -11,6 +11,9 @@ reassociation is left to the compiler: the bytes are the same wherever they are 
 """
 from __future__ import annotations
 
+from kernels import require_init  # noqa: E402
+
+require_init(__name__)           # kernels.init() first: numba's cache folder, its env
 from llvmlite import ir
 from numba import types
 from numba.core import cgutils

@@ -49,6 +49,8 @@ def main(argv=None) -> int:
     from server.log_format import LOG_DATE, LOG_FORMAT
     logging.basicConfig(level=logging.INFO, format=LOG_FORMAT, datefmt=LOG_DATE)
     args = build_parser().parse_args(argv)
+    import kernels
+    kernels.init()             # numba's cache folder and settings, before any kernel compiles
     from server.config import ConfigError
     from server.engine.locate import ModelNotFound
     from server.shapes.spec import UnsupportedModel

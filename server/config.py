@@ -3,7 +3,10 @@
 SETTINGS is the one list of them: deploy/foldserve.env and docs/operations.md document the
 same names (tests/house/test_settings.py checks the three agree). Env.read() takes the ones
 the ranks plan by (and the torchrun names); the rest, read where the data plane starts
-(kernels at import, the decode graphs), go through setting(name). Names renamed to the one
+(the decode graphs), go through setting(name). The kernels' own (TF_PDL, TF_STREAM_PF,
+TF_TMA_SMALL, TF_QGEMV_MAX, TF_QBP_INT, TF_QPF) are listed here too and read by
+kernels/settings.py (kernels import nothing from server/; tests/house/test_settings.py holds
+the two lists alike). Names renamed to the one
 prefix (RENAMED: FOLDSERVE_MODEL, ...) are still read where the new one is unset, with one
 warning naming the new name.
 """

@@ -7,6 +7,10 @@ from pathlib import Path
 
 import pytest
 
+import kernels
+
+kernels.init()      # before any test module imports a numba kernel (kernels/__init__.py)
+
 GOLDEN_PATH = Path(__file__).resolve().parent / "data/smollm2-135m-instruct-q4_1.json"   # provenance: tests/data/README.md
 
 

@@ -7,6 +7,7 @@ import logging
 
 import numpy as np
 
+import kernels
 from kernels import rope
 from server.engine.kvstore import KVStore
 from server.engine.logits import DeviceLogits
@@ -16,7 +17,7 @@ from server.engine.prepare import shard_weights
 from server.shapes.kv_layout import kv_spec
 from server.shapes.shard import shard_of
 from server.ranks.rank_errors import RankMismatch
-from server.engine.weights.blocks import Blocks, MixedBlocks
+from kernels.blocks import Blocks, MixedBlocks
 from server.ranks.steps import BeginStep, CopyStep, EndStep, PoolStep, RoundStep, StopStep
 
 log = logging.getLogger("foldserve")
@@ -39,6 +40,7 @@ def array_module(device: str):
 class Engine:
     def __init__(self, spec, get_tensor, *, tp=1, rank=0, device="cpu", all_reduce=None,
                  kv_dtype=None, weight_dtype=None):
+        kernels.init()         # idempotent: where the caller (a bench, a test) has not yet
         self.spec, self.tp, self.rank, self.device = spec, tp, rank, device
         self.xp = array_module(device)
         if spec.moe and device != "cpu":

@@ -1,6 +1,6 @@
 """The forward on one TP shard, over an array module (numpy or cupy): the embedding, each
-layer by its family (server/families: `forward_layer`, a list of kernels.ops calls), the
-final norm and the LM head.
+layer by its family (server/families: `forward_layer`, a list of calls on the kernels.ops
+backend chosen once here), the final norm and the LM head.
 
 Tensor parallel as a transformation of the weights (server/engine/prepare.py, by the
 family's `shard_layer`): q/k/v and gate/up are column-parallel, o and down row-parallel
@@ -9,15 +9,19 @@ The code below is the same at TP=1.
 """
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 import numpy as np
 
 from kernels import ops
+from kernels.blocks import Blocks
 from server.engine.rows import Rows, as_chunks
 from server.families import family
 from server.families.llama import LayerWeights  # noqa: F401  (the llama record, for benches)
 from server.ranks.steps import EVERY_ROW
+
+log = logging.getLogger("foldserve")
 
 
 @dataclass
@@ -52,10 +56,12 @@ class Model:
             self.routing = Routing(spec.router, spec.n_experts_used, spec.norm_topk_prob,
                                    spec.routed_scaling_factor, spec.n_group, spec.topk_group)
         # the CPU over GGUF blocks (numba present): norms, SwiGLU and attention as numba
-        # calls too (kernels/rmsnorm_cpu.py, attention_cpu.py); float models keep numpy
-        from server.engine.weights.blocks import Blocks
+        # calls too (the "cpu" ops backend: kernels/rmsnorm_cpu.py, attention_cpu.py); float
+        # models keep the numpy definitions. The backend is chosen here, once.
         first = weights.layers[0] if weights.layers else None
         self.fast = xp is np and isinstance(getattr(first, "wqkv", None), Blocks)
+        self.ops = ops.backend("cuda" if xp is not np else "cpu" if self.fast else "numpy")
+        log.info("%s: %s ops (%s)", spec.name or spec.arch, self.ops.name, self.ops.describe())
         # the plain llama layer at TP=1 over 32-element blocks: the whole round in one numba
         # call (kernels/forward_cpu.py: the same functions, the same bytes, no Python between)
         self.fused = None
@@ -64,10 +70,8 @@ class Model:
             if self.family.FUSED and Fused.fits(weights, all_reduce):
                 self.fused = Fused(weights, spec)
             elif not self.family.FUSED:
-                import logging
-                logging.getLogger("foldserve").info(
-                    "%s: the %s family has no fused CPU round: its layers run op by op",
-                    spec.name or spec.arch, spec.arch)
+                log.info("%s: the %s family has no fused CPU round: its layers run op by op",
+                         spec.name or spec.arch, spec.arch)
         if xp is not np:
             from kernels.matmul_packed_cuda import pack_weights
             pack_weights(weights)                       # GEMM matrices in mma fragment order
@@ -110,14 +114,14 @@ class Model:
     def run(self, r: Rows, kv):
         """The forward over a prepared round; device work only (CUDA graphs capture this)."""
         w, s = self.w, self.spec
-        h = ops.embed(w.embed, r.ids)                      # h: [T, d] float32
+        h = self.ops.embed(w.embed, r.ids)                 # h: [T, d] float32
         if self.fused is not None and r.cpu is not None:
             return self.fused.run(h, r, kv, self.scale)
         out = None
         layer = self.family.forward_layer
         for li, L in enumerate(w.layers):
-            h, out = layer(ops, self, L, li, h, out, r, kv)
+            h, out = layer(self.ops, self, L, li, h, out, r, kv)
         if r.sel is None:
             return None
         # the wanted rows only: h += out; logits = rmsnorm(h) W_head   [n_wanted, vocab]
-        return ops.norm_linear(out[r.sel], h[r.sel], w.norm, s.rms_eps, w.lm_head, fast=self.fast)[0]
+        return self.ops.norm_linear(out[r.sel], h[r.sel], w.norm, s.rms_eps, w.lm_head)[0]

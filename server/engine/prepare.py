@@ -9,7 +9,7 @@ On the CPU every matrix is stored transposed ([in, out]) so the forward is x @ W
 on the GPU it stays [out, in], the orientation our tensor-core GEMM reads (x @ W^T), and a
 tied LM head is then the embedding array itself.
 
-A matrix kept as its GGUF blocks (server.engine.weights.blocks.Blocks, [out, in] always)
+A matrix kept as its GGUF blocks (kernels.blocks.Blocks, [out, in] always)
 splits the same way: column-parallel = take_rows, row-parallel = take_cols on whole blocks
 (a split that would cut a block is refused here, at load, naming the tensor and shapes).
 Where the backend reads no Blocks (`keep_blocks` False: the GPU until its kernels over blocks
@@ -24,7 +24,7 @@ import numpy as np
 
 from server.engine.model import ShardWeights
 from server.shapes.shard import Shard
-from server.engine.weights.blocks import BlockSplitError, Blocks, ExpertStack, MixedBlocks, concat_cols, \
+from kernels.blocks import BlockSplitError, Blocks, ExpertStack, MixedBlocks, concat_cols, \
     concat_rows
 from server.engine.weights.loaded import WeightsError
 

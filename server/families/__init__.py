@@ -1,6 +1,6 @@
 """Model families: each one module holding a family's tensors and shapes per layer, its GGUF
 and Hugging Face names, its tensor-parallel split, its layer weights record and its forward
-as `kernels.ops` calls. The rest of the house asks the table, never the arch:
+as calls on a `kernels.ops` backend. The rest of the house asks the table, never the arch:
 
     names.layer_shapes  -> family.layer_shapes     (the tensors a checkpoint must hold)
     gguf_names          -> family.GGUF_LAYER, family.GGUF_EXPERTS
@@ -9,7 +9,7 @@ as `kernels.ops` calls. The rest of the house asks the table, never the arch:
     Model.run           -> family.forward_layer    (one layer of the round)
 
 Pure Python: a family module imports neither numpy nor kernels (the forward is handed the
-`ops` module and the split helpers by its callers), so the planner may size a model with it.
+`ops` backend, kernels.ops.backend's, and the split helpers by its callers), so the planner may size a model with it.
 """
 from __future__ import annotations
 

@@ -145,7 +145,7 @@ def shard_layer(spec, i: int, sp, shard) -> MlaLayerWeights:
 def attend(ops, m, L, li, h, out, r, kv):
     """h += out; the latent attention of layer li -> (its output, all-reduced, h)."""
     s, H = m.spec, m.w.nq
-    x, h = ops.add_norm(out, h, L.attn_norm, s.rms_eps, fast=m.fast)
+    x, h = ops.add_norm(out, h, L.attn_norm, s.rms_eps)
     T = x.shape[0]
     if L.wq_a is not None:
         qa = ops.rms_norm(ops.linear(x, L.wq_a), L.q_a_norm, s.rms_eps)

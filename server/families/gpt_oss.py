@@ -132,14 +132,14 @@ def shard_layer(spec, i: int, sp, shard) -> GptOssLayerWeights:
 def forward_layer(ops, m, L, li, h, out, r, kv):
     s, w = m.spec, m.w
     hd, nq, nkv = s.head_dim, w.nq, w.nkv
-    qkv, h = ops.norm_linear(out, h, L.attn_norm, s.rms_eps, L.wqkv, L.bqkv, fast=m.fast)
+    qkv, h = ops.norm_linear(out, h, L.attn_norm, s.rms_eps, L.wqkv, L.bqkv)
     T = qkv.shape[0]
     att = ops.qkv_attend_sinks(qkv, nq, nkv, hd, r.pos, m.inv, kv.k(li), kv.v(li), r, m.scale,
                                L.sinks, s.window(li), ring=kv.is_ring(li))
     out = ops.linear(att.reshape(T, nq * hd), L.wo, L.bo)      # [T, d] (partial under TP)
     if m.all_reduce is not None:
         out = m.all_reduce(out)
-    x, h = ops.add_norm(out, h, L.mlp_norm, s.rms_eps, fast=m.fast)
+    x, h = ops.add_norm(out, h, L.mlp_norm, s.rms_eps)
     out = ops.moe_biased(x, L.router, L.router_bias, L.experts_gu, L.gu_bias, L.experts_down,
                          L.down_bias, w.expert_ff, m.routing, SWIGLU_LIMIT, SWIGLU_ALPHA)
     if m.all_reduce is not None:

@@ -160,7 +160,7 @@ def attend(ops, m, L, li, h, out, r, kv):
     s, w = m.spec, m.w
     hd, nq, nkv = s.head_dim, w.nq, w.nkv
     # h += out; qkv = rmsnorm(h) Wqkv   [T, (nq + 2 nkv) hd]
-    qkv, h = ops.norm_linear(out, h, L.attn_norm, s.rms_eps, L.wqkv, L.bqkv, fast=m.fast)
+    qkv, h = ops.norm_linear(out, h, L.attn_norm, s.rms_eps, L.wqkv, L.bqkv)
     T = qkv.shape[0]
     norms = None if L.q_norm is None else (L.q_norm, L.k_norm)
     att = ops.qkv_attend(qkv, nq, nkv, hd, r.pos, m.inv, kv.k(li), kv.v(li), r,
@@ -177,7 +177,7 @@ def forward_layer(ops, m, L, li, h, out, r, kv):
     s = m.spec
     out, h = attend(ops, m, L, li, h, out, r, kv)
     # h += out; act = silu(rmsnorm(h) Wg) * (rmsnorm(h) Wu)   [T, ff]
-    act, h = ops.norm_linear(out, h, L.mlp_norm, s.rms_eps, L.wgu, glu_ff=m.w.ff, fast=m.fast)
+    act, h = ops.norm_linear(out, h, L.mlp_norm, s.rms_eps, L.wgu, glu_ff=m.w.ff)
     out = ops.linear(act, L.wdown)                     # [T, d] (partial under TP)
     if m.all_reduce is not None:
         out = m.all_reduce(out)

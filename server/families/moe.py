@@ -137,10 +137,10 @@ def ffn(ops, m, L, h, out):
     """h += out; the layer's MLP (dense, or routed experts + shared) -> (h, its output)."""
     s, w = m.spec, m.w
     if L.router is None:                               # a leading dense layer
-        act, h = ops.norm_linear(out, h, L.mlp_norm, s.rms_eps, L.wgu, glu_ff=w.ff, fast=m.fast)
+        act, h = ops.norm_linear(out, h, L.mlp_norm, s.rms_eps, L.wgu, glu_ff=w.ff)
         out = ops.linear(act, L.wdown)
     else:
-        x, h = ops.add_norm(out, h, L.mlp_norm, s.rms_eps, fast=m.fast)
+        x, h = ops.add_norm(out, h, L.mlp_norm, s.rms_eps)
         out = ops.moe(x, L.router, L.router_bias, L.experts_gu, L.experts_down, w.expert_ff,
                       m.routing, L.shared_gu, L.shared_down, w.shared_ff)
     if m.all_reduce is not None:                       # [T, d] partial under TP

@@ -164,7 +164,7 @@ def shard_layer(spec, i: int, sp, shard) -> NextLayerWeights:
 def attend_full(ops, m, L, li, h, out, r, kv):
     s, w = m.spec, m.w
     hd, nq, nkv = s.head_dim, w.nq, w.nkv
-    y, h = ops.norm_linear(out, h, L.attn_norm, s.rms_eps, L.wqkvg, fast=m.fast)
+    y, h = ops.norm_linear(out, h, L.attn_norm, s.rms_eps, L.wqkvg)
     T, n = y.shape[0], (nq + 2 * nkv) * hd
     ki = s.kv_index(li)
     att = ops.qkv_attend(ops.contiguous(y[:, :n]), nq, nkv, hd, r.pos, m.inv, kv.k(ki),
@@ -179,7 +179,7 @@ def attend_full(ops, m, L, li, h, out, r, kv):
 def attend_linear(ops, m, L, li, h, out, r, kv):
     """The Gated DeltaNet layer: each chunk through its stream's fixed part (slot c.slot)."""
     s = m.spec
-    x, h = ops.add_norm(out, h, L.attn_norm, s.rms_eps, fast=m.fast)
+    x, h = ops.add_norm(out, h, L.attn_norm, s.rms_eps)
     qkvz = ops.linear(x, L.wqkvz)
     ba = ops.linear(x, L.wba)
     fi = li - s.kv_index(li)                   # index among the linear layers
@@ -194,7 +194,7 @@ def attend_linear(ops, m, L, li, h, out, r, kv):
 def ffn(ops, m, L, h, out):
     """h += out; the routed experts + sigmoid(x w_seg) * shared(x)."""
     s, w = m.spec, m.w
-    x, h = ops.add_norm(out, h, L.mlp_norm, s.rms_eps, fast=m.fast)
+    x, h = ops.add_norm(out, h, L.mlp_norm, s.rms_eps)
     y = ops.moe(x, L.router, None, L.experts_gu, L.experts_down, w.expert_ff, m.routing)
     sh = ops.linear(ops.gate_up_silu(x, L.shared_gu, w.shared_ff), L.shared_down)
     y = y + ops.sigmoid(ops.linear(x, L.shared_gate)) * sh

@@ -23,7 +23,7 @@ from kernels import qmatmul_cuda as Q           # noqa: E402
 from kernels.matmul_definition_cuda import definition   # noqa: E402
 from kernels.matmul_packed_cuda import Packed    # noqa: E402
 from kernels.matmul_pi_cuda import Pi            # noqa: E402
-from server.engine.weights.blocks import BLOCK, Blocks   # noqa: E402
+from kernels.blocks import BLOCK, Blocks   # noqa: E402
 
 KINDS = ["Q8_0", "Q4_0", "Q4_1", "Q4_K", "Q6_K"]
 
@@ -158,7 +158,8 @@ def test_ops_quant_equal_bf16_path(kind):
     """kernels/ops with quantized weights give the bf16 path's bytes (the same file kept as
     bf16 on the device): linear, the gate|up with SwiGLU, the norm-fused sublayer input (plain
     and SwiGLU, with and without a residual), the embedding gather; decode and prefill rows."""
-    from kernels import ops
+    from kernels.ops import backend
+    ops = backend("cuda")
     rng = np.random.default_rng(5)
     D, ff = 2048, 1024
     wq = Q.upload(random_blocks(kind, 3 * D // 2, D, rng))

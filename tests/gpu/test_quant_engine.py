@@ -21,7 +21,7 @@ SPEC = SHAPES["smollm2-135m"]
 def getters(kind_of):
     from gguf import GGMLQuantizationType
     from gguf.quants import quantize
-    from server.engine.weights.blocks import Blocks
+    from kernels.blocks import Blocks
     from server.engine.weights.dummy import dummy_tensor
 
     @functools.lru_cache(maxsize=None)

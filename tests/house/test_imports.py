@@ -106,3 +106,112 @@ def test_control_plane_imports_without_numpy_or_cupy():
 def test_no_two_server_modules_share_a_file_name():
     names = Counter(p.name for p in (ROOT / "server").rglob("*.py") if p.name != "__init__.py")
     assert not [n for n, k in names.items() if k > 1], sorted(n for n, k in names.items() if k > 1)
+
+
+def test_kernels_import_nothing_from_server():
+    """kernels/ is the ground floor: the engine imports kernels, never the other way."""
+    g = graph()
+    bad = {n: sorted(m for m in ms if under(m, ("server",))) for n, ms in g.items()
+           if under(n, ("kernels",))}
+    bad = {n: ms for n, ms in bad.items() if ms}
+    assert not bad, f"kernels modules importing from server/: {bad}"
+
+
+def _imports_numba(path: Path) -> list[int]:
+    """The lines of `path` that import numba (or a numba submodule)."""
+    lines = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                 [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+        if any(n == "numba" or n.startswith("numba.") for n in names):
+            lines.append(node.lineno)
+    return lines
+
+
+def test_each_numba_kernel_is_listed_and_refuses_to_import_before_init():
+    """kernels.NUMBA_MODULES is every kernels file that imports numba, and each calls
+    require_init(__name__) at module level before its first numba import."""
+    import kernels
+    found, late = set(), []
+    for p in sorted((ROOT / "kernels").glob("*.py")):
+        lines = _imports_numba(p)
+        if not lines or p.name == "__init__.py":      # init() reloads a loaded numba's config
+            continue
+        found.add(p.stem)
+        guard = [n.lineno for n in ast.parse(p.read_text()).body
+                 if isinstance(n, ast.Expr) and isinstance(n.value, ast.Call)
+                 and getattr(n.value.func, "id", None) == "require_init"]
+        if not guard or guard[0] > min(lines):
+            late.append(p.name)
+    assert found == set(kernels.NUMBA_MODULES)
+    assert late == [], f"numba imported before require_init(__name__) in {late}"
+
+
+def test_importing_kernels_changes_no_environment_and_init_does():
+    """In a fresh interpreter: importing kernels and every kernel module that needs neither
+    numba nor cupy leaves os.environ as it was; a numba kernel imported before kernels.init()
+    is refused by name; init() sets numba's cache folder (numba_cache_dir) and numba caches
+    there."""
+    code = """
+import os, sys, importlib
+before = dict(os.environ)
+import kernels
+plain = sorted(p[:-3] for p in os.listdir(os.path.dirname(kernels.__file__))
+               if p.endswith('.py') and p != '__init__.py' and not p.endswith('_cuda.py')
+               and p[:-3] not in kernels.NUMBA_MODULES)
+for m in plain:
+    importlib.import_module('kernels.' + m)
+assert dict(os.environ) == before, sorted(set(os.environ.items()) ^ set(before.items()))
+assert 'numba' not in sys.modules and not kernels.ready()
+try:
+    import kernels.blocks_vec
+    raise SystemExit('imported before init')
+except RuntimeError as e:
+    assert 'kernels.blocks_vec imported before kernels.init()' in str(e), e
+sys.modules.pop('kernels.blocks_vec', None)
+folder = kernels.init()
+assert folder == kernels.numba_cache_dir() == os.environ['NUMBA_CACHE_DIR']
+assert os.environ['NUMBA_SLP_VECTORIZE'] == '1' and os.environ['GOMP_SPINCOUNT'] == '10000'
+changed = {k for k in set(os.environ) | set(before) if os.environ.get(k) != before.get(k)}
+assert changed == {'NUMBA_CACHE_DIR', 'NUMBA_SLP_VECTORIZE', 'GOMP_SPINCOUNT'}, changed
+from numba.core import config
+import kernels.blocks_vec as V
+assert config.CACHE_DIR == folder
+assert V.KERNELS['Q8_0']._cache._cache_path.startswith(folder)
+print('ok', len(plain))
+"""
+    env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "HOME": str(Path.home())}
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                         env=env)
+    assert out.returncode == 0, out.stderr + out.stdout
+    assert out.stdout.split()[0] == "ok" and int(out.stdout.split()[1]) >= 10
+
+
+def test_ops_dispatch_by_backend_not_by_sniffing():
+    """kernels.ops: the backend chosen once (kernels.ops.backend); no hasattr sniffing and no
+    import by string in the op modules, and the CUDA backend's module (cupy) imported only by
+    backend("cuda")."""
+    for name in ("ops.py", "ops_cpu.py", "ops_cuda.py"):
+        tree = ast.parse((ROOT / "kernels" / name).read_text())
+        calls = {n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call)
+                 and isinstance(n.func, ast.Name)}
+        mods = imports(f"kernels.{name[:-3]}", ROOT / "kernels" / name, modules())
+        assert not calls & {"hasattr", "__import__"}, name
+        assert "importlib" not in mods, name
+    code = """
+import sys
+from kernels import ops
+o = ops.backend('numpy')
+assert o.name == 'numpy' and ops.backend('cpu').name == 'cpu'
+try:
+    ops.backend('metal')
+    raise SystemExit('an unknown backend was taken')
+except ValueError as e:
+    assert "'metal'" in str(e), e
+print(sorted(m for m in sys.modules if m == 'cupy' or m.endswith('_cuda')))
+"""
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                         env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin",
+                              "HOME": str(Path.home())})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]", f"the CPU backends loaded {out.stdout.strip()}"

@@ -6,6 +6,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
+from kernels.settings import KERNEL_SETTINGS, setting as kernel_setting
 from server import config
 from server.config import API_KEY_VARIABLE, RENAMED, SETTINGS, Env, setting
 
@@ -35,14 +38,32 @@ def test_the_list_the_env_file_and_the_docs_agree():
 
 
 def test_no_module_but_config_reads_a_setting():
-    reads = re.compile(rf"(?:environ\.get|getenv|environ\[)\(?\s*[\"']{NAME}")
+    """server/config.py reads the settings, kernels/settings.py the kernels' own (kernels
+    import nothing from server/); no other module reads a TF_* name from the environment."""
+    reads = re.compile(rf"(?:environ\.get|getenv|environ\[|e\.get)\(?\s*[\"']{NAME}")
     found = []
     for pkg in ("server", "kernels"):
         for p in sorted((ROOT / pkg).rglob("*.py")):
-            if p == ROOT / "server/config.py":
+            if p in (ROOT / "server/config.py", ROOT / "kernels/settings.py"):
                 continue
             found += [f"{p.relative_to(ROOT)}: {m}" for m in reads.findall(p.read_text())]
     assert found == []
+    uses = re.compile(r"\bsetting\(\s*[\"']((?:TF|FOLDSERVE)_[A-Z0-9_]+)")
+    by_kernels = {n for p in (ROOT / "kernels").rglob("*.py") for n in uses.findall(p.read_text())}
+    assert by_kernels == set(KERNEL_SETTINGS)          # each listed one read, and only those
+
+
+def test_the_kernels_settings_are_the_tables_own():
+    """kernels/settings.py's names, defaults and meanings are SETTINGS' entries for them, so
+    the env file and docs/operations.md (held to SETTINGS above) document them truly."""
+    listed = {s.name: s for s in SETTINGS}
+    for name, (default, meaning) in KERNEL_SETTINGS.items():
+        assert name in listed, f"{name}: a kernel setting missing from server/config.SETTINGS"
+        assert (listed[name].default, listed[name].meaning) == (default, meaning), name
+        assert kernel_setting(name, {}) == default == setting(name, {})
+        assert kernel_setting(name, {name: "7"}) == "7" == setting(name, {name: "7"})
+    with pytest.raises(KeyError, match="TF_MODEL is not a kernel setting"):
+        kernel_setting("TF_MODEL", {})
 
 
 def test_defaults_as_documented():

@@ -13,7 +13,7 @@ from gguf import GGMLQuantizationType
 from gguf.quants import quantize
 
 from kernels import qmatmul
-from server.engine.weights.blocks import Blocks
+from kernels.blocks import Blocks
 
 ok, why = qmatmul.available()
 pytestmark = pytest.mark.skipif(not ok, reason=why)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from kernels import qmatmul
-from server.engine.weights.blocks import Blocks
+from kernels.blocks import Blocks
 
 ok, why = qmatmul.available()
 pytestmark = pytest.mark.skipif(not ok, reason=why)

@@ -14,7 +14,7 @@ from server.engine.prepare import shard_weights
 from server.shapes.shard import shard_for
 from server.shapes.spec import SHAPES
 from server.engine.weights import WeightsError, dummy_tensor, tensor_shapes
-from server.engine.weights.blocks import Blocks
+from kernels.blocks import Blocks
 from server.engine.weights.permute import from_gguf, to_gguf
 
 

@@ -20,7 +20,8 @@ from numba.core.serialize import dumps  # noqa: E402
 from kernels import blocks_vec  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
-PICKLES = ("import hashlib; from numba.core.serialize import dumps; from kernels import blocks_vec; "
+PICKLES = ("import hashlib, kernels; kernels.init(); from numba.core.serialize import dumps; "
+           "from kernels import blocks_vec; "
            "print(' '.join(hashlib.sha256(dumps(blocks_vec.KERNELS[k])).hexdigest() for k in sorted(blocks_vec.KERNELS)))")
 
 

@@ -64,7 +64,7 @@ def test_greedy_and_top5_match_the_reference(built, form):
 
 def test_mxfp4_experts_kept_as_stored(built):
     from server.engine.weights import load
-    from server.engine.weights.blocks import Blocks
+    from kernels.blocks import Blocks
     ld = load(str(built[0]["MXFP4"]), progress=False)
     w = ld.tensors["model.layers.0.mlp.experts.3.gate_proj.weight"]
     assert isinstance(w, Blocks) and w.kind == "MXFP4" and w.shape == (64, 64)

@@ -13,7 +13,7 @@ import pytest
 from server.engine.engine import Engine
 from server.engine.probe import solo_vs_concurrent
 from server.engine.weights import load
-from server.engine.weights.blocks import Blocks
+from kernels.blocks import Blocks
 from server.ranks.steps import BeginStep, Chunk, EndStep, PoolStep, RoundStep
 from server.shapes.spec import UnsupportedModel, shape
 
@@ -151,10 +151,10 @@ def test_cuda_is_refused_in_one_line():
 @pytest.mark.parametrize("name", FAMILIES)
 def test_grouped_experts_give_the_loops_bytes(files, name):
     """kernels/moe_cpu.py's one region for all experts == one product an expert, byte for byte."""
-    from kernels import ops
-    from server.engine.weights.blocks import ExpertStack
+    from kernels.blocks import ExpertStack
     ld = load(str(files[name, "Q8_0"]), progress=False)
     eng = Engine(ld.spec, ld.tensors.__getitem__)
+    ops = eng.model.ops                                    # the backend the engine chose
     L, w = eng.weights.layers[-1], eng.weights
     assert isinstance(L.experts_gu, ExpertStack) and isinstance(L.experts_down, ExpertStack)
     x = np.random.default_rng(0).standard_normal((13, ld.spec.d_model)).astype(np.float32)

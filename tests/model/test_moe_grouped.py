@@ -8,9 +8,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kernels import ops
+from kernels.blocks import Blocks, ExpertStack
 from kernels.moe_cpu import fits, grouped_matmul
-from server.engine.weights.blocks import Blocks, ExpertStack
+from kernels.ops import backend
+
+ops = backend("numpy")      # its products over Blocks: each as stored (kernels/qmatmul.py)
 
 # block bytes, values a block, where the f16 scales sit (byte offsets)
 KINDS = {"Q8_0": (34, 32, (0,)), "Q4_0": (18, 32, (0,)), "Q4_1": (20, 32, (0, 2)),
@@ -72,7 +74,7 @@ def test_mixed_kinds_matrix_is_its_parts_side_by_side():
     ops.linear is each part's product as stored, side by side (+ bias), a row alone equal to
     it in a batch, and within float32 rounding of the float64 definition of the whole."""
     from kernels import qmatmul
-    from server.engine.weights.blocks import MixedBlocks
+    from kernels.blocks import MixedBlocks
     rng = np.random.default_rng(3)
     parts = [random_blocks(rng, "Q4_K", 48, 512), random_blocks(rng, "Q4_K", 16, 512),
              random_blocks(rng, "Q6_K", 16, 512)]
@@ -109,7 +111,7 @@ def test_small_products_on_the_calling_thread_give_the_parallel_bytes(kind):
 def test_mixed_blocks_merge_neighbours_of_one_kind():
     """The CPU engine keeps q|k|v of Q4_K, Q4_K, Q6_K as two parts (q|k as one Blocks): the
     same rows, so ops.linear's bytes are unchanged by the merge."""
-    from server.engine.weights.blocks import MixedBlocks
+    from kernels.blocks import MixedBlocks
     rng = np.random.default_rng(5)
     parts = [random_blocks(rng, "Q4_K", 32, 512), random_blocks(rng, "Q4_K", 16, 512),
              random_blocks(rng, "Q6_K", 16, 512)]

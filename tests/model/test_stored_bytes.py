@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from server.engine.weights.blocks import BLOCK, BlockSplitError
+from kernels.blocks import BLOCK, BlockSplitError
 from server.engine.weights.stored_bytes import describe, per_rank
 from server.shapes.spec import ModelSpec, shape
 

@@ -5,7 +5,7 @@ import numpy as np
 
 from server.engine.model import LayerWeights, ShardWeights
 from server.engine.prepare import describe_weight_bytes, weight_bytes
-from server.engine.weights.blocks import Blocks
+from kernels.blocks import Blocks
 
 
 def test_weight_bytes_counts_blocks_as_stored_and_each_array_once():

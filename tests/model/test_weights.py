@@ -20,7 +20,7 @@ from server.shapes.spec import SHAPES, UnsupportedModel
 from server.engine.weights import WeightsError, dummy_identity, dummy_tensor, load, n_floats, tensor_shapes
 from server.engine.weights import dummy as dummy_mod
 from server.engine.weights import permute
-from server.engine.weights.blocks import Blocks
+from kernels.blocks import Blocks
 
 GOLDEN = Path(__file__).resolve().parents[1] / "data/smollm2-135m-instruct-q4_1.json"   # tests/data/README.md
 

@@ -20,7 +20,7 @@ from gguf.quants import dequantize
 from server.shapes.spec import ModelSpec
 from . import permute, rope_scaling
 from .gguf_spec import Fields, spec_from_gguf
-from .blocks import BLOCK, QUANT, Blocks
+from kernels.blocks import BLOCK, QUANT, Blocks
 from .gguf_file import GGUFFile
 from .gguf_names import IGNORED, block_of, expert_tensor, hf_name
 from .identity import hash_files, identity

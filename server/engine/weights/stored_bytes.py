@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from server.engine.weights.blocks import BLOCK, BlockSplitError
+from kernels.blocks import BLOCK, BlockSplitError
 from server.shapes.shard import shard_of
 
 # GGUF tensor suffix -> (how it splits, by what): rows or columns, by q heads, kv heads or ff

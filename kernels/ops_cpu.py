@@ -1,0 +1,286 @@
+"""The CPU ops backends (kernels/ops.py: `backend("numpy")`, `backend("cpu")`): `Ops`, the
+numpy definitions, also the base the other backends override op by op; `NumbaOps`, the numba
+forms of the norms, SwiGLU and attention over them."""
+from __future__ import annotations
+
+import numpy as np
+
+from kernels import attention, gdn, kv_write, matmul, mla, qmatmul, rmsnorm, rope, swiglu
+from kernels import moe as M
+from kernels.blocks import Blocks, ExpertStack, MixedBlocks
+
+
+class Ops:
+    """The "numpy" backend: the definitions; the base the others override op by op."""
+
+    name = "numpy"
+
+    def __init__(self):
+        self.numba, self.why_not = qmatmul.available()
+        if self.numba:
+            from kernels import gdn_cpu, moe_cpu
+            self._gdn_chunk, self._moe_cpu = gdn_cpu.chunk, moe_cpu
+        else:
+            self._gdn_chunk, self._moe_cpu = gdn.chunk, None
+
+    def __repr__(self) -> str:
+        return f"<kernels.ops {self.name}>"
+
+    def describe(self) -> str:
+        """One line for the startup log: the backend and what it runs."""
+        return ("numpy definitions" + ("; GGUF blocks and the Gated DeltaNet scan by numba"
+                                       if self.numba else f"; {self.why_not}"))
+
+    def embed(self, table, ids):
+        # table: [vocab, d] -> [T, d] float32
+        if isinstance(table, Blocks):                  # the rows unpacked from their blocks
+            return qmatmul.rows(table, ids)
+        return table[ids]
+
+    def linear(self, x, w, bias=None):
+        if isinstance(w, Blocks):                      # numba over the blocks as stored
+            return qmatmul.cpu(x, w, bias)
+        if isinstance(w, MixedBlocks):                 # each part as stored, side by side
+            y = np.concatenate([qmatmul.cpu(x, p) for p in w], axis=1)
+            if bias is not None:
+                y += bias
+            return y
+        return matmul.ref(x, w, bias)
+
+    def rms_norm(self, x, w, eps):
+        return rmsnorm.ref(x, w, eps)
+
+    def add_rms_norm(self, x, residual, w, eps):
+        return rmsnorm.add_ref(x, residual, w, eps)
+
+    def apply_rope(self, x, positions, inv):
+        return rope.ref(x, positions, inv)
+
+    def norm_linear(self, out, h, norm_w, eps, w, bias=None, glu_ff=None):
+        """A sublayer's input: h' = out + h (h alone when out is None), then rmsnorm(h') times
+        W (gate|up with SwiGLU when glu_ff). Returns (y, h')."""
+        x, h = self.add_norm(out, h, norm_w, eps)
+        return (self.linear(x, w, bias) if glu_ff is None else self.gate_up_silu(x, w, glu_ff)), h
+
+    def add_norm(self, out, h, norm_w, eps):
+        """(rmsnorm(h'), h') with h' = out + h (h alone when out is None)."""
+        if out is None:
+            return self.rms_norm(h, norm_w, eps), h
+        return self.add_rms_norm(out, h, norm_w, eps)
+
+    def gate_up_silu(self, x, w, ff):
+        """silu(x Wg) * (x Wu) from the fused gate|up matrix (gate columns then up)."""
+        gu = self.linear(x, w)
+        return swiglu.ref(gu[:, :ff], gu[:, ff:])
+
+    def moe(self, x, router, router_bias, experts_gu, experts_down, ff, routing, shared_gu=None,
+            shared_down=None, shared_ff=0):
+        """A mixture-of-experts MLP on the normed rows x [T, d] -> [T, d] (this shard's
+        partial sum under TP): the router (replicated), each token's chosen experts in
+        ascending id, tokens grouped by expert for the products, then + the shared expert
+        (kernels/moe.py)."""
+        logits = self.linear(x, router)                             # [T, E]
+        ids, wts = M.route(logits, routing, router_bias)
+        T, k = ids.shape
+        y = np.zeros((T, k, x.shape[1]), np.float32)
+        groups = M.groups(ids)
+        if self._grouped(experts_gu) and self._grouped(experts_down):
+            # every expert's product in one parallel region (kernels/moe_cpu.py): the same bytes
+            rows = np.concatenate([r for _, r, _ in groups])
+            slots = np.concatenate([s for _, _, s in groups])
+            experts = np.array([e for e, _, _ in groups], np.int64)
+            offs = np.cumsum([0] + [len(r) for _, r, _ in groups])
+            gu = self._moe_cpu.grouped_matmul(x[rows], experts_gu, experts, offs)
+            act = swiglu.ref(gu[:, :ff], gu[:, ff:])
+            y[rows, slots] = self._moe_cpu.grouped_matmul(act, experts_down, experts, offs)
+        else:
+            for e, rows, slots in groups:
+                act = self.gate_up_silu(np.ascontiguousarray(x[rows]), experts_gu[e], ff)
+                y[rows, slots] = self.linear(act, experts_down[e])
+        out = M.combine(y, wts)
+        if shared_gu is not None:
+            out += self.linear(self.gate_up_silu(x, shared_gu, shared_ff), shared_down)
+        return out
+
+    def _grouped(self, experts) -> bool:
+        """Experts the CPU multiplies in one call: an ExpertStack of a 32-element kind."""
+        return (isinstance(experts, ExpertStack) and self._moe_cpu is not None
+                and self._moe_cpu.fits(experts))
+
+    def mla_attend(self, q, ckv, kv_norm, eps, w_uk, w_uv_t, nope, pool, rows, inv, scale):
+        """A round's multi-head latent attention (kernels/mla.py's round_attend, the absorbed
+        form for every position): q [T, H, N + R] (this shard's heads), ckv [T, C + R] ->
+        [T, H V]; the rows' latent rows written to pool first. CPU only."""
+        return mla.round_attend(q, ckv, kv_norm, eps, w_uk, w_uv_t, nope, pool, rows, inv, scale)
+
+    def moe_biased(self, x, router, router_bias, experts_gu, gu_bias, experts_down, down_bias,
+                   ff, routing, limit, alpha):
+        """gpt-oss's MoE MLP on the normed rows x [T, d] -> [T, d] (this shard's partial sum
+        under TP): logits = x Wr + br, routed by kernels/moe.route (topk_softmax); each chosen
+        expert's y = down(clamped_swiglu(x gate|up + b_gu)) + b_down (b_down None: a rank past
+        0), grouped by expert, summed per token in ascending expert id (kernels/moe.combine)."""
+        logits = self.linear(x, router, router_bias)                # [T, E]
+        ids, wts = M.route(logits, routing)
+        T, k = ids.shape
+        y = np.zeros((T, k, x.shape[1]), np.float32)
+        for e, rows, slots in M.groups(ids):
+            gu = self.linear(np.ascontiguousarray(x[rows]), experts_gu[e], gu_bias[e])
+            act = swiglu.clamped(gu[:, :ff], gu[:, ff:], limit, alpha)
+            y[rows, slots] = self.linear(act, experts_down[e],
+                                         None if down_bias is None else down_bias[e])
+        return M.combine(y, wts)
+
+    def qkv_attend_sinks(self, qkv, nq, nkv, hd, pos, inv, k_pool, v_pool, rows, scale, sinks,
+                         window, ring=False):
+        """gpt-oss's attention from the fused qkv rows -> [T, nq, hd]: q and k rotated, k and
+        v written, then each chunk's rows attend with the sinks and (window > 0) their last
+        `window` rows only (kernels/attention.ref). The CPU's numpy definition, chunk by chunk.
+
+        ring (a window layer of the KV window kind, server/shapes/kv_layout.py): the pools
+        are the streams' rings, read through each chunk's `ring` table, and a chunk is written
+        and read page_rows rows at a time (a ring of W + P - 1 rows then never loses a row one
+        of the piece's queries reads). A row's numbers are its own (attention.ref), so the
+        pieces change nothing but the addresses."""
+        T = qkv.shape[0]
+        q = np.ascontiguousarray(qkv[:, : nq * hd].reshape(T, nq, hd))
+        k = np.ascontiguousarray(qkv[:, nq * hd:(nq + nkv) * hd].reshape(T, nkv, hd))
+        v = np.ascontiguousarray(qkv[:, (nq + nkv) * hd:].reshape(T, nkv, hd))
+        q = self.apply_rope(q, pos, inv)
+        k = self.apply_rope(k, pos, inv)
+        out = np.empty(q.shape, dtype=np.float32)
+        for (a, b), c in zip(rows.spans, rows.chunks):
+            if not ring:
+                kv_write.ref(k_pool, v_pool, c.table, c.page_rows, c.start, k[a:b], v[a:b])
+                out[a:b] = attention.ref(q[a:b], k_pool, v_pool, c.table, c.page_rows, c.start,
+                                         scale, sinks, window)
+                continue
+            if not c.ring:
+                raise ValueError("a window layer's ring needs the chunk's ring table "
+                                 "(RoundChunk.ring: KVStore.ring_table of its stream)")
+            P = k_pool.shape[1]                  # the ring's page rows (on windows too)
+            for x in range(a, b, P):
+                y, at = min(b, x + P), c.start + x - a
+                kv_write.ref(k_pool, v_pool, c.ring, P, at, k[x:y], v[x:y])
+                out[x:y] = attention.ref(q[x:y], k_pool, v_pool, c.ring, P, at, scale, sinks,
+                                         window)
+        return out
+
+    def write_kv(self, k_pool, v_pool, table, page_rows, start, k, v):
+        kv_write.ref(k_pool, v_pool, table, page_rows, start, k, v)
+
+    def attend(self, q, k_pool, v_pool, table, page_rows, start, scale):
+        return attention.ref(q, k_pool, v_pool, table, page_rows, start, scale)
+
+    def write_and_attend(self, q, k, v, k_pool, v_pool, rows, scale):
+        """A round's KV writes and attention, chunk by chunk (rows.spans/rows.chunks): write
+        then attend."""
+        out = np.empty(q.shape, dtype=q.dtype)
+        for (a, b), c in zip(rows.spans, rows.chunks):
+            kv_write.ref(k_pool, v_pool, c.table, c.page_rows, c.start, k[a:b], v[a:b])
+            out[a:b] = attention.ref(q[a:b], k_pool, v_pool, c.table, c.page_rows, c.start, scale)
+        return out
+
+    def qkv_attend(self, qkv, nq, nkv, hd, pos, inv, k_pool, v_pool, rows, scale, norms=None,
+                   eps=0.0, rot=None):
+        """The fused qkv GEMM's rows -> attention output [T, nq, hd]: q and k normed (Qwen3:
+        norms = (q_norm, k_norm)) and rotated (the first `rot` dims of each head: GLM's
+        partial RoPE; all when None), k and v written, then attention."""
+        T = qkv.shape[0]
+        q = qkv[:, : nq * hd].reshape(T, nq, hd)
+        k = qkv[:, nq * hd:(nq + nkv) * hd].reshape(T, nkv, hd)
+        v = qkv[:, (nq + nkv) * hd:].reshape(T, nkv, hd)
+        if norms is not None:
+            q = self.rms_norm(q.reshape(-1, hd), norms[0], eps).reshape(T, nq, hd)
+            k = self.rms_norm(k.reshape(-1, hd), norms[1], eps).reshape(T, nkv, hd)
+        q, k, v = (self.contiguous(a) for a in (q, k, v))   # the GPU kernels read strided rows
+        q = self.rope_part(q, pos, inv, rot)
+        k = self.rope_part(k, pos, inv, rot)
+        return self.write_and_attend(q, k, v, k_pool, v_pool, rows, scale)
+
+    def gdn_chunk(self, mix, z, b, a, conv_w, A_log, dt_bias, norm_w, eps, window, state, nk):
+        """One stream's chunk through a Gated DeltaNet layer (kernels/gdn.py: the
+        definition), its conv window and state updated in place; the numba form where numba
+        is present (chosen when the backend is made)."""
+        return self._gdn_chunk(mix, z, b, a, conv_w, A_log, dt_bias, norm_w, eps, window, state,
+                               nk)
+
+    def gdn_round(self, qkvz, ba, conv_w, A_log, dt_bias, norm_w, eps, nk, fixed, rows, name=""):
+        """A round's Gated DeltaNet layer: qkvz [T, q|k|v|z], ba [T, b|a] (this rank's heads)
+        -> [T, nv dv], each chunk through `gdn_chunk` over its stream's slot of `fixed` (the
+        layer's (state, conv window) arrays, [streams, ...]: the KV store's fixed part)."""
+        state, conv = fixed
+        nv, C = A_log.shape[0], conv_w.shape[0]
+        o = np.empty((qkvz.shape[0], nv * state.shape[-1]), np.float32)
+        for (a, b), c in zip(rows.spans, rows.chunks):
+            slot = getattr(c, "slot", -1)
+            if slot < 0:
+                raise ValueError(f"{name}: a chunk without a stream slot reached a recurrent "
+                                 "layer; its state is kept a stream (RoundChunk.slot)")
+            o[a:b] = self.gdn_chunk(qkvz[a:b, :C], qkvz[a:b, C:], ba[a:b, :nv], ba[a:b, nv:],
+                                    conv_w, A_log, dt_bias, norm_w, eps, conv[slot], state[slot],
+                                    nk)
+        return o
+
+    def sigmoid(self, x):
+        """1 / (1 + exp(-x)), float32, elementwise."""
+        return np.float32(1) / (np.float32(1) + np.exp(-x))
+
+    def contiguous(self, x):
+        return np.ascontiguousarray(x)
+
+    def rope_part(self, x, positions, inv, rot=None):
+        """RoPE on the first `rot` dims of each head (all when None), the rest as they are."""
+        if rot is None or rot == x.shape[-1]:
+            return self.apply_rope(x, positions, inv)
+        out = x.copy()
+        out[..., :rot] = self.apply_rope(np.ascontiguousarray(x[..., :rot]), positions, inv)
+        return out
+
+
+class NumbaOps(Ops):
+    """The "cpu" backend: the definitions' numba forms for the norms, SwiGLU and attention
+    (kernels/rmsnorm_cpu.py, attention_cpu.py), the CPU engine over GGUF blocks."""
+
+    name = "cpu"
+
+    def __init__(self):
+        super().__init__()
+        if not self.numba:
+            raise RuntimeError(f"the cpu ops backend needs numba: {self.why_not}")
+        from kernels import attention_cpu, rmsnorm_cpu
+        self._attention_cpu, self._rmsnorm_cpu = attention_cpu, rmsnorm_cpu
+
+    def describe(self) -> str:
+        return "numba: GGUF blocks, norms, SwiGLU, attention, the Gated DeltaNet scan"
+
+    def add_norm(self, out, h, norm_w, eps):
+        R = self._rmsnorm_cpu
+        x = np.empty(h.shape, np.float32)
+        if out is None:
+            R.rms_norm(h, norm_w, eps, x)
+        else:
+            h2 = np.empty(h.shape, np.float32)
+            R.add_rms_norm(out, h, norm_w, eps, x, h2)
+            h = h2
+        return x, h
+
+    def norm_linear(self, out, h, norm_w, eps, w, bias=None, glu_ff=None):
+        x, h = self.add_norm(out, h, norm_w, eps)
+        if glu_ff is None:
+            return self.linear(x, w, bias), h
+        gu = self.linear(x, w)
+        act = np.empty((gu.shape[0], glu_ff), np.float32)
+        self._rmsnorm_cpu.swiglu(gu, glu_ff, act)
+        return act, h
+
+    def qkv_attend(self, qkv, nq, nkv, hd, pos, inv, k_pool, v_pool, rows, scale, norms=None,
+                   eps=0.0, rot=None):
+        """Without norms and partial RoPE, over a round planned for it (rows.cpu:
+        kernels/attention_cpu.plan): one numba call; else the definition."""
+        if (rot is None or rot == hd) and norms is None and rows.cpu is not None:
+            out = np.empty((qkv.shape[0], nq, hd), np.float32)
+            self._attention_cpu.round_attend(qkv, nq, nkv, hd, *rows.cpu[:2], k_pool, v_pool,
+                                             *rows.cpu[2:], scale, out)
+            return out
+        return super().qkv_attend(qkv, nq, nkv, hd, pos, inv, k_pool, v_pool, rows, scale,
+                                  norms, eps, rot)
