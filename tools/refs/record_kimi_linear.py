@@ -1,0 +1,107 @@
+"""Record the Kimi Delta Attention references: tests/data/kimi_linear/kda-case.json.
+
+    /work/venv-ref/bin/python tools/refs/record_kimi_linear.py [--out tests/data/kimi_linear]
+
+Needs torch + transformers (a reference venv, not the project's). The inputs come from
+tools/refs/kimi_checkpoint.py (numpy only; the tests make the same arrays).
+
+`kda-case.json`: each case of kimi_checkpoint.KDA_CASES (kernels/kda.py's contract) through
+transformers' own functions: `causal_conv1d_fn` (silu), the forget gate module
+(`KimiLinearForgetGate`, or `Glm5NextTextForgetGate` with its `safe_gate_lower_bound` for a
+case with a lower bound; their f_a / f_b projections set to identity so f is fed as is),
+`recurrent_kimi_delta_attention` and `chunk_kimi_delta_attention` (l2norm in the kernel),
+`KimiLinearRMSNormGated`: out and final state by each route, and how far the two routes are.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import torch
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _by_path(name: str):
+    """A tools/refs module by its path: the repository root stays off sys.path, where its
+    `kernels` package would hide the `kernels` package transformers imports."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(name, ROOT / f"tools/refs/{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+kc = _by_path("kimi_checkpoint")
+
+
+@torch.no_grad()
+def kda_reference(c: dict) -> dict:
+    from transformers.models.glm5_next import modeling_glm5_next as G
+    from transformers.models.kimi_linear import modeling_kimi_linear as M
+    x = {k: torch.from_numpy(v) for k, v in kc.kda_inputs(c).items()}
+    n, H, D = c["n"], c["H"], c["D"]
+    y = M.causal_conv1d_fn(x["mix"].T[None].contiguous(), x["conv_w"], None, activation="silu")[0].T
+    q = y[:, :H * D].reshape(1, n, H, D)
+    k = y[:, H * D:2 * H * D].reshape(1, n, H, D)
+    v = y[:, 2 * H * D:].reshape(1, n, H, D)
+    cfg = SimpleNamespace(linear_head_dim=D, linear_num_heads=H, hidden_size=D,
+                          linear_lower_bound=c["lower_bound"])
+    if c["lower_bound"] is None:
+        gate_mod = M.KimiLinearForgetGate(cfg)
+        gate_mod.A_log.copy_(x["A_log"].view(1, 1, H, 1))
+    else:
+        gate_mod = G.Glm5NextTextForgetGate(cfg)
+        gate_mod.A_log.copy_(x["A_log"])
+    gate_mod.dt_bias.copy_(x["dt_bias"])
+    gate_mod.f_a_proj = torch.nn.Identity()
+    gate_mod.f_b_proj = torch.nn.Identity()
+    g = gate_mod(x["f"][None])                                       # [1, n, H, D]
+    beta = x["b"].sigmoid()[None]
+    norm = M.KimiLinearRMSNormGated(D, eps=c["eps"])
+    norm.weight.copy_(x["norm_w"])
+    out = {"g": g[0].flatten().tolist()}
+    for route, fn in (("recurrent", M.recurrent_kimi_delta_attention),
+                      ("chunked", M.chunk_kimi_delta_attention)):
+        o, S = fn(q, k, v, g=g, beta=beta, initial_state=None, output_final_state=True,
+                  use_qk_l2norm_in_kernel=True)
+        o = norm(o.reshape(n, H, D), x["gate"].reshape(n, H, D)).reshape(n, H * D)
+        out[route] = {"out": o.flatten().tolist(), "state": S[0].flatten().tolist()}
+    ro, co = np.array(out["recurrent"]["out"]), np.array(out["chunked"]["out"])
+    out["chunked_vs_recurrent_max_abs"] = float(np.max(np.abs(ro - co)))
+    out["chunked_vs_recurrent_bytes_equal"] = bool(np.array_equal(ro.astype(np.float32),
+                                                                  co.astype(np.float32)))
+    return out
+
+
+def made_with() -> dict:
+    import transformers
+    return {"script": "tools/refs/record_kimi_linear.py", "python": platform.python_version(),
+            "torch": torch.__version__, "transformers": transformers.__version__,
+            "numpy": np.__version__, "machine": platform.machine()}
+
+
+def record_kda(out: Path) -> Path:
+    rec = {"made_with": made_with(),
+           "cases": {name: {"params": c, **kda_reference(c)} for name, c in kc.KDA_CASES.items()}}
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "kda-case.json"
+    path.write_text(json.dumps(rec, indent=1) + "\n")
+    print(path, {k: v["chunked_vs_recurrent_max_abs"] for k, v in rec["cases"].items()})
+    return path
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", default=str(ROOT / "tests/data/kimi_linear"))
+    a = ap.parse_args(argv)
+    torch.set_num_threads(1)
+    record_kda(Path(a.out))
+
+
+if __name__ == "__main__":
+    main()
