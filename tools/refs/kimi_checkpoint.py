@@ -1,6 +1,8 @@
-"""Kimi Delta Attention's definition case: seeded inputs of kernels/kda.py's contract, numpy
-only, so the recorder (tools/refs/record_kimi_linear.py, torch) and the tests (no torch) make
-the same arrays from the same recipe.
+"""Kimi-Linear's test material, numpy only (no torch), so the recorder
+(tools/refs/record_kimi_linear.py) and the tests make the same arrays from the same recipe:
+
+- KDA_CASES / kda_inputs: seeded inputs of kernels/kda.py's contract (the definition case);
+- the tiny checkpoint (CONFIG, weights, write, build_once): see its section below.
 """
 from __future__ import annotations
 
@@ -25,3 +27,172 @@ def kda_inputs(c: dict) -> dict:
             "A_log": np.log(rng.uniform(1.0, 16.0, H)).astype(np.float32),
             "dt_bias": (0.5 * f(H * D) - 2.0).astype(np.float32),
             "norm_w": (1 + 0.1 * f(D)).astype(np.float32)}
+
+
+# ------------------------------------------------------------------ the tiny checkpoint
+"""The tiny Kimi-Linear checkpoint (HF `KimiLinearForCausalLM`): config.json and
+model.safetensors written with numpy from seeded generators, under the names transformers
+5.25's save_pretrained writes (Moonshot's: `block_sparse_moe.` MLPs, experts' w1 / w3 / w2,
+`q_conv1d` / `k_conv1d` / `v_conv1d`, `A_log` [1, 1, H, 1]); the tokenizer is
+tools/refs/next_checkpoint.py's (512 ids, ChatML). The same bytes on every run (tests compare
+the sha256 with tests/data/kimi_linear/kimi-linear-tiny.json), so the files are regenerated,
+never committed. Needs numpy, safetensors and tokenizers only.
+
+    PYTHONPATH=$PWD .venv/bin/python tools/refs/kimi_checkpoint.py OUT_DIR
+"""
+import argparse  # noqa: E402
+import hashlib  # noqa: E402
+import json  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+NAME = "kimi-linear-tiny"
+LAYERS = ["linear_attention", "linear_attention", "linear_attention", "full_attention"] * 2
+CONFIG = {
+    "architectures": ["KimiLinearForCausalLM"],
+    "model_type": "kimi_linear",
+    "vocab_size": 512,
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "moe_intermediate_size": 64,
+    "num_hidden_layers": len(LAYERS),
+    "num_attention_heads": 4,
+    "num_key_value_heads": 4,
+    "kv_lora_rank": 32,
+    "q_lora_rank": None,
+    "qk_rope_head_dim": 8,
+    "qk_nope_head_dim": 16,
+    "v_head_dim": 16,
+    "head_dim": 8,
+    "qk_head_dim": 24,
+    "hidden_act": "silu",
+    "rms_norm_eps": 1e-5,
+    "model_max_length": 512,
+    "tie_word_embeddings": False,
+    "attention_bias": False,
+    "attention_dropout": 0.0,
+    "num_experts": 8,
+    "num_experts_per_token": 2,
+    "num_shared_experts": 1,
+    "num_expert_group": 2,
+    "topk_group": 1,
+    "moe_renormalize": True,
+    "routed_scaling_factor": 2.446,
+    "linear_head_dim": 16,
+    "linear_num_heads": 2,
+    "linear_conv_kernel_dim": 4,
+    "layer_types": LAYERS,
+    "mlp_layer_types": ["dense"] + ["sparse"] * (len(LAYERS) - 1),
+    "pad_token_id": 0,
+    "bos_token_id": 1,
+    "eos_token_id": 2,
+    "dtype": "float32",
+}
+
+
+def _rng(name: str) -> np.random.Generator:
+    words = np.frombuffer(hashlib.sha256(f"{NAME}/{name}".encode()).digest(), "<u4").tolist()
+    return np.random.default_rng(np.random.SeedSequence(words))
+
+
+def weights() -> dict[str, np.ndarray]:
+    c = CONFIG
+    d, V, H = c["hidden_size"], c["vocab_size"], c["num_attention_heads"]
+    C, R, N, Vd = c["kv_lora_rank"], c["qk_rope_head_dim"], c["qk_nope_head_dim"], c["v_head_dim"]
+    LH, LD, K = c["linear_num_heads"], c["linear_head_dim"], c["linear_conv_kernel_dim"]
+    E, eff, ff = c["num_experts"], c["moe_intermediate_size"], c["intermediate_size"]
+    w: dict[str, np.ndarray] = {}
+
+    def put(name, shape, std, offset=0.0):
+        w[name] = (_rng(name).standard_normal(shape) * std + offset).astype(np.float32)
+
+    def lin(name, out_f, in_f, gain=1.0):
+        put(name, (out_f, in_f), gain / np.sqrt(in_f))
+
+    def mlp(p, f):
+        lin(p + "gate_proj.weight", f, d)
+        lin(p + "up_proj.weight", f, d)
+        lin(p + "down_proj.weight", d, f)
+
+    put("model.embed_tokens.weight", (V, d), 1.0)
+    put("model.norm.weight", (d,), 0.1, 1.0)
+    lin("lm_head.weight", V, d)
+    for i, kind in enumerate(c["layer_types"]):
+        p = f"model.layers.{i}."
+        put(p + "input_layernorm.weight", (d,), 0.1, 1.0)
+        put(p + "post_attention_layernorm.weight", (d,), 0.1, 1.0)
+        a = p + "self_attn."
+        if kind == "linear_attention":
+            for x in "qkv":
+                lin(a + f"{x}_proj.weight", LH * LD, d)
+                put(a + f"{x}_conv1d.weight", (LH * LD, 1, K), 0.5)
+            lin(a + "f_a_proj.weight", LD, d)
+            lin(a + "f_b_proj.weight", LH * LD, LD)
+            r = _rng(a + "A_log")
+            w[a + "A_log"] = np.log(r.uniform(1.0, 16.0, (1, 1, LH, 1))).astype(np.float32)
+            # FLA's init: dt in [1e-3, 1e-1] log-uniform, dt_bias its inverse softplus
+            dt = np.exp(_rng(a + "dt_bias").uniform(np.log(1e-3), np.log(1e-1), LH * LD))
+            w[a + "dt_bias"] = (dt + np.log(-np.expm1(-dt))).astype(np.float32)
+            lin(a + "b_proj.weight", LH, d)
+            lin(a + "g_a_proj.weight", LD, d)
+            lin(a + "g_b_proj.weight", LH * LD, LD)
+            put(a + "o_norm.weight", (LD,), 0.1, 1.0)
+            lin(a + "o_proj.weight", d, LH * LD)
+        else:
+            lin(a + "q_proj.weight", H * (N + R), d)
+            lin(a + "kv_a_proj_with_mqa.weight", C + R, d)
+            put(a + "kv_a_layernorm.weight", (C,), 0.1, 1.0)
+            lin(a + "kv_b_proj.weight", H * (N + Vd), C)
+            lin(a + "o_proj.weight", d, H * Vd)
+        m = p + "block_sparse_moe."
+        if c["mlp_layer_types"][i] == "dense":
+            mlp(m, ff)
+            continue
+        lin(m + "gate.weight", E, d, 2.0)
+        put(m + "gate.e_score_correction_bias", (E,), 0.1)
+        for e in range(E):
+            lin(m + f"experts.{e}.w1.weight", eff, d)
+            lin(m + f"experts.{e}.w3.weight", eff, d)
+            lin(m + f"experts.{e}.w2.weight", d, eff)
+        mlp(m + "shared_experts.", eff * c["num_shared_experts"])
+    return w
+
+
+def _next_checkpoint():
+    """tools/refs/next_checkpoint.py by its path (its tokenizer: the same 512 ids)."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("next_checkpoint", Path(__file__).with_name("next_checkpoint.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def write(out_dir) -> dict[str, str]:
+    """Write the HF folder; returns {file name: sha256}."""
+    from safetensors.numpy import save_file
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.json").write_text(json.dumps(CONFIG, indent=2, sort_keys=True) + "\n")
+    save_file({k: np.ascontiguousarray(v) for k, v in sorted(weights().items())},
+              str(out / "model.safetensors"), metadata={"format": "pt"})
+    nc = _next_checkpoint()
+    nc.write_tokenizer(out)
+    return {p.name: nc.sha256_file(p) for p in sorted(out.iterdir()) if p.is_file()}
+
+
+_BUILT: dict = {}
+
+
+def build_once() -> tuple[Path, dict]:
+    """write() into a per-process temporary folder, once: for tests."""
+    import tempfile
+    if "hf" not in _BUILT:
+        d = Path(tempfile.mkdtemp(prefix=f"foldserve-{NAME}-")) / "hf"
+        _BUILT["hf"] = (d, write(d))
+    return _BUILT["hf"]
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description="The tiny Kimi-Linear checkpoint")
+    ap.add_argument("out_dir")
+    for f, h in write(ap.parse_args().out_dir).items():
+        print(h, f)

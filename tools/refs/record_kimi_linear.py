@@ -1,9 +1,11 @@
-"""Record the Kimi Delta Attention references: tests/data/kimi_linear/kda-case.json.
+"""Record the Kimi-Linear references: tests/data/kimi_linear/kda-case.json and
+kimi-linear-tiny.json.
 
     /work/venv-ref/bin/python tools/refs/record_kimi_linear.py [--out tests/data/kimi_linear]
 
-Needs torch + transformers (a reference venv, not the project's). The inputs come from
-tools/refs/kimi_checkpoint.py (numpy only; the tests make the same arrays).
+Needs torch + transformers (a reference venv, not the project's). The inputs and the
+checkpoint come from tools/refs/kimi_checkpoint.py (numpy + safetensors; the same bytes in
+the project's venv, where the tests regenerate them and compare the sha256 recorded here).
 
 `kda-case.json`: each case of kimi_checkpoint.KDA_CASES (kernels/kda.py's contract) through
 transformers' own functions: `causal_conv1d_fn` (silu), the forget gate module
@@ -11,6 +13,15 @@ transformers' own functions: `causal_conv1d_fn` (silu), the forget gate module
 case with a lower bound; their f_a / f_b projections set to identity so f is fed as is),
 `recurrent_kimi_delta_attention` and `chunk_kimi_delta_attention` (l2norm in the kernel),
 `KimiLinearRMSNormGated`: out and final state by each route, and how far the two routes are.
+
+`kimi-linear-tiny.json`, as tools/refs/record_qwen3next.py's file (its functions reused):
+- `checkpoint`: the config and the sha256 of the files;
+- `hf_check`: transformers loads the folder with no missing / unexpected / mismatched keys;
+- `references`: transformers float32 (eager attention), greedy N steps from each prompt with
+  its cache (the prompt through the chunked KDA, each step through the recurrent one), in the
+  golden file's format and rule, plus the smallest router margin on the path (the gap between
+  the k-th and (k+1)-th expert's selection score among the kept groups);
+- `routes`: the prompt's last logits through transformers' prompt path and token by token.
 """
 from __future__ import annotations
 
@@ -37,6 +48,7 @@ def _by_path(name: str):
 
 
 kc = _by_path("kimi_checkpoint")
+rq = _by_path("record_qwen3next")        # load_hf, greedy_hf, token_by_token, RULE, PROMPTS
 
 
 @torch.no_grad()
@@ -95,12 +107,80 @@ def record_kda(out: Path) -> Path:
     return path
 
 
+@torch.no_grad()
+def router_margin(model, ids) -> float:
+    """The smallest gap between the k-th and (k+1)-th selection score (sigmoid + bias, the
+    groups not kept masked) over every MoE layer and position."""
+    found, k = [], kc.CONFIG["num_experts_per_token"]
+
+    def hook(mod, inp, _out):
+        x = inp[0].reshape(-1, kc.CONFIG["hidden_size"]).float()
+        s = torch.sigmoid(x @ mod.weight.float().T) + mod.e_score_correction_bias
+        g = s.view(-1, mod.num_group, mod.num_experts // mod.num_group).topk(2, -1)[0].sum(-1)
+        keep = torch.zeros_like(g).scatter_(1, g.topk(mod.topk_group, -1)[1], 1).bool()
+        s = s.masked_fill(~keep.repeat_interleave(mod.num_experts // mod.num_group, 1), -1e9)
+        t = torch.sort(s, -1, descending=True).values
+        found.append(float((t[:, k - 1] - t[:, k]).min()))
+
+    hs = [m.register_forward_hook(hook) for name, m in model.named_modules()
+          if name.endswith("mlp.gate")]
+    try:
+        model(input_ids=torch.tensor([ids]), use_cache=False)
+    finally:
+        for h in hs:
+            h.remove()
+    return min(found)
+
+
+def record_model(out: Path) -> Path:
+    import tempfile
+    with tempfile.TemporaryDirectory() as t:
+        d = Path(t) / "hf"
+        sha = kc.write(d)
+        model, info = rq.load_hf(d)
+        problems = {k: v for k, v in info.items() if v}
+        cases, routes = [], []
+        for p in rq.PROMPTS:
+            greedy, top5 = rq.greedy_hf(model, p["prompt_ids"], rq.N_STEPS)
+            margins = [s["logits"][0] - s["logits"][1] for s in top5]
+            tie = next((i for i, m in enumerate(margins) if m < rq.NEAR_TIE), None)
+            cases.append({"name": p["name"], "prompt_ids": p["prompt_ids"], "greedy_ids": greedy,
+                          "top5": top5, "near_tie_step": tie,
+                          "exact_prefix": rq.N_STEPS if tie is None else tie + 1,
+                          "min_top1_margin": float(min(margins)),
+                          "router_margin": router_margin(model, p["prompt_ids"] + greedy[:-1])})
+            with torch.no_grad():
+                whole = model(input_ids=torch.tensor([p["prompt_ids"]]),
+                              use_cache=True).logits[0, -1].numpy()
+            step = rq.token_by_token(model, p["prompt_ids"])
+            routes.append({"name": p["name"],
+                           "max_abs_logit_diff": float(np.max(np.abs(whole - step))),
+                           "bytes_equal": bool(np.array_equal(whole, step))})
+    rec = {
+        "rule": rq.RULE,
+        "made_with": made_with(),
+        "checkpoint": {"name": kc.NAME, "config": kc.CONFIG,
+                       "sha256": {f"hf/{k}": v for k, v in sha.items()}},
+        "hf_check": {"class": type(model).__name__, "loading_problems": problems},
+        "references": {"dtype": "float32", "attn_implementation": "eager",
+                       "n_steps": rq.N_STEPS, "cases": cases},
+        "routes": routes,
+    }
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"{kc.NAME}.json"
+    path.write_text(json.dumps(rec, indent=1) + "\n")
+    print(path, {c["name"]: (c["exact_prefix"], round(c["min_top1_margin"], 4),
+                             round(c["router_margin"], 5)) for c in cases}, routes, problems)
+    return path
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default=str(ROOT / "tests/data/kimi_linear"))
     a = ap.parse_args(argv)
     torch.set_num_threads(1)
     record_kda(Path(a.out))
+    record_model(Path(a.out))
 
 
 if __name__ == "__main__":
