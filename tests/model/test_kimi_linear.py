@@ -112,6 +112,10 @@ def test_fixed_part_in_the_layout_and_the_plan():
     big = shape("kimi-linear-48b-a3b")
     assert big.n_kv_layers == 7 and [i for i in range(27) if not big.is_linear_layer(i)] == \
         [3, 7, 11, 15, 19, 23, 26]
+    # the line docs/architecture.md quotes: 20 KDA layers of 16 heads (of 32) at TP=2
+    assert "latent rows on 7 layers; recurrent states of 20 layers beside the pages, 21.41 MiB " \
+        "fixed each stream" in layouts(big, 2, 4, 16)[0].kv_spec.describe()
+    assert layouts(big, 2, 4, 16)[0].kv_spec.fixed_bytes == 20 * (16 * 128 * 128 + 3 * 3 * 16 * 128) * 4
 
 
 def test_guards(eng):
