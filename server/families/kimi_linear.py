@@ -1,5 +1,5 @@
-"""The Kimi Delta Attention hybrid: Kimi-Linear (HF `KimiLinearForCausalLM`; GGUF arch
-`kimi-linear` not read yet).
+"""The Kimi Delta Attention hybrid: Kimi-Linear (HF `KimiLinearForCausalLM`, GGUF arch
+`kimi-linear`).
 
 Most layers are Kimi Delta Attention (KDA, linear attention with a per-channel decay), the
 others NoPE multi-head latent attention (spec.linear_layers names the KDA ones, or every
@@ -40,8 +40,47 @@ from server.shapes.shard import linear_heads as _linear_heads
 NAME = "kimilinear"
 FUSED = False
 
-GGUF_LAYER: dict = {}            # GGUF kimi-linear: not read yet (refused by name at load)
+# llama.cpp's kimi-linear names (src/models/kimi-linear.cpp): deepseek2's, attn_q / attn_k /
+# attn_v / attn_output on a KDA layer too, and the ssm_* tensors of the KDA layers
+GGUF_LAYER = {
+    **deepseek2.GGUF_LAYER,
+    "attn_k.weight": "self_attn.k_proj.weight",
+    "attn_v.weight": "self_attn.v_proj.weight",
+    "ssm_conv1d_q.weight": "self_attn.q_conv1d.weight",
+    "ssm_conv1d_k.weight": "self_attn.k_conv1d.weight",
+    "ssm_conv1d_v.weight": "self_attn.v_conv1d.weight",
+    "ssm_f_a.weight": "self_attn.f_a_proj.weight",
+    "ssm_f_b.weight": "self_attn.f_b_proj.weight",
+    "ssm_beta.weight": "self_attn.b_proj.weight",
+    "ssm_a": "self_attn.A_log",                     # stored as -exp(A_log): gguf_tensor
+    "ssm_dt.bias": "self_attn.dt_bias",
+    "ssm_g_a.weight": "self_attn.g_a_proj.weight",
+    "ssm_g_b.weight": "self_attn.g_b_proj.weight",
+    "ssm_norm.weight": "self_attn.o_norm.weight",
+}
 GGUF_EXPERTS = moe.GGUF_EXPERTS
+GGUF_KV_B = deepseek2.GGUF_KV_B
+
+
+def gguf_tensor(hf: str, x):
+    """A GGUF tensor in the form the HF name holds: the convs' numpy (1, d_inner, 1, K) as
+    (d_inner, 1, K); ssm_a (-exp(A_log), as the converter writes it) back to A_log, log(-a):
+    within a float32 rounding of the checkpoint's A_log (the decays' exp(A_log) then equal
+    -a to an ulp)."""
+    if hf.endswith("conv1d.weight") and len(x.shape) == 4:
+        return x.reshape(x.shape[1], 1, x.shape[3])
+    if hf.endswith(".A_log"):
+        return _log_neg(x)
+    return x
+
+
+def _log_neg(x):
+    """log(-x) elementwise of a float32 array (pure Python: families import no numpy)."""
+    import math
+    flat = [math.log(-float(v)) for v in x.reshape(-1)]
+    out = x.copy()
+    out.reshape(-1)[:] = flat
+    return out
 
 _EXPERT = re.compile(r"(model\.layers\.\d+)\.block_sparse_moe\.experts\.(\d+)\.w([123])\.weight")
 _W = {"1": "gate_proj", "3": "up_proj", "2": "down_proj"}

@@ -15,7 +15,7 @@ MLA_ARCHS = ("deepseek2", "kimilinear")
 RECURRENT_ARCHS = ("qwen3next", "kimilinear")
 ARCH_ALIASES = {"smollm": "llama", "gpt-oss": "gptoss", "gpt_oss": "gptoss",   # file's -> ours
                 "kimi-linear": "kimilinear", "kimi_linear": "kimilinear"}
-SUPPORTED_ARCHS = DENSE_ARCHS + MOE_ARCHS + ("gpt-oss",)
+SUPPORTED_ARCHS = DENSE_ARCHS + MOE_ARCHS + ("gpt-oss", "kimi-linear")
 ROUTERS = ("softmax", "sigmoid", "topk_softmax")
 
 

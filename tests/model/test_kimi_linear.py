@@ -134,9 +134,14 @@ def test_guards(eng):
 
 
 def test_gpu_refused_by_name():
+    """--device cuda: the dummy shape, the HF folder and the GGUF, each before any GPU."""
     from server.engine.build import open_model
+    from tools.refs import kimi_checkpoint as kc
     with pytest.raises(UnsupportedModel, match="kimilinear.*Kimi Delta Attention.*CPU only"):
         open_model(f"dummy:{NAME}", device="cuda", progress=False)
+    for src in (kc.build_once()[0], kc.build_gguf_once()[0]):
+        with pytest.raises(UnsupportedModel, match="kimilinear.*CPU only"):
+            open_model(str(src), device="cuda", progress=False)
 
 
 def test_hf_config_reading_and_refusals():
@@ -145,15 +150,15 @@ def test_hf_config_reading_and_refusals():
     s = spec_from_config(cfg, "x/config.json")
     assert (s.arch, s.linear_layers, s.lin_k_heads, s.lin_k_dim, s.first_dense_layers,
             s.n_group, s.kv_lora_rank, s.q_lora_rank, s.lin_lower_bound) == \
-        ("kimilinear", (0, 1, 2, 4, 5, 6), 2, 16, 1, 2, 32, 0, None)
+        ("kimilinear", (0, 1, 2, 4, 5, 6), 4, 16, 1, 2, 32, 0, None)
     # Moonshot's own config: linear_attn_config with 1-indexed layers, first_k_dense_replace
     moon = {k: v for k, v in cfg.items() if k not in ("layer_types", "mlp_layer_types",
                                                       "linear_head_dim", "linear_num_heads")}
     moon.update(linear_attn_config={"full_attn_layers": [4, 8], "kda_layers": [1, 2, 3, 5, 6, 7],
-                                    "head_dim": 16, "num_heads": 2},
+                                    "head_dim": 16, "num_heads": 4},
                 first_k_dense_replace=1)
     m = spec_from_config(moon, "x/config.json")
-    assert (m.linear_layers, m.lin_k_heads, m.first_dense_layers) == ((0, 1, 2, 4, 5, 6), 2, 1)
+    assert (m.linear_layers, m.lin_k_heads, m.first_dense_layers) == ((0, 1, 2, 4, 5, 6), 4, 1)
     for key, val in (("hidden_act", "gelu"), ("attention_bias", True),
                      ("layer_types", ["linear_attention"] * 8),
                      ("mlp_layer_types", ["sparse", "dense"] + ["sparse"] * 6),
@@ -197,3 +202,62 @@ def test_checkpoint_prefill_equals_decode(ckpt):
     rows1, s1 = _prefill(eng, prompt, [len(prompt)], context=128)
     rowsk, sk = _prefill(eng, prompt, [1], context=128)
     assert s1 == sk and rows1[len(prompt)] == rowsk[len(prompt)]
+
+
+# ---------------------------------------------------------------- the GGUF
+@pytest.fixture(scope="module")
+def gguf_ld():
+    from server.engine.weights import load
+    from tools.refs import kimi_checkpoint as kc
+    rec = record()
+    path, sha = kc.build_gguf_once()
+    assert sha == rec["gguf"]["sha256"]            # the file llama.cpp's ids were taken on
+    return rec, load(str(path), progress=False)
+
+
+def test_gguf_spec_is_the_folders(ckpt, gguf_ld):
+    """GGUF kimi-linear (head_count_kv 0 on the KDA layers, kda.head_dim, ssm.conv_kernel,
+    the MLA and MoE keys) reads as the HF folder's spec, field for field but the name."""
+    from dataclasses import replace
+    (_, ld), (_, g) = ckpt, gguf_ld
+    assert replace(g.spec, name="", rope_theta=0.0) == replace(ld.spec, name="", rope_theta=0.0)
+
+
+def test_gguf_matches_transformers_and_llama_cpp(gguf_ld):
+    """The golden rule on the GGUF: greedy ids equal transformers' through exact_prefix, and
+    llama.cpp's on the same file (recorded: they followed transformers' for every step), the
+    first step's top-5 logits within 1e-4 relative of transformers'."""
+    rec, ld = gguf_ld
+    llama = {c["name"]: c for c in rec["gguf"]["llama_cpp"]["cases"]}
+    eng = Engine(ld.spec, ld.tensors.__getitem__)
+    for case in rec["references"]["cases"]:
+        n = case["exact_prefix"]
+        assert llama[case["name"]]["within_rule"], case["name"]
+        ids, first = _greedy_ids(eng, case["prompt_ids"], n)
+        assert ids == case["greedy_ids"][:n] == llama[case["name"]]["greedy_ids"][:n], case["name"]
+        ref = case["top5"][0]
+        got, want = first[ref["ids"]], np.array(ref["logits"])
+        assert np.max(np.abs(got - want) / np.abs(want)) < 1e-4, case["name"]
+
+
+def test_gguf_refusals(gguf_ld):
+    """A kimi-linear GGUF whose head_count_kv is not an array a layer, or whose experts are not
+    gated by sigmoid, is refused naming the key."""
+    from server.engine.weights.gguf_file import GGUFFile
+    from server.engine.weights.gguf_spec import Fields, spec_from_gguf
+    from tools.refs import kimi_checkpoint as kc
+    from .test_mla_engine import _Field
+    r = GGUFFile(str(kc.build_gguf_once()[0]))
+    kv = {k: f.contents() for k, f in r.fields.items() if not k.startswith("tokenizer.")}
+    kv["tokenizer.ggml.tokens"] = ["x"] * 512
+    names = {t.name for t in r.tensors}
+
+    def meta(**over):
+        d = {**kv, **over}
+        return Fields(type("R", (), {"fields": {k: _Field(v) for k, v in d.items()}})(), "x.gguf")
+    spec, _ = spec_from_gguf(meta(), names)
+    assert spec.linear_layers == (0, 1, 2, 4, 5, 6)
+    with pytest.raises(Exception, match="head_count_kv"):
+        spec_from_gguf(meta(**{"kimi-linear.attention.head_count_kv": 1}), names)
+    with pytest.raises(UnsupportedModel, match="expert_gating_func"):
+        spec_from_gguf(meta(**{"kimi-linear.expert_gating_func": 1}), names)

@@ -1,5 +1,6 @@
 """The tiny Kimi-Linear HF folder served by `foldserve serve` (real processes on the CPU):
-greedy replies equal the engine's own in-process continuation at TP=1 and TP=2, n=2 choices
+greedy replies equal the engine's own in-process continuation at TP=1 and TP=2 (and the
+GGUF of the same weights at TP=2), n=2 choices
 and concurrent requests alike, the prompt cache asked for but off (no snapshot slots yet) and
 drafting off (its KDA states cannot step back). The check is tests/ranks/
 test_qwen3next_serve.py's, run on this folder."""
@@ -22,6 +23,12 @@ def folder():
 @pytest.mark.parametrize("tp", [1, 2])
 def test_serve_greedy_equals_in_process(folder, tp, group):  # noqa: F811
     serve_equals_in_process(folder, tp, group)
+
+
+def test_serve_gguf_greedy_equals_in_process(group):  # noqa: F811
+    """The GGUF (its tokenizer from the file's gpt2 keys) at TP=2."""
+    from tools.refs import kimi_checkpoint as kc
+    serve_equals_in_process(kc.build_gguf_once()[0], 2, group)
 
 
 def test_drafts_off():

@@ -21,7 +21,12 @@ case with a lower bound; their f_a / f_b projections set to identity so f is fed
   its cache (the prompt through the chunked KDA, each step through the recurrent one), in the
   golden file's format and rule, plus the smallest router margin on the path (the gap between
   the k-th and (k+1)-th expert's selection score among the kept groups);
-- `routes`: the prompt's last logits through transformers' prompt path and token by token.
+- `routes`: the prompt's last logits through transformers' prompt path and token by token;
+- `gguf`: the F32 GGUF of the same weights (kimi_checkpoint.write_gguf: the gguf package under
+  llama.cpp's names and keys; its converter at this commit refuses the folder transformers
+  saves), its sha256, and `llama_cpp`: llama-server's greedy ids and top-5 logprobs on it
+  (tools/refs/record_moe.py's llama_server_cases: token-id prompts through /completion, F32
+  KV), with how far they follow transformers' ids.
 """
 from __future__ import annotations
 
@@ -132,11 +137,32 @@ def router_margin(model, ids) -> float:
     return min(found)
 
 
+LLAMA_CPP = Path("/work/peers-build/llama.cpp")
+
+
+def llama_cpp_cases(gguf: Path, cases: list) -> dict:
+    """llama-server on the GGUF: its greedy ids against transformers' (`same_ids_through`)."""
+    rm = _by_path("record_moe")
+    server = LLAMA_CPP / "build-cpu/bin/llama-server"
+    got, cmd = rm.llama_server_cases(server, gguf, cases, gguf.with_suffix(".llama-server.log"))
+    for g, c in zip(got, cases):
+        a, b = g["greedy_ids"], c["greedy_ids"]
+        g["same_ids_through"] = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), len(a))
+        g["within_rule"] = g["same_ids_through"] >= c["exact_prefix"]
+    import subprocess
+    v = subprocess.run([str(server), "--version"], text=True, capture_output=True,
+                       stdin=subprocess.DEVNULL)
+    return {"command": " ".join([server.name] + cmd[1:2] + ["GGUF"] + cmd[3:]),
+            "llama_cpp": " ".join((v.stdout + v.stderr).split())[:160], "cases": got}
+
+
 def record_model(out: Path) -> Path:
     import tempfile
     with tempfile.TemporaryDirectory() as t:
         d = Path(t) / "hf"
         sha = kc.write(d)
+        gguf = Path(t) / f"{kc.NAME}-F32.gguf"
+        gguf_sha = kc.write_gguf(d, gguf)
         model, info = rq.load_hf(d)
         problems = {k: v for k, v in info.items() if v}
         cases, routes = [], []
@@ -156,6 +182,7 @@ def record_model(out: Path) -> Path:
             routes.append({"name": p["name"],
                            "max_abs_logit_diff": float(np.max(np.abs(whole - step))),
                            "bytes_equal": bool(np.array_equal(whole, step))})
+        llama = llama_cpp_cases(gguf, cases)
     rec = {
         "rule": rq.RULE,
         "made_with": made_with(),
@@ -165,12 +192,16 @@ def record_model(out: Path) -> Path:
         "references": {"dtype": "float32", "attn_implementation": "eager",
                        "n_steps": rq.N_STEPS, "cases": cases},
         "routes": routes,
+        "gguf": {"file": gguf.name, "sha256": gguf_sha, "written_by": "tools/refs/"
+                 "kimi_checkpoint.py write_gguf (gguf package, llama.cpp's kimi-linear names)",
+                 "llama_cpp": llama},
     }
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"{kc.NAME}.json"
     path.write_text(json.dumps(rec, indent=1) + "\n")
     print(path, {c["name"]: (c["exact_prefix"], round(c["min_top1_margin"], 4),
-                             round(c["router_margin"], 5)) for c in cases}, routes, problems)
+                             round(c["router_margin"], 5)) for c in cases}, routes, problems,
+          {g["name"]: g["same_ids_through"] for g in llama["cases"]})
     return path
 
 
