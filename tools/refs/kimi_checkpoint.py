@@ -53,7 +53,7 @@ CONFIG = {
     "vocab_size": 512,
     "hidden_size": 64,
     "intermediate_size": 128,
-    "moe_intermediate_size": 64,
+    "moe_intermediate_size": 96,
     "num_hidden_layers": len(LAYERS),
     "num_attention_heads": 4,
     "num_key_value_heads": 4,
