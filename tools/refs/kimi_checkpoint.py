@@ -251,6 +251,7 @@ def _tokenizer_keys(wr, folder: Path) -> None:
     wr.add_eos_token_id(CONFIG["eos_token_id"])
     wr.add_pad_token_id(CONFIG["pad_token_id"])
     wr.add_add_bos_token(False)
+    wr.add_chat_template(json.loads((folder / "tokenizer_config.json").read_text())["chat_template"])
 
 
 def write_gguf(folder, path) -> str:
