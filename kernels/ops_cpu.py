@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernels import attention, gdn, kv_write, matmul, mla, qmatmul, rmsnorm, rope, swiglu
+from kernels import attention, gdn, kda, kv_write, matmul, mla, qmatmul, rmsnorm, rope, swiglu
 from kernels import moe as M
 from kernels.blocks import Blocks, ExpertStack, MixedBlocks
 
@@ -18,17 +18,19 @@ class Ops:
     def __init__(self):
         self.numba, self.why_not = qmatmul.available()
         if self.numba:
-            from kernels import gdn_cpu, moe_cpu
+            from kernels import gdn_cpu, kda_cpu, moe_cpu
             self._gdn_chunk, self._moe_cpu = gdn_cpu.chunk, moe_cpu
+            self._kda_chunk = kda_cpu.chunk
         else:
             self._gdn_chunk, self._moe_cpu = gdn.chunk, None
+            self._kda_chunk = kda.chunk
 
     def __repr__(self) -> str:
         return f"<kernels.ops {self.name}>"
 
     def describe(self) -> str:
         """One line for the startup log: the backend and what it runs."""
-        return ("numpy definitions" + ("; GGUF blocks and the Gated DeltaNet scan by numba"
+        return ("numpy definitions" + ("; GGUF blocks and the recurrent scans by numba"
                                        if self.numba else f"; {self.why_not}"))
 
     def embed(self, table, ids):
@@ -219,6 +221,31 @@ class Ops:
             o[a:b] = self.gdn_chunk(qkvz[a:b, :C], qkvz[a:b, C:], ba[a:b, :nv], ba[a:b, nv:],
                                     conv_w, A_log, dt_bias, norm_w, eps, conv[slot], state[slot],
                                     nk)
+        return o
+
+    def kda_chunk(self, mix, f, b, gate, conv_w, A_log, dt_bias, norm_w, eps, window, state,
+                  lower_bound=None):
+        """One stream's chunk through a Kimi Delta Attention layer (kernels/kda.py: the
+        definition), its conv window and state updated in place; the numba form where numba
+        is present (chosen when the backend is made)."""
+        return self._kda_chunk(mix, f, b, gate, conv_w, A_log, dt_bias, norm_w, eps, window,
+                               state, lower_bound)
+
+    def kda_round(self, mix, f, b, gate, conv_w, A_log, dt_bias, norm_w, eps, fixed, rows,
+                  lower_bound=None, name=""):
+        """A round's KDA layer: mix [T, q|k|v], f [T, H D], b [T, H], gate [T, H D] (this
+        rank's heads) -> [T, H D], each chunk through `kda_chunk` over its stream's slot of
+        `fixed` (the layer's (state, conv window) arrays, [streams, ...]: the KV store's
+        fixed part)."""
+        state, conv = fixed
+        o = np.empty((mix.shape[0], state.shape[1] * state.shape[-1]), np.float32)
+        for (a, b_), c in zip(rows.spans, rows.chunks):
+            slot = getattr(c, "slot", -1)
+            if slot < 0:
+                raise ValueError(f"{name}: a chunk without a stream slot reached a recurrent "
+                                 "layer; its state is kept a stream (RoundChunk.slot)")
+            o[a:b_] = self.kda_chunk(mix[a:b_], f[a:b_], b[a:b_], gate[a:b_], conv_w, A_log,
+                                     dt_bias, norm_w, eps, conv[slot], state[slot], lower_bound)
         return o
 
     def sigmoid(self, x):

@@ -107,5 +107,11 @@ class CudaOps(Ops):
     def gdn_round(self, *a, **k):
         raise NotImplementedError("Gated DeltaNet layers run on the CPU only")
 
+    def kda_chunk(self, *a, **k):
+        raise NotImplementedError("Kimi Delta Attention layers run on the CPU only")
+
+    def kda_round(self, *a, **k):
+        raise NotImplementedError("Kimi Delta Attention layers run on the CPU only")
+
     def sigmoid(self, x):
         raise NotImplementedError("sigmoid gates run on the CPU only")
