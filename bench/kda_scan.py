@@ -25,6 +25,8 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=128)
     ap.add_argument("--reps", type=int, default=3)
     a = ap.parse_args()
+    import kernels
+    kernels.init()                 # before the numba kernels (kernels/__init__.py)
     from kernels import gdn_cpu, kda_cpu
     from server.shapes.spec import shape
     s, g = shape(a.shape), shape(a.gdn_shape)

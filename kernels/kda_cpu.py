@@ -18,6 +18,9 @@ the definition's four steps.
 """
 from __future__ import annotations
 
+from kernels import require_init  # noqa: E402
+
+require_init(__name__)           # kernels.init() first: numba's cache folder, its env
 import math
 
 import numpy as np
