@@ -277,20 +277,37 @@ def gdn_chunk(mix, z, b, a, conv_w, A_log, dt_bias, norm_w, eps, window, state, 
     return gdn.chunk(mix, z, b, a, conv_w, A_log, dt_bias, norm_w, eps, window, state, nk)
 
 
-def gdn_round(qkvz, ba, conv_w, A_log, dt_bias, norm_w, eps, nk, fixed, rows, name=""):
+def gdn_round(qkvz, ba, conv_w, A_log, dt_bias, norm_w, eps, nk, fixed, rows, name="",
+              snaps=()):
     """A round's Gated DeltaNet layer: qkvz [T, q|k|v|z], ba [T, b|a] (this rank's heads) ->
     [T, nv dv], each chunk through `gdn_chunk` over its stream's slot of `fixed` (the layer's
-    (state, conv window) arrays, [streams, ...]: the KV store's fixed part)."""
+    (state, conv window) arrays, [streams, ...]: the KV store's fixed part). A chunk with a
+    `snap` (slot, k) runs as its first k positions, then the state and window copied into
+    that snapshot slot of `snaps` (the layer's [slots, ...] arrays), then the rest: one
+    recurrence order, so the cut changes no byte."""
     state, conv = fixed
     nv, C = A_log.shape[0], conv_w.shape[0]
     o = np.empty((qkvz.shape[0], nv * state.shape[-1]), np.float32)
+
+    def run(a, b, slot):
+        if b > a:
+            o[a:b] = gdn_chunk(qkvz[a:b, :C], qkvz[a:b, C:], ba[a:b, :nv], ba[a:b, nv:],
+                               conv_w, A_log, dt_bias, norm_w, eps, conv[slot], state[slot], nk)
+
     for (a, b), c in zip(rows.spans, rows.chunks):
         slot = getattr(c, "slot", -1)
         if slot < 0:
             raise ValueError(f"{name}: a chunk without a stream slot reached a recurrent "
                              "layer; its state is kept a stream (RoundChunk.slot)")
-        o[a:b] = gdn_chunk(qkvz[a:b, :C], qkvz[a:b, C:], ba[a:b, :nv], ba[a:b, nv:], conv_w,
-                           A_log, dt_bias, norm_w, eps, conv[slot], state[slot], nk)
+        snap = getattr(c, "snap", ())
+        if snap:
+            k, cut = snap
+            run(a, a + cut, slot)
+            snaps[0][k] = state[slot]
+            snaps[1][k] = conv[slot]
+            run(a + cut, b, slot)
+        else:
+            run(a, b, slot)
     return o
 
 

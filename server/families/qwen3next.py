@@ -184,7 +184,7 @@ def attend_linear(ops, m, L, li, h, out, r, kv):
     ba = ops.linear(x, L.wba)
     fi = li - s.kv_index(li)                   # index among the linear layers
     o = ops.gdn_round(qkvz, ba, L.conv_w, L.A_log, L.dt_bias, L.gnorm, s.rms_eps, L.nk,
-                      kv.fixed_of(fi), r, s.name or s.arch)
+                      kv.fixed_of(fi), r, s.name or s.arch, snaps=kv.snaps_of(fi))
     y = ops.linear(o, L.wout)
     if m.all_reduce is not None:
         y = m.all_reduce(y)
