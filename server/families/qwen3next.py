@@ -36,7 +36,22 @@ from server.shapes.shard import linear_heads as _linear_heads
 NAME = "qwen3next"
 FUSED = False
 
-GGUF_LAYER: dict = {}            # GGUF qwen3next: not read yet (refused by name at load)
+# GGUF qwen3next (llama.cpp's names): the tensors that map by name; the linear layers'
+# attn_qkv | attn_gate, ssm_a and ssm_conv1d are rebuilt at load into HF's layout
+# (server/engine/weights/gguf_qwen3next.py)
+GGUF_LAYER: dict = {
+    **{k: v for k, v in llama.GGUF_ATTENTION.items() if not k.endswith(".bias")},
+    "post_attention_norm.weight": "post_attention_layernorm.weight",
+    "ssm_ba.weight": "linear_attn.in_proj_ba.weight",
+    "ssm_dt.bias": "linear_attn.dt_bias",
+    "ssm_norm.weight": "linear_attn.norm.weight",
+    "ssm_out.weight": "linear_attn.out_proj.weight",
+    "ffn_gate_inp.weight": "mlp.gate.weight",
+    "ffn_gate_shexp.weight": "mlp.shared_expert.gate_proj.weight",
+    "ffn_up_shexp.weight": "mlp.shared_expert.up_proj.weight",
+    "ffn_down_shexp.weight": "mlp.shared_expert.down_proj.weight",
+    "ffn_gate_inp_shexp.weight": "mlp.shared_expert_gate.weight",
+}
 GGUF_EXPERTS = moe.GGUF_EXPERTS
 
 

@@ -1,8 +1,9 @@
 """Gated DeltaNet (qwen3next): the op against transformers' functions and against its numba
 form; one recurrence order (a chunk of n positions == n single positions, byte for byte, at
 the op and through the engine, in rounds of every size and interleaved with other streams);
-the KV layout's fixed part (counted by the planner, beside the pages); solo == concurrent,
-paged == window; the guards (a state's position, a kept prefix refused); the tiny HF
+the KV layout's fixed part (counted by the planner, beside the pages, and the snapshot
+slots beside the prompt cache's pages); solo == concurrent, paged == window; the guards (a
+state's position, a kept prefix without its snapshot refused); the tiny HF
 checkpoint held to its transformers references (tests/data/qwen3next/, made by
 tools/refs/record_qwen3next.py) under the golden rule."""
 from __future__ import annotations
@@ -253,17 +254,11 @@ def test_guards(eng):
         eng.model.forward([((0, 1), 16, 0, (5,), True)], eng.kv)
 
 
-def test_gpu_and_gguf_refused_by_name():
+def test_gpu_refused_by_name():
+    """(GGUF qwen3next is read: tests/model/test_qwen3next_gguf.py.)"""
     from server.engine.build import open_model
     with pytest.raises(UnsupportedModel, match="qwen3next.*CPU only"):
         open_model(f"dummy:{NAME}", device="cuda", progress=False)
-    from server.engine.weights.gguf_spec import Fields, spec_from_gguf
-    from .test_mla_engine import _Field
-    kv = {"general.architecture": "qwen3next", "qwen3next.embedding_length": 64,
-          "qwen3next.attention.head_count": 4}
-    meta = Fields(type("R", (), {"fields": {k: _Field(v) for k, v in kv.items()}})(), "x.gguf")
-    with pytest.raises(UnsupportedModel, match="GGUF qwen3next .* not read yet"):
-        spec_from_gguf(meta, set())
 
 
 def test_tp3_refused_by_name():

@@ -108,6 +108,9 @@ def load_gguf(path: str, *, progress: bool = True) -> Loaded:
     unused = [n for n in by_name if (block_of(n) or 0) >= trunk and block_of(n) is not None
               and block_of(n) < trunk + spec.nextn_layers]
     kv_b = {n for n in by_name if arch == "deepseek2" and n.endswith(KV_B_PARTS)}
+    if arch == "qwen3next":                  # rebuilt into HF's layout below
+        from . import gguf_qwen3next
+        kv_b = {n for n in by_name if n.endswith(gguf_qwen3next.JOINED) and n not in unused}
     unknown = [n for n in by_name if n not in unused and n not in IGNORED and n not in kv_b
                and hf_name(n, arch) is None and expert_tensor(n, arch) is None]
     if unknown:
@@ -126,7 +129,7 @@ def load_gguf(path: str, *, progress: bool = True) -> Loaded:
             if name in IGNORED or name in unused:
                 bar.advance()
                 continue
-            if name in kv_b:                 # joined into kv_b_proj below
+            if name in kv_b:                 # joined into kv_b_proj (qwen3next: HF's layout) below
                 bar.advance()
                 continue
             ex = expert_tensor(name, arch)
@@ -146,7 +149,9 @@ def load_gguf(path: str, *, progress: bool = True) -> Loaded:
                 x = permute.from_gguf(x, heads)
             tensors[hf] = x
             bar.advance()
-    if kv_b:
+    if kv_b and arch == "qwen3next":
+        gguf_qwen3next.join(spec, by_name, tensors, path, to_float32)
+    elif kv_b:
         join_kv_b(spec, by_name, tensors, path)
     if spec.tie_embeddings:
         tensors[HEAD] = tensors[EMBED]
