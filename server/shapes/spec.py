@@ -13,8 +13,9 @@ DENSE_ARCHS = ("llama", "mistral", "qwen2", "qwen3", "smollm")
 MOE_ARCHS = ("qwen3moe", "glm4moe", "deepseek2", "gptoss", "qwen3next")
 MLA_ARCHS = ("deepseek2",)
 RECURRENT_ARCHS = ("qwen3next",)
-ARCH_ALIASES = {"smollm": "llama", "gpt-oss": "gptoss", "gpt_oss": "gptoss"}   # file's -> ours
-SUPPORTED_ARCHS = DENSE_ARCHS + MOE_ARCHS + ("gpt-oss",)
+ARCH_ALIASES = {"smollm": "llama", "gpt-oss": "gptoss", "gpt_oss": "gptoss",   # file's -> ours
+                "qwen35moe": "qwen3next"}      # Qwen3.5/3.6 MoE: the same layers (gguf_qwen3next.py)
+SUPPORTED_ARCHS = DENSE_ARCHS + MOE_ARCHS + ("gpt-oss", "qwen35moe")
 ROUTERS = ("softmax", "sigmoid", "topk_softmax")
 
 

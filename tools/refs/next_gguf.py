@@ -36,8 +36,18 @@ except ImportError:            # run by path from a reference venv (tools/refs/r
     _s.loader.exec_module(nc)
 
 
-def gguf_tensors(w: dict) -> list[tuple[str, np.ndarray]]:
-    """(GGUF name, float32 array in numpy order) of every tensor, the converter's layout."""
+def _tile(x, nk: int, r: int, hd: int, axis: int = 0):
+    """v heads from HF's grouped order (k r + i) to the converter's tiled one (i nk + k)."""
+    x = np.moveaxis(x, axis, 0)
+    rest = x.shape[1:]
+    y = x.reshape(nk, r, hd, *rest).transpose(1, 0, 2, *range(3, 3 + len(rest)))
+    return np.ascontiguousarray(np.moveaxis(y.reshape(nk * r * hd, *rest), 0, axis))
+
+
+def gguf_tensors(w: dict, arch: str = "qwen3next") -> list[tuple[str, np.ndarray]]:
+    """(GGUF name, float32 array in numpy order) of every tensor, the converter's layout
+    (arch qwen35moe: the Qwen3_5MoeTextModel converter's: v heads tiled, ssm_beta and
+    ssm_alpha apart)."""
     c = nc.CONFIG
     nk, nv, dk, dv = (c["linear_num_key_heads"], c["linear_num_value_heads"],
                       c["linear_key_head_dim"], c["linear_value_head_dim"])
@@ -50,7 +60,27 @@ def gguf_tensors(w: dict) -> list[tuple[str, np.ndarray]]:
         p, b = f"model.layers.{i}.", f"blk.{i}."
         out += [(b + "attn_norm.weight", w[p + "input_layernorm.weight"] + f(1)),
                 (b + "post_attention_norm.weight", w[p + "post_attention_layernorm.weight"] + f(1))]
-        if kind == "linear_attention":
+        if kind == "linear_attention" and arch == "qwen35moe":
+            a = p + "linear_attn."
+            qkvz = w[a + "in_proj_qkvz.weight"]
+            d = qkvz.shape[1]
+            x = qkvz.reshape(nk, 2 * dk + 2 * r * dv, d)
+            flat = lambda t: t.reshape(-1, d)
+            ba = w[a + "in_proj_ba.weight"].reshape(nk, 2 * r, d)
+            conv = w[a + "conv1d.weight"][:, 0, :]
+            K2 = 2 * nk * dk
+            out += [(b + "attn_qkv.weight", np.concatenate(
+                        [flat(x[:, :dk]), flat(x[:, dk:2 * dk]),
+                         _tile(flat(x[:, 2 * dk:2 * dk + r * dv]), nk, r, dv)])),
+                    (b + "attn_gate.weight", _tile(flat(x[:, 2 * dk + r * dv:]), nk, r, dv)),
+                    (b + "ssm_beta.weight", _tile(flat(ba[:, :r]), nk, r, 1)),
+                    (b + "ssm_alpha.weight", _tile(flat(ba[:, r:]), nk, r, 1)),
+                    (b + "ssm_conv1d.weight", np.concatenate([conv[:K2], _tile(conv[K2:], nk, r, dv)])),
+                    (b + "ssm_dt.bias", _tile(w[a + "dt_bias"], nk, r, 1)),
+                    (b + "ssm_a", _tile((-np.exp(w[a + "A_log"].astype(np.float64))).astype(f), nk, r, 1)),
+                    (b + "ssm_norm.weight", w[a + "norm.weight"]),
+                    (b + "ssm_out.weight", _tile(w[a + "out_proj.weight"], nk, r, dv, axis=1))]
+        elif kind == "linear_attention":
             a = p + "linear_attn."
             qkvz = w[a + "in_proj_qkvz.weight"]
             d = qkvz.shape[1]
@@ -121,7 +151,8 @@ def _tokenizer_keys(wr, hf_dir: Path) -> None:
     wr.add_chat_template(tc["chat_template"])
 
 
-def write_gguf(path, qtype: str = "F32", hf_dir=None, weights_of: str | None = None) -> str:
+def write_gguf(path, qtype: str = "F32", hf_dir=None, weights_of: str | None = None,
+               arch: str = "qwen3next") -> str:
     """Write the GGUF (qtype F32 or Q8_0); returns its sha256. hf_dir: the checkpoint's
     folder for the tokenizer (written to a temporary folder when None). weights_of "Q8_0"
     (with qtype F32): every tensor as the Q8_0 file holds it, dequantized (llama.cpp's
@@ -136,15 +167,18 @@ def write_gguf(path, qtype: str = "F32", hf_dir=None, weights_of: str | None = N
         if hf_dir is None:
             hf_dir = Path(t)
             nc.write_tokenizer(hf_dir)
-        wr = gguf.GGUFWriter(str(path), "qwen3next")
+        wr = gguf.GGUFWriter(str(path), arch)
         wr.add_type(gguf.GGUFType.MODEL)
-        wr.add_name(nc.NAME)
+        wr.add_name(nc.NAME if arch == "qwen3next" else "qwen35moe-tiny")
         wr.add_block_count(c["num_hidden_layers"])
         wr.add_context_length(c["max_position_embeddings"])
         wr.add_embedding_length(c["hidden_size"])
-        wr.add_feed_forward_length(c["intermediate_size"])
+        if arch == "qwen3next":          # Qwen3.5's config has no intermediate_size
+            wr.add_feed_forward_length(c["intermediate_size"])
         wr.add_head_count(c["num_attention_heads"])
         wr.add_head_count_kv(c["num_key_value_heads"])
+        if arch == "qwen35moe":
+            wr.add_array("qwen35moe.rope.dimension_sections", [1, 1, 0, 0])
         wr.add_rope_freq_base(c["rope_parameters"]["rope_theta"])
         wr.add_layer_norm_rms_eps(c["rms_norm_eps"])
         wr.add_expert_count(c["num_experts"])
@@ -159,13 +193,13 @@ def write_gguf(path, qtype: str = "F32", hf_dir=None, weights_of: str | None = N
         wr.add_ssm_group_count(c["linear_num_key_heads"])
         wr.add_ssm_time_step_rank(c["linear_num_value_heads"])
         wr.add_ssm_inner_size(c["linear_value_head_dim"] * c["linear_num_value_heads"])
-        wr.add_array("qwen3next.attention.recurrent_layers",
+        wr.add_array(f"{arch}.attention.recurrent_layers",
                      [t == "linear_attention" for t in c["layer_types"]])
         wr.add_full_attention_interval(4)
         wr.add_rope_dimension_count(int(c["head_dim"] * c["rope_parameters"]["partial_rotary_factor"]))
         _tokenizer_keys(wr, Path(hf_dir))
         wr.add_quantization_version(gguf.GGML_QUANT_VERSION)
-        for name, arr in gguf_tensors(nc.weights()):
+        for name, arr in gguf_tensors(nc.weights(), arch):
             ty = gguf_type(name, arr.shape, qtype)
             if weights_of and gguf_type(name, arr.shape, weights_of) != "F32":
                 qt = gguf.GGMLQuantizationType[gguf_type(name, arr.shape, weights_of)]
@@ -186,13 +220,14 @@ def write_gguf(path, qtype: str = "F32", hf_dir=None, weights_of: str | None = N
 _BUILT: dict = {}
 
 
-def build_once(qtype: str) -> tuple[Path, str]:
-    """write_gguf() into a per-process temporary folder, once a qtype: for tests."""
+def build_once(qtype: str, arch: str = "qwen3next") -> tuple[Path, str]:
+    """write_gguf() into a per-process temporary folder, once a (qtype, arch): for tests."""
     import tempfile
-    if qtype not in _BUILT:
-        p = Path(tempfile.mkdtemp(prefix=f"foldserve-{nc.NAME}-gguf-")) / f"{nc.NAME}-{qtype}.gguf"
-        _BUILT[qtype] = (p, write_gguf(p, qtype))
-    return _BUILT[qtype]
+    if (qtype, arch) not in _BUILT:
+        name = nc.NAME if arch == "qwen3next" else "qwen35moe-tiny"
+        p = Path(tempfile.mkdtemp(prefix=f"foldserve-{name}-gguf-")) / f"{name}-{qtype}.gguf"
+        _BUILT[qtype, arch] = (p, write_gguf(p, qtype, arch=arch))
+    return _BUILT[qtype, arch]
 
 
 if __name__ == "__main__":

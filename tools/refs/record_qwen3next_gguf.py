@@ -1,7 +1,9 @@
-"""Record llama.cpp's references for the tiny Qwen3-Next checkpoint as GGUF `qwen3next`:
-tests/data/qwen3next/qwen3next-tiny-gguf.json.
+"""Record llama.cpp's references for the tiny Qwen3-Next checkpoint as GGUF `qwen3next`
+(tests/data/qwen3next/qwen3next-tiny-gguf.json), and with --arch qwen35moe for the same weights
+as the tiny Qwen3.5-MoE checkpoint (tools/refs/next35_checkpoint.py, HF Qwen3_5MoeForCausalLM)
+and its GGUF `qwen35moe` (tests/data/qwen3next/qwen35moe-tiny-gguf.json).
 
-    /work/venv-ref/bin/python tools/refs/record_qwen3next_gguf.py --llama-cpp /work/peers-build/llama.cpp
+    /work/venv-ref/bin/python tools/refs/record_qwen3next_gguf.py --llama-cpp /work/peers-build/llama.cpp [--arch qwen35moe]
 
 Needs torch + transformers (a reference venv) and a CPU build of llama.cpp (llama-server).
 The GGUFs are written by tools/refs/next_gguf.py (numpy + gguf, under llama.cpp's names: the
@@ -47,6 +49,7 @@ def _by_path(name):
 rq = _by_path("record_qwen3next")      # the prompts, the transformers model
 rm = _by_path("record_moe")            # llama-server's cases, compare_gguf, agreement
 ng = _by_path("next_gguf")
+n35 = _by_path("next35_checkpoint")
 nc = rq.nc
 
 WRAPPER = r'''
@@ -58,6 +61,12 @@ from conversion import base
 # the tiny checkpoint's tokenizer (byte-level BPE, GPT-2's split) is not one the converter
 # knows by its hash: name its pre-tokenizer
 base.TextModel.get_vocab_base_pre = lambda self, tokenizer: "gpt-2"
+# transformers maps model_type qwen3_5_moe_text to Qwen3_5Tokenizer, which adds a token past
+# the checkpoint's 512 (the converter then stops on its vocab assertion): read the folder's
+# tokenizer.json as it is
+import transformers
+from transformers import PreTrainedTokenizerFast
+transformers.AutoTokenizer.from_pretrained = lambda d, **kw: PreTrainedTokenizerFast.from_pretrained(d, **kw)
 import convert_hf_to_gguf as c
 sys.argv = ["convert_hf_to_gguf.py"] + sys.argv[1:]
 c.main()
@@ -88,7 +97,10 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--llama-cpp", required=True)
     ap.add_argument("--out", default=str(ROOT / "tests/data/qwen3next"))
+    ap.add_argument("--arch", default="qwen3next", choices=["qwen3next", "qwen35moe"])
     a = ap.parse_args(argv)
+    arch = a.arch
+    name = nc.NAME if arch == "qwen3next" else n35.NAME
     torch.set_num_threads(1)
     lcpp = Path(a.llama_cpp)
     server = lcpp / "build-cpu/bin/llama-server"
@@ -98,20 +110,37 @@ def main(argv=None):
                          "python": platform.python_version(), "torch": torch.__version__,
                          "numpy": np.__version__, "machine": platform.machine(),
                          "llama.cpp": str(lcpp), "llama-server": str(server)},
-           "files": {}, "converter": {}, "llama_cpp": {}}
+           "arch": arch, "files": {}, "converter": {}, "llama_cpp": {}}
     with tempfile.TemporaryDirectory() as t:
         t = Path(t)
         hf = t / "hf"
-        for f, h in nc.write(hf).items():
-            rec["files"][f"hf/{f}"] = h
-        assert rec["files"] == ref["checkpoint"]["sha256"], "not the recorded checkpoint"
-        model, _ = rq.load_hf(hf)
+        if arch == "qwen3next":
+            for f, h in nc.write(hf).items():
+                rec["files"][f"hf/{f}"] = h
+            assert rec["files"] == ref["checkpoint"]["sha256"], "not the recorded checkpoint"
+        else:
+            for f, h in n35.write(hf).items():
+                rec["files"][f"hf/{f}"] = h
+        model, info = rq.load_hf(hf)
         refs = {c["name"]: with_logsumexp(model, c) for c in ref["references"]["cases"]}
+        if arch == "qwen35moe":
+            # Qwen3_5MoeForCausalLM on the same weights regrouped: transformers' own greedy
+            # path (its cache: chunked prompt, recurrent steps) against the Qwen3-Next record
+            rec["transformers"] = {"class": type(model).__name__,
+                                   "loading_problems": {k: v for k, v in info.items() if v},
+                                   "cases": []}
+            for c in ref["references"]["cases"]:
+                greedy, top5 = rq.greedy_hf(model, c["prompt_ids"], rq.N_STEPS)
+                worst = max(abs(x - y) for s1, s2 in zip(top5, c["top5"])
+                            for x, y in zip(s1["logits"], s2["logits"]))
+                rec["transformers"]["cases"].append(
+                    {"name": c["name"], "greedy_equal_to_qwen3next_record": greedy == c["greedy_ids"],
+                     "max_abs_top5_logit_diff": worst})
         wrapper = t / "convert_wrapper.py"
         wrapper.write_text(WRAPPER)
         for qt in ("F32", "Q8_0"):
-            mine = t / f"{nc.NAME}-{qt}.gguf"
-            rec["files"][mine.name] = ng.write_gguf(mine, qt, hf)
+            mine = t / f"{name}-{qt}.gguf"
+            rec["files"][mine.name] = ng.write_gguf(mine, qt, hf, arch=arch)
             theirs = t / f"converted-{qt}.gguf"
             cmd = [sys.executable, str(wrapper), str(lcpp), str(hf), "--outtype", qt.lower(),
                    "--no-mtp", "--outfile", str(theirs)]
@@ -132,8 +161,8 @@ def main(argv=None):
         # llama.cpp's Q8_0 dot products quantize the activations to Q8_0 too (a ~0.2 logprob
         # difference on these tiny widths); the Q8_0 file's weights dequantized into an F32
         # file are the reference foldserve's Q8_0 path (float rows x stored blocks) is held to
-        deq = t / f"{nc.NAME}-Q8_0-weights-F32.gguf"
-        rec["files"][deq.name] = ng.write_gguf(deq, "F32", hf, weights_of="Q8_0")
+        deq = t / f"{name}-Q8_0-weights-F32.gguf"
+        rec["files"][deq.name] = ng.write_gguf(deq, "F32", hf, weights_of="Q8_0", arch=arch)
         cases, cmd = rm.llama_server_cases(server, deq, rq.PROMPTS, t / "server-deq.log")
         for c in cases:
             p = next(x for x in rq.PROMPTS if x["name"] == c["name"])
@@ -142,10 +171,10 @@ def main(argv=None):
                      exact_prefix=rq.N_STEPS if tie is None else tie + 1)
         rec["llama_cpp"]["Q8_0 weights as F32"] = {
             "command": " ".join(str(x) for x in cmd).replace(str(t), "TMP"), "request": REQUEST,
-            "file": "next_gguf.write_gguf(F32, weights_of=Q8_0)", "cases": cases}
+            "file": f"next_gguf.write_gguf(F32, weights_of=Q8_0, arch={arch})", "cases": cases}
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
-    path = out / f"{nc.NAME}-gguf.json"
+    path = out / f"{name}-gguf.json"
     path.write_text(json.dumps(rec, indent=1) + "\n")
     for qt, blk in rec["llama_cpp"].items():
         print(qt, [(c["name"], c["exact_prefix"], c.get("agreement_with_transformers", {}).get("same_ids_through"),

@@ -110,7 +110,9 @@ def load_gguf(path: str, *, progress: bool = True) -> Loaded:
     kv_b = {n for n in by_name if arch == "deepseek2" and n.endswith(KV_B_PARTS)}
     if arch == "qwen3next":                  # rebuilt into HF's layout below
         from . import gguf_qwen3next
-        kv_b = {n for n in by_name if n.endswith(gguf_qwen3next.JOINED) and n not in unused}
+        tiled = raw_arch == "qwen35moe"
+        joined = gguf_qwen3next.JOINED35 if tiled else gguf_qwen3next.JOINED
+        kv_b = {n for n in by_name if n.endswith(joined) and n not in unused}
     unknown = [n for n in by_name if n not in unused and n not in IGNORED and n not in kv_b
                and hf_name(n, arch) is None and expert_tensor(n, arch) is None]
     if unknown:
@@ -150,7 +152,7 @@ def load_gguf(path: str, *, progress: bool = True) -> Loaded:
             tensors[hf] = x
             bar.advance()
     if kv_b and arch == "qwen3next":
-        gguf_qwen3next.join(spec, by_name, tensors, path, to_float32)
+        gguf_qwen3next.join(spec, by_name, tensors, path, to_float32, tiled)
     elif kv_b:
         join_kv_b(spec, by_name, tensors, path)
     if spec.tie_embeddings:

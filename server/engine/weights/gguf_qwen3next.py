@@ -20,6 +20,17 @@ ffn_gate_inp, the experts ffn_{gate,up,down}_exps, the shared expert ffn_*_shexp
 gate ffn_gate_inp_shexp [1, d]. The converter adds 1 to the zero-centred RMSNorm weights
 (not the gated norm's), so a GGUF's spec has zero_centred_norms False.
 
+GGUF `qwen35moe` (Qwen3.5/3.6 MoE; the converter's Qwen3_5MoeTextModel) has the same layers,
+with the beta and decay inputs as two tensors (ssm_beta, ssm_alpha [nv, d]) and every v-head
+axis in **tiled** order (the converter's _LinearAttentionVReorderBase: v head j of the file is
+HF's v head (j mod nk) r + j div nk, HF grouping a k head's r v heads together): the v rows of
+attn_qkv, attn_gate, ssm_beta, ssm_alpha, ssm_a, ssm_dt, the conv's v channels and ssm_out's
+columns. `join` puts them back in HF's grouped order. rope.dimension_sections (interleaved
+MRoPE) must cover the rotated pairs: a text token's sections share its position, so it is the
+plain partial RoPE. HF `Qwen3_5MoeForCausalLM` stores in_proj_qkv, in_proj_z, in_proj_b,
+in_proj_a apart (grouped order): `join_split_projections` builds Qwen3-Next's interleaved
+in_proj_qkvz and in_proj_ba from them.
+
 `join` undoes the converter where it changed the layout: in_proj_qkvz rebuilt row by row
 from attn_qkv and attn_gate (float32: the family regroups these rows anyway), conv1d given
 its middle axis back, A_log = log(-ssm_a) (in float64, then float32: the kernel computes
@@ -38,6 +49,9 @@ from .loaded import WeightsError
 # GGUF_LAYER)
 JOINED = (".attn_qkv.weight", ".attn_gate.weight", ".ssm_a", ".ssm_conv1d.weight")
 
+# qwen35moe: these too (the v heads tiled, b and a apart)
+JOINED35 = JOINED + (".ssm_beta.weight", ".ssm_alpha.weight", ".ssm_dt.bias", ".ssm_out.weight")
+
 SSM_KEYS = {"ssm.conv_kernel", "ssm.state_size", "ssm.group_count", "ssm.time_step_rank",
             "ssm.inner_size", "attention.recurrent_layers", "full_attention_interval",
             "expert_shared_feed_forward_length"}
@@ -49,7 +63,7 @@ def next_spec(meta, spec: ModelSpec, a: str, moe_keys: set) -> ModelSpec:
     {a}.attention.recurrent_layers, else (i + 1) % full_attention_interval != 0). An
     unknown {a}.* key, or a layout foldserve does not serve, is refused by name."""
     path = meta.path
-    known = moe_keys | SSM_KEYS
+    known = moe_keys | SSM_KEYS | ({"rope.dimension_sections"} if a == "qwen35moe" else set())
     unknown = sorted(k for k in meta.fields if k.startswith(a + ".") and k[len(a) + 1:] not in known)
     if unknown:
         raise UnsupportedModel(
@@ -90,6 +104,11 @@ def next_spec(meta, spec: ModelSpec, a: str, moe_keys: set) -> ModelSpec:
         raise WeightsError(f"{path}: {a}.ssm.inner_size {inner} is not a multiple of "
                            f"{a}.ssm.time_step_rank {nv}")
     rot = int(meta.get(f"{a}.rope.dimension_count", 0) or spec.head_dim)
+    sections = meta.get(f"{a}.rope.dimension_sections")
+    if sections is not None and (sum(sections) != rot // 2 or (len(sections) > 3 and sections[3])):
+        raise UnsupportedModel(f"{path}: {a}.rope.dimension_sections {list(sections)} must cover "
+                               f"the {rot // 2} rotated pairs with the text sections (foldserve "
+                               "serves text: the plain partial RoPE)")
     sff = int(meta.get(f"{a}.expert_shared_feed_forward_length", 0))
     scale = float(str(np.float32(meta.get(f"{a}.expert_weights_scale", 0.0)))) or 1.0
     return replace(
@@ -102,37 +121,89 @@ def next_spec(meta, spec: ModelSpec, a: str, moe_keys: set) -> ModelSpec:
         conv_kernel=need("ssm.conv_kernel"), zero_centred_norms=False)
 
 
-def join(spec: ModelSpec, by_name: dict, tensors: dict, path: str, to_float32) -> None:
-    """The HF tensors of every linear layer from the converter's (see the module doc)."""
+def _untile(x, nk: int, r: int, hd: int, axis: int = 0):
+    """v heads from the converter's tiled order (j = i nk + k) back to HF's grouped one
+    (k r + i) along `axis`, hd values a head."""
+    x = np.moveaxis(x, axis, 0)
+    rest = x.shape[1:]
+    y = x.reshape(r, nk, hd, *rest).transpose(1, 0, 2, *range(3, 3 + len(rest)))
+    return np.ascontiguousarray(np.moveaxis(y.reshape(nk * r * hd, *rest), 0, axis))
+
+
+def join(spec: ModelSpec, by_name: dict, tensors: dict, path: str, to_float32,
+         tiled: bool = False) -> None:
+    """The HF tensors of every linear layer from the converter's (see the module doc);
+    tiled: a qwen35moe file (v heads tiled, ssm_beta / ssm_alpha apart)."""
     nk, nv, dk, dv = spec.lin_k_heads, spec.lin_v_heads, spec.lin_k_dim, spec.lin_v_dim
     r = nv // nk
+    joined = JOINED35 if tiled else JOINED
     for i in range(spec.n_layers):
         if not spec.is_linear_layer(i):
-            extra = [f"blk.{i}{s}" for s in JOINED if f"blk.{i}{s}" in by_name]
+            extra = [f"blk.{i}{s}" for s in joined if f"blk.{i}{s}" in by_name]
             if extra:
                 raise WeightsError(f"{path}: {', '.join(extra)} in full-attention layer {i}")
             continue
         b, p = f"blk.{i}", f"model.layers.{i}.linear_attn."
-        parts = [f"{b}{s}" for s in JOINED]
+        parts = [f"{b}{s}" for s in joined]
         if any(n not in by_name for n in parts):
             continue                       # check_tensors names the missing HF tensor
-        qkv = to_float32(by_name[b + ".attn_qkv.weight"], path)
-        z = to_float32(by_name[b + ".attn_gate.weight"], path)
+        get = lambda s: to_float32(by_name[b + s], path)
+        qkv, z = get(".attn_qkv.weight"), get(".attn_gate.weight")
         d = qkv.shape[1]
         if qkv.shape != (2 * nk * dk + nv * dv, d) or z.shape != (nv * dv, d):
             raise WeightsError(f"{path}: {b}.attn_qkv.weight {list(qkv.shape)} / "
                                f"{b}.attn_gate.weight {list(z.shape)} do not fit {nk} key heads "
                                f"of {dk} and {nv} value heads of {dv}")
+        conv = get(".ssm_conv1d.weight")
+        a = get(".ssm_a").astype(np.float64)
+        K2 = 2 * nk * dk
+        if tiled:
+            qkv = np.concatenate([qkv[:K2], _untile(qkv[K2:], nk, r, dv)])
+            z = _untile(z, nk, r, dv)
+            conv = np.concatenate([conv[:K2], _untile(conv[K2:], nk, r, dv)])
+            a = _untile(a, nk, r, 1)
+            beta, alpha = _untile(get(".ssm_beta.weight"), nk, r, 1), _untile(get(".ssm_alpha.weight"), nk, r, 1)
+            tensors[p + "in_proj_ba.weight"] = np.ascontiguousarray(np.concatenate(
+                [beta.reshape(nk, r, d), alpha.reshape(nk, r, d)], axis=1).reshape(-1, d))
+            tensors[p + "dt_bias"] = _untile(get(".ssm_dt.bias"), nk, r, 1)
+            tensors[p + "out_proj.weight"] = _untile(get(".ssm_out.weight"), nk, r, dv, axis=1)
         q = qkv[:nk * dk].reshape(nk, dk, d)
-        k = qkv[nk * dk:2 * nk * dk].reshape(nk, dk, d)
-        v = qkv[2 * nk * dk:].reshape(nk, r * dv, d)
+        k = qkv[nk * dk:K2].reshape(nk, dk, d)
+        v = qkv[K2:].reshape(nk, r * dv, d)
         zz = z.reshape(nk, r * dv, d)
         tensors[p + "in_proj_qkvz.weight"] = np.ascontiguousarray(
             np.concatenate([q, k, v, zz], axis=1).reshape(-1, d))
-        conv = to_float32(by_name[b + ".ssm_conv1d.weight"], path)
         tensors[p + "conv1d.weight"] = np.ascontiguousarray(conv[:, None, :])
-        a = to_float32(by_name[b + ".ssm_a"], path).astype(np.float64)
         if not np.all(a < 0):
             raise WeightsError(f"{path}: {b}.ssm_a holds values >= 0; the converter writes "
                                "-exp(A_log), always negative")
         tensors[p + "A_log"] = np.log(-a).astype(np.float32)
+
+
+SPLIT = ("in_proj_qkv.weight", "in_proj_z.weight", "in_proj_b.weight", "in_proj_a.weight")
+
+
+def join_split_projections(spec: ModelSpec, tensors: dict, source: str) -> None:
+    """HF Qwen3_5MoeForCausalLM's in_proj_qkv [q all | k all | v all], in_proj_z, in_proj_b,
+    in_proj_a (v heads grouped by k head) -> Qwen3-Next's in_proj_qkvz (per k head
+    [q | k | v | z]) and in_proj_ba (per k head [b | a]), float32. A folder with neither
+    form is left to check_tensors."""
+    nk, nv, dk, dv = spec.lin_k_heads, spec.lin_v_heads, spec.lin_k_dim, spec.lin_v_dim
+    r = nv // nk
+    for i in range(spec.n_layers):
+        p = f"model.layers.{i}.linear_attn."
+        if not all(p + s in tensors for s in SPLIT):
+            if any(p + s in tensors for s in SPLIT):
+                missing = [p + s for s in SPLIT if p + s not in tensors]
+                raise WeightsError(f"{source}: {', '.join(missing)} missing beside the other "
+                                   "split projections")
+            continue
+        qkv, z, b, a = (np.asarray(tensors.pop(p + s), np.float32) for s in SPLIT)
+        d = qkv.shape[1]
+        q = qkv[:nk * dk].reshape(nk, dk, d)
+        k = qkv[nk * dk:2 * nk * dk].reshape(nk, dk, d)
+        v = qkv[2 * nk * dk:].reshape(nk, r * dv, d)
+        tensors[p + "in_proj_qkvz.weight"] = np.ascontiguousarray(
+            np.concatenate([q, k, v, z.reshape(nk, r * dv, d)], axis=1).reshape(-1, d))
+        tensors[p + "in_proj_ba.weight"] = np.ascontiguousarray(
+            np.concatenate([b.reshape(nk, r, d), a.reshape(nk, r, d)], axis=1).reshape(-1, d))
