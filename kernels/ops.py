@@ -277,23 +277,13 @@ def gdn_chunk(mix, z, b, a, conv_w, A_log, dt_bias, norm_w, eps, window, state, 
     return gdn.chunk(mix, z, b, a, conv_w, A_log, dt_bias, norm_w, eps, window, state, nk)
 
 
-def gdn_round(qkvz, ba, conv_w, A_log, dt_bias, norm_w, eps, nk, fixed, rows, name="",
-              snaps=()):
-    """A round's Gated DeltaNet layer: qkvz [T, q|k|v|z], ba [T, b|a] (this rank's heads) ->
-    [T, nv dv], each chunk through `gdn_chunk` over its stream's slot of `fixed` (the layer's
-    (state, conv window) arrays, [streams, ...]: the KV store's fixed part). A chunk with a
-    `snap` (slot, k) runs as its first k positions, then the state and window copied into
-    that snapshot slot of `snaps` (the layer's [slots, ...] arrays), then the rest: one
-    recurrence order, so the cut changes no byte."""
-    state, conv = fixed
-    nv, C = A_log.shape[0], conv_w.shape[0]
-    o = np.empty((qkvz.shape[0], nv * state.shape[-1]), np.float32)
-
-    def run(a, b, slot):
-        if b > a:
-            o[a:b] = gdn_chunk(qkvz[a:b, :C], qkvz[a:b, C:], ba[a:b, :nv], ba[a:b, nv:],
-                               conv_w, A_log, dt_bias, norm_w, eps, conv[slot], state[slot], nk)
-
+def recurrent_chunks(rows, fixed, snaps, run, name=""):
+    """Each chunk of a round through a recurrent layer's fixed part, for any recurrent op:
+    run(a, b, slot) advances the state in `fixed[*][slot]` over the round's rows [a, b). A
+    chunk with a `snap` (snapshot slot k, offset c) runs its first c rows, then every array
+    of `fixed` (the layer's [streams, ...]) is copied into `snaps` (the layer's [slots, ...],
+    the same order) at k, then the rest: one recurrence order, so the cut changes no byte
+    (the prompt cache's snapshot slots, server/engine/engine.py's Engine._snap_at)."""
     for (a, b), c in zip(rows.spans, rows.chunks):
         slot = getattr(c, "slot", -1)
         if slot < 0:
@@ -302,12 +292,31 @@ def gdn_round(qkvz, ba, conv_w, A_log, dt_bias, norm_w, eps, nk, fixed, rows, na
         snap = getattr(c, "snap", ())
         if snap:
             k, cut = snap
-            run(a, a + cut, slot)
-            snaps[0][k] = state[slot]
-            snaps[1][k] = conv[slot]
-            run(a + cut, b, slot)
-        else:
+            if cut > 0:
+                run(a, a + cut, slot)
+            for src, dst in zip(fixed, snaps):
+                dst[k] = src[slot]
+            if a + cut < b:
+                run(a + cut, b, slot)
+        elif b > a:
             run(a, b, slot)
+
+
+def gdn_round(qkvz, ba, conv_w, A_log, dt_bias, norm_w, eps, nk, fixed, rows, name="",
+              snaps=()):
+    """A round's Gated DeltaNet layer: qkvz [T, q|k|v|z], ba [T, b|a] (this rank's heads) ->
+    [T, nv dv], each chunk through `gdn_chunk` over its stream's slot of `fixed` (the layer's
+    (state, conv window) arrays, [streams, ...]: the KV store's fixed part), snapshots taken
+    where a chunk asks (`recurrent_chunks`)."""
+    state, conv = fixed
+    nv, C = A_log.shape[0], conv_w.shape[0]
+    o = np.empty((qkvz.shape[0], nv * state.shape[-1]), np.float32)
+
+    def run(a, b, slot):
+        o[a:b] = gdn_chunk(qkvz[a:b, :C], qkvz[a:b, C:], ba[a:b, :nv], ba[a:b, nv:],
+                           conv_w, A_log, dt_bias, norm_w, eps, conv[slot], state[slot], nk)
+
+    recurrent_chunks(rows, fixed, snaps, run, name)
     return o
 
 
