@@ -43,6 +43,7 @@ GGUF_LAYER: dict = {
     **{k: v for k, v in llama.GGUF_ATTENTION.items() if not k.endswith(".bias")},
     "post_attention_norm.weight": "post_attention_layernorm.weight",
     "ssm_ba.weight": "linear_attn.in_proj_ba.weight",
+    "ssm_in.weight": "linear_attn.in_proj_qkvz.weight",     # files before attn_qkv | attn_gate
     "ssm_dt.bias": "linear_attn.dt_bias",
     "ssm_norm.weight": "linear_attn.norm.weight",
     "ssm_out.weight": "linear_attn.out_proj.weight",

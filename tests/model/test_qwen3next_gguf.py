@@ -135,6 +135,20 @@ def test_f32_gguf_is_the_hf_folder():
     assert np.array_equal(w, hf.tensors["model.layers.0.linear_attn.in_proj_qkvz.weight"])
 
 
+def test_a_legacy_ssm_in_file_reads_the_same(tmp_path):
+    """A file from the converter before it split in_proj_qkvz (blk.N.ssm_in, llama.cpp's
+    "legacy GGUF" path) gives the split file's bytes."""
+    from server.engine.weights import load
+    from tools.refs import next_gguf as ng
+    ng.write_gguf(tmp_path / "legacy.gguf", "F32", legacy=True)
+    a = load(str(ng.build_once("F32")[0]), progress=False)
+    b = load(str(tmp_path / "legacy.gguf"), progress=False)
+    prompt = record()["llama_cpp"]["F32"]["cases"][0]["prompt_ids"]
+    ra = _walk(Engine(a.spec, a.tensors.__getitem__), prompt, 4)
+    rb = _walk(Engine(b.spec, b.tensors.__getitem__), prompt, 4)
+    assert ra[0] == rb[0] and all(x.tobytes() == y.tobytes() for x, y in zip(ra[1], rb[1]))
+
+
 def test_gguf_layout_refusals(tmp_path):
     """An unknown qwen3next.* key, a recurrent-layer pattern foldserve does not serve, and v
     heads not a multiple of k heads are refused by name."""

@@ -44,10 +44,11 @@ def _tile(x, nk: int, r: int, hd: int, axis: int = 0):
     return np.ascontiguousarray(np.moveaxis(y.reshape(nk * r * hd, *rest), 0, axis))
 
 
-def gguf_tensors(w: dict, arch: str = "qwen3next") -> list[tuple[str, np.ndarray]]:
+def gguf_tensors(w: dict, arch: str = "qwen3next", legacy: bool = False) -> list[tuple[str, np.ndarray]]:
     """(GGUF name, float32 array in numpy order) of every tensor, the converter's layout
     (arch qwen35moe: the Qwen3_5MoeTextModel converter's: v heads tiled, ssm_beta and
-    ssm_alpha apart)."""
+    ssm_alpha apart; legacy: the earlier converter's ssm_in, HF's in_proj_qkvz as it is, in
+    place of attn_qkv and attn_gate)."""
     c = nc.CONFIG
     nk, nv, dk, dv = (c["linear_num_key_heads"], c["linear_num_value_heads"],
                       c["linear_key_head_dim"], c["linear_value_head_dim"])
@@ -88,9 +89,10 @@ def gguf_tensors(w: dict, arch: str = "qwen3next") -> list[tuple[str, np.ndarray
             q, k = x[:, :dk], x[:, dk:2 * dk]
             v, z = x[:, 2 * dk:2 * dk + r * dv], x[:, 2 * dk + r * dv:]
             flat = lambda t: t.reshape(-1, d)
-            out += [(b + "attn_qkv.weight", np.concatenate([flat(q), flat(k), flat(v)])),
-                    (b + "attn_gate.weight", flat(z)),
-                    (b + "ssm_ba.weight", w[a + "in_proj_ba.weight"]),
+            out += ([(b + "ssm_in.weight", qkvz)] if legacy else
+                    [(b + "attn_qkv.weight", np.concatenate([flat(q), flat(k), flat(v)])),
+                     (b + "attn_gate.weight", flat(z))])
+            out += [(b + "ssm_ba.weight", w[a + "in_proj_ba.weight"]),
                     (b + "ssm_conv1d.weight", w[a + "conv1d.weight"][:, 0, :]),
                     (b + "ssm_dt.bias", w[a + "dt_bias"]),
                     # the converter's torch float32 exp equals float64's rounded here
@@ -152,7 +154,7 @@ def _tokenizer_keys(wr, hf_dir: Path) -> None:
 
 
 def write_gguf(path, qtype: str = "F32", hf_dir=None, weights_of: str | None = None,
-               arch: str = "qwen3next") -> str:
+               arch: str = "qwen3next", legacy: bool = False) -> str:
     """Write the GGUF (qtype F32 or Q8_0); returns its sha256. hf_dir: the checkpoint's
     folder for the tokenizer (written to a temporary folder when None). weights_of "Q8_0"
     (with qtype F32): every tensor as the Q8_0 file holds it, dequantized (llama.cpp's
@@ -199,7 +201,7 @@ def write_gguf(path, qtype: str = "F32", hf_dir=None, weights_of: str | None = N
         wr.add_rope_dimension_count(int(c["head_dim"] * c["rope_parameters"]["partial_rotary_factor"]))
         _tokenizer_keys(wr, Path(hf_dir))
         wr.add_quantization_version(gguf.GGML_QUANT_VERSION)
-        for name, arr in gguf_tensors(nc.weights(), arch):
+        for name, arr in gguf_tensors(nc.weights(), arch, legacy):
             ty = gguf_type(name, arr.shape, qtype)
             if weights_of and gguf_type(name, arr.shape, weights_of) != "F32":
                 qt = gguf.GGMLQuantizationType[gguf_type(name, arr.shape, weights_of)]

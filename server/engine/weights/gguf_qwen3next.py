@@ -31,6 +31,9 @@ plain partial RoPE. HF `Qwen3_5MoeForCausalLM` stores in_proj_qkv, in_proj_z, in
 in_proj_a apart (grouped order): `join_split_projections` builds Qwen3-Next's interleaved
 in_proj_qkvz and in_proj_ba from them.
 
+Files written before the converter split the projection (llama.cpp's "legacy GGUF") hold
+`ssm_in.weight`, HF's in_proj_qkvz as it is: it maps by name, and `join` rebuilds the rest.
+
 `join` undoes the converter where it changed the layout: in_proj_qkvz rebuilt row by row
 from attn_qkv and attn_gate (float32: the family regroups these rows anyway), conv1d given
 its middle axis back, A_log = log(-ssm_a) (in float64, then float32: the kernel computes
@@ -144,10 +147,22 @@ def join(spec: ModelSpec, by_name: dict, tensors: dict, path: str, to_float32,
                 raise WeightsError(f"{path}: {', '.join(extra)} in full-attention layer {i}")
             continue
         b, p = f"blk.{i}", f"model.layers.{i}.linear_attn."
-        parts = [f"{b}{s}" for s in joined]
+        legacy = not tiled and b + ".ssm_in.weight" in by_name     # in_proj_qkvz by name
+        parts = [f"{b}{s}" for s in joined
+                 if not (legacy and s in (".attn_qkv.weight", ".attn_gate.weight"))]
         if any(n not in by_name for n in parts):
             continue                       # check_tensors names the missing HF tensor
         get = lambda s: to_float32(by_name[b + s], path)
+        if legacy:
+            if b + ".attn_qkv.weight" in by_name:
+                raise WeightsError(f"{path}: {b}.ssm_in.weight and {b}.attn_qkv.weight both")
+            conv, a = get(".ssm_conv1d.weight"), get(".ssm_a").astype(np.float64)
+            tensors[p + "conv1d.weight"] = np.ascontiguousarray(conv[:, None, :])
+            if not np.all(a < 0):
+                raise WeightsError(f"{path}: {b}.ssm_a holds values >= 0; the converter writes "
+                                   "-exp(A_log), always negative")
+            tensors[p + "A_log"] = np.log(-a).astype(np.float32)
+            continue
         qkv, z = get(".attn_qkv.weight"), get(".attn_gate.weight")
         d = qkv.shape[1]
         if qkv.shape != (2 * nk * dk + nv * dv, d) or z.shape != (nv * dv, d):
