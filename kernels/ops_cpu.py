@@ -10,6 +10,31 @@ from kernels import moe as M
 from kernels.blocks import Blocks, ExpertStack, MixedBlocks
 
 
+def recurrent_chunks(rows, fixed, snaps, run, name=""):
+    """Each chunk of a round through a recurrent layer's fixed part, for any recurrent op:
+    run(a, b, slot) advances the state in `fixed[*][slot]` over the round's rows [a, b). A
+    chunk with a `snap` (snapshot slot k, offset c) runs its first c rows, then every array
+    of `fixed` (the layer's [streams, ...]) is copied into `snaps` (the layer's [slots, ...],
+    the same order) at k, then the rest: one recurrence order, so the cut changes no byte
+    (the prompt cache's snapshot slots, server/engine/engine.py's Engine._snap_at)."""
+    for (a, b), c in zip(rows.spans, rows.chunks):
+        slot = getattr(c, "slot", -1)
+        if slot < 0:
+            raise ValueError(f"{name}: a chunk without a stream slot reached a recurrent "
+                             "layer; its state is kept a stream (RoundChunk.slot)")
+        snap = getattr(c, "snap", ())
+        if snap:
+            k, cut = snap
+            if cut > 0:
+                run(a, a + cut, slot)
+            for src, dst in zip(fixed, snaps):
+                dst[k] = src[slot]
+            if a + cut < b:
+                run(a + cut, b, slot)
+        elif b > a:
+            run(a, b, slot)
+
+
 class Ops:
     """The "numpy" backend: the definitions; the base the others override op by op."""
 
@@ -206,21 +231,22 @@ class Ops:
         return self._gdn_chunk(mix, z, b, a, conv_w, A_log, dt_bias, norm_w, eps, window, state,
                                nk)
 
-    def gdn_round(self, qkvz, ba, conv_w, A_log, dt_bias, norm_w, eps, nk, fixed, rows, name=""):
+    def gdn_round(self, qkvz, ba, conv_w, A_log, dt_bias, norm_w, eps, nk, fixed, rows, name="",
+                  snaps=()):
         """A round's Gated DeltaNet layer: qkvz [T, q|k|v|z], ba [T, b|a] (this rank's heads)
         -> [T, nv dv], each chunk through `gdn_chunk` over its stream's slot of `fixed` (the
-        layer's (state, conv window) arrays, [streams, ...]: the KV store's fixed part)."""
+        layer's (state, conv window) arrays, [streams, ...]: the KV store's fixed part),
+        snapshots taken where a chunk asks (`recurrent_chunks`)."""
         state, conv = fixed
         nv, C = A_log.shape[0], conv_w.shape[0]
         o = np.empty((qkvz.shape[0], nv * state.shape[-1]), np.float32)
-        for (a, b), c in zip(rows.spans, rows.chunks):
-            slot = getattr(c, "slot", -1)
-            if slot < 0:
-                raise ValueError(f"{name}: a chunk without a stream slot reached a recurrent "
-                                 "layer; its state is kept a stream (RoundChunk.slot)")
+
+        def run(a, b, slot):
             o[a:b] = self.gdn_chunk(qkvz[a:b, :C], qkvz[a:b, C:], ba[a:b, :nv], ba[a:b, nv:],
                                     conv_w, A_log, dt_bias, norm_w, eps, conv[slot], state[slot],
                                     nk)
+
+        recurrent_chunks(rows, fixed, snaps, run, name)
         return o
 
     def kda_chunk(self, mix, f, b, gate, conv_w, A_log, dt_bias, norm_w, eps, window, state,
@@ -232,20 +258,19 @@ class Ops:
                                state, lower_bound)
 
     def kda_round(self, mix, f, b, gate, conv_w, A_log, dt_bias, norm_w, eps, fixed, rows,
-                  lower_bound=None, name=""):
+                  lower_bound=None, name="", snaps=()):
         """A round's KDA layer: mix [T, q|k|v], f [T, H D], b [T, H], gate [T, H D] (this
         rank's heads) -> [T, H D], each chunk through `kda_chunk` over its stream's slot of
         `fixed` (the layer's (state, conv window) arrays, [streams, ...]: the KV store's
-        fixed part)."""
+        fixed part), snapshots taken where a chunk asks (`recurrent_chunks`)."""
         state, conv = fixed
         o = np.empty((mix.shape[0], state.shape[1] * state.shape[-1]), np.float32)
-        for (a, b_), c in zip(rows.spans, rows.chunks):
-            slot = getattr(c, "slot", -1)
-            if slot < 0:
-                raise ValueError(f"{name}: a chunk without a stream slot reached a recurrent "
-                                 "layer; its state is kept a stream (RoundChunk.slot)")
+
+        def run(a, b_, slot):
             o[a:b_] = self.kda_chunk(mix[a:b_], f[a:b_], b[a:b_], gate[a:b_], conv_w, A_log,
                                      dt_bias, norm_w, eps, conv[slot], state[slot], lower_bound)
+
+        recurrent_chunks(rows, fixed, snaps, run, name)
         return o
 
     def sigmoid(self, x):

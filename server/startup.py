@@ -67,6 +67,10 @@ def startup_block(*, plan, plan_line: str, model: str, spec, weights: int, load_
         reach = "each its own window"
     cache = (f"{plan.cache_pages} pages = {plan.cache_pages * plan.page_rows} tokens, "
              f"{size(g.prompt_cache_bytes)}" if plan.cache_pages else "off")
+    if plan.snap_slots:                  # a recurrent family: its kept states beside the rows
+        cache = (f"{plan.cache_pages} pages = {plan.cache_pages * plan.page_rows} tokens and "
+                 f"{plan.snap_slots} snapshot slots of {size(g.snap_bytes)} (recurrent states), "
+                 f"{size(g.prompt_cache_bytes)}")
     room = (f"{size(g.room, 1)} (TF_ROOM_GIB)" if reserve is None
             else f"{size(g.room, 1)} left after a {size(reserve, 1)} reserve")
     kv_note = next((n for n in plan.notes if n.startswith("TF_KV_PAGES=")), "")

@@ -18,7 +18,7 @@ from server.shapes.kv_layout import kv_spec
 from server.shapes.shard import shard_of
 from server.ranks.rank_errors import RankMismatch
 from kernels.blocks import Blocks, MixedBlocks
-from server.ranks.steps import BeginStep, CopyStep, EndStep, PoolStep, RoundStep, StopStep
+from server.ranks.steps import BeginStep, CopyStep, EndStep, PoolStep, RoundStep, SnapStep, StopStep
 
 log = logging.getLogger("foldserve")
 
@@ -84,7 +84,10 @@ class Engine:
         self.kv: KVStore | None = None
         self.tables: dict[int, tuple] = {}
         # recurrent families: the position each open stream's fixed part (state) stands at
-        self.fixed_at: dict[int, int] = {}
+        # (None: begun on a kept prefix, waiting for its snapshot), and the snapshot slot its
+        # page-boundary states go to (SnapStep.PENDING)
+        self.fixed_at: dict[int, int | None] = {}
+        self.pending: dict[int, int] = {}
         self.pool: PoolStep | None = None
         # every table this rank mapped, chained: equal on every rank when followers map the
         # ids rank 0 names (logged at StopStep, compared by the multi-rank tests)
@@ -110,13 +113,6 @@ class Engine:
         if isinstance(step, RoundStep):
             return self.round(step)
         if isinstance(step, BeginStep):
-            if self.kv.fixed:
-                if step.kept:
-                    raise ValueError(
-                        f"{self.spec.name or self.spec.arch}: stream {step.stream} begins on a "
-                        f"kept prefix ({step.kept} pages), but its recurrent layers' state at "
-                        "that position is not kept (no snapshot slots yet); the plan gives this "
-                        "family no prompt cache")
             self.tables[step.stream] = step.page_ids
             self.tables_mapped += 1
             self.table_digest.update(repr((step.stream, step.page_ids, step.kept)).encode())
@@ -124,10 +120,15 @@ class Engine:
                 self.kv.poison(step.stream, step.page_ids, step.kept)
             if self.kv.fixed:                  # a stream starts from a zero state (after poison)
                 self.kv.reset_fixed(step.stream)
-                self.fixed_at[step.stream] = 0
+                # on a kept prefix the state must come from a snapshot (SnapStep.RESTORE)
+                self.fixed_at[step.stream] = None if step.kept else 0
+                self.pending.pop(step.stream, None)
+        elif isinstance(step, SnapStep):
+            self.snap(step)
         elif isinstance(step, EndStep):
             self.tables.pop(step.stream, None)
             self.fixed_at.pop(step.stream, None)
+            self.pending.pop(step.stream, None)
         elif isinstance(step, PoolStep):
             self.make_pool(step)
         elif isinstance(step, CopyStep):
@@ -154,21 +155,65 @@ class Engine:
         self.kv = KVStore.of(self.xp, self.kv_spec, self.kv_dtype, paged=step.paged,
                              pages=step.pages, page_rows=step.page_rows, streams=step.streams,
                              context=step.context, cache_pages=0 if step.paged else step.pages,
-                             verify=step.verify)
+                             verify=step.verify, snaps=step.snaps)
         self.pool = step
         log.info("rank %d: KV store %.1f MiB (%s, %d pages of %d rows, %d streams)", self.rank,
                  self.kv.nbytes / 2**20, "pages" if step.paged else "windows", step.pages,
                  step.page_rows, step.streams)
+
+    def snap(self, step: SnapStep) -> None:
+        """A snapshot slot's step (server/ranks/steps.SnapStep): the same on every rank, each
+        over its own heads' states."""
+        name = self.spec.name or self.spec.arch
+        n = self.kv.n_snaps
+        for s in (step.slot, step.to) if step.op == SnapStep.COPY else (step.slot,):
+            if not (0 <= s < n or (s == -1 and step.op == SnapStep.PENDING)):
+                raise ValueError(f"{name}: snapshot slot {s} outside the store's {n} slots")
+        if step.op == SnapStep.PENDING:
+            if step.stream not in self.fixed_at:
+                raise ValueError(f"{name}: a pending snapshot slot for stream {step.stream}, "
+                                 "which is not open")
+            if step.slot < 0:
+                self.pending.pop(step.stream, None)
+            else:
+                self.pending[step.stream] = step.slot
+        elif step.op == SnapStep.RESTORE:
+            if step.stream not in self.fixed_at:
+                raise ValueError(f"{name}: a snapshot restored into stream {step.stream}, "
+                                 "which is not open")
+            self.kv.restore(step.stream, step.slot)
+            self.fixed_at[step.stream] = step.at
+        elif step.op == SnapStep.COPY:
+            self.kv.copy_snap(step.slot, step.to)
+        else:
+            raise ValueError(f"unknown snapshot step op {step.op}")
+
+    def _snap_at(self, stream: int, start: int, n: int) -> tuple:
+        """(slot, k) where this chunk's state crosses its last page boundary b (start <= b <
+        start + n, b > 0, k = b - start) and the stream has a pending slot; else ()."""
+        slot = self.pending.get(stream, -1)
+        if slot < 0 or n < 1:
+            return ()
+        P = self.pool.page_rows
+        b = (start + n - 1) // P * P
+        return (slot, b - start) if b >= start and b > 0 else ()
 
     def round(self, step: RoundStep):
         chunks = []
         for c in step.chunks:
             table, prow = self.kv.address(c.stream, self.tables[c.stream])
             ring = self.kv.ring_table(c.stream, c.start + len(c.tokens))
-            chunks.append(RoundChunk(table, prow, c.start, c.tokens, c.logits, ring, c.stream))
+            chunks.append(RoundChunk(table, prow, c.start, c.tokens, c.logits, ring, c.stream,
+                                     self._snap_at(c.stream, c.start, len(c.tokens))
+                                     if self.pending else ()))
         if self.kv.fixed:              # a state stands at one position: chunks must follow it
             for c in step.chunks:
-                at = self.fixed_at.get(c.stream)
+                at = self.fixed_at.get(c.stream, -1)
+                if at is None:
+                    raise ValueError(
+                        f"{self.spec.name or self.spec.arch}: stream {c.stream} begins on a kept "
+                        "prefix, but no snapshot of its recurrent state was restored "
+                        "(SnapStep.RESTORE); its state stands nowhere")
                 if at != c.start:
                     raise ValueError(
                         f"{self.spec.name or self.spec.arch}: stream {c.stream}'s chunk starts "
@@ -176,7 +221,7 @@ class Engine:
                         "recurrent layer's state only moves forward, one position at a time")
         logits = self.model.forward(chunks, self.kv)
         for c in step.chunks:
-            if c.stream in self.fixed_at:
+            if self.fixed_at.get(c.stream) is not None:
                 self.fixed_at[c.stream] += len(c.tokens)
         if logits is None:
             return None

@@ -16,6 +16,8 @@ On windows a prompt cache keeps copies of rows in `cache` pages of page_rows row
 The layout's fixed part (recurrent layers' states and conv windows) is one float32 array per
 entry, [recurrent layers, streams, *shape], indexed by the stream's slot in both modes: a
 stream's state never lives on pages, so paged == window holds for it by construction.
+Snapshot slots (the prompt cache's kept states, `snaps` of them) are the same arrays again,
+[recurrent layers, slots, *shape], named by rank 0's slot ids (server/ranks/steps.SnapStep).
 """
 from __future__ import annotations
 
@@ -24,7 +26,8 @@ from server.shapes.kv_layout import KVSpec
 
 class KVStore:
     def __init__(self, xp, n_layers, nkv, hd, dtype, *, paged, pages, page_rows, streams,
-                 context, cache_pages=0, layout: KVSpec | None = None, verify: int = 1):
+                 context, cache_pages=0, layout: KVSpec | None = None, verify: int = 1,
+                 snaps: int = 0):
         """layout: the KV layout spec (None: MHA of n_layers, nkv, hd); verify: the verify
         window (the window kind's rings hold it: KVSpec.ring_pages)."""
         self.xp, self.paged, self.page_rows, self.context = xp, paged, page_rows, context
@@ -51,6 +54,11 @@ class KVStore:
         import numpy as np                 # the fixed part is float32 on every device
         self.fixed = [xp.zeros((self.layout.n_fixed_layers, streams, *shape), dtype=np.float32)
                       for _, shape in self.layout.fixed] if self.layout.fixed else []
+        if snaps and not self.layout.fixed:
+            raise ValueError(f"{snaps} snapshot slots asked for a layout without a fixed part "
+                             "(snap_bytes 0: no slots)")
+        self.snaps = [xp.zeros((self.layout.n_fixed_layers, snaps, *shape), dtype=np.float32)
+                      for _, shape in self.layout.fixed] if snaps else []
 
     @classmethod
     def of(cls, xp, layout: KVSpec, dtype, **kw) -> "KVStore":
@@ -59,12 +67,31 @@ class KVStore:
     @property
     def nbytes(self) -> int:
         return (sum(a.nbytes for a in self.arrays) + sum(a.nbytes for a in self.cache)
-                + sum(a.nbytes for a in self.rings) + sum(a.nbytes for a in self.fixed))
+                + sum(a.nbytes for a in self.rings) + sum(a.nbytes for a in self.fixed)
+                + sum(a.nbytes for a in self.snaps))
 
     def fixed_of(self, layer: int) -> tuple:
         """The fixed part's arrays of recurrent layer `layer` (its index among the recurrent
         layers), each [streams, *shape]: (state, conv window) for Gated DeltaNet."""
         return tuple(a[layer] for a in self.fixed)
+
+    def snaps_of(self, layer: int) -> tuple:
+        """The snapshot slots' arrays of recurrent layer `layer`, each [slots, *shape]
+        (() without slots)."""
+        return tuple(a[layer] for a in self.snaps)
+
+    @property
+    def n_snaps(self) -> int:
+        return self.snaps[0].shape[1] if self.snaps else 0
+
+    def restore(self, stream: int, slot: int) -> None:
+        """A stream's fixed part := snapshot slot `slot`'s (every recurrent layer)."""
+        for a, s in zip(self.fixed, self.snaps):
+            a[:, stream] = s[:, slot]
+
+    def copy_snap(self, src: int, dst: int) -> None:
+        for s in self.snaps:
+            s[:, dst] = s[:, src]
 
     def reset_fixed(self, stream: int) -> None:
         """A stream starting at position 0: its states and windows zeroed."""

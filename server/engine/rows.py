@@ -29,6 +29,8 @@ class RoundChunk(NamedTuple):
     ring: tuple = ()       # the stream's ring page ids (KV window kind's window layers), row order
     slot: int = -1         # the stream's slot in the store's fixed part (recurrent layers'
                            # states); -1: none given (a family without a fixed part)
+    snap: tuple = ()       # (snapshot slot, offset k): the state after the chunk's first k
+                           # positions is written into that slot (SnapStep.PENDING); (): none
 
 
 @dataclass

@@ -190,7 +190,7 @@ def attend_kda(ops, m, L, li, h, out, r, kv):
     fi = li - s.kv_index(li)                   # index among the KDA layers
     o = ops.kda_round(ops.contiguous(y[:, :n]), f, ops.contiguous(y[:, n:n + H]), gate,
                       L.conv_w, L.A_log, L.dt_bias, L.onorm, s.rms_eps, kv.fixed_of(fi), r,
-                      s.lin_lower_bound, s.name or s.arch)
+                      s.lin_lower_bound, s.name or s.arch, snaps=kv.snaps_of(fi))
     o = ops.linear(o, L.wo)
     if m.all_reduce is not None:
         o = m.all_reduce(o)

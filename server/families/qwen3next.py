@@ -36,7 +36,23 @@ from server.shapes.shard import linear_heads as _linear_heads
 NAME = "qwen3next"
 FUSED = False
 
-GGUF_LAYER: dict = {}            # GGUF qwen3next: not read yet (refused by name at load)
+# GGUF qwen3next (llama.cpp's names): the tensors that map by name; the linear layers'
+# attn_qkv | attn_gate, ssm_a and ssm_conv1d are rebuilt at load into HF's layout
+# (server/engine/weights/gguf_qwen3next.py)
+GGUF_LAYER: dict = {
+    **{k: v for k, v in llama.GGUF_ATTENTION.items() if not k.endswith(".bias")},
+    "post_attention_norm.weight": "post_attention_layernorm.weight",
+    "ssm_ba.weight": "linear_attn.in_proj_ba.weight",
+    "ssm_in.weight": "linear_attn.in_proj_qkvz.weight",     # files before attn_qkv | attn_gate
+    "ssm_dt.bias": "linear_attn.dt_bias",
+    "ssm_norm.weight": "linear_attn.norm.weight",
+    "ssm_out.weight": "linear_attn.out_proj.weight",
+    "ffn_gate_inp.weight": "mlp.gate.weight",
+    "ffn_gate_shexp.weight": "mlp.shared_expert.gate_proj.weight",
+    "ffn_up_shexp.weight": "mlp.shared_expert.up_proj.weight",
+    "ffn_down_shexp.weight": "mlp.shared_expert.down_proj.weight",
+    "ffn_gate_inp_shexp.weight": "mlp.shared_expert_gate.weight",
+}
 GGUF_EXPERTS = moe.GGUF_EXPERTS
 
 
@@ -184,7 +200,7 @@ def attend_linear(ops, m, L, li, h, out, r, kv):
     ba = ops.linear(x, L.wba)
     fi = li - s.kv_index(li)                   # index among the linear layers
     o = ops.gdn_round(qkvz, ba, L.conv_w, L.A_log, L.dt_bias, L.gnorm, s.rms_eps, L.nk,
-                      kv.fixed_of(fi), r, s.name or s.arch)
+                      kv.fixed_of(fi), r, s.name or s.arch, snaps=kv.snaps_of(fi))
     y = ops.linear(o, L.wout)
     if m.all_reduce is not None:
         y = m.all_reduce(y)

@@ -17,6 +17,14 @@ head waits for pages, the least recently used kept prefixes are evicted.
 
 Emit each call's steps before the next call: on windows a grant copies from cache pages
 that a later finish may reuse.
+
+A recurrent family (snap_slots > 0: the plan funds snapshot slots from the prompt cache)
+resumes only where the cache keeps its state too: a grant restores the snapshot of the
+deepest kept node (SnapStep.RESTORE after BeginStep) and names a pending slot the engine
+writes the stream's page-boundary states into (SnapStep.PENDING: the state at the last page
+boundary b < the rows written, b > 0). When the stream ends that slot is attached to the
+node ending at b (finish), or copied into a fresh slot for the prompt's node while the
+stream runs on (keep_prompt, SnapStep.COPY); otherwise it goes back.
 """
 from __future__ import annotations
 
@@ -28,7 +36,7 @@ from server.planner.layout import cdiv
 from server.planner.plan import Plan
 from server.planner.pool import Pool, PoolCorrupt
 from server.planner.prompt_cache import PromptCache
-from server.ranks.steps import BeginStep, CopyStep, EndStep
+from server.ranks.steps import BeginStep, CopyStep, EndStep, SnapStep
 
 
 class Refused(ValueError):
@@ -56,6 +64,8 @@ class Grant:
     kept: int                # leading pages shared from the prompt cache (rows already written)
     resumed_rows: int        # rows [0, resumed_rows) are already there: prefill starts here
     copy_from: tuple = ()    # windows: cache pages holding rows [0, resumed_rows)
+    restore: int = -1        # snapshot slot holding the recurrent state at resumed_rows
+    pending: int = -1        # snapshot slot for the stream's page-boundary states
 
     @property
     def fresh(self) -> tuple:
@@ -66,6 +76,10 @@ class Grant:
         out = [BeginStep(self.stream, self.page_ids, self.kept)]
         if self.copy_from:
             out.append(CopyStep(self.stream, self.copy_from, self.resumed_rows, to_pages=False))
+        if self.restore >= 0:
+            out.append(SnapStep(SnapStep.RESTORE, self.restore, self.stream, self.resumed_rows))
+        if self.pending >= 0:
+            out.append(SnapStep(SnapStep.PENDING, self.pending, self.stream))
         return out
 
 
@@ -80,15 +94,17 @@ class _Waiting:
 class _Running:
     stream: int
     table: tuple
+    pending: int = -1        # its pending snapshot slot (recurrent families)
 
 
 class Admission:
     def __init__(self, *, paged: bool, pages: int, page_rows: int, streams: int, context: int,
-                 cache_pages: int = 0, verify_window: int = 1, poison: bool = False):
+                 cache_pages: int = 0, verify_window: int = 1, poison: bool = False,
+                 snap_slots: int = 0):
         self.paged, self.page_rows, self.streams = paged, page_rows, streams
         self.context, self.verify_window = context, verify_window
         self.pool = Pool(pages, poison)
-        self.cache = PromptCache(self.pool, page_rows, cache_pages)
+        self.cache = PromptCache(self.pool, page_rows, cache_pages, snap_slots)
         self._streams = list(range(streams))        # a heap: lowest free stream first
         self._queue: "OrderedDict[str, _Waiting]" = OrderedDict()
         self._running: dict[str, _Running] = {}
@@ -97,7 +113,8 @@ class Admission:
     def from_plan(plan: Plan, poison: bool = False) -> "Admission":
         return Admission(paged=plan.paged, pages=plan.pool_pages, page_rows=plan.page_rows,
                          streams=plan.streams, context=plan.context, cache_pages=plan.cache_pages,
-                         verify_window=plan.verify_window, poison=poison)
+                         verify_window=plan.verify_window, poison=poison,
+                         snap_slots=plan.snap_slots)
 
     # -- state -----------------------------------------------------------------------------
     @property
@@ -169,13 +186,16 @@ class Admission:
         into the prompt cache first, then EndStep."""
         run = self._running.pop(req_id)
         steps = []
+        ids = tuple(written_ids)
         if self.paged:
-            self.cache.insert(tuple(written_ids), run.table)
+            self.cache.insert(ids, run.table)
             self.pool.give(run.table)
         else:
-            pages, rows = self.cache.insert_copy(tuple(written_ids))
+            pages, rows = self.cache.insert_copy(ids)
             if rows:
                 steps.append(CopyStep(run.stream, pages, rows, to_pages=True))
+        if run.pending >= 0:                 # its state at the last page boundary before the end
+            self.cache.attach(ids, self._snap_pages(len(ids)), run.pending)
         heapq.heappush(self._streams, run.stream)
         return steps + [EndStep(run.stream)]
 
@@ -187,11 +207,20 @@ class Admission:
         run = self._running.get(req_id)
         if run is None:
             return []
+        ids = tuple(prompt_ids)
+        steps = []
         if self.paged:
-            self.cache.insert(tuple(prompt_ids), run.table)
-            return []
-        pages, rows = self.cache.insert_copy(tuple(prompt_ids))
-        return [CopyStep(run.stream, pages, rows, to_pages=True)] if rows else []
+            self.cache.insert(ids, run.table)
+        else:
+            pages, rows = self.cache.insert_copy(ids)
+            if rows:
+                steps.append(CopyStep(run.stream, pages, rows, to_pages=True))
+        n = self._snap_pages(len(ids))
+        if run.pending >= 0 and self.cache.snap_node(ids, n) is not None:
+            slot = self.cache.take_slot()    # the pending one runs on: its bytes copied
+            if slot >= 0 and self.cache.attach(ids, n, slot):
+                steps.append(SnapStep(SnapStep.COPY, run.pending, to=slot))
+        return steps
 
     def cancel(self, req_id: str) -> list:
         """A waiting request leaves the queue; a running one gives its pages back (nothing kept)."""
@@ -202,12 +231,19 @@ class Admission:
             return []
         if self.paged:
             self.pool.give(run.table)
+        self.cache.give_slot(run.pending)
         heapq.heappush(self._streams, run.stream)
         return [EndStep(run.stream)]
 
     # -- inside ----------------------------------------------------------------------------
+    def _snap_pages(self, rows: int) -> int:
+        """Pages before the last page boundary b < rows (b > 0): where a pending slot's
+        state stands once a stream has written `rows` rows (the engine's rule,
+        Engine._snap_at)."""
+        return (rows - 1) // self.page_rows if rows > 0 else 0
+
     def _admit(self, w: _Waiting):
-        prefix = self.cache.lookup(w.ids) if w.resume else ()
+        prefix, slot = self.cache.lookup_snap(w.ids) if w.resume else ((), -1)
         fresh = w.ticket.pages - len(prefix)
         self.pool.share(prefix)                     # held now: eviction cannot take them
         if self.pool.free < fresh:
@@ -216,16 +252,19 @@ class Admission:
             self.pool.give(prefix)
             return None
         table = prefix + self.pool.take(fresh)
-        return self._start(w, table, len(prefix), len(prefix) * self.page_rows, ())
+        return self._start(w, table, len(prefix), len(prefix) * self.page_rows, (), slot)
 
     def _admit_window(self, w: _Waiting):
-        prefix = self.cache.lookup(w.ids) if w.resume else ()
-        return self._start(w, (), 0, len(prefix) * self.page_rows, prefix)
+        prefix, slot = self.cache.lookup_snap(w.ids) if w.resume else ((), -1)
+        return self._start(w, (), 0, len(prefix) * self.page_rows, prefix, slot)
 
-    def _start(self, w, table, kept, resumed, copy_from) -> Grant:
+    def _start(self, w, table, kept, resumed, copy_from, restore=-1) -> Grant:
         stream = heapq.heappop(self._streams)
-        self._running[w.ticket.req_id] = _Running(stream, table)
-        return Grant(w.ticket.req_id, stream, table, kept, resumed, copy_from)
+        # a pending slot may be the one this grant restores from (its snapshot dropped as the
+        # least recently used): RESTORE runs at BeginStep, before any round writes the slot
+        pending = self.cache.take_slot() if self.cache.snap_slots else -1
+        self._running[w.ticket.req_id] = _Running(stream, table, pending)
+        return Grant(w.ticket.req_id, stream, table, kept, resumed, copy_from, restore, pending)
 
     def check_integrity(self) -> None:
         """free + held + kept == total, and every page's refs == the tables holding it."""
@@ -241,3 +280,8 @@ class Admission:
         streams = sorted([r.stream for r in self._running.values()] + self._streams)
         if streams != list(range(self.streams)):
             raise PoolCorrupt(f"streams out of order: {streams}")
+        slots = sorted([r.pending for r in self._running.values() if r.pending >= 0]
+                       + list(self.cache.slots_free) + list(self.cache.slots_kept))
+        if slots != list(range(self.cache.snap_slots)):
+            raise PoolCorrupt(f"snapshot slots out of order: {slots} (running, free, kept) "
+                              f"of {self.cache.snap_slots}")

@@ -34,7 +34,10 @@ def startup_line(plan: Plan, reserve_bytes: int | None = None) -> str:
         each = "in its" if plan.streams == 1 else "each in"
         text = (f"{streams_phrase(plan.streams)}, {each} a whole window of {plan.window_rows} rows "
                 f"({size(g.window_bytes)}), {size(g.fixed_bytes)} fixed each")
-    if plan.cache_pages:
+    if plan.cache_pages and plan.snap_slots:
+        text += (f", a {size(g.prompt_cache_bytes)} prompt cache ({plan.cache_pages} pages and "
+                 f"{plan.snap_slots} snapshot slots of {size(g.snap_bytes)})")
+    elif plan.cache_pages:
         text += f", a {size(g.prompt_cache_bytes)} prompt cache ({plan.cache_pages} pages)"
     if reserve_bytes is None:
         text += f", of a {size(g.room, 1)} room"

@@ -17,11 +17,20 @@ On pages, the room is funded in this order:
 On windows, each stream owns a whole window of context + verify_window - 1 rows; the
 prompt cache (if any) lives on `cache_pages` pages of page_rows rows beside them.
 
+A recurrent family (a KV layout with a fixed part: recurrent states and conv windows a
+stream) needs its state where a kept prefix ends: the prompt cache splits into **snapshot
+slots** (each one stream's fixed part, `snap_bytes` on its rank) and copied rows (pages). Half
+of --prompt-cache-gib goes to slots (at least one, where the budget holds a slot and a page),
+the rest to pages, both trimmed where the room is short; a budget under one slot and a page
+is no cache (a note says so). A family without a fixed part has `snap_bytes` 0: no slots,
+the whole cache goes to pages.
+
 `pages` counts the streams' pages only; the prompt cache's pages are `cache_pages`; the
 pool the engine allocates holds `pool_pages` = pages + cache_pages (pages mode), or
 cache_pages alone (windows mode). The numbers add up on every rank:
 
-    pages * page_bytes + streams * fixed_bytes + cache_pages * page_bytes <= room
+    pages * page_bytes + streams * fixed_bytes + cache_pages * page_bytes
+        + snap_slots * snap_bytes <= room
 """
 from __future__ import annotations
 
@@ -66,8 +75,9 @@ class RankPlan:
     fixed_bytes: int          # one stream's
     window_bytes: int         # one stream's window (windows mode; 0 on pages)
     kv_bytes: int             # the streams' KV: pages * page_bytes, or streams * window_bytes
-    prompt_cache_bytes: int   # cache_pages * page_bytes
+    prompt_cache_bytes: int   # cache_pages * page_bytes + snap_slots * snap_bytes
     fixed_total: int          # streams * fixed_bytes
+    snap_bytes: int = 0       # one snapshot slot (the KV layout's fixed part); 0: no slots
 
     @property
     def used(self) -> int:
@@ -97,6 +107,7 @@ class Plan:
     governing: int            # the rank whose room bounds the plan
     notes: tuple = field(default=())
     kv_rows: str = ""         # the latent / window kind's phrase (KV layout spec); "" for K and V rows
+    snap_slots: int = 0       # the prompt cache's snapshot slots (recurrent families)
 
     @property
     def paged(self) -> bool:
@@ -122,7 +133,8 @@ class Plan:
     def pool_step(self, poison: bool = False) -> PoolStep:
         return PoolStep(paged=self.paged, pages=self.pool_pages, page_rows=self.page_rows,
                         page_bytes=tuple(r.page_bytes for r in self.ranks), streams=self.streams,
-                        context=self.window_rows, poison=poison, verify=self.verify_window)
+                        context=self.window_rows, poison=poison, verify=self.verify_window,
+                        snaps=self.snap_slots)
 
     def as_dict(self) -> dict:
         g = self.rank
@@ -130,6 +142,7 @@ class Plan:
                  page_bytes=g.page_bytes, bytes_per_token=g.bytes_per_token,
                  fixed_bytes=g.fixed_bytes, prompt_cache_bytes=g.prompt_cache_bytes,
                  cache_pages=self.cache_pages, pool_pages=self.pool_pages,
+                 snap_slots=self.snap_slots, snap_bytes=g.snap_bytes,
                  floor_pages=self.floor_pages, streams=self.streams, context=self.context,
                  verify_window=self.verify_window, window_rows=self.window_rows,
                  window_bytes=g.window_bytes, room_bytes=g.room, used_bytes=g.used,
@@ -164,13 +177,6 @@ def plan(layouts: Sequence[Layout], rooms: Sequence[int], context: int, parallel
         prompt_cache_bytes = 0
         cache_note = ("no prompt cache: the window layers keep a stream's last rows only",)
     notes0 = ()
-    if kv.fixed and prompt_cache_bytes:
-        # a recurrent family's kept prefix needs its states at that position (snapshot
-        # slots), which are not built yet: no prompt cache rather than a wrong resume
-        notes0 = (f"prompt cache off: the model's recurrent layers keep a state a stream "
-                  f"({size(kv.fixed_bytes)} fixed each) and snapshot slots "
-                  f"are not built yet; {size(prompt_cache_bytes)} asked, 0 used",)
-        prompt_cache_bytes = 0
     want = parallel or AUTO_WINDOWS_FIT
     windows_fit = all(want * (L.fixed_bytes(context, False, verify_window) + _window(L, context, verify_window)) <= room
                       for L, room in zip(layouts, rooms))
@@ -254,14 +260,21 @@ def _on_pages(layouts, rooms, context, parallel, cache_bytes, verify, notes) -> 
         n = max(1, min(AUTO_PAGED_CAP, half, fits))
 
     # pages each rank can hold once the streams' fixed parts are paid
-    cap = [(room - n * fb) // pb for room, fb, pb in zip(rooms, f, p)]
-    cache_pages, notes = _cache(cache_bytes, p, min(cap) - (floor + n - 1), notes)
+    snap = [L.kv_spec.fixed_bytes for L in layouts]
+    if any(snap):
+        left = [room - n * fb - (floor + n - 1) * pb for room, fb, pb in zip(rooms, f, p)]
+        slots, cache_pages, notes = _cache_snaps(cache_bytes, p, snap, left, notes)
+    else:
+        cap = [(room - n * fb) // pb for room, fb, pb in zip(rooms, f, p)]
+        slots, (cache_pages, notes) = 0, _cache(cache_bytes, p, min(cap) - (floor + n - 1), notes)
+    cap = [(room - n * fb - slots * sb) // pb for room, fb, pb, sb in zip(rooms, f, p, snap)]
     pages = min(n * floor, min(cap) - cache_pages)
     governing = min(range(len(cap)), key=lambda i: (cap[i], i))
     ranks = tuple(RankPlan(L.rank, room, L.n_kv, L.bytes_per_token, pb, fb, 0, pages * pb,
-                           cache_pages * pb, n * fb)
-                  for L, room, fb, pb in zip(layouts, rooms, f, p))
-    return Plan("on", pages, cache_pages, pr, n, context, verify, floor, ranks, governing, notes)
+                           cache_pages * pb + slots * sb, n * fb, sb)
+                  for L, room, fb, pb, sb in zip(layouts, rooms, f, p, snap))
+    return Plan("on", pages, cache_pages, pr, n, context, verify, floor, ranks, governing, notes,
+                snap_slots=slots)
 
 
 def _on_windows(layouts, rooms, context, parallel, cache_bytes, verify, notes) -> Plan:
@@ -283,13 +296,49 @@ def _on_windows(layouts, rooms, context, parallel, cache_bytes, verify, notes) -
         # auto: the prompt cache is funded first, the windows take the rest (at least one)
         want = cache_bytes // max(p)
         n = max(1, min((room - want * pb) // (fb + wb) for room, fb, wb, pb in zip(rooms, f, w, p)))
-    left = [(room - n * (fb + wb)) // pb for room, fb, wb, pb in zip(rooms, f, w, p)]
-    cache_pages, notes = _cache(cache_bytes, p, min(left), notes)
+    snap = [L.kv_spec.fixed_bytes for L in layouts]
+    if any(snap):
+        slots, cache_pages, notes = _cache_snaps(
+            cache_bytes, p, snap, [room - n * (fb + wb) for room, fb, wb in zip(rooms, f, w)], notes)
+    else:
+        left = [(room - n * (fb + wb)) // pb for room, fb, wb, pb in zip(rooms, f, w, p)]
+        slots, (cache_pages, notes) = 0, _cache(cache_bytes, p, min(left), notes)
+    left = [(room - n * (fb + wb) - slots * sb) // pb
+            for room, fb, wb, pb, sb in zip(rooms, f, w, p, snap)]
     governing = min(range(len(left)), key=lambda i: (left[i], i))
     ranks = tuple(RankPlan(L.rank, room, L.n_kv, L.bytes_per_token, pb, fb, wb, n * wb,
-                           cache_pages * pb, n * fb)
-                  for L, room, fb, wb, pb in zip(layouts, rooms, f, w, p))
-    return Plan("off", 0, cache_pages, pr, n, context, verify, floor, ranks, governing, notes)
+                           cache_pages * pb + slots * sb, n * fb, sb)
+                  for L, room, fb, wb, pb, sb in zip(layouts, rooms, f, w, p, snap))
+    return Plan("off", 0, cache_pages, pr, n, context, verify, floor, ranks, governing, notes,
+                snap_slots=slots)
+
+
+def _cache_snaps(cache_bytes: int, page_bytes: list, snap_bytes: list, left: list,
+                 notes: tuple) -> tuple[int, int, tuple]:
+    """A recurrent family's prompt cache: (snapshot slots, pages, notes). Half of the budget
+    in slots of the largest shard's fixed part (at least one where the budget holds a slot
+    and a page), the rest in pages; both trimmed to `left`, each rank's bytes once the
+    streams are funded (with a note). No slot or no page: no cache."""
+    if not cache_bytes:
+        return 0, 0, notes
+    sb, pb = max(snap_bytes), max(page_bytes)
+    if cache_bytes < sb + pb:
+        return 0, 0, notes + (
+            f"prompt cache off: {size(cache_bytes)} asked is under one snapshot slot "
+            f"({size(sb)}, the recurrent states of a stream) and a page ({size(pb)})",)
+    slots = max(1, cache_bytes // 2 // sb)
+    pages = (cache_bytes - slots * sb) // pb
+    fit_slots = min((lb - b) // s for lb, b, s in zip(left, page_bytes, snap_bytes))
+    s2 = max(0, min(slots, fit_slots))
+    p2 = max(0, min([pages] + [(lb - s2 * s) // b for lb, b, s in zip(left, page_bytes, snap_bytes)]))
+    if not s2 or not p2:
+        return 0, 0, notes + (
+            f"prompt cache off: {size(cache_bytes)} asked, but once the streams are funded "
+            f"the room holds no snapshot slot ({size(sb)}) and a page beside it",)
+    if (s2, p2) != (slots, pages):
+        notes = notes + (f"prompt cache trimmed from {slots} snapshot slots and {pages} pages "
+                         f"to {s2} and {p2} to keep the streams' pages",)
+    return s2, p2, notes
 
 
 def _cache(cache_bytes: int, page_bytes: list, room_pages: int, notes: tuple) -> tuple[int, tuple]:

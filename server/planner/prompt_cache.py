@@ -13,12 +13,23 @@ On pages the cache keeps the stream's own pages (Pool.keep): a resumed stream sh
 (refs, no copy) and writes only past them. On windows the cache owns pages rows are copied
 into (CopyStep); a resumed stream copies them back into its window.
 
+A recurrent family (a KV layout with a fixed part) also needs the stream's state where a
+kept prefix ends: **snapshot slots**, `snap_slots` of them, ids lowest free first. A node may
+hold one (`Node.snap`): a copy of the recurrent states and conv windows at the end of its
+page (server/ranks/steps.SnapStep). A resumed stream of such a family starts at the deepest
+node of its chain that holds a snapshot (pages past it are not shared: their rows would be
+rewritten). A running stream's pending slot (the engine writes its page-boundary states
+there) comes from the same slots (`take_slot`) and is attached to its node when it ends
+(`attach`). A slot wanted when none is free drops the least recently used snapshot (the
+node's pages stay). With snap_slots 0 the cache is the page cache alone.
+
 Eviction takes the least recently used leaf first. A walk touches its nodes leaf first,
 root last, so every parent sits after its children in `_lru`: its front is always a leaf.
 """
 from __future__ import annotations
 
 import hashlib
+import heapq
 import struct
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -33,6 +44,7 @@ class Node:
     ids: tuple               # this page's token ids
     page: int
     children: int = 0
+    snap: int = -1           # snapshot slot: the recurrent state at this page's end (-1: none)
 
 
 def page_key(prev: bytes, ids) -> bytes:
@@ -40,11 +52,14 @@ def page_key(prev: bytes, ids) -> bytes:
 
 
 class PromptCache:
-    def __init__(self, pool: Pool, page_rows: int, budget_pages: int):
+    def __init__(self, pool: Pool, page_rows: int, budget_pages: int, snap_slots: int = 0):
         self.pool = pool
         self.page_rows = page_rows
         self.budget = budget_pages
         self._nodes: "OrderedDict[bytes, Node]" = OrderedDict()   # LRU order, oldest first
+        self.snap_slots = snap_slots
+        self._free_slots = list(range(snap_slots))                 # a heap: lowest id first
+        self._snaps: "OrderedDict[bytes, int]" = OrderedDict()     # node key -> slot, LRU first
 
     def __len__(self) -> int:
         return len(self._nodes)
@@ -72,12 +87,73 @@ class PromptCache:
             self._nodes.move_to_end(node.key)
 
     def lookup(self, ids) -> tuple:
-        """Pages of the longest kept prefix of ids, leaving at least one token to prefill."""
+        """Pages of the longest kept prefix of ids, leaving at least one token to prefill
+        (with snapshot slots: up to the deepest node holding a snapshot, see lookup_snap)."""
+        return self.lookup_snap(ids)[0]
+
+    def lookup_snap(self, ids) -> tuple[tuple, int]:
+        """(pages, slot): the longest kept prefix of ids leaving at least one token to
+        prefill; with snapshot slots, cut to its deepest node holding a snapshot, and that
+        snapshot's slot (-1: none; then no pages either)."""
         if self.budget == 0 or not ids:
-            return ()
+            return (), -1
         chain = self._walk(ids, (len(ids) - 1) // self.page_rows)
+        slot = -1
+        if self.snap_slots:
+            while chain and chain[-1].snap < 0:
+                chain.pop()
+            if chain:
+                slot = chain[-1].snap
+                self._snaps.move_to_end(chain[-1].key)
         self._touch(chain)
-        return tuple(n.page for n in chain)
+        return tuple(n.page for n in chain), slot
+
+    # -- snapshot slots --------------------------------------------------------------------
+    def take_slot(self) -> int:
+        """A free snapshot slot, lowest id first; none free: the least recently used
+        snapshot is dropped from its node. -1 when there are no slots."""
+        if not self._free_slots and self._snaps:
+            key, slot = self._snaps.popitem(last=False)
+            self._nodes[key].snap = -1
+            heapq.heappush(self._free_slots, slot)
+        return heapq.heappop(self._free_slots) if self._free_slots else -1
+
+    def give_slot(self, slot: int) -> None:
+        """A slot no node holds goes back (a pending one whose stream kept nothing)."""
+        if slot < 0:
+            return
+        if slot in self._free_slots or slot in self._snaps.values():
+            raise AssertionError(f"snapshot slot {slot} given back twice")
+        heapq.heappush(self._free_slots, slot)
+
+    def snap_node(self, ids, n_pages: int):
+        """The kept node ending ids' first n_pages pages if it holds no snapshot yet, else
+        None (not kept, or it has one: a slot is not spent twice on one position)."""
+        if n_pages < 1 or not self.snap_slots:
+            return None
+        chain = self._walk(ids, n_pages)
+        if len(chain) < n_pages or chain[-1].snap >= 0:
+            return None
+        return chain[-1]
+
+    def attach(self, ids, n_pages: int, slot: int) -> bool:
+        """The snapshot in `slot` (the state after ids' first n_pages pages) kept on that
+        node; False (the slot given back) where the node is not kept or already has one."""
+        node = self.snap_node(ids, n_pages)
+        if node is None or slot < 0:
+            self.give_slot(slot)
+            return False
+        node.snap = slot
+        self._snaps[node.key] = slot
+        return True
+
+    @property
+    def slots_free(self) -> tuple:
+        return tuple(sorted(self._free_slots))
+
+    @property
+    def slots_kept(self) -> tuple:
+        return tuple(sorted(self._snaps.values()))
 
     # -- keeping ---------------------------------------------------------------------------
     def _add(self, prev: bytes, key: bytes, part: tuple, page: int) -> Node:
@@ -158,6 +234,9 @@ class PromptCache:
             del self._nodes[node.key]
             if node.parent:
                 self._nodes[node.parent].children -= 1
+            if node.snap >= 0:
+                del self._snaps[node.key]
+                heapq.heappush(self._free_slots, node.snap)
             self.pool.release(node.page)
             return True
         return False
@@ -183,3 +262,7 @@ class PromptCache:
             assert node.children == kids.get(node.key, 0), "children count is off"
         assert len(set(self.pages)) == len(self._nodes), "a page is cached twice"
         assert len(self._nodes) <= self.budget or self.budget == 0, "cache past its budget"
+        held = {k: n.snap for k, n in self._nodes.items() if n.snap >= 0}
+        assert held == dict(self._snaps), "snapshot slots and their nodes disagree"
+        assert not set(held.values()) & set(self._free_slots), "a kept snapshot slot is free"
+        assert len(set(held.values())) == len(held), "a snapshot slot kept twice"

@@ -1,7 +1,8 @@
 """Steps: the one message rank 0 sends every rank, packed as one int32 buffer.
 
 Rank 0 is the only planner. Every data-plane action (make the pool, map a request's
-pages, run a round, free a stream, copy prompt-cache rows, stop) is a Step; followers
+pages, run a round, free a stream, copy prompt-cache rows, keep or restore a recurrent
+state's snapshot, stop) is a Step; followers
 apply the same Steps in the same order, so their pools and tables equal rank 0's.
 
 Wire format: [kind, n_words, payload...], all int32.
@@ -11,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Union
 
-POOL, BEGIN, ROUND, END, COPY, STOP = 1, 2, 3, 4, 5, 6
+POOL, BEGIN, ROUND, END, COPY, STOP, SNAP = 1, 2, 3, 4, 5, 6, 7
 
 # Chunk.logits: which rows' logits a round returns for the chunk
 LAST_ROW = True           # (1) the last row's: the next token
@@ -28,6 +29,7 @@ class PoolStep:
     context: int              # rows of one window
     poison: bool = False
     verify: int = 1           # the verify window: rows a drafted round may write past those it keeps
+    snaps: int = 0            # snapshot slots (recurrent families' prompt cache; 0: none)
 
 
 @dataclass(frozen=True)
@@ -68,17 +70,37 @@ class CopyStep:
 
 
 @dataclass(frozen=True)
+class SnapStep:
+    """A snapshot slot (a kept copy of a stream's fixed part: recurrent states and conv
+    windows, at a page boundary; the prompt cache's, server/planner/prompt_cache.py). Slot ids
+    are rank 0's; every rank keeps its own heads' part under the same id.
+
+      PENDING  from now on, each round that takes `stream`'s state across a page boundary b
+               (a chunk with start <= b < end, b > 0: the last such b) writes the state at b
+               into `slot` (-1: none); cleared by BeginStep and EndStep
+      RESTORE  `stream`'s fixed part := `slot`'s, its state standing at position `at`
+      COPY     slot `to` := slot `slot` (a running stream's pending snapshot kept by the cache)"""
+    op: int
+    slot: int
+    stream: int = -1
+    at: int = 0
+    to: int = -1
+
+    PENDING, RESTORE, COPY = 1, 2, 3
+
+
+@dataclass(frozen=True)
 class StopStep:
     reason: int = 0           # 0: shutdown, 1: a rank failed
 
 
-Step = Union[PoolStep, BeginStep, RoundStep, EndStep, CopyStep, StopStep]
+Step = Union[PoolStep, BeginStep, RoundStep, EndStep, CopyStep, SnapStep, StopStep]
 
 
 def pack(step: Step) -> list:
     if isinstance(step, PoolStep):
         p = [int(step.paged), step.pages, step.page_rows, step.streams, step.context,
-             int(step.poison), len(step.page_bytes), *step.page_bytes, step.verify]
+             int(step.poison), len(step.page_bytes), *step.page_bytes, step.verify, step.snaps]
         kind = POOL
     elif isinstance(step, BeginStep):
         p = [step.stream, step.kept, len(step.page_ids), *step.page_ids]
@@ -93,6 +115,8 @@ def pack(step: Step) -> list:
     elif isinstance(step, CopyStep):
         p = [step.stream, step.rows, int(step.to_pages), len(step.page_ids), *step.page_ids]
         kind = COPY
+    elif isinstance(step, SnapStep):
+        p, kind = [step.op, step.slot, step.stream, step.at, step.to], SNAP
     elif isinstance(step, StopStep):
         p, kind = [step.reason], STOP
     else:
@@ -110,7 +134,8 @@ def unpack(words) -> Step:
         raise ValueError(f"step truncated: {len(p)} of {n} words")
     if kind == POOL:
         k = p[6]
-        return PoolStep(bool(p[0]), p[1], p[2], tuple(p[7:7 + k]), p[3], p[4], bool(p[5]), p[7 + k])
+        return PoolStep(bool(p[0]), p[1], p[2], tuple(p[7:7 + k]), p[3], p[4], bool(p[5]), p[7 + k],
+                        p[8 + k])
     if kind == BEGIN:
         return BeginStep(p[0], tuple(p[3:3 + p[2]]), p[1])
     if kind == ROUND:
@@ -124,6 +149,8 @@ def unpack(words) -> Step:
         return EndStep(p[0])
     if kind == COPY:
         return CopyStep(p[0], tuple(p[4:4 + p[3]]), p[1], bool(p[2]))
+    if kind == SNAP:
+        return SnapStep(*p[:5])
     if kind == STOP:
         return StopStep(p[0])
     raise ValueError(f"unknown step kind {kind}")

@@ -14,8 +14,9 @@ MOE_ARCHS = ("qwen3moe", "glm4moe", "deepseek2", "gptoss", "qwen3next", "kimilin
 MLA_ARCHS = ("deepseek2", "kimilinear")
 RECURRENT_ARCHS = ("qwen3next", "kimilinear")
 ARCH_ALIASES = {"smollm": "llama", "gpt-oss": "gptoss", "gpt_oss": "gptoss",   # file's -> ours
-                "kimi-linear": "kimilinear", "kimi_linear": "kimilinear"}
-SUPPORTED_ARCHS = DENSE_ARCHS + MOE_ARCHS + ("gpt-oss", "kimi-linear")
+                "kimi-linear": "kimilinear", "kimi_linear": "kimilinear",
+                "qwen35moe": "qwen3next"}      # Qwen3.5/3.6 MoE: the same layers (gguf_qwen3next.py)
+SUPPORTED_ARCHS = DENSE_ARCHS + MOE_ARCHS + ("gpt-oss", "kimi-linear", "qwen35moe")
 ROUTERS = ("softmax", "sigmoid", "topk_softmax")
 
 

@@ -8,7 +8,7 @@ from server.ranks import steps as S
 
 STEPS = [
     S.PoolStep(paged=True, pages=9, page_rows=4, page_bytes=(4096, 2048), streams=3, context=17,
-               poison=True),
+               poison=True, snaps=5),
     S.PoolStep(paged=False, pages=0, page_rows=16, page_bytes=(8,), streams=5, context=31),
     S.BeginStep(stream=2, page_ids=(7, 3, 5), kept=1),
     S.BeginStep(stream=0, page_ids=()),
@@ -23,15 +23,21 @@ STEPS = [
     S.PoolStep(paged=False, pages=5, page_rows=2, page_bytes=(1, 2, 3), streams=4, context=6),
     S.RoundStep(chunks=(S.Chunk(2, 0, (4, 5, 6), S.EVERY_ROW), S.Chunk(1, 3, (7,), S.LAST_ROW),
                         S.Chunk(0, 1, (8, 9), False))),      # prompt_logprobs: every row's logits
+    S.SnapStep(S.SnapStep.PENDING, 3, stream=2),
+    S.SnapStep(S.SnapStep.PENDING, -1, stream=0),
+    S.SnapStep(S.SnapStep.RESTORE, 1, stream=4, at=48),
+    S.SnapStep(S.SnapStep.COPY, 2, to=6),
 ]
 
 WORDS = {
-    0: [S.POOL, 10, 1, 9, 4, 3, 17, 1, 2, 4096, 2048, 1],       # ..., page_bytes, verify
+    0: [S.POOL, 11, 1, 9, 4, 3, 17, 1, 2, 4096, 2048, 1, 5],    # ..., page_bytes, verify, snaps
     2: [S.BEGIN, 6, 2, 1, 3, 7, 3, 5],
     4: [S.ROUND, 17, 3, 1, 5, 1, 3, 11, 12, 13, 0, 0, 0, 1, 21, 3, 2, 1, 0],
     6: [S.END, 1, 4],
     7: [S.COPY, 7, 1, 11, 1, 3, -1, 6, 2],
     10: [S.STOP, 1, 1],
+    15: [S.SNAP, 5, S.SnapStep.RESTORE, 1, 4, 48, -1],           # op, slot, stream, at, to
+    16: [S.SNAP, 5, S.SnapStep.COPY, 2, -1, 0, 6],
     12: [S.ROUND, 19, 3, 2, 0, 2, 3, 4, 5, 6, 1, 3, 1, 1, 7, 0, 1, 0, 2, 8, 9],
 }
 
@@ -51,7 +57,8 @@ def test_the_words_are_the_documented_layout(i):
 
 
 def test_kinds_are_distinct_and_fixed():
-    assert (S.POOL, S.BEGIN, S.ROUND, S.END, S.COPY, S.STOP) == (1, 2, 3, 4, 5, 6)
+    assert (S.POOL, S.BEGIN, S.ROUND, S.END, S.COPY, S.STOP, S.SNAP) == (1, 2, 3, 4, 5, 6, 7)
+    assert (S.SnapStep.PENDING, S.SnapStep.RESTORE, S.SnapStep.COPY) == (1, 2, 3)
 
 
 @pytest.mark.parametrize("v", [2**31 - 1, -2**31])

@@ -1,8 +1,9 @@
 """Gated DeltaNet (qwen3next): the op against transformers' functions and against its numba
 form; one recurrence order (a chunk of n positions == n single positions, byte for byte, at
 the op and through the engine, in rounds of every size and interleaved with other streams);
-the KV layout's fixed part (counted by the planner, beside the pages); solo == concurrent,
-paged == window; the guards (a state's position, a kept prefix refused); the tiny HF
+the KV layout's fixed part (counted by the planner, beside the pages, and the snapshot
+slots beside the prompt cache's pages); solo == concurrent, paged == window; the guards (a
+state's position, a kept prefix without its snapshot refused); the tiny HF
 checkpoint held to its transformers references (tests/data/qwen3next/, made by
 tools/refs/record_qwen3next.py) under the golden rule."""
 from __future__ import annotations
@@ -211,12 +212,17 @@ def test_fixed_part_in_the_layout_and_the_plan():
             assert e.bytes_per_token == 1 * 2 * e.shard.n_kv * 16 * 4 == L.bytes_per_token
             assert e.kv_spec.fixed_bytes == fixed1 // tp == L.kv_spec.fixed_bytes
         base = replace_fixed(Ls[0])
+        L0 = layouts(spec, 1, 4, 16)[0]
         assert Ls[0].fixed_bytes(128, True) - base.fixed_bytes(128, True) == fixed1 // tp
     e = engine_of(f"dummy:{NAME}")
     e.apply(PoolStep(True, 8, 16, (e.page_bytes(16),), 3, 128))
     assert e.kv.nbytes == 8 * e.page_bytes(16) + 3 * fixed1
     p = plan(layouts(spec, 1, 4, 16), [64 * 2**20], 128, prompt_cache_bytes=2**20)
-    assert p.cache_pages == 0 and any("prompt cache off" in n for n in p.notes), p.notes
+    # the prompt cache: half in snapshot slots of one stream's fixed part, half in pages
+    assert (p.snap_slots, p.rank.snap_bytes) == (2**19 // fixed1, fixed1), p.as_dict()
+    assert p.cache_pages == (2**20 - p.snap_slots * fixed1) // L0.page_bytes
+    assert p.rank.prompt_cache_bytes == p.cache_pages * L0.page_bytes + p.snap_slots * fixed1
+    assert p.pool_step().snaps == p.snap_slots
     assert "MiB fixed each stream" in p.kv_rows
     # a room for the floor's pages but not the fixed part too is refused with the numbers
     from server.planner.plan import NoStream
@@ -233,30 +239,26 @@ def replace_fixed(L):
 
 def test_guards(eng):
     """A chunk that does not start where its stream's state stands, and a stream begun on a
-    kept prefix (no snapshot slots yet), are refused by name."""
+    kept prefix without its snapshot restored, are refused by name."""
     eng.apply(PoolStep(True, 8, 16, (eng.page_bytes(16),), 1, 128))
     eng.apply(BeginStep(0, tuple(range(8))))
     eng.apply(RoundStep((Chunk(0, 0, (5, 6, 7), True),)))
     with pytest.raises(ValueError, match="recurrent state stands at 3"):
         eng.apply(RoundStep((Chunk(0, 2, (9,), True),)))
     eng.apply(EndStep(0))
-    with pytest.raises(ValueError, match="kept prefix"):
-        eng.apply(BeginStep(0, tuple(range(8)), kept=1))
+    eng.apply(BeginStep(0, tuple(range(8)), kept=1))
+    with pytest.raises(ValueError, match="kept prefix, but no snapshot"):
+        eng.apply(RoundStep((Chunk(0, 16, (9,), True),)))
+    eng.apply(EndStep(0))
     with pytest.raises(ValueError, match="stream slot"):
         eng.model.forward([((0, 1), 16, 0, (5,), True)], eng.kv)
 
 
-def test_gpu_and_gguf_refused_by_name():
+def test_gpu_refused_by_name():
+    """(GGUF qwen3next is read: tests/model/test_qwen3next_gguf.py.)"""
     from server.engine.build import open_model
     with pytest.raises(UnsupportedModel, match="qwen3next.*CPU only"):
         open_model(f"dummy:{NAME}", device="cuda", progress=False)
-    from server.engine.weights.gguf_spec import Fields, spec_from_gguf
-    from .test_mla_engine import _Field
-    kv = {"general.architecture": "qwen3next", "qwen3next.embedding_length": 64,
-          "qwen3next.attention.head_count": 4}
-    meta = Fields(type("R", (), {"fields": {k: _Field(v) for k, v in kv.items()}})(), "x.gguf")
-    with pytest.raises(UnsupportedModel, match="GGUF qwen3next .* not read yet"):
-        spec_from_gguf(meta, set())
 
 
 def test_tp3_refused_by_name():

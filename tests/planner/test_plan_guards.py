@@ -150,7 +150,7 @@ def test_as_dict_names_every_number_and_the_ranks_when_they_differ():
                      fixed_bytes=g.fixed_bytes, prompt_cache_bytes=64, cache_pages=2, pool_pages=9,
                      floor_pages=4, streams=2, context=15, verify_window=1, window_rows=15,
                      window_bytes=0, room_bytes=400, used_bytes=g.used, spare_bytes=g.spare, tp=1,
-                     governing_rank=0, notes=[])
+                     governing_rank=0, notes=[], snap_slots=0, snap_bytes=0)
     assert not p.shards_differ
     q = plan([lay(0), lay(1)], [400, 500], context=15, parallel=2, kv_pages="on")
     assert not q.shards_differ and [r["room"] for r in q.as_dict()["ranks"]] == [400, 500]

@@ -1,7 +1,9 @@
-"""The tiny Qwen3-Next HF folder served by `foldserve serve` (real processes on the CPU), the
-prompt cache asked for but off (no snapshot slots yet, said in the plan's note): greedy
-replies equal the engine's own in-process continuation, at TP=1 and TP=2; n=2 choices and
-concurrent requests of a growing conversation (each prefilled cold) answer the same."""
+"""The tiny Qwen3-Next HF folder served by `foldserve serve` (real processes on the CPU), with
+a prompt cache of snapshot slots and pages (said at startup): greedy replies equal the
+engine's own in-process continuation, at TP=1 and TP=2; n=2 choices and concurrent requests
+of a growing conversation answer the same; a three-turn conversation resumes each turn from
+the cache (each rank restoring its own heads' states from the slot ids rank 0 names) and
+answers what a cold engine answers."""
 from __future__ import annotations
 
 import concurrent.futures as cf
@@ -68,7 +70,43 @@ def test_serve_greedy_equals_in_process(folder, tp, group):
     for text, choices in zip(TURNS + TURNS, got):
         assert choices == [want[text], want[text]], text
     out = server.output                  # the plan's and the drafts' notes, said at startup
-    assert "drafting off" in out and "prompt cache off" in out, out[-2000:]
+    assert "drafting off" in out and "snapshot slots of" in out, out[-2000:]
+
+
+def in_process_ids(path, ids, n: int) -> list:
+    from server.engine.build import open_model
+    from server.generate import generate
+    from server.requests import SamplingParams
+    opened = open_model(str(path), progress=False)
+    return list(generate(opened, list(ids), SamplingParams(max_tokens=n, temperature=0.0,
+                                                           ignore_eos=True)))
+
+
+def test_conversation_resumed_at_tp2(folder, group):
+    """Three turns as token ids (each prompt the last one, its reply and more words): turns 2
+    and 3 resume past their prefix (cached_tokens > 0) on two ranks, and every reply equals
+    the in-process cold continuation."""
+    n, more = 6, [[100, 101, 102, 103, 104], [200, 201, 202, 203, 204, 205, 206]]
+    port = free_port()
+    url = f"http://{HOST}:{port}"
+    server = group.start(["--model", str(folder), "--tp", "2", "--port", str(port),
+                          "--context", "256", "--parallel", "2", "--page-rows", "4",
+                          "--prompt-cache-gib", "0.01", "--join-timeout", "30"], name="rank0")
+    wait_health(url, [server], timeout=120)
+    prompt, cached = [5, 17, 99, 3, 250, 41, 7, 7, 300, 12, 64], []
+    for turn in range(3):
+        want = in_process_ids(folder, prompt, n)
+        r = httpx.post(url + "/v1/completions", timeout=120,
+                       json={"prompt": prompt, "max_tokens": n, "temperature": 0,
+                             "ignore_eos": True, "skip_special_tokens": False})
+        assert r.status_code == 200, r.text
+        from server.engine.build import open_model
+        tok = open_model(str(folder), progress=False).tokenizer
+        assert r.json()["choices"][0]["text"] == tok.decode(want), turn
+        cached.append(r.json()["usage"]["prompt_tokens_details"]["cached_tokens"])
+        if turn < 2:
+            prompt = prompt + want + more[turn]
+    assert cached[0] == 0 and cached[1] > 0 and cached[2] > cached[1], cached
 
 
 def test_drafts_off_for_a_recurrent_family():

@@ -24,3 +24,9 @@ def test_checkpoint_tp2_equals_tp1():
     """The tiny HF checkpoint (tools/refs/next_checkpoint.py, zero-centred norms)."""
     from tools.refs import next_checkpoint as nc
     tp_equals_tp1(str(nc.build_once()[0]), 2)
+
+
+def test_gguf_q8_0_tp2_equals_tp1():
+    """The GGUF (llama.cpp's names, Q8_0: tools/refs/next_gguf.py) split over two ranks."""
+    from tools.refs import next_gguf as ng
+    tp_equals_tp1(str(ng.build_once("Q8_0")[0]), 2)

@@ -112,6 +112,11 @@ def load_gguf(path: str, *, progress: bool = True) -> Loaded:
     fam = family(arch)
     kv_b = {n for n in by_name if getattr(fam, "GGUF_KV_B", None) and n.endswith(KV_B_PARTS)}
     fix = getattr(fam, "gguf_tensor", None)   # a family's own stored forms (kimi-linear's)
+    if arch == "qwen3next":                  # rebuilt into HF's layout below
+        from . import gguf_qwen3next
+        tiled = raw_arch == "qwen35moe"
+        joined = gguf_qwen3next.JOINED35 if tiled else gguf_qwen3next.JOINED
+        kv_b = {n for n in by_name if n.endswith(joined) and n not in unused}
     unknown = [n for n in by_name if n not in unused and n not in IGNORED and n not in kv_b
                and hf_name(n, arch) is None and expert_tensor(n, arch) is None]
     if unknown:
@@ -130,7 +135,7 @@ def load_gguf(path: str, *, progress: bool = True) -> Loaded:
             if name in IGNORED or name in unused:
                 bar.advance()
                 continue
-            if name in kv_b:                 # joined into kv_b_proj below
+            if name in kv_b:                 # joined into kv_b_proj (qwen3next: HF's layout) below
                 bar.advance()
                 continue
             ex = expert_tensor(name, arch)
@@ -152,7 +157,9 @@ def load_gguf(path: str, *, progress: bool = True) -> Loaded:
                 x = permute.from_gguf(x, heads)
             tensors[hf] = x
             bar.advance()
-    if kv_b:
+    if kv_b and arch == "qwen3next":
+        gguf_qwen3next.join(spec, by_name, tensors, path, to_float32, tiled)
+    elif kv_b:
         join_kv_b(spec, by_name, tensors, path)
     if spec.tie_embeddings:
         tensors[HEAD] = tensors[EMBED]

@@ -69,10 +69,6 @@ def spec_from_gguf(meta: Fields, names: set[str]) -> tuple[ModelSpec, str]:
     raw = str(meta.need("general.architecture"))
     arch = check_arch(raw)
     a = raw
-    if arch == "qwen3next":
-        raise UnsupportedModel(f"{meta.path}: GGUF qwen3next (Gated DeltaNet) is not read yet "
-                               "(its ssm_* tensors); serve the Hugging Face folder "
-                               "(Qwen3NextForCausalLM)")
     d = int(meta.need(f"{a}.embedding_length"))
     n_heads = int(meta.need(f"{a}.attention.head_count"))
     n_kv = meta.get(f"{a}.attention.head_count_kv", n_heads)
@@ -109,6 +105,9 @@ def spec_from_gguf(meta: Fields, names: set[str]) -> tuple[ModelSpec, str]:
     )
     if arch == "gptoss":
         return gptoss_spec(meta, spec, a), a
+    if arch == "qwen3next":                  # Gated DeltaNet hybrid: server/engine/weights/gguf_qwen3next.py
+        from .gguf_qwen3next import next_spec
+        return next_spec(meta, spec, a, MOE_KEYS), a
     kind = meta.get(f"{a}.rope.scaling.type")
     if kind not in (None, "none", "llama3"):
         raise WeightsError(f"{meta.path}: rope scaling {kind!r} is not supported "

@@ -19,11 +19,13 @@ ARCHITECTURES = {
     "DeepseekV3ForCausalLM": "deepseek2",
     "Glm4MoeLiteForCausalLM": "deepseek2",
     "Qwen3NextForCausalLM": "qwen3next",
+    "Qwen3_5MoeForCausalLM": "qwen3next",     # Qwen3.5/3.6 MoE's text model: the same layers
     "GptOssForCausalLM": "gptoss",
     "KimiLinearForCausalLM": "kimilinear",
 }
 MODEL_TYPES = {"qwen3_moe": "qwen3moe", "glm4_moe": "glm4moe", "deepseek_v2": "deepseek2",
                "deepseek_v3": "deepseek2", "glm4_moe_lite": "deepseek2", "qwen3_next": "qwen3next",
+               "qwen3_5_moe_text": "qwen3next",
                "gpt_oss": "gptoss", "kimi_linear": "kimilinear"}
 
 
@@ -334,6 +336,10 @@ def next_spec(cfg: dict, path: str, need) -> ModelSpec:
     hd = int(cfg.get("head_dim") or d // n_heads)
     factor = float(rp.get("partial_rotary_factor", cfg.get("partial_rotary_factor", 0.25)))
     rot = int(hd * factor)
+    sections = rp.get("mrope_section")        # Qwen3.5: interleaved MRoPE; a text token's
+    if sections is not None and sum(sections) != rot // 2:   # positions are equal: plain RoPE
+        refuse("rope_parameters", f"mrope_section {sections} must cover the {rot // 2} rotated "
+               "pairs (text positions: the plain partial RoPE)")
     nk, nv = int(need("linear_num_key_heads")), int(need("linear_num_value_heads"))
     if nv % nk:
         refuse("linear_num_value_heads", f"a multiple of linear_num_key_heads ({nk})")

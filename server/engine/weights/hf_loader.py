@@ -74,6 +74,9 @@ def load_hf(folder: str, *, progress: bool = True) -> Loaded:
     rename = getattr(family(spec), "hf_rename", None)
     if rename is not None:               # a family whose saved names are not the shared ones
         tensors = {rename(n): t for n, t in tensors.items()}
+    if spec.arch == "qwen3next":             # Qwen3.5's split projections -> Qwen3-Next's
+        from .gguf_qwen3next import join_split_projections
+        join_split_projections(spec, tensors, folder)
     if unused:
         log.info("%s: the MTP/NextN layer(s) %s (%d tensors) not run: no speculative decoding "
                  "from them; their bytes stay unread", os.path.basename(folder),
