@@ -120,15 +120,17 @@ def test_fixed_part_in_the_layout_and_the_plan():
 
 def test_guards(eng):
     """A chunk that does not start where its stream's state stands, and a stream begun on a
-    kept prefix, are refused by name."""
+    kept prefix without its snapshot restored, are refused by name."""
     eng.apply(PoolStep(True, 8, 16, (eng.page_bytes(16),), 1, 128))
     eng.apply(BeginStep(0, tuple(range(8))))
     eng.apply(RoundStep((Chunk(0, 0, (5, 6, 7), True),)))
     with pytest.raises(ValueError, match="recurrent state stands at 3"):
         eng.apply(RoundStep((Chunk(0, 2, (9,), True),)))
     eng.apply(EndStep(0))
-    with pytest.raises(ValueError, match="kept prefix"):
-        eng.apply(BeginStep(0, tuple(range(8)), kept=1))
+    eng.apply(BeginStep(0, tuple(range(8)), kept=1))
+    with pytest.raises(ValueError, match="kept prefix, but no snapshot"):
+        eng.apply(RoundStep((Chunk(0, 16, (9,), True),)))
+    eng.apply(EndStep(0))
     with pytest.raises(ValueError, match="stream slot"):
         eng.model.forward([((0, 1), 16, 0, (5,), True)], eng.kv)
 

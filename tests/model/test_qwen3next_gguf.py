@@ -63,7 +63,7 @@ def test_greedy_and_logprobs_match_llama_cpp(opened):
     arch, qt, ld, eng = opened
     assert ld.spec.arch == "qwen3next" and not ld.spec.zero_centred_norms
     if qt == "Q8_0":
-        from server.engine.weights.blocks import Blocks
+        from kernels.blocks import Blocks
         L = eng.weights.layers[3]                        # a full layer: its matrices as stored
         assert all(isinstance(w, Blocks) and w.kind == "Q8_0" for w in L.experts_gu + L.experts_down)
     for case in record(arch)["llama_cpp"][HELD[qt]]["cases"]:

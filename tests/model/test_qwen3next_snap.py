@@ -1,4 +1,4 @@
-"""Snapshot slots (qwen3next): the prompt cache keeps a stream's recurrent states and conv
+"""Snapshot slots (qwen3next, kimilinear): the prompt cache keeps a stream's recurrent states and conv
 windows at the end of a kept prefix, so a conversation resumed past its prefix starts from
 the kept state. Through the scheduler on the real engine: a three-turn conversation replayed
 cold and from the cache gives the same replies (ids and logprobs) and the same state bytes at
@@ -28,9 +28,11 @@ U3 = [18, 77, 150, 6, 90, 91, 92]
 OTHER = [7, 300, 9, 11, 12, 400, 5, 6, 8, 90, 91, 33, 2]
 
 
-@pytest.fixture(scope="module")
-def engine():
-    return open_model("dummy:tiny-qwen3next", progress=False).engine
+@pytest.fixture(scope="module", params=["tiny-qwen3next", "tiny-kimilinear"])
+def engine(request):
+    """A Gated DeltaNet hybrid and a Kimi Delta Attention one (its full layers latent rows):
+    the slots are the families' fixed parts, whatever the recurrent op."""
+    return open_model(f"dummy:{request.param}", progress=False).engine
 
 
 def state_bytes(eng, stream: int) -> bytes:
