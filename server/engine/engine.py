@@ -17,7 +17,7 @@ from server.shapes.kv_layout import kv_spec
 from server.shapes.shard import shard_of
 from server.ranks.rank_errors import RankMismatch
 from server.engine.weights.blocks import Blocks, MixedBlocks
-from server.ranks.steps import BeginStep, CopyStep, EndStep, PoolStep, RoundStep, StopStep
+from server.ranks.steps import BeginStep, CopyStep, EndStep, MtpStep, PoolStep, RoundStep, StopStep
 
 log = logging.getLogger("foldserve")
 
@@ -107,6 +107,9 @@ class Engine:
         RoundStep, else None."""
         if isinstance(step, RoundStep):
             return self.round(step)
+        if isinstance(step, MtpStep):          # the MTP layer's rows and drafts (--draft mtp)
+            from server.engine import mtp_pass
+            return mtp_pass.run(self, step)
         if isinstance(step, BeginStep):
             if self.kv.fixed:
                 if step.kept:
