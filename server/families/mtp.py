@@ -67,14 +67,11 @@ def refusal(spec) -> str | None:
 
 def with_mtp(spec, tp: int = 1):
     """spec with its MTP layer run (mtp_layers 1), or UnsupportedModel naming why not
-    (`--draft mtp` on a model without one, or at TP > 1: not built yet)."""
+    (`--draft mtp` on a model without one). Any TP: the layer splits as the trunk's."""
     from server.shapes.spec import UnsupportedModel
     why = refusal(spec)
     if why:
         raise UnsupportedModel(why)
-    if tp > 1:
-        raise UnsupportedModel(f"--draft mtp: at --tp {tp} not built yet (TP=1 only); use "
-                               "--draft ngram or off")
     if spec.mtp_layers:
         return spec
     from dataclasses import replace

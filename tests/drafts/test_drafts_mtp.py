@@ -1,0 +1,217 @@
+"""MTP drafts (server/drafts/mtp.py, server/families/mtp.py): the checkpoint's NextN layer
+guesses, the round verifies, so drafted == plain byte for byte (token ids, logprobs, top
+logprobs, finish reasons), greedy and seeded, penalties, bias, stop tokens, solo and
+concurrent, on pages and on windows, for glm4moe and deepseek2 (dummy:tiny-glm4moe-mtp,
+dummy:tiny-deepseek3-mtp: the tiny shapes with a NextN layer of seeded random weights).
+
+Random MTP weights guess badly (their acceptance is measured below, not asserted). So that
+the verify walk is seen taking MTP drafts too, `echo` engines get an MTP layer that hands
+on the trunk's own next-token guess (eh_proj = [0 | I], the layer's outputs zeroed): on the
+tiny models' repetitive greedy replies it is often right.
+
+The MTP layer's own KV rows (layer n_layers of the stream's pages) are checked by the
+guesses themselves: every guess made while serving (rows written a round at a time, chain
+rows past the valid ones rewritten) equals the guess of one pass over the whole sequence
+on a fresh pool, and the guesses are the same solo and concurrent, on pages and windows.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from server.engine.build import open_model
+from server.ranks.steps import (BeginStep, Chunk, EndStep, MtpChunk, MtpStep, PoolStep,
+                                RoundStep, pack, unpack)
+from server.requests import SamplingParams as P
+from server.step_driver import LocalDriver
+
+from drafts_run import serve
+from test_drafts_exact import REP, cases
+
+MTP_SHAPES = ["tiny-glm4moe-mtp", "tiny-deepseek3-mtp"]
+_ENGINES: dict = {}
+
+
+def engine(name: str, echo: bool = False):
+    key = (name, echo)
+    if key not in _ENGINES:
+        eng = open_model(f"dummy:{name}", progress=False, mtp=True).engine
+        if echo:
+            make_echo(eng)
+        _ENGINES[key] = eng
+    return _ENGINES[key]
+
+
+def make_echo(eng) -> None:
+    """The MTP layer hands on the trunk's guess: x = hnorm(h_i), the layer adds nothing."""
+    W, d = eng.model.w.mtp, eng.spec.d_model
+    W.eh_proj[:] = 0
+    W.eh_proj[d:] = np.eye(d, dtype=np.float32)           # [2d, d]: x = the h half
+    L = W.layer
+    L.wo[:] = 0
+    for x in L.experts_down:
+        x[:] = 0
+    L.shared_down[:] = 0
+
+
+class Recording(LocalDriver):
+    """Every step run, and what an MtpStep returned."""
+
+    def __init__(self, engine):
+        super().__init__(engine)
+        self.log = []
+
+    def run(self, step):
+        got = super().run(step)
+        self.log.append((step, got))
+        return got
+
+
+def guesses(rec: Recording) -> dict:
+    """{(request index, rows valid): guess} from a recorded run: streams are mapped to
+    requests by their BeginSteps, in admission order (FIFO: the request order)."""
+    out, of, n = {}, {}, 0
+    for step, got in rec.log:
+        if isinstance(step, BeginStep):
+            of[step.stream] = n
+            n += 1
+        elif isinstance(step, MtpStep):
+            for c, g in zip(step.chunks, got):
+                if c.depth:
+                    out[(of[c.stream], c.start + len(c.tokens))] = g
+    return out
+
+
+@pytest.mark.parametrize("paged", [True, False], ids=["pages", "windows"])
+@pytest.mark.parametrize("together", [True, False], ids=["concurrent", "solo"])
+@pytest.mark.parametrize("name", MTP_SHAPES)
+def test_mtp_drafted_equals_plain(name, paged, together):
+    eng = engine(name, echo=True)
+    plain, _ = serve(eng, cases(), draft=False, paged=paged, together=together, streams=6)
+    drafted, s = serve(eng, cases(), draft=True, paged=paged, together=together, streams=6,
+                       source="mtp")
+    for i, (p, d) in enumerate(zip(plain, drafted)):
+        assert d == p, f"case {i}: drafted {d!r} != plain {p!r}"
+    # both ways of a verify walk ran on MTP drafts: taken and refused
+    assert 0 < s.accepted_tokens_done < s.draft_tokens_done, s.stats()
+
+
+@pytest.mark.parametrize("name", MTP_SHAPES)
+def test_random_mtp_weights_drafted_equals_plain(name):
+    """The seeded random NextN layer as the file gives it: its guesses are poor, the replies
+    the same. The acceptance is what it is (printed with -s)."""
+    eng = engine(name)
+    plain, _ = serve(eng, cases(), draft=False, streams=6)
+    drafted, s = serve(eng, cases(), draft=True, streams=6, source="mtp")
+    assert drafted == plain
+    assert s.draft_tokens_done > 0
+    print(f"{name}: random MTP weights, {s.accepted_tokens_done} of {s.draft_tokens_done} "
+          "drafted tokens accepted")
+
+
+@pytest.mark.parametrize("name", MTP_SHAPES)
+def test_guesses_equal_one_pass_over_the_sequence(name):
+    """Every guess made while serving (the MTP rows written round by round: prompt chunks,
+    verify chunks, chain rows past the valid ones rewritten by the next pass) equals the
+    guess of one MTP pass over the whole sequence so far, on a fresh pool. A row written at
+    the wrong position, skipped, or read from the wrong trunk row changes the guesses."""
+    eng = engine(name)
+    rec = Recording(eng)
+    reqs = cases()[:3]
+    out, s = serve(eng, reqs, draft=True, streams=3, chunk=8, driver=rec, source="mtp")
+    seen = guesses(rec)
+    assert len(seen) > 20 and s.draft_tokens_done > 0
+    seqs = [list(prompt) + [e[0] for e in evs if e[0] is not None]
+            for (prompt, _), evs in zip(reqs, out)]
+    eng.apply(PoolStep(True, 64, 4, (eng.page_bytes(4),), 1, 256))
+    checked = 0
+    for (i, fed), guess in sorted(seen.items()):
+        ids = seqs[i]
+        eng.apply(BeginStep(0, tuple(range(64))))
+        eng.apply(RoundStep((Chunk(0, 0, tuple(ids[:fed]), False),)))
+        (ref,) = eng.apply(MtpStep((MtpChunk(0, 0, tuple(ids[1:fed + 1]), 0, len(guess)),)))
+        eng.apply(EndStep(0))
+        assert ref == guess, f"request {i} at {fed} rows: served {guess}, one pass {ref}"
+        checked += 1
+    assert checked == len(seen)
+
+
+@pytest.mark.parametrize("name", MTP_SHAPES)
+def test_guesses_the_same_solo_concurrent_pages_windows(name):
+    """The MTP layer's rows are a stream's own: its guesses do not depend on the streams
+    beside it or on where its rows lie (pages or a window). How many it guesses does: a
+    fuller round leaves it fewer rows (server/drafts/policy.py), so its pace differs; the
+    guesses made at the same point agree as far as both go."""
+    eng = engine(name)
+    runs = []
+    for paged, together in ((True, False), (True, True), (False, True)):
+        rec = Recording(eng)
+        serve(eng, cases(), draft=True, streams=6, paged=paged, together=together, driver=rec,
+              source="mtp")
+        runs.append(guesses(rec))
+    for other in runs[1:]:
+        both = set(runs[0]) & set(other)
+        assert len(both) > 0.8 * len(runs[0]), (len(both), len(runs[0]))
+        for key in both:
+            a, b = runs[0][key], other[key]
+            n = min(len(a), len(b))
+            assert n > 0 and a[:n] == b[:n], (key, a, b)
+
+
+def test_a_request_that_says_draft_false_is_never_drafted_by_mtp():
+    eng = engine("tiny-glm4moe-mtp", echo=True)
+    (p,), _ = serve(eng, cases()[:1], draft=False)
+    (d,), s = serve(eng, [(*cases()[0], {"draft": False})], draft=True, source="mtp")
+    assert d == p and s.draft_tokens_done == 0
+
+
+def test_mtp_step_on_the_wire():
+    st = MtpStep((MtpChunk(3, 17, (5, 6, 7), 4, 2), MtpChunk(0, 40, (9,), 7, 0)))
+    assert unpack(pack(st)) == st
+
+
+def test_mtp_rows_are_planned_as_a_layer_after_the_trunk():
+    """The KV layout counts the MTP layer's rows: (n + 1) / n of the trunk's bytes a token,
+    the plan and the engine alike, and says so."""
+    from server.planner.layout import layouts
+    from server.shapes.spec import shape
+    from server.families.mtp import with_mtp
+    for name in MTP_SHAPES:
+        base = shape(name)
+        spec = with_mtp(base)
+        n = base.n_layers
+        a = layouts(base, 1, 4, 16)[0].bytes_per_token
+        b = layouts(spec, 1, 4, 16)[0].bytes_per_token
+        assert b * n == a * (n + 1), (a, b)
+        assert engine(name).bytes_per_token == b
+        assert "the MTP layer's included" in layouts(spec, 1, 4, 16)[0].kv_spec.describe()
+
+
+def test_plan_cli_counts_the_mtp_rows(capsys):
+    from server.plan_cli import main
+    got = {}
+    for draft in ("ngram", "mtp"):
+        assert main(["--model", "dummy:tiny-glm4moe-mtp", "--draft", draft, "--context", "256",
+                     "--json"]) == 0
+        import json
+        got[draft] = json.loads(capsys.readouterr().out)
+    a, b = got["ngram"], got["mtp"]
+    key = next(k for k in a if "bytes_per_token" in k) if "bytes_per_token" not in a else "bytes_per_token"
+    assert b[key] * 3 == a[key] * 4, (a[key], b[key])
+
+
+@pytest.mark.parametrize("name, why", [
+    ("tiny", "has no MTP layer foldserve runs"),
+    ("tiny-qwen3moe", "has no MTP layer foldserve runs"),
+    ("tiny-glm4moe", "carries no MTP / NextN layer"),
+    ("tiny-deepseek3", "carries no MTP / NextN layer")])
+def test_draft_mtp_is_refused_by_name_without_an_mtp_layer(name, why):
+    from server.shapes.spec import UnsupportedModel
+    with pytest.raises(UnsupportedModel) as e:
+        open_model(f"dummy:{name}", progress=False, mtp=True)
+    assert "--draft mtp" in str(e.value) and name in str(e.value) and why in str(e.value)
+    from argparse import Namespace
+    from server.flags import drafts_for
+    from server.shapes.spec import shape
+    with pytest.raises(UnsupportedModel, match=why):
+        drafts_for(Namespace(draft="mtp", tp=1), shape(name))
