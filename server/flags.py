@@ -67,13 +67,13 @@ def drafts_for(args, spec):
     """The drafting this model allows, on every rank alike; returns the spec to plan and
     serve (with its MTP layer counted, `mtp_layers`, under --draft mtp).
 
-    --draft mtp: the model's NextN layer (server/families/mtp.py); refused by name where
+    --draft mtp: the model's NextN layer (server/families/nextn.py); refused by name where
     the family has none foldserve runs or the file carries none. A recurrent family (qwen3next) keeps a state that cannot step back over rejected
     drafted rows (no state rollback yet): drafting is off by default for it (said once),
     and asked for by name, refused. Sets args.draft."""
     from server.shapes.spec import UnsupportedModel
     if getattr(args, "draft", None) == "mtp":
-        from server.families.mtp import with_mtp
+        from server.families.nextn import with_mtp
         return with_mtp(spec, getattr(args, "tp", None) or 1)
     if not getattr(spec, "recurrent", False) or getattr(args, "draft", None) == "off":
         return spec

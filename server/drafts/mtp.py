@@ -1,4 +1,4 @@
-"""MTP drafts: the checkpoint's own next-token layer (server/families/mtp.py) guesses the
+"""MTP drafts: the checkpoint's own next-token layer (server/families/nextn.py) guesses the
 tokens after the one just sampled. Control plane: the layer runs on the ranks as an
 `MtpStep` (server/ranks/steps.py, server/engine/mtp_pass.py) right after each round; this
 module builds that step and keeps each stream's guesses until the next round asks.

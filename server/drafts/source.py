@@ -6,7 +6,7 @@ only a guess: the scheduler verifies every proposed token against the token the 
 sampler draws from that position's row (server/verify.py), so what a source proposes can
 change the speed, never a reply. Sources: `ngram` (prompt lookup, server/drafts/ngram.py:
 no weights, every family) and `mtp` (server/drafts/mtp.py: the checkpoint's NextN layer,
-server/families/mtp.py; glm4moe and deepseek2 files that carry one, `--draft mtp` refused by
+server/families/nextn.py; glm4moe and deepseek2 files that carry one, `--draft mtp` refused by
 name on any other model, flags.drafts_for). A source with `engine_pass` runs on the ranks
 after each round (`after_round`, an MtpStep) and keeps its guesses for the next.
 """

@@ -115,13 +115,13 @@ def _with_mtp(spec: ModelSpec, mtp: bool, tp: int) -> ModelSpec:
     """spec with its MTP layer run (mtp_layers 1), or refused by name (flags.drafts_for)."""
     if not mtp:
         return spec
-    from server.families.mtp import with_mtp
+    from server.families.nextn import with_mtp
     return with_mtp(spec, tp)
 
 
 def open_model(model: str | None, *, device: str = "cpu", tp: int = 1, rank: int = 0,
                all_reduce=None, progress: bool = True, mtp: bool = False) -> Opened:
-    """mtp: with the file's MTP / NextN layer (server/families/mtp.py; --draft mtp), refused
+    """mtp: with the file's MTP / NextN layer (server/families/nextn.py; --draft mtp), refused
     by name where it has none foldserve runs."""
     source = locate.resolve(model)
     if device == "cuda":                        # a MoE family is refused before any GPU is asked

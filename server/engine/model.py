@@ -31,7 +31,7 @@ class ShardWeights:
     ff: int                # intermediate columns on this shard
     expert_ff: int = 0     # each routed expert's intermediate columns on this shard
     shared_ff: int = 0     # the shared expert's
-    mtp: object = None     # the MTP layer (server/families/mtp.py's MtpWeights), --draft mtp
+    mtp: object = None     # the MTP layer (server/families/nextn.py's MtpWeights), --draft mtp
 
 
 class Model:

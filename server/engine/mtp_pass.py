@@ -1,5 +1,5 @@
 """The MTP pass (`MtpStep`, server/ranks/steps.py): the MTP layer's rows for the round just
-run, and each stream's drafts (server/families/mtp.py for the layer, server/drafts/mtp.py
+run, and each stream's drafts (server/families/nextn.py for the layer, server/drafts/mtp.py
 for the drafting).
 
 Every rank runs it alike: the trunk's hidden rows are the same on every rank (the layer's
@@ -16,7 +16,7 @@ import numpy as np
 
 from kernels import ops
 from server.engine.rows import RoundChunk
-from server.families import mtp as mtp_layer
+from server.families import nextn as mtp_layer
 
 
 def run(engine, step) -> tuple:

@@ -227,7 +227,7 @@ def _shard_weights(spec, get, shard, to_device, out_in, mixed=False) -> ShardWei
         norm = norm + 1
     mtp_w = None
     if getattr(spec, "mtp_layers", 0):               # --draft mtp: the NextN layer too
-        from server.families import mtp
+        from server.families import nextn as mtp
         mtp_w = mtp.shard(spec, sp, shard)
     return ShardWeights(embed=embed_dev, norm=to_device(norm),
                         lm_head=lm_head, layers=layers,

@@ -69,7 +69,7 @@ class CopyStep:
 
 @dataclass(frozen=True)
 class MtpChunk:
-    """One stream's MTP rows (server/families/mtp.py): positions start .. start+len(tokens)-1,
+    """One stream's MTP rows (server/families/nextn.py): positions start .. start+len(tokens)-1,
     row j reading the last round's trunk hidden state at round row src + j and the token
     tokens[j] that followed it; then `depth` drafts: the last row's guess, and depth - 1
     more, each one row on from the one before (rows past the stream's valid ones, rewritten

@@ -144,7 +144,7 @@ class KVSpec:
 def kv_spec(spec, shard) -> KVSpec:
     """The KV layout of a ModelSpec's shard (server/shapes/shard.py). MTP layers run
     (`spec.mtp_layers`, `--draft mtp`) write rows like a trunk layer's, after them: layer
-    n_layers + j of the arrays (server/families/mtp.py)."""
+    n_layers + j of the arrays (server/families/nextn.py)."""
     mtp = getattr(spec, "mtp_layers", 0)
     if getattr(spec, "kv_lora_rank", 0):
         return KVSpec.latent(spec.n_layers + mtp, spec.kv_lora_rank, spec.qk_rope_head_dim,

@@ -55,7 +55,7 @@ class ModelSpec:
     topk_group: int = 1         # tokens choose among the best topk_group groups
     rotary_dim: int = 0         # dims of a head RoPE rotates (0: all; GLM: half)
     nextn_layers: int = 0       # the file's MTP/NextN blocks after the trunk (counted)
-    mtp_layers: int = 0         # of them, those run (`--draft mtp`: 1, server/families/mtp.py):
+    mtp_layers: int = 0         # of them, those run (`--draft mtp`: 1, server/families/nextn.py):
                                 # their weights loaded, their KV rows after the trunk's
     # multi-head latent attention (deepseek2; 0: none). head_dim is then the q/k head's
     # nope + rope dims, n_kv_heads == n_heads, rotary_dim the rope dims
@@ -239,7 +239,7 @@ SHAPES: dict[str, ModelSpec] = {
                               n_shared_experts=1, shared_ff=96, first_dense_layers=1,
                               router="sigmoid", norm_topk_prob=True, routed_scaling_factor=2.5,
                               n_group=2, topk_group=1, rotary_dim=8, name="tiny-glm4moe"),
-    # the same with a NextN (MTP) layer after the trunk: `--draft mtp` (server/families/mtp.py)
+    # the same with a NextN (MTP) layer after the trunk: `--draft mtp` (server/families/nextn.py)
     "tiny-glm4moe-mtp": ModelSpec("glm4moe", 3, 64, 6, 3, 16, 128, 512, max_context=512,
                                   qkv_bias=True, n_experts=8, n_experts_used=3, expert_ff=96,
                                   n_shared_experts=1, shared_ff=96, first_dense_layers=1,

@@ -1,4 +1,4 @@
-"""MTP drafts (server/drafts/mtp.py, server/families/mtp.py): the checkpoint's NextN layer
+"""MTP drafts (server/drafts/mtp.py, server/families/nextn.py): the checkpoint's NextN layer
 guesses, the round verifies, so drafted == plain byte for byte (token ids, logprobs, top
 logprobs, finish reasons), greedy and seeded, penalties, bias, stop tokens, solo and
 concurrent, on pages and on windows, for glm4moe and deepseek2 (dummy:tiny-glm4moe-mtp,
@@ -175,7 +175,7 @@ def test_mtp_rows_are_planned_as_a_layer_after_the_trunk():
     the plan and the engine alike, and says so."""
     from server.planner.layout import layouts
     from server.shapes.spec import shape
-    from server.families.mtp import with_mtp
+    from server.families.nextn import with_mtp
     for name in MTP_SHAPES:
         base = shape(name)
         spec = with_mtp(base)

@@ -20,7 +20,7 @@ __all__ = ["load", "Loaded", "WeightsError", "UnsupportedModel", "dummy_tensor",
 
 
 def load(model: str, *, progress: bool = True, mtp: bool = False) -> Loaded:
-    """mtp: the file's MTP / NextN layer too (server/families/mtp.py), its spec's
+    """mtp: the file's MTP / NextN layer too (server/families/nextn.py), its spec's
     mtp_layers 1; refused by name where it has none."""
     start = time.monotonic()
     if not isinstance(model, str) or not model:

@@ -79,7 +79,7 @@ def load_dummy(model: str, *, progress: bool = True, mtp: bool = False) -> Loade
     shape_name, seed = parse(model)
     spec = shape(shape_name)
     if mtp:
-        from server.families.mtp import with_mtp
+        from server.families.nextn import with_mtp
         spec = with_mtp(spec)
     need = n_floats(spec) * 4
     avail = available_memory()

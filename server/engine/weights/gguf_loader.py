@@ -95,7 +95,7 @@ def join_kv_b(spec: ModelSpec, by_name: dict, tensors: dict, path: str) -> None:
 
 
 def load_gguf(path: str, *, progress: bool = True, mtp: bool = False) -> Loaded:
-    """mtp: the NextN block is read too (server/families/mtp.py: its decoder layer under
+    """mtp: the NextN block is read too (server/families/nextn.py: its decoder layer under
     model.layers.{n_layers}.*, its nextn.* tensors as that layer's eh_proj / enorm / hnorm /
     shared_head.norm; the trunk's embedding and head copies it may carry are not read)."""
     start = time.monotonic()
@@ -112,7 +112,7 @@ def load_gguf(path: str, *, progress: bool = True, mtp: bool = False) -> Loaded:
               and block_of(n) < trunk + spec.nextn_layers]
     nextn: dict = {}                        # --draft mtp: the NextN block's own tensors
     if mtp:
-        from server.families import mtp as mtp_layer
+        from server.families import nextn as mtp_layer
         spec = mtp_layer.with_mtp(spec)
         own = {n: n.split(".", 2)[2] for n in unused if block_of(n) == trunk}
         nextn = {n: f"model.layers.{trunk}.{mtp_layer.GGUF_NEXTN[sfx]}"

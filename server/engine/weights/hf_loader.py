@@ -44,14 +44,14 @@ def shard_files(folder: str) -> dict[str, list[str]]:
 
 
 def load_hf(folder: str, *, progress: bool = True, mtp: bool = False) -> Loaded:
-    """mtp: the MTP layer model.layers.{n_layers}.* is read too (server/families/mtp.py;
+    """mtp: the MTP layer model.layers.{n_layers}.* is read too (server/families/nextn.py;
     the trunk's embed_tokens / shared_head.head copies it may carry are not)."""
     start = time.monotonic()
     folder = os.path.abspath(folder)
     spec = spec_from_config(read_config(folder), os.path.join(folder, "config.json"))
     keep: set = set()
     if mtp:
-        from server.families import mtp as mtp_layer
+        from server.families import nextn as mtp_layer
         spec = mtp_layer.with_mtp(spec)
         keep = set(mtp_layer.shapes(spec))
     files = shard_files(folder)

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-NAME = "mtp"
+NAME = "nextn"
 ARCHS = ("glm4moe", "deepseek2")      # families whose files carry a NextN layer we run
 
 # GGUF suffixes of a NextN block's own tensors (blk.{n}.nextn.*) -> ours (model.layers.{n}.*)
