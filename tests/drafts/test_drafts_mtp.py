@@ -196,8 +196,10 @@ def test_plan_cli_counts_the_mtp_rows(capsys):
         import json
         got[draft] = json.loads(capsys.readouterr().out)
     a, b = got["ngram"], got["mtp"]
-    key = next(k for k in a if "bytes_per_token" in k) if "bytes_per_token" not in a else "bytes_per_token"
-    assert b[key] * 3 == a[key] * 4, (a[key], b[key])
+    key = "bytes_per_token" if "bytes_per_token" in a else next(k for k in a if "bytes_per_token" in k)
+    assert b[key] * 3 == a[key] * 4, (a[key], b[key])          # 3 trunk layers, and the MTP's
+    assert main(["--model", "dummy:tiny-glm4moe-mtp", "--draft", "mtp", "--context", "256"]) == 0
+    assert "KV as K and V rows on 4 layers, the MTP layer's included" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("name, why", [
