@@ -217,3 +217,35 @@ def test_draft_mtp_is_refused_by_name_without_an_mtp_layer(name, why):
     from server.shapes.spec import shape
     with pytest.raises(UnsupportedModel, match=why):
         drafts_for(Namespace(draft="mtp", tp=1), shape(name))
+
+
+@pytest.mark.parametrize("kind", ["F32", "Q8_0"])
+def test_a_glm_gguf_nextn_block_drafts(tmp_path, caplog, kind):
+    """A GLM GGUF with its whole NextN block (llama.cpp's names: blk.3.nextn.eh_proj / enorm /
+    hnorm / shared_head_norm beside the block's decoder tensors): --draft mtp reads it
+    (the dummy's tensors, byte for byte at F32) and drafts, drafted == plain; without
+    --draft mtp the block is counted and left unread, as before."""
+    import logging
+    from model.moe_files import write_gguf
+    from server.engine.engine import Engine
+    from server.engine.weights import load
+    from server.engine.weights.dummy import dummy_tensor
+    from server.families import nextn
+    from server.shapes.spec import shape
+    spec = nextn.with_mtp(shape("tiny-glm4moe-mtp"))
+    path = write_gguf(tmp_path / f"mtp-{kind}.gguf", spec, kind, mtp=True)
+    with caplog.at_level(logging.INFO, logger="foldserve"):
+        plain_ld = load(str(path), progress=False)
+    assert plain_ld.spec.mtp_layers == 0 and plain_ld.spec.nextn_layers == 1
+    n_block = len(nextn.shapes(spec)) - 3 * spec.n_experts + 3   # experts: 3 3-D tensors
+    assert f"MTP/NextN block blk.3 ({n_block} tensors" in caplog.text and "not run" in caplog.text
+    ld = load(str(path), progress=False, mtp=True)
+    assert ld.spec.mtp_layers == 1
+    if kind == "F32":
+        for name in nextn.own_shapes(spec):
+            assert np.array_equal(np.asarray(ld.tensors[name]), dummy_tensor(spec, name)), name
+    eng = Engine(ld.spec, ld.tensors.__getitem__)
+    assert eng.model.w.mtp is not None
+    plain, _ = serve(eng, cases(), draft=False, streams=6)
+    drafted, s = serve(eng, cases(), draft=True, streams=6, source="mtp")
+    assert drafted == plain and s.draft_tokens_done > 0
