@@ -249,3 +249,43 @@ def test_a_glm_gguf_nextn_block_drafts(tmp_path, caplog, kind):
     plain, _ = serve(eng, cases(), draft=False, streams=6)
     drafted, s = serve(eng, cases(), draft=True, streams=6, source="mtp")
     assert drafted == plain and s.draft_tokens_done > 0
+
+
+def test_a_deepseek_v3_folder_with_its_mtp_layer_drafts(tmp_path, caplog):
+    """tools/refs' DeepseekV3 checkpoint (deepseek3-tiny) with an MTP layer 3 added
+    (num_nextn_predict_layers 1; the layer's tensors under DeepSeek-V3's names, seeded random,
+    and the trunk's embedding / head copies a V3 file carries, which are not read):
+    --draft mtp loads it and drafts, drafted == plain; without, it is counted, not run."""
+    import json
+    import logging
+    import shutil
+    from safetensors.numpy import load_file, save_file
+    from server.engine.engine import Engine
+    from server.engine.weights import load
+    from server.families import nextn
+    from tools.refs import moe_checkpoint as mc
+    built = mc.build_once("deepseek3-tiny")
+    d = tmp_path / "v3-mtp"
+    shutil.copytree(built.hf_dir, d)
+    cfg = json.loads((d / "config.json").read_text())
+    cfg["num_nextn_predict_layers"] = 1
+    (d / "config.json").write_text(json.dumps(cfg))
+    t = load_file(str(d / "model.safetensors"))
+    from dataclasses import replace
+    spec = replace(load(str(built.hf_dir), progress=False).spec, nextn_layers=1, mtp_layers=1)
+    rng = np.random.default_rng(35)
+    for name, shp in nextn.shapes(spec).items():
+        x = rng.standard_normal(shp).astype(np.float32) * 0.02
+        t[name] = x + 1 if name.endswith(("norm.weight", "layernorm.weight")) else x
+    t["model.layers.3.embed_tokens.weight"] = t["model.embed_tokens.weight"]
+    t["model.layers.3.shared_head.head.weight"] = t["lm_head.weight"]
+    save_file(t, str(d / "model.safetensors"))
+    with caplog.at_level(logging.INFO, logger="foldserve"):
+        assert load(str(d), progress=False).spec.mtp_layers == 0
+    assert "MTP/NextN layer(s) 3" in caplog.text and "not run" in caplog.text
+    ld = load(str(d), progress=False, mtp=True)
+    assert ld.spec.mtp_layers == 1
+    eng = Engine(ld.spec, ld.tensors.__getitem__)
+    plain, _ = serve(eng, cases(), draft=False, streams=6)
+    drafted, s = serve(eng, cases(), draft=True, streams=6, source="mtp")
+    assert drafted == plain and s.draft_tokens_done > 0
