@@ -66,6 +66,17 @@ def run(engine, step) -> tuple:
     return tuple(tuple(out[c.stream]) for c in step.chunks)
 
 
+def row_logits(engine, c):
+    """The MTP layer's logits of every row of one MtpChunk (after the round that made its
+    hidden rows), [len(c.tokens), vocab] float32: for tests and inspection; writes its KV
+    rows as a pass does."""
+    m, kv = engine.model, engine.kv
+    table, prow = kv.address(c.stream, engine.tables[c.stream])
+    rc = [RoundChunk(table, prow, c.start, c.tokens, True, (), c.stream)]
+    g = _layer(m, m.w.mtp, rc, m.hidden[c.src:c.src + len(c.tokens)], kv)
+    return np.asarray(ops.linear(np.ascontiguousarray(g), m.w.lm_head))
+
+
 def _layer(m, W, chunks, hidden, kv):
     r = m.rows(chunks)
     return mtp_layer.forward(ops, m, W, r.ids, np.ascontiguousarray(hidden, dtype=np.float32),

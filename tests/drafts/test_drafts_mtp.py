@@ -251,35 +251,76 @@ def test_a_glm_gguf_nextn_block_drafts(tmp_path, caplog, kind):
     assert drafted == plain and s.draft_tokens_done > 0
 
 
-def test_a_deepseek_v3_folder_with_its_mtp_layer_drafts(tmp_path, caplog):
-    """tools/refs' DeepseekV3 checkpoint (deepseek3-tiny) with an MTP layer 3 added
-    (num_nextn_predict_layers 1; the layer's tensors under DeepSeek-V3's names, seeded random,
-    and the trunk's embedding / head copies a V3 file carries, which are not read):
-    --draft mtp loads it and drafts, drafted == plain; without, it is counted, not run."""
+def refs_with_mtp(name: str, folder):
+    """tools/refs' checkpoint `name` (HF folder) with an MTP layer n_layers added
+    (num_nextn_predict_layers 1; the layer's tensors under DeepSeek-V3's / GLM's names,
+    seeded random, and the trunk's embedding / head copies such files carry, which are not
+    read) -> (the folder, its MoeSpec, every HF tensor float32)."""
     import json
-    import logging
     import shutil
+    from dataclasses import replace
     from safetensors.numpy import load_file, save_file
-    from server.engine.engine import Engine
     from server.engine.weights import load
     from server.families import nextn
     from tools.refs import moe_checkpoint as mc
-    built = mc.build_once("deepseek3-tiny")
-    d = tmp_path / "v3-mtp"
-    shutil.copytree(built.hf_dir, d)
-    cfg = json.loads((d / "config.json").read_text())
+    built = mc.build_once(name)
+    shutil.copytree(built.hf_dir, folder)
+    cfg = json.loads((folder / "config.json").read_text())
     cfg["num_nextn_predict_layers"] = 1
-    (d / "config.json").write_text(json.dumps(cfg))
-    t = load_file(str(d / "model.safetensors"))
-    from dataclasses import replace
+    (folder / "config.json").write_text(json.dumps(cfg))
+    t = load_file(str(folder / "model.safetensors"))
     spec = replace(load(str(built.hf_dir), progress=False).spec, nextn_layers=1, mtp_layers=1)
     rng = np.random.default_rng(35)
-    for name, shp in nextn.shapes(spec).items():
-        x = rng.standard_normal(shp).astype(np.float32) * 0.02
-        t[name] = x + 1 if name.endswith(("norm.weight", "layernorm.weight")) else x
-    t["model.layers.3.embed_tokens.weight"] = t["model.embed_tokens.weight"]
-    t["model.layers.3.shared_head.head.weight"] = t["lm_head.weight"]
-    save_file(t, str(d / "model.safetensors"))
+    for nm, shp in nextn.shapes(spec).items():
+        x = rng.standard_normal(shp).astype(np.float32) * 0.05
+        t[nm] = x + 1 if nm.endswith(("norm.weight", "layernorm.weight")) else x
+    n = spec.n_layers
+    t[f"model.layers.{n}.embed_tokens.weight"] = t["model.embed_tokens.weight"]
+    t[f"model.layers.{n}.shared_head.head.weight"] = t.get("lm_head.weight", t["model.embed_tokens.weight"])
+    save_file(t, str(folder / "model.safetensors"))
+    return folder, built.spec, t
+
+
+REFS = ["glm4moe-tiny", "deepseek3-tiny"]
+
+
+@pytest.mark.parametrize("name", REFS)
+def test_mtp_logits_equal_the_float64_definition(name, tmp_path):
+    """The MTP layer as foldserve runs it (its KV rows on pages, one pass over a sequence)
+    against tools/refs/moe_numpy.mtp_forward, float64 and written apart from it (concat
+    order, which norms, positions, the layer's attention over the MTP rows): logits within
+    1e-3 relative, the same arg-max but near ties."""
+    from server.engine.engine import Engine
+    from server.engine.mtp_pass import row_logits
+    from server.engine.weights import load
+    from tools.refs import moe_numpy
+    folder, mspec, w = refs_with_mtp(name, tmp_path / "m")
+    ld = load(str(folder), progress=False, mtp=True)
+    eng = Engine(ld.spec, ld.tensors.__getitem__)
+    ids = [5, 17, 99, 3, 250, 41, 7, 7, 300, 12, 64, 128, 9, 33, 411, 2, 1000, 77]
+    eng.apply(PoolStep(True, 8, 4, (eng.page_bytes(4),), 1, 32))
+    eng.apply(BeginStep(0, tuple(range(8))))
+    eng.apply(RoundStep((Chunk(0, 0, tuple(ids), False),)))
+    got = row_logits(eng, MtpChunk(0, 0, tuple(ids[1:]), 0))
+    want = moe_numpy.mtp_forward(mspec, w, ids)
+    assert got.shape == want.shape == (len(ids) - 1, ld.spec.vocab)
+    scale = np.abs(want).max(axis=1, keepdims=True)
+    err = float(np.max(np.abs(got - want) / scale))
+    print(f"{name}: MTP logits vs float64, max error {err:.2e} of the row's largest")
+    assert err < 1e-3
+    for r in range(len(want)):
+        top2 = np.sort(want[r])[-2:]
+        if top2[1] - top2[0] >= 2e-3 * scale[r, 0]:
+            assert int(np.argmax(got[r])) == int(np.argmax(want[r])), r
+
+
+def test_a_deepseek_v3_folder_with_its_mtp_layer_drafts(tmp_path, caplog):
+    """tools/refs' DeepseekV3 checkpoint with an MTP layer added (refs_with_mtp): --draft
+    mtp loads it and drafts, drafted == plain; without, it is counted, not run."""
+    import logging
+    from server.engine.engine import Engine
+    from server.engine.weights import load
+    d, _, _ = refs_with_mtp("deepseek3-tiny", tmp_path / "v3-mtp")
     with caplog.at_level(logging.INFO, logger="foldserve"):
         assert load(str(d), progress=False).spec.mtp_layers == 0
     assert "MTP/NextN layer(s) 3" in caplog.text and "not run" in caplog.text
