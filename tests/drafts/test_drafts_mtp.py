@@ -330,3 +330,22 @@ def test_a_deepseek_v3_folder_with_its_mtp_layer_drafts(tmp_path, caplog):
     plain, _ = serve(eng, cases(), draft=False, streams=6)
     drafted, s = serve(eng, cases(), draft=True, streams=6, source="mtp")
     assert drafted == plain and s.draft_tokens_done > 0
+
+
+@pytest.mark.parametrize("paged", [True, False], ids=["pages", "windows"])
+def test_resumed_mtp_drafted_equals_plain(paged):
+    """Each request twice with a prompt cache: the second resumes from the first's kept
+    prompt pages (their MTP rows those the first left) and drafts from there; every reply,
+    fresh and resumed, drafted == plain."""
+    eng = engine("tiny-deepseek3-mtp", echo=True)
+    reqs = [r for r in cases()[:4] for _ in range(2)]
+    got = {}
+    for draft in (False, True):
+        cached = []
+        got[draft] = serve(eng, reqs, draft=draft, paged=paged, together=False, streams=2,
+                           cache_pages=64, cached=cached, source="mtp")
+        assert all(c == 0 for c in cached[0::2]) and all(c > 0 for c in cached[1::2]), cached
+    (plain, _), (drafted, s) = got[False], got[True]
+    for i, (p, d) in enumerate(zip(plain, drafted)):
+        assert d == p, f"request {i}: drafted {d!r} != plain {p!r}"
+    assert 0 < s.accepted_tokens_done < s.draft_tokens_done, s.stats()
