@@ -136,6 +136,62 @@ def test_guesses_equal_one_pass_over_the_sequence(name):
     assert checked == len(seen)
 
 
+def mtp_rows(eng, stream: int, n: int) -> bytes:
+    """The MTP layer's KV rows (layer n_layers, every array) of positions 0 .. n-1 of a
+    mapped stream, as bytes."""
+    kv, li = eng.kv, eng.spec.n_layers
+    table, P = kv.address(stream, eng.tables[stream])
+    return b"".join(a[li][table[p // P], p % P].tobytes() for a in kv.arrays for p in range(n))
+
+
+class RowsAtEnd(Recording):
+    """Also each stream's MTP rows of its valid positions, read just before its EndStep."""
+
+    def __init__(self, engine):
+        super().__init__(engine)
+        self.valid, self.rows, self.of, self.n = {}, {}, {}, 0
+
+    def run(self, step):
+        if isinstance(step, BeginStep):
+            self.of[step.stream] = self.n
+            self.n += 1
+        elif isinstance(step, MtpStep):
+            for c in step.chunks:
+                if c.tokens:
+                    self.valid[c.stream] = c.start + len(c.tokens)
+        elif isinstance(step, EndStep) and step.stream in self.valid:
+            n = self.valid.pop(step.stream)
+            self.rows[self.of[step.stream]] = (n, mtp_rows(self.engine, step.stream, n))
+        return super().run(step)
+
+
+@pytest.mark.parametrize("paged", [True, False], ids=["pages", "windows"])
+@pytest.mark.parametrize("name", MTP_SHAPES)
+def test_mtp_rows_equal_one_pass_over_the_sequence(name, paged):
+    """A stream's MTP KV rows when it ends (written round by round: prompt chunks, decode
+    and verify chunks, the chain's rows past the valid ones rewritten by the next pass)
+    equal, byte for byte, the rows one MTP pass over its whole sequence writes on a fresh
+    pool: every valid position has its row, from the right trunk row and token."""
+    eng = engine(name, echo=False)
+    rec = RowsAtEnd(eng)
+    reqs = cases()
+    out, s = serve(eng, reqs, draft=True, streams=6, chunk=8, paged=paged, driver=rec,
+                   source="mtp")
+    assert len(rec.rows) == len(reqs) and s.draft_tokens_done > 0
+    seqs = [list(prompt) + [e[0] for e in evs if e[0] is not None]
+            for (prompt, _), evs in zip(reqs, out)]
+    eng.apply(PoolStep(True, 64, 4, (eng.page_bytes(4),), 1, 256))
+    for i, (n, got) in sorted(rec.rows.items()):
+        ids = seqs[i]
+        assert n >= len(reqs[i][0])                  # the prompt's rows at least
+        eng.apply(BeginStep(0, tuple(range(64))))
+        eng.apply(RoundStep((Chunk(0, 0, tuple(ids[:n]), False),)))
+        eng.apply(MtpStep((MtpChunk(0, 0, tuple(ids[1:n + 1]), 0, 0),)))
+        want = mtp_rows(eng, 0, n)
+        eng.apply(EndStep(0))
+        assert got == want, f"request {i}: its {n} MTP rows differ from one pass's"
+
+
 @pytest.mark.parametrize("name", MTP_SHAPES)
 def test_guesses_the_same_solo_concurrent_pages_windows(name):
     """The MTP layer's rows are a stream's own: its guesses do not depend on the streams
