@@ -95,6 +95,8 @@ def test_tp2_default_model_editing_prompt(group):
 
 @pytest.mark.parametrize("model, pages, tp", [("dummy:tiny-glm4moe-mtp", "on", 2),
                                               ("dummy:tiny-deepseek3-mtp", "off", 2),
+                                              ("dummy:tiny-deepseek3-mtp", "on", 3),
+                                              ("dummy:tiny-glm4moe-mtp", "off", 3),
                                               ("dummy:tiny-glm4moe-mtp", "on", 1)])
 def test_mtp_drafted_equals_plain(model, pages, tp, group):
     """--draft mtp (the NextN layer of the file, split over the ranks as the trunk's layers):
