@@ -35,6 +35,10 @@ float32 on every device (the recurrence accumulates in them), one set a stream s
   The KV rows then cover only the layers that write them (`n_layers`: the full-attention
   layers of a hybrid).
 
+An MTP (NextN) layer run (`--draft mtp`, `spec.mtp_layers`; server/families/nextn.py) writes
+rows of the same kind as a trunk layer's: it is counted as one more layer after the trunk's
+(`mtp_layers` of `n_layers`), on the stream's pages or window like any other.
+
 Pure Python (the planner sizes a model with it, no numpy).
 """
 from __future__ import annotations
