@@ -6,7 +6,7 @@ dummy:tiny-deepseek3-mtp: the tiny shapes with a NextN layer of seeded random we
 
 Random MTP weights guess badly (their acceptance is measured below, not asserted). So that
 the verify walk is seen taking MTP drafts too, `echo` engines get an MTP layer that hands
-on the trunk's own next-token guess (eh_proj = [0 | I], the layer's outputs zeroed): on the
+on the trunk's own next-token guess (eh_proj = [0 | I], the layer's inputs zeroed): on the
 tiny models' repetitive greedy replies it is often right.
 
 The MTP layer's own KV rows (layer n_layers of the stream's pages) are checked by the
@@ -43,15 +43,14 @@ def engine(name: str, echo: bool = False):
 
 
 def make_echo(eng) -> None:
-    """The MTP layer hands on the trunk's guess: x = hnorm(h_i), the layer adds nothing."""
+    """The MTP layer hands on the trunk's guess: x = hnorm(h_i), and the decoder layer's
+    sublayers read zeros (their input norms' weights zeroed; what is left is the attention's
+    bias-only output, small), so g ~ the trunk's normed h_i."""
     W, d = eng.model.w.mtp, eng.spec.d_model
     W.eh_proj[:] = 0
     W.eh_proj[d:] = np.eye(d, dtype=np.float32)           # [2d, d]: x = the h half
-    L = W.layer
-    L.wo[:] = 0
-    for x in L.experts_down:
-        x[:] = 0
-    L.shared_down[:] = 0
+    W.layer.attn_norm[:] = 0
+    W.layer.mlp_norm[:] = 0
 
 
 class Recording(LocalDriver):
@@ -405,3 +404,42 @@ def test_resumed_mtp_drafted_equals_plain(paged):
     for i, (p, d) in enumerate(zip(plain, drafted)):
         assert d == p, f"request {i}: drafted {d!r} != plain {p!r}"
     assert 0 < s.accepted_tokens_done < s.draft_tokens_done, s.stats()
+
+
+def test_structured_output_with_mtp_drafts_equals_plain(tmp_path):
+    """A json_schema request on a GLM GGUF with a tokenizer and its NextN block: the MTP
+    layer guesses without the grammar (the echo layer: the trunk's unconstrained choice),
+    the verify walk draws each row through the grammar's mask, so a guess the grammar
+    forbids is refused; replies equal the plain ones, greedy and seeded."""
+    import json
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))        # tests/ (text)
+    from model.moe_files import spec_with_vocab, write_gguf
+    from server.engine.grammar import compile_grammar
+    from server.families import nextn
+    from server.shapes.spec import shape
+    from text.tiny import train_byte_bpe
+    tok = train_byte_bpe()
+    vocab = len(json.loads(tok.to_str())["model"]["vocab"])
+    spec = nextn.with_mtp(spec_with_vocab(shape("tiny-glm4moe-mtp"), vocab))
+    path = write_gguf(tmp_path / "glm-mtp.gguf", spec, "F32", tokenizer=tok, mtp=True)
+    opened = open_model(str(path), progress=False, mtp=True)
+    make_echo(opened.engine)
+    t = opened.tokenizer
+    schema = {"type": "object", "properties": {"name": {"type": "string"},
+                                               "items": {"type": "array", "items": {"type": "integer"}}},
+              "required": ["name", "items"]}
+    ids = t.encode('hello world says {"name": "lamp", "items": [1, 2, 3]}')
+
+    def reqs():
+        extra = lambda: {"grammar": compile_grammar(t, "json_schema", schema),
+                         "eos_ids": frozenset(t.eos_ids)}
+        return [(ids, P(max_tokens=40, temperature=0.0), extra()),
+                (ids, P(max_tokens=40, temperature=0.8, seed=3), extra())]
+
+    plain, _ = serve(opened.engine, reqs(), draft=False)
+    drafted, s = serve(opened.engine, reqs(), draft=True, source="mtp")
+    assert drafted == plain
+    assert s.draft_tokens_done > s.accepted_tokens_done
+    print(f"json_schema with MTP drafts: {s.accepted_tokens_done} of {s.draft_tokens_done} taken")
