@@ -68,9 +68,10 @@ def drafts_for(args, spec):
     serve (with its MTP layer counted, `mtp_layers`, under --draft mtp).
 
     --draft mtp: the model's NextN layer (server/families/nextn.py); refused by name where
-    the family has none foldserve runs or the file carries none. A recurrent family (qwen3next) keeps a state that cannot step back over rejected
-    drafted rows (no state rollback yet): drafting is off by default for it (said once),
-    and asked for by name, refused. Sets args.draft."""
+    the family has none foldserve runs or the file carries none. A recurrent family
+    (qwen3next) keeps a state that cannot step back over rejected drafted rows (no state
+    rollback yet): drafting is off by default for it (said once), and asked for by name,
+    refused. Sets args.draft."""
     from server.shapes.spec import UnsupportedModel
     if getattr(args, "draft", None) == "mtp":
         from server.families.nextn import with_mtp
