@@ -443,3 +443,58 @@ def test_structured_output_with_mtp_drafts_equals_plain(tmp_path):
     assert drafted == plain
     assert s.draft_tokens_done > s.accepted_tokens_done
     print(f"json_schema with MTP drafts: {s.accepted_tokens_done} of {s.draft_tokens_done} taken")
+
+
+def write_deepseek_gguf_with_nextn(name: str, folder, path) -> tuple:
+    """refs_with_mtp's DeepSeek checkpoint as a GGUF the way llama.cpp's converter lays out a
+    NextN block: block_count n_layers + 1, deepseek2.nextn_predict_layers 1, the block's
+    decoder tensors as blk.{n}.* (kv_b split into attn_k_b / attn_v_b) and its own as
+    blk.{n}.nextn.* -> (path, MoeSpec, HF weights)."""
+    from dataclasses import replace
+    import gguf
+    from server.families import nextn
+    from tools.refs import moe_checkpoint as mc
+    _, mspec, w = refs_with_mtp(name, folder)
+    with4 = replace(mspec, n_layer=mspec.n_layer + 1)
+    n = mspec.n_layer
+    wr = gguf.GGUFWriter(str(path), mspec.family)
+    wr.add_name(mspec.name)
+    mc._add_arch_keys(wr, with4)                     # block_count n + 1
+    wr.add_nextn_predict_layers(1)
+    mc._copy_tokenizer_keys(wr, mc.default_gguf())
+    for g, arr in mc.gguf_tensors(with4, w):
+        wr.add_tensor(g, np.ascontiguousarray(arr, dtype=np.float32))
+    for g, hf in nextn.GGUF_NEXTN.items():
+        wr.add_tensor(f"blk.{n}.{g}", np.ascontiguousarray(w[f"model.layers.{n}.{hf}"]))
+    wr.add_tensor(f"blk.{n}.nextn.embed_tokens.weight", np.ascontiguousarray(w["model.embed_tokens.weight"]))
+    wr.write_header_to_file()
+    wr.write_kv_data_to_file()
+    wr.write_tensors_to_file()
+    wr.close()
+    return path, mspec, w
+
+
+def test_a_deepseek2_gguf_nextn_block_is_the_float64_definition(tmp_path):
+    """A deepseek2 GGUF with its NextN block (kv_b of the block joined back at load as the
+    trunk's): --draft mtp's logits equal the float64 definition, and it drafts, drafted ==
+    plain."""
+    from server.engine.mtp_pass import row_logits
+    from server.engine.weights import load
+    from server.engine.engine import Engine
+    from tools.refs import moe_numpy
+    path, mspec, w = write_deepseek_gguf_with_nextn("deepseek3-tiny", tmp_path / "hf",
+                                                    tmp_path / "ds-mtp.gguf")
+    ld = load(str(path), progress=False, mtp=True)
+    assert (ld.spec.n_layers, ld.spec.nextn_layers, ld.spec.mtp_layers) == (3, 1, 1)
+    eng = Engine(ld.spec, ld.tensors.__getitem__)
+    ids = [5, 17, 99, 3, 250, 41, 7, 7, 300, 12, 64, 128, 9, 33]
+    eng.apply(PoolStep(True, 8, 4, (eng.page_bytes(4),), 1, 32))
+    eng.apply(BeginStep(0, tuple(range(8))))
+    eng.apply(RoundStep((Chunk(0, 0, tuple(ids), False),)))
+    got = row_logits(eng, MtpChunk(0, 0, tuple(ids[1:]), 0))
+    want = moe_numpy.mtp_forward(mspec, w, ids)
+    assert np.max(np.abs(got - want) / np.abs(want).max(axis=1, keepdims=True)) < 1e-3
+    eng.apply(EndStep(0))
+    plain, _ = serve(eng, cases(), draft=False, streams=6)
+    drafted, s = serve(eng, cases(), draft=True, streams=6, source="mtp")
+    assert drafted == plain and s.draft_tokens_done > 0
