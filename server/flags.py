@@ -67,7 +67,8 @@ def parse_parallel(text) -> int:
 
 
 def parse_draft(text) -> str:
-    """--draft: ngram or off; mtp is refused by name until a family served has MTP layers."""
+    """--draft: ngram, mtp or off (mtp: whether the model has an MTP layer is
+    drafts_for's, once the model is read)."""
     from server.drafts.source import DraftUnavailable, make_source
     kind = str(text).strip().lower()
     try:
@@ -93,14 +94,22 @@ def draft_kind(args) -> str:
     return args.draft or ("ngram" if args.device == "cpu" else "off")
 
 
-def drafts_for(args, spec) -> None:
-    """A recurrent family (qwen3next) keeps a state that cannot step back over rejected
-    drafted rows (no state rollback yet): drafting is off by default for it (said once), and
-    asked for by name, refused. Sets args.draft; every rank calls it alike."""
+def drafts_for(args, spec):
+    """The drafting this model allows, on every rank alike; returns the spec to plan and
+    serve (with its MTP layer counted, `mtp_layers`, under --draft mtp).
+
+    --draft mtp: the model's NextN layer (server/families/nextn.py); refused by name where
+    the family has none foldserve runs or the file carries none. A recurrent family
+    (qwen3next) keeps a state that cannot step back over rejected drafted rows (no state
+    rollback yet): drafting is off by default for it (said once), and asked for by name,
+    refused. Sets args.draft."""
+    from server.shapes.spec import UnsupportedModel
+    if getattr(args, "draft", None) == "mtp":
+        from server.families.nextn import with_mtp
+        return with_mtp(spec, getattr(args, "tp", None) or 1)
     if not getattr(spec, "recurrent", False) or getattr(args, "draft", None) == "off":
-        return
+        return spec
     if args.draft:
-        from server.shapes.spec import UnsupportedModel
         raise UnsupportedModel(
             f"--draft {args.draft}: {spec.name or spec.arch}'s recurrent layers cannot undo "
             "rejected drafted tokens (no state rollback yet); use --draft off")
@@ -109,6 +118,7 @@ def drafts_for(args, spec) -> None:
         "%s: drafting off (its recurrent layers' states cannot step back over rejected drafted "
         "tokens yet)", spec.name or spec.arch)
     args.draft = "off"
+    return spec
 
 
 def verify_window(args) -> int:
@@ -144,11 +154,12 @@ def add_plan_flags(p: argparse.ArgumentParser) -> None:
                    help="prompt tokens a stream prefills in one round")
     p.add_argument("--prompt-cache-gib", type=float, default=0.25,
                    help="GiB of KV pages kept for reused prompt prefixes (0: no prompt cache)")
-    p.add_argument("--draft", type=parse_draft, default=None, metavar="ngram|off",
-                   help="draft source: ngram (prompt lookup: no weights, every model) or off; "
-                        "drafts are verified inside the round and never change a reply "
-                        "(default: ngram on the CPU, off on GPUs; mtp: refused until a family "
-                        "served has MTP layers)")
+    p.add_argument("--draft", type=parse_draft, default=None, metavar="ngram|mtp|off",
+                   help="draft source: ngram (prompt lookup: no weights, every model), mtp "
+                        "(the model's own MTP / NextN layer: glm4moe and deepseek2 files that "
+                        "carry one; its KV rows are planned with the pages) or off; drafts are "
+                        "verified inside the round and never change a reply "
+                        "(default: ngram on the CPU, off on GPUs)")
     p.add_argument("--draft-tokens", type=parse_draft_tokens, default=DRAFT_TOKENS, metavar="N",
                    help="tokens a stream drafts at most a round; its verify window (N + 1 rows) "
                         "is reserved with its pages")

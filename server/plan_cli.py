@@ -86,7 +86,8 @@ def run(args: argparse.Namespace, environ: dict | None = None) -> int:
             room, reserve = measure(args.device, args.reserve_gib, None)
             rooms = [room] * tp
         from server.flags import drafts_for
-        drafts_for(args, spec)              # as serve: a recurrent family plans no verify rows
+        spec = drafts_for(args, spec)       # as serve: a recurrent family plans no verify rows;
+                                            # --draft mtp plans the MTP layer's KV rows
         shards = layouts(spec, tp, KV_BYTES[args.device], args.page_rows, args.prefill_chunk)
         p = plan(shards, rooms, resolve_context(args.context, spec.max_context),
                  args.parallel, int(args.prompt_cache_gib * GIB), env.kv_pages, verify_window(args))

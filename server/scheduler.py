@@ -358,3 +358,26 @@ class Scheduler:
         if self.metrics is not None and hasattr(self.metrics, "iteration"):
             self.metrics.iteration(fed)
         take_round(self, rnd, logits)
+        if getattr(self.draft_source, "engine_pass", False):
+            self._after_round(rnd.chunks, rnd.owners)
+
+    def _after_round(self, chunks, owners) -> None:
+        """A source that runs on the ranks (MTP, server/drafts/mtp.py): each stream still
+        running gets the rows this round made valid (from its chunk's start to its rows
+        written, each with the token after it) and, where it drafts, as many guesses as its
+        pace will ask for next round."""
+        entries, o = [], 0
+        for c, a in zip(chunks, owners):
+            src, o = o, o + len(c.tokens)
+            if a.req.id not in self.active or a.fed <= c.start:
+                continue
+            depth, src_drafts = 0, None
+            if a.drafts is not None and not a.prefilling:
+                left = min(a.req.params.max_tokens - len(a.out), self.context - a.length)
+                depth = a.drafts.wanted(min(self.draft_tokens, left - 1))
+                src_drafts = a.drafts.source
+            entries.append((c.stream, c.start, a.ids[c.start + 1:a.fed + 1], src, depth,
+                            src_drafts, len(a.out)))
+        if entries:
+            self.draft_source.after_round(self.driver, entries)
+            self._steps += 1

@@ -315,10 +315,11 @@ def _serve_rank(args, env, rank, world, mhost, mport) -> int:
             _early_fingerprint(args, env, comm, rank, world)
         opened = open_model(args.model, device=args.device, tp=world, rank=rank,
                             all_reduce=comm.all_reduce if world > 1 else None,
-                            progress=rank == 0)
+                            progress=rank == 0, mtp=args.draft == "mtp")
         spec = opened.spec
         from server.flags import drafts_for
-        drafts_for(args, spec)                 # recurrent families: no drafts (every rank alike)
+        spec = drafts_for(args, spec)          # recurrent families: no drafts (every rank alike);
+                                               # --draft mtp: opened with its MTP layer
         context = resolve_context(args.context, spec.max_context)
         if context > spec.max_context and rank == 0:
             log.warning("--context %d is past the %d tokens this model was trained for; replies "

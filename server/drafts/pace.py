@@ -41,6 +41,14 @@ class Paced:
                 best, gain = k, g
         return best
 
+    def wanted(self, cap: int) -> int:
+        """What the next propose(out, cap) will ask its source for (no state changes): an
+        MTP source makes that many guesses ahead (server/drafts/mtp.py)."""
+        n = self.best(cap)
+        if n == 0 and cap >= 1 and self.idle + 1 >= PROBE:
+            n = 1
+        return n
+
     def propose(self, out: list, k: int) -> tuple:
         n = self.best(k)
         if n == 0:

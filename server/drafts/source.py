@@ -5,8 +5,10 @@ A `DraftSource` is one per server; `stream(prompt_ids)` gives a stream its own
 only a guess: the scheduler verifies every proposed token against the token the plain
 sampler draws from that position's row (server/verify.py), so what a source proposes can
 change the speed, never a reply. Sources: `ngram` (prompt lookup, server/drafts/ngram.py:
-no weights, every family). MTP (a checkpoint's next-token layers) joins here as another
-source once a family served has them; until then `--draft mtp` is refused by name.
+no weights, every family) and `mtp` (server/drafts/mtp.py: the checkpoint's NextN layer,
+server/families/nextn.py; glm4moe and deepseek2 files that carry one, `--draft mtp` refused by
+name on any other model, flags.drafts_for). A source with `engine_pass` runs on the ranks
+after each round (`after_round`, an MtpStep) and keeps its guesses for the next.
 """
 from __future__ import annotations
 
@@ -42,8 +44,8 @@ def make_source(kind: str) -> DraftSource | None:
         from server.drafts.ngram import NgramSource
         return NgramSource()
     if kind == "mtp":
-        raise DraftUnavailable("--draft mtp: no model family served here has MTP layers yet; "
-                               "use --draft ngram or --draft off")
+        from server.drafts.mtp import MtpSource
+        return MtpSource()
     raise DraftUnavailable(f"--draft {kind!r}: one of {', '.join(KINDS)}")
 
 

@@ -111,8 +111,18 @@ def _refuse_moe_on_gpu(source: str) -> None:
                                "exist; use --device cpu")
 
 
+def _with_mtp(spec: ModelSpec, mtp: bool, tp: int) -> ModelSpec:
+    """spec with its MTP layer run (mtp_layers 1), or refused by name (flags.drafts_for)."""
+    if not mtp:
+        return spec
+    from server.families.nextn import with_mtp
+    return with_mtp(spec, tp)
+
+
 def open_model(model: str | None, *, device: str = "cpu", tp: int = 1, rank: int = 0,
-               all_reduce=None, progress: bool = True) -> Opened:
+               all_reduce=None, progress: bool = True, mtp: bool = False) -> Opened:
+    """mtp: with the file's MTP / NextN layer (server/families/nextn.py; --draft mtp), refused
+    by name where it has none foldserve runs."""
     source = locate.resolve(model)
     if device == "cuda":                        # a MoE family is refused before any GPU is asked
         _refuse_moe_on_gpu(source)
@@ -125,7 +135,7 @@ def open_model(model: str | None, *, device: str = "cpu", tp: int = 1, rank: int
         # made tensor by tensor (never the whole float32 model at once): a rank makes its shard
         from server.engine.weights.dummy import dummy_tensor, parse
         name, seed = parse(source)
-        spec = shape(name)
+        spec = _with_mtp(shape(name), mtp, tp)
         get = lambda n: dummy_tensor(spec, n, seed)
         ident = _dummy_identity(spec, source, seed)
         if device == "cuda" and spec.n_params * 4 > DEVICE_DUMMY_BYTES:
@@ -136,7 +146,7 @@ def open_model(model: str | None, *, device: str = "cpu", tp: int = 1, rank: int
         tokenizer = IdTokenizer(spec.vocab)
     else:
         from server.engine.weights import load
-        loaded = load(source, progress=progress)
+        loaded = load(source, progress=progress, mtp=mtp)
         spec, get, ident = loaded.spec, loaded.tensors.__getitem__, loaded.identity
         from server.text.tokenizer import Tokenizer
         tokenizer = (Tokenizer.from_gguf(loaded.gguf_path) if loaded.gguf_path

@@ -18,7 +18,8 @@ from server.shapes.kv_layout import kv_spec
 from server.shapes.shard import shard_of
 from server.ranks.rank_errors import RankMismatch
 from kernels.blocks import Blocks, MixedBlocks
-from server.ranks.steps import BeginStep, CopyStep, EndStep, PoolStep, RoundStep, SnapStep, StopStep
+from server.ranks.steps import (BeginStep, CopyStep, EndStep, MtpStep, PoolStep, RoundStep, SnapStep,
+                                StopStep)
 
 log = logging.getLogger("foldserve")
 
@@ -112,6 +113,9 @@ class Engine:
         RoundStep, else None."""
         if isinstance(step, RoundStep):
             return self.round(step)
+        if isinstance(step, MtpStep):          # the MTP layer's rows and drafts (--draft mtp)
+            from server.engine import mtp_pass
+            return mtp_pass.run(self, step)
         if isinstance(step, BeginStep):
             self.tables[step.stream] = step.page_ids
             self.tables_mapped += 1

@@ -35,6 +35,7 @@ class ShardWeights:
     ff: int                # intermediate columns on this shard
     expert_ff: int = 0     # each routed expert's intermediate columns on this shard
     shared_ff: int = 0     # the shared expert's
+    mtp: object = None     # the MTP layer (server/families/nextn.py's MtpWeights), --draft mtp
 
 
 class Model:
@@ -49,6 +50,7 @@ class Model:
         if spec.attn_scale_mul != 1.0:                # YaRN's mscale**2 (deepseek2)
             self.scale *= spec.attn_scale_mul
         self.graphs = None
+        self.hidden = None        # --draft mtp: the last round's rows after the final norm
         self.family = family(spec)
         self.routing = None
         if spec.moe:
@@ -121,6 +123,8 @@ class Model:
         layer = self.family.forward_layer
         for li, L in enumerate(w.layers):
             h, out = layer(self.ops, self, L, li, h, out, r, kv)
+        if w.mtp is not None:     # the MTP layer reads every row's h_i (server/engine/mtp_pass.py)
+            self.hidden = self.ops.add_norm(out, h, w.norm, s.rms_eps)[0]
         if r.sel is None:
             return None
         # the wanted rows only: h += out; logits = rmsnorm(h) W_head   [n_wanted, vocab]

@@ -225,11 +225,15 @@ def _shard_weights(spec, get, shard, to_device, out_in, mixed=False) -> ShardWei
     norm = get("model.norm.weight")
     if getattr(spec, "zero_centred_norms", False):     # HF Qwen3-Next: (1 + w)
         norm = norm + 1
+    mtp_w = None
+    if getattr(spec, "mtp_layers", 0):               # --draft mtp: the NextN layer too
+        from server.families import nextn as mtp
+        mtp_w = mtp.shard(spec, sp, shard)
     return ShardWeights(embed=embed_dev, norm=to_device(norm),
                         lm_head=lm_head, layers=layers,
                         nq=shard.n_q, nkv=shard.n_kv, ff=hi - lo,
                         expert_ff=shard.expert_ff[1] - shard.expert_ff[0],
-                        shared_ff=shard.shared_ff[1] - shard.shared_ff[0])
+                        shared_ff=shard.shared_ff[1] - shard.shared_ff[0], mtp=mtp_w)
 
 
 def weight_bytes(sw: ShardWeights) -> dict:
@@ -245,7 +249,8 @@ def weight_bytes(sw: ShardWeights) -> dict:
         if kind is None:
             kind = str(getattr(w, "dtype", type(w).__name__))
         out[kind] = out.get(kind, 0) + int(w.nbytes)
-    for L in sw.layers:
+    mtp = getattr(sw, "mtp", None)
+    for L in sw.layers + ([mtp.layer] if mtp is not None else []):
         for f in L.__dataclass_fields__:           # the family's record, field by field
             w = getattr(L, f)
             if isinstance(w, ExpertStack):
@@ -255,6 +260,9 @@ def weight_bytes(sw: ShardWeights) -> dict:
                 add(part)
     for w in (sw.embed, sw.norm, sw.lm_head):
         add(w)
+    if mtp is not None:                              # the MTP layer's own (--draft mtp)
+        for w in (mtp.enorm, mtp.hnorm, mtp.eh_proj, mtp.head_norm):
+            add(w)
     return out
 
 

@@ -184,7 +184,8 @@ def plan(layouts: Sequence[Layout], rooms: Sequence[int], context: int, parallel
     notes = notes0 + ((note,) if note else ()) + cache_note
     fund = _on_pages if mode == "on" else _on_windows
     p = fund(list(layouts), list(rooms), context, parallel, prompt_cache_bytes, verify_window, notes)
-    if kv.kind in ("latent", "window") or kv.fixed:   # the MHA plan line stays as it was
+    if kv.kind in ("latent", "window") or kv.fixed or kv.mtp_layers:   # the MHA plan line
+                                                    # stays as it was (no MTP rows: --draft mtp)
         p = replace(p, kv_rows=f"{kv.describe()}, {p.rank.bytes_per_token} bytes a token")
     return p
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Union
 
-POOL, BEGIN, ROUND, END, COPY, STOP, SNAP = 1, 2, 3, 4, 5, 6, 7
+POOL, BEGIN, ROUND, END, COPY, STOP, SNAP, MTP = 1, 2, 3, 4, 5, 6, 7, 8
 
 # Chunk.logits: which rows' logits a round returns for the chunk
 LAST_ROW = True           # (1) the last row's: the next token
@@ -90,11 +90,32 @@ class SnapStep:
 
 
 @dataclass(frozen=True)
+class MtpChunk:
+    """One stream's MTP rows (server/families/nextn.py): positions start .. start+len(tokens)-1,
+    row j reading the last round's trunk hidden state at round row src + j and the token
+    tokens[j] that followed it; then `depth` drafts: the last row's guess, and depth - 1
+    more, each one row on from the one before (rows past the stream's valid ones, rewritten
+    by the next pass)."""
+    stream: int
+    start: int
+    tokens: tuple
+    src: int
+    depth: int = 0
+
+
+@dataclass(frozen=True)
+class MtpStep:
+    """The MTP layer's rows for the round just run (RoundStep before it, nothing between that
+    runs a forward): its KV rows, and each chunk's drafts (rank 0 reads them)."""
+    chunks: tuple
+
+
+@dataclass(frozen=True)
 class StopStep:
     reason: int = 0           # 0: shutdown, 1: a rank failed
 
 
-Step = Union[PoolStep, BeginStep, RoundStep, EndStep, CopyStep, SnapStep, StopStep]
+Step = Union[PoolStep, BeginStep, RoundStep, EndStep, CopyStep, SnapStep, StopStep, MtpStep]
 
 
 def pack(step: Step) -> list:
@@ -119,6 +140,11 @@ def pack(step: Step) -> list:
         p, kind = [step.op, step.slot, step.stream, step.at, step.to], SNAP
     elif isinstance(step, StopStep):
         p, kind = [step.reason], STOP
+    elif isinstance(step, MtpStep):
+        p = [len(step.chunks)]
+        for c in step.chunks:
+            p += [c.stream, c.start, c.src, c.depth, len(c.tokens), *c.tokens]
+        kind = MTP
     else:
         raise TypeError(f"not a step: {step!r}")
     for v in p:
@@ -153,4 +179,11 @@ def unpack(words) -> Step:
         return SnapStep(*p[:5])
     if kind == STOP:
         return StopStep(p[0])
+    if kind == MTP:
+        chunks, i = [], 1
+        for _ in range(p[0]):
+            s, start, src, depth, m = p[i:i + 5]
+            chunks.append(MtpChunk(s, start, tuple(p[i + 5:i + 5 + m]), src, depth))
+            i += 5 + m
+        return MtpStep(tuple(chunks))
     raise ValueError(f"unknown step kind {kind}")

@@ -37,6 +37,10 @@ float32 on every device (the recurrence accumulates in them), one set a stream s
   The KV rows then cover only the layers that write them (`n_layers`: the full-attention
   layers of a hybrid).
 
+An MTP (NextN) layer run (`--draft mtp`, `spec.mtp_layers`; server/families/nextn.py) writes
+rows of the same kind as a trunk layer's: it is counted as one more layer after the trunk's
+(`mtp_layers` of `n_layers`), on the stream's pages or window like any other.
+
 Pure Python (the planner sizes a model with it, no numpy).
 """
 from __future__ import annotations
@@ -53,16 +57,19 @@ class KVSpec:
     window_layers: tuple = ()     # window kind: those layers (model indices, ascending)
     fixed: tuple = ()             # ((name, a stream's shape), ...) per recurrent layer
     n_fixed_layers: int = 0       # recurrent layers (each keeps `fixed` a stream)
+    mtp_layers: int = 0           # of n_layers, the last ones an MTP (NextN) layer's rows
 
     FIXED_BYTES = 4               # the fixed part is float32 on every device
 
     @staticmethod
-    def mha(n_layers: int, n_kv: int, head_dim: int) -> "KVSpec":
-        return KVSpec("mha", n_layers, (("k", (n_kv, head_dim)), ("v", (n_kv, head_dim))))
+    def mha(n_layers: int, n_kv: int, head_dim: int, mtp_layers: int = 0) -> "KVSpec":
+        return KVSpec("mha", n_layers, (("k", (n_kv, head_dim)), ("v", (n_kv, head_dim))),
+                      mtp_layers=mtp_layers)
 
     @staticmethod
-    def latent(n_layers: int, kv_lora_rank: int, rope_dims: int) -> "KVSpec":
-        return KVSpec("latent", n_layers, (("latent", (1, kv_lora_rank + rope_dims)),))
+    def latent(n_layers: int, kv_lora_rank: int, rope_dims: int, mtp_layers: int = 0) -> "KVSpec":
+        return KVSpec("latent", n_layers, (("latent", (1, kv_lora_rank + rope_dims)),),
+                      mtp_layers=mtp_layers)
 
     @staticmethod
     def windowed(n_layers: int, n_kv: int, head_dim: int, window: int,
@@ -130,23 +137,29 @@ class KVSpec:
             return (f"{rows} on {self.n_layers} layers; recurrent states of "
                     f"{self.n_fixed_layers} layers beside the pages, {mib:.2f} MiB fixed each "
                     "stream")
+        mtp = (f" on {self.n_layers} layers, the MTP layer's included" if self.mtp_layers
+               else "")
         if self.kind == "latent":
             return (f"latent rows ({self.arrays[0][1][1]} values a token and layer, the same "
-                    "on every rank)")
+                    f"on every rank){mtp}")
         if self.kind == "window":
             return (f"K and V rows of {len(self.paged_layers)} full layers a token, the "
                     f"{len(self.window_layers)} window layers' last {self.window} rows a stream")
-        return "K and V rows"
+        return f"K and V rows{mtp}" if mtp else "K and V rows"
 
 
 def kv_spec(spec, shard) -> KVSpec:
-    """The KV layout of a ModelSpec's shard (server/shapes/shard.py)."""
+    """The KV layout of a ModelSpec's shard (server/shapes/shard.py). MTP layers run
+    (`spec.mtp_layers`, `--draft mtp`) write rows like a trunk layer's, after them: layer
+    n_layers + j of the arrays (server/families/nextn.py)."""
+    mtp = getattr(spec, "mtp_layers", 0)
     if getattr(spec, "kv_lora_rank", 0):
         if getattr(spec, "recurrent", False):          # kimilinear: latent rows on the full
             return KVSpec.latent(spec.n_kv_layers, spec.kv_lora_rank,   # layers, KDA states
                                  spec.qk_rope_head_dim).with_fixed(     # beside the pages
                 spec.n_layers - spec.n_kv_layers, gdn_fixed_part(spec, shard))
-        return KVSpec.latent(spec.n_layers, spec.kv_lora_rank, spec.qk_rope_head_dim)
+        return KVSpec.latent(spec.n_layers + mtp, spec.kv_lora_rank, spec.qk_rope_head_dim,
+                             mtp)
     if getattr(spec, "recurrent", False):
         n_fixed = spec.n_layers - spec.n_kv_layers
         return KVSpec.mha(spec.n_kv_layers, shard.n_kv, spec.head_dim).with_fixed(
@@ -154,7 +167,7 @@ def kv_spec(spec, shard) -> KVSpec:
     if getattr(spec, "sliding_window", 0):
         return KVSpec.windowed(spec.n_layers, shard.n_kv, spec.head_dim, spec.sliding_window,
                                tuple(i for i in range(spec.n_layers) if spec.window(i)))
-    return KVSpec.mha(spec.n_layers, shard.n_kv, spec.head_dim)
+    return KVSpec.mha(spec.n_layers + mtp, shard.n_kv, spec.head_dim, mtp)
 
 
 def gdn_fixed_part(spec, shard) -> tuple:

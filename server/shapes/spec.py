@@ -56,7 +56,9 @@ class ModelSpec:
     n_group: int = 1            # group-limited top-k: experts in n_group groups,
     topk_group: int = 1         # tokens choose among the best topk_group groups
     rotary_dim: int = 0         # dims of a head RoPE rotates (0: all; GLM: half)
-    nextn_layers: int = 0       # GGUF's MTP/NextN blocks after the trunk: kept unused
+    nextn_layers: int = 0       # the file's MTP/NextN blocks after the trunk (counted)
+    mtp_layers: int = 0         # of them, those run (`--draft mtp`: 1, server/families/nextn.py):
+                                # their weights loaded, their KV rows after the trunk's
     # multi-head latent attention (deepseek2; 0: none). head_dim is then the q/k head's
     # nope + rope dims, n_kv_heads == n_heads, rotary_dim the rope dims
     q_lora_rank: int = 0        # q through q_a (d -> q_lora_rank), q_a_norm, q_b; 0: plain q
@@ -205,6 +207,14 @@ SHAPES: dict[str, ModelSpec] = {
                                 n_group=2, topk_group=1, rotary_dim=8, q_lora_rank=48,
                                 kv_lora_rank=32, qk_rope_head_dim=8, v_head_dim=16,
                                 name="tiny-deepseek3"),
+    "tiny-deepseek3-mtp": ModelSpec("deepseek2", 3, 64, 4, 4, 24, 128, 512, max_context=512,
+                                    rms_eps=1e-6, n_experts=8, n_experts_used=2, expert_ff=96,
+                                    n_shared_experts=1, shared_ff=96, first_dense_layers=1,
+                                    router="sigmoid", norm_topk_prob=True,
+                                    routed_scaling_factor=2.5, n_group=2, topk_group=1,
+                                    rotary_dim=8, q_lora_rank=48, kv_lora_rank=32,
+                                    qk_rope_head_dim=8, v_head_dim=16, nextn_layers=1,
+                                    name="tiny-deepseek3-mtp"),
     # Gated DeltaNet hybrids (qwen3next): Qwen3-Next-80B-A3B's shape, and a tiny one
     "qwen3-next-80b-a3b": ModelSpec("qwen3next", 48, 2048, 16, 2, 256, 0, 151936,
                                     rope_theta=10000000.0, rms_eps=1e-6, max_context=262144,
@@ -267,6 +277,13 @@ SHAPES: dict[str, ModelSpec] = {
                               n_shared_experts=1, shared_ff=96, first_dense_layers=1,
                               router="sigmoid", norm_topk_prob=True, routed_scaling_factor=2.5,
                               n_group=2, topk_group=1, rotary_dim=8, name="tiny-glm4moe"),
+    # the same with a NextN (MTP) layer after the trunk: `--draft mtp` (server/families/nextn.py)
+    "tiny-glm4moe-mtp": ModelSpec("glm4moe", 3, 64, 6, 3, 16, 128, 512, max_context=512,
+                                  qkv_bias=True, n_experts=8, n_experts_used=3, expert_ff=96,
+                                  n_shared_experts=1, shared_ff=96, first_dense_layers=1,
+                                  router="sigmoid", norm_topk_prob=True,
+                                  routed_scaling_factor=2.5, n_group=2, topk_group=1,
+                                  rotary_dim=8, nextn_layers=1, name="tiny-glm4moe-mtp"),
     "gpt-oss-20b": ModelSpec("gptoss", 24, 2880, 64, 8, 64, 0, 201088, rope_theta=150000.0,
                              rms_eps=1e-5, max_context=131072, qkv_bias=True, n_experts=32,
                              n_experts_used=4, expert_ff=2880, router="topk_softmax",

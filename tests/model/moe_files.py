@@ -36,7 +36,10 @@ def write_gguf(path: Path, spec, kind: str = "F32", seed: int = 0, tokenizer=Non
                extra: dict | None = None) -> Path:
     """kind: the matrices' GGML type (F32 or Q8_0; norms, biases and the router stay F32).
     tokenizer: a tokenizers.Tokenizer (byte-level BPE) written as the file's vocabulary.
-    mtp: a GLM file's NextN block blk.{n_layers} (its tensors random) and the key saying so."""
+    mtp: a GLM file's NextN block blk.{n_layers} and the key saying so: of a spec with
+    mtp_layers (server/families/nextn.py) the whole block, the dummy's tensors under llama.cpp's
+    names (its decoder layer as blk.{n_layers}.*, its own as blk.{n_layers}.nextn.*); else
+    three random tensors of it (a block that is counted, never run)."""
     a = spec.arch
     w = gguf.GGUFWriter(str(path), a)
     w.add_name(spec.name)
@@ -94,10 +97,16 @@ def write_gguf(path: Path, spec, kind: str = "F32", seed: int = 0, tokenizer=Non
             w.add_tensor(name, np.ascontiguousarray(x, dtype=np.float32))
 
     experts: dict = {}
+    from server.families import nextn
+    own = {hf: f"blk.{spec.n_layers}.{g}" for g, hf0 in nextn.GGUF_NEXTN.items()
+           for hf in (f"model.layers.{spec.n_layers}.{hf0}",)}
     for n in stored_names(spec):
         x = dummy_tensor(spec, n, seed)
         if n in GLOBAL:
             put(GLOBAL[n], x)
+            continue
+        if n in own:                               # the NextN block's own tensors
+            put(own[n], x)
             continue
         parts = n.split(".")                       # model.layers.I.rest
         i, rest = int(parts[2]), ".".join(parts[3:])
@@ -109,7 +118,7 @@ def write_gguf(path: Path, spec, kind: str = "F32", seed: int = 0, tokenizer=Non
     for (i, proj), xs in sorted(experts.items()):
         stacked = np.stack([xs[e] for e in range(spec.n_experts)])      # [E, out, in]
         put(f"blk.{i}.ffn_{proj.removesuffix('_proj')}_exps.weight", stacked)
-    if mtp:                                        # a NextN block: not run, counted
+    if mtp and not spec.mtp_layers:                # a NextN block: not run, counted
         rng = np.random.default_rng(7)
         d = spec.d_model
         for nm, shape in ((f"blk.{spec.n_layers}.nextn.eh_proj.weight", (d, 2 * d)),

@@ -91,3 +91,32 @@ def test_tp2_default_model_editing_prompt(group):
                          name="rank0")
     wait_health(url, [server], timeout=180)
     check(url, editing_prompt(1200), 80)
+
+
+@pytest.mark.parametrize("model, pages, tp", [("dummy:tiny-glm4moe-mtp", "on", 2),
+                                              ("dummy:tiny-deepseek3-mtp", "off", 2),
+                                              ("dummy:tiny-deepseek3-mtp", "on", 3),
+                                              ("dummy:tiny-glm4moe-mtp", "off", 3),
+                                              ("dummy:tiny-glm4moe-mtp", "on", 1)])
+def test_mtp_drafted_equals_plain(model, pages, tp, group):
+    """--draft mtp (the NextN layer of the file, split over the ranks as the trunk's layers):
+    the same choices with "draft": false and with MTP drafts; /metrics counts the drafts.
+    The tiny NextN layers' weights are random, so few drafts are taken: the count is read,
+    not asserted (tests/drafts/test_drafts_mtp.py sees taken ones verified too)."""
+    port = free_port()
+    url = f"http://{HOST}:{port}"
+    server = group.start(["--tp", str(tp), "--port", str(port), "--model", model,
+                          "--context", "256", "--parallel", "4", "--join-timeout", "20",
+                          "--draft", "mtp", "--draft-tokens", "4"],
+                         env={"TF_KV_PAGES": pages}, name="rank0")
+    wait_health(url, [server], timeout=120)
+    reqs = bodies(REP, 32)
+    plain = ask_all(url, [dict(b, draft=False) for b in reqs])
+    assert counter(url, "vllm:spec_decode_num_draft_tokens_total") == 0
+    drafted = ask_all(url, reqs)
+    assert drafted == plain
+    n = counter(url, "vllm:spec_decode_num_draft_tokens_total")
+    accepted = counter(url, "vllm:spec_decode_num_accepted_tokens_total")
+    assert n > 0 and n == counter(url, "foldserve:spec_decode_num_draft_tokens_total")
+    assert 0 <= accepted <= n
+    print(f"{model} tp={tp}: {accepted:g} of {n:g} MTP drafted tokens accepted")

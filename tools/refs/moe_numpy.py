@@ -172,3 +172,37 @@ def forward(spec, weights: dict, ids) -> np.ndarray:
         h = rmsnorm(x, w[p + "post_attention_layernorm.weight"], spec.rms_eps)
         x = x + (moe(spec, w, p, h) if spec.is_moe_layer(i) else _mlp(w, p + "mlp.", h))
     return rmsnorm(x, w["model.norm.weight"], spec.rms_eps) @ w["lm_head.weight"].T
+
+
+def mtp_forward(spec, weights: dict, ids) -> np.ndarray:
+    """The MTP (NextN) layer n = spec.n_layer over a sequence, float64: row i (0 .. T - 2)
+    guesses ids[i + 2] from the trunk's hidden state at i after the final norm and the
+    embedding of ids[i + 1] (DeepSeek-V3's MTP module; vLLM's deepseek_mtp; llama.cpp's
+    graph_mtp, src/models/glm4-moe.cpp):
+
+        x = eh_proj([rmsnorm(embed(ids[i+1]), enorm) | rmsnorm(h_i, hnorm)])
+        x = the family's decoder layer n on x, position i (causal over the MTP rows)
+        logits = rmsnorm(x, shared_head.norm) @ lm_head^T     -> (T - 1, vocab)
+
+    `weights` hold the trunk's and model.layers.{n}.{eh_proj,enorm,hnorm,shared_head.norm}
+    with the layer's decoder tensors (server/families/nextn.py reads the same names)."""
+    w = {k: np.asarray(v, dtype=np.float64) for k, v in weights.items()}
+    ids = np.asarray(ids)
+    T = len(ids)
+    pos = np.arange(T)
+    x = w["model.embed_tokens.weight"][ids]
+    attn = mla_attention if spec.family == "deepseek2" else attention
+    for i in range(spec.n_layer + 1):
+        p = f"model.layers.{i}."
+        if i == spec.n_layer:                        # the MTP layer: rows 0 .. T - 2
+            hn = rmsnorm(x[:-1], w["model.norm.weight"], spec.rms_eps)
+            e = w["model.embed_tokens.weight"][ids[1:]]
+            x = np.concatenate([rmsnorm(e, w[p + "enorm.weight"], spec.rms_eps),
+                                rmsnorm(hn, w[p + "hnorm.weight"], spec.rms_eps)], axis=1)
+            x = x @ w[p + "eh_proj.weight"].T
+            pos = pos[:-1]
+        x = x + attn(spec, w, p, rmsnorm(x, w[p + "input_layernorm.weight"], spec.rms_eps), pos)
+        h = rmsnorm(x, w[p + "post_attention_layernorm.weight"], spec.rms_eps)
+        x = x + (moe(spec, w, p, h) if spec.is_moe_layer(i) else _mlp(w, p + "mlp.", h))
+    p = f"model.layers.{spec.n_layer}."
+    return rmsnorm(x, w[p + "shared_head.norm.weight"], spec.rms_eps) @ w["lm_head.weight"].T

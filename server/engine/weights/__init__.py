@@ -19,19 +19,21 @@ __all__ = ["load", "Loaded", "WeightsError", "UnsupportedModel", "dummy_tensor",
            "tensor_shapes", "stored_names", "n_floats"]
 
 
-def load(model: str, *, progress: bool = True) -> Loaded:
+def load(model: str, *, progress: bool = True, mtp: bool = False) -> Loaded:
+    """mtp: the file's MTP / NextN layer too (server/families/nextn.py), its spec's
+    mtp_layers 1; refused by name where it has none."""
     start = time.monotonic()
     if not isinstance(model, str) or not model:
         raise WeightsError(f"model must be a path to a .gguf file, a Hugging Face folder or "
                            f"dummy:SHAPE; got {model!r}")
     if model.startswith("dummy:"):
-        loaded = load_dummy(model, progress=progress)
+        loaded = load_dummy(model, progress=progress, mtp=mtp)
     elif os.path.isdir(model):
         from .hf_loader import load_hf
-        loaded = load_hf(model, progress=progress)
+        loaded = load_hf(model, progress=progress, mtp=mtp)
     elif os.path.isfile(model) and model.endswith(".gguf"):
         from .gguf_loader import load_gguf
-        loaded = load_gguf(model, progress=progress)
+        loaded = load_gguf(model, progress=progress, mtp=mtp)
     elif os.path.exists(model):
         raise WeightsError(f"{model!r} is neither a .gguf file nor a Hugging Face folder "
                            "(config.json + *.safetensors)")

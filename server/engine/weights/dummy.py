@@ -73,10 +73,14 @@ def parse(model: str) -> tuple[str, int]:
                            "(dummy:SHAPE or dummy:SHAPE:SEED)") from None
 
 
-def load_dummy(model: str, *, progress: bool = True) -> Loaded:
+def load_dummy(model: str, *, progress: bool = True, mtp: bool = False) -> Loaded:
+    """mtp: with the shape's MTP layer (mtp_layers 1; refused by name without one)."""
     start = time.monotonic()
     shape_name, seed = parse(model)
     spec = shape(shape_name)
+    if mtp:
+        from server.families.nextn import with_mtp
+        spec = with_mtp(spec)
     need = n_floats(spec) * 4
     avail = available_memory()
     if need > MEMORY_SHARE * avail:

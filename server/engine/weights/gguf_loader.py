@@ -85,7 +85,7 @@ def join_kv_b(spec: ModelSpec, by_name: dict, tensors: dict, path: str) -> None:
     kv_b_proj [H (N + V), C] into attn_k_b [H, C, N] (transposed) and attn_v_b [H, V, C]; join
     them back, float32 (small: H (N + V) rows of the latent width), as
     model.layers.i.self_attn.kv_b_proj.weight."""
-    for i in range(spec.n_layers):
+    for i in range(spec.n_layers + spec.mtp_layers):   # the MTP layer's too (--draft mtp)
         k, v = f"blk.{i}.attn_k_b.weight", f"blk.{i}.attn_v_b.weight"
         if k not in by_name or v not in by_name:
             continue                       # check_tensors names the missing kv_b_proj
@@ -95,7 +95,10 @@ def join_kv_b(spec: ModelSpec, by_name: dict, tensors: dict, path: str) -> None:
             x.reshape(-1, x.shape[2]))
 
 
-def load_gguf(path: str, *, progress: bool = True) -> Loaded:
+def load_gguf(path: str, *, progress: bool = True, mtp: bool = False) -> Loaded:
+    """mtp: the NextN block is read too (server/families/nextn.py: its decoder layer under
+    model.layers.{n_layers}.*, its nextn.* tensors as that layer's eh_proj / enorm / hnorm /
+    shared_head.norm; the trunk's embedding and head copies it may carry are not read)."""
     start = time.monotonic()
     try:
         reader = GGUFFile(path)
@@ -108,6 +111,15 @@ def load_gguf(path: str, *, progress: bool = True) -> Loaded:
     trunk = spec.n_layers                   # blocks past it: MTP / NextN (nextn_layers of them)
     unused = [n for n in by_name if (block_of(n) or 0) >= trunk and block_of(n) is not None
               and block_of(n) < trunk + spec.nextn_layers]
+    nextn: dict = {}                        # --draft mtp: the NextN block's own tensors
+    if mtp:
+        from server.families import nextn as mtp_layer
+        spec = mtp_layer.with_mtp(spec)
+        own = {n: n.split(".", 2)[2] for n in unused if block_of(n) == trunk}
+        nextn = {n: f"model.layers.{trunk}.{mtp_layer.GGUF_NEXTN[sfx]}"
+                 for n, sfx in own.items() if sfx in mtp_layer.GGUF_NEXTN}
+        unused = [n for n in unused if block_of(n) != trunk
+                  or own[n] in mtp_layer.COPIES]      # the trunk's copies: not read
     from server.families import family
     fam = family(arch)
     kv_b = {n for n in by_name if getattr(fam, "GGUF_KV_B", None) and n.endswith(KV_B_PARTS)}
@@ -118,7 +130,7 @@ def load_gguf(path: str, *, progress: bool = True) -> Loaded:
         joined = gguf_qwen3next.JOINED35 if tiled else gguf_qwen3next.JOINED
         kv_b = {n for n in by_name if n.endswith(joined) and n not in unused}
     unknown = [n for n in by_name if n not in unused and n not in IGNORED and n not in kv_b
-               and hf_name(n, arch) is None and expert_tensor(n, arch) is None]
+               and n not in nextn and hf_name(n, arch) is None and expert_tensor(n, arch) is None]
     if unknown:
         raise WeightsError(f"{path}: tensor(s) {', '.join(unknown[:5])} are not part of a {spec.arch} "
                            "model as foldserve knows it")
@@ -136,6 +148,10 @@ def load_gguf(path: str, *, progress: bool = True) -> Loaded:
                 bar.advance()
                 continue
             if name in kv_b:                 # joined into kv_b_proj (qwen3next: HF's layout) below
+                bar.advance()
+                continue
+            if name in nextn:
+                tensors[nextn[name]] = as_stored(t, path)
                 bar.advance()
                 continue
             ex = expert_tensor(name, arch)
@@ -163,7 +179,11 @@ def load_gguf(path: str, *, progress: bool = True) -> Loaded:
         join_kv_b(spec, by_name, tensors, path)
     if spec.tie_embeddings:
         tensors[HEAD] = tensors[EMBED]
-    if unused:
+    if mtp:
+        log.info("%s: the MTP/NextN block blk.%d drafts (--draft mtp)%s", os.path.basename(path),
+                 trunk, f"; {len(unused)} tensor(s) of it not read (the trunk's embedding and "
+                 "head copies, or further NextN blocks)" if unused else "")
+    elif unused:
         log.info("%s: the MTP/NextN block%s %s (%d tensors, %.1f MB as stored) not run: no "
                  "speculative decoding from it; its bytes stay unread in the file",
                  os.path.basename(path), "s" if spec.nextn_layers > 1 else "",

@@ -43,10 +43,17 @@ def shard_files(folder: str) -> dict[str, list[str]]:
     return {p: list(header(p)[0]) for p in paths}
 
 
-def load_hf(folder: str, *, progress: bool = True) -> Loaded:
+def load_hf(folder: str, *, progress: bool = True, mtp: bool = False) -> Loaded:
+    """mtp: the MTP layer model.layers.{n_layers}.* is read too (server/families/nextn.py;
+    the trunk's embed_tokens / shared_head.head copies it may carry are not)."""
     start = time.monotonic()
     folder = os.path.abspath(folder)
     spec = spec_from_config(read_config(folder), os.path.join(folder, "config.json"))
+    keep: set = set()
+    if mtp:
+        from server.families import nextn as mtp_layer
+        spec = mtp_layer.with_mtp(spec)
+        keep = set(mtp_layer.shapes(spec))
     files = shard_files(folder)
 
     tensors, stored, unused = {}, {}, []
@@ -55,10 +62,10 @@ def load_hf(folder: str, *, progress: bool = True) -> Loaded:
         for path, names in files.items():
             names = [n for n in names if not n.endswith(SKIPPED_SUFFIXES)]
             if spec.nextn_layers:             # GLM's MTP layers after the trunk: not run
-                mtp = [n for n in names if (m := _LAYER.match(n))
-                       and spec.n_layers <= int(m.group(1)) < spec.n_layers + spec.nextn_layers]
-                unused += mtp
-                names = [n for n in names if n not in set(mtp)]
+                extra = [n for n in names if (m := _LAYER.match(n)) and n not in keep
+                         and spec.n_layers <= int(m.group(1)) < spec.n_layers + spec.nextn_layers]
+                unused += extra
+                names = [n for n in names if n not in set(extra)]
             if spec.tie_embeddings:
                 names = [n for n in names if n != HEAD]   # a tied head saved anyway: use the embedding
             got, kinds = read_all(path, names, on_tensor=bar.advance)
@@ -77,7 +84,10 @@ def load_hf(folder: str, *, progress: bool = True) -> Loaded:
     if spec.arch == "qwen3next":             # Qwen3.5's split projections -> Qwen3-Next's
         from .gguf_qwen3next import join_split_projections
         join_split_projections(spec, tensors, folder)
-    if unused:
+    if mtp:
+        log.info("%s: the MTP/NextN layer %d drafts (--draft mtp)", os.path.basename(folder),
+                 spec.n_layers)
+    elif unused:
         log.info("%s: the MTP/NextN layer(s) %s (%d tensors) not run: no speculative decoding "
                  "from them; their bytes stay unread", os.path.basename(folder),
                  ", ".join(str(spec.n_layers + i) for i in range(spec.nextn_layers)), len(unused))

@@ -20,10 +20,14 @@ def layer_shapes(spec: ModelSpec, i: int) -> dict[str, tuple[int, ...]]:
 
 
 def tensor_shapes(spec: ModelSpec) -> dict[str, tuple[int, ...]]:
-    """Every tensor of `spec`, including lm_head.weight (which aliases the embedding when tied)."""
+    """Every tensor of `spec`, including lm_head.weight (which aliases the embedding when tied);
+    with `spec.mtp_layers` (--draft mtp) the MTP layer's too (server/families/nextn.py)."""
     out = {EMBED: (spec.vocab, spec.d_model)}
     for i in range(spec.n_layers):
         out.update(layer_shapes(spec, i))
+    if getattr(spec, "mtp_layers", 0):
+        from server.families import nextn as mtp
+        out.update(mtp.shapes(spec))
     out[NORM] = (spec.d_model,)
     out[HEAD] = (spec.vocab, spec.d_model)
     return out
@@ -42,6 +46,9 @@ def n_floats(spec: ModelSpec) -> int:
             k *= s
         return k
     layers = sum(size(s) for i in range(spec.n_layers) for s in layer_shapes(spec, i).values())
+    if getattr(spec, "mtp_layers", 0):
+        from server.families import nextn as mtp
+        layers += sum(size(s) for s in mtp.shapes(spec).values())
     head = 0 if spec.tie_embeddings else spec.vocab * spec.d_model
     return layers + spec.vocab * spec.d_model + head + spec.d_model
 
