@@ -34,3 +34,25 @@ def digest(arrays: dict) -> str:
         a = np.ascontiguousarray(arrays[k])
         h.update(k.encode() + str(a.dtype).encode() + str(a.shape).encode() + a.tobytes())
     return h.hexdigest()
+
+
+# the DSA indexer: T tokens of D, q_resid of Q, Hi heads of Di, pools of kpool, index_topk
+DSA = {"seed": 5302, "T": 61, "D": 32, "Q": 24, "Hi": 8, "Di": 16, "kpool": 4, "topk": 16}
+
+
+def dsa_inputs(c: dict = DSA) -> dict:
+    """h [T, D], q_resid [T, Q] and the indexer's weights (transformers' names), float32."""
+    rng = np.random.default_rng(c["seed"])
+    T, D, Q, Hi, Di, kp = c["T"], c["D"], c["Q"], c["Hi"], c["Di"], c["kpool"]
+    f = np.float32
+    return {
+        "h": rng.standard_normal((T, D)).astype(f),
+        "q_resid": rng.standard_normal((T, Q)).astype(f),
+        "wq_b": (rng.standard_normal((Hi * Di, Q)) * 0.3).astype(f),
+        "wk": (rng.standard_normal((Di, D)) * 0.3).astype(f),
+        "k_norm_w": rng.uniform(0.5, 1.5, Di).astype(f),
+        "k_norm_b": (rng.standard_normal(Di) * 0.1).astype(f),
+        "weights_proj": (rng.standard_normal((Hi, D)) * 0.3).astype(f),
+        "ape": (rng.standard_normal((kp, Di)) * 0.5).astype(f),
+        "gate": (rng.standard_normal((Di, D)) * 0.3).astype(f),
+    }

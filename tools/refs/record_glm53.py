@@ -7,6 +7,9 @@ Needs torch + transformers 5.25 (the reference venv, not the project's). Records
   kept): transformers' Glm5NextTextHyperConnection (pre / post / comb and the collapsed block
   input), the decoder layer's post-mix (post y + comb^T @ residual) and Glm5NextTextHyperHead,
   float32: the definition test's reference for kernels/mhc.py.
+- `dsa_case.json`: transformers' Glm5NextTextIndexer (no cache, no padding) on seeded inputs
+  (glm53_cases.DSA): every query's top-k token indices (pools then the tail, -1 padding) and
+  the pooled keys (get_pooled_states): the definition test's reference for kernels/dsa.py.
 """
 from __future__ import annotations
 
@@ -67,6 +70,43 @@ def record_mhc(cases) -> dict:
     }
 
 
+def record_dsa(cases) -> dict:
+    import transformers
+    from transformers.models.glm5_next.configuration_glm5_next import Glm5NextTextConfig
+    from transformers.models.glm5_next.modeling_glm5_next import Glm5NextTextIndexer
+    c = cases.DSA
+    x = cases.dsa_inputs(c)
+    cfg = Glm5NextTextConfig(hidden_size=c["D"], q_lora_rank=c["Q"], index_n_heads=c["Hi"],
+                             index_head_dim=c["Di"], index_kpool=c["kpool"],
+                             index_topk=c["topk"], num_hidden_layers=4)
+    ix = Glm5NextTextIndexer(cfg, 3).float()
+    t = {k: torch.from_numpy(v) for k, v in x.items()}
+    with torch.no_grad():
+        ix.wq_b.weight.copy_(t["wq_b"])
+        ix.wk.weight.copy_(t["wk"])
+        ix.k_norm.weight.copy_(t["k_norm_w"])
+        ix.k_norm.bias.copy_(t["k_norm_b"])
+        ix.weights_proj.weight.copy_(t["weights_proj"])
+        ix.index_kpool_compress_ape.copy_(t["ape"])
+        ix.index_kpool_compress_gate.copy_(t["gate"])
+        h, qr = t["h"][None], t["q_resid"][None]
+        mask = torch.ones(1, c["T"], dtype=torch.bool)
+        topk = ix(hidden_states=h, q_resid=qr, attention_mask=mask, cache=None)
+        k = ix.k_norm(ix.wk(h))
+        g = torch.nn.functional.linear(h, ix.index_kpool_compress_gate)
+        packed = torch.cat([k, g, mask.float()[..., None]], dim=-1)
+        pool_keys, pool_idx, pool_valid = ix.get_pooled_states(packed_states=packed)
+    return {
+        "what": "transformers float32 Glm5NextTextIndexer on seeded inputs "
+                "(tools/refs/glm53_cases.py DSA): top-k token indices a query (-1: none), the "
+                "pooled keys of the complete pools",
+        "case": c, "inputs_sha256": cases.digest(x),
+        "versions": {"torch": torch.__version__, "transformers": transformers.__version__},
+        "topk_indices": topk[0].numpy().astype(int).tolist(),
+        "pooled_keys": _floats(pool_keys[0][pool_valid[0]]),
+    }
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=str(ROOT / "tests/data/glm53"))
@@ -77,6 +117,8 @@ def main():
     cases = _cases()
     (out / "mhc_case.json").write_text(json.dumps(record_mhc(cases), indent=1) + "\n")
     print("wrote", out / "mhc_case.json")
+    (out / "dsa_case.json").write_text(json.dumps(record_dsa(cases)) + "\n")
+    print("wrote", out / "dsa_case.json")
 
 
 if __name__ == "__main__":
