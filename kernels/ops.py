@@ -294,6 +294,40 @@ def gdn_round(qkvz, ba, conv_w, A_log, dt_bias, norm_w, eps, nk, fixed, rows, na
     return o
 
 
+def kda_chunk(mix, f, b, gate, conv_w, A_log, dt_bias, norm_w, eps, window, state,
+              lower_bound=None):
+    """One stream's chunk through a Kimi Delta Attention layer (kernels/kda.py: the
+    definition), its conv window and state updated in place; the numba form where numba is
+    present."""
+    if not _cpu(mix):
+        raise NotImplementedError("Kimi Delta Attention layers run on the CPU only")
+    ok, _ = qmatmul.available()
+    if ok:
+        from kernels import kda_cpu
+        return kda_cpu.chunk(mix, f, b, gate, conv_w, A_log, dt_bias, norm_w, eps, window,
+                             state, lower_bound)
+    from kernels import kda
+    return kda.chunk(mix, f, b, gate, conv_w, A_log, dt_bias, norm_w, eps, window, state,
+                     lower_bound)
+
+
+def kda_round(mix, f, b, gate, conv_w, A_log, dt_bias, norm_w, eps, fixed, rows,
+              lower_bound=None, name=""):
+    """A round's KDA layer: mix [T, q|k|v], f [T, H D], b [T, H], gate [T, H D] (this rank's
+    heads) -> [T, H D], each chunk through `kda_chunk` over its stream's slot of `fixed` (the
+    layer's (state, conv window) arrays, [streams, ...]: the KV store's fixed part)."""
+    state, conv = fixed
+    o = np.empty((mix.shape[0], state.shape[1] * state.shape[-1]), np.float32)
+    for (a, b_), c in zip(rows.spans, rows.chunks):
+        slot = getattr(c, "slot", -1)
+        if slot < 0:
+            raise ValueError(f"{name}: a chunk without a stream slot reached a recurrent "
+                             "layer; its state is kept a stream (RoundChunk.slot)")
+        o[a:b_] = kda_chunk(mix[a:b_], f[a:b_], b[a:b_], gate[a:b_], conv_w, A_log, dt_bias,
+                            norm_w, eps, conv[slot], state[slot], lower_bound)
+    return o
+
+
 def sigmoid(x):
     """1 / (1 + exp(-x)), float32, elementwise (the CPU)."""
     return np.float32(1) / (np.float32(1) + np.exp(-x))

@@ -142,8 +142,10 @@ def shard_layer(spec, i: int, sp, shard) -> MlaLayerWeights:
 
 
 # ------------------------------------------------------------------ the forward
-def attend(ops, m, L, li, h, out, r, kv):
-    """h += out; the latent attention of layer li -> (its output, all-reduced, h)."""
+def attend(ops, m, L, li, h, out, r, kv, inv=None):
+    """h += out; the latent attention of layer li (its rows in kv.k(li)) -> (its output,
+    all-reduced, h). inv: the RoPE frequencies (None: the model's; kimilinear's NoPE layers
+    pass zeros, a rotation by 0 being the identity)."""
     s, H = m.spec, m.w.nq
     x, h = ops.add_norm(out, h, L.attn_norm, s.rms_eps, fast=m.fast)
     T = x.shape[0]
@@ -154,7 +156,8 @@ def attend(ops, m, L, li, h, out, r, kv):
         q = ops.linear(x, L.wq)
     ckv = ops.linear(x, L.wkv_a)                                           # [T, C + R]
     att = ops.mla_attend(q.reshape(T, H, s.head_dim), ckv, L.kv_a_norm, s.rms_eps, L.w_uk,
-                         L.w_uv_t, s.qk_nope_head_dim, kv.k(li), r, m.inv, m.scale)
+                         L.w_uv_t, s.qk_nope_head_dim, kv.k(li), r,
+                         m.inv if inv is None else inv, m.scale)
     o = ops.linear(att, L.wo)                                              # partial under TP
     if m.all_reduce is not None:
         o = m.all_reduce(o)

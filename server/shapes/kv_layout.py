@@ -26,7 +26,9 @@ Three kinds (and a fixed part, below):
 
 A layout may also hold a **fixed part**: arrays a stream keeps whatever its length, beside
 its pages (recurrent layers: a Gated DeltaNet layer's state [v heads, k dim, v dim] and its
-short convolution's window [kernel - 1, channels], this rank's heads; qwen3next). They are
+short convolution's window [kernel - 1, channels], this rank's heads; qwen3next; a Kimi
+Delta Attention layer's the same with v heads = k heads; kimilinear, whose full layers'
+latent rows are the pages' rows). They are
 float32 on every device (the recurrence accumulates in them), one set a stream slot:
 
   fixed   ((name, a stream's shape), ...) per recurrent layer, `n_fixed_layers` of them;
@@ -124,7 +126,8 @@ class KVSpec:
         """'K and V rows' or 'latent rows (512 + 64 a token and layer, every rank)'."""
         if self.fixed:
             mib = self.fixed_bytes / 2**20
-            return (f"K and V rows on {self.n_layers} layers; recurrent states of "
+            rows = "latent rows" if self.kind == "latent" else "K and V rows"
+            return (f"{rows} on {self.n_layers} layers; recurrent states of "
                     f"{self.n_fixed_layers} layers beside the pages, {mib:.2f} MiB fixed each "
                     "stream")
         if self.kind == "latent":
@@ -139,8 +142,12 @@ class KVSpec:
 def kv_spec(spec, shard) -> KVSpec:
     """The KV layout of a ModelSpec's shard (server/shapes/shard.py)."""
     if getattr(spec, "kv_lora_rank", 0):
+        if getattr(spec, "recurrent", False):          # kimilinear: latent rows on the full
+            return KVSpec.latent(spec.n_kv_layers, spec.kv_lora_rank,   # layers, KDA states
+                                 spec.qk_rope_head_dim).with_fixed(     # beside the pages
+                spec.n_layers - spec.n_kv_layers, gdn_fixed_part(spec, shard))
         return KVSpec.latent(spec.n_layers, spec.kv_lora_rank, spec.qk_rope_head_dim)
-    if getattr(spec, "full_attn_every", 0):
+    if getattr(spec, "recurrent", False):
         n_fixed = spec.n_layers - spec.n_kv_layers
         return KVSpec.mha(spec.n_kv_layers, shard.n_kv, spec.head_dim).with_fixed(
             n_fixed, gdn_fixed_part(spec, shard))
@@ -153,7 +160,9 @@ def kv_spec(spec, shard) -> KVSpec:
 def gdn_fixed_part(spec, shard) -> tuple:
     """A stream's fixed part on this shard, per Gated DeltaNet layer: the recurrent state
     [v heads, k dim, v dim] and the conv window [kernel - 1, channels], channels = this
-    shard's q and k dims (2 nk dk) and v dims (nv dv): its k heads and their v heads."""
+    shard's q and k dims (2 nk dk) and v dims (nv dv): its k heads and their v heads. A Kimi
+    Delta Attention layer is the case of one v head a k head (state [H, D, D], conv window
+    [K - 1, 3 H D])."""
     from server.shapes.shard import linear_heads
     lo, hi = linear_heads(spec, shard.tp, shard.rank)
     r = spec.lin_v_heads // spec.lin_k_heads

@@ -10,11 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 DENSE_ARCHS = ("llama", "mistral", "qwen2", "qwen3", "smollm")
-MOE_ARCHS = ("qwen3moe", "glm4moe", "deepseek2", "gptoss", "qwen3next")
-MLA_ARCHS = ("deepseek2",)
-RECURRENT_ARCHS = ("qwen3next",)
-ARCH_ALIASES = {"smollm": "llama", "gpt-oss": "gptoss", "gpt_oss": "gptoss"}   # file's -> ours
-SUPPORTED_ARCHS = DENSE_ARCHS + MOE_ARCHS + ("gpt-oss",)
+MOE_ARCHS = ("qwen3moe", "glm4moe", "deepseek2", "gptoss", "qwen3next", "kimilinear")
+MLA_ARCHS = ("deepseek2", "kimilinear")
+RECURRENT_ARCHS = ("qwen3next", "kimilinear")
+ARCH_ALIASES = {"smollm": "llama", "gpt-oss": "gptoss", "gpt_oss": "gptoss",   # file's -> ours
+                "kimi-linear": "kimilinear", "kimi_linear": "kimilinear"}
+SUPPORTED_ARCHS = DENSE_ARCHS + MOE_ARCHS + ("gpt-oss", "kimi-linear")
 ROUTERS = ("softmax", "sigmoid", "topk_softmax")
 
 
@@ -71,6 +72,10 @@ class ModelSpec:
     lin_k_dim: int = 0
     lin_v_dim: int = 0
     conv_kernel: int = 0        # the short causal convolution's width (4)
+    # the linear layers by index where they follow no every-n-th pattern (Kimi-Linear: full
+    # attention at 3, 7, ..., 23 and 26); () keeps full_attn_every's pattern
+    linear_layers: tuple = ()
+    lin_lower_bound: float | None = None   # KDA's safe gate: g = lb * sigmoid(...) (GLM-5.3)
     zero_centred_norms: bool = False  # HF Qwen3-Next: RMSNorm weights stored as w - 1
     # gpt-oss (0 / False / None elsewhere)
     sliding_window: int = 0     # rows a sliding layer's query reads (its last ones); layers
@@ -99,10 +104,12 @@ class ModelSpec:
 
     @property
     def recurrent(self) -> bool:
-        return self.full_attn_every > 0
+        return self.full_attn_every > 0 or bool(self.linear_layers)
 
     def is_linear_layer(self, i: int) -> bool:
         """A recurrent (linear-attention) layer: it keeps a state a stream, no KV rows."""
+        if self.linear_layers:
+            return i in self.linear_layers
         return self.recurrent and (i + 1) % self.full_attn_every != 0
 
     @property
@@ -220,6 +227,36 @@ SHAPES: dict[str, ModelSpec] = {
                                    full_attn_every=4, lin_k_heads=3, lin_v_heads=6,
                                    lin_k_dim=16, lin_v_dim=16, conv_kernel=4,
                                    name="tiny-qwen3next-k3"),
+    # Kimi Delta Attention hybrids (kimilinear): Kimi-Linear-48B-A3B's shape (full NoPE
+    # latent attention at layers 3, 7, ..., 23 and 26), and a tiny one (3 KDA then 1 full)
+    "kimi-linear-48b-a3b": ModelSpec("kimilinear", 27, 2304, 32, 32, 192, 9216, 163840,
+                                     rms_eps=1e-5, max_context=1048576, n_experts=256,
+                                     n_experts_used=8, expert_ff=1024, n_shared_experts=1,
+                                     shared_ff=1024, first_dense_layers=1, router="sigmoid",
+                                     norm_topk_prob=True, routed_scaling_factor=2.446,
+                                     rotary_dim=64, kv_lora_rank=512, qk_rope_head_dim=64,
+                                     v_head_dim=128, lin_k_heads=32, lin_v_heads=32,
+                                     lin_k_dim=128, lin_v_dim=128, conv_kernel=4,
+                                     linear_layers=tuple(i for i in range(27)
+                                                         if i not in (3, 7, 11, 15, 19, 23, 26)),
+                                     name="kimi-linear-48b-a3b"),
+    "tiny-kimilinear": ModelSpec("kimilinear", 4, 64, 4, 4, 24, 128, 512, max_context=512,
+                                 rms_eps=1e-5, n_experts=8, n_experts_used=2, expert_ff=96,
+                                 n_shared_experts=1, shared_ff=96, first_dense_layers=1,
+                                 router="sigmoid", norm_topk_prob=True,
+                                 routed_scaling_factor=2.5, rotary_dim=8, kv_lora_rank=32,
+                                 qk_rope_head_dim=8, v_head_dim=16, full_attn_every=4,
+                                 lin_k_heads=2, lin_v_heads=2, lin_k_dim=16, lin_v_dim=16,
+                                 conv_kernel=4, name="tiny-kimilinear"),
+    # 3 KDA heads, 6 attention heads: splits at TP=2 (2 + 1 KDA heads) and TP=3
+    "tiny-kimilinear-h3": ModelSpec("kimilinear", 4, 64, 6, 6, 24, 128, 512, max_context=512,
+                                    rms_eps=1e-5, n_experts=8, n_experts_used=2, expert_ff=96,
+                                    n_shared_experts=1, shared_ff=96, first_dense_layers=1,
+                                    router="sigmoid", norm_topk_prob=True,
+                                    routed_scaling_factor=2.5, rotary_dim=8, kv_lora_rank=32,
+                                    qk_rope_head_dim=8, v_head_dim=16, full_attn_every=4,
+                                    lin_k_heads=3, lin_v_heads=3, lin_k_dim=16, lin_v_dim=16,
+                                    conv_kernel=4, name="tiny-kimilinear-h3"),
     "tiny-qwen3moe": ModelSpec("qwen3moe", 2, 64, 4, 2, 16, 96, 512, max_context=512,
                                rms_eps=1e-6, qk_norm=True, n_experts=8, n_experts_used=3,
                                expert_ff=96, router="softmax", norm_topk_prob=True,
@@ -245,6 +282,10 @@ SHAPES: dict[str, ModelSpec] = {
 
 def moe_on_gpu(spec: ModelSpec) -> str:
     """The one-line refusal of a mixture-of-experts family on --device cuda."""
+    if spec.recurrent and spec.mla:
+        return (f"{spec.name or spec.arch}: the {spec.arch} family (Kimi Delta Attention "
+                "recurrent layers, latent attention, mixture of experts) runs on the CPU only "
+                "until its GPU kernels exist; use --device cpu")
     if spec.recurrent:
         return (f"{spec.name or spec.arch}: the {spec.arch} family (Gated DeltaNet recurrent "
                 "layers, mixture of experts) runs on the CPU only until its GPU kernels exist; "

@@ -81,7 +81,7 @@ KV_B_PARTS = (".attn_k_b.weight", ".attn_v_b.weight")
 
 
 def join_kv_b(spec: ModelSpec, by_name: dict, tensors: dict, path: str) -> None:
-    """deepseek2: llama.cpp's converter splits kv_b_proj [H (N + V), C] into attn_k_b
+    """deepseek2 and kimi-linear: llama.cpp's converter splits kv_b_proj [H (N + V), C] into attn_k_b
     [H, C, N] (transposed) and attn_v_b [H, V, C]; join them back, float32 (small: H (N + V)
     rows of the latent width), as model.layers.i.self_attn.kv_b_proj.weight."""
     for i in range(spec.n_layers):
@@ -107,7 +107,9 @@ def load_gguf(path: str, *, progress: bool = True) -> Loaded:
     trunk = spec.n_layers                   # blocks past it: MTP / NextN (nextn_layers of them)
     unused = [n for n in by_name if (block_of(n) or 0) >= trunk and block_of(n) is not None
               and block_of(n) < trunk + spec.nextn_layers]
-    kv_b = {n for n in by_name if arch == "deepseek2" and n.endswith(KV_B_PARTS)}
+    kv_b = {n for n in by_name if arch in ("deepseek2", "kimilinear") and n.endswith(KV_B_PARTS)}
+    from server.families import family
+    fix = getattr(family(arch), "gguf_tensor", None)   # a family's own stored forms
     unknown = [n for n in by_name if n not in unused and n not in IGNORED and n not in kv_b
                and hf_name(n, arch) is None and expert_tensor(n, arch) is None]
     if unknown:
@@ -141,6 +143,8 @@ def load_gguf(path: str, *, progress: bool = True) -> Loaded:
                 continue
             x = router_as_stored(t, path) if name.endswith(".ffn_gate_inp.weight") else as_stored(t, path)
             hf = hf_name(name, arch)
+            if fix is not None:
+                x = fix(hf, x)
             if permuted and hf.endswith(("q_proj.weight", "k_proj.weight")):
                 heads = spec.n_heads if "q_proj" in hf else spec.n_kv_heads
                 x = permute.from_gguf(x, heads)

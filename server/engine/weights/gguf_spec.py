@@ -22,6 +22,9 @@ MOE_KEYS = {
 }
 MLA_KEYS = MOE_KEYS | {"attention.q_lora_rank", "attention.kv_lora_rank",
                        "attention.key_length_mla", "attention.value_length_mla"}
+# kimi-linear (llama.cpp's src/models/kimi-linear.cpp): MLA's keys, the KDA layers' conv
+# kernel and head dim; head_count_kv is an array, 0 on a KDA layer
+KIMI_KEYS = MLA_KEYS | {"ssm.conv_kernel", "kda.head_dim"}
 # the {arch}.* keys a gpt-oss GGUF carries (llama.cpp's converter, conversion/gpt_oss.py)
 GPTOSS_KEYS = {
     "context_length", "embedding_length", "block_count", "feed_forward_length",
@@ -72,8 +75,10 @@ def spec_from_gguf(meta: Fields, names: set[str]) -> tuple[ModelSpec, str]:
                                "(Qwen3NextForCausalLM)")
     d = int(meta.need(f"{a}.embedding_length"))
     n_heads = int(meta.need(f"{a}.attention.head_count"))
-    n_kv = int(meta.get(f"{a}.attention.head_count_kv", n_heads))
-    if arch == "deepseek2":      # MLA: the q/k head is key_length_mla (nope + rope dims)
+    n_kv = meta.get(f"{a}.attention.head_count_kv", n_heads)
+    linear = kimi_linear_layers(meta, a, n_kv) if arch == "kimilinear" else ()
+    n_kv = n_heads if arch == "kimilinear" else int(n_kv)
+    if arch in ("deepseek2", "kimilinear"):   # MLA: the q/k head is key_length_mla (nope + rope)
         head_dim = meta.need(f"{a}.attention.key_length_mla")
         n_kv = n_heads
     elif arch in MOE_ARCHS:      # rope.dimension_count may be partial there (GLM: half a head)
@@ -110,7 +115,25 @@ def spec_from_gguf(meta: Fields, names: set[str]) -> tuple[ModelSpec, str]:
                            "(foldserve supports Llama 3.1 style scaling only)")
     if arch in MOE_ARCHS:
         spec = moe_spec(meta, spec, a)
+    if arch == "kimilinear":        # llama.cpp: the KDA layers have head_count heads of kda.head_dim
+        D = int(meta.need(f"{a}.kda.head_dim"))
+        spec = replace(spec, linear_layers=linear, lin_k_heads=n_heads, lin_v_heads=n_heads,
+                       lin_k_dim=D, lin_v_dim=D, conv_kernel=int(meta.need(f"{a}.ssm.conv_kernel")))
     return spec, a
+
+
+def kimi_linear_layers(meta: Fields, a: str, kv) -> tuple:
+    """kimi-linear's KDA layers: those whose attention.head_count_kv entry is 0 (an array a
+    layer, as llama.cpp's converter writes it)."""
+    n = int(meta.need(f"{a}.block_count"))
+    if not isinstance(kv, (list, tuple)) or len(kv) != n:
+        raise WeightsError(f"{meta.path}: {a}.attention.head_count_kv is {kv!r}; kimi-linear "
+                           f"names each of its {n} layers (0: a KDA layer)")
+    linear = tuple(i for i, k in enumerate(kv) if int(k) == 0)
+    if len(linear) == n:
+        raise UnsupportedModel(f"{meta.path}: {a}.attention.head_count_kv is 0 on every layer; "
+                               "at least one latent-attention layer is served")
+    return linear
 
 
 def deepseek2_default_gating(block_count: int, vocab: int) -> int:
@@ -125,7 +148,7 @@ def moe_spec(meta: Fields, spec: ModelSpec, a: str) -> ModelSpec:
     """The mixture-of-experts fields of a qwen3moe / glm4moe GGUF, as llama.cpp reads them.
     An unknown {arch}.* key, or a value foldserve does not serve, is refused by name."""
     path, arch = meta.path, spec.arch
-    keys = MLA_KEYS if arch == "deepseek2" else MOE_KEYS
+    keys = KIMI_KEYS if arch == "kimilinear" else MLA_KEYS if arch == "deepseek2" else MOE_KEYS
     unknown = sorted(k for k in meta.fields if k.startswith(a + ".") and k[len(a) + 1:] not in keys)
     if unknown:
         raise UnsupportedModel(
@@ -151,6 +174,11 @@ def moe_spec(meta: Fields, spec: ModelSpec, a: str) -> ModelSpec:
                                    "its top-k weights)")
         if meta.get(f"{a}.expert_shared_count"):
             raise UnsupportedModel(f"{path}: {a}.expert_shared_count (qwen3moe has no shared expert)")
+    elif arch == "kimilinear":
+        if gating != 2:
+            raise UnsupportedModel(f"{path}: {a}.expert_gating_func {gating}; kimi-linear gates "
+                                   "by sigmoid (2), the key required as llama.cpp reads it")
+        router, norm = "sigmoid", bool(meta.get(f"{a}.expert_weights_norm", False))
     elif arch == "deepseek2":
         router = GATING.get(gating if gating not in (None, 0)
                             else deepseek2_default_gating(block_count, spec.vocab))
@@ -175,7 +203,7 @@ def moe_spec(meta: Fields, spec: ModelSpec, a: str) -> ModelSpec:
         raise WeightsError(f"{path}: {a}.leading_dense_block_count {first_dense} without "
                            f"{a}.feed_forward_length")
     mla = {}
-    if arch == "deepseek2":
+    if arch in ("deepseek2", "kimilinear"):
         kv_lora = need_int("attention.kv_lora_rank")
         if int(meta.need(f"{a}.attention.key_length")) != kv_lora + rot:
             raise WeightsError(f"{path}: {a}.attention.key_length is not kv_lora_rank + "
@@ -189,7 +217,7 @@ def moe_spec(meta: Fields, spec: ModelSpec, a: str) -> ModelSpec:
         expert_ff=eff, n_shared_experts=n_shared, shared_ff=eff * n_shared,
         first_dense_layers=first_dense, router=router, norm_topk_prob=norm,
         routed_scaling_factor=scale, n_group=n_group, topk_group=topk_group,
-        rotary_dim=rot if arch == "deepseek2" else 0 if rot == spec.head_dim else rot)
+        rotary_dim=rot if arch in ("deepseek2", "kimilinear") else 0 if rot == spec.head_dim else rot)
 
 
 def gptoss_spec(meta: Fields, spec: ModelSpec, a: str) -> ModelSpec:

@@ -20,10 +20,11 @@ ARCHITECTURES = {
     "Glm4MoeLiteForCausalLM": "deepseek2",
     "Qwen3NextForCausalLM": "qwen3next",
     "GptOssForCausalLM": "gptoss",
+    "KimiLinearForCausalLM": "kimilinear",
 }
 MODEL_TYPES = {"qwen3_moe": "qwen3moe", "glm4_moe": "glm4moe", "deepseek_v2": "deepseek2",
                "deepseek_v3": "deepseek2", "glm4_moe_lite": "deepseek2", "qwen3_next": "qwen3next",
-               "gpt_oss": "gptoss"}
+               "gpt_oss": "gptoss", "kimi_linear": "kimilinear"}
 
 
 def arch_of(cfg: dict, path: str) -> str:
@@ -82,6 +83,8 @@ def spec_from_config(cfg: dict, path: str) -> ModelSpec:
         return mla_spec(cfg, path, need)
     if arch == "qwen3next":
         return next_spec(cfg, path, need)
+    if arch == "kimilinear":
+        return kimi_spec(cfg, path, need)
     if arch in MOE_ARCHS:
         return moe_spec(cfg, path, arch, need)
     return ModelSpec(
@@ -350,3 +353,83 @@ def next_spec(cfg: dict, path: str, need) -> ModelSpec:
         lin_v_heads=nv, lin_k_dim=int(need("linear_key_head_dim")),
         lin_v_dim=int(need("linear_value_head_dim")),
         conv_kernel=int(cfg.get("linear_conv_kernel_dim", 4)), zero_centred_norms=True)
+
+
+def kimi_spec(cfg: dict, path: str, need) -> ModelSpec:
+    """KimiLinearForCausalLM: Kimi Delta Attention layers and NoPE latent-attention layers
+    (`layer_types`, or Moonshot's `linear_attn_config` with 1-indexed `full_attn_layers` /
+    `kda_layers`), leading dense MLPs (`mlp_layer_types` or `first_k_dense_replace`) then the
+    DeepSeek-V3 MoE. Both spellings of the keys are read (transformers' saved config: e.g.
+    `num_experts_per_token`, `moe_renormalize`; Moonshot's: `num_experts_per_tok`...). A
+    setting foldserve does not serve is refused naming the key."""
+    def refuse(key, why):
+        raise UnsupportedModel(f"{path}: {key} = {cfg.get(key)!r}; {why} (kimilinear as "
+                               "foldserve serves it)")
+
+    def first(*keys, default=None):
+        for k in keys:
+            if cfg.get(k) is not None:
+                return cfg[k]
+        if default is None:
+            raise WeightsError(f"{path}: config.json has none of {', '.join(map(repr, keys))}")
+        return default
+
+    if cfg.get("hidden_act", "silu") != "silu":
+        refuse("hidden_act", "the experts' and the short conv's activation must be silu")
+    if cfg.get("attention_bias"):
+        refuse("attention_bias", "latent attention without biases")
+    lac = cfg.get("linear_attn_config") or {}
+    if lac.get("safe_gate") or lac.get("gate_lower_bound") is not None:
+        refuse("linear_attn_config", "Kimi-Linear's forget gate has no lower bound (the safe "
+               "gate is GLM-5.3-Flash's)")
+    n_layers = int(need("num_hidden_layers"))
+    types = cfg.get("layer_types")
+    if types is None and "full_attn_layers" in lac and "kda_layers" in lac:
+        types = [None] * n_layers
+        for i in lac["full_attn_layers"]:
+            types[int(i) - 1] = "full_attention"
+        for i in lac["kda_layers"]:
+            types[int(i) - 1] = "linear_attention"
+    if types is None:                               # transformers' default
+        types = ["full_attention" if i and i % 4 == 0 else "linear_attention"
+                 for i in range(n_layers)]
+    if len(types) != n_layers or any(t not in ("full_attention", "linear_attention")
+                                     for t in types):
+        refuse("layer_types", "linear_attention and full_attention layers, one a layer")
+    linear = tuple(i for i, t in enumerate(types) if t == "linear_attention")
+    if len(linear) == n_layers:
+        refuse("layer_types", "at least one full_attention layer")
+    mlp_types = cfg.get("mlp_layer_types")
+    if mlp_types is not None:
+        first_dense = next((i for i, t in enumerate(mlp_types) if t != "dense"), len(mlp_types))
+        if any(t != "sparse" for t in mlp_types[first_dense:]):
+            refuse("mlp_layer_types", "dense layers must lead, sparse ones follow")
+    else:
+        first_dense = int(cfg.get("first_k_dense_replace", 1))
+    H = int(first("linear_num_heads", default=lac.get("num_heads") or 32))
+    D = int(first("linear_head_dim", default=lac.get("head_dim") or 128))
+    K = int(first("linear_conv_kernel_dim", default=lac.get("short_conv_kernel_size") or 4))
+    d = int(need("hidden_size"))
+    n_heads = int(need("num_attention_heads"))
+    nope, rope_d = int(need("qk_nope_head_dim")), int(need("qk_rope_head_dim"))
+    eff = int(need("moe_intermediate_size"))
+    n_shared = int(first("num_shared_experts", "n_shared_experts", default=1))
+    return ModelSpec(
+        arch="kimilinear", n_layers=n_layers, d_model=d, n_heads=n_heads, n_kv_heads=n_heads,
+        head_dim=nope + rope_d, d_ff=int(cfg.get("intermediate_size") or 0),
+        vocab=int(need("vocab_size")), rms_eps=float(cfg.get("rms_norm_eps", 1e-5)),
+        max_context=int(first("model_max_length", "max_position_embeddings", default=4096)),
+        tie_embeddings=bool(cfg.get("tie_word_embeddings", False)),
+        name=str(cfg.get("_name_or_path", "")) or os.path.basename(os.path.dirname(path)),
+        n_experts=int(first("num_experts", "num_local_experts", "n_routed_experts")),
+        n_experts_used=int(first("num_experts_per_token", "num_experts_per_tok")),
+        expert_ff=eff, n_shared_experts=n_shared, shared_ff=eff * n_shared,
+        first_dense_layers=first_dense, router="sigmoid",
+        norm_topk_prob=bool(first("moe_renormalize", "norm_topk_prob", default=True)),
+        routed_scaling_factor=float(cfg.get("routed_scaling_factor", 1.0)),
+        n_group=int(first("num_expert_group", "n_group", default=1)),
+        topk_group=int(cfg.get("topk_group") or 1),
+        rotary_dim=rope_d, q_lora_rank=int(cfg.get("q_lora_rank") or 0),
+        kv_lora_rank=int(need("kv_lora_rank")), qk_rope_head_dim=rope_d,
+        v_head_dim=int(need("v_head_dim")), lin_k_heads=H, lin_v_heads=H, lin_k_dim=D,
+        lin_v_dim=D, conv_kernel=K, linear_layers=linear)

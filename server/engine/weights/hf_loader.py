@@ -70,6 +70,10 @@ def load_hf(folder: str, *, progress: bool = True) -> Loaded:
         split_gptoss_experts(tensors)
     else:
         split_fused_experts(tensors)
+    from server.families import family
+    rename = getattr(family(spec), "hf_rename", None)
+    if rename is not None:               # a family whose saved names are not the shared ones
+        tensors = {rename(n): t for n, t in tensors.items()}
     if unused:
         log.info("%s: the MTP/NextN layer(s) %s (%d tensors) not run: no speculative decoding "
                  "from them; their bytes stay unread", os.path.basename(folder),
