@@ -196,3 +196,44 @@ def choice_sources(layer_types, indexer_types) -> dict:
                              "layer before it")
         out[i] = last
     return out
+
+
+def round_attend(q, ckv, kv_norm, eps, w_uk, w_uv_t, N, pool, rows, scale, ix, x, q_resid,
+                 pooled, rings, n_heads, topk, kpool, choices_in=None):
+    """A round's sparse latent attention (NoPE): q [T, H, N] (this rank's heads), ckv [T, C]
+    -> ([T, H V], the round's choices: one int64 position array a row). A full layer (ix, its
+    Indexer weights) writes its rows' latent rows and pooled keys (pooled [n, P, 1, Di /
+    kpool], rings [streams, kpool, 2, Di]) chunk by chunk and chooses; a shared one (ix None)
+    reads `choices_in`, the previous full layer's."""
+    from kernels import rmsnorm
+    T, H, _ = q.shape
+    C = w_uk.shape[2]
+    lat = rmsnorm.ref(np.ascontiguousarray(ckv[:, :C]), kv_norm, eps)[:, None, :]
+    qa = np.empty((T, H, C), F32)
+    for h in range(H):
+        qa[:, h] = matmul.ref(np.ascontiguousarray(q[:, h, :N]), w_uk[h])
+    if ix is not None:
+        k, g = index_keys(x, ix.wk_t, ix.ln_w, ix.ln_b, ix.gate_t)
+        iq, iw = index_query(q_resid, ix.wq_t, x, ix.wproj_t, n_heads)
+    elif choices_in is None:
+        raise ValueError("dsa: a shared indexer layer ran before any full one this round")
+    choices = []
+    o = np.empty((T, H, C), F32)
+    for (a, b), c in zip(rows.spans, rows.chunks):
+        from kernels import mla
+        mla.write(pool, c.table, c.page_rows, c.start, lat[a:b])
+        if ix is not None:
+            if c.slot < 0:
+                raise ValueError("dsa: a chunk without a stream slot reached an indexer; its "
+                                 "index ring is kept a stream (RoundChunk.slot)")
+            write(pooled, rings[c.slot], c.table, c.page_rows, c.start, k[a:b], g[a:b], ix.ape)
+        for i in range(b - a):
+            pos = (choose(iq[a + i], iw[a + i], pooled, c.table, c.page_rows, c.start + i,
+                          topk, kpool) if ix is not None else choices_in[a + i])
+            choices.append(pos)
+            o[a + i] = attend(qa[a + i], pool, c.table, c.page_rows, pos, C, scale)
+    V = w_uv_t.shape[2]
+    out = np.empty((T, H, V), F32)
+    for h in range(H):
+        out[:, h] = matmul.ref(np.ascontiguousarray(o[:, h]), w_uv_t[h])
+    return out.reshape(T, H * V), choices

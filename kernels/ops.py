@@ -354,3 +354,41 @@ def rope_part(x, positions, inv, rot=None):
     out = x.copy()
     out[..., :rot] = apply_rope(np.ascontiguousarray(x[..., :rot]), positions, inv)
     return out
+
+
+# ------------------------------------------------------------------ GLM-5.3-Flash (CPU)
+def mhc_expand(x, n):
+    """The embedding [T, d] as n equal residual streams [T, n, d] (kernels/mhc.py)."""
+    from kernels import mhc
+    if not _cpu(x):
+        raise NotImplementedError("mHC streams run on the CPU only")
+    return mhc.expand(x, n)
+
+
+def mhc_head(streams):
+    from kernels import mhc
+    return mhc.head(streams)
+
+
+def mhc_pre(streams, hc, *, norm_eps, hc_eps, iters):
+    """(the block's input [T, d], post [T, N], comb [T, N, N]) of the streams [T, N, d]."""
+    from kernels import mhc
+    pre, post, comb = mhc.weights(streams, hc.fn_t, hc.base, hc.scale, norm_eps=norm_eps,
+                                  hc_eps=hc_eps, iters=iters)
+    return mhc.collapse(streams, pre), post, comb
+
+
+def mhc_post(y, streams, post, comb):
+    from kernels import mhc
+    return mhc.post_mix(np.ascontiguousarray(y, dtype=np.float32), streams, post, comb)
+
+
+def dsa_attend(q, ckv, kv_norm, eps, w_uk, w_uv_t, nope, pool, rows, scale, ix, x, q_resid,
+               pooled, rings, n_heads, topk, kpool, choices_in):
+    """GLM-5.3-Flash's sparse latent attention (kernels/dsa.py's round_attend): -> ([T, H V],
+    the round's choices). CPU only."""
+    from kernels import dsa
+    if not _cpu(q):
+        raise NotImplementedError("sparse latent attention runs on the CPU only")
+    return dsa.round_attend(q, ckv, kv_norm, eps, w_uk, w_uv_t, nope, pool, rows, scale, ix,
+                            x, q_resid, pooled, rings, n_heads, topk, kpool, choices_in)

@@ -24,7 +24,9 @@ with it is the drafts issue. Pure Python (see server/families).
 """
 from __future__ import annotations
 
-from server.families import deepseek2, llama, moe
+from dataclasses import dataclass
+
+from server.families import deepseek2, kimi_linear, llama, moe
 from server.families.llama import mlp_shapes
 
 NAME = "glm5next"
@@ -36,20 +38,10 @@ INDEXER = ("wq_b.weight", "wk.weight", "k_norm.weight", "k_norm.bias", "weights_
 
 # ------------------------------------------------------------------ tensors and shapes
 def kda_shapes(spec, p: str) -> dict:
-    """A KDA layer as transformers' Glm5NextTextLinearAttention names it (one conv1d over
-    q | k | v, the forget gate's own module)."""
-    d, H, D, K = spec.d_model, spec.lin_k_heads, spec.lin_k_dim, spec.conv_kernel
-    a = p + "self_attn."
-    out = {p + "input_layernorm.weight": (d,), p + "post_attention_layernorm.weight": (d,)}
-    for x in "qkv":
-        out[a + f"{x}_proj.weight"] = (H * D, d)
-    out.update({a + "conv1d.weight": (3 * H * D, 1, K),
-                a + "forget_gate.f_a_proj.weight": (D, d),
-                a + "forget_gate.f_b_proj.weight": (H * D, D),
-                a + "forget_gate.dt_bias": (H * D,), a + "forget_gate.A_log": (H,),
-                a + "b_proj.weight": (H, d), a + "g_a_proj.weight": (D, d),
-                a + "g_b_proj.weight": (H * D, D), a + "o_norm.weight": (D,),
-                a + "o_proj.weight": (d, H * D)})
+    """A KDA layer as transformers 5.25 saves Glm5NextTextLinearAttention: Kimi-Linear's names
+    (q_conv1d / k_conv1d / v_conv1d, f_a_proj, f_b_proj, dt_bias under self_attn), A_log [H]."""
+    out = kimi_linear.kda_shapes(spec, p)
+    out[p + "self_attn.A_log"] = (spec.lin_k_heads,)
     return out
 
 
@@ -67,9 +59,9 @@ def hc_shapes(spec, p: str) -> dict:
     N, d = spec.hc_mult, spec.d_model
     m = (2 + N) * N
     out = {}
-    for part in ("attn_hc", "ffn_hc"):
-        out.update({p + f"{part}.fn": (m, N * d), p + f"{part}.base": (m,),
-                    p + f"{part}.scale": (3,)})
+    for part in ("hc_attn", "hc_ffn"):
+        out.update({p + f"{part}_fn": (m, N * d), p + f"{part}_base": (m,),
+                    p + f"{part}_scale": (3,)})
     return out
 
 
@@ -120,3 +112,125 @@ def n_params(spec, active: bool = False) -> int:
         mtp -= spec.nextn_layers * (spec.n_experts - spec.n_experts_used) * 3 * spec.d_model \
             * spec.expert_ff
     return llama.count_params(spec, layer_shapes, inactive) + mtp
+
+
+# ------------------------------------------------------------------ HF names
+def hf_rename(name: str) -> str:
+    """Glm5NextForConditionalGeneration's text part -> this family's names:
+    model.language_model.X -> model.X (lm_head stays)."""
+    return name.replace("model.language_model.", "model.", 1)
+
+
+def hf_skip(name: str) -> bool:
+    """The image part (model.visual.*): not read; a request's image parts are refused by name
+    (the text part is what foldserve serves)."""
+    return name.startswith("model.visual.")
+
+
+# ------------------------------------------------------------------ the TP split
+@dataclass
+class Hc:
+    fn_t: object          # [N d, (2 + N) N] float32 (fn transposed)
+    base: object          # [(2 + N) N]
+    scale: object         # [3]
+
+
+@dataclass
+class Indexer:
+    wq_t: object          # [q_lora, Hi Di]
+    wk_t: object          # [d, Di]
+    ln_w: object
+    ln_b: object
+    wproj_t: object       # [d, Hi]
+    ape: object           # [kpool, Di]
+    gate_t: object        # [d, Di]
+    pooled: int           # its index among the layers keeping pooled keys
+
+
+@dataclass
+class Glm5Layer:
+    inner: object         # kimi_linear.KdaLayerWeights or deepseek2.MlaLayerWeights
+    hc_attn: Hc
+    hc_ffn: Hc
+    indexer: Indexer | None = None   # a full sparse layer's (None: KDA, or shared)
+    sparse: bool = False
+
+
+def _hc(sp, p: str, part: str) -> Hc:
+    f = lambda n: sp.f32(sp.get(p + f"{part}_{n}"))
+    return Hc(sp.stack([f("fn").T]), f("base"), f("scale"))
+
+
+def pooled_index(spec, i: int) -> int:
+    """Sparse layer i's index among the layers keeping pooled keys (full indexers)."""
+    return sum(1 for j in range(i) if not spec.is_linear_layer(j) and j not in spec.index_shared)
+
+
+def shard_layer(spec, i: int, sp, shard) -> Glm5Layer:
+    """KDA layers as kimilinear's (KDA heads split), sparse layers as deepseek2's (heads split,
+    the latent replicated), the indexer and mHC replicated (float32: every rank computes the
+    same choices and the same stream mix)."""
+    p = f"model.layers.{i}."
+    hc = dict(hc_attn=_hc(sp, p, "hc_attn"), hc_ffn=_hc(sp, p, "hc_ffn"))
+    if spec.is_linear_layer(i):
+        return Glm5Layer(kimi_linear.shard_layer(spec, i, sp, shard), **hc)
+    inner = deepseek2.shard_layer(spec, i, sp, shard)
+    ix = None
+    if i not in spec.index_shared:
+        a = p + "self_attn.indexer."
+        f = lambda n: sp.f32(sp.get(a + n))
+        t = lambda n: sp.stack([f(n).T])
+        ix = Indexer(t("wq_b.weight"), t("wk.weight"), f("k_norm.weight"), f("k_norm.bias"),
+                     t("weights_proj.weight"), f("index_kpool_compress_ape"),
+                     t("index_kpool_compress_gate"), pooled_index(spec, i))
+    return Glm5Layer(inner, **hc, indexer=ix, sparse=True)
+
+
+# ------------------------------------------------------------------ the forward
+def begin_round(ops, m, h):
+    """The embedding [T, d] as hc_mult equal streams [T, N, d]; the round's DSA choices reset."""
+    m.dsa_choices = None
+    return ops.mhc_expand(h, m.spec.hc_mult)
+
+
+def end_round(ops, m, h, out):
+    """The head reads the streams' mean (the final norm follows, in the model)."""
+    return ops.mhc_head(h), None
+
+
+def _hc_args(m):
+    return dict(norm_eps=m.spec.rms_eps, hc_eps=1e-6, iters=20)
+
+
+def attend_sparse(ops, m, L, li, x, r, kv):
+    """rmsnorm(x) -> the sparse latent attention (this rank's heads; all-reduced)."""
+    s, H, I = m.spec, m.w.nq, L.inner
+    xn = ops.rms_norm(x, I.attn_norm, s.rms_eps)
+    q_resid = ops.rms_norm(ops.linear(xn, I.wq_a), I.q_a_norm, s.rms_eps)
+    q = ops.linear(q_resid, I.wq)
+    ckv = ops.linear(xn, I.wkv_a)
+    att, m.dsa_choices = ops.dsa_attend(
+        q.reshape(x.shape[0], H, s.head_dim), ckv, I.kv_a_norm, s.rms_eps, I.w_uk, I.w_uv_t,
+        s.qk_nope_head_dim, kv.k(s.kv_index(li)), r, m.scale, L.indexer, xn, q_resid,
+        None if L.indexer is None else kv.pooled_of(L.indexer.pooled),
+        None if L.indexer is None else kv.index_ring_of(L.indexer.pooled),
+        s.index_heads, s.index_topk, s.index_kpool, m.dsa_choices)
+    o = ops.linear(att, I.wo)
+    if m.all_reduce is not None:
+        o = m.all_reduce(o)
+    return o
+
+
+def forward_layer(ops, m, L, li, h, out, r, kv):
+    """One layer on the streams h [T, N, d] (out is None throughout): mHC around the
+    attention block (KDA or sparse) and around the MLP block."""
+    kw = _hc_args(m)
+    x, post, comb = ops.mhc_pre(h, L.hc_attn, **kw)
+    if L.sparse:
+        y = attend_sparse(ops, m, L, li, x, r, kv)
+    else:
+        y, _ = kimi_linear.attend_kda(ops, m, L.inner, li, x, None, r, kv)
+    h = ops.mhc_post(y, h, post, comb)
+    x, post, comb = ops.mhc_pre(h, L.hc_ffn, **kw)
+    _, y = moe.ffn(ops, m, L.inner, x, None)
+    return ops.mhc_post(y, h, post, comb), None

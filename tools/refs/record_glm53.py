@@ -10,6 +10,13 @@ Needs torch + transformers 5.25 (the reference venv, not the project's). Records
 - `dsa_case.json`: transformers' Glm5NextTextIndexer (no cache, no padding) on seeded inputs
   (glm53_cases.DSA): every query's top-k token indices (pools then the tail, -1 padding) and
   the pooled keys (get_pooled_states): the definition test's reference for kernels/dsa.py.
+- `glm53-tiny.json`: the tiny checkpoint (tools/refs/glm53_checkpoint.py: numpy + safetensors,
+  the same bytes in the project's venv, where the tests regenerate it and compare the sha256
+  recorded here) through transformers float32 (eager attention): `hf_check` (the loading
+  problems: only the image part, not written, is missing), `references` in the golden file's
+  format and rule (tools/refs/record_qwen3next.py's PROMPTS, greedy N steps with the cache:
+  the prompt through the chunked KDA, each step through the recurrent one), and `routes` (the
+  prompt's last logits through the prompt path and token by token).
 """
 from __future__ import annotations
 
@@ -107,6 +114,108 @@ def record_dsa(cases) -> dict:
     }
 
 
+def _by_path(name: str):
+    spec = importlib.util.spec_from_file_location(name, ROOT / f"tools/refs/{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+class IndexTies:
+    """Watches transformers' DSA indexer topk calls (3-D scores [B, S, pools]) during a greedy
+    run: `first_round`, the first forward (0: the prompt, j: the j-th step) in which a query's
+    k-th and (k+1)-th best pool scores are equal (and not the masked minimum)."""
+
+    def __enter__(self):
+        self.round, self.first_round = -1, None
+        self._topk = torch.Tensor.topk
+        self._fwd = None
+        me = self
+
+        def topk(t, k, dim=-1, *a, **kw):
+            r = me._topk(t, k, dim, *a, **kw)
+            if t.dim() == 3 and t.shape[-1] > k and me.first_round is None:
+                v = torch.sort(t.float(), dim=-1, descending=True).values
+                lo = torch.finfo(t.dtype).min
+                if bool(((v[..., k - 1] == v[..., k]) & (v[..., k] > lo)).any()):
+                    me.first_round = me.round
+            return r
+        torch.Tensor.topk = topk
+        from transformers import Glm5NextForConditionalGeneration as G
+        self._cls, self._fwd = G, G.forward
+
+        def fwd(model, *a, **kw):
+            me.round += 1
+            return me._fwd(model, *a, **kw)
+        G.forward = fwd
+        return self
+
+    def __exit__(self, *exc):
+        torch.Tensor.topk = self._topk
+        self._cls.forward = self._fwd
+
+
+def record_model(out: Path) -> Path:
+    import tempfile
+    import transformers
+    from transformers import Glm5NextForConditionalGeneration
+    gc = _by_path("glm53_checkpoint")
+    rq = _by_path("record_qwen3next")
+    with tempfile.TemporaryDirectory() as t:
+        d = Path(t) / "hf"
+        sha = gc.write(d)
+        model, info = Glm5NextForConditionalGeneration.from_pretrained(
+            str(d), dtype=torch.float32, output_loading_info=True, attn_implementation="eager")
+        model.eval()
+        info = {k: sorted(map(str, v)) if isinstance(v, (set, list)) else str(v)
+                for k, v in info.items()}
+        problems = {k: v for k, v in info.items() if v}
+        not_image = {k: [n for n in v if "visual" not in n] for k, v in problems.items()
+                     if isinstance(v, list)}
+        cases, routes = [], []
+        for p in rq.PROMPTS:
+            with IndexTies() as ties:
+                greedy, top5 = rq.greedy_hf(model, p["prompt_ids"], rq.N_STEPS)
+            margins = [s["logits"][0] - s["logits"][1] for s in top5]
+            tie = next((i for i, m in enumerate(margins) if m < rq.NEAR_TIE), None)
+            exact = rq.N_STEPS if tie is None else tie + 1
+            # a tie at the indexer's choice (two pools' scores equal at the k-th place: both
+            # zero after the ReLU, typically) in the forward that makes step j's logits:
+            # transformers' topk picks either, foldserve the earlier pool; steps from j on
+            # follow that pick, so the exact prefix ends before j
+            index_tie = ties.first_round
+            if index_tie is not None:
+                exact = min(exact, index_tie)
+            cases.append({"name": p["name"], "prompt_ids": p["prompt_ids"], "greedy_ids": greedy,
+                          "top5": top5, "near_tie_step": tie, "index_tie_step": index_tie,
+                          "exact_prefix": exact, "min_top1_margin": float(min(margins))})
+            with torch.no_grad():
+                whole = model(input_ids=torch.tensor([p["prompt_ids"]]),
+                              use_cache=True).logits[0, -1].numpy()
+            step = rq.token_by_token(model, p["prompt_ids"])
+            routes.append({"name": p["name"],
+                           "max_abs_logit_diff": float(np.max(np.abs(whole - step))),
+                           "bytes_equal": bool(np.array_equal(whole, step))})
+    rec = {
+        "rule": rq.RULE,
+        "made_with": {"torch": torch.__version__, "transformers": transformers.__version__,
+                      "python": platform.python_version()},
+        "checkpoint": {"name": gc.NAME, "config": gc.CONFIG,
+                       "sha256": {f"hf/{k}": v for k, v in sha.items()}},
+        "hf_check": {"class": type(model).__name__, "loading_problems": problems,
+                     "problems_outside_the_image_part": {k: v for k, v in not_image.items() if v}},
+        "references": {"dtype": "float32", "attn_implementation": "eager",
+                       "n_steps": rq.N_STEPS, "cases": cases},
+        "routes": routes,
+    }
+    path = out / f"{gc.NAME}.json"
+    path.write_text(json.dumps(rec, indent=1) + "\n")
+    print(path, {c["name"]: (c["exact_prefix"], c["index_tie_step"], round(c["min_top1_margin"], 4))
+                 for c in cases},
+          routes, rec["hf_check"]["problems_outside_the_image_part"])
+    return path
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=str(ROOT / "tests/data/glm53"))
@@ -119,6 +228,8 @@ def main():
     print("wrote", out / "mhc_case.json")
     (out / "dsa_case.json").write_text(json.dumps(record_dsa(cases)) + "\n")
     print("wrote", out / "dsa_case.json")
+    torch.set_num_threads(1)
+    record_model(out)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,141 @@
+"""GLM-5.3-Flash (glm5next: KDA, sparse NoPE latent attention with the pooled-key DSA indexer,
+mHC streams, the DeepSeek-V3 MoE) through the engine, on the tiny HF checkpoint
+(tools/refs/glm53_checkpoint.py) held to transformers float32 references
+(tests/data/glm53/glm53-tiny.json, made by tools/refs/record_glm53.py) under the golden rule;
+one round == token by token, paged == window (pages out of order, 4-row pages so the sparse
+pass reads pooled keys across many pages), solo == concurrent, byte for byte; the refusals
+by name."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from server.engine.engine import Engine
+from server.engine.probe import solo_vs_concurrent
+from server.ranks.steps import BeginStep, Chunk, EndStep, PoolStep, RoundStep
+from server.shapes.spec import UnsupportedModel, moe_on_gpu
+
+from .test_qwen3next import _greedy_ids
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "glm53" / "glm53-tiny.json"
+
+
+def record():
+    return json.loads(DATA.read_text())
+
+
+@pytest.fixture(scope="module")
+def ckpt():
+    from server.engine.weights import load
+    from tools.refs import glm53_checkpoint as gc
+    rec = record()
+    d, sha = gc.build_once()
+    for f, h in sha.items():                 # the files the references were made from
+        assert rec["checkpoint"]["sha256"][f"hf/{f}"] == h, f
+    return rec, load(str(d), progress=False)
+
+
+@pytest.fixture(scope="module")
+def eng(ckpt):
+    ld = ckpt[1]
+    return Engine(ld.spec, ld.tensors.__getitem__)
+
+
+def test_the_checkpoint_reads_as_glm53(ckpt):
+    rec, ld = ckpt
+    s = ld.spec
+    assert (s.arch, s.linear_layers, s.index_shared, s.index_kpool, s.index_topk, s.hc_mult,
+            s.lin_lower_bound, s.first_dense_layers) == \
+        ("glm5next", (0, 1, 2, 5, 6), (4,), 4, 16, 4, -5.0, 1)
+    assert rec["hf_check"]["problems_outside_the_image_part"] == {}
+    assert not [n for n in ld.tensors if "visual" in n]
+
+
+def test_checkpoint_matches_transformers(ckpt, eng):
+    """The golden rule: greedy ids equal through exact_prefix, the first step's top-5 logits
+    within 1e-4 relative of transformers float32 (the long prompts run the sparse pass)."""
+    rec = ckpt[0]
+    for case in rec["references"]["cases"]:
+        n = case["exact_prefix"]
+        ids, first = _greedy_ids(eng, case["prompt_ids"], n)
+        assert ids == case["greedy_ids"][:n], case["name"]
+        ref = case["top5"][0]
+        got, want = first[ref["ids"]], np.array(ref["logits"])
+        assert np.max(np.abs(got - want) / np.abs(want)) < 1e-4, case["name"]
+
+
+def run(eng, prompt, sizes, steps, *, paged=True, page_rows=4, context=128, order=None):
+    """The prompt in rounds of `sizes` (cycled), then greedy steps: every logits row's bytes."""
+    n = context // page_rows
+    pages = list(order) if order is not None else list(range(n))
+    eng.apply(PoolStep(paged, len(pages) if paged else 0, page_rows, (eng.page_bytes(page_rows),),
+                       1, context, True))            # poison: NaN before written
+    eng.apply(BeginStep(0, tuple(pages) if paged else ()))
+    out, pos, i = [], 0, 0
+    while pos < len(prompt):
+        k = sizes[i % len(sizes)]
+        lg = eng.apply(RoundStep((Chunk(0, pos, tuple(prompt[pos:pos + k]), True),)))
+        pos = min(pos + k, len(prompt))
+        i += 1
+    for _ in range(steps):
+        row = np.asarray(lg[0], np.float32)
+        out.append(row.tobytes())
+        lg = eng.apply(RoundStep((Chunk(0, pos, (int(np.argmax(row)),), True),)))
+        pos += 1
+    eng.apply(EndStep(0))
+    return out
+
+
+PROMPT = [(i * i * 13 + 7 * i + 5) % 500 + 3 for i in range(61)]     # past the dense pass
+
+
+def test_one_round_equals_token_by_token_and_any_rounds(eng):
+    whole = run(eng, PROMPT, [len(PROMPT)], 6)
+    assert run(eng, PROMPT, [1], 6) == whole
+    assert run(eng, PROMPT, [3, 7, 1, 13], 6) == whole
+
+
+def test_paged_equals_window_pages_out_of_order(eng):
+    window = run(eng, PROMPT, [5, 11], 8, paged=False)
+    order = [31 - j for j in range(32)]                   # every page id backwards
+    assert run(eng, PROMPT, [5, 11], 8, order=order) == window
+    shuffled = list(np.random.default_rng(3).permutation(32))
+    assert run(eng, PROMPT, [5, 11], 8, page_rows=4, order=shuffled) == window
+    assert run(eng, PROMPT, [5, 11], 8, page_rows=8) == window
+
+
+@pytest.mark.parametrize("paged", [True, False], ids=["pages", "windows"])
+def test_solo_equals_concurrent(eng, paged):
+    r = solo_vs_concurrent(eng, paged=paged, context=128)
+    assert r["equal_steps"] == r["steps"], r
+
+
+def test_pooled_keys_live_on_the_pages_and_unwritten_slots_stay_nan(eng):
+    P = 4
+    eng.apply(PoolStep(True, 32, P, (eng.page_bytes(P),), 1, 128, True))
+    pages = tuple(range(5, 25))
+    eng.apply(BeginStep(0, pages))
+    eng.apply(RoundStep((Chunk(0, 0, tuple(PROMPT[:41]), True),)))
+    kv = eng.kv
+    pooled = kv.pooled[0]                                  # [pooled layers, pages, P, 1, Di/kpool]
+    assert pooled.shape[0] == 2                            # layers 3 and 7 (4 is shared)
+    used = pages[:41 // P]                                 # pools 0..9 complete: pages 5..14
+    assert not np.isnan(pooled[:, list(used)]).any()
+    assert np.isnan(pooled[:, list(pages[41 // P:])]).all()          # the page of row 40 on
+    eng.apply(EndStep(0))
+
+
+def test_cuda_and_hf_refusals_by_name(ckpt):
+    from server.engine.weights.hf_config import spec_from_config
+    cfg = record()["checkpoint"]["config"]
+    s = spec_from_config(cfg, "x/config.json")
+    assert "GLM-5.3-Flash (glm5next" in moe_on_gpu(s)
+    for key, val in (("qk_rope_head_dim", 64), ("hc_sinkhorn_iters", 10),
+                     ("indexer_types", ["shared"] * 8),
+                     ("index_kpool_always_select_tail", False)):
+        tc = {**cfg["text_config"], key: val}
+        with pytest.raises(UnsupportedModel, match=key):
+            spec_from_config({**cfg, "text_config": tc}, "x/config.json")
