@@ -95,7 +95,7 @@ def add_norm(out, h, norm_w, eps, fast=False):
 
 
 def moe(x, router, router_bias, experts_gu, experts_down, ff, routing, shared_gu=None,
-        shared_down=None, shared_ff=0):
+        shared_down=None, shared_ff=0, limit=0.0):
     """A mixture-of-experts MLP on the normed rows x [T, d] -> [T, d] (this shard's partial
     sum under TP): the router (replicated), each token's chosen experts in ascending id,
     tokens grouped by expert for the products, then + the shared expert (kernels/moe.py)."""
@@ -115,15 +115,15 @@ def moe(x, router, router_bias, experts_gu, experts_down, ff, routing, shared_gu
         experts = np.array([e for e, _, _ in groups], np.int64)
         offs = np.cumsum([0] + [len(r) for _, r, _ in groups])
         gu = grouped_matmul(x[rows], experts_gu, experts, offs)
-        act = swiglu.ref(gu[:, :ff], gu[:, ff:])
+        act = swiglu.limited(gu[:, :ff], gu[:, ff:], limit)
         y[rows, slots] = grouped_matmul(act, experts_down, experts, offs)
     else:
         for e, rows, slots in groups:
-            act = gate_up_silu(np.ascontiguousarray(x[rows]), experts_gu[e], ff)
+            act = gate_up_silu(np.ascontiguousarray(x[rows]), experts_gu[e], ff, limit)
             y[rows, slots] = linear(act, experts_down[e])
     out = M.combine(y, wts)
     if shared_gu is not None:
-        out += linear(gate_up_silu(x, shared_gu, shared_ff), shared_down)
+        out += linear(gate_up_silu(x, shared_gu, shared_ff, limit), shared_down)
     return out
 
 
@@ -194,14 +194,17 @@ def qkv_attend_sinks(qkv, nq, nkv, hd, pos, inv, k_pool, v_pool, rows, scale, si
     return out
 
 
-def gate_up_silu(x, w, ff):
+def gate_up_silu(x, w, ff, limit=0.0):
     """silu(x Wg) * (x Wu) from the fused gate|up matrix (gate columns then up): on the GPU at
-    decode sizes one GEMM launch with SwiGLU in its epilogue (kernels/matmul_fused_cuda.cuda_glu)."""
+    decode sizes one GEMM launch with SwiGLU in its epilogue (kernels/matmul_fused_cuda.cuda_glu).
+    limit (the CPU only; GLM-5.3-Flash's swiglu_limit): gate clamped above, up both ways."""
+    if limit and not _cpu(x):
+        raise NotImplementedError("a clamped SwiGLU runs on the CPU only")
     if _quant(w):                    # the GEMM, then swiglu_cuda: cuda_glu's bytes
         return _gpu("qmatmul").glu(x, w, ff)
     if _cpu(x):
         gu = linear(x, w)
-        return swiglu.ref(gu[:, :ff], gu[:, ff:])
+        return swiglu.limited(gu[:, :ff], gu[:, ff:], limit)
     return _gpu("matmul_fused").cuda_glu(x, w, ff)
 
 

@@ -232,5 +232,20 @@ def forward_layer(ops, m, L, li, h, out, r, kv):
         y, _ = kimi_linear.attend_kda(ops, m, L.inner, li, x, None, r, kv)
     h = ops.mhc_post(y, h, post, comb)
     x, post, comb = ops.mhc_pre(h, L.hc_ffn, **kw)
-    _, y = moe.ffn(ops, m, L.inner, x, None)
+    y = ffn(ops, m, L.inner, x)
     return ops.mhc_post(y, h, post, comb), None
+
+
+def ffn(ops, m, I, x):
+    """rmsnorm(x) -> the MLP (dense, or routed experts + shared), SwiGLU clamped at
+    swiglu_limit (gate above, up both ways) in every expert and the dense MLP; all-reduced."""
+    s, w = m.spec, m.w
+    xn = ops.rms_norm(x, I.mlp_norm, s.rms_eps)
+    if I.router is None:                               # a leading dense layer
+        out = ops.linear(ops.gate_up_silu(xn, I.wgu, w.ff, s.swiglu_limit), I.wdown)
+    else:
+        out = ops.moe(xn, I.router, I.router_bias, I.experts_gu, I.experts_down, w.expert_ff,
+                      m.routing, I.shared_gu, I.shared_down, w.shared_ff, s.swiglu_limit)
+    if m.all_reduce is not None:
+        out = m.all_reduce(out)
+    return out

@@ -139,3 +139,27 @@ def test_cuda_and_hf_refusals_by_name(ckpt):
         tc = {**cfg["text_config"], key: val}
         with pytest.raises(UnsupportedModel, match=key):
             spec_from_config({**cfg, "text_config": tc}, "x/config.json")
+
+
+def test_swiglu_is_clamped_as_glm53s():
+    """transformers' Glm5NextTextMLP / Experts: gate clamped above at the limit, up both ways."""
+    from kernels import swiglu
+    g = np.array([[-30.0, -1.0, 0.5, 12.0, 40.0]], np.float32)
+    u = np.array([[-30.0, 2.0, -11.0, 12.0, 0.5]], np.float32)
+    got = swiglu.limited(g, u, 10.0)
+    gc, uc = np.minimum(g, 10), np.clip(u, -10, 10)
+    assert np.array_equal(got, (gc / (1 + np.exp(-gc)) * uc).astype(np.float32))
+    assert not np.array_equal(got, swiglu.ref(g, u))
+    assert np.array_equal(swiglu.limited(g, u, 0.0), swiglu.ref(g, u))
+
+
+def test_the_family_applies_the_limit(ckpt):
+    """A limit the tiny model's activations reach changes its logits (the limit is read by
+    every MLP); the checkpoint's own 10 is never reached (its logits are the references')."""
+    from dataclasses import replace
+    ld = ckpt[1]
+    prompt = PROMPT[:12]
+    base = run(Engine(ld.spec, ld.tensors.__getitem__), prompt, [12], 1, paged=False)
+    tight = run(Engine(replace(ld.spec, swiglu_limit=0.05), ld.tensors.__getitem__), prompt,
+                [12], 1, paged=False)
+    assert base != tight
