@@ -31,7 +31,7 @@ INDEXERS = ["full", "full", "full", "full", "shared", "full", "full", "full"]
 TEXT = {
     "model_type": "glm5_next_text",
     "vocab_size": 512, "hidden_size": 64, "intermediate_size": 128,
-    "moe_intermediate_size": 64, "num_hidden_layers": len(LAYERS),
+    "moe_intermediate_size": 96, "num_hidden_layers": len(LAYERS),
     "num_attention_heads": 4, "num_key_value_heads": 4,
     "n_routed_experts": 8, "num_experts_per_tok": 2, "n_shared_experts": 1,
     "routed_scaling_factor": 2.5, "norm_topk_prob": True, "n_group": 1, "topk_group": 1,
