@@ -163,3 +163,15 @@ def test_the_family_applies_the_limit(ckpt):
     tight = run(Engine(replace(ld.spec, swiglu_limit=0.05), ld.tensors.__getitem__), prompt,
                 [12], 1, paged=False)
     assert base != tight
+
+
+@pytest.mark.parametrize("n", [511, 512, 513])
+def test_page_edges_of_512_row_pages(eng, n):
+    """The design's paged check at a page's edges: prompts of 511, 512 and 513 rows (far past
+    the dense pass: 128 pools a page), on 512-row pages (the second page taken first) and on
+    a whole window; the first token's logits, then decode rows across the page edge, byte for
+    byte; prompt chunks of 256 rows (a chunk's edge on the page's)."""
+    prompt = [(i * 37 + 11) % 509 + 3 for i in range(n)]
+    window = run(eng, prompt, [256], 4, paged=False, page_rows=512, context=1024)
+    paged = run(eng, prompt, [256], 4, page_rows=512, context=1024, order=[1, 0])
+    assert paged == window
