@@ -32,6 +32,29 @@ from server.families.llama import mlp_shapes
 NAME = "glm5next"
 FUSED = False
 
+# llama.cpp's glm5-next names (src/models/glm5-next.cpp, llama-arch.cpp): kimi-linear's KDA
+# and deepseek2's latent attention names, the mHC and the indexer's
+GGUF_LAYER = {
+    **kimi_linear.GGUF_LAYER,
+    **{f"{part}_{x}.weight": f"{part}_{x}" for part in ("hc_attn", "hc_ffn")
+       for x in ("fn", "base", "scale")},
+    "indexer.k_norm.weight": "self_attn.indexer.k_norm.weight",
+    "indexer.k_norm.bias": "self_attn.indexer.k_norm.bias",
+    "indexer.proj.weight": "self_attn.indexer.weights_proj.weight",
+    "indexer.attn_k.weight": "self_attn.indexer.wk.weight",
+    "indexer.attn_q_b.weight": "self_attn.indexer.wq_b.weight",
+    "indexer_compressor_gate.weight": "self_attn.indexer.index_kpool_compress_gate",
+    "indexer_compressor_ape.weight": "self_attn.indexer.index_kpool_compress_ape",
+}
+GGUF_EXPERTS = moe.GGUF_EXPERTS
+GGUF_KV_B = deepseek2.GGUF_KV_B
+
+
+def gguf_tensor(hf: str, x):
+    """kimi-linear's stored forms (convs (1, d_inner, 1, K), ssm_a = -exp(A_log))."""
+    return kimi_linear.gguf_tensor(hf, x)
+
+
 INDEXER = ("wq_b.weight", "wk.weight", "k_norm.weight", "k_norm.bias", "weights_proj.weight",
            "index_kpool_compress_ape", "index_kpool_compress_gate")
 

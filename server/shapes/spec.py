@@ -17,7 +17,7 @@ RECURRENT_ARCHS = ("qwen3next", "kimilinear", "glm5next")
 ARCH_ALIASES = {"smollm": "llama", "gpt-oss": "gptoss", "gpt_oss": "gptoss",   # file's -> ours
                 "kimi-linear": "kimilinear", "kimi_linear": "kimilinear",
                 "glm5-next": "glm5next", "glm5_next": "glm5next"}
-SUPPORTED_ARCHS = DENSE_ARCHS + MOE_ARCHS + ("gpt-oss", "kimi-linear")
+SUPPORTED_ARCHS = DENSE_ARCHS + MOE_ARCHS + ("gpt-oss", "kimi-linear", "glm5-next")
 ROUTERS = ("softmax", "sigmoid", "topk_softmax")
 
 

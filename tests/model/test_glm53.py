@@ -175,3 +175,73 @@ def test_page_edges_of_512_row_pages(eng, n):
     window = run(eng, prompt, [256], 4, paged=False, page_rows=512, context=1024)
     paged = run(eng, prompt, [256], 4, page_rows=512, context=1024, order=[1, 0])
     assert paged == window
+
+
+# ---------------------------------------------------------------- the GGUF glm5-next
+@pytest.fixture(scope="module")
+def gguf_ld():
+    from server.engine.weights import load
+    from tools.refs import glm53_checkpoint as gc
+    rec = record()
+    path, sha = gc.build_gguf_once()
+    assert sha == rec["gguf"]["sha256"]            # the file llama.cpp's ids were taken on
+    return rec, load(str(path), progress=False)
+
+
+def test_gguf_reads_as_the_folder(gguf_ld, ckpt):
+    s, h = gguf_ld[1].spec, ckpt[1].spec
+    for f in ("linear_layers", "index_shared", "index_kpool", "index_topk", "index_heads",
+              "index_head_dim", "hc_mult", "lin_lower_bound", "swiglu_limit", "kv_lora_rank",
+              "q_lora_rank", "qk_rope_head_dim", "head_dim", "v_head_dim", "first_dense_layers",
+              "n_experts", "n_experts_used", "expert_ff", "router", "norm_topk_prob",
+              "routed_scaling_factor"):
+        assert getattr(s, f) == getattr(h, f), f
+
+
+def test_gguf_matches_transformers_and_llama_cpp(gguf_ld):
+    """The F32 GGUF under the golden rule against transformers; llama-server's own greedy
+    ids on the same file followed transformers' through every recorded step."""
+    rec, ld = gguf_ld
+    for g in rec["gguf"]["llama_cpp"]["cases"]:
+        assert g["within_rule"] and g["same_ids_through"] == rec["references"]["n_steps"], g["name"]
+    eng = Engine(ld.spec, ld.tensors.__getitem__)
+    for case in rec["references"]["cases"]:
+        n = case["exact_prefix"]
+        ids, first = _greedy_ids(eng, case["prompt_ids"], n)
+        assert ids == case["greedy_ids"][:n], case["name"]
+        ref = case["top5"][0]
+        got, want = first[ref["ids"]], np.array(ref["logits"])
+        assert np.max(np.abs(got - want) / np.abs(want)) < 1e-4, case["name"]
+
+
+def test_gguf_refusals_by_name(tmp_path):
+    """A glm5-next GGUF whose mHC or tail selection foldserve does not serve is refused
+    naming the key (the file's keys rewritten with the gguf package)."""
+    from server.engine.weights.gguf_spec import glm5_fields
+    from server.shapes.spec import shape
+
+    class Meta:
+        path = "x.gguf"
+
+        def __init__(self, **kv):
+            self.kv = {"glm5-next.hyper_connection.count": 4,
+                       "glm5-next.hyper_connection.sinkhorn_iterations": 20,
+                       "glm5-next.hyper_connection.epsilon": 1e-6,
+                       "glm5-next.attention.indexer.kpool_select_tail": True,
+                       "glm5-next.attention.indexer.kpool": 16,
+                       "glm5-next.attention.indexer.top_k": 2048,
+                       "glm5-next.attention.indexer.head_count": 32,
+                       "glm5-next.attention.indexer.key_length": 128, **kv}
+
+        def get(self, k, default=None):
+            return self.kv.get(k, default)
+
+        def need(self, k):
+            return self.kv[k]
+    s = shape("glm-5.3-flash")
+    assert glm5_fields(Meta(), s, "glm5-next").index_kpool == 16
+    for key, val in (("hyper_connection.sinkhorn_iterations", 10),
+                     ("hyper_connection.count", 2),
+                     ("attention.indexer.kpool_select_tail", False)):
+        with pytest.raises(UnsupportedModel, match=key):
+            glm5_fields(Meta(**{f"glm5-next.{key}": val}), s, "glm5-next")

@@ -181,3 +181,158 @@ if __name__ == "__main__":
     out = Path(ap.parse_args().out_dir)
     for f, h in write(out / "hf").items():
         print(h, f"hf/{f}")
+
+
+# ------------------------------------------------------------------ the GGUF
+def gguf_tensors(w: dict[str, np.ndarray]) -> list[tuple[str, np.ndarray]]:
+    """The text part under llama.cpp's `glm5-next` names and layouts (src/models/glm5-next.cpp,
+    llama-arch.cpp): kimi-linear's KDA forms (convs (1, d_inner, 1, K), ssm_a = -exp(A_log)),
+    deepseek2's kv_b split into attn_k_b [H, C, N] (transposed) and attn_v_b [H, V, C], the
+    mHC tensors blk.N.hc_{attn,ffn}_{fn,base,scale}, the indexer's, experts stacked."""
+    c = TEXT
+    H, N, Vd = c["num_attention_heads"], c["qk_nope_head_dim"], c["v_head_dim"]
+    P = "model.language_model."
+    out = [("token_embd.weight", w[P + "embed_tokens.weight"]),
+           ("output_norm.weight", w[P + "norm.weight"]), ("output.weight", w["lm_head.weight"])]
+    for i, kind in enumerate(c["layer_types"]):
+        p, b = P + f"layers.{i}.", f"blk.{i}."
+        a, m = p + "self_attn.", p + "mlp."
+        out.append((b + "attn_norm.weight", w[p + "input_layernorm.weight"]))
+        for part in ("hc_attn", "hc_ffn"):
+            for x in ("fn", "base", "scale"):
+                out.append((b + f"{part}_{x}.weight", w[p + f"{part}_{x}"]))
+        if kind == "linear_attention":
+            for x in "qkv":
+                out.append((b + f"attn_{x}.weight", w[a + f"{x}_proj.weight"]))
+            for x in "qkv":
+                cw = w[a + f"{x}_conv1d.weight"]
+                out.append((b + f"ssm_conv1d_{x}.weight", cw.reshape(1, cw.shape[0], 1, cw.shape[2])))
+            out += [(b + "ssm_f_a.weight", w[a + "f_a_proj.weight"]),
+                    (b + "ssm_f_b.weight", w[a + "f_b_proj.weight"]),
+                    (b + "ssm_beta.weight", w[a + "b_proj.weight"]),
+                    (b + "ssm_a", -np.exp(w[a + "A_log"])),
+                    (b + "ssm_dt.bias", w[a + "dt_bias"]),
+                    (b + "ssm_g_a.weight", w[a + "g_a_proj.weight"]),
+                    (b + "ssm_g_b.weight", w[a + "g_b_proj.weight"]),
+                    (b + "ssm_norm.weight", w[a + "o_norm.weight"]),
+                    (b + "attn_output.weight", w[a + "o_proj.weight"])]
+        else:
+            kv_b = w[a + "kv_b_proj.weight"].reshape(H, N + Vd, -1)
+            out += [(b + "attn_q_a.weight", w[a + "q_a_proj.weight"]),
+                    (b + "attn_q_a_norm.weight", w[a + "q_a_layernorm.weight"]),
+                    (b + "attn_q_b.weight", w[a + "q_b_proj.weight"]),
+                    (b + "attn_kv_a_mqa.weight", w[a + "kv_a_proj_with_mqa.weight"]),
+                    (b + "attn_kv_a_norm.weight", w[a + "kv_a_layernorm.weight"]),
+                    (b + "attn_k_b.weight", np.ascontiguousarray(kv_b[:, :N].transpose(0, 2, 1))),
+                    (b + "attn_v_b.weight", np.ascontiguousarray(kv_b[:, N:])),
+                    (b + "attn_output.weight", w[a + "o_proj.weight"])]
+            if c["indexer_types"][i] == "full":
+                x = a + "indexer."
+                out += [(b + "indexer.k_norm.weight", w[x + "k_norm.weight"]),
+                        (b + "indexer.k_norm.bias", w[x + "k_norm.bias"]),
+                        (b + "indexer.proj.weight", w[x + "weights_proj.weight"]),
+                        (b + "indexer.attn_k.weight", w[x + "wk.weight"]),
+                        (b + "indexer.attn_q_b.weight", w[x + "wq_b.weight"]),
+                        (b + "indexer_compressor_gate.weight", w[x + "index_kpool_compress_gate"]),
+                        (b + "indexer_compressor_ape.weight", w[x + "index_kpool_compress_ape"])]
+        out.append((b + "ffn_norm.weight", w[p + "post_attention_layernorm.weight"]))
+        if c["mlp_layer_types"][i] == "dense":
+            out += [(b + f"ffn_{x}.weight", w[m + f"{x}_proj.weight"]) for x in ("gate", "up", "down")]
+            continue
+        out += [(b + "ffn_gate_inp.weight", w[m + "gate.weight"]),
+                (b + "exp_probs_b.bias", w[m + "gate.e_score_correction_bias"])]
+        for x in ("gate", "up", "down"):
+            out.append((b + f"ffn_{x}_exps.weight", np.stack(
+                [w[m + f"experts.{e}.{x}_proj.weight"] for e in range(c["n_routed_experts"])])))
+        out += [(b + f"ffn_{x}_shexp.weight", w[m + f"shared_experts.{x}_proj.weight"])
+                for x in ("gate", "up", "down")]
+    return out
+
+
+def write_gguf(folder, path) -> str:
+    """The F32 GGUF `glm5-next` of the folder's text part, written with the gguf package under
+    llama.cpp's names and keys (its converter at this commit stops on the folder transformers
+    saves: no `linear_attn_config`); returns its sha256. No MTP block (the HF folder has none)."""
+    import gguf
+    kc = _by_path("kimi_checkpoint")
+    c, A = TEXT, "glm5-next"
+    folder, path = Path(folder), Path(path)
+    wr = gguf.GGUFWriter(str(path), A)
+    wr.add_type(gguf.GGUFType.MODEL)
+    wr.add_name(NAME)
+    wr.add_block_count(c["num_hidden_layers"])
+    wr.add_context_length(c["max_position_embeddings"])
+    wr.add_embedding_length(c["hidden_size"])
+    wr.add_feed_forward_length(c["intermediate_size"])
+    wr.add_head_count(c["num_attention_heads"])
+    wr.add_head_count_kv([0 if t == "linear_attention" else 1 for t in c["layer_types"]])
+    wr.add_layer_norm_rms_eps(c["rms_norm_eps"])
+    wr.add_vocab_size(c["vocab_size"])
+    wr.add_ssm_conv_kernel(c["linear_conv_kernel_dim"])
+    wr.add_kda_head_dim(c["linear_head_dim"])
+    wr.add_float32(f"{A}.kda.gate_lower_bound", c["linear_lower_bound"])
+    wr.add_q_lora_rank(c["q_lora_rank"])
+    wr.add_kv_lora_rank(c["kv_lora_rank"])
+    wr.add_rope_dimension_count(0)
+    wr.add_key_length(c["kv_lora_rank"])
+    wr.add_value_length(c["kv_lora_rank"])
+    wr.add_key_length_mla(c["qk_nope_head_dim"])
+    wr.add_value_length_mla(c["v_head_dim"])
+    wr.add_expert_count(c["n_routed_experts"])
+    wr.add_expert_used_count(c["num_experts_per_tok"])
+    wr.add_expert_feed_forward_length(c["moe_intermediate_size"])
+    wr.add_expert_shared_count(c["n_shared_experts"])
+    wr.add_leading_dense_block_count(c["mlp_layer_types"].count("dense"))
+    wr.add_expert_weights_scale(c["routed_scaling_factor"])
+    wr.add_expert_weights_norm(c["norm_topk_prob"])
+    wr.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID)
+    wr.add_float32(f"{A}.swiglu_clamp_exp", c["swiglu_limit"])
+    wr.add_float32(f"{A}.swiglu_clamp_shexp", c["swiglu_limit"])
+    wr.add_uint32(f"{A}.attention.indexer.head_count", c["index_n_heads"])
+    wr.add_uint32(f"{A}.attention.indexer.key_length", c["index_head_dim"])
+    wr.add_uint32(f"{A}.attention.indexer.top_k", c["index_topk"])
+    wr.add_uint32(f"{A}.attention.indexer.kpool", c["index_kpool"])
+    wr.add_bool(f"{A}.attention.indexer.kpool_select_tail", True)
+    wr.add_array(f"{A}.attention.indexer.types",
+                 [1 if t == "full" else 0 for t in c["indexer_types"]])
+    wr.add_uint32(f"{A}.hyper_connection.count", c["hc_mult"])
+    wr.add_uint32(f"{A}.hyper_connection.sinkhorn_iterations", c["hc_sinkhorn_iters"])
+    wr.add_float32(f"{A}.hyper_connection.epsilon", c["hc_eps"])
+    wr.add_file_type(gguf.LlamaFileType.ALL_F32)
+    _tokenizer_keys(wr, folder, kc)
+    wr.add_quantization_version(gguf.GGML_QUANT_VERSION)
+    for name, arr in gguf_tensors(weights()):
+        wr.add_tensor(name, np.ascontiguousarray(arr, dtype=np.float32))
+    wr.write_header_to_file()
+    wr.write_kv_data_to_file()
+    wr.write_tensors_to_file()
+    wr.close()
+    return _next_checkpoint().sha256_file(path)
+
+
+def _tokenizer_keys(wr, folder: Path, kc) -> None:
+    """kimi_checkpoint's tokenizer keys (the same tokenizer.json, 512 ids)."""
+    saved = kc.CONFIG
+    kc.CONFIG = {**saved, **{k: TEXT[k] for k in ("vocab_size", "bos_token_id", "eos_token_id",
+                                                 "pad_token_id")}}
+    try:
+        kc._tokenizer_keys(wr, folder)
+    finally:
+        kc.CONFIG = saved
+
+
+def _by_path(name: str):
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name(f"{name}.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def build_gguf_once() -> tuple[Path, str]:
+    """write_gguf() of build_once()'s folder, once: (path, sha256)."""
+    if "gguf" not in _BUILT:
+        d = build_once()[0]
+        p = d.parent / f"{NAME}-F32.gguf"
+        _BUILT["gguf"] = (p, write_gguf(d, p))
+    return _BUILT["gguf"]

@@ -16,7 +16,11 @@ Needs torch + transformers 5.25 (the reference venv, not the project's). Records
   problems: only the image part, not written, is missing), `references` in the golden file's
   format and rule (tools/refs/record_qwen3next.py's PROMPTS, greedy N steps with the cache:
   the prompt through the chunked KDA, each step through the recurrent one), and `routes` (the
-  prompt's last logits through the prompt path and token by token).
+  prompt's last logits through the prompt path and token by token); `gguf`: the F32 GGUF
+  `glm5-next` of the same weights (glm53_checkpoint.write_gguf: the gguf package under
+  llama.cpp's names and keys; its converter at this commit stops on the folder transformers
+  saves), its sha256, and llama-server's greedy ids and top-5 logprobs on it
+  (tools/refs/record_moe.py's llama_server_cases), with how far they follow transformers'.
 """
 from __future__ import annotations
 
@@ -155,6 +159,22 @@ class IndexTies:
         self._cls.forward = self._fwd
 
 
+def llama_cpp_cases(gguf: Path, cases: list) -> dict:
+    """llama-server on the GGUF: its greedy ids against transformers' (`same_ids_through`)."""
+    import subprocess
+    rm = _by_path("record_moe")
+    server = Path("/work/peers-build/llama.cpp/build-cpu/bin/llama-server")
+    got, cmd = rm.llama_server_cases(server, gguf, cases, gguf.with_suffix(".llama-server.log"))
+    for g, c in zip(got, cases):
+        a, b = g["greedy_ids"], c["greedy_ids"]
+        g["same_ids_through"] = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), len(a))
+        g["within_rule"] = g["same_ids_through"] >= c["exact_prefix"]
+    v = subprocess.run([str(server), "--version"], text=True, capture_output=True,
+                       stdin=subprocess.DEVNULL)
+    return {"command": " ".join([server.name] + cmd[1:2] + ["GGUF"] + cmd[3:]),
+            "llama_cpp": " ".join((v.stdout + v.stderr).split())[:160], "cases": got}
+
+
 def record_model(out: Path) -> Path:
     import tempfile
     import transformers
@@ -196,6 +216,9 @@ def record_model(out: Path) -> Path:
             routes.append({"name": p["name"],
                            "max_abs_logit_diff": float(np.max(np.abs(whole - step))),
                            "bytes_equal": bool(np.array_equal(whole, step))})
+        gguf = Path(t) / f"{gc.NAME}-F32.gguf"
+        gguf_sha = gc.write_gguf(d, gguf)
+        llama = llama_cpp_cases(gguf, cases)
     rec = {
         "rule": rq.RULE,
         "made_with": {"torch": torch.__version__, "transformers": transformers.__version__,
@@ -207,12 +230,16 @@ def record_model(out: Path) -> Path:
         "references": {"dtype": "float32", "attn_implementation": "eager",
                        "n_steps": rq.N_STEPS, "cases": cases},
         "routes": routes,
+        "gguf": {"file": gguf.name, "sha256": gguf_sha, "written_by": "tools/refs/"
+                 "glm53_checkpoint.py write_gguf (gguf package, llama.cpp's glm5-next names)",
+                 "llama_cpp": llama},
     }
     path = out / f"{gc.NAME}.json"
     path.write_text(json.dumps(rec, indent=1) + "\n")
     print(path, {c["name"]: (c["exact_prefix"], c["index_tie_step"], round(c["min_top1_margin"], 4))
                  for c in cases},
-          routes, rec["hf_check"]["problems_outside_the_image_part"])
+          routes, rec["hf_check"]["problems_outside_the_image_part"],
+          {g["name"]: g["same_ids_through"] for g in llama["cases"]})
     return path
 
 

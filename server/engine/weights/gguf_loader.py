@@ -107,7 +107,8 @@ def load_gguf(path: str, *, progress: bool = True) -> Loaded:
     trunk = spec.n_layers                   # blocks past it: MTP / NextN (nextn_layers of them)
     unused = [n for n in by_name if (block_of(n) or 0) >= trunk and block_of(n) is not None
               and block_of(n) < trunk + spec.nextn_layers]
-    kv_b = {n for n in by_name if arch in ("deepseek2", "kimilinear") and n.endswith(KV_B_PARTS)}
+    kv_b = {n for n in by_name if arch in ("deepseek2", "kimilinear", "glm5next")
+            and n.endswith(KV_B_PARTS)}
     from server.families import family
     fix = getattr(family(arch), "gguf_tensor", None)   # a family's own stored forms
     unknown = [n for n in by_name if n not in unused and n not in IGNORED and n not in kv_b
