@@ -128,3 +128,18 @@ def test_columns_split_on_whole_blocks_only():
     assert np.array_equal(left.dequantize(), w.dequantize()[:, :128])
     with pytest.raises(BlockSplitError, match="blocks of 64"):
         w.take_cols(0, 96)
+
+
+def test_experts_in_one_region_equal_each_alone():
+    """A MoE layer's NVFP4 experts as one ExpertStack (kernels/moe_cpu.py's grouped product,
+    GLM-5.3-Flash's experts): each group's rows == matmul by its expert alone, byte for byte."""
+    from kernels.blocks_cpu import matmul
+    from kernels.moe_cpu import grouped_matmul
+    from server.engine.weights.blocks import ExpertStack
+    stack = ExpertStack([random_nvfp4(48, 128, 20 + e) for e in range(4)])
+    x = np.random.default_rng(9).standard_normal((11, 128)).astype(np.float32)
+    experts, offs = np.array([2, 0, 3]), np.array([0, 4, 5, 11])
+    got = grouped_matmul(x, stack, experts, offs)
+    for g, e in enumerate(experts):
+        alone = matmul(x[offs[g]:offs[g + 1]], "NVFP4", stack[e].data)
+        assert np.array_equal(got[offs[g]:offs[g + 1]].view(np.uint32), alone.view(np.uint32))
