@@ -103,9 +103,15 @@ def pool_key(k: np.ndarray, g: np.ndarray, ape: np.ndarray) -> np.ndarray:
 
 
 def pooled_view(pooled: np.ndarray, kpool: int) -> np.ndarray:
-    """The pooled-key array [pages, P, 1, Di / kpool] as [pages, P / kpool, Di] (a view)."""
-    pages, P = pooled.shape[:2]
-    return pooled.reshape(pages, P // kpool, -1)
+    """The pooled-key array [pages, P, 1, Di / kpool] as [pages, P // kpool, Di] (a view: the
+    writes land in the pages). A window (one page of `context` rows) may hold a row count
+    that is no multiple of kpool: its last P mod kpool rows' share is unused (the pools that
+    rows reach are complete only past the window's end)."""
+    pages, P, _, w = pooled.shape
+    n = P // kpool
+    v = pooled.reshape(pages, P * w)[:, :n * kpool * w].reshape(pages, n, kpool * w)
+    assert v.base is not None and np.shares_memory(v, pooled)
+    return v
 
 
 def write(pooled: np.ndarray, ring: np.ndarray, table, page_rows: int, start: int,

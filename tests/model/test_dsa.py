@@ -103,6 +103,18 @@ def test_choices_match_transformers(x):
     assert sparse >= 30                  # most rows past the dense pass
 
 
+def test_a_window_of_rows_no_multiple_of_kpool(x):
+    """A window is one page of `context` rows, any count (foldserve check-pages' context is
+    not a multiple of kpool): its pooled keys are a view of the page's first rows' share, the
+    writes land, the choices are the paged ones."""
+    wp, wc = run(x, [0], 63, 1, [T])
+    pp, pc = run(x, PAGED["table"], PAGED["P"], PAGED["pages"], [T])
+    n = T // KP
+    assert np.array_equal(dsa.gather_pooled(wp, [0], 63, n, KP).view(np.uint32),
+                          dsa.gather_pooled(pp, PAGED["table"], PAGED["P"], n, KP).view(np.uint32))
+    assert all(np.array_equal(u, v) for u, v in zip(wc, pc))
+
+
 @pytest.mark.parametrize("chunks", [[T], [1] * T, [3, 1, 8, 5, 13, 2, 29], [4, 4, 17, 36]])
 def test_paged_equals_window_byte_for_byte(x, chunks):
     wp, wc = run(x, WINDOW["table"], WINDOW["P"], WINDOW["pages"], [T])
