@@ -245,3 +245,12 @@ def test_gguf_refusals_by_name(tmp_path):
                      ("attention.indexer.kpool_select_tail", False)):
         with pytest.raises(UnsupportedModel, match=key):
             glm5_fields(Meta(**{f"glm5-next.{key}": val}), s, "glm5-next")
+
+
+def test_device_cuda_refuses_the_folder_and_the_gguf_by_name(ckpt, gguf_ld):
+    """Before any weight is read or any GPU asked: the family named as GLM-5.3-Flash."""
+    from server.engine.build import open_model
+    from tools.refs import glm53_checkpoint as gc
+    for src in (str(gc.build_once()[0]), str(gc.build_gguf_once()[0])):
+        with pytest.raises(UnsupportedModel, match=r"GLM-5.3-Flash \(glm5next.*use --device cpu"):
+            open_model(src, device="cuda", progress=False)
