@@ -12,7 +12,9 @@ reassociate.
 Loop order: the conv, the q/k norms and the per-channel decays position by position, then the
 recurrence a head at a time over the chunk's positions (a head's state [D, D] stays in cache
 over a prefill chunk; heads are independent, so this is the position-major order's
-arithmetic element for element, and decode runs the same code).
+arithmetic element for element, and decode runs the same code). Two passes over a head's
+state a position (decay with S^T k, update with S^T q), each element's arithmetic that of
+the definition's four steps.
 """
 from __future__ import annotations
 
@@ -80,28 +82,28 @@ def _chunk(mix, f, b, gate, conv_w, A_log, dt_bias, norm_w, eps, window, state, 
         S = state[h]
         for t in range(n):
             beta = one / (one + np.float32(math.exp(-b[t, h])))
-            for i in range(D):
-                di = dec[t, h, i]
-                for j in range(Dv):
-                    S[i, j] = S[i, j] * di
+            # two passes over S a position: decay and S^T k together, then the update and
+            # S^T q together (each element's operations and each sum's order as in four
+            # separate passes: row i is decayed before it is read, updated before o reads it)
             for j in range(Dv):
                 kv[j] = np.float32(0.0)
             for i in range(D):
+                di = dec[t, h, i]
                 ki = k[t, h, i]
                 for j in range(Dv):
-                    kv[j] += S[i, j] * ki
+                    sij = S[i, j] * di
+                    S[i, j] = sij
+                    kv[j] += sij * ki
             for j in range(Dv):
                 d[j] = (y[t, v0 + h * Dv + j] - kv[j]) * beta
-            for i in range(D):
-                ki = k[t, h, i]
-                for j in range(Dv):
-                    S[i, j] = S[i, j] + ki * d[j]
-            for j in range(Dv):
                 o[j] = np.float32(0.0)
             for i in range(D):
+                ki = k[t, h, i]
                 qi = q[t, h, i]
                 for j in range(Dv):
-                    o[j] += S[i, j] * qi
+                    sij = S[i, j] + ki * d[j]
+                    S[i, j] = sij
+                    o[j] += sij * qi
             ss = np.float32(0.0)
             for j in range(Dv):
                 ss += o[j] * o[j]

@@ -4,7 +4,7 @@ windows, the latent attention's heads split with its rows replicated, the expert
 every step's logits within float32 reordering of TP=1's and the same greedy ids under the
 golden rule (tests/ranks/test_moe_tp.py's check). tiny-kimilinear's 2 KDA heads split 1 + 1;
 tiny-kimilinear-h3's 3 split 2 + 1 and 1 + 1 + 1; the tiny checkpoint (HF folder and GGUF)
-at TP=2."""
+at TP=2 and TP=3."""
 from __future__ import annotations
 
 import pytest
@@ -20,16 +20,19 @@ def test_three_kda_heads_split(tp):
     tp_equals_tp1("tiny-kimilinear-h3", tp)
 
 
-def test_checkpoint_tp2_equals_tp1():
-    """The tiny HF checkpoint (tools/refs/kimi_checkpoint.py)."""
+@pytest.mark.parametrize("tp", [2, 3])
+def test_checkpoint_tp_equals_tp1(tp):
+    """The tiny HF checkpoint (tools/refs/kimi_checkpoint.py): 4 KDA and 4 attention heads
+    split 2 + 2 / 2 + 1 + 1, the experts' 96 columns 3 units of 32."""
     from tools.refs import kimi_checkpoint as kc
-    tp_equals_tp1(str(kc.build_once()[0]), 2)
+    tp_equals_tp1(str(kc.build_once()[0]), tp)
 
 
-def test_gguf_tp2_equals_tp1():
+@pytest.mark.parametrize("tp", [2, 3])
+def test_gguf_tp_equals_tp1(tp):
     """The same weights as GGUF kimi-linear (llama.cpp's names and layouts)."""
     from tools.refs import kimi_checkpoint as kc
-    tp_equals_tp1(str(kc.build_gguf_once()[0]), 2)
+    tp_equals_tp1(str(kc.build_gguf_once()[0]), tp)
 
 
 def test_tp3_refused_by_name():

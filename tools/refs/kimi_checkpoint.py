@@ -53,7 +53,7 @@ CONFIG = {
     "vocab_size": 512,
     "hidden_size": 64,
     "intermediate_size": 128,
-    "moe_intermediate_size": 64,
+    "moe_intermediate_size": 96,
     "num_hidden_layers": len(LAYERS),
     "num_attention_heads": 4,
     "num_key_value_heads": 4,
@@ -251,6 +251,7 @@ def _tokenizer_keys(wr, folder: Path) -> None:
     wr.add_eos_token_id(CONFIG["eos_token_id"])
     wr.add_pad_token_id(CONFIG["pad_token_id"])
     wr.add_add_bos_token(False)
+    wr.add_chat_template(json.loads((folder / "tokenizer_config.json").read_text())["chat_template"])
 
 
 def write_gguf(folder, path) -> str:

@@ -26,7 +26,10 @@ case with a lower bound; their f_a / f_b projections set to identity so f is fed
   llama.cpp's names and keys; its converter at this commit refuses the folder transformers
   saves), its sha256, and `llama_cpp`: llama-server's greedy ids and top-5 logprobs on it
   (tools/refs/record_moe.py's llama_server_cases: token-id prompts through /completion, F32
-  KV), with how far they follow transformers' ids.
+  KV), with how far they follow transformers' ids; and `converter`: llama.cpp's own
+  convert_hf_to_gguf.py run on the folder through a thin wrapper (CONVERT_WRAPPER: the dense
+  MLP's saved names, the tokenizer's unlisted pre-tokenizer hash; the config given Moonshot's
+  `linear_attn_config` and `first_k_dense_replace`), its tensors and keys compared with ours.
 """
 from __future__ import annotations
 
@@ -156,6 +159,74 @@ def llama_cpp_cases(gguf: Path, cases: list) -> dict:
             "llama_cpp": " ".join((v.stdout + v.stderr).split())[:160], "cases": got}
 
 
+CONVERT_WRAPPER = r'''
+import re
+import sys
+root = sys.argv.pop(1)
+sys.path.insert(0, root)
+sys.path.insert(1, root + "/gguf-py")
+from conversion import kimi_linear as K
+# the tiny tokenizer is plain byte-level BPE with GPT-2's regex, its hash unlisted
+K.KimiLinearModel.set_vocab = lambda self: self._set_vocab_gpt2()
+K.KimiLinearModel.get_vocab_base_pre = lambda self, tokenizer: "gpt-2"
+# transformers 5.25 saves the dense MLP as block_sparse_moe.{gate,up,down}_proj (its rename of
+# Moonshot's mlp.); the converter maps mlp.* only
+_DENSE = re.compile(r"(model\.layers\.\d+)\.block_sparse_moe\.((gate|up|down)_proj\.weight)")
+_orig = K.KimiLinearModel.modify_tensors
+def _modify(self, data_torch, name, bid):
+    m = _DENSE.fullmatch(name)
+    if m:
+        name = f"{m.group(1)}.mlp.{m.group(2)}"
+    yield from _orig(self, data_torch, name, bid)
+K.KimiLinearModel.modify_tensors = _modify
+import convert_hf_to_gguf as c
+sys.argv = ["convert_hf_to_gguf.py"] + sys.argv[1:]
+c.main()
+'''
+
+
+def converter_check(hf: Path, ours: Path, work: Path) -> dict:
+    """llama.cpp's converter (through CONVERT_WRAPPER) on a copy of the folder whose config
+    also carries Moonshot's keys; its tensors and keys against our file's."""
+    import shutil
+    import subprocess
+    import sys
+    import gguf
+    d = work / "hf-moonshot"
+    shutil.copytree(hf, d)
+    cfg = json.loads((d / "config.json").read_text())
+    types = cfg["layer_types"]
+    cfg["linear_attn_config"] = {
+        "full_attn_layers": [i + 1 for i, t in enumerate(types) if t == "full_attention"],
+        "kda_layers": [i + 1 for i, t in enumerate(types) if t == "linear_attention"],
+        "head_dim": cfg["linear_head_dim"], "num_heads": cfg["linear_num_heads"],
+        "short_conv_kernel_size": cfg["linear_conv_kernel_dim"]}
+    cfg["first_k_dense_replace"] = cfg["mlp_layer_types"].count("dense")
+    (d / "config.json").write_text(json.dumps(cfg, indent=2))
+    wrap = work / "convert_wrapper.py"
+    wrap.write_text(CONVERT_WRAPPER)
+    out = work / "converter-F32.gguf"
+    r = subprocess.run([sys.executable, str(wrap), str(LLAMA_CPP), str(d), "--outtype", "f32",
+                        "--outfile", str(out)], text=True, capture_output=True)
+    if r.returncode:
+        return {"ran": False, "error": r.stderr[-2000:]}
+    a, b = gguf.GGUFReader(str(out)), gguf.GGUFReader(str(ours))
+    ta, tb = {t.name: t for t in a.tensors}, {t.name: t for t in b.tensors}
+    differ = {}
+    for n in sorted(set(ta) & set(tb)):
+        x, y = np.array(ta[n].data), np.array(tb[n].data)
+        if x.shape != y.shape or x.dtype != y.dtype:
+            differ[n] = "shape or type"
+        elif x.tobytes() != y.tobytes():
+            differ[n] = f"max {int(np.max(np.abs(x.view(np.int32).astype(np.int64) - y.view(np.int32))))} ulp"
+    ka = {k: f.contents() for k, f in a.fields.items()}
+    kb = {k: f.contents() for k, f in b.fields.items()}
+    return {"ran": True, "wrapper": "CONVERT_WRAPPER in tools/refs/record_kimi_linear.py",
+            "tensor_names_equal": set(ta) == set(tb), "tensors_differing": differ,
+            "keys_only_theirs": sorted(set(ka) - set(kb)), "keys_only_ours": sorted(set(kb) - set(ka)),
+            "values_differing": sorted(k for k in set(ka) & set(kb) if ka[k] != kb[k])}
+
+
 def record_model(out: Path) -> Path:
     import tempfile
     with tempfile.TemporaryDirectory() as t:
@@ -183,6 +254,7 @@ def record_model(out: Path) -> Path:
                            "max_abs_logit_diff": float(np.max(np.abs(whole - step))),
                            "bytes_equal": bool(np.array_equal(whole, step))})
         llama = llama_cpp_cases(gguf, cases)
+        conv = converter_check(d, gguf, Path(t))
     rec = {
         "rule": rq.RULE,
         "made_with": made_with(),
@@ -194,7 +266,7 @@ def record_model(out: Path) -> Path:
         "routes": routes,
         "gguf": {"file": gguf.name, "sha256": gguf_sha, "written_by": "tools/refs/"
                  "kimi_checkpoint.py write_gguf (gguf package, llama.cpp's kimi-linear names)",
-                 "llama_cpp": llama},
+                 "llama_cpp": llama, "converter": conv},
     }
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"{kc.NAME}.json"

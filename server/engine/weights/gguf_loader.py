@@ -81,9 +81,10 @@ KV_B_PARTS = (".attn_k_b.weight", ".attn_v_b.weight")
 
 
 def join_kv_b(spec: ModelSpec, by_name: dict, tensors: dict, path: str) -> None:
-    """deepseek2 and kimi-linear: llama.cpp's converter splits kv_b_proj [H (N + V), C] into attn_k_b
-    [H, C, N] (transposed) and attn_v_b [H, V, C]; join them back, float32 (small: H (N + V)
-    rows of the latent width), as model.layers.i.self_attn.kv_b_proj.weight."""
+    """deepseek2 and kimi-linear (a family with GGUF_KV_B): llama.cpp's converter splits
+    kv_b_proj [H (N + V), C] into attn_k_b [H, C, N] (transposed) and attn_v_b [H, V, C]; join
+    them back, float32 (small: H (N + V) rows of the latent width), as
+    model.layers.i.self_attn.kv_b_proj.weight."""
     for i in range(spec.n_layers):
         k, v = f"blk.{i}.attn_k_b.weight", f"blk.{i}.attn_v_b.weight"
         if k not in by_name or v not in by_name:
@@ -107,10 +108,10 @@ def load_gguf(path: str, *, progress: bool = True) -> Loaded:
     trunk = spec.n_layers                   # blocks past it: MTP / NextN (nextn_layers of them)
     unused = [n for n in by_name if (block_of(n) or 0) >= trunk and block_of(n) is not None
               and block_of(n) < trunk + spec.nextn_layers]
-    kv_b = {n for n in by_name if arch in ("deepseek2", "kimilinear", "glm5next")
-            and n.endswith(KV_B_PARTS)}
     from server.families import family
-    fix = getattr(family(arch), "gguf_tensor", None)   # a family's own stored forms
+    fam = family(arch)
+    kv_b = {n for n in by_name if getattr(fam, "GGUF_KV_B", None) and n.endswith(KV_B_PARTS)}
+    fix = getattr(fam, "gguf_tensor", None)   # a family's own stored forms (kimi-linear's)
     unknown = [n for n in by_name if n not in unused and n not in IGNORED and n not in kv_b
                and hf_name(n, arch) is None and expert_tensor(n, arch) is None]
     if unknown:
