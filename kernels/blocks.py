@@ -27,13 +27,19 @@ BLOCK = {
     # MXFP4 (gpt-oss experts): 32 e2m1 values of 4 bits and one e8m0 scale byte, the scale
     # first, then 16 bytes: elements 0..15 in the low nibbles, 16..31 in the high
     "MXFP4": (32, 17),
+    # NVFP4 (ggml's block_nvfp4, GGML type 40): 64 e2m1 values in four sub-blocks of 16, each
+    # with its own unsigned E4M3 scale byte: 4 scale bytes, then 32 bytes; sub-block s is
+    # bytes 4 + 8 s .. 4 + 8 s + 7, its elements 0..7 in their low nibbles, 8..15 in the high.
+    # No global scale inside the blocks: llama.cpp keeps NVFP4's per-tensor scale_2 as a
+    # separate `<name>.scale` tensor multiplying the product (not read by foldserve yet).
+    "NVFP4": (64, 36),
     # plain floats, kept as stored where the loader keeps them so (a GGUF's 3-D expert
     # tensors: kernels/blocks_cpu.py reads their rows as it reads blocks)
     "F16": (1, 2),
     "BF16": (1, 2),
     "F32": (1, 4),
 }
-QUANT = ("Q8_0", "Q4_0", "Q4_1", "Q4_K", "Q6_K", "MXFP4")  # the block kinds a 2-D matrix stays in
+QUANT = ("Q8_0", "Q4_0", "Q4_1", "Q4_K", "Q6_K", "MXFP4", "NVFP4")  # the block kinds a 2-D matrix stays in
 
 
 class BlockSplitError(ValueError):
@@ -42,7 +48,7 @@ class BlockSplitError(ValueError):
 
 @dataclass(frozen=True)
 class Blocks:
-    kind: str            # "Q8_0", "Q4_0", "Q4_1", "Q4_K", "Q6_K", "MXFP4" (or F16, BF16, F32 rows)
+    kind: str            # "Q8_0", "Q4_0", "Q4_1", "Q4_K", "Q6_K", "MXFP4", "NVFP4" (or F16, BF16, F32 rows)
     rows: int
     cols: int
     data: np.ndarray     # uint8 [rows, row_bytes]

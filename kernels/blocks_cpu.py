@@ -1,5 +1,5 @@
 """x @ W^T with W kept as its GGUF blocks, on the CPU: numba kernels that read the blocks as
-stored (Q8_0, Q4_0, Q4_1, Q4_K, Q6_K, MXFP4; F16, BF16 and F32 rows likewise).
+stored (Q8_0, Q4_0, Q4_1, Q4_K, Q6_K, MXFP4, NVFP4; F16, BF16 and F32 rows likewise).
 
 The 32-element kinds (Q8_0, Q4_0, Q4_1: the default model's) run kernels/blocks_vec.py,
 explicit LLVM vectors (2.5-3x these loops at one row, measured); the kinds below keep the
@@ -197,6 +197,39 @@ def deq_mxfp4(row, w, f16):
             wh[j] = d * kv[np.int64(qs[j]) >> 4]
 
 
+def _ue4m3_half(x: int) -> float:
+    """ggml's ggml_ue4m3_to_fp32 (ggml-impl.h), byte by byte: unsigned E4M3 (bias 7, the top
+    bit ignored), 0x00 and 0x7F read as 0, times 0.5 (the e2m1 values are doubled)."""
+    if x == 0 or x == 0x7F:
+        return 0.0
+    exp, man = (x >> 3) & 0xF, x & 0x7
+    raw = np.ldexp(np.float64(man), -9) if exp == 0 else np.ldexp(1.0 + man / 8.0, exp - 7)
+    return raw * 0.5
+
+
+# E4M3 scale byte -> float32 (exact: at most 4 significant bits times a power of two)
+UE4M3_HALF = np.array([_ue4m3_half(x) for x in range(256)], np.float32)
+
+
+@_jit()
+def deq_nvfp4(row, w, f16):
+    # 64 values a block: 4 UE4M3 scale bytes (one a sub-block of 16), then 32 bytes; sub-block
+    # s reads bytes 8 s .. 8 s + 7 of them: elements 0..7 the low nibbles, 8..15 the high;
+    # value = kvalues[q] * ue4m3_half(d[s]), exact in float32 (ggml's dequantize_row_nvfp4)
+    kv = KVALUES_MXFP4
+    for b in range(w.shape[0] // 64):
+        blk = row[b * 36:b * 36 + 36]
+        for s in range(4):
+            d = UE4M3_HALF[np.int64(blk[s])]
+            qs = blk[4 + s * 8:4 + s * 8 + 8]
+            wl = w[b * 64 + s * 16:b * 64 + s * 16 + 8]
+            wh = w[b * 64 + s * 16 + 8:b * 64 + s * 16 + 16]
+            for j in range(8):
+                wl[j] = d * kv[np.int64(qs[j]) & 15]
+            for j in range(8):
+                wh[j] = d * kv[np.int64(qs[j]) >> 4]
+
+
 @_jit()
 def deq_f16(row, w, f16):
     r = row.view(np.uint16)
@@ -289,6 +322,7 @@ def _make(deq):
 with _noalias():
     _MADE_KINDS = {                  # Q8_0, Q4_0, Q4_1: kernels/blocks_vec.py
         "Q4_K": _make(deq_q4_k), "Q6_K": _make(deq_q6_k), "MXFP4": _make(deq_mxfp4),
+        "NVFP4": _make(deq_nvfp4),
         "F16": _make(deq_f16), "BF16": _make(deq_bf16), "F32": _make(deq_f32),
     }
 KERNELS = {k: v[0] for k, v in _MADE_KINDS.items()}
@@ -308,7 +342,7 @@ def grouped_matmul(x: np.ndarray, kind: str, stack: np.ndarray, experts: np.ndar
         GROUPED[kind](x, stack, experts, offs, F16, out)
     return out
 DEQ = {"Q8_0": deq_q8_0, "Q4_0": deq_q4_0, "Q4_1": deq_q4_1, "Q4_K": deq_q4_k, "Q6_K": deq_q6_k,
-       "MXFP4": deq_mxfp4,
+       "MXFP4": deq_mxfp4, "NVFP4": deq_nvfp4,
        "F16": deq_f16, "BF16": deq_bf16, "F32": deq_f32}
 
 

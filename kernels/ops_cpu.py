@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernels import attention, gdn, kda, kv_write, matmul, mla, qmatmul, rmsnorm, rope, swiglu
+from kernels import (attention, dsa, gdn, kda, kv_write, matmul, mhc, mla, qmatmul, rmsnorm, rope,
+                     swiglu)
 from kernels import moe as M
 from kernels.blocks import Blocks, ExpertStack, MixedBlocks
 
@@ -95,13 +96,14 @@ class Ops:
             return self.rms_norm(h, norm_w, eps), h
         return self.add_rms_norm(out, h, norm_w, eps)
 
-    def gate_up_silu(self, x, w, ff):
-        """silu(x Wg) * (x Wu) from the fused gate|up matrix (gate columns then up)."""
+    def gate_up_silu(self, x, w, ff, limit=0.0):
+        """silu(x Wg) * (x Wu) from the fused gate|up matrix (gate columns then up); limit
+        (GLM-5.3-Flash's swiglu_limit): the gate clamped above, up both ways (0: none)."""
         gu = self.linear(x, w)
-        return swiglu.ref(gu[:, :ff], gu[:, ff:])
+        return swiglu.limited(gu[:, :ff], gu[:, ff:], limit)
 
     def moe(self, x, router, router_bias, experts_gu, experts_down, ff, routing, shared_gu=None,
-            shared_down=None, shared_ff=0):
+            shared_down=None, shared_ff=0, limit=0.0):
         """A mixture-of-experts MLP on the normed rows x [T, d] -> [T, d] (this shard's
         partial sum under TP): the router (replicated), each token's chosen experts in
         ascending id, tokens grouped by expert for the products, then + the shared expert
@@ -118,16 +120,40 @@ class Ops:
             experts = np.array([e for e, _, _ in groups], np.int64)
             offs = np.cumsum([0] + [len(r) for _, r, _ in groups])
             gu = self._moe_cpu.grouped_matmul(x[rows], experts_gu, experts, offs)
-            act = swiglu.ref(gu[:, :ff], gu[:, ff:])
+            act = swiglu.limited(gu[:, :ff], gu[:, ff:], limit)
             y[rows, slots] = self._moe_cpu.grouped_matmul(act, experts_down, experts, offs)
         else:
             for e, rows, slots in groups:
-                act = self.gate_up_silu(np.ascontiguousarray(x[rows]), experts_gu[e], ff)
+                act = self.gate_up_silu(np.ascontiguousarray(x[rows]), experts_gu[e], ff, limit)
                 y[rows, slots] = self.linear(act, experts_down[e])
         out = M.combine(y, wts)
         if shared_gu is not None:
-            out += self.linear(self.gate_up_silu(x, shared_gu, shared_ff), shared_down)
+            out += self.linear(self.gate_up_silu(x, shared_gu, shared_ff, limit), shared_down)
         return out
+
+    # GLM-5.3-Flash: mHC's residual streams (kernels/mhc.py), sparse latent attention (dsa.py)
+    def mhc_expand(self, x, n):
+        """The embedding [T, d] as n equal residual streams [T, n, d]."""
+        return mhc.expand(x, n)
+
+    def mhc_head(self, streams):
+        return mhc.head(streams)
+
+    def mhc_pre(self, streams, hc, *, norm_eps, hc_eps, iters):
+        """(the block's input [T, d], post [T, N], comb [T, N, N]) of the streams [T, N, d]."""
+        pre, post, comb = mhc.weights(streams, hc.fn_t, hc.base, hc.scale, norm_eps=norm_eps,
+                                      hc_eps=hc_eps, iters=iters)
+        return mhc.collapse(streams, pre), post, comb
+
+    def mhc_post(self, y, streams, post, comb):
+        return mhc.post_mix(np.ascontiguousarray(y, dtype=np.float32), streams, post, comb)
+
+    def dsa_attend(self, q, ckv, kv_norm, eps, w_uk, w_uv_t, nope, pool, rows, scale, ix, x,
+                   q_resid, pooled, rings, n_heads, topk, kpool, choices_in):
+        """GLM-5.3-Flash's sparse latent attention (kernels/dsa.py's round_attend): -> ([T, H V],
+        the round's choices)."""
+        return dsa.round_attend(q, ckv, kv_norm, eps, w_uk, w_uv_t, nope, pool, rows, scale, ix,
+                                x, q_resid, pooled, rings, n_heads, topk, kpool, choices_in)
 
     def _grouped(self, experts) -> bool:
         """Experts the CPU multiplies in one call: an ExpertStack of a 32-element kind."""

@@ -48,10 +48,12 @@ class CudaOps(Ops):
             return matmul_fused_cuda.cuda_norm(out, h, norm_w, eps, w, bias, glu_ff, pi_out=True)
         return super().norm_linear(out, h, norm_w, eps, w, bias, glu_ff)
 
-    def gate_up_silu(self, x, w, ff):
+    def gate_up_silu(self, x, w, ff, limit=0.0):
         """At decode sizes one GEMM launch with SwiGLU in its epilogue
         (kernels/matmul_fused_cuda.cuda_glu); over GGUF blocks the GEMM, then swiglu_cuda
-        (cuda_glu's bytes)."""
+        (cuda_glu's bytes). A clamped SwiGLU (limit) runs on the CPU only."""
+        if limit:
+            raise NotImplementedError("a clamped SwiGLU runs on the CPU only")
         if qmatmul_cuda.is_quant(w):
             return qmatmul_cuda.glu(x, w, ff)
         return matmul_fused_cuda.cuda_glu(x, w, ff)
@@ -100,6 +102,14 @@ class CudaOps(Ops):
 
     def qkv_attend_sinks(self, *a, **k):
         raise NotImplementedError("attention sinks and sliding windows run on the CPU only")
+
+    def mhc_expand(self, *a, **k):
+        raise NotImplementedError("mHC streams run on the CPU only")
+
+    mhc_head = mhc_pre = mhc_post = mhc_expand
+
+    def dsa_attend(self, *a, **k):
+        raise NotImplementedError("sparse latent attention runs on the CPU only")
 
     def gdn_chunk(self, *a, **k):
         raise NotImplementedError("Gated DeltaNet layers run on the CPU only")

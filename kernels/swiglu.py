@@ -16,3 +16,13 @@ def clamped(gate: np.ndarray, up: np.ndarray, limit: float = 7.0, alpha: float =
     u = np.clip(up, np.float32(-limit), np.float32(limit))
     glu = g / (np.float32(1.0) + np.exp(-(np.float32(alpha) * g)))
     return ((u + np.float32(1.0)) * glu).astype(np.float32)
+
+
+def limited(gate: np.ndarray, up: np.ndarray, limit: float) -> np.ndarray:
+    """GLM-5.3-Flash's SwiGLU (swiglu_limit): silu(min(gate, limit)) * clip(up, -limit, limit),
+    float32; limit 0: none (ref)."""
+    if not limit:
+        return ref(gate, up)
+    g = np.minimum(gate, np.float32(limit))
+    u = np.clip(up, np.float32(-limit), np.float32(limit))
+    return (g / (np.float32(1.0) + np.exp(-g)) * u).astype(np.float32)

@@ -105,6 +105,10 @@ def _refuse_moe_on_gpu(source: str) -> None:
         except Exception:
             return
     arch = ARCH_ALIASES.get(arch, arch)          # GGUF "gpt-oss" is our gptoss
+    if arch == "glm5next":                       # named as the model it is
+        from dataclasses import replace
+        raise UnsupportedModel(moe_on_gpu(replace(shape("glm-5.3-flash"),
+                                                  name=os.path.basename(os.path.normpath(source)))))
     if arch in MOE_ARCHS:
         raise UnsupportedModel(f"{os.path.basename(os.path.normpath(source))}: the {arch} family "
                                "(mixture of experts) runs on the CPU only until its GPU kernels "

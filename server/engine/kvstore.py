@@ -59,6 +59,13 @@ class KVStore:
                              "(snap_bytes 0: no slots)")
         self.snaps = [xp.zeros((self.layout.n_fixed_layers, snaps, *shape), dtype=np.float32)
                       for _, shape in self.layout.fixed] if snaps else []
+        # pooled indexer keys (GLM-5.3-Flash): beside the latent rows, on the same pages /
+        # windows, [pooled layers, n, rows, 1, Di / kpool]; the index rings in the fixed part
+        lp = self.layout.n_pooled_layers
+        self.pooled = [xp.empty((lp, n, rows, *shape), dtype=dtype)
+                       for _, shape in self.layout.pooled] if lp else []
+        self.index_rings = [xp.zeros((lp, streams, *shape), dtype=np.float32)
+                            for _, shape in self.layout.rings] if lp else []
 
     @classmethod
     def of(cls, xp, layout: KVSpec, dtype, **kw) -> "KVStore":
@@ -68,7 +75,17 @@ class KVStore:
     def nbytes(self) -> int:
         return (sum(a.nbytes for a in self.arrays) + sum(a.nbytes for a in self.cache)
                 + sum(a.nbytes for a in self.rings) + sum(a.nbytes for a in self.fixed)
-                + sum(a.nbytes for a in self.snaps))
+                + sum(a.nbytes for a in self.snaps)
+                + sum(a.nbytes for a in self.pooled) + sum(a.nbytes for a in self.index_rings))
+
+    def pooled_of(self, j: int):
+        """Pooled-key layer j's array [n, rows, 1, Di / kpool] (kernels/dsa.py reads it as
+        [n, rows / kpool, Di])."""
+        return self.pooled[0][j]
+
+    def index_ring_of(self, j: int):
+        """Pooled-key layer j's index rings [streams, kpool, 2, Di] (a stream's slot each)."""
+        return self.index_rings[0][j]
 
     def fixed_of(self, layer: int) -> tuple:
         """The fixed part's arrays of recurrent layer `layer` (its index among the recurrent
@@ -94,8 +111,8 @@ class KVStore:
             s[:, dst] = s[:, src]
 
     def reset_fixed(self, stream: int) -> None:
-        """A stream starting at position 0: its states and windows zeroed."""
-        for a in self.fixed:
+        """A stream starting at position 0: its states, windows and index rings zeroed."""
+        for a in self.fixed + self.index_rings:
             a[:, stream] = 0
 
     def is_ring(self, layer) -> bool:
@@ -135,9 +152,9 @@ class KVStore:
     def poison(self, stream: int, page_ids, kept: int) -> None:
         """NaN into what a stream is about to use, past its kept prefix, and into its fixed
         part's slot (reset_fixed then zeroes it: a stream that skipped it reads NaN)."""
-        for a in self.fixed:
+        for a in self.fixed + self.index_rings:
             a[:, stream] = float("nan")
-        for a in self.arrays:
+        for a in self.arrays + self.pooled:
             nan = float("nan")
             if a.dtype.itemsize == 2:       # bf16/fp16 on the GPU: 0x7FC0 is NaN in both
                 nan, a = 0x7FC0, a.view(self.xp.uint16)

@@ -120,12 +120,19 @@ class Model:
         if self.fused is not None and r.cpu is not None:
             return self.fused.run(h, r, kv, self.scale)
         out = None
+        begin = getattr(self.family, "begin_round", None)  # glm5next: h as mHC's streams
+        if begin is not None:
+            h = begin(ops, self, h)
         layer = self.family.forward_layer
         for li, L in enumerate(w.layers):
             h, out = layer(self.ops, self, L, li, h, out, r, kv)
+        end = getattr(self.family, "end_round", None)      # glm5next: the streams' mean
+        if end is not None:
+            h, out = end(self.ops, self, h, out)
         if w.mtp is not None:     # the MTP layer reads every row's h_i (server/engine/mtp_pass.py)
             self.hidden = self.ops.add_norm(out, h, w.norm, s.rms_eps)[0]
         if r.sel is None:
             return None
         # the wanted rows only: h += out; logits = rmsnorm(h) W_head   [n_wanted, vocab]
-        return self.ops.norm_linear(out[r.sel], h[r.sel], w.norm, s.rms_eps, w.lm_head)[0]
+        return self.ops.norm_linear(None if out is None else out[r.sel], h[r.sel], w.norm,
+                                    s.rms_eps, w.lm_head)[0]

@@ -13,7 +13,7 @@ Pure Python: a family module imports neither numpy nor kernels (the forward is h
 """
 from __future__ import annotations
 
-from server.families import deepseek2, gpt_oss, kimi_linear, llama, moe, qwen3next
+from server.families import deepseek2, glm5_next, gpt_oss, kimi_linear, llama, moe, qwen3next
 
 FAMILIES = {
     "llama": llama, "mistral": llama, "qwen2": llama, "qwen3": llama,
@@ -22,6 +22,7 @@ FAMILIES = {
     "gptoss": gpt_oss,
     "qwen3next": qwen3next,
     "kimilinear": kimi_linear,
+    "glm5next": glm5_next,
 }
 
 

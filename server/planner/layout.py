@@ -64,6 +64,10 @@ class Layout:
                   prefill_chunk: int = 256) -> "Layout":
         if page_rows < 1:
             raise ValueError(f"--page-rows {page_rows} must be at least 1")
+        kpool = getattr(spec, "index_kpool", 0)
+        if kpool and page_rows % kpool:
+            raise ValueError(f"--page-rows {page_rows} must be a multiple of {spec.name or spec.arch}'s "
+                             f"index_kpool {kpool}: a page holds whole pools' pooled keys")
         shard = shard_of(spec, tp, rank)
         lo, hi = shard.ff
         dense = not spec.n_experts or spec.first_dense_layers > 0

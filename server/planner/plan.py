@@ -261,8 +261,10 @@ def _on_pages(layouts, rooms, context, parallel, cache_bytes, verify, notes) -> 
         n = max(1, min(AUTO_PAGED_CAP, half, fits))
 
     # pages each rank can hold once the streams' fixed parts are paid
-    snap = [L.kv_spec.fixed_bytes for L in layouts]
-    if any(snap):
+    snap = [L.kv_spec.snap_bytes for L in layouts]
+    if _unkept(layouts):
+        slots, cache_pages, notes = 0, 0, notes + _unkept(layouts, cache_bytes)
+    elif any(snap):
         left = [room - n * fb - (floor + n - 1) * pb for room, fb, pb in zip(rooms, f, p)]
         slots, cache_pages, notes = _cache_snaps(cache_bytes, p, snap, left, notes)
     else:
@@ -297,8 +299,10 @@ def _on_windows(layouts, rooms, context, parallel, cache_bytes, verify, notes) -
         # auto: the prompt cache is funded first, the windows take the rest (at least one)
         want = cache_bytes // max(p)
         n = max(1, min((room - want * pb) // (fb + wb) for room, fb, wb, pb in zip(rooms, f, w, p)))
-    snap = [L.kv_spec.fixed_bytes for L in layouts]
-    if any(snap):
+    snap = [L.kv_spec.snap_bytes for L in layouts]
+    if _unkept(layouts):
+        slots, cache_pages, notes = 0, 0, notes + _unkept(layouts, cache_bytes)
+    elif any(snap):
         slots, cache_pages, notes = _cache_snaps(
             cache_bytes, p, snap, [room - n * (fb + wb) for room, fb, wb in zip(rooms, f, w)], notes)
     else:
@@ -312,6 +316,16 @@ def _on_windows(layouts, rooms, context, parallel, cache_bytes, verify, notes) -
                   for L, room, fb, wb, pb, sb in zip(layouts, rooms, f, w, p, snap))
     return Plan("off", 0, cache_pages, pr, n, context, verify, floor, ranks, governing, notes,
                 snap_slots=slots)
+
+
+def _unkept(layouts, cache_bytes: int | None = None):
+    """A layout with a fixed part that snapshot slots do not keep (KVSpec.snap_bytes 0): with
+    cache_bytes, the note saying the prompt cache is off (none when none was asked); else
+    whether any layout is so."""
+    if cache_bytes is None:
+        return any(L.kv_spec.fixed and not L.kv_spec.snap_bytes for L in layouts)
+    return (f"prompt cache off: {size(cache_bytes)} asked, but this family's kept state "
+            "(GLM-5.3-Flash's index rings) is not held in snapshot slots yet",) if cache_bytes else ()
 
 
 def _cache_snaps(cache_bytes: int, page_bytes: list, snap_bytes: list, left: list,

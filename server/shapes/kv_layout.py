@@ -41,6 +41,19 @@ An MTP (NextN) layer run (`--draft mtp`, `spec.mtp_layers`; server/families/next
 rows of the same kind as a trunk layer's: it is counted as one more layer after the trunk's
 (`mtp_layers` of `n_layers`), on the stream's pages or window like any other.
 
+A latent layout may also keep **pooled indexer keys** (GLM-5.3-Flash's DSA indexer,
+kernels/dsa.py): each layer with its own indexer stores, beside the latent rows it pools, one
+key of index_head_dim values a pool of index_kpool rows, in the same page; counted a row:
+
+  pooled  ((name, (1, index_head_dim / index_kpool)),), `n_pooled_layers` of them (the
+          full-indexer latent layers and the MTP layer); a page of P rows (P a multiple of
+          index_kpool) holds P / index_kpool pooled keys a layer; replicated like the rows.
+              bytes a token = (n_layers * (kv_lora_rank + rope) + n_pooled_layers *
+                               index_head_dim / index_kpool) * kv_bytes
+  rings   ((name, a stream's shape),) per pooled layer: the index ring [kpool, 2,
+          index_head_dim] (a pool's k and gate rows until its last token), float32, in the
+          fixed part with the recurrent layers' states (every rank: the indexer is not split).
+
 Pure Python (the planner sizes a model with it, no numpy).
 """
 from __future__ import annotations
@@ -58,6 +71,9 @@ class KVSpec:
     fixed: tuple = ()             # ((name, a stream's shape), ...) per recurrent layer
     n_fixed_layers: int = 0       # recurrent layers (each keeps `fixed` a stream)
     mtp_layers: int = 0           # of n_layers, the last ones an MTP (NextN) layer's rows
+    pooled: tuple = ()            # ((name, a row's shape),): pooled indexer keys, a row's share
+    n_pooled_layers: int = 0      # layers keeping pooled keys on the pages
+    rings: tuple = ()             # ((name, a stream's shape),) per pooled layer (fixed part)
 
     FIXED_BYTES = 4               # the fixed part is float32 on every device
 
@@ -95,9 +111,16 @@ class KVSpec:
         return n
 
     @property
+    def pooled_row_elements(self) -> int:
+        """Pooled-key elements a row of one pooled layer (index_head_dim / index_kpool)."""
+        return sum(_prod(shape) for _, shape in self.pooled)
+
+    @property
     def elements_per_token(self) -> int:
-        """KV elements of one token on pages: all layers but a window kind's window layers."""
-        return len(self.paged_layers) * self.row_elements
+        """KV elements of one token on pages: all layers but a window kind's window layers,
+        and the pooled keys' share of a row on the pooled layers."""
+        return (len(self.paged_layers) * self.row_elements
+                + self.n_pooled_layers * self.pooled_row_elements)
 
     def bytes_per_token(self, kv_bytes: int) -> int:
         return self.elements_per_token * kv_bytes
@@ -111,7 +134,27 @@ class KVSpec:
             for s in shape:
                 k *= s
             n += k
-        return self.n_fixed_layers * n * self.FIXED_BYTES
+        rings = sum(_prod(shape) for _, shape in self.rings)
+        return (self.n_fixed_layers * n + self.n_pooled_layers * rings) * self.FIXED_BYTES
+
+    @property
+    def snap_bytes(self) -> int:
+        """A snapshot slot (the prompt cache's kept copy of a stream's fixed part): the fixed
+        part's bytes, where a slot keeps all of it; 0 for no fixed part, and for a layout
+        whose index rings (GLM-5.3-Flash's pooled keys in the making) a slot does not keep
+        yet, so that a family's prompt cache is off rather than resumed half right."""
+        return 0 if self.rings else self.fixed_bytes
+
+    def with_pooled(self, n_pooled_layers: int, head_dim: int, kpool: int) -> "KVSpec":
+        """Pooled indexer keys on `n_pooled_layers` layers (and their rings in the fixed
+        part); head_dim must be a multiple of kpool (kernels/dsa.py's check_geometry)."""
+        from dataclasses import replace
+        if kpool < 2 or head_dim % kpool:
+            raise ValueError(f"index_head_dim {head_dim} is not a multiple of index_kpool "
+                             f"{kpool} (a page row holds index_head_dim / index_kpool values)")
+        return replace(self, pooled=(("pooled", (1, head_dim // kpool)),),
+                       n_pooled_layers=n_pooled_layers,
+                       rings=(("index_ring", (kpool, 2, head_dim)),))
 
     def with_fixed(self, n_fixed_layers: int, fixed: tuple) -> "KVSpec":
         from dataclasses import replace
@@ -131,6 +174,13 @@ class KVSpec:
 
     def describe(self) -> str:
         """'K and V rows' or 'latent rows (512 + 64 a token and layer, every rank)'."""
+        if self.pooled:
+            mib = self.fixed_bytes / 2**20
+            return (f"latent rows on {self.n_layers} layers and pooled indexer keys on "
+                    f"{self.n_pooled_layers} ({self.row_elements} + "
+                    f"{self.pooled_row_elements} values a row, the same on every rank); "
+                    f"recurrent states of {self.n_fixed_layers} layers and index rings beside "
+                    f"the pages, {mib:.2f} MiB fixed each stream")
         if self.fixed:
             mib = self.fixed_bytes / 2**20
             rows = "latent rows" if self.kind == "latent" else "K and V rows"
@@ -153,6 +203,12 @@ def kv_spec(spec, shard) -> KVSpec:
     (`spec.mtp_layers`, `--draft mtp`) write rows like a trunk layer's, after them: layer
     n_layers + j of the arrays (server/families/nextn.py)."""
     mtp = getattr(spec, "mtp_layers", 0)
+    if getattr(spec, "index_kpool", 0):          # glm5next: DSA layers + MTP, KDA states
+        latent = spec.n_kv_layers + spec.nextn_layers
+        pooled = latent - len(spec.index_shared)
+        return KVSpec.latent(latent, spec.kv_lora_rank, spec.qk_rope_head_dim).with_fixed(
+            spec.n_layers - spec.n_kv_layers, gdn_fixed_part(spec, shard)).with_pooled(
+            pooled, spec.index_head_dim, spec.index_kpool)
     if getattr(spec, "kv_lora_rank", 0):
         if getattr(spec, "recurrent", False):          # kimilinear: latent rows on the full
             return KVSpec.latent(spec.n_kv_layers, spec.kv_lora_rank,   # layers, KDA states
@@ -181,3 +237,10 @@ def gdn_fixed_part(spec, shard) -> tuple:
     r = spec.lin_v_heads // spec.lin_k_heads
     nk, nv, dk, dv = hi - lo, (hi - lo) * r, spec.lin_k_dim, spec.lin_v_dim
     return (("state", (nv, dk, dv)), ("conv", (spec.conv_kernel - 1, 2 * nk * dk + nv * dv)))
+
+
+def _prod(shape) -> int:
+    k = 1
+    for s in shape:
+        k *= s
+    return k

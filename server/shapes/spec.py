@@ -10,13 +10,15 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 DENSE_ARCHS = ("llama", "mistral", "qwen2", "qwen3", "smollm")
-MOE_ARCHS = ("qwen3moe", "glm4moe", "deepseek2", "gptoss", "qwen3next", "kimilinear")
-MLA_ARCHS = ("deepseek2", "kimilinear")
-RECURRENT_ARCHS = ("qwen3next", "kimilinear")
+MOE_ARCHS = ("qwen3moe", "glm4moe", "deepseek2", "gptoss", "qwen3next", "kimilinear",
+             "glm5next")
+MLA_ARCHS = ("deepseek2", "kimilinear", "glm5next")
+RECURRENT_ARCHS = ("qwen3next", "kimilinear", "glm5next")
 ARCH_ALIASES = {"smollm": "llama", "gpt-oss": "gptoss", "gpt_oss": "gptoss",   # file's -> ours
                 "kimi-linear": "kimilinear", "kimi_linear": "kimilinear",
-                "qwen35moe": "qwen3next"}      # Qwen3.5/3.6 MoE: the same layers (gguf_qwen3next.py)
-SUPPORTED_ARCHS = DENSE_ARCHS + MOE_ARCHS + ("gpt-oss", "kimi-linear", "qwen35moe")
+                "qwen35moe": "qwen3next",      # Qwen3.5/3.6 MoE: the same layers (gguf_qwen3next.py)
+                "glm5-next": "glm5next", "glm5_next": "glm5next"}
+SUPPORTED_ARCHS = DENSE_ARCHS + MOE_ARCHS + ("gpt-oss", "kimi-linear", "qwen35moe", "glm5-next")
 ROUTERS = ("softmax", "sigmoid", "topk_softmax")
 
 
@@ -80,6 +82,16 @@ class ModelSpec:
     linear_layers: tuple = ()
     lin_lower_bound: float | None = None   # KDA's safe gate: g = lb * sigmoid(...) (GLM-5.3)
     zero_centred_norms: bool = False  # HF Qwen3-Next: RMSNorm weights stored as w - 1
+    # GLM-5.3-Flash (glm5next; 0 / () elsewhere): the DSA indexer of the latent layers, with
+    # keys pooled in groups of index_kpool (kernels/dsa.py), and mHC's residual streams
+    index_kpool: int = 0        # tokens a pooled indexer key stands for (16)
+    index_topk: int = 0         # keys a sparse query reads (2048), in whole pools, + the tail
+    index_heads: int = 0        # the indexer's query heads (32)
+    index_head_dim: int = 0     # their width, and a pooled key's (128)
+    index_shared: tuple = ()    # latent layers whose indexer is "shared": they reuse the
+                                # previous full layer's choice and keep no pooled keys
+    hc_mult: int = 0            # mHC's residual streams (4; 0: a plain residual)
+    swiglu_limit: float = 0.0   # gate and up clamped to +-limit before SwiGLU (0: none)
     # gpt-oss (0 / False / None elsewhere)
     sliding_window: int = 0     # rows a sliding layer's query reads (its last ones); layers
                                 # 0, 2, 4, ... slide, the others attend to the whole context
@@ -268,6 +280,21 @@ SHAPES: dict[str, ModelSpec] = {
                                     qk_rope_head_dim=8, v_head_dim=16, full_attn_every=4,
                                     lin_k_heads=3, lin_v_heads=3, lin_k_dim=16, lin_v_dim=16,
                                     conv_kernel=4, name="tiny-kimilinear-h3"),
+    # GLM-5.3-Flash (glm5next): 45 layers, KDA where i % 4 != 3, else sparse NoPE latent
+    # attention with the pooled-key DSA indexer; 3 dense, then 288 experts top-8 + 1 shared;
+    # mHC's 4 streams; one MTP layer (its latent rows and pooled keys on the pages)
+    "glm-5.3-flash": ModelSpec("glm5next", 45, 4096, 64, 64, 256, 12288, 154880,
+                               rms_eps=1e-5, max_context=1048576, n_experts=288,
+                               n_experts_used=8, expert_ff=2048, n_shared_experts=1,
+                               shared_ff=2048, first_dense_layers=3, router="sigmoid",
+                               norm_topk_prob=True, routed_scaling_factor=2.5,
+                               nextn_layers=1, q_lora_rank=1536, kv_lora_rank=512,
+                               qk_rope_head_dim=0, v_head_dim=256, lin_k_heads=64,
+                               lin_v_heads=64, lin_k_dim=128, lin_v_dim=128, conv_kernel=4,
+                               linear_layers=tuple(i for i in range(45) if i % 4 != 3),
+                               lin_lower_bound=-5.0, index_kpool=16, index_topk=2048,
+                               index_heads=32, index_head_dim=128, hc_mult=4,
+                               swiglu_limit=10.0, name="glm-5.3-flash"),
     "tiny-qwen3moe": ModelSpec("qwen3moe", 2, 64, 4, 2, 16, 96, 512, max_context=512,
                                rms_eps=1e-6, qk_norm=True, n_experts=8, n_experts_used=3,
                                expert_ff=96, router="softmax", norm_topk_prob=True,
@@ -300,6 +327,10 @@ SHAPES: dict[str, ModelSpec] = {
 
 def moe_on_gpu(spec: ModelSpec) -> str:
     """The one-line refusal of a mixture-of-experts family on --device cuda."""
+    if spec.arch == "glm5next":
+        return (f"{spec.name or spec.arch}: GLM-5.3-Flash (glm5next: KDA, sparse latent "
+                "attention with the pooled-key DSA indexer, mHC streams, mixture of experts) "
+                "runs on the CPU only until its GPU kernels exist; use --device cpu")
     if spec.recurrent and spec.mla:
         return (f"{spec.name or spec.arch}: the {spec.arch} family (Kimi Delta Attention "
                 "recurrent layers, latent attention, mixture of experts) runs on the CPU only "

@@ -25,6 +25,13 @@ MLA_KEYS = MOE_KEYS | {"attention.q_lora_rank", "attention.kv_lora_rank",
 # kimi-linear (llama.cpp's src/models/kimi-linear.cpp): MLA's keys, the KDA layers' conv
 # kernel and head dim; head_count_kv is an array, 0 on a KDA layer
 KIMI_KEYS = MLA_KEYS | {"ssm.conv_kernel", "kda.head_dim"}
+# glm5-next (llama.cpp's src/models/glm5-next.cpp): kimi-linear's keys, the safe gate, the
+# SwiGLU clamp, the pooled-key DSA indexer and mHC
+GLM5_KEYS = KIMI_KEYS | {
+    "kda.gate_lower_bound", "swiglu_clamp_exp", "swiglu_clamp_shexp",
+    "attention.indexer.head_count", "attention.indexer.key_length", "attention.indexer.top_k",
+    "attention.indexer.types", "attention.indexer.kpool", "attention.indexer.kpool_select_tail",
+    "hyper_connection.count", "hyper_connection.sinkhorn_iterations", "hyper_connection.epsilon"}
 # the {arch}.* keys a gpt-oss GGUF carries (llama.cpp's converter, conversion/gpt_oss.py)
 GPTOSS_KEYS = {
     "context_length", "embedding_length", "block_count", "feed_forward_length",
@@ -72,9 +79,10 @@ def spec_from_gguf(meta: Fields, names: set[str]) -> tuple[ModelSpec, str]:
     d = int(meta.need(f"{a}.embedding_length"))
     n_heads = int(meta.need(f"{a}.attention.head_count"))
     n_kv = meta.get(f"{a}.attention.head_count_kv", n_heads)
-    linear = kimi_linear_layers(meta, a, n_kv) if arch == "kimilinear" else ()
-    n_kv = n_heads if arch == "kimilinear" else int(n_kv)
-    if arch in ("deepseek2", "kimilinear"):   # MLA: the q/k head is key_length_mla (nope + rope)
+    recur = arch in ("kimilinear", "glm5next")
+    linear = kimi_linear_layers(meta, a, n_kv) if recur else ()
+    n_kv = n_heads if recur else int(n_kv)
+    if arch in ("deepseek2", "kimilinear", "glm5next"):   # MLA: the q/k head is key_length_mla (nope + rope)
         head_dim = meta.need(f"{a}.attention.key_length_mla")
         n_kv = n_heads
     elif arch in MOE_ARCHS:      # rope.dimension_count may be partial there (GLM: half a head)
@@ -114,11 +122,53 @@ def spec_from_gguf(meta: Fields, names: set[str]) -> tuple[ModelSpec, str]:
                            "(foldserve supports Llama 3.1 style scaling only)")
     if arch in MOE_ARCHS:
         spec = moe_spec(meta, spec, a)
-    if arch == "kimilinear":        # llama.cpp: the KDA layers have head_count heads of kda.head_dim
+    if recur:                       # llama.cpp: the KDA layers have head_count heads of kda.head_dim
         D = int(meta.need(f"{a}.kda.head_dim"))
-        spec = replace(spec, linear_layers=linear, lin_k_heads=n_heads, lin_v_heads=n_heads,
+        spec = replace(spec, linear_layers=tuple(i for i in linear if i < spec.n_layers),
+                       lin_k_heads=n_heads, lin_v_heads=n_heads,
                        lin_k_dim=D, lin_v_dim=D, conv_kernel=int(meta.need(f"{a}.ssm.conv_kernel")))
+    if arch == "glm5next":
+        spec = glm5_fields(meta, spec, a)
     return spec, a
+
+
+def glm5_fields(meta: Fields, spec: ModelSpec, a: str) -> ModelSpec:
+    """glm5-next's indexer, mHC, safe gate and SwiGLU clamp, as llama.cpp reads them; a value
+    foldserve does not serve is refused naming the key."""
+    path = meta.path
+
+    def refuse(key, why):
+        raise UnsupportedModel(f"{path}: {a}.{key} = {meta.get(f'{a}.{key}')!r}; {why} "
+                               "(glm5-next as foldserve serves it)")
+    if int(meta.need(f"{a}.hyper_connection.count")) != 4:
+        refuse("hyper_connection.count", "4 mHC streams")
+    if int(meta.need(f"{a}.hyper_connection.sinkhorn_iterations")) != 20:
+        refuse("hyper_connection.sinkhorn_iterations", "20 Sinkhorn iterations")
+    if f32(meta.need(f"{a}.hyper_connection.epsilon")) != 1e-6:
+        refuse("hyper_connection.epsilon", "eps 1e-6")
+    if meta.get(f"{a}.attention.indexer.kpool_select_tail", False) is not True:
+        refuse("attention.indexer.kpool_select_tail", "the tail pool always selected (true)")
+    types = meta.get(f"{a}.attention.indexer.types")
+    shared = ()
+    if types is not None:
+        types = list(types) if isinstance(types, (list, tuple)) else [types] * spec.n_layers
+        shared = tuple(i for i in range(spec.n_layers)
+                       if not spec.is_linear_layer(i) and not int(types[i]))
+    clamp = meta.get(f"{a}.swiglu_clamp_exp", 0.0)
+    clamps = set(clamp if isinstance(clamp, (list, tuple)) else [clamp]) - {0, 0.0}
+    shexp = meta.get(f"{a}.swiglu_clamp_shexp")
+    if len(clamps) > 1 or (shexp is not None and
+                           set(shexp if isinstance(shexp, (list, tuple)) else [shexp]) - {0, 0.0}
+                           != clamps):
+        refuse("swiglu_clamp_exp", "one clamp for every expert and the shared expert")
+    lb = meta.get(f"{a}.kda.gate_lower_bound")
+    return replace(
+        spec, index_kpool=int(meta.need(f"{a}.attention.indexer.kpool")),
+        index_topk=int(meta.need(f"{a}.attention.indexer.top_k")),
+        index_heads=int(meta.need(f"{a}.attention.indexer.head_count")),
+        index_head_dim=int(meta.need(f"{a}.attention.indexer.key_length")),
+        index_shared=shared, hc_mult=4, lin_lower_bound=None if lb is None else f32(lb),
+        swiglu_limit=f32(clamps.pop()) if clamps else 0.0)
 
 
 def kimi_linear_layers(meta: Fields, a: str, kv) -> tuple:
@@ -147,7 +197,8 @@ def moe_spec(meta: Fields, spec: ModelSpec, a: str) -> ModelSpec:
     """The mixture-of-experts fields of a qwen3moe / glm4moe GGUF, as llama.cpp reads them.
     An unknown {arch}.* key, or a value foldserve does not serve, is refused by name."""
     path, arch = meta.path, spec.arch
-    keys = KIMI_KEYS if arch == "kimilinear" else MLA_KEYS if arch == "deepseek2" else MOE_KEYS
+    keys = (GLM5_KEYS if arch == "glm5next" else KIMI_KEYS if arch == "kimilinear"
+            else MLA_KEYS if arch == "deepseek2" else MOE_KEYS)
     unknown = sorted(k for k in meta.fields if k.startswith(a + ".") and k[len(a) + 1:] not in keys)
     if unknown:
         raise UnsupportedModel(
@@ -173,7 +224,7 @@ def moe_spec(meta: Fields, spec: ModelSpec, a: str) -> ModelSpec:
                                    "its top-k weights)")
         if meta.get(f"{a}.expert_shared_count"):
             raise UnsupportedModel(f"{path}: {a}.expert_shared_count (qwen3moe has no shared expert)")
-    elif arch == "kimilinear":
+    elif arch in ("kimilinear", "glm5next"):
         if gating != 2:
             raise UnsupportedModel(f"{path}: {a}.expert_gating_func {gating}; kimi-linear gates "
                                    "by sigmoid (2), the key required as llama.cpp reads it")
@@ -195,14 +246,14 @@ def moe_spec(meta: Fields, spec: ModelSpec, a: str) -> ModelSpec:
     n_shared = int(meta.get(f"{a}.expert_shared_count", 0))
     eff = need_int("expert_feed_forward_length")
     first_dense = int(meta.get(f"{a}.leading_dense_block_count", 0))
-    rot = int(meta.get(f"{a}.rope.dimension_count", 0) or spec.head_dim)
+    rot = int(meta.get(f"{a}.rope.dimension_count", 0) or (0 if arch == "glm5next" else spec.head_dim))
     n_group = int(meta.get(f"{a}.expert_group_count", 0) or 1)
     topk_group = int(meta.get(f"{a}.expert_group_used_count", 0) or 1)
     if first_dense and not spec.d_ff:
         raise WeightsError(f"{path}: {a}.leading_dense_block_count {first_dense} without "
                            f"{a}.feed_forward_length")
     mla = {}
-    if arch in ("deepseek2", "kimilinear"):
+    if arch in ("deepseek2", "kimilinear", "glm5next"):
         kv_lora = need_int("attention.kv_lora_rank")
         if int(meta.need(f"{a}.attention.key_length")) != kv_lora + rot:
             raise WeightsError(f"{path}: {a}.attention.key_length is not kv_lora_rank + "
@@ -216,7 +267,8 @@ def moe_spec(meta: Fields, spec: ModelSpec, a: str) -> ModelSpec:
         expert_ff=eff, n_shared_experts=n_shared, shared_ff=eff * n_shared,
         first_dense_layers=first_dense, router=router, norm_topk_prob=norm,
         routed_scaling_factor=scale, n_group=n_group, topk_group=topk_group,
-        rotary_dim=rot if arch in ("deepseek2", "kimilinear") else 0 if rot == spec.head_dim else rot)
+        rotary_dim=(rot if arch in ("deepseek2", "kimilinear", "glm5next")
+                    else 0 if rot == spec.head_dim else rot))
 
 
 def gptoss_spec(meta: Fields, spec: ModelSpec, a: str) -> ModelSpec:

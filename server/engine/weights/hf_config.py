@@ -22,11 +22,13 @@ ARCHITECTURES = {
     "Qwen3_5MoeForCausalLM": "qwen3next",     # Qwen3.5/3.6 MoE's text model: the same layers
     "GptOssForCausalLM": "gptoss",
     "KimiLinearForCausalLM": "kimilinear",
+    "Glm5NextForConditionalGeneration": "glm5next",
 }
 MODEL_TYPES = {"qwen3_moe": "qwen3moe", "glm4_moe": "glm4moe", "deepseek_v2": "deepseek2",
                "deepseek_v3": "deepseek2", "glm4_moe_lite": "deepseek2", "qwen3_next": "qwen3next",
                "qwen3_5_moe_text": "qwen3next",
-               "gpt_oss": "gptoss", "kimi_linear": "kimilinear"}
+               "gpt_oss": "gptoss", "kimi_linear": "kimilinear",
+               "glm5_next": "glm5next", "glm5_next_text": "glm5next"}
 
 
 def arch_of(cfg: dict, path: str) -> str:
@@ -77,6 +79,8 @@ def spec_from_config(cfg: dict, path: str) -> ModelSpec:
             raise WeightsError(f"{path}: config.json has no {key!r}")
         return cfg[key]
 
+    if arch == "glm5next":
+        return glm5_spec(cfg, path)
     d = int(need("hidden_size"))
     n_heads = int(need("num_attention_heads"))
     if arch == "gptoss":
@@ -439,3 +443,81 @@ def kimi_spec(cfg: dict, path: str, need) -> ModelSpec:
         kv_lora_rank=int(need("kv_lora_rank")), qk_rope_head_dim=rope_d,
         v_head_dim=int(need("v_head_dim")), lin_k_heads=H, lin_v_heads=H, lin_k_dim=D,
         lin_v_dim=D, conv_kernel=K, linear_layers=linear)
+
+
+def glm5_spec(cfg: dict, path: str) -> ModelSpec:
+    """Glm5NextForConditionalGeneration's text part (`text_config`, or the fields at the top
+    level of a flat text-only config): KDA where layer_types says linear_attention, sparse
+    NoPE latent attention (indexed_attention) with the pooled-key DSA indexer (indexer_types:
+    "shared" layers keep no pooled keys), the DeepSeek-V3 MoE after the dense lead, mHC's
+    streams. A setting foldserve does not serve is refused naming the key."""
+    tc = cfg.get("text_config") or cfg
+
+    def need(key):
+        if tc.get(key) is None:
+            raise WeightsError(f"{path}: text_config has no {key!r}")
+        return tc[key]
+
+    def refuse(key, why):
+        raise UnsupportedModel(f"{path}: text_config.{key} = {tc.get(key)!r}; {why} (glm5next "
+                               "as foldserve serves it)")
+
+    if tc.get("hidden_act", "silu") != "silu":
+        refuse("hidden_act", "silu only")
+    if tc.get("attention_bias"):
+        refuse("attention_bias", "latent attention without biases")
+    if int(tc.get("qk_rope_head_dim") or 0):
+        refuse("qk_rope_head_dim", "NoPE latent attention (0)")
+    if not tc.get("index_kpool_always_select_tail", True):
+        refuse("index_kpool_always_select_tail", "the tail pool is always selected")
+    if int(tc.get("hc_sinkhorn_iters", 20)) != 20 or float(tc.get("hc_eps", 1e-6)) != 1e-6:
+        refuse("hc_sinkhorn_iters", "mHC with 20 Sinkhorn iterations and eps 1e-6")
+    if int(tc.get("n_group") or 1) != 1:
+        refuse("n_group", "one expert group")
+    n_layers = int(need("num_hidden_layers"))
+    types = need("layer_types")
+    if len(types) != n_layers or any(t not in ("linear_attention", "indexed_attention",
+                                               "full_attention") for t in types):
+        refuse("layer_types", "linear_attention and indexed_attention layers, one a layer")
+    linear = tuple(i for i, t in enumerate(types) if t == "linear_attention")
+    itypes = tc.get("indexer_types") or ["full"] * n_layers
+    shared = tuple(i for i, t in enumerate(types) if t != "linear_attention"
+                   and itypes[i] == "shared")
+    full_seen = False
+    for i, t in enumerate(types):
+        if t == "linear_attention":
+            continue
+        if itypes[i] == "full":
+            full_seen = True
+        elif itypes[i] != "shared" or not full_seen:
+            refuse("indexer_types", f"layer {i}: 'full', or 'shared' after a full layer")
+    mlp_types = tc.get("mlp_layer_types") or (["dense"] * 3 + ["sparse"] * (n_layers - 3))
+    first_dense = next((i for i, t in enumerate(mlp_types) if t != "dense"), len(mlp_types))
+    if any(t != "sparse" for t in mlp_types[first_dense:]):
+        refuse("mlp_layer_types", "dense layers must lead, sparse ones follow")
+    H, D = int(tc.get("linear_num_heads", 64)), int(tc.get("linear_head_dim", 128))
+    nope = int(need("qk_nope_head_dim"))
+    eff = int(need("moe_intermediate_size"))
+    n_shared = int(tc.get("n_shared_experts") or 1)
+    lb = tc.get("linear_lower_bound", -5.0)
+    return ModelSpec(
+        arch="glm5next", n_layers=n_layers, d_model=int(need("hidden_size")),
+        n_heads=int(need("num_attention_heads")), n_kv_heads=int(need("num_attention_heads")),
+        head_dim=nope, d_ff=int(need("intermediate_size")), vocab=int(need("vocab_size")),
+        rms_eps=float(tc.get("rms_norm_eps", 1e-5)),
+        max_context=int(tc.get("max_position_embeddings", 1048576)),
+        tie_embeddings=bool(cfg.get("tie_word_embeddings", tc.get("tie_word_embeddings", False))),
+        name=str(cfg.get("_name_or_path", "")) or os.path.basename(os.path.dirname(path)),
+        n_experts=int(need("n_routed_experts")), n_experts_used=int(need("num_experts_per_tok")),
+        expert_ff=eff, n_shared_experts=n_shared, shared_ff=eff * n_shared,
+        first_dense_layers=first_dense, router="sigmoid",
+        norm_topk_prob=bool(tc.get("norm_topk_prob", True)),
+        routed_scaling_factor=float(tc.get("routed_scaling_factor", 1.0)),
+        q_lora_rank=int(need("q_lora_rank")), kv_lora_rank=int(need("kv_lora_rank")),
+        qk_rope_head_dim=0, v_head_dim=int(need("v_head_dim")), lin_k_heads=H, lin_v_heads=H,
+        lin_k_dim=D, lin_v_dim=D, conv_kernel=int(tc.get("linear_conv_kernel_dim", 4)),
+        linear_layers=linear, lin_lower_bound=None if lb is None else float(lb),
+        index_kpool=int(need("index_kpool")), index_topk=int(need("index_topk")),
+        index_heads=int(need("index_n_heads")), index_head_dim=int(need("index_head_dim")),
+        index_shared=shared, hc_mult=int(tc.get("hc_mult", 4)),
+        swiglu_limit=float(tc.get("swiglu_limit") or 0.0))

@@ -57,6 +57,18 @@ def load_hf(folder: str, *, progress: bool = True, mtp: bool = False) -> Loaded:
     files = shard_files(folder)
 
     tensors, stored, unused = {}, {}, []
+    from server.families import family
+    skip = getattr(family(spec), "hf_skip", None)        # glm5next: the image part
+    skipped = 0
+    if skip is not None:
+        for path in files:
+            keep = [n for n in files[path] if not skip(n)]
+            skipped += len(files[path]) - len(keep)
+            files[path] = keep
+        if skipped:
+            log.info("%s: the image part (%d tensors) not read: foldserve serves the text "
+                     "part, and refuses a request's image parts by name",
+                     os.path.basename(folder), skipped)
     total = sum(len(v) for v in files.values())
     with Progress(f"loading {os.path.basename(folder)}", total, enabled=progress, start=start) as bar:
         for path, names in files.items():
@@ -77,7 +89,6 @@ def load_hf(folder: str, *, progress: bool = True, mtp: bool = False) -> Loaded:
         split_gptoss_experts(tensors)
     else:
         split_fused_experts(tensors)
-    from server.families import family
     rename = getattr(family(spec), "hf_rename", None)
     if rename is not None:               # a family whose saved names are not the shared ones
         tensors = {rename(n): t for n, t in tensors.items()}
