@@ -122,7 +122,7 @@ class Model:
         out = None
         begin = getattr(self.family, "begin_round", None)  # glm5next: h as mHC's streams
         if begin is not None:
-            h = begin(ops, self, h)
+            h = begin(self.ops, self, h)
         layer = self.family.forward_layer
         for li, L in enumerate(w.layers):
             h, out = layer(self.ops, self, L, li, h, out, r, kv)

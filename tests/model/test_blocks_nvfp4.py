@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from kernels import qmatmul
-from server.engine.weights.blocks import BLOCK, BlockSplitError, Blocks
+from kernels.blocks import BLOCK, BlockSplitError, Blocks
 
 ok, why = qmatmul.available()
 pytestmark = pytest.mark.skipif(not ok, reason=why)
@@ -135,7 +135,7 @@ def test_experts_in_one_region_equal_each_alone():
     GLM-5.3-Flash's experts): each group's rows == matmul by its expert alone, byte for byte."""
     from kernels.blocks_cpu import matmul
     from kernels.moe_cpu import grouped_matmul
-    from server.engine.weights.blocks import ExpertStack
+    from kernels.blocks import ExpertStack
     stack = ExpertStack([random_nvfp4(48, 128, 20 + e) for e in range(4)])
     x = np.random.default_rng(9).standard_normal((11, 128)).astype(np.float32)
     experts, offs = np.array([2, 0, 3]), np.array([0, 4, 5, 11])
