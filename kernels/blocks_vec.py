@@ -61,6 +61,7 @@ from kernels.vec_ir import prefetch_l2 as _prefetch_l2, splat as _splat  # noqa:
 
 ROWS = 16                # output rows a parallel chunk takes
 BLOCK_BYTES = {"Q8_0": 34, "Q4_0": 18, "Q4_1": 20}
+K_BYTES = {"Q4_K": 144, "Q6_K": 210}     # the K-quants' 256-element blocks (below)
 
 _i8, _i16, _i32, _i64 = ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64)
 _half = ir.HalfType()
@@ -402,7 +403,7 @@ def _make_rows(kind, table):
 
 
 def _make_mm(kind, table):
-    rows = _make_rows(kind, table)
+    rows = _make_krows(kind, table) if kind in K_BYTES else _make_rows(kind, table)
 
     @njit(cache=True, parallel=True, boundscheck=False)
     def mm(x, xsum, data, out):
@@ -448,3 +449,197 @@ def matmul(x: np.ndarray, kind: str, data: np.ndarray, out: np.ndarray | None = 
         block_sums(x, xsum)
     KERNELS[kind](x, xsum, data, out)
     return out
+
+
+# ---------------------------------------------------------------- the K-quants (Q4_K, Q6_K)
+# 256-element blocks, each 8 runs of 32 (run s = 8b + j of the row). One output element,
+# out = sum_k w[k] x[k] (32 float32 lanes, lane l standing for position l of every run):
+#   for s in 0 .. K/32 - 1, in order:   acc[l] = fma(w_s[l], x[32s + l], acc[l])
+#   out = tree(acc)   (lanes (l, l+16), then (l, l+8), (l, l+4), (l, l+2), (0, 1))
+# the weights w_s[l] formed from the block as stored, in float32:
+#   Q4_K: d, dmin (f16); run j's 6-bit scale sc_j and min m_j (12 bytes, ggml's packing);
+#         run 2c in the low nibbles of quant bytes 32c..32c+31, 2c+1 in the high.
+#         ds_j = d * sc_j, dm_j = dmin * m_j (exact: 11 x 6 bits); w = (ds_j * q) - dm_j
+#         (the product exact, one rounding in the subtraction).
+#   Q6_K: 128 bytes of low nibbles, 64 of high 2-bit pairs, 16 int8 scales (one a 16
+#         values), d (f16) last, laid out as kernels/blocks_cpu.deq_q6_k reads them.
+#         ds_i = d * sc_i (exact: 11 x 8 bits); w = ds_i * (q - 32) (one rounding at most).
+# These are the operations of kernels/blocks_cpu.py's unpack-then-dot kernels (deq_q4_k,
+# deq_q6_k, then a 32-lane fma chain and the same tree), so the same bytes (tests/model/
+# test_blocks_kvec.py compares them on every tile shape); here the weights are formed in
+# vector registers once a run for a tile's C x rows, never stored. How many rows go side by
+# side changes how many chains run at once, never a chain's operations: an element's bytes
+# depend on its row of blocks and its x row only (batch invariance by construction).
+_V8F = ir.VectorType(_f32, 8)
+_v8i32 = ir.VectorType(_i32, 8)
+_v32i32 = ir.VectorType(_i32, 32)
+
+
+def _byte(builder, base, off):
+    return builder.zext(builder.load(builder.gep(base, [ir.Constant(_i64, off)]), align=1), _i32)
+
+
+def _q4k_scales(builder, base):
+    """A Q4_K block's (ds, dm): 8-lane float32 vectors d * sc_j and dmin * m_j."""
+    d = _halfload(builder, base)
+    dmin = _halfload(builder, builder.gep(base, [ir.Constant(_i64, 2)]))
+    sc = [_byte(builder, base, 4 + j) for j in range(12)]
+    c63, c15 = ir.Constant(_i32, 63), ir.Constant(_i32, 15)
+    c4, c6 = ir.Constant(_i32, 4), ir.Constant(_i32, 6)
+    s, m = [], []
+    for j in range(8):
+        if j < 4:
+            s.append(builder.and_(sc[j], c63))
+            m.append(builder.and_(sc[j + 4], c63))
+        else:
+            s.append(builder.or_(builder.and_(sc[j + 4], c15), builder.shl(builder.lshr(sc[j - 4], c6), c4)))
+            m.append(builder.or_(builder.lshr(sc[j + 4], c4), builder.shl(builder.lshr(sc[j], c6), c4)))
+    sv = builder.uitofp(_vec(builder, s, _i32), _V8F)
+    mv = builder.uitofp(_vec(builder, m, _i32), _V8F)
+    return builder.fmul(_splat(builder, d, 8), sv), builder.fmul(_splat(builder, dmin, 8), mv)
+
+
+def _pick32(builder, v, a, b):
+    """[v[a] x 16, v[b] x 16]: a run's 32 lanes of scales."""
+    return builder.shuffle_vector(v, ir.Constant(v.type, ir.Undefined),
+                                  ir.Constant(_v32i32, [a] * 16 + [b] * 16))
+
+
+def _q4k_runs(builder, base, ds, dm):
+    """A Q4_K block's 8 runs of 32 weights ds_j * q - dm_j (float32 vectors, run order)."""
+    out = []
+    for c in range(4):
+        q = builder.load(builder.bitcast(builder.gep(base, [ir.Constant(_i64, 16 + 32 * c)]),
+                                         _v32i8.as_pointer()), align=1)
+        lo = builder.uitofp(builder.and_(q, ir.Constant(_v32i8, [15] * 32)), _v32f)
+        hi = builder.uitofp(builder.lshr(q, ir.Constant(_v32i8, [4] * 32)), _v32f)
+        for j, v in ((2 * c, lo), (2 * c + 1, hi)):
+            out.append(builder.fsub(builder.fmul(_pick32(builder, ds, j, j), v), _pick32(builder, dm, j, j)))
+    return out
+
+
+def _q6k_runs(builder, base):
+    """A Q6_K block's 8 runs of 32 weights ds * (q - 32) (float32 vectors, run order)."""
+    d = _halfload(builder, builder.gep(base, [ir.Constant(_i64, 208)]))
+    scp = builder.bitcast(builder.gep(base, [ir.Constant(_i64, 192)]), _v16i8.as_pointer())
+    ds = builder.fmul(_splat(builder, d, 16), builder.sitofp(builder.load(scp, align=1), _v16f))
+
+    def load32(off):
+        return builder.load(builder.bitcast(builder.gep(base, [ir.Constant(_i64, off)]), _v32i8.as_pointer()), align=1)
+
+    def k(v):
+        return ir.Constant(_v32i8, [v] * 32)
+    out = []
+    for h in range(2):
+        a, b, hh = load32(64 * h), load32(64 * h + 32), load32(128 + 32 * h)
+        qs = [builder.or_(builder.and_(a, k(15)), builder.shl(builder.and_(hh, k(3)), k(4))),
+              builder.or_(builder.and_(b, k(15)), builder.shl(builder.and_(builder.lshr(hh, k(2)), k(3)), k(4))),
+              builder.or_(builder.lshr(a, k(4)), builder.shl(builder.and_(builder.lshr(hh, k(4)), k(3)), k(4))),
+              builder.or_(builder.lshr(b, k(4)), builder.shl(builder.lshr(hh, k(6)), k(4)))]
+        for g in range(4):
+            j = 4 * h + g
+            qf = builder.sitofp(builder.sub(qs[g], k(32)), _v32f)
+            out.append(builder.fmul(_pick32(builder, ds, 2 * j, 2 * j + 1), qf))
+    return out
+
+
+def _finish32(builder, acc):
+    v = acc
+    for n in (16, 8, 4, 2):
+        v = builder.fadd(_lanes(builder, v, 0, n), _lanes(builder, v, n, n))
+    return builder.fadd(builder.extract_element(v, ir.Constant(_i32, 0)),
+                        builder.extract_element(v, ir.Constant(_i32, 1)))
+
+
+def _make_ktile(kind, R, C, table=False):
+    """ktile(data, n, x, i, xsum): R rows of K-quant blocks (data[n .. n+R-1]) times C x rows
+    (x[i .. i+C-1]) -> R*C elements, r-major, each in the order above (xsum: unread, the
+    signature of `tile`). A row's block is unpacked and scaled once for the C x rows; each x
+    load serves the R rows."""
+    nbytes = K_BYTES[kind]
+    q4 = kind == "Q4_K"
+
+    def typer(data, n, x, i, xsum):
+        sig = _ret(R * C)(data, n, x, i, xsum)
+
+        def codegen(context, builder, signature, vals):
+            da = _ptr(context, builder, signature.args[0], vals[0])
+            xa = _ptr(context, builder, signature.args[2], vals[2])
+            nn, ii = vals[1], vals[3]
+            dstride = builder.extract_value(da.strides, 0)
+            xstride = builder.sdiv(builder.extract_value(xa.strides, 0), ir.Constant(_i64, 4))
+            d0 = builder.bitcast(da.data, _i8.as_pointer())
+            ws = [builder.gep(d0, [builder.mul(builder.add(nn, ir.Constant(_i64, r)), dstride)]) for r in range(R)]
+            xps = [builder.gep(xa.data, [builder.mul(builder.add(ii, ir.Constant(_i64, c)), xstride)])
+                   for c in range(C)]
+            nb = builder.sdiv(builder.extract_value(xa.shape, 1), ir.Constant(_i64, 256))
+            ahead = builder.mul(nb, ir.Constant(_i64, nbytes * PREFETCH_ROWS))
+
+            def body(b, st):
+                bases = [builder.gep(wp, [builder.mul(b, ir.Constant(_i64, nbytes))]) for wp in ws]
+                if PREFETCH_ROWS:
+                    for base in bases:
+                        for off in range(0, nbytes, 64):
+                            _prefetch_l2(builder, builder.gep(base, [builder.add(ahead, ir.Constant(_i64, off))]))
+                out = list(st)
+                b8 = builder.mul(b, ir.Constant(_i64, 8))
+                for r, base in enumerate(bases):
+                    if q4:
+                        runs = _q4k_runs(builder, base, *_q4k_scales(builder, base))
+                    else:
+                        runs = _q6k_runs(builder, base)
+                    for c in range(C):
+                        a = out[r * C + c]
+                        for j in range(8):
+                            a = _fma(builder, runs[j], _xblock(builder, xps[c], builder.add(b8, ir.Constant(_i64, j))), a)
+                        out[r * C + c] = a
+                return out
+            st = _loop(builder, nb, [_ZERO32] * (R * C), body)
+            return _result(context, builder, signature, [_finish32(builder, v) for v in st])
+        return sig, codegen
+
+    @intrinsic
+    def ktile(typingctx, data, n, x, i, xsum):
+        return typer(data, n, x, i, xsum)
+    return stable_pickle(ktile, "ktile", kind, R, C, table)
+
+
+def _make_krows(kind, table=False):
+    """rows(x, xsum, data, out, lo, hi) for a K-quant (the signature of `rows`; xsum unread):
+    out[:, lo:hi] through `ktile`'s one chain an element. Tiles: 1 x row
+    against 2 rows of blocks, or 3 x rows against 1 (32-lane chains are 4 ymm each on AVX2:
+    two or three chains fill the 16 registers, more spill)."""
+    t21, t11 = _make_ktile(kind, 2, 1, table), _make_ktile(kind, 1, 1, table)
+    t13 = _make_ktile(kind, 1, 3, table)
+
+    @njit(cache=True, boundscheck=False, nogil=True)
+    def rows(x, xsum, data, out, lo, hi):
+        M = x.shape[0]
+        i = 0
+        while i + 3 <= M:
+            for n in range(lo, hi):
+                r = t13(data, n, x, i, xsum)
+                for c in range(3):
+                    out[i + c, n] = r[c]
+            i += 3
+        while i < M:
+            n = lo
+            while n + 2 <= hi:
+                r = t21(data, n, x, i, xsum)
+                out[i, n] = r[0]
+                out[i, n + 1] = r[1]
+                n += 2
+            if n < hi:
+                out[i, n] = t11(data, n, x, i, xsum)
+            i += 1
+    return stable_pickle(rows, "rows", kind, table)
+
+
+def _make_rows_any(kind, table):
+    return _make_krows(kind, table) if kind in K_BYTES else _make_rows(kind, table)
+
+
+MAKERS.update(ktile=_make_ktile, rows=_make_rows_any)
+for _k in K_BYTES:
+    KERNELS[_k] = _make_mm(_k, TABLE)
+    ROW_KERNELS[_k] = _made("rows", _k, TABLE)
