@@ -447,6 +447,8 @@ def matmul(x: np.ndarray, kind: str, data: np.ndarray, out: np.ndarray | None = 
     xsum = np.empty((x.shape[0], x.shape[1] // 32), np.float32)
     if kind == "Q4_1":
         block_sums(x, xsum)
+    if CREW:
+        return crew_grouped(x, xsum, kind, data[None], _ONE, np.array([0, x.shape[0]], np.int64), out)
     KERNELS[kind](x, xsum, data, out)
     return out
 
@@ -643,3 +645,77 @@ MAKERS.update(ktile=_make_ktile, rows=_make_rows_any)
 for _k in K_BYTES:
     KERNELS[_k] = _make_mm(_k, TABLE)
     ROW_KERNELS[_k] = _made("rows", _k, TABLE)
+
+
+# ---------------------------------------------------------------- a product as a crew round
+# A matmul (or a MoE layer's experts: groups of x rows, each against its expert's rows) as one
+# round of kernels/team_cpu.Crew instead of a parallel region: pieces of CREW_CHUNKS chunks of
+# ROWS output rows, in a region a member (its own from the front, then the others' from their
+# backs), each piece `rows` on its group's x rows: the same function on the same rows as `mm`
+# and kernels/moe_cpu's region, so the same bytes; what changes is who waits for whom. A
+# parallel region (numba's prange on libgomp) splits the rows evenly between the threads and
+# waits for both: on 2 cores shared with other work, a thread the kernel has descheduled holds
+# the region up for its time slice (~17 ms a region measured under load, receipt
+# 2026-12-05-moe-speed); in a crew round the caller takes the pieces a late helper has not,
+# and returns when the pieces are done, not when the helper is.
+CREW = True            # matmul / grouped products as crew rounds (False: the prange regions)
+CREW_CHUNKS = 4        # ROWS-row chunks a piece (64 rows: 73 KB of Q4_K at K = 2048)
+CREW_SERIAL_MACS = 1 << 21   # at most this many multiply-adds: the caller alone (no helpers)
+
+
+def _make_crew(kind, table):
+    from kernels.team_cpu import finish, region_piece, wait
+    rows = _made("rows", kind, table)
+    span = CREW_CHUNKS * ROWS
+
+    @njit(cache=True, boundscheck=False, nogil=True)
+    def member(m, n, ctr, x, xsum, stack, experts, offs, out):
+        """Member m of a crew of n: out[offs[g]:offs[g+1]] = x[offs[g]:offs[g+1]] times
+        stack[experts[g]]^T for every group g, the pieces (g, span of output rows) taken as
+        above; returns when every piece is done."""
+        N = stack.shape[1]
+        per_g = (N + span - 1) // span
+        P = experts.shape[0] * per_g
+        per = (P + n - 1) // n
+        for k in range(n):
+            r = (m + k) % n
+            p = region_piece(ctr, 0, r, per, k > 0)
+            while p >= 0:
+                if p < P:
+                    g = p // per_g
+                    lo = (p - g * per_g) * span
+                    a = offs[g]
+                    b = offs[g + 1]
+                    rows(x[a:b], xsum[a:b], stack[experts[g]], out[a:b], lo, min(lo + span, N))
+                    finish(ctr, 0)
+                p = region_piece(ctr, 0, r, per, k > 0)
+        wait(ctr, 0, P)
+    return stable_pickle(member, "crew", kind, table)
+
+
+MAKERS["crew"] = _make_crew
+_CREWS: dict = {}
+
+
+def crew_grouped(x, xsum, kind, stack, experts, offs, out):
+    """out[offs[g]:offs[g+1]] = x[offs[g]:offs[g+1]] times stack[experts[g]]^T (stack uint8
+    [E, N, row bytes] of `kind`; xsum x's block sums where the kind reads them) as one crew
+    round of numba's thread count (the caller alone at most CREW_SERIAL_MACS)."""
+    import numba
+
+    from kernels.team_cpu import WIDTH, Crew
+    member = _made("crew", kind, TABLE)
+    ctr = np.zeros((2, WIDTH), np.int64)                 # stage 0, the abort row
+    args = (ctr, x, xsum, stack, experts, offs, out)
+    n = min(numba.get_num_threads(), 16)
+    if n == 1 or x.shape[0] * stack.shape[1] * x.shape[1] <= CREW_SERIAL_MACS:
+        member(0, 1, *args)
+        return out
+    crew = _CREWS.get(kind)
+    if crew is None:
+        crew = _CREWS[kind] = Crew(member)
+    crew.run(n, args)
+    return out
+
+
+_ONE = np.zeros(1, np.int64)

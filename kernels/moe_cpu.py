@@ -66,7 +66,10 @@ def grouped_matmul(x: np.ndarray, stack, experts: np.ndarray, offs: np.ndarray) 
     xsum = np.empty((x.shape[0], x.shape[1] // 32), np.float32)
     if stack.kind == "Q4_1":
         blocks_vec.block_sums(x, xsum)
+    experts = np.ascontiguousarray(experts, np.int64)
+    offs = np.ascontiguousarray(offs, np.int64)
+    if blocks_vec.CREW:                     # one crew round (kernels/blocks_vec.crew_grouped)
+        return blocks_vec.crew_grouped(x, xsum, stack.kind, stack.data, experts, offs, out)
     kernel = blocks_vec._made("moe_grouped", stack.kind, blocks_vec.TABLE)
-    kernel(x, xsum, stack.data, np.ascontiguousarray(experts, np.int64),
-           np.ascontiguousarray(offs, np.int64), out)
+    kernel(x, xsum, stack.data, experts, offs, out)
     return out
