@@ -325,7 +325,7 @@ def matmul(x: np.ndarray, kind: str, data: np.ndarray, out: np.ndarray | None = 
     the calling thread (entering a parallel region costs more than they do on a loaded
     machine: ~20 ms a region at load 7 on 2 cores, measured); the chunks and their bytes are
     the same either way."""
-    if kind in blocks_vec.BLOCK_BYTES or kind in blocks_vec.K_BYTES:
+    if kind in blocks_vec.VEC_KINDS:
         return blocks_vec.matmul(x, kind, data, out)
     x = np.ascontiguousarray(x, dtype=np.float32)
     if out is None:

@@ -63,6 +63,20 @@ ROWS = 16                # output rows a parallel chunk takes
 BLOCK_BYTES = {"Q8_0": 34, "Q4_0": 18, "Q4_1": 20}
 K_BYTES = {"Q4_K": 144, "Q6_K": 210}     # the K-quants' 256-element blocks (below)
 
+
+def _x86_ssse3() -> bool:
+    import llvmlite.binding as ll
+    try:
+        return bool(ll.get_host_cpu_features().get("ssse3"))
+    except Exception:           # features unknown: MXFP4 stays on kernels/blocks_cpu.py
+        return False
+
+
+# The 32-element kinds read here beyond the default model's: MXFP4 (gpt-oss experts; its
+# value lookup is x86's pshufb, so on x86 hosts only; elsewhere kernels/blocks_cpu.py's).
+VEC_BYTES = {**BLOCK_BYTES, **({"MXFP4": 17} if _x86_ssse3() else {})}
+VEC_KINDS = (*VEC_BYTES, *K_BYTES)       # every kind blocks_vec.matmul reads
+
 _i8, _i16, _i32, _i64 = ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64)
 _half = ir.HalfType()
 _v16i8 = ir.VectorType(_i8, 16)
@@ -87,16 +101,47 @@ def _f16s(builder, kind, bases):
     return builder.fpext(packed, ir.VectorType(_f32, n))
 
 
-def _d16(builder, base):
+def _d16(builder, base, kind=""):
     """The block's f16 scale d (its bytes 0-1) widened to float32 and splat to 16 lanes: one
     row's own load and broadcast (taking it from the R rows' scales vector cost more
     shuffles: Q4_1 one-row tiles 0.50 against 0.47 G blocks/s a core in L1, receipt
-    2026-12-02-cpu-regions)."""
+    2026-12-02-cpu-regions). MXFP4: its e8m0 byte 0 as 2^(e - 128) (below)."""
+    if kind == "MXFP4":
+        return _splat(builder, _e8m0_half(builder, base))
     return _splat(builder, _halfload(builder, base))
+
+
+def _e8m0_half(builder, base):
+    """An MXFP4 block's scale byte e as float32 2^(e - 128), exactly (kernels/blocks_cpu's
+    E8M0_HALF: ggml halves the scale, the e2m1 values being doubled): the float's bits built
+    from e, (e - 1) << 23 for e >= 2, the denormals 2^-127 and 2^-128 for e = 1, 0."""
+    e = builder.zext(builder.load(base, align=1), _i32)
+    normal = builder.shl(builder.sub(e, ir.Constant(_i32, 1)), ir.Constant(_i32, 23))
+    tiny = builder.shl(ir.Constant(_i32, 0x00200000), e)
+    bits = builder.select(builder.icmp_unsigned(">=", e, ir.Constant(_i32, 2)), normal, tiny)
+    return builder.bitcast(bits, _f32)
+
+
+# MXFP4's 16 values a nibble stands for (ggml's kvalues_mxfp4: e2m1 doubled), int8
+KVALUES_MXFP4 = [0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12]
+
+
+def _pshufb(builder, table, idx):
+    """table[idx] byte by byte (idx 0..15; SSSE3's pshufb, the one 16-entry lookup a vector
+    does on x86 without AVX-512)."""
+    fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_v16i8, [_v16i8, _v16i8]),
+                                        "llvm.x86.ssse3.pshuf.b.128")
+    return builder.call(fn, [table, idx])
 
 
 def _block_q(builder, kind, base):
     """The block's 32 integer values as two float32 16-lane vectors (positions 0-15, 16-31)."""
+    if kind == "MXFP4":          # byte 0 the scale, 1..16 the nibbles (0..15 low, 16..31 high)
+        q = builder.load(builder.bitcast(builder.gep(base, [ir.Constant(_i64, 1)]), _v16i8.as_pointer()), align=1)
+        tab = ir.Constant(_v16i8, KVALUES_MXFP4)
+        lo = _pshufb(builder, tab, builder.and_(q, ir.Constant(_v16i8, [15] * 16)))
+        hi = _pshufb(builder, tab, builder.lshr(q, ir.Constant(_v16i8, [4] * 16)))
+        return builder.sitofp(lo, _v16f), builder.sitofp(hi, _v16f)
     if kind == "Q8_0":
         q = builder.load(builder.bitcast(builder.gep(base, [ir.Constant(_i64, 2)]), _v32i8.as_pointer()), align=1)
         return builder.sitofp(_lanes(builder, q, 0, 16), _v16f), builder.sitofp(_lanes(builder, q, 16, 16), _v16f)
@@ -134,7 +179,7 @@ def _weights(builder, kind, base, dv, table):
     v a nibble stands for (0..15; Q4_0 -8..7), each lane then picked by its nibble (vpermps):
     the same fmul(d, v) the unpacked form computes, one shuffle a 16 weights instead of a
     convert and a multiply."""
-    if not table or kind == "Q8_0":
+    if not table or kind in ("Q8_0", "MXFP4"):
         lo, hi = _block_q(builder, kind, base)
         return _scaled(builder, dv, lo, hi)
     vals = list(range(16)) if kind == "Q4_1" else list(range(-8, 8))
@@ -259,7 +304,7 @@ def _make_tile(kind, R, C, table):
     xst: the C rows' block sums side by side, [nb, C] (side_by_side; for C = 1 the row's own
     xsum[i]), read by Q4_1 only: its R*C min sums run as the lanes of one vector chain, lane
     r*C + c = fma(m_r, xsum_c[b], sm), each lane the same fma as a scalar chain."""
-    nbytes = BLOCK_BYTES[kind]
+    nbytes = VEC_BYTES[kind]
     q41 = kind == "Q4_1"
 
     def typer(data, n, x, i, xst):
@@ -287,7 +332,7 @@ def _make_tile(kind, R, C, table):
                     for base in bases:
                         _prefetch_l2(builder, builder.gep(base, [ahead]))
                 out = list(st)
-                wts = [_weights(builder, kind, base, _d16(builder, base), table) for base in bases]
+                wts = [_weights(builder, kind, base, _d16(builder, base, kind), table) for base in bases]
                 for c in range(C):
                     xv = _xblock(builder, xps[c], b)
                     for r in range(R):
@@ -642,7 +687,7 @@ def _make_rows_any(kind, table):
 
 
 MAKERS.update(ktile=_make_ktile, rows=_make_rows_any)
-for _k in K_BYTES:
+for _k in (*K_BYTES, *(k for k in VEC_BYTES if k not in BLOCK_BYTES)):
     KERNELS[_k] = _make_mm(_k, TABLE)
     ROW_KERNELS[_k] = _made("rows", _k, TABLE)
 

@@ -43,7 +43,7 @@ blocks_vec.MAKERS["moe_grouped"] = _make_grouped
 
 
 def _vec(kind) -> bool:
-    return kind in blocks_vec.BLOCK_BYTES or kind in blocks_vec.K_BYTES
+    return kind in blocks_vec.VEC_KINDS
 
 
 def fits(stack) -> bool:

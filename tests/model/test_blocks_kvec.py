@@ -51,3 +51,25 @@ def test_vector_kernel_is_the_definition_and_batch_invariant(kind):
     assert np.abs(got - want).max() <= 1e-6 * np.sqrt(768) * np.abs(want).max()
     for i in range(8):                       # each row alone (the 2x1 tiles) == in the batch
         assert blocks_cpu.matmul(x[i:i + 1], kind, w.data).tobytes() == got[i:i + 1].tobytes()
+
+
+def test_mxfp4_vector_kernel_gives_the_unpacked_kernels_bytes():
+    """MXFP4 (gpt-oss experts) in blocks_vec's 32-element tiles (the value a nibble stands for
+    looked up by pshufb, the e8m0 scale's float built from its bits) against blocks_cpu's
+    deq_mxfp4 then the lane chain: the same products d * kvalue (exact), the same order. Every
+    scale byte 0..255 appears (the denormal 2^-128, 2^-127 included)."""
+    if "MXFP4" not in blocks_vec.VEC_BYTES:
+        pytest.skip("MXFP4's vector form is x86 (pshufb) only")
+    rng = np.random.default_rng(17)
+    rows, cols = 45, 2880                         # gpt-oss's width: 90 blocks a row
+    data = rng.integers(0, 256, (rows, cols // 32, 17), dtype=np.uint8)
+    data[:, :, 0] = rng.integers(100, 140, (rows, cols // 32), dtype=np.uint8)
+    data.reshape(-1, 17)[:256, 0] = np.arange(256, dtype=np.uint8)
+    data = np.ascontiguousarray(data.reshape(rows, -1))
+    for m in (1, 4, 8, 13):
+        x = rng.standard_normal((m, cols)).astype(np.float32)
+        got = blocks_vec.matmul(x, "MXFP4", data)
+        want = np.empty((m, rows), np.float32)
+        blocks_cpu.KERNELS["MXFP4"](x, data, blocks_cpu.F16, want)
+        assert np.abs(got[np.isfinite(got)]).max() > 0
+        assert got.tobytes() == want.tobytes(), m
