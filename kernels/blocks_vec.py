@@ -1,4 +1,6 @@
-"""x @ W^T over 32-element GGUF blocks (Q8_0, Q4_0, Q4_1) in explicit LLVM vectors, on the CPU.
+"""x @ W^T over GGUF blocks in explicit LLVM vectors, on the CPU: the 32-element kinds (Q8_0,
+Q4_0, Q4_1; MXFP4 on x86) here, the K-quants (Q4_K, Q6_K) further down, and every product run
+as a crew round (kernels/team_cpu.Crew) at the end.
 
 numba vectorizes loops only where LLVM's cost model agrees (the unpack-then-dot kernels of
 kernels/blocks_cpu.py ran at 1.5-4 GMAC/s a core, much of it scalar or scattered); here one
@@ -18,7 +20,9 @@ lane l standing for position l of every block):
                                                        sum of x over the block, in order)
   out = tree(acc) + sm, tree = lanes (l, l+16) added, then (l, l+8), (l, l+4), (l, l+2), (0, 1).
 The integer values: Q8_0 q (int8); Q4_0 nibble - 8; Q4_1 nibble (the block's 16 bytes hold
-positions 0..15 in their low nibbles, 16..31 in their high: GGUF's order). The sum is the
+positions 0..15 in their low nibbles, 16..31 in their high: GGUF's order); MXFP4 the value its
+nibble stands for (ggml's kvalues: e2m1 doubled, int8), d its e8m0 byte as 2^(e - 128), so
+d * q exact (kernels/blocks_cpu.deq_mxfp4's products, the same bytes). The sum is the
 product with the dequantized weights up to float32 rounding (Q4_1's d*q + m is split into the
 two sums; tests/model/test_blocks_cpu.py holds every kind to the float64 definition,
 kernels.qmatmul.ref). How many rows go side by side (a tile: R rows of blocks against C x rows,
@@ -654,16 +658,23 @@ def _make_ktile(kind, R, C, table=False):
 def _make_krows(kind, table=False):
     """rows(x, xsum, data, out, lo, hi) for a K-quant (the signature of `rows`; xsum unread):
     out[:, lo:hi] through `ktile`'s one chain an element. Tiles: 1 x row
-    against 2 rows of blocks, or 3 x rows against 1 (32-lane chains are 4 ymm each on AVX2:
-    two or three chains fill the 16 registers, more spill)."""
+    against 2 rows of blocks, or 4 (then 3) x rows against 1: each block unpacked once a 4 x
+    rows (32-lane chains are 4 ymm each on AVX2: 4 chains fill the 16 registers; 1x4 and 1x3
+    ran 30 and 28 GMAC/s a core under load, 2x2 20, 1x2 21)."""
     t21, t11 = _make_ktile(kind, 2, 1, table), _make_ktile(kind, 1, 1, table)
-    t13 = _make_ktile(kind, 1, 3, table)
+    t13, t14 = _make_ktile(kind, 1, 3, table), _make_ktile(kind, 1, 4, table)
 
     @njit(cache=True, boundscheck=False, nogil=True)
     def rows(x, xsum, data, out, lo, hi):
         M = x.shape[0]
         i = 0
-        while i + 3 <= M:
+        while i + 4 <= M:
+            for n in range(lo, hi):
+                r = t14(data, n, x, i, xsum)
+                for c in range(4):
+                    out[i + c, n] = r[c]
+            i += 4
+        if i + 3 <= M:
             for n in range(lo, hi):
                 r = t13(data, n, x, i, xsum)
                 for c in range(3):
