@@ -156,14 +156,19 @@ class Crew:
     BACKLOG = 4
 
     def __init__(self, member):
+        import os
         import threading
         self.member = member
         self.threads = []           # (inbox, outbox, rounds queued and not yet answered)
         self.lock = threading.Lock()
+        self.pid = os.getpid()
 
     def _grow(self, n):
+        import os
         import queue
         import threading
+        if self.pid != os.getpid():     # a forked child: its parent's helpers are not here
+            self.threads, self.pid = [], os.getpid()
         while len(self.threads) < n:
             inbox, outbox = queue.SimpleQueue(), queue.SimpleQueue()
             t = threading.Thread(target=self._serve, args=(inbox, outbox), daemon=True,
