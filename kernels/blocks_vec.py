@@ -522,7 +522,6 @@ def matmul(x: np.ndarray, kind: str, data: np.ndarray, out: np.ndarray | None = 
 # side changes how many chains run at once, never a chain's operations: an element's bytes
 # depend on its row of blocks and its x row only (batch invariance by construction).
 _V8F = ir.VectorType(_f32, 8)
-_v8i32 = ir.VectorType(_i32, 8)
 _v32i32 = ir.VectorType(_i32, 32)
 
 
