@@ -18,7 +18,9 @@ Stages:
             llama-bench -t THREADS -p 512 -n 32 -r 1 (tg: b1 decode; pp512), then foldserve's
             engine on the same file and threads (`foldserve_numbers`: tg, pp512, b8), so the
             machine's load of the moment hits both; each round's ratios and the medians.
-            Receipt: docs/receipts/2026-12-05-moe-speed/.
+            --base TREE: an earlier commit's foldserve (a `git archive` of it) a third each
+            round, in its own process (before/after under the same load).
+            Receipts: docs/receipts/2026-12-05-moe-speed/, 2026-12-05-moe-kernels/.
 """
 from __future__ import annotations
 
@@ -272,10 +274,24 @@ def _med(xs):
     return float(np.median(xs)) if xs else float("nan")
 
 
-def side_by_side(shape, layers, qt, f: Path, lcpp: Path, threads: int, rounds: int) -> dict:
+def base_numbers(base: Path, gguf_path: Path, threads: int) -> dict:
+    """foldserve_numbers from another source tree (`--base`: an earlier commit unpacked by
+    `git archive`), in a subprocess of its own: that tree's engine loaded and warmed, then
+    timed as this one's is."""
+    code = ("import json, sys; from pathlib import Path; from bench.moe_cpu import foldserve_numbers; "
+            f"print('RESULT', json.dumps(foldserve_numbers(Path({str(gguf_path)!r}), {threads})))")
+    env = dict(os.environ, PYTHONPATH=str(base))
+    r = subprocess.run([sys.executable, "-c", code], cwd=base, env=env, check=True, capture_output=True, text=True)
+    line = [ln for ln in r.stdout.splitlines() if ln.startswith("RESULT ")][-1]
+    return json.loads(line[len("RESULT "):])
+
+
+def side_by_side(shape, layers, qt, f: Path, lcpp: Path, threads: int, rounds: int,
+                 base: Path | None = None) -> dict:
     """llama-bench (-r 1) and foldserve on file f, alternated `rounds` times in this one
     process (foldserve's engine loaded once), so whatever load the machine carries hits both;
-    medians over the rounds, and each round's ratios (the pair under the same load)."""
+    medians over the rounds, and each round's ratios (the pair under the same load). With
+    `base`, that tree's foldserve a third in each round (base_numbers), its ratios beside."""
     t = time.time()
     eng = Foldserve(f, threads)
     print(f"foldserve loaded {f.name} in {eng.load_s:.1f} s (+ warm {time.time() - t - eng.load_s:.1f} s)",
@@ -289,15 +305,28 @@ def side_by_side(shape, layers, qt, f: Path, lcpp: Path, threads: int, rounds: i
         l2 = _load()
         per.append({"llama_cpp": {k: v["tok_s"] for k, v in ll.items()}, "foldserve": ours,
                     "loadavg": [l0, l1, l2]})
+        if base is not None:
+            b = base_numbers(base, f, threads)
+            per[-1]["base"] = b
+            per[-1]["loadavg"].append(_load())
+            print(f"  round {r + 1} base: tg {b['tg']:6.2f} ({b['tg'] / ll['tg']['tok_s']:.2f}x) pp512 "
+                  f"{b['pp512']:7.2f} ({b['pp512'] / ll['pp512']['tok_s']:.2f}x) b8 {b['b8']:6.2f}  load {_load()}",
+                  flush=True)
         lt, lp = ll["tg"]["tok_s"], ll["pp512"]["tok_s"]
         print(f"  round {r + 1}: llama.cpp tg {lt:6.2f} pp512 {lp:7.2f} | foldserve tg {ours['tg']:6.2f} "
               f"({ours['tg'] / lt:.2f}x, MoE {ours['tg_moe']:.0%}) pp512 {ours['pp512']:7.2f} "
               f"({ours['pp512'] / lp:.2f}x, MoE {ours['pp512_moe']:.0%}) b8 {ours['b8']:6.2f} "
               f"(b8/b1 {ours['b8'] / ours['tg']:.2f}, MoE {ours['b8_moe']:.0%})  load {l0} | {l1} | {l2}",
               flush=True)
-    med = {side: {k: _med([p[side][k] for p in per]) for k in per[0][side]} for side in ("llama_cpp", "foldserve")}
+    sides = ("llama_cpp", "foldserve") + (("base",) if base is not None else ())
+    med = {side: {k: _med([p[side][k] for p in per]) for k in per[0][side]} for side in sides}
     L, F = med["llama_cpp"], med["foldserve"]
     ratios = {"tg": F["tg"] / L["tg"], "pp512": F["pp512"] / L["pp512"], "b8_over_b1": F["b8"] / F["tg"]}
+    if base is not None:
+        B = med["base"]
+        ratios.update(base_tg=B["tg"] / L["tg"], base_pp512=B["pp512"] / L["pp512"])
+        print(f"  base medians: tg {B['tg']:.2f} ({ratios['base_tg']:.2f}x) pp512 {B['pp512']:.2f} "
+              f"({ratios['base_pp512']:.2f}x) b8 {B['b8']:.2f}", flush=True)
     print(f"{shape:14s} L{layers} {qt:7s} {f.stat().st_size / 1e9:5.2f} GB  medians of {rounds}:  "
           f"llama.cpp tg {L['tg']:.2f} pp512 {L['pp512']:.2f}  | foldserve tg {F['tg']:.2f} "
           f"({ratios['tg']:.2f}x) pp512 {F['pp512']:.2f} ({ratios['pp512']:.2f}x) b8 {F['b8']:.2f} "
@@ -317,6 +346,8 @@ def main(argv=None) -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--stages", default="build,make,quantize,bench")
     ap.add_argument("--out", default=None, help="write the results as JSON here")
+    ap.add_argument("--base", default=None,
+                    help="a source tree of an earlier commit (git archive): its foldserve a third each round")
     ap.add_argument("--rounds", type=int, default=3,
                     help="alternating rounds a file: llama-bench -r 1, then foldserve, each round")
     a = ap.parse_args(argv)
@@ -343,7 +374,8 @@ def main(argv=None) -> None:
                        stdout=log, stderr=subprocess.STDOUT)
             if "bench" not in stages or not f.exists():
                 continue
-            results.append(side_by_side(shape, layers, qt, f, lcpp, a.threads, a.rounds))
+            results.append(side_by_side(shape, layers, qt, f, lcpp, a.threads, a.rounds,
+                                        Path(a.base) if a.base else None))
     if a.out:
         Path(a.out).write_text(json.dumps(results, indent=1) + "\n")
 

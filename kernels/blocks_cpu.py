@@ -1,9 +1,12 @@
 """x @ W^T with W kept as its GGUF blocks, on the CPU: numba kernels that read the blocks as
 stored (Q8_0, Q4_0, Q4_1, Q4_K, Q6_K, MXFP4, NVFP4; F16, BF16 and F32 rows likewise).
 
-The 32-element kinds (Q8_0, Q4_0, Q4_1: the default model's) run kernels/blocks_vec.py,
-explicit LLVM vectors (2.5-3x these loops at one row, measured); the kinds below keep the
-unpack-then-dot kernels of this file.
+The 32-element kinds (Q8_0, Q4_0, Q4_1: the default model's) and the K-quants (Q4_K, Q6_K)
+run kernels/blocks_vec.py, explicit LLVM vectors (2.5-3x these loops at one row for the
+former; 6-18x for the K-quants, receipt 2026-12-05-moe-kernels); MXFP4 and the float rows
+keep the unpack-then-dot kernels of this file. The K-quants' kernels here stay as the
+reference blocks_vec's are tested against byte for byte (the same operations, in the order
+below: tests/model/test_blocks_kvec.py).
 
 How a kernel runs: output rows n are split in chunks of ROWS rows, the chunks shared by the
 cores (prange). A chunk's rows are unpacked once into float32 (a few KB, in L1/L2), then every
@@ -355,7 +358,7 @@ def matmul(x: np.ndarray, kind: str, data: np.ndarray, out: np.ndarray | None = 
     the calling thread (entering a parallel region costs more than they do on a loaded
     machine: ~20 ms a region at load 7 on 2 cores, measured); the chunks and their bytes are
     the same either way."""
-    if kind in blocks_vec.BLOCK_BYTES:
+    if kind in blocks_vec.VEC_KINDS:
         return blocks_vec.matmul(x, kind, data, out)
     x = np.ascontiguousarray(x, dtype=np.float32)
     if out is None:

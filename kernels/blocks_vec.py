@@ -1,4 +1,6 @@
-"""x @ W^T over 32-element GGUF blocks (Q8_0, Q4_0, Q4_1) in explicit LLVM vectors, on the CPU.
+"""x @ W^T over GGUF blocks in explicit LLVM vectors, on the CPU: the 32-element kinds (Q8_0,
+Q4_0, Q4_1; MXFP4 on x86) here, the K-quants (Q4_K, Q6_K) further down, and every product run
+as a crew round (kernels/team_cpu.Crew) at the end.
 
 numba vectorizes loops only where LLVM's cost model agrees (the unpack-then-dot kernels of
 kernels/blocks_cpu.py ran at 1.5-4 GMAC/s a core, much of it scalar or scattered); here one
@@ -18,7 +20,9 @@ lane l standing for position l of every block):
                                                        sum of x over the block, in order)
   out = tree(acc) + sm, tree = lanes (l, l+16) added, then (l, l+8), (l, l+4), (l, l+2), (0, 1).
 The integer values: Q8_0 q (int8); Q4_0 nibble - 8; Q4_1 nibble (the block's 16 bytes hold
-positions 0..15 in their low nibbles, 16..31 in their high: GGUF's order). The sum is the
+positions 0..15 in their low nibbles, 16..31 in their high: GGUF's order); MXFP4 the value its
+nibble stands for (ggml's kvalues: e2m1 doubled, int8), d its e8m0 byte as 2^(e - 128), so
+d * q exact (kernels/blocks_cpu.deq_mxfp4's products, the same bytes). The sum is the
 product with the dequantized weights up to float32 rounding (Q4_1's d*q + m is split into the
 two sums; tests/model/test_blocks_cpu.py holds every kind to the float64 definition,
 kernels.qmatmul.ref). How many rows go side by side (a tile: R rows of blocks against C x rows,
@@ -62,6 +66,21 @@ from kernels.vec_ir import prefetch_l2 as _prefetch_l2, splat as _splat  # noqa:
 
 ROWS = 16                # output rows a parallel chunk takes
 BLOCK_BYTES = {"Q8_0": 34, "Q4_0": 18, "Q4_1": 20}
+K_BYTES = {"Q4_K": 144, "Q6_K": 210}     # the K-quants' 256-element blocks (below)
+
+
+def _x86_ssse3() -> bool:
+    import llvmlite.binding as ll
+    try:
+        return bool(ll.get_host_cpu_features().get("ssse3"))
+    except Exception:           # features unknown: MXFP4 stays on kernels/blocks_cpu.py
+        return False
+
+
+# The 32-element kinds read here beyond the default model's: MXFP4 (gpt-oss experts; its
+# value lookup is x86's pshufb, so on x86 hosts only; elsewhere kernels/blocks_cpu.py's).
+VEC_BYTES = {**BLOCK_BYTES, **({"MXFP4": 17} if _x86_ssse3() else {})}
+VEC_KINDS = (*VEC_BYTES, *K_BYTES)       # every kind blocks_vec.matmul reads
 
 _i8, _i16, _i32, _i64 = ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64)
 _half = ir.HalfType()
@@ -87,16 +106,47 @@ def _f16s(builder, kind, bases):
     return builder.fpext(packed, ir.VectorType(_f32, n))
 
 
-def _d16(builder, base):
+def _d16(builder, base, kind=""):
     """The block's f16 scale d (its bytes 0-1) widened to float32 and splat to 16 lanes: one
     row's own load and broadcast (taking it from the R rows' scales vector cost more
     shuffles: Q4_1 one-row tiles 0.50 against 0.47 G blocks/s a core in L1, receipt
-    2026-12-02-cpu-regions)."""
+    2026-12-02-cpu-regions). MXFP4: its e8m0 byte 0 as 2^(e - 128) (below)."""
+    if kind == "MXFP4":
+        return _splat(builder, _e8m0_half(builder, base))
     return _splat(builder, _halfload(builder, base))
+
+
+def _e8m0_half(builder, base):
+    """An MXFP4 block's scale byte e as float32 2^(e - 128), exactly (kernels/blocks_cpu's
+    E8M0_HALF: ggml halves the scale, the e2m1 values being doubled): the float's bits built
+    from e, (e - 1) << 23 for e >= 2, the denormals 2^-127 and 2^-128 for e = 1, 0."""
+    e = builder.zext(builder.load(base, align=1), _i32)
+    normal = builder.shl(builder.sub(e, ir.Constant(_i32, 1)), ir.Constant(_i32, 23))
+    tiny = builder.shl(ir.Constant(_i32, 0x00200000), e)
+    bits = builder.select(builder.icmp_unsigned(">=", e, ir.Constant(_i32, 2)), normal, tiny)
+    return builder.bitcast(bits, _f32)
+
+
+# MXFP4's 16 values a nibble stands for (ggml's kvalues_mxfp4: e2m1 doubled), int8
+KVALUES_MXFP4 = [0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12]
+
+
+def _pshufb(builder, table, idx):
+    """table[idx] byte by byte (idx 0..15; SSSE3's pshufb, the one 16-entry lookup a vector
+    does on x86 without AVX-512)."""
+    fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_v16i8, [_v16i8, _v16i8]),
+                                        "llvm.x86.ssse3.pshuf.b.128")
+    return builder.call(fn, [table, idx])
 
 
 def _block_q(builder, kind, base):
     """The block's 32 integer values as two float32 16-lane vectors (positions 0-15, 16-31)."""
+    if kind == "MXFP4":          # byte 0 the scale, 1..16 the nibbles (0..15 low, 16..31 high)
+        q = builder.load(builder.bitcast(builder.gep(base, [ir.Constant(_i64, 1)]), _v16i8.as_pointer()), align=1)
+        tab = ir.Constant(_v16i8, KVALUES_MXFP4)
+        lo = _pshufb(builder, tab, builder.and_(q, ir.Constant(_v16i8, [15] * 16)))
+        hi = _pshufb(builder, tab, builder.lshr(q, ir.Constant(_v16i8, [4] * 16)))
+        return builder.sitofp(lo, _v16f), builder.sitofp(hi, _v16f)
     if kind == "Q8_0":
         q = builder.load(builder.bitcast(builder.gep(base, [ir.Constant(_i64, 2)]), _v32i8.as_pointer()), align=1)
         return builder.sitofp(_lanes(builder, q, 0, 16), _v16f), builder.sitofp(_lanes(builder, q, 16, 16), _v16f)
@@ -134,7 +184,7 @@ def _weights(builder, kind, base, dv, table):
     v a nibble stands for (0..15; Q4_0 -8..7), each lane then picked by its nibble (vpermps):
     the same fmul(d, v) the unpacked form computes, one shuffle a 16 weights instead of a
     convert and a multiply."""
-    if not table or kind == "Q8_0":
+    if not table or kind in ("Q8_0", "MXFP4"):
         lo, hi = _block_q(builder, kind, base)
         return _scaled(builder, dv, lo, hi)
     vals = list(range(16)) if kind == "Q4_1" else list(range(-8, 8))
@@ -259,7 +309,7 @@ def _make_tile(kind, R, C, table):
     xst: the C rows' block sums side by side, [nb, C] (side_by_side; for C = 1 the row's own
     xsum[i]), read by Q4_1 only: its R*C min sums run as the lanes of one vector chain, lane
     r*C + c = fma(m_r, xsum_c[b], sm), each lane the same fma as a scalar chain."""
-    nbytes = BLOCK_BYTES[kind]
+    nbytes = VEC_BYTES[kind]
     q41 = kind == "Q4_1"
 
     def typer(data, n, x, i, xst):
@@ -287,7 +337,7 @@ def _make_tile(kind, R, C, table):
                     for base in bases:
                         _prefetch_l2(builder, builder.gep(base, [ahead]))
                 out = list(st)
-                wts = [_weights(builder, kind, base, _d16(builder, base), table) for base in bases]
+                wts = [_weights(builder, kind, base, _d16(builder, base, kind), table) for base in bases]
                 for c in range(C):
                     xv = _xblock(builder, xps[c], b)
                     for r in range(R):
@@ -403,7 +453,7 @@ def _make_rows(kind, table):
 
 
 def _make_mm(kind, table):
-    rows = _make_rows(kind, table)
+    rows = _make_krows(kind, table) if kind in K_BYTES else _make_rows(kind, table)
 
     @njit(cache=True, parallel=True, boundscheck=False)
     def mm(x, xsum, data, out):
@@ -447,5 +497,281 @@ def matmul(x: np.ndarray, kind: str, data: np.ndarray, out: np.ndarray | None = 
     xsum = np.empty((x.shape[0], x.shape[1] // 32), np.float32)
     if kind == "Q4_1":
         block_sums(x, xsum)
+    if CREW:
+        return crew_grouped(x, xsum, kind, data[None], _ONE, np.array([0, x.shape[0]], np.int64), out)
     KERNELS[kind](x, xsum, data, out)
     return out
+
+
+# ---------------------------------------------------------------- the K-quants (Q4_K, Q6_K)
+# 256-element blocks, each 8 runs of 32 (run s = 8b + j of the row). One output element,
+# out = sum_k w[k] x[k] (32 float32 lanes, lane l standing for position l of every run):
+#   for s in 0 .. K/32 - 1, in order:   acc[l] = fma(w_s[l], x[32s + l], acc[l])
+#   out = tree(acc)   (lanes (l, l+16), then (l, l+8), (l, l+4), (l, l+2), (0, 1))
+# the weights w_s[l] formed from the block as stored, in float32:
+#   Q4_K: d, dmin (f16); run j's 6-bit scale sc_j and min m_j (12 bytes, ggml's packing);
+#         run 2c in the low nibbles of quant bytes 32c..32c+31, 2c+1 in the high.
+#         ds_j = d * sc_j, dm_j = dmin * m_j (exact: 11 x 6 bits); w = (ds_j * q) - dm_j
+#         (the product exact, one rounding in the subtraction).
+#   Q6_K: 128 bytes of low nibbles, 64 of high 2-bit pairs, 16 int8 scales (one a 16
+#         values), d (f16) last, laid out as kernels/blocks_cpu.deq_q6_k reads them.
+#         ds_i = d * sc_i (exact: 11 x 8 bits); w = ds_i * (q - 32) (one rounding at most).
+# These are the operations of kernels/blocks_cpu.py's unpack-then-dot kernels (deq_q4_k,
+# deq_q6_k, then a 32-lane fma chain and the same tree), so the same bytes (tests/model/
+# test_blocks_kvec.py compares them on every tile shape); here the weights are formed in
+# vector registers once a run for a tile's C x rows, never stored. How many rows go side by
+# side changes how many chains run at once, never a chain's operations: an element's bytes
+# depend on its row of blocks and its x row only (batch invariance by construction).
+_V8F = ir.VectorType(_f32, 8)
+_v32i32 = ir.VectorType(_i32, 32)
+
+
+def _byte(builder, base, off):
+    return builder.zext(builder.load(builder.gep(base, [ir.Constant(_i64, off)]), align=1), _i32)
+
+
+def _q4k_scales(builder, base):
+    """A Q4_K block's (ds, dm): 8-lane float32 vectors d * sc_j and dmin * m_j."""
+    d = _halfload(builder, base)
+    dmin = _halfload(builder, builder.gep(base, [ir.Constant(_i64, 2)]))
+    sc = [_byte(builder, base, 4 + j) for j in range(12)]
+    c63, c15 = ir.Constant(_i32, 63), ir.Constant(_i32, 15)
+    c4, c6 = ir.Constant(_i32, 4), ir.Constant(_i32, 6)
+    s, m = [], []
+    for j in range(8):
+        if j < 4:
+            s.append(builder.and_(sc[j], c63))
+            m.append(builder.and_(sc[j + 4], c63))
+        else:
+            s.append(builder.or_(builder.and_(sc[j + 4], c15), builder.shl(builder.lshr(sc[j - 4], c6), c4)))
+            m.append(builder.or_(builder.lshr(sc[j + 4], c4), builder.shl(builder.lshr(sc[j], c6), c4)))
+    sv = builder.uitofp(_vec(builder, s, _i32), _V8F)
+    mv = builder.uitofp(_vec(builder, m, _i32), _V8F)
+    return builder.fmul(_splat(builder, d, 8), sv), builder.fmul(_splat(builder, dmin, 8), mv)
+
+
+def _pick32(builder, v, a, b):
+    """[v[a] x 16, v[b] x 16]: a run's 32 lanes of scales."""
+    return builder.shuffle_vector(v, ir.Constant(v.type, ir.Undefined),
+                                  ir.Constant(_v32i32, [a] * 16 + [b] * 16))
+
+
+def _q4k_runs(builder, base, ds, dm):
+    """A Q4_K block's 8 runs of 32 weights ds_j * q - dm_j (float32 vectors, run order)."""
+    out = []
+    for c in range(4):
+        q = builder.load(builder.bitcast(builder.gep(base, [ir.Constant(_i64, 16 + 32 * c)]),
+                                         _v32i8.as_pointer()), align=1)
+        lo = builder.uitofp(builder.and_(q, ir.Constant(_v32i8, [15] * 32)), _v32f)
+        hi = builder.uitofp(builder.lshr(q, ir.Constant(_v32i8, [4] * 32)), _v32f)
+        for j, v in ((2 * c, lo), (2 * c + 1, hi)):
+            out.append(builder.fsub(builder.fmul(_pick32(builder, ds, j, j), v), _pick32(builder, dm, j, j)))
+    return out
+
+
+def _q6k_runs(builder, base):
+    """A Q6_K block's 8 runs of 32 weights ds * (q - 32) (float32 vectors, run order)."""
+    d = _halfload(builder, builder.gep(base, [ir.Constant(_i64, 208)]))
+    scp = builder.bitcast(builder.gep(base, [ir.Constant(_i64, 192)]), _v16i8.as_pointer())
+    ds = builder.fmul(_splat(builder, d, 16), builder.sitofp(builder.load(scp, align=1), _v16f))
+
+    def load32(off):
+        return builder.load(builder.bitcast(builder.gep(base, [ir.Constant(_i64, off)]), _v32i8.as_pointer()), align=1)
+
+    def k(v):
+        return ir.Constant(_v32i8, [v] * 32)
+    out = []
+    for h in range(2):
+        a, b, hh = load32(64 * h), load32(64 * h + 32), load32(128 + 32 * h)
+        qs = [builder.or_(builder.and_(a, k(15)), builder.shl(builder.and_(hh, k(3)), k(4))),
+              builder.or_(builder.and_(b, k(15)), builder.shl(builder.and_(builder.lshr(hh, k(2)), k(3)), k(4))),
+              builder.or_(builder.lshr(a, k(4)), builder.shl(builder.and_(builder.lshr(hh, k(4)), k(3)), k(4))),
+              builder.or_(builder.lshr(b, k(4)), builder.shl(builder.lshr(hh, k(6)), k(4)))]
+        for g in range(4):
+            j = 4 * h + g
+            qf = builder.sitofp(builder.sub(qs[g], k(32)), _v32f)
+            out.append(builder.fmul(_pick32(builder, ds, 2 * j, 2 * j + 1), qf))
+    return out
+
+
+def _finish32(builder, acc):
+    v = acc
+    for n in (16, 8, 4, 2):
+        v = builder.fadd(_lanes(builder, v, 0, n), _lanes(builder, v, n, n))
+    return builder.fadd(builder.extract_element(v, ir.Constant(_i32, 0)),
+                        builder.extract_element(v, ir.Constant(_i32, 1)))
+
+
+def _make_ktile(kind, R, C, table=False):
+    """ktile(data, n, x, i, xsum): R rows of K-quant blocks (data[n .. n+R-1]) times C x rows
+    (x[i .. i+C-1]) -> R*C elements, r-major, each in the order above (xsum: unread, the
+    signature of `tile`). A row's block is unpacked and scaled once for the C x rows; each x
+    load serves the R rows."""
+    nbytes = K_BYTES[kind]
+    q4 = kind == "Q4_K"
+
+    def typer(data, n, x, i, xsum):
+        sig = _ret(R * C)(data, n, x, i, xsum)
+
+        def codegen(context, builder, signature, vals):
+            da = _ptr(context, builder, signature.args[0], vals[0])
+            xa = _ptr(context, builder, signature.args[2], vals[2])
+            nn, ii = vals[1], vals[3]
+            dstride = builder.extract_value(da.strides, 0)
+            xstride = builder.sdiv(builder.extract_value(xa.strides, 0), ir.Constant(_i64, 4))
+            d0 = builder.bitcast(da.data, _i8.as_pointer())
+            ws = [builder.gep(d0, [builder.mul(builder.add(nn, ir.Constant(_i64, r)), dstride)]) for r in range(R)]
+            xps = [builder.gep(xa.data, [builder.mul(builder.add(ii, ir.Constant(_i64, c)), xstride)])
+                   for c in range(C)]
+            nb = builder.sdiv(builder.extract_value(xa.shape, 1), ir.Constant(_i64, 256))
+            ahead = builder.mul(nb, ir.Constant(_i64, nbytes * PREFETCH_ROWS))
+
+            def body(b, st):
+                bases = [builder.gep(wp, [builder.mul(b, ir.Constant(_i64, nbytes))]) for wp in ws]
+                if PREFETCH_ROWS:
+                    for base in bases:
+                        for off in range(0, nbytes, 64):
+                            _prefetch_l2(builder, builder.gep(base, [builder.add(ahead, ir.Constant(_i64, off))]))
+                out = list(st)
+                b8 = builder.mul(b, ir.Constant(_i64, 8))
+                for r, base in enumerate(bases):
+                    if q4:
+                        runs = _q4k_runs(builder, base, *_q4k_scales(builder, base))
+                    else:
+                        runs = _q6k_runs(builder, base)
+                    for c in range(C):
+                        a = out[r * C + c]
+                        for j in range(8):
+                            a = _fma(builder, runs[j], _xblock(builder, xps[c], builder.add(b8, ir.Constant(_i64, j))), a)
+                        out[r * C + c] = a
+                return out
+            st = _loop(builder, nb, [_ZERO32] * (R * C), body)
+            return _result(context, builder, signature, [_finish32(builder, v) for v in st])
+        return sig, codegen
+
+    @intrinsic
+    def ktile(typingctx, data, n, x, i, xsum):
+        return typer(data, n, x, i, xsum)
+    return stable_pickle(ktile, "ktile", kind, R, C, table)
+
+
+def _make_krows(kind, table=False):
+    """rows(x, xsum, data, out, lo, hi) for a K-quant (the signature of `rows`; xsum unread):
+    out[:, lo:hi] through `ktile`'s one chain an element. Tiles: 1 x row
+    against 2 rows of blocks, or 4 (then 3) x rows against 1: each block unpacked once a 4 x
+    rows (32-lane chains are 4 ymm each on AVX2: 4 chains fill the 16 registers; 1x4 and 1x3
+    ran 30 and 28 GMAC/s a core under load, 2x2 20, 1x2 21)."""
+    t21, t11 = _make_ktile(kind, 2, 1, table), _make_ktile(kind, 1, 1, table)
+    t13, t14 = _make_ktile(kind, 1, 3, table), _make_ktile(kind, 1, 4, table)
+
+    @njit(cache=True, boundscheck=False, nogil=True)
+    def rows(x, xsum, data, out, lo, hi):
+        M = x.shape[0]
+        i = 0
+        while i + 4 <= M:
+            for n in range(lo, hi):
+                r = t14(data, n, x, i, xsum)
+                for c in range(4):
+                    out[i + c, n] = r[c]
+            i += 4
+        if i + 3 <= M:
+            for n in range(lo, hi):
+                r = t13(data, n, x, i, xsum)
+                for c in range(3):
+                    out[i + c, n] = r[c]
+            i += 3
+        while i < M:
+            n = lo
+            while n + 2 <= hi:
+                r = t21(data, n, x, i, xsum)
+                out[i, n] = r[0]
+                out[i, n + 1] = r[1]
+                n += 2
+            if n < hi:
+                out[i, n] = t11(data, n, x, i, xsum)
+            i += 1
+    return stable_pickle(rows, "rows", kind, table)
+
+
+def _make_rows_any(kind, table):
+    return _make_krows(kind, table) if kind in K_BYTES else _make_rows(kind, table)
+
+
+MAKERS.update(ktile=_make_ktile, rows=_make_rows_any)
+for _k in (*K_BYTES, *(k for k in VEC_BYTES if k not in BLOCK_BYTES)):
+    KERNELS[_k] = _make_mm(_k, TABLE)
+    ROW_KERNELS[_k] = _made("rows", _k, TABLE)
+
+
+# ---------------------------------------------------------------- a product as a crew round
+# A matmul (or a MoE layer's experts: groups of x rows, each against its expert's rows) as one
+# round of kernels/team_cpu.Crew instead of a parallel region: pieces of CREW_CHUNKS chunks of
+# ROWS output rows, in a region a member (its own from the front, then the others' from their
+# backs), each piece `rows` on its group's x rows: the same function on the same rows as `mm`
+# and kernels/moe_cpu's region, so the same bytes; what changes is who waits for whom. A
+# parallel region (numba's prange on libgomp) splits the rows evenly between the threads and
+# waits for both: on 2 cores shared with other work, a thread the kernel has descheduled holds
+# the region up for its time slice (~17 ms a region measured under load, receipt
+# 2026-12-05-moe-speed); in a crew round the caller takes the pieces a late helper has not,
+# and returns when the pieces are done, not when the helper is.
+CREW = True            # matmul / grouped products as crew rounds (False: the prange regions)
+CREW_CHUNKS = 4        # ROWS-row chunks a piece (64 rows: 73 KB of Q4_K at K = 2048)
+CREW_SERIAL_MACS = 1 << 21   # at most this many multiply-adds: the caller alone (no helpers)
+
+
+def _make_crew(kind, table):
+    from kernels.team_cpu import finish, region_piece, wait
+    rows = _made("rows", kind, table)
+    span = CREW_CHUNKS * ROWS
+
+    @njit(cache=True, boundscheck=False, nogil=True)
+    def member(m, n, ctr, x, xsum, stack, experts, offs, out):
+        """Member m of a crew of n: out[offs[g]:offs[g+1]] = x[offs[g]:offs[g+1]] times
+        stack[experts[g]]^T for every group g, the pieces (g, span of output rows) taken as
+        above; returns when every piece is done."""
+        N = stack.shape[1]
+        per_g = (N + span - 1) // span
+        P = experts.shape[0] * per_g
+        per = (P + n - 1) // n
+        for k in range(n):
+            r = (m + k) % n
+            p = region_piece(ctr, 0, r, per, k > 0)
+            while p >= 0:
+                if p < P:
+                    g = p // per_g
+                    lo = (p - g * per_g) * span
+                    a = offs[g]
+                    b = offs[g + 1]
+                    rows(x[a:b], xsum[a:b], stack[experts[g]], out[a:b], lo, min(lo + span, N))
+                    finish(ctr, 0)
+                p = region_piece(ctr, 0, r, per, k > 0)
+        wait(ctr, 0, P)
+    return stable_pickle(member, "crew", kind, table)
+
+
+MAKERS["crew"] = _make_crew
+_CREWS: dict = {}
+
+
+def crew_grouped(x, xsum, kind, stack, experts, offs, out):
+    """out[offs[g]:offs[g+1]] = x[offs[g]:offs[g+1]] times stack[experts[g]]^T (stack uint8
+    [E, N, row bytes] of `kind`; xsum x's block sums where the kind reads them) as one crew
+    round of numba's thread count (the caller alone at most CREW_SERIAL_MACS)."""
+    import numba
+
+    from kernels.team_cpu import WIDTH, Crew
+    member = _made("crew", kind, TABLE)
+    ctr = np.zeros((2, WIDTH), np.int64)                 # stage 0, the abort row
+    args = (ctr, x, xsum, stack, experts, offs, out)
+    n = min(numba.get_num_threads(), 16)
+    if n == 1 or x.shape[0] * stack.shape[1] * x.shape[1] <= CREW_SERIAL_MACS:
+        member(0, 1, *args)
+        return out
+    crew = _CREWS.get(kind)
+    if crew is None:
+        crew = _CREWS[kind] = Crew(member)
+    crew.run(n, args)
+    return out
+
+
+_ONE = np.zeros(1, np.int64)

@@ -6,10 +6,11 @@ Each piece is kernels/blocks_vec.py's `rows` on the group's rows against the exp
 of blocks: the same function on the same x rows and weight rows as kernels/ops.moe's loop of
 one product an expert, so the same bytes (tests/model/test_moe_engine.py compares them);
 only the number of parallel regions entered changes (2 a layer instead of 2 a chosen
-expert). For the 32-element kinds (Q8_0, Q4_0, Q4_1) of a stack of experts
-(kernels/blocks.ExpertStack); the kinds of kernels/blocks_cpu.py (Q4_K, Q6_K,
-F16, BF16, F32: a Q4_K_M file's experts) the same way through its `grouped`, each piece its
-`chunk` (the function its one-expert product runs), so again the loop's bytes.
+expert). For the kinds of kernels/blocks_vec.py (Q8_0, Q4_0, Q4_1 and the K-quants Q4_K, Q6_K:
+a Q4_K_M file's experts) of a stack of experts (kernels/blocks.ExpertStack);
+the kinds left to kernels/blocks_cpu.py (MXFP4, F16, BF16, F32) the same way through its
+`grouped`, each piece its `chunk` (the function its one-expert product runs), so again the
+loop's bytes.
 """
 from __future__ import annotations
 
@@ -44,10 +45,14 @@ def _make_grouped(kind, table):
 blocks_vec.MAKERS["moe_grouped"] = _make_grouped
 
 
+def _vec(kind) -> bool:
+    return kind in blocks_vec.VEC_KINDS
+
+
 def fits(stack) -> bool:
     if stack is None:
         return False
-    if stack.kind in blocks_vec.BLOCK_BYTES:
+    if _vec(stack.kind):
         return True
     from kernels import blocks_cpu
     return stack.kind in blocks_cpu.GROUPED
@@ -55,7 +60,7 @@ def fits(stack) -> bool:
 
 def grouped_matmul(x: np.ndarray, stack, experts: np.ndarray, offs: np.ndarray) -> np.ndarray:
     """x [R, K] (rows grouped by expert, group g = rows offs[g]:offs[g+1]) -> [R, N]."""
-    if stack.kind not in blocks_vec.BLOCK_BYTES:
+    if not _vec(stack.kind):
         from kernels import blocks_cpu
         return blocks_cpu.grouped_matmul(x, stack.kind, stack.data, np.ascontiguousarray(experts, np.int64),
                                          np.ascontiguousarray(offs, np.int64))
@@ -64,7 +69,10 @@ def grouped_matmul(x: np.ndarray, stack, experts: np.ndarray, offs: np.ndarray) 
     xsum = np.empty((x.shape[0], x.shape[1] // 32), np.float32)
     if stack.kind == "Q4_1":
         blocks_vec.block_sums(x, xsum)
+    experts = np.ascontiguousarray(experts, np.int64)
+    offs = np.ascontiguousarray(offs, np.int64)
+    if blocks_vec.CREW:                     # one crew round (kernels/blocks_vec.crew_grouped)
+        return blocks_vec.crew_grouped(x, xsum, stack.kind, stack.data, experts, offs, out)
     kernel = blocks_vec._made("moe_grouped", stack.kind, blocks_vec.TABLE)
-    kernel(x, xsum, stack.data, np.ascontiguousarray(experts, np.int64),
-           np.ascontiguousarray(offs, np.int64), out)
+    kernel(x, xsum, stack.data, experts, offs, out)
     return out

@@ -176,7 +176,25 @@ class Ops:
         ids, wts = M.route(logits, routing)
         T, k = ids.shape
         y = np.zeros((T, k, x.shape[1]), np.float32)
-        for e, rows, slots in M.groups(ids):
+        groups = M.groups(ids)
+        if self._grouped(experts_gu) and self._grouped(experts_down):
+            # every expert's product in one crew round (kernels/moe_cpu.py), each group's
+            # biases added as the loop below adds them (the same float32 adds): its bytes
+            rows = np.concatenate([r for _, r, _ in groups])
+            slots = np.concatenate([s for _, _, s in groups])
+            experts = np.array([e for e, _, _ in groups], np.int64)
+            offs = np.cumsum([0] + [len(r) for _, r, _ in groups])
+            gu = self._moe_cpu.grouped_matmul(x[rows], experts_gu, experts, offs)
+            for g, e in enumerate(experts):
+                gu[offs[g]:offs[g + 1]] += gu_bias[e]
+            yd = self._moe_cpu.grouped_matmul(swiglu.clamped(gu[:, :ff], gu[:, ff:], limit, alpha),
+                                              experts_down, experts, offs)
+            if down_bias is not None:
+                for g, e in enumerate(experts):
+                    yd[offs[g]:offs[g + 1]] += down_bias[e]
+            y[rows, slots] = yd
+            return M.combine(y, wts)
+        for e, rows, slots in groups:
             gu = self.linear(np.ascontiguousarray(x[rows]), experts_gu[e], gu_bias[e])
             act = swiglu.clamped(gu[:, :ff], gu[:, ff:], limit, alpha)
             y[rows, slots] = self.linear(act, experts_down[e],

@@ -137,3 +137,95 @@ def wait(ctr, s, n):
         polls += 1
         if polls > SPINS:
             _yield()
+
+
+class Crew:
+    """Helpers that join a caller's one-stage round when they get a core, without the caller
+    ever waiting for them: the round is over when its pieces are done, whoever did them.
+
+    run(n, args): member(0, n, *args) on the calling thread, and member(m, n, *args) queued to
+    helper m = 1 .. n-1 (daemon threads, each its own inbox; members are nogil). A member
+    takes pieces from the round's counters (args[0], fresh zeros each round) until none is
+    left and returns once every piece is done (team_cpu.wait), so the caller returns as soon
+    as the work is done: a helper the machine has descheduled (2 cores shared with other
+    work) holds up only a piece it already took, never the round, and when it wakes it finds
+    the round's pieces taken and returns at once (its args keep the round's arrays alive).
+    What a piece writes depends on the piece alone, so the bytes are those of one thread
+    doing every piece. Its replies are read without blocking on the next round; a member's
+    error sets the round's abort row (the last row of args[0]): the caller then waits for
+    that helper's reply and raises its error. A helper more than BACKLOG rounds behind is
+    given no more until it catches up."""
+
+    BACKLOG = 4
+
+    def __init__(self, member):
+        import os
+        import threading
+        self.member = member
+        self.threads = []           # (inbox, outbox, rounds queued and not yet answered)
+        self.lock = threading.Lock()
+        self.pid = os.getpid()
+
+    def _grow(self, n):
+        import os
+        import queue
+        import threading
+        if self.pid != os.getpid():     # a forked child: its parent's helpers are not here
+            self.threads, self.pid = [], os.getpid()
+        while len(self.threads) < n:
+            inbox, outbox = queue.SimpleQueue(), queue.SimpleQueue()
+            t = threading.Thread(target=self._serve, args=(inbox, outbox), daemon=True,
+                                 name=f"foldserve-crew-{len(self.threads) + 1}")
+            t.start()
+            self.threads.append([inbox, outbox, 0])
+
+    def _serve(self, inbox, outbox):
+        while True:
+            m, n, args = inbox.get()
+            try:
+                self.member(m, n, *args)
+                outbox.put(None)
+            except BaseException as e:          # noqa: BLE001 (handed to the caller)
+                args[0][-1, 0] = 1
+                outbox.put(e)
+
+    def _drain(self, h, block):
+        import queue
+        err = None
+        while h[2] > 0:
+            try:
+                got = h[1].get() if block else h[1].get_nowait()
+            except queue.Empty:
+                break
+            h[2] -= 1
+            err = err or got
+            block = False
+        return err
+
+    def run(self, n, args):
+        with self.lock:
+            if n > 1:
+                self._grow(n - 1)
+            for m in range(1, n):
+                h = self.threads[m - 1]
+                err = self._drain(h, False)
+                if err is not None:
+                    raise err
+                if h[2] < self.BACKLOG:
+                    h[0].put((m, n, args))
+                    h[2] += 1
+            try:
+                self.member(0, n, *args)
+            except BaseException:
+                args[0][-1, 0] = 1
+                raise
+            err = None
+            if args[0][-1, 0]:                  # a helper failed: its error
+                for h in self.threads[:n - 1]:
+                    while h[2] > 0 and err is None:
+                        err = self._drain(h, True)
+                raise err or RuntimeError("a crew member failed")
+            for h in self.threads[:n - 1]:
+                err = err or self._drain(h, False)
+            if err is not None:
+                raise err

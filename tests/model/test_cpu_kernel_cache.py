@@ -30,8 +30,9 @@ def _here() -> str:
 
 
 def _call(kind: str) -> None:
-    n, k = 8, 64
-    data = np.zeros((n, k // 32 * blocks_vec.BLOCK_BYTES[kind]), np.uint8)
+    n, k = 8, 256                                     # a block of the K-quants (Q4_K, Q6_K)
+    per = blocks_vec.VEC_BYTES[kind] * 8 if kind in blocks_vec.VEC_BYTES else blocks_vec.K_BYTES[kind]
+    data = np.zeros((n, k // 256 * per), np.uint8)
     blocks_vec.KERNELS[kind](np.ones((1, k), np.float32), np.zeros((1, k // 32), np.float32), data,
                              np.zeros((1, n), np.float32))
 
