@@ -26,8 +26,13 @@ per-element order, the norms' lanes, the attention's per-(row, head) order), so 
 the op-by-op path's (tests/model/test_forward_cpu.py holds them equal, byte for byte, on the
 real model and at several batch shapes); batch invariance and paged == window carry over.
 
-Used for the plain llama layer (no qkv bias, no q/k norms), TP=1, every matrix one of the
-32-element kinds (Q8_0, Q4_0, Q4_1): the default model. Anything else keeps the op-by-op path.
+Used where every layer's stages, as its family lists them (`cpu_stages(spec, L)` in
+server/families/: names from STAGES below), are LAYER, the stages this round has fused forms
+of, in its order: the plain llama layer (no qkv bias, no q/k norms, RoPE on whole heads); and
+TP=1, every matrix of a role one of the 32-element kinds (Q8_0, Q4_0, Q4_1): the default
+model (Fused.fits). Anything else keeps the op-by-op path, said once at startup with the
+stages that have no fused form (server/engine/model.Model). `member` runs LAYER's stages as
+one compiled sequence; a stage list is matched against it, not compiled from it.
 """
 from __future__ import annotations
 
@@ -51,7 +56,24 @@ _FORWARDS: dict = {}
 PIECE_ACTS = 256       # SwiGLU activations a piece (a multiple of 32: its block sums with it)
 PIECES = 4             # a matrix's pieces a member at least (a region a member)
 PIECE_BYTES = 64 << 10   # a matrix piece's weight bytes at most (the head's: 229 a member of 2)
-STAGES = 10            # stages a layer (and 2 for the head)
+STAGES = 10            # counter stages a layer (and 2 for the head)
+
+# The names families list their CPU stages by (server/families: cpu_stages), each what the op
+# path runs for it. LAYER: the ones this round has fused forms of, in `member`'s order.
+STAGE_NAMES = {
+    "norm": "h' = out + h (h alone first), x = rmsnorm(h')",
+    "qkv": "x Wqkv", "qkv_bias": "+ bqkv", "qk_norm": "rmsnorm of each q and k head",
+    "rope_part": "RoPE on part of each head", "attend": "RoPE, KV write, paged attention",
+    "o": "att Wo", "o_bias": "+ bo", "gate_up_swiglu": "silu(x Wg) * (x Wu)",
+    "down": "act Wdown", "moe": "routed experts", "shared_expert": "+ the shared expert",
+    "shared_gate": "sigmoid-gated shared expert", "moe_biased": "gpt-oss's biased experts",
+    "sinks_attend": "attention with sinks and windows", "q": "x Wq", "q_a": "x Wq_a",
+    "q_a_norm": "rmsnorm(q_a)", "q_b": "q_a Wq_b", "kv_a": "x Wkv_a",
+    "mla_attend": "latent attention", "qkvz": "x Wqkvz", "ba": "x Wba",
+    "gdn": "Gated DeltaNet scan", "out": "o Wout", "qkvg": "x Wqkvg",
+    "gate": "att * sigmoid(gate)",
+}
+LAYER = ("norm", "qkv", "attend", "o", "norm", "gate_up_swiglu", "down")
 
 
 @njit(cache=True, nogil=True)
@@ -282,7 +304,8 @@ class Fused:
 
     @staticmethod
     def fits(w, all_reduce) -> bool:
-        """The plain llama layer at TP=1 with every matrix in one 32-element kind per role."""
+        """TP=1, every matrix of a role (LAYER's wqkv, wo, wgu, wdown, and the head) in one
+        32-element kind (the layers' stages are LAYER: the caller's to check)."""
         from kernels.blocks import Blocks
         if all_reduce is not None or not w.layers or not isinstance(w.lm_head, Blocks):
             return False
@@ -297,7 +320,7 @@ class Fused:
                 kinds.add(m.kind)
             if len(kinds) != 1:
                 return False
-        return all(layer.bqkv is None and layer.q_norm is None for layer in w.layers)
+        return True
 
     def run(self, h, r, kv, scale):
         """The round's forward: logits [len(r.sel), vocab] (None when r.sel is None)."""

@@ -68,18 +68,37 @@ class Model:
         # call (kernels/forward_cpu.py: the same functions, the same bytes, no Python between)
         self.fused = None
         if self.fast:
-            from kernels.forward_cpu import Fused
-            if self.family.FUSED and Fused.fits(weights, all_reduce):
-                self.fused = Fused(weights, spec)
-            elif not self.family.FUSED:
-                log.info("%s: the %s family has no fused CPU round: its layers run op by op",
-                         spec.name or spec.arch, spec.arch)
+            self.fused = self._fused(weights, all_reduce)
         if xp is not np:
             from kernels.matmul_packed_cuda import pack_weights
             pack_weights(weights)                       # GEMM matrices in mma fragment order
             # decode rounds replay CUDA graphs
             from server.engine.graphs import DecodeGraphs
             self.graphs = DecodeGraphs(self)
+
+    def _fused(self, weights, all_reduce):
+        """kernels/forward_cpu.Fused where every layer's stages (the family's cpu_stages) are
+        the fused round's (LAYER) and Fused.fits; else None, and why said once."""
+        from kernels.forward_cpu import LAYER, STAGE_NAMES, Fused
+        spec, name = self.spec, self.spec.name or self.spec.arch
+        stages = [tuple(self.family.cpu_stages(spec, L)) for L in weights.layers]
+        unknown = sorted({s for st in stages for s in st} - set(STAGE_NAMES))
+        if unknown:
+            raise ValueError(f"{spec.arch}: cpu_stages names {unknown}, not among "
+                             f"kernels/forward_cpu.STAGE_NAMES")
+        unfused = sorted({s for st in stages for s in st} - set(LAYER))
+        if unfused:
+            why = f"stages without a fused form: {', '.join(unfused)}"
+        elif any(st != LAYER for st in stages):
+            why = "its stages in another order than the fused round's"
+        elif not Fused.fits(weights, all_reduce):
+            why = "TP > 1, or a role's matrices not of one 32-element kind"
+        else:
+            log.info("%s: the CPU round runs fused (kernels/forward_cpu.py): %s", name,
+                     " | ".join(LAYER))
+            return Fused(weights, spec)
+        log.info("%s: the %s family's CPU round runs op by op (%s)", name, spec.arch, why)
+        return None
 
     def forward(self, chunks, kv) -> object:
         """chunks: [RoundChunk] (server/engine/rows.py) over `kv` (a KVStore view with

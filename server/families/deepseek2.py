@@ -24,7 +24,6 @@ from server.families import llama, moe
 from server.families.llama import mlp_shapes, shard_mlp
 
 NAME = "deepseek2"
-FUSED = False
 
 GGUF_LAYER = {
     "attn_norm.weight": "input_layernorm.weight",
@@ -162,6 +161,15 @@ def attend(ops, m, L, li, h, out, r, kv, inv=None):
     if m.all_reduce is not None:
         o = m.all_reduce(o)
     return o, h
+
+
+def cpu_stages(spec, L) -> tuple:
+    """Layer L's stages on the CPU (llama.cpu_stages): latent attention (q through its
+    low-rank pair where the layer has one), then moe.ffn's (dense or routed experts)."""
+    q = ("q_a", "q_a_norm", "q_b") if L.wq_a is not None else ("q",)
+    ffn = (("norm", "gate_up_swiglu", "down") if L.router is None else
+           ("norm", "moe") + (("shared_expert",) if L.shared_gu is not None else ()))
+    return ("norm",) + q + ("kv_a", "mla_attend", "o") + ffn
 
 
 def forward_layer(ops, m, L, li, h, out, r, kv):

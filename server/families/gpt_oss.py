@@ -30,7 +30,6 @@ from server.families.llama import GGUF_ATTENTION, attention_extras, attention_sh
     shard_attention
 
 NAME = "gptoss"
-FUSED = False         # op by op
 SWIGLU_LIMIT = 7.0    # the clamp of the experts' SwiGLU (config swiglu_limit)
 SWIGLU_ALPHA = 1.702  # its sigmoid's slope (config swiglu_alpha)
 
@@ -129,6 +128,12 @@ def shard_layer(spec, i: int, sp, shard) -> GptOssLayerWeights:
 
 
 # ------------------------------------------------------------------ the forward
+def cpu_stages(spec, L) -> tuple:
+    """Layer L's stages on the CPU (llama.cpu_stages): attention with sinks (and a sliding
+    window on its window layers), o's bias, the biased experts."""
+    return ("norm", "qkv", "qkv_bias", "sinks_attend", "o", "o_bias", "norm", "moe_biased")
+
+
 def forward_layer(ops, m, L, li, h, out, r, kv):
     s, w = m.spec, m.w
     hd, nq, nkv = s.head_dim, w.nq, w.nkv

@@ -12,7 +12,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 NAME = "llama"
-FUSED = True          # the whole CPU round may run as kernels/forward_cpu.py's one call
 
 # GGUF tensor suffix (after blk.N.) -> Hugging Face suffix (after model.layers.N.)
 GGUF_ATTENTION = {
@@ -154,6 +153,21 @@ def shard_layer(spec, i: int, sp, shard) -> LayerWeights:
 
 
 # ------------------------------------------------------------------ the forward
+def attention_stages(spec, L) -> tuple:
+    """The attention half's stages on the CPU (kernels/forward_cpu.py: STAGES names them),
+    as `attend` runs them for this layer's weights."""
+    return (("norm", "qkv") + (("qkv_bias",) if L.bqkv is not None else ())
+            + (("qk_norm",) if L.q_norm is not None else ())
+            + (("rope_part",) if spec.rot != spec.head_dim else ()) + ("attend", "o"))
+
+
+def cpu_stages(spec, L) -> tuple:
+    """Layer L's stages as the CPU round runs them, in order: every one with a fused form and
+    in the fused round's order (kernels/forward_cpu.LAYER: the plain llama layer), and the
+    layer may run inside the one-call round; else op by op (server/engine/model.Model)."""
+    return attention_stages(spec, L) + ("norm", "gate_up_swiglu", "down")
+
+
 def attend(ops, m, L, li, h, out, r, kv):
     """h += out; the attention of layer li over the round -> (its output, partial under
     TP and all-reduced here, h)."""

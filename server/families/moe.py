@@ -24,7 +24,6 @@ from server.families.llama import GGUF_ATTENTION, GGUF_MLP, attention_extras, at
     attend, mlp_shapes, shard_attention, shard_mlp
 
 NAME = "moe"
-FUSED = False         # no fused CPU round yet: op by op
 
 GGUF_LAYER = {
     **GGUF_ATTENTION,
@@ -128,6 +127,15 @@ def shard_moe_mlp(spec, i: int, sp, shard) -> dict:
 
 
 # ------------------------------------------------------------------ the forward
+def cpu_stages(spec, L) -> tuple:
+    """Layer L's stages on the CPU (llama.cpu_stages): llama's attention, then the dense MLP
+    (a leading dense layer) or the routed experts (+ the shared expert)."""
+    if L.router is None:
+        return llama.cpu_stages(spec, L)
+    return llama.attention_stages(spec, L) + ("norm", "moe") + (
+        ("shared_expert",) if L.shared_gu is not None else ())
+
+
 def forward_layer(ops, m, L, li, h, out, r, kv):
     out, h = attend(ops, m, L, li, h, out, r, kv)
     return ffn(ops, m, L, h, out)

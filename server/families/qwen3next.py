@@ -34,7 +34,6 @@ from server.shapes.kv_layout import gdn_fixed_part
 from server.shapes.shard import linear_heads as _linear_heads
 
 NAME = "qwen3next"
-FUSED = False
 
 # GGUF qwen3next (llama.cpp's names): the tensors that map by name; the linear layers'
 # attn_qkv | attn_gate, ssm_a and ssm_conv1d are rebuilt at load into HF's layout
@@ -217,6 +216,15 @@ def ffn(ops, m, L, h, out):
     if m.all_reduce is not None:
         y = m.all_reduce(y)
     return h, y
+
+
+def cpu_stages(spec, L) -> tuple:
+    """Layer L's stages on the CPU (llama.cpu_stages): a Gated DeltaNet layer or gated full
+    attention, then the routed experts beside the gated shared expert."""
+    att = (("norm", "qkvz", "ba", "gdn", "out") if L.linear else
+           ("norm", "qkvg", "qk_norm") + (("rope_part",) if spec.rot != spec.head_dim else ())
+           + ("attend", "gate", "o"))
+    return att + ("norm", "moe", "shared_expert", "shared_gate")
 
 
 def forward_layer(ops, m, L, li, h, out, r, kv):
