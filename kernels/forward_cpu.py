@@ -72,6 +72,8 @@ STAGE_NAMES = {
     "mla_attend": "latent attention", "qkvz": "x Wqkvz", "ba": "x Wba",
     "gdn": "Gated DeltaNet scan", "out": "o Wout", "qkvg": "x Wqkvg",
     "gate": "att * sigmoid(gate)",
+    "kda_in": "x W[q|k|v|b|f_a|g_a], f and gate up-projections", "kda": "Kimi Delta Attention scan",
+    "mhc": "mHC's Sinkhorn mix of the residual streams", "dsa_attend": "sparse latent attention",
 }
 LAYER = ("norm", "qkv", "attend", "o", "norm", "gate_up_swiglu", "down")
 

@@ -30,7 +30,6 @@ from server.families import deepseek2, kimi_linear, llama, moe
 from server.families.llama import mlp_shapes
 
 NAME = "glm5next"
-FUSED = False
 
 # llama.cpp's glm5-next names (src/models/glm5-next.cpp, llama-arch.cpp): kimi-linear's KDA
 # and deepseek2's latent attention names, the mHC and the indexer's
@@ -242,6 +241,17 @@ def attend_sparse(ops, m, L, li, x, r, kv):
     if m.all_reduce is not None:
         o = m.all_reduce(o)
     return o
+
+
+def cpu_stages(spec, L) -> tuple:
+    """Layer L's stages on the CPU (llama.cpu_stages): mHC around a KDA or sparse latent
+    attention block and around the MLP (dense, or routed experts + shared)."""
+    I = L.inner
+    att = (("norm", "q_a", "q_a_norm", "q_b", "kv_a", "dsa_attend", "o") if L.sparse else
+           kimi_linear.cpu_stages(spec, I)[:4])
+    ffn = (("norm", "gate_up_swiglu", "down") if I.router is None else
+           ("norm", "moe") + (("shared_expert",) if I.shared_gu is not None else ()))
+    return ("mhc",) + att + ("mhc", "mhc") + ffn + ("mhc",)
 
 
 def forward_layer(ops, m, L, li, h, out, r, kv):

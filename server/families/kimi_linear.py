@@ -38,7 +38,6 @@ from server.shapes.kv_layout import gdn_fixed_part
 from server.shapes.shard import linear_heads as _linear_heads
 
 NAME = "kimilinear"
-FUSED = False
 
 # llama.cpp's kimi-linear names (src/models/kimi-linear.cpp): deepseek2's, attn_q / attn_k /
 # attn_v / attn_output on a KDA layer too, and the ssm_* tensors of the KDA layers
@@ -195,6 +194,16 @@ def attend_kda(ops, m, L, li, h, out, r, kv):
     if m.all_reduce is not None:
         o = m.all_reduce(o)
     return o, h
+
+
+def cpu_stages(spec, L) -> tuple:
+    """Layer L's stages on the CPU (llama.cpu_stages): a KDA layer, then moe.ffn's (dense or
+    routed experts); a full layer is deepseek2's (NoPE latent attention, then the same)."""
+    if not isinstance(L, KdaLayerWeights):
+        return deepseek2.cpu_stages(spec, L)
+    ffn = (("norm", "gate_up_swiglu", "down") if L.router is None else
+           ("norm", "moe") + (("shared_expert",) if L.shared_gu is not None else ()))
+    return ("norm", "kda_in", "kda", "o") + ffn
 
 
 def forward_layer(ops, m, L, li, h, out, r, kv):
