@@ -130,10 +130,17 @@ def moe(x, router, router_bias, experts_gu, experts_down, ff, routing, shared_gu
 def mla_attend(q, ckv, kv_norm, eps, w_uk, w_uv_t, nope, pool, rows, inv, scale):
     """A round's multi-head latent attention (kernels/mla.py's round_attend, the absorbed
     form for every position): q [T, H, N + R] (this shard's heads), ckv [T, C + R] -> [T, H V];
-    the rows' latent rows written to pool first. CPU only."""
-    from kernels import mla
+    the rows' latent rows written to pool first. CPU only: kernels/mla_cpu.py (numba) where
+    numba loads, else the numpy definition (kernels/mla.py; the same numbers within rounding,
+    not the same bytes: mla_cpu's docstring)."""
     if not _cpu(q):
         raise NotImplementedError("latent attention runs on the CPU only")
+    ok, _ = qmatmul.available()
+    if ok:
+        from kernels import mla_cpu
+        return mla_cpu.round_attend(q, ckv, kv_norm, eps, w_uk, w_uv_t, nope, pool, rows, inv,
+                                    scale)
+    from kernels import mla
     return mla.round_attend(q, ckv, kv_norm, eps, w_uk, w_uv_t, nope, pool, rows, inv, scale)
 
 
