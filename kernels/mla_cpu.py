@@ -31,7 +31,7 @@ explicit fma). A chain's order depends on p and the widths alone: not on the rou
 chunk, where the pages lie, how many heads this rank holds (TP) or how the jobs are cut.
 
 **Both cores for one request.** The work is cut into jobs of (a block of query rows, a block
-of heads): a decode row's 20 heads as 4 jobs of 5, a prefill chunk's rows in blocks of 16 with
+of heads): a decode row's 20 heads as 2 jobs of 10 on 2 threads, a prefill chunk's rows in blocks of 16 with
 every head. A job takes its heads' W_UK once for its rows, reads each page of keys once for all
 its heads (then from L1/L2), and expands its rows through its heads' W_UV. The cut changes
 the speed only (tested: any cut, serial or parallel, the same bytes). Rounds of few
@@ -48,7 +48,8 @@ from numba.extending import intrinsic
 
 from kernels import mla
 from kernels.blocks_cpu import SERIAL_MACS, _noalias
-from kernels.vec_ir import F32, axpy_rows16, dot_rows16, fma, softmax16
+from kernels.vec_ir import (F32, I64, V16F, _count_loop, _row, _rows, _v16, axpy_rows16, dot_rows16,
+                            fma, ptr, softmax16, splat, tree)
 
 ROW_BLOCK = 16            # query rows a job takes when a chunk has many
 
@@ -61,6 +62,158 @@ def fma32(typingctx, a, b, c):
 
     def codegen(context, builder, signature, args):
         return fma(builder, *args)
+    return sig, codegen
+
+
+def _loop_n(builder, n, body, inits):
+    """for c in 0 .. n-1: states = body(c, states) (several values carried); the final states."""
+    entry = builder.block
+    loop = builder.append_basic_block("t_loop")
+    done = builder.append_basic_block("t_done")
+    builder.cbranch(builder.icmp_signed(">", n, ir.Constant(I64, 0)), loop, done)
+    builder.position_at_end(loop)
+    c = builder.phi(I64)
+    sts = [builder.phi(v.type) for v in inits]
+    new = body(c, sts)
+    c2 = builder.add(c, ir.Constant(I64, 1))
+    end = builder.block
+    builder.cbranch(builder.icmp_signed("<", c2, n), loop, done)
+    c.add_incoming(ir.Constant(I64, 0), entry)
+    c.add_incoming(c2, end)
+    for p, v0, v1 in zip(sts, inits, new):
+        p.add_incoming(v0, entry)
+        p.add_incoming(v1, end)
+    builder.position_at_end(done)
+    outs = []
+    for v0, v1 in zip(inits, new):
+        o = builder.phi(v0.type)
+        o.add_incoming(v0, entry)
+        o.add_incoming(v1, end)
+        outs.append(o)
+    return outs
+
+
+def _tile(builder, q, r, o, i0, r0, TA, TR, chunks):
+    """out[i0 + a, r0 + b] = dot16(q[i0 + a], rows[r0 + b]) for a < TA, b < TR: TA x TR
+    independent 16-lane fma chains side by side (each the chain dot16 runs), then each its tree."""
+    (qb, _, qs), (rb, _, rs), (ob, _, os_) = q, r, o
+    qp = [_row(builder, qb, builder.add(i0, ir.Constant(I64, a)), qs) for a in range(TA)]
+    rp = [_row(builder, rb, builder.add(r0, ir.Constant(I64, b)), rs) for b in range(TR)]
+
+    def body(c, acc):
+        qv = [_v16(builder, p, c) for p in qp]
+        rv = [_v16(builder, p, c) for p in rp]
+        return [fma(builder, qv[a], rv[b], acc[a * TR + b]) for a in range(TA) for b in range(TR)]
+    acc = _loop_n(builder, chunks, body, [ir.Constant(V16F, [0.0] * 16)] * (TA * TR))
+    for a in range(TA):
+        orow = _row(builder, ob, builder.add(i0, ir.Constant(I64, a)), os_)
+        for b in range(TR):
+            builder.store(tree(builder, acc[a * TR + b]),
+                          builder.gep(orow, [builder.add(r0, ir.Constant(I64, b))]), align=4)
+
+
+TILE_Q, TILE_R = 2, 4
+
+
+@intrinsic
+def dot_tile16(typingctx, qs, rows, out):
+    """out[a, b] = dot16(qs[a], rows[b]) for every a, b (2-D float32 arrays, unit-stride rows,
+    the width a multiple of 16): each the same fma chain and tree as dot16's, computed
+    TILE_Q queries x TILE_R rows at a time (8 chains in flight instead of one: dot16's single
+    chain waits on each fma's latency), remainders in smaller tiles. The bytes of every
+    out[a, b] are dot16's whatever the tile."""
+    sig = types.void(qs, rows, out)
+
+    def codegen(context, builder, signature, args):
+        q = _rows(context, builder, signature.args[0], args[0])
+        r = _rows(context, builder, signature.args[1], args[1])
+        o = _rows(context, builder, signature.args[2], args[2])
+        qa = ptr(context, builder, signature.args[0], args[0])
+        chunks = builder.sdiv(builder.extract_value(qa.shape, 1), ir.Constant(I64, 16))
+        na, nr = q[1], r[1]
+
+        def over_rows(i0, TA):
+            full = builder.sdiv(nr, ir.Constant(I64, TILE_R))
+
+            def rt(c, st):
+                _tile(builder, q, r, o, i0, builder.mul(c, ir.Constant(I64, TILE_R)), TA, TILE_R, chunks)
+                return st
+            _count_loop(builder, full, rt, ir.Constant(I64, 0))
+            first = builder.mul(full, ir.Constant(I64, TILE_R))
+
+            def r1(c, st):
+                _tile(builder, q, r, o, i0, builder.add(first, c), TA, 1, chunks)
+                return st
+            _count_loop(builder, builder.sub(nr, first), r1, ir.Constant(I64, 0))
+
+        fq = builder.sdiv(na, ir.Constant(I64, TILE_Q))
+
+        def qt(c, st):
+            over_rows(builder.mul(c, ir.Constant(I64, TILE_Q)), TILE_Q)
+            return st
+        _count_loop(builder, fq, qt, ir.Constant(I64, 0))
+        firstq = builder.mul(fq, ir.Constant(I64, TILE_Q))
+
+        def q1(c, st):
+            over_rows(builder.add(firstq, c), 1)
+            return st
+        _count_loop(builder, builder.sub(na, firstq), q1, ir.Constant(I64, 0))
+        return context.get_dummy_value()
+    return sig, codegen
+
+
+AXPY_HEADS, AXPY_LANES = 4, 32
+
+
+@intrinsic
+def axpy_heads16(typingctx, y, w, rows):
+    """axpy_rows16(y[a], w[a], rows) for every a (y [A, D], w [A, n], rows [n, D]: 2-D float32,
+    unit-stride rows, D a multiple of 32): each y[a, d] the same fma chain over the rows in
+    order, AXPY_HEADS heads x AXPY_LANES lanes held in registers at a time, so a row's lanes
+    are loaded once for those heads (then one head at a time for the remainder)."""
+    sig = types.void(y, w, rows)
+
+    def codegen(context, builder, signature, args):
+        yb, na, ys = _rows(context, builder, signature.args[0], args[0])
+        wb, _, ws = _rows(context, builder, signature.args[1], args[1])
+        rb, nr, rs = _rows(context, builder, signature.args[2], args[2])
+        ya = ptr(context, builder, signature.args[0], args[0])
+        D = builder.extract_value(ya.shape, 1)
+        vt = ir.VectorType(F32, AXPY_LANES)
+        chunks = builder.sdiv(D, ir.Constant(I64, AXPY_LANES))
+
+        def heads(a0, TH):
+            yp = [_row(builder, yb, builder.add(a0, ir.Constant(I64, a)), ys) for a in range(TH)]
+            wp = [_row(builder, wb, builder.add(a0, ir.Constant(I64, a)), ws) for a in range(TH)]
+
+            def chunk(c, st):
+                off = builder.mul(c, ir.Constant(I64, AXPY_LANES))
+                ptrs = [builder.bitcast(builder.gep(p, [off]), vt.as_pointer()) for p in yp]
+
+                def row(r, acc):
+                    x = builder.load(builder.bitcast(builder.gep(_row(builder, rb, r, rs), [off]),
+                                                     vt.as_pointer()), align=4)
+                    return [fma(builder, splat(builder, builder.load(builder.gep(wp[a], [r]), align=4),
+                                               AXPY_LANES), x, acc[a]) for a in range(TH)]
+                acc = _loop_n(builder, nr, row, [builder.load(p, align=4) for p in ptrs])
+                for p, v in zip(ptrs, acc):
+                    builder.store(v, p, align=4)
+                return st
+            _count_loop(builder, chunks, chunk, ir.Constant(I64, 0))
+
+        full = builder.sdiv(na, ir.Constant(I64, AXPY_HEADS))
+
+        def hg(c, st):
+            heads(builder.mul(c, ir.Constant(I64, AXPY_HEADS)), AXPY_HEADS)
+            return st
+        _count_loop(builder, full, hg, ir.Constant(I64, 0))
+        first = builder.mul(full, ir.Constant(I64, AXPY_HEADS))
+
+        def h1(c, st):
+            heads(builder.add(first, c), 1)
+            return st
+        _count_loop(builder, builder.sub(na, first), h1, ir.Constant(I64, 0))
+        return context.get_dummy_value()
     return sig, codegen
 
 
@@ -149,8 +302,11 @@ def _job(job, n_hb, HB, qn, qpe, w_uk, w_uv_t, pool, pos, owner, tables, page_ro
         while j < L:                             # scores, a page at a time for every head
             n = min(P, L - j)
             rows = pool[tables[c, pi], :n, 0, :]
-            for hl in range(nh):
-                _dot_rows(qa[tl, hl], rows, s[hl, j:j + n], acc)
+            if W % 16 == 0:
+                dot_tile16(qa[tl], rows, s[:, j:j + n])
+            else:
+                for hl in range(nh):
+                    _dot_rows(qa[tl, hl], rows, s[hl, j:j + n], acc)
             j += n
             pi += 1
         for hl in range(nh):
@@ -165,8 +321,11 @@ def _job(job, n_hb, HB, qn, qpe, w_uk, w_uv_t, pool, pos, owner, tables, page_ro
         while j < L:                             # o_lat = sum_j w_j row_j[:C], in key order
             n = min(P, L - j)
             rows = pool[tables[c, pi], :n, 0, :C]
-            for hl in range(nh):
-                _axpy_rows(o_lat[tl, hl], s[hl, j:j + n], rows)
+            if C % AXPY_LANES == 0:
+                axpy_heads16(o_lat[tl], s[:, j:j + n], rows)
+            else:
+                for hl in range(nh):
+                    _axpy_rows(o_lat[tl, hl], s[hl, j:j + n], rows)
             j += n
             pi += 1
     for hl in range(nh):                         # o_lat through W_UV[h]
@@ -197,9 +356,10 @@ def _parallel(n_jobs, n_hb, HB, qn, qpe, w_uk, w_uv_t, pool, pos, owner, tables,
 
 def cut(T: int, H: int, threads: int) -> tuple[int, int]:
     """(head blocks, heads a block): rows in blocks of ROW_BLOCK, heads cut so the round has
-    at least two jobs a thread where it can (a decode row: 4 jobs of 5 of 20 heads on 2)."""
+    at least a job a thread where it can (a decode row: 2 jobs of 10 of 20 heads on 2; each
+    job reads the stream's latent rows twice, so fewer, larger head blocks read less)."""
     n_rb = -(-T // ROW_BLOCK)
-    n_hb = max(1, min(H, -(-2 * threads // n_rb)))
+    n_hb = max(1, min(H, -(-threads // n_rb)))
     HB = -(-H // n_hb)
     return -(-H // HB), HB
 
