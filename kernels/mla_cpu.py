@@ -16,19 +16,27 @@ interleaved RoPE of k_pe: kernels/mla.latent_rows, numpy) and its write through 
 and q's RoPE'd part (kernels/mla.rope_interleaved). Then, for each (query row t, head h),
 alone (never depending on another row or head):
 
-    qa[:C]  = q_nope . W_UK[h]        element c: one fma chain over n = 0 .. N-1 in order
+    qa[c]   = q_nope . W_UK[h][:, c]  a dot16: 16 lanes (lane l: n = l, l + 16, ... in an
+                                      fma chain), then the fixed tree (l, l + 8), (l, l + 4),
+                                      (l, l + 2), (0, 1)
     qa[C:]  = rope(q_pe)
-    s_j     = qa . row_j              j = 0 .. p (p: t's position), 16 lanes (lane l: dims
-                                      l, l + 16, ... in an fma chain), then a fixed tree
+    s_j     = qa . row_j              j = 0 .. p (p: t's position), a dot16 over C + R
     w       = softmax(s * scale)      kernels.vec_ir.softmax16: max, exp_ir (one recipe of
                                       named ops, ~1 ulp), the sum 16 lanes wide, then divided
     o_lat   = sum_j w_j row_j[:C]     element c: one fma chain over j = 0 .. p in order
-    out[h]  = o_lat . W_UV[h]^T       element v: one fma chain over c = 0 .. C-1 in order
+    out[v]  = o_lat . W_UV[h][v, :]   a dot16 over C
 
-(kernels.vec_ir's dot_rows16 / axpy_rows16; every float operation named, so the compiler
-reorders nothing; widths not a multiple of 16 take plain loops of the same chains with an
-explicit fma). A chain's order depends on p and the widths alone: not on the round, the
-chunk, where the pages lie, how many heads this rank holds (TP) or how the jobs are cut.
+(dot16 and axpy16 are kernels/vec_ir.py's chains; here computed several at a time,
+dot_tile16 / dot_tile_q8 / axpy_heads16, which keep each chain as it is; every float
+operation named, so the compiler reorders nothing; widths not a multiple of 16 take plain
+loops of the same chains with an explicit fma). A chain's order depends on p and the widths
+alone: not on the round, the chunk, where the pages lie, how many heads this rank holds (TP)
+or how the jobs are cut.
+
+W_UK and W_UV are read as [H, C, N] and [H, V, C] rows (llama.cpp's attn_k_b / attn_v_b):
+float32, or a GGUF's Q8_0 blocks as stored, dequantized in registers (f16 scale x int8 is
+exact in float32), so a Q8_0 file's products are the bytes of its float32 values and a
+decode step reads 3.8x fewer weight bytes.
 
 **Both cores for one request.** The work is cut into jobs of (a block of query rows, a block
 of heads): a decode row's 20 heads as 2 jobs of 10 on 2 threads, a prefill chunk's rows in blocks of 16 with
@@ -49,7 +57,7 @@ from numba.extending import intrinsic
 from kernels import mla
 from kernels.blocks_cpu import SERIAL_MACS, _noalias
 from kernels.vec_ir import (F32, I64, V16F, _count_loop, _row, _rows, _v16, axpy_rows16, dot_rows16,
-                            fma, ptr, softmax16, splat, tree)
+                            fma, half, ptr, softmax16, splat, tree)
 
 ROW_BLOCK = 16            # query rows a job takes when a chunk has many
 
@@ -130,36 +138,92 @@ def dot_tile16(typingctx, qs, rows, out):
         o = _rows(context, builder, signature.args[2], args[2])
         qa = ptr(context, builder, signature.args[0], args[0])
         chunks = builder.sdiv(builder.extract_value(qa.shape, 1), ir.Constant(I64, 16))
-        na, nr = q[1], r[1]
-
-        def over_rows(i0, TA):
-            full = builder.sdiv(nr, ir.Constant(I64, TILE_R))
-
-            def rt(c, st):
-                _tile(builder, q, r, o, i0, builder.mul(c, ir.Constant(I64, TILE_R)), TA, TILE_R, chunks)
-                return st
-            _count_loop(builder, full, rt, ir.Constant(I64, 0))
-            first = builder.mul(full, ir.Constant(I64, TILE_R))
-
-            def r1(c, st):
-                _tile(builder, q, r, o, i0, builder.add(first, c), TA, 1, chunks)
-                return st
-            _count_loop(builder, builder.sub(nr, first), r1, ir.Constant(I64, 0))
-
-        fq = builder.sdiv(na, ir.Constant(I64, TILE_Q))
-
-        def qt(c, st):
-            over_rows(builder.mul(c, ir.Constant(I64, TILE_Q)), TILE_Q)
-            return st
-        _count_loop(builder, fq, qt, ir.Constant(I64, 0))
-        firstq = builder.mul(fq, ir.Constant(I64, TILE_Q))
-
-        def q1(c, st):
-            over_rows(builder.add(firstq, c), 1)
-            return st
-        _count_loop(builder, builder.sub(na, firstq), q1, ir.Constant(I64, 0))
+        _tiles(builder, q, r, o, lambda i0, r0, TA, TR: _tile(builder, q, r, o, i0, r0, TA, TR, chunks))
         return context.get_dummy_value()
     return sig, codegen
+
+
+def _tile_q8(builder, q, r, o, i0, r0, TA, TR, blocks):
+    """_tile's chains over rows of Q8_0 blocks: each block's 32 values dequantized exactly
+    (f16 scale x int8, a float32 product with no rounding: the value the float32 matrix holds)
+    as two 16-lane halves, each fma'd in dot16's order (lane l: k = l, l + 16, ...)."""
+    (qb, _, qs), (rb, _, rs), (ob, _, os_) = q, r, o
+    i8 = ir.IntType(8)
+    v16i8 = ir.VectorType(i8, 16)
+    qp = [_row(builder, qb, builder.add(i0, ir.Constant(I64, a)), qs) for a in range(TA)]
+    rp = [builder.gep(rb, [builder.mul(builder.add(r0, ir.Constant(I64, b)), rs)]) for b in range(TR)]
+
+    def body(c, acc):
+        x = [(_v16(builder, p, builder.mul(c, ir.Constant(I64, 2))),
+              _v16(builder, p, builder.add(builder.mul(c, ir.Constant(I64, 2)), ir.Constant(I64, 1))))
+             for p in qp]
+        out = list(acc)
+        for b in range(TR):
+            blk = builder.gep(rp[b], [builder.mul(c, ir.Constant(I64, 34))])
+            d = splat(builder, half(builder, blk))
+            lo = builder.load(builder.bitcast(builder.gep(blk, [ir.Constant(I64, 2)]), v16i8.as_pointer()), align=1)
+            hi = builder.load(builder.bitcast(builder.gep(blk, [ir.Constant(I64, 18)]), v16i8.as_pointer()), align=1)
+            wl = builder.fmul(d, builder.sitofp(lo, V16F))
+            wh = builder.fmul(d, builder.sitofp(hi, V16F))
+            for a in range(TA):
+                k = a * TR + b
+                out[k] = fma(builder, x[a][1], wh, fma(builder, x[a][0], wl, out[k]))
+        return out
+    acc = _loop_n(builder, blocks, body, [ir.Constant(V16F, [0.0] * 16)] * (TA * TR))
+    for a in range(TA):
+        orow = _row(builder, ob, builder.add(i0, ir.Constant(I64, a)), os_)
+        for b in range(TR):
+            builder.store(tree(builder, acc[a * TR + b]),
+                          builder.gep(orow, [builder.add(r0, ir.Constant(I64, b))]), align=4)
+
+
+@intrinsic
+def dot_tile_q8(typingctx, qs, rows, out):
+    """dot_tile16 over rows of Q8_0 blocks (rows: uint8 [n, K / 32 * 34]; qs float32 [A, K],
+    K a multiple of 32): out[a, b] the bytes dot16(qs[a], the row dequantized) gives."""
+    sig = types.void(qs, rows, out)
+
+    def codegen(context, builder, signature, args):
+        q = _rows(context, builder, signature.args[0], args[0])
+        r = _rows(context, builder, signature.args[1], args[1])
+        o = _rows(context, builder, signature.args[2], args[2])
+        qa = ptr(context, builder, signature.args[0], args[0])
+        blocks = builder.sdiv(builder.extract_value(qa.shape, 1), ir.Constant(I64, 32))
+        _tiles(builder, q, r, o, lambda i0, r0, TA, TR: _tile_q8(builder, q, r, o, i0, r0, TA, TR, blocks))
+        return context.get_dummy_value()
+    return sig, codegen
+
+
+def _tiles(builder, q, r, o, tile):
+    """tile(i0, r0, TA, TR) over every query and row: TILE_Q x TILE_R, then the edges."""
+    na, nr = q[1], r[1]
+
+    def over_rows(i0, TA):
+        full = builder.sdiv(nr, ir.Constant(I64, TILE_R))
+
+        def rt(c, st):
+            tile(i0, builder.mul(c, ir.Constant(I64, TILE_R)), TA, TILE_R)
+            return st
+        _count_loop(builder, full, rt, ir.Constant(I64, 0))
+        first = builder.mul(full, ir.Constant(I64, TILE_R))
+
+        def r1(c, st):
+            tile(i0, builder.add(first, c), TA, 1)
+            return st
+        _count_loop(builder, builder.sub(nr, first), r1, ir.Constant(I64, 0))
+
+    fq = builder.sdiv(na, ir.Constant(I64, TILE_Q))
+
+    def qt(c, st):
+        over_rows(builder.mul(c, ir.Constant(I64, TILE_Q)), TILE_Q)
+        return st
+    _count_loop(builder, fq, qt, ir.Constant(I64, 0))
+    firstq = builder.mul(fq, ir.Constant(I64, TILE_Q))
+
+    def q1(c, st):
+        over_rows(builder.add(firstq, c), 1)
+        return st
+    _count_loop(builder, builder.sub(na, firstq), q1, ir.Constant(I64, 0))
 
 
 AXPY_HEADS, AXPY_LANES = 4, 32
@@ -255,16 +319,28 @@ def _axpy_rows(y, w, rows):
 
 
 @njit(cache=True, boundscheck=False, nogil=True)
-def _job(job, n_hb, HB, qn, qpe, w_uk, w_uv_t, pool, pos, owner, tables, page_rows, scale,
-         out):
+def _rows_dot(qs, rows, out, quant, acc):
+    """out[a, b] = dot16(qs[a], rows[b]) (rows float32, or Q8_0 blocks when quant)."""
+    if quant:
+        dot_tile_q8(qs, rows, out)
+    elif qs.shape[1] % 16 == 0:
+        dot_tile16(qs, rows, out)
+    else:
+        for a in range(qs.shape[0]):
+            _dot_rows(qs[a], rows, out[a], acc)
+
+
+@njit(cache=True, boundscheck=False, nogil=True)
+def _job(job, n_hb, HB, qn, qpe, w_ukt, w_uv, quant, pool, pos, owner, tables, page_rows,
+         scale, out):
     """Rows rb*ROW_BLOCK .. of head block hb: absorb, attend over pages, expand."""
     rb = job // n_hb
     hb = job % n_hb
     T, H, N = qn.shape
-    C = w_uk.shape[2]
+    C = pool.shape[3] - qpe.shape[2]
     R = qpe.shape[2]
     W = C + R
-    V = w_uv_t.shape[2]
+    V = w_uv.shape[1]
     t0 = rb * ROW_BLOCK
     t1 = min(T, t0 + ROW_BLOCK)
     h0 = hb * HB
@@ -273,19 +349,15 @@ def _job(job, n_hb, HB, qn, qpe, w_uk, w_uv_t, pool, pos, owner, tables, page_ro
     if nh <= 0:
         return
     nt = t1 - t0
+    acc = np.empty(16, np.float32)
     qa = np.empty((nt, nh, W), np.float32)
-    for hl in range(nh):                         # q_nope through W_UK[h], W_UK[h] kept warm
-        wk = w_uk[h0 + hl]
+    for hl in range(nh):                  # q_nope . W_UK[h]^T's rows, W_UK[h] read once
+        _rows_dot(qn[t0:t1, h0 + hl], w_ukt[h0 + hl], qa[:, hl, :C], quant, acc)
         for tl in range(nt):
-            y = qa[tl, hl, :C]
-            for c in range(C):
-                y[c] = np.float32(0.0)
-            _axpy_rows(y, qn[t0 + tl, h0 + hl], wk)
             pe = qpe[t0 + tl, h0 + hl]
             for r in range(R):
                 qa[tl, hl, C + r] = pe[r]
     o_lat = np.empty((nt, nh, C), np.float32)
-    acc = np.empty(16, np.float32)
     Lmax = pos[t1 - 1] + 1
     for tl in range(nt):
         if pos[t0 + tl] + 1 > Lmax:
@@ -328,30 +400,25 @@ def _job(job, n_hb, HB, qn, qpe, w_uk, w_uv_t, pool, pos, owner, tables, page_ro
                     _axpy_rows(o_lat[tl, hl], s[hl, j:j + n], rows)
             j += n
             pi += 1
-    for hl in range(nh):                         # o_lat through W_UV[h]
+    for hl in range(nh):                         # o_lat . W_UV[h]'s rows, W_UV[h] read once
         h = h0 + hl
-        wv = w_uv_t[h]
-        for tl in range(nt):
-            y = out[t0 + tl, h * V:(h + 1) * V]
-            for d in range(V):
-                y[d] = np.float32(0.0)
-            _axpy_rows(y, o_lat[tl, hl], wv)
+        _rows_dot(o_lat[:, hl], w_uv[h], out[t0:t1, h * V:(h + 1) * V], quant, acc)
 
 
 @njit(cache=True, boundscheck=False)
-def _serial(n_jobs, n_hb, HB, qn, qpe, w_uk, w_uv_t, pool, pos, owner, tables, page_rows,
+def _serial(n_jobs, n_hb, HB, qn, qpe, w_ukt, w_uv, quant, pool, pos, owner, tables, page_rows,
             scale, out):
     for job in range(n_jobs):
-        _job(job, n_hb, HB, qn, qpe, w_uk, w_uv_t, pool, pos, owner, tables, page_rows, scale,
-             out)
+        _job(job, n_hb, HB, qn, qpe, w_ukt, w_uv, quant, pool, pos, owner, tables, page_rows,
+             scale, out)
 
 
 @njit(cache=True, boundscheck=False, parallel=True)
-def _parallel(n_jobs, n_hb, HB, qn, qpe, w_uk, w_uv_t, pool, pos, owner, tables, page_rows,
-              scale, out):
+def _parallel(n_jobs, n_hb, HB, qn, qpe, w_ukt, w_uv, quant, pool, pos, owner, tables,
+              page_rows, scale, out):
     for job in prange(n_jobs):
-        _job(job, n_hb, HB, qn, qpe, w_uk, w_uv_t, pool, pos, owner, tables, page_rows, scale,
-             out)
+        _job(job, n_hb, HB, qn, qpe, w_ukt, w_uv, quant, pool, pos, owner, tables, page_rows,
+             scale, out)
 
 
 def cut(T: int, H: int, threads: int) -> tuple[int, int]:
@@ -370,20 +437,33 @@ def macs(T: int, H: int, N: int, C: int, R: int, V: int, pos) -> int:
     return T * H * (N * C + C * V) + keys * H * (2 * C + R)
 
 
-def round_attend(q, ckv, kv_norm, eps, w_uk, w_uv_t, N, pool, rows, inv, scale, cut_to=None,
+def round_attend(q, ckv, kv_norm, eps, w_ukt, w_uv, N, pool, rows, inv, scale, cut_to=None,
                  parallel=None):
     """kernels/mla.round_attend's contract, this file's arithmetic: q [T, H, N + R] (this
-    rank's heads), ckv [T, C + R] -> [T, H V]; the round's latent rows written to pool
-    ([pages, P, 1, C + R]) through each chunk's table first (a row reads rows 0 .. p of its
-    own stream, which no other chunk of the round writes). `cut_to` (head blocks, heads a
-    block) and `parallel` override the job cut and the region choice (tests: same bytes)."""
+    rank's heads), ckv [T, C + R], W_UK transposed [H, C, N] and W_UV [H, V, C] (float32, or
+    uint8 rows of Q8_0 blocks: [H, C, N / 32 * 34], [H, V, C / 32 * 34], the same bytes out as
+    their float32 values) -> [T, H V]; the round's latent rows written to pool ([pages, P, 1,
+    C + R]) through each chunk's table first (a row reads rows 0 .. p of its own stream, which
+    no other chunk of the round writes). `cut_to` (head blocks, heads a block) and `parallel`
+    override the job cut and the region choice (tests: the same bytes)."""
     T, H, _ = q.shape
-    C = w_uk.shape[2]
+    C = pool.shape[-1] - (q.shape[2] - N)
     R = q.shape[2] - N
-    V = w_uv_t.shape[2]
-    if pool.shape[-1] != C + R or w_uk.shape[1] != N or w_uv_t.shape[1] != C:
-        raise ValueError(f"mla_cpu: pool row {pool.shape[-1]} != latent {C} + rope {R}, or "
-                         f"W_UK {w_uk.shape} / W_UV^T {w_uv_t.shape} not [H, {N}, {C}] / [H, {C}, V]")
+    quant = w_ukt.dtype == np.uint8
+    if not quant:
+        w_ukt = np.ascontiguousarray(w_ukt, dtype=np.float32)
+        w_uv = np.ascontiguousarray(w_uv, dtype=np.float32)
+    V = w_uv.shape[1]
+    if quant:
+        ok = (N % 32 == 0 and C % 32 == 0 and w_ukt.shape[1:] == (C, N // 32 * 34)
+              and w_uv.shape[2] == C // 32 * 34)
+    else:
+        ok = w_ukt.shape[1:] == (C, N) and w_uv.shape[2] == C
+    if not ok or w_ukt.shape[0] != H or w_uv.shape[0] != H:
+        raise ValueError(f"mla_cpu: pool row {pool.shape[-1]} (latent C + rope {R}), q's {H} "
+                         f"heads of nope {N}: W_UK^T {w_ukt.shape} / W_UV {w_uv.shape} "
+                         f"({w_ukt.dtype}) are not [H, C, N] / [H, V, C]"
+                         + (" of Q8_0 rows" if quant else ""))
     pos = np.asarray(rows.pos, np.int64)
     lat = mla.latent_rows(ckv, kv_norm, eps, C, pos, inv)
     for (a, b), c in zip(rows.spans, rows.chunks):
@@ -409,7 +489,6 @@ def round_attend(q, ckv, kv_norm, eps, w_uk, w_uv_t, N, pool, rows, inv, scale, 
     out = np.empty((T, H * V), np.float32)
     fn = _parallel if parallel else _serial
     with _noalias():
-        fn(n_jobs, n_hb, HB, qn, qpe, np.ascontiguousarray(w_uk, dtype=np.float32),
-           np.ascontiguousarray(w_uv_t, dtype=np.float32), pool, pos, owner, tables, page_rows,
-           np.float32(scale), out)
+        fn(n_jobs, n_hb, HB, qn, qpe, np.ascontiguousarray(w_ukt), np.ascontiguousarray(w_uv),
+           quant, pool, pos, owner, tables, page_rows, np.float32(scale), out)
     return out

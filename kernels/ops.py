@@ -127,21 +127,24 @@ def moe(x, router, router_bias, experts_gu, experts_down, ff, routing, shared_gu
     return out
 
 
-def mla_attend(q, ckv, kv_norm, eps, w_uk, w_uv_t, nope, pool, rows, inv, scale):
-    """A round's multi-head latent attention (kernels/mla.py's round_attend, the absorbed
-    form for every position): q [T, H, N + R] (this shard's heads), ckv [T, C + R] -> [T, H V];
-    the rows' latent rows written to pool first. CPU only: kernels/mla_cpu.py (numba) where
-    numba loads, else the numpy definition (kernels/mla.py; the same numbers within rounding,
-    not the same bytes: mla_cpu's docstring)."""
+def mla_attend(q, ckv, kv_norm, eps, w_ukt, w_uv, nope, pool, rows, inv, scale):
+    """A round's multi-head latent attention (the absorbed form for every position): q
+    [T, H, N + R] (this shard's heads), ckv [T, C + R], W_UK transposed [H, C, N] and W_UV
+    [H, V, C] (float32, or Q8_0 rows as stored) -> [T, H V]; the rows' latent rows written to
+    pool first. CPU only: kernels/mla_cpu.py (numba) where numba loads, else the numpy
+    definition (kernels/mla.py; the same numbers within rounding, not the same bytes:
+    mla_cpu's docstring)."""
     if not _cpu(q):
         raise NotImplementedError("latent attention runs on the CPU only")
     ok, _ = qmatmul.available()
     if ok:
         from kernels import mla_cpu
-        return mla_cpu.round_attend(q, ckv, kv_norm, eps, w_uk, w_uv_t, nope, pool, rows, inv,
+        return mla_cpu.round_attend(q, ckv, kv_norm, eps, w_ukt, w_uv, nope, pool, rows, inv,
                                     scale)
     from kernels import mla
-    return mla.round_attend(q, ckv, kv_norm, eps, w_uk, w_uv_t, nope, pool, rows, inv, scale)
+    return mla.round_attend(q, ckv, kv_norm, eps, np.ascontiguousarray(w_ukt.transpose(0, 2, 1)),
+                            np.ascontiguousarray(w_uv.transpose(0, 2, 1)), nope, pool, rows, inv,
+                            scale)
 
 
 def moe_biased(x, router, router_bias, experts_gu, gu_bias, experts_down, down_bias, ff,

@@ -22,12 +22,14 @@ SHAPES = [(5, 32, 16, 64, 32), (4, 16, 8, 32, 16), (3, 16, 16, 32, 24), (20, 192
 
 def case(H, N, R, C, V, seed=0):
     rng = np.random.default_rng(seed)
-    kv_b = rng.standard_normal((H, N + V, C), dtype=np.float32) / np.sqrt(C)
+    kv_b = rng.standard_normal((H, N + V, C), dtype=np.float32) / np.float32(np.sqrt(C))
     return SimpleNamespace(
         H=H, N=N, R=R, C=C, V=V,
         norm=(1 + 0.1 * rng.standard_normal(C)).astype(np.float32),
-        w_uk=np.ascontiguousarray(kv_b[:, :N]),
+        w_uk=np.ascontiguousarray(kv_b[:, :N]),                      # the definition's
         w_uv_t=np.ascontiguousarray(kv_b[:, N:].transpose(0, 2, 1)),
+        w_ukt=np.ascontiguousarray(kv_b[:, :N].transpose(0, 2, 1)),  # the kernel's
+        w_uv=np.ascontiguousarray(kv_b[:, N:]),
         inv=(1.0 / 10000 ** (np.arange(0, R, 2) / R)).astype(np.float32),
         scale=np.float32(1 / np.sqrt(N + R)), kv_b=kv_b, rng=rng)
 
@@ -54,7 +56,8 @@ def rows_of(chunks):
 
 
 def run(fn, k, q, ckv, pool, rows, **kw):
-    return fn(q, ckv, k.norm, 1e-6, k.w_uk, k.w_uv_t, k.N, pool, rows, k.inv, k.scale, **kw)
+    w = (k.w_uk, k.w_uv_t) if fn is mla.round_attend else (k.w_ukt, k.w_uv)
+    return fn(q, ckv, k.norm, 1e-6, *w, k.N, pool, rows, k.inv, k.scale, **kw)
 
 
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
@@ -164,9 +167,38 @@ def test_a_ranks_heads_alone_equal_their_part_of_all():
     for heads in ((0, 1, 2), (3, 4, 5), (2, 3), (5,)):
         hs = list(heads)
         part = mla_cpu.round_attend(np.ascontiguousarray(q[:, hs]), ckv, k.norm, 1e-6,
-                                    k.w_uk[hs], k.w_uv_t[hs], k.N, pool_of(3, 8, k), rows,
+                                    k.w_ukt[hs], k.w_uv[hs], k.N, pool_of(3, 8, k), rows,
                                     k.inv, k.scale)
         assert np.array_equal(part.reshape(T, len(hs), k.V), whole[:, hs]), heads
+
+
+def test_q8_0_rows_give_their_float32_values_bytes():
+    """W_UK / W_UV as a GGUF's Q8_0 blocks (read as stored) == the same weights dequantized to
+    float32, byte for byte (a Q8_0 value is exact in float32; the chains are the same)."""
+    from gguf import GGMLQuantizationType as G
+    from gguf.quants import dequantize, quantize
+    for shape in ((5, 32, 16, 64, 32), (20, 192, 64, 512, 256)):
+        k = case(*shape, seed=6)
+        kq = quantize(k.w_ukt.reshape(-1, k.N), G.Q8_0).reshape(k.H, k.C, -1)
+        vq = quantize(k.w_uv.reshape(-1, k.C), G.Q8_0).reshape(k.H, k.V, -1)
+        kf = dequantize(kq.reshape(k.H * k.C, -1), G.Q8_0).reshape(k.H, k.C, k.N).astype(np.float32)
+        vf = dequantize(vq.reshape(k.H * k.V, -1), G.Q8_0).reshape(k.H, k.V, k.C).astype(np.float32)
+        T = 19
+        q, ckv = inputs(k, T)
+        rows = rows_of([((1, 0, 2), 8, 0, T)])
+        a = mla_cpu.round_attend(q, ckv, k.norm, 1e-6, kq, vq, k.N, pool_of(3, 8, k), rows, k.inv, k.scale)
+        b = mla_cpu.round_attend(q, ckv, k.norm, 1e-6, kf, vf, k.N, pool_of(3, 8, k), rows, k.inv, k.scale)
+        assert np.array_equal(a, b), shape
+        for par in (False, True):             # one decode row, serial and both cores
+            got = []
+            for wk, wv in ((kq, vq), (kf, vf)):
+                pool = pool_of(3, 8, k)
+                mla_cpu.round_attend(q[:-1], ckv[:-1], k.norm, 1e-6, wk, wv, k.N, pool,
+                                     rows_of([((1, 0, 2), 8, 0, T - 1)]), k.inv, k.scale)
+                got.append(mla_cpu.round_attend(q[-1:], ckv[-1:], k.norm, 1e-6, wk, wv, k.N, pool,
+                                                rows_of([((1, 0, 2), 8, T - 1, 1)]), k.inv,
+                                                k.scale, parallel=par))
+            assert np.all(np.isfinite(got[0])) and np.array_equal(*got), (shape, par)
 
 
 def test_shapes_refused_by_name():
