@@ -59,7 +59,7 @@ class Deep(Foldserve):
 
     def __init__(self, f: Path, threads: int, depth: int):
         self.depth = depth
-        super().__init__(f, threads, ctx=-(-(depth + 64) // 16) * 16)
+        super().__init__(f, threads, ctx=max(1024, -(-(depth + 64) // 16) * 16))
 
     def warm(self):
         self.decode(1, 2)
@@ -99,10 +99,14 @@ def side_by_side(f: Path, lcpp: Path, threads: int, rounds: int, depth: int) -> 
         pp, _ = eng.prefill(512)
         ours = {"tg": tg, "pp512": pp}
         loads.append(_load())
-        ll.update(llama_bench(lcpp, f, threads, ["-p", 0, "-n", 16, "-d", depth]))
-        loads.append(_load())
-        ours.update(eng.at_depth())
-        loads.append(_load())
+        if depth:
+            ll.update(llama_bench(lcpp, f, threads, ["-p", 0, "-n", 16, "-d", depth]))
+            loads.append(_load())
+            ours.update(eng.at_depth())
+            loads.append(_load())
+        else:                                   # --depth 0: tg and pp512 only
+            ll[dk] = ours[dk] = float("nan")
+            ours["pp@0"] = float("nan")
         ratio = {k: ours[k] / ll[k] for k in ("tg", "pp512", dk)}
         per.append({"llama_cpp": ll, "foldserve": ours, "ratio": ratio, "loadavg": loads})
         print(f"  round {r + 1}: llama.cpp tg {ll['tg']:.2f} pp512 {ll['pp512']:.2f} {dk} {ll[dk]:.2f} | "
@@ -197,7 +201,7 @@ def main(argv=None) -> None:
     ap.add_argument("--llama-cpp", default="/work/peers-build/llama.cpp")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--depth", type=int, default=4096)
+    ap.add_argument("--depth", type=int, default=4096, help="0: skip the decode at depth")
     ap.add_argument("--stages", default="make,bench")
     ap.add_argument("--out", default=None)
     a = ap.parse_args(argv)
