@@ -112,6 +112,9 @@ def make_gguf(spec: mc.MoeSpec, path: Path) -> None:
     layout = mc.gguf_layout(spec)
 
     def shape_of(hs):
+        if len(hs) == 2 and hs[1] in (mc.KV_B_K, mc.KV_B_V):      # deepseek2's kv_b halves
+            n, c = spec.n_head, spec.kv_lora_rank
+            return (n, c, spec.qk_nope_head_dim) if hs[1] == mc.KV_B_K else (n, spec.v_head_dim, c)
         return shapes[hs[0]] if len(hs) == 1 else (len(hs),) + shapes[hs[0]]
 
     wr = gguf.GGUFWriter(str(path), spec.family)

@@ -44,12 +44,12 @@ class Ops:
     def __init__(self):
         self.numba, self.why_not = qmatmul.available()
         if self.numba:
-            from kernels import gdn_cpu, kda_cpu, moe_cpu
+            from kernels import gdn_cpu, kda_cpu, mla_cpu, moe_cpu
             self._gdn_chunk, self._moe_cpu = gdn_cpu.chunk, moe_cpu
-            self._kda_chunk = kda_cpu.chunk
+            self._kda_chunk, self._mla_cpu = kda_cpu.chunk, mla_cpu
         else:
             self._gdn_chunk, self._moe_cpu = gdn.chunk, None
-            self._kda_chunk = kda.chunk
+            self._kda_chunk, self._mla_cpu = kda.chunk, None
 
     def __repr__(self) -> str:
         return f"<kernels.ops {self.name}>"
@@ -160,11 +160,20 @@ class Ops:
         return (isinstance(experts, ExpertStack) and self._moe_cpu is not None
                 and self._moe_cpu.fits(experts))
 
-    def mla_attend(self, q, ckv, kv_norm, eps, w_uk, w_uv_t, nope, pool, rows, inv, scale):
-        """A round's multi-head latent attention (kernels/mla.py's round_attend, the absorbed
-        form for every position): q [T, H, N + R] (this shard's heads), ckv [T, C + R] ->
-        [T, H V]; the rows' latent rows written to pool first. CPU only."""
-        return mla.round_attend(q, ckv, kv_norm, eps, w_uk, w_uv_t, nope, pool, rows, inv, scale)
+    def mla_attend(self, q, ckv, kv_norm, eps, w_ukt, w_uv, nope, pool, rows, inv, scale):
+        """A round's multi-head latent attention (the absorbed form for every position): q
+        [T, H, N + R] (this shard's heads), ckv [T, C + R], W_UK transposed [H, C, N] and W_UV
+        [H, V, C] (float32, or Q8_0 rows as stored) -> [T, H V]; the rows' latent rows written
+        to pool first. kernels/mla_cpu.py (numba) where numba loads, else the numpy definition
+        (kernels/mla.py; the same numbers within rounding, not the same bytes: mla_cpu's
+        docstring)."""
+        if self._mla_cpu is not None:
+            return self._mla_cpu.round_attend(q, ckv, kv_norm, eps, w_ukt, w_uv, nope, pool, rows,
+                                              inv, scale)
+        return mla.round_attend(q, ckv, kv_norm, eps,
+                                np.ascontiguousarray(w_ukt.transpose(0, 2, 1)),
+                                np.ascontiguousarray(w_uv.transpose(0, 2, 1)), nope, pool, rows,
+                                inv, scale)
 
     def moe_biased(self, x, router, router_bias, experts_gu, gu_bias, experts_down, down_bias,
                    ff, routing, limit, alpha):

@@ -148,14 +148,36 @@ class Split:
         return _cat(parts, axis=axis, mixed=mixed and self.mixed)
 
     @staticmethod
+    def kv_b_dense(w_ukt, w_uv, nope: int, c: int):
+        """kv_b_heads' pair (W_UK transposed [H, C, N], W_UV [H, V, C]; float32 or Q8_0 rows
+        as stored) -> (W_UK [H, N, C], W_UV transposed [H, C, V]) float32, contiguous: the
+        forms kernels/dsa.py multiplies by."""
+        def dense(a, cols):
+            a = np.asarray(a)
+            if a.dtype == np.uint8:                       # Q8_0 rows as stored
+                H, R = a.shape[:2]
+                a = Blocks("Q8_0", H * R, cols, a.reshape(H * R, -1)).dequantize().reshape(H, R, cols)
+            return np.ascontiguousarray(np.asarray(a, np.float32).transpose(0, 2, 1))
+        return dense(w_ukt, nope), dense(w_uv, c)
+
+    @staticmethod
     def kv_b_heads(w, n_heads: int, heads, nope: int, v: int, c: int):
-        """Latent attention's kv_b [n_heads (nope + v), c] (Blocks dequantized) -> (W_UK
-        [H_r, nope, c], W_UV transposed [H_r, c, v]) of `heads`, float32 (the CPU only)."""
+        """Latent attention's kv_b [n_heads (nope + v), c] -> (W_UK transposed [H_r, c, nope],
+        W_UV [H_r, v, c]) of `heads` (the CPU only): float32, or, where the GGUF keeps both
+        halves as Q8_0 (gguf_loader.KvBHalves) and numba loads, their Q8_0 rows as stored
+        (uint8 [H_r, c, nope / 32 * 34], [H_r, v, c / 32 * 34]: kernels/mla_cpu.py reads either
+        to the same bytes)."""
+        hs = list(heads)
+        if hasattr(w, "k_b"):
+            from kernels import qmatmul
+            if qmatmul.available()[0]:
+                kb = w.k_b.data.reshape(n_heads, c, -1)
+                vb = w.v_b.data.reshape(n_heads, v, -1)
+                return np.ascontiguousarray(kb[hs]), np.ascontiguousarray(vb[hs])
         w = w.dequantize() if hasattr(w, "dequantize") else w
         kv_b = np.asarray(w, np.float32).reshape(n_heads, nope + v, c)
-        hs = list(heads)
-        return (np.ascontiguousarray(kv_b[hs, :nope]),
-                np.ascontiguousarray(kv_b[hs, nope:].transpose(0, 2, 1)))
+        return (np.ascontiguousarray(kv_b[hs, :nope].transpose(0, 2, 1)),
+                np.ascontiguousarray(kv_b[hs, nope:]))
 
     @staticmethod
     def f32(w):

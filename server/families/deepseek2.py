@@ -57,8 +57,9 @@ class MlaLayerWeights:
     wq: object                 # q_b [q_lora, H_r (N + R)] or plain q [d, H_r (N + R)]
     wkv_a: object              # [d, C + R] (replicated)
     kv_a_norm: object          # [C]
-    w_uk: object               # [H_r, N, C] float32: kv_b's k rows of this rank's heads
-    w_uv_t: object             # [H_r, C, V] float32: kv_b's v rows, transposed
+    w_ukt: object              # [H_r, C, N]: kv_b's k rows of this rank's heads, transposed
+    w_uv: object               # [H_r, V, C]: kv_b's v rows (both float32, or Q8_0 rows as
+                               # the GGUF stores them: prepare.Split.kv_b_heads)
     wo: object                 # [H_r V, d]
     mlp_norm: object
     wgu: object | None = None
@@ -126,12 +127,12 @@ def shard_layer(spec, i: int, sp, shard) -> MlaLayerWeights:
     else:
         wq_a = q_a_norm = None
         wq = sp.rows(get(a + "q_proj.weight"), heads, N + R)
-    # kv_b's k rows [H_r, N, C] and v rows transposed [H_r, C, V] of this rank's heads
-    w_uk, w_uv_t = sp.kv_b_heads(get(a + "kv_b_proj.weight"), spec.n_heads, heads, N, V, C)
+    # kv_b's k rows transposed [H_r, C, N] and v rows [H_r, V, C] of this rank's heads
+    w_ukt, w_uv = sp.kv_b_heads(get(a + "kv_b_proj.weight"), spec.n_heads, heads, N, V, C)
     wo = sp.head_cols(get(a + "o_proj.weight"), heads, V, a + "o_proj.weight")
     rec = dict(attn_norm=dev(get(p + "input_layernorm.weight")), wq_a=wq_a, q_a_norm=q_a_norm,
                wq=dev(sp.orient(wq)), wkv_a=dev(sp.orient(get(a + "kv_a_proj_with_mqa.weight"))),
-               kv_a_norm=dev(get(a + "kv_a_layernorm.weight")), w_uk=w_uk, w_uv_t=w_uv_t,
+               kv_a_norm=dev(get(a + "kv_a_layernorm.weight")), w_ukt=w_ukt, w_uv=w_uv,
                wo=dev(sp.orient(wo)), mlp_norm=dev(get(p + "post_attention_layernorm.weight")))
     if not spec.is_moe_layer(i):
         wgu, wdown = shard_mlp(p + "mlp.", sp, *shard.ff)
@@ -154,8 +155,8 @@ def attend(ops, m, L, li, h, out, r, kv, inv=None):
     else:
         q = ops.linear(x, L.wq)
     ckv = ops.linear(x, L.wkv_a)                                           # [T, C + R]
-    att = ops.mla_attend(q.reshape(T, H, s.head_dim), ckv, L.kv_a_norm, s.rms_eps, L.w_uk,
-                         L.w_uv_t, s.qk_nope_head_dim, kv.k(li), r,
+    att = ops.mla_attend(q.reshape(T, H, s.head_dim), ckv, L.kv_a_norm, s.rms_eps, L.w_ukt,
+                         L.w_uv, s.qk_nope_head_dim, kv.k(li), r,
                          m.inv if inv is None else inv, m.scale)
     o = ops.linear(att, L.wo)                                              # partial under TP
     if m.all_reduce is not None:

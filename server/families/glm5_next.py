@@ -176,6 +176,8 @@ class Glm5Layer:
     hc_ffn: Hc
     indexer: Indexer | None = None   # a full sparse layer's (None: KDA, or shared)
     sparse: bool = False
+    w_uk: object = None   # a sparse layer's kv_b k rows [H_r, N, C] and v rows transposed
+    w_uv_t: object = None  # [H_r, C, V], float32 (prepare.Split.kv_b_dense): kernels/dsa.py's
 
 
 def _hc(sp, p: str, part: str) -> Hc:
@@ -197,6 +199,7 @@ def shard_layer(spec, i: int, sp, shard) -> Glm5Layer:
     if spec.is_linear_layer(i):
         return Glm5Layer(kimi_linear.shard_layer(spec, i, sp, shard), **hc)
     inner = deepseek2.shard_layer(spec, i, sp, shard)
+    w_uk, w_uv_t = sp.kv_b_dense(inner.w_ukt, inner.w_uv, spec.qk_nope_head_dim, spec.kv_lora_rank)
     ix = None
     if i not in spec.index_shared:
         a = p + "self_attn.indexer."
@@ -205,7 +208,7 @@ def shard_layer(spec, i: int, sp, shard) -> Glm5Layer:
         ix = Indexer(t("wq_b.weight"), t("wk.weight"), f("k_norm.weight"), f("k_norm.bias"),
                      t("weights_proj.weight"), f("index_kpool_compress_ape"),
                      t("index_kpool_compress_gate"), pooled_index(spec, i))
-    return Glm5Layer(inner, **hc, indexer=ix, sparse=True)
+    return Glm5Layer(inner, **hc, indexer=ix, sparse=True, w_uk=w_uk, w_uv_t=w_uv_t)
 
 
 # ------------------------------------------------------------------ the forward
@@ -232,7 +235,7 @@ def attend_sparse(ops, m, L, li, x, r, kv):
     q = ops.linear(q_resid, I.wq)
     ckv = ops.linear(xn, I.wkv_a)
     att, m.dsa_choices = ops.dsa_attend(
-        q.reshape(x.shape[0], H, s.head_dim), ckv, I.kv_a_norm, s.rms_eps, I.w_uk, I.w_uv_t,
+        q.reshape(x.shape[0], H, s.head_dim), ckv, I.kv_a_norm, s.rms_eps, L.w_uk, L.w_uv_t,
         s.qk_nope_head_dim, kv.k(s.kv_index(li)), r, m.scale, L.indexer, xn, q_resid,
         None if L.indexer is None else kv.pooled_of(L.indexer.pooled),
         None if L.indexer is None else kv.index_ring_of(L.indexer.pooled),

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 from gguf import GGMLQuantizationType
@@ -80,16 +80,49 @@ def experts_as_stored(t, path: str) -> list:
 KV_B_PARTS = (".attn_k_b.weight", ".attn_v_b.weight")
 
 
+@dataclass(frozen=True)
+class KvBHalves:
+    """kv_b_proj as a deepseek2 GGUF stores it, both halves Q8_0: attn_k_b [H, C, N] (W_UK
+    transposed: H C rows of N) and attn_v_b [H, V, C] (W_UV: H V rows of C), each Blocks over
+    the file's bytes. `shape` is kv_b_proj's; `dequantize()` the joined float32 kv_b_proj
+    (what the loader gives for any other type). The CPU's latent attention reads the halves
+    as stored (prepare.Split.kv_b_heads, kernels/mla_cpu.py): 3.8x fewer bytes a decode step
+    than float32, and the same products (a Q8_0 value is exact in float32)."""
+    k_b: Blocks
+    v_b: Blocks
+    n_heads: int
+
+    @property
+    def shape(self) -> tuple:
+        return (self.k_b.cols * self.n_heads + self.v_b.rows, self.v_b.cols)
+
+    def dequantize(self) -> np.ndarray:
+        H, N, C = self.n_heads, self.k_b.cols, self.v_b.cols
+        kb = self.k_b.dequantize().reshape(H, C, N)
+        vb = self.v_b.dequantize().reshape(H, -1, C)
+        x = np.concatenate([kb.transpose(0, 2, 1), vb], axis=1)
+        return np.ascontiguousarray(x.reshape(-1, C), dtype=np.float32)
+
+
 def join_kv_b(spec: ModelSpec, by_name: dict, tensors: dict, path: str) -> None:
     """deepseek2 and kimi-linear (a family with GGUF_KV_B): llama.cpp's converter splits
     kv_b_proj [H (N + V), C] into attn_k_b [H, C, N] (transposed) and attn_v_b [H, V, C]; join
     them back, float32 (small: H (N + V) rows of the latent width), as
-    model.layers.i.self_attn.kv_b_proj.weight."""
+    model.layers.i.self_attn.kv_b_proj.weight; both halves Q8_0: kept as stored (KvBHalves)."""
     for i in range(spec.n_layers + spec.mtp_layers):   # the MTP layer's too (--draft mtp)
         k, v = f"blk.{i}.attn_k_b.weight", f"blk.{i}.attn_v_b.weight"
         if k not in by_name or v not in by_name:
             continue                       # check_tensors names the missing kv_b_proj
-        kb, vb = to_float32(by_name[k], path), to_float32(by_name[v], path)
+        tk, tv = by_name[k], by_name[v]
+        if GGMLQuantizationType(tk.ggml_type).name == "Q8_0" == GGMLQuantizationType(tv.ggml_type).name \
+                and len(tk.shape) == 3 and len(tv.shape) == 3:
+            H, C, N = (int(x) for x in tk.shape)
+            V = int(tv.shape[1])
+            tensors[f"model.layers.{i}.self_attn.kv_b_proj.weight"] = KvBHalves(
+                Blocks("Q8_0", H * C, N, tk.data.reshape(H * C, -1)),
+                Blocks("Q8_0", H * V, C, tv.data.reshape(H * V, -1)), H)
+            continue
+        kb, vb = to_float32(tk, path), to_float32(tv, path)
         x = np.concatenate([kb.transpose(0, 2, 1), vb], axis=1)
         tensors[f"model.layers.{i}.self_attn.kv_b_proj.weight"] = np.ascontiguousarray(
             x.reshape(-1, x.shape[2]))

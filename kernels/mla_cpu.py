@@ -1,0 +1,497 @@
+"""Multi-head latent attention over pages on the CPU in numba: what the deepseek2 family runs
+where numba loads (kernels.ops.mla_attend). The numpy definition is kernels/mla.py; this is
+the same absorbed form for every position, in its own fixed arithmetic.
+
+**Which bytes.** Not the definition's: the definition multiplies through OpenBLAS
+(kernels/matmul.ref, 4-row tiles) whose summation order is its own, so no numba code can be
+its byte twin. The family's bytes are this kernel's; its numbers are held to the definition
+within float32 rounding (tests/model/test_mla_cpu.py) and the family to its recorded
+references under the golden rule (tests/model/test_moe_golden.py), with paged == window,
+solo == concurrent, resumed == fresh and TP 2 / 3 == TP 1 tested on these bytes
+(tests/model/test_mla_engine.py, tests/ranks/test_moe_tp.py). Where numba does not load,
+ops.mla_attend runs the definition instead (other bytes, the same numbers within rounding).
+
+What is the definition's, byte for byte: the latent row a token stores (rmsnorm of c_kv,
+interleaved RoPE of k_pe: kernels/mla.latent_rows, numpy) and its write through the table,
+and q's RoPE'd part (kernels/mla.rope_interleaved). Then, for each (query row t, head h),
+alone (never depending on another row or head):
+
+    qa[c]   = q_nope . W_UK[h][:, c]  a dot16: 16 lanes (lane l: n = l, l + 16, ... in an
+                                      fma chain), then the fixed tree (l, l + 8), (l, l + 4),
+                                      (l, l + 2), (0, 1)
+    qa[C:]  = rope(q_pe)
+    s_j     = qa . row_j              j = 0 .. p (p: t's position), a dot16 over C + R
+    w       = softmax(s * scale)      kernels.vec_ir.softmax16: max, exp_ir (one recipe of
+                                      named ops, ~1 ulp), the sum 16 lanes wide, then divided
+    o_lat   = sum_j w_j row_j[:C]     element c: one fma chain over j = 0 .. p in order
+    out[v]  = o_lat . W_UV[h][v, :]   a dot16 over C
+
+(dot16 and axpy16 are kernels/vec_ir.py's chains; here computed several at a time,
+dot_tile16 / dot_tile_q8 / axpy_heads16, which keep each chain as it is; every float
+operation named, so the compiler reorders nothing; widths not a multiple of 16 take plain
+loops of the same chains with an explicit fma). A chain's order depends on p and the widths
+alone: not on the round, the chunk, where the pages lie, how many heads this rank holds (TP)
+or how the jobs are cut.
+
+W_UK and W_UV are read as [H, C, N] and [H, V, C] rows (llama.cpp's attn_k_b / attn_v_b):
+float32, or a GGUF's Q8_0 blocks as stored, dequantized in registers (f16 scale x int8 is
+exact in float32), so a Q8_0 file's products are the bytes of its float32 values and a
+decode step reads 3.8x fewer weight bytes.
+
+**Both cores for one request.** The work is cut into jobs of (a block of query rows, a block
+of heads): a decode row's 20 heads as 2 jobs of 10 on 2 threads, a prefill chunk's rows in blocks of 16 with
+every head. A job takes its heads' W_UK once for its rows, reads each page of keys once for all
+its heads (then from L1/L2), and expands its rows through its heads' W_UV. The cut changes
+the speed only (tested: any cut, serial or parallel, the same bytes). Rounds of few
+multiply-adds run on the calling thread (entering a parallel region costs more than they do
+on a loaded machine: kernels/blocks_cpu.SERIAL_MACS).
+"""
+from __future__ import annotations
+
+from kernels import require_init  # noqa: E402
+
+require_init(__name__)           # kernels.init() first: numba's cache folder, its env
+import numba
+import numpy as np
+from llvmlite import ir
+from numba import njit, prange, types
+from numba.extending import intrinsic
+
+from kernels import mla
+from kernels.blocks_cpu import SERIAL_MACS, _noalias
+from kernels.vec_ir import (F32, I64, V16F, _count_loop, _row, _rows, _v16, axpy_rows16, dot_rows16,
+                            fma, half, ptr, softmax16, splat, tree)
+
+ROW_BLOCK = 16            # query rows a job takes when a chunk has many
+
+
+@intrinsic
+def fma32(typingctx, a, b, c):
+    """fma(a, b, c) of three float32: one rounding (llvm.fma.f32), the chains' step where a
+    width is not a multiple of 16."""
+    sig = types.float32(types.float32, types.float32, types.float32)
+
+    def codegen(context, builder, signature, args):
+        return fma(builder, *args)
+    return sig, codegen
+
+
+def _loop_n(builder, n, body, inits):
+    """for c in 0 .. n-1: states = body(c, states) (several values carried); the final states."""
+    entry = builder.block
+    loop = builder.append_basic_block("t_loop")
+    done = builder.append_basic_block("t_done")
+    builder.cbranch(builder.icmp_signed(">", n, ir.Constant(I64, 0)), loop, done)
+    builder.position_at_end(loop)
+    c = builder.phi(I64)
+    sts = [builder.phi(v.type) for v in inits]
+    new = body(c, sts)
+    c2 = builder.add(c, ir.Constant(I64, 1))
+    end = builder.block
+    builder.cbranch(builder.icmp_signed("<", c2, n), loop, done)
+    c.add_incoming(ir.Constant(I64, 0), entry)
+    c.add_incoming(c2, end)
+    for p, v0, v1 in zip(sts, inits, new):
+        p.add_incoming(v0, entry)
+        p.add_incoming(v1, end)
+    builder.position_at_end(done)
+    outs = []
+    for v0, v1 in zip(inits, new):
+        o = builder.phi(v0.type)
+        o.add_incoming(v0, entry)
+        o.add_incoming(v1, end)
+        outs.append(o)
+    return outs
+
+
+def _tile(builder, q, r, o, i0, r0, TA, TR, chunks):
+    """out[i0 + a, r0 + b] = dot16(q[i0 + a], rows[r0 + b]) for a < TA, b < TR: TA x TR
+    independent 16-lane fma chains side by side (each the chain dot16 runs), then each its tree."""
+    (qb, _, qs), (rb, _, rs), (ob, _, os_) = q, r, o
+    qp = [_row(builder, qb, builder.add(i0, ir.Constant(I64, a)), qs) for a in range(TA)]
+    rp = [_row(builder, rb, builder.add(r0, ir.Constant(I64, b)), rs) for b in range(TR)]
+
+    def body(c, acc):
+        qv = [_v16(builder, p, c) for p in qp]
+        rv = [_v16(builder, p, c) for p in rp]
+        return [fma(builder, qv[a], rv[b], acc[a * TR + b]) for a in range(TA) for b in range(TR)]
+    acc = _loop_n(builder, chunks, body, [ir.Constant(V16F, [0.0] * 16)] * (TA * TR))
+    for a in range(TA):
+        orow = _row(builder, ob, builder.add(i0, ir.Constant(I64, a)), os_)
+        for b in range(TR):
+            builder.store(tree(builder, acc[a * TR + b]),
+                          builder.gep(orow, [builder.add(r0, ir.Constant(I64, b))]), align=4)
+
+
+TILE_Q, TILE_R = 2, 4
+
+
+@intrinsic
+def dot_tile16(typingctx, qs, rows, out):
+    """out[a, b] = dot16(qs[a], rows[b]) for every a, b (2-D float32 arrays, unit-stride rows,
+    the width a multiple of 16): each the same fma chain and tree as dot16's, computed
+    TILE_Q queries x TILE_R rows at a time (8 chains in flight instead of one: dot16's single
+    chain waits on each fma's latency), remainders in smaller tiles. The bytes of every
+    out[a, b] are dot16's whatever the tile."""
+    sig = types.void(qs, rows, out)
+
+    def codegen(context, builder, signature, args):
+        q = _rows(context, builder, signature.args[0], args[0])
+        r = _rows(context, builder, signature.args[1], args[1])
+        o = _rows(context, builder, signature.args[2], args[2])
+        qa = ptr(context, builder, signature.args[0], args[0])
+        chunks = builder.sdiv(builder.extract_value(qa.shape, 1), ir.Constant(I64, 16))
+        _tiles(builder, q, r, o, lambda i0, r0, TA, TR: _tile(builder, q, r, o, i0, r0, TA, TR, chunks))
+        return context.get_dummy_value()
+    return sig, codegen
+
+
+def _tile_q8(builder, q, r, o, i0, r0, TA, TR, blocks):
+    """_tile's chains over rows of Q8_0 blocks: each block's 32 values dequantized exactly
+    (f16 scale x int8, a float32 product with no rounding: the value the float32 matrix holds)
+    as two 16-lane halves, each fma'd in dot16's order (lane l: k = l, l + 16, ...)."""
+    (qb, _, qs), (rb, _, rs), (ob, _, os_) = q, r, o
+    i8 = ir.IntType(8)
+    v16i8 = ir.VectorType(i8, 16)
+    qp = [_row(builder, qb, builder.add(i0, ir.Constant(I64, a)), qs) for a in range(TA)]
+    rp = [builder.gep(rb, [builder.mul(builder.add(r0, ir.Constant(I64, b)), rs)]) for b in range(TR)]
+
+    def body(c, acc):
+        x = [(_v16(builder, p, builder.mul(c, ir.Constant(I64, 2))),
+              _v16(builder, p, builder.add(builder.mul(c, ir.Constant(I64, 2)), ir.Constant(I64, 1))))
+             for p in qp]
+        out = list(acc)
+        for b in range(TR):
+            blk = builder.gep(rp[b], [builder.mul(c, ir.Constant(I64, 34))])
+            d = splat(builder, half(builder, blk))
+            lo = builder.load(builder.bitcast(builder.gep(blk, [ir.Constant(I64, 2)]), v16i8.as_pointer()), align=1)
+            hi = builder.load(builder.bitcast(builder.gep(blk, [ir.Constant(I64, 18)]), v16i8.as_pointer()), align=1)
+            wl = builder.fmul(d, builder.sitofp(lo, V16F))
+            wh = builder.fmul(d, builder.sitofp(hi, V16F))
+            for a in range(TA):
+                k = a * TR + b
+                out[k] = fma(builder, x[a][1], wh, fma(builder, x[a][0], wl, out[k]))
+        return out
+    acc = _loop_n(builder, blocks, body, [ir.Constant(V16F, [0.0] * 16)] * (TA * TR))
+    for a in range(TA):
+        orow = _row(builder, ob, builder.add(i0, ir.Constant(I64, a)), os_)
+        for b in range(TR):
+            builder.store(tree(builder, acc[a * TR + b]),
+                          builder.gep(orow, [builder.add(r0, ir.Constant(I64, b))]), align=4)
+
+
+@intrinsic
+def dot_tile_q8(typingctx, qs, rows, out):
+    """dot_tile16 over rows of Q8_0 blocks (rows: uint8 [n, K / 32 * 34]; qs float32 [A, K],
+    K a multiple of 32): out[a, b] the bytes dot16(qs[a], the row dequantized) gives."""
+    sig = types.void(qs, rows, out)
+
+    def codegen(context, builder, signature, args):
+        q = _rows(context, builder, signature.args[0], args[0])
+        r = _rows(context, builder, signature.args[1], args[1])
+        o = _rows(context, builder, signature.args[2], args[2])
+        qa = ptr(context, builder, signature.args[0], args[0])
+        blocks = builder.sdiv(builder.extract_value(qa.shape, 1), ir.Constant(I64, 32))
+        _tiles(builder, q, r, o, lambda i0, r0, TA, TR: _tile_q8(builder, q, r, o, i0, r0, TA, TR, blocks))
+        return context.get_dummy_value()
+    return sig, codegen
+
+
+def _tiles(builder, q, r, o, tile):
+    """tile(i0, r0, TA, TR) over every query and row: TILE_Q x TILE_R, then the edges."""
+    na, nr = q[1], r[1]
+
+    def over_rows(i0, TA):
+        full = builder.sdiv(nr, ir.Constant(I64, TILE_R))
+
+        def rt(c, st):
+            tile(i0, builder.mul(c, ir.Constant(I64, TILE_R)), TA, TILE_R)
+            return st
+        _count_loop(builder, full, rt, ir.Constant(I64, 0))
+        first = builder.mul(full, ir.Constant(I64, TILE_R))
+
+        def r1(c, st):
+            tile(i0, builder.add(first, c), TA, 1)
+            return st
+        _count_loop(builder, builder.sub(nr, first), r1, ir.Constant(I64, 0))
+
+    fq = builder.sdiv(na, ir.Constant(I64, TILE_Q))
+
+    def qt(c, st):
+        over_rows(builder.mul(c, ir.Constant(I64, TILE_Q)), TILE_Q)
+        return st
+    _count_loop(builder, fq, qt, ir.Constant(I64, 0))
+    firstq = builder.mul(fq, ir.Constant(I64, TILE_Q))
+
+    def q1(c, st):
+        over_rows(builder.add(firstq, c), 1)
+        return st
+    _count_loop(builder, builder.sub(na, firstq), q1, ir.Constant(I64, 0))
+
+
+AXPY_HEADS, AXPY_LANES = 4, 32
+
+
+@intrinsic
+def axpy_heads16(typingctx, y, w, rows):
+    """axpy_rows16(y[a], w[a], rows) for every a (y [A, D], w [A, n], rows [n, D]: 2-D float32,
+    unit-stride rows, D a multiple of 32): each y[a, d] the same fma chain over the rows in
+    order, AXPY_HEADS heads x AXPY_LANES lanes held in registers at a time, so a row's lanes
+    are loaded once for those heads (then one head at a time for the remainder)."""
+    sig = types.void(y, w, rows)
+
+    def codegen(context, builder, signature, args):
+        yb, na, ys = _rows(context, builder, signature.args[0], args[0])
+        wb, _, ws = _rows(context, builder, signature.args[1], args[1])
+        rb, nr, rs = _rows(context, builder, signature.args[2], args[2])
+        ya = ptr(context, builder, signature.args[0], args[0])
+        D = builder.extract_value(ya.shape, 1)
+        vt = ir.VectorType(F32, AXPY_LANES)
+        chunks = builder.sdiv(D, ir.Constant(I64, AXPY_LANES))
+
+        def heads(a0, TH):
+            yp = [_row(builder, yb, builder.add(a0, ir.Constant(I64, a)), ys) for a in range(TH)]
+            wp = [_row(builder, wb, builder.add(a0, ir.Constant(I64, a)), ws) for a in range(TH)]
+
+            def chunk(c, st):
+                off = builder.mul(c, ir.Constant(I64, AXPY_LANES))
+                ptrs = [builder.bitcast(builder.gep(p, [off]), vt.as_pointer()) for p in yp]
+
+                def row(r, acc):
+                    x = builder.load(builder.bitcast(builder.gep(_row(builder, rb, r, rs), [off]),
+                                                     vt.as_pointer()), align=4)
+                    return [fma(builder, splat(builder, builder.load(builder.gep(wp[a], [r]), align=4),
+                                               AXPY_LANES), x, acc[a]) for a in range(TH)]
+                acc = _loop_n(builder, nr, row, [builder.load(p, align=4) for p in ptrs])
+                for p, v in zip(ptrs, acc):
+                    builder.store(v, p, align=4)
+                return st
+            _count_loop(builder, chunks, chunk, ir.Constant(I64, 0))
+
+        full = builder.sdiv(na, ir.Constant(I64, AXPY_HEADS))
+
+        def hg(c, st):
+            heads(builder.mul(c, ir.Constant(I64, AXPY_HEADS)), AXPY_HEADS)
+            return st
+        _count_loop(builder, full, hg, ir.Constant(I64, 0))
+        first = builder.mul(full, ir.Constant(I64, AXPY_HEADS))
+
+        def h1(c, st):
+            heads(builder.add(first, c), 1)
+            return st
+        _count_loop(builder, builder.sub(na, first), h1, ir.Constant(I64, 0))
+        return context.get_dummy_value()
+    return sig, codegen
+
+
+@njit(cache=True, boundscheck=False, nogil=True)
+def _dot_rows(q, rows, out, acc):
+    """out[r] = q . rows[r]: dot_rows16's order (lane l: dims l, l + 16, ...; a last partial
+    group in lanes 0 .. W % 16 - 1; then the tree (l, l + 8), (l, l + 4), (l, l + 2), (0, 1))."""
+    W = q.shape[0]
+    if W % 16 == 0:
+        dot_rows16(q, rows, out)
+        return
+    for r in range(rows.shape[0]):
+        row = rows[r]
+        for l in range(16):
+            acc[l] = np.float32(0.0)
+        for d in range(0, W, 16):
+            for l in range(min(16, W - d)):
+                acc[l] = fma32(q[d + l], row[d + l], acc[l])
+        for l in range(8):
+            acc[l] = acc[l] + acc[l + 8]
+        for l in range(4):
+            acc[l] = acc[l] + acc[l + 4]
+        for l in range(2):
+            acc[l] = acc[l] + acc[l + 2]
+        out[r] = acc[0] + acc[1]
+
+
+@njit(cache=True, boundscheck=False, nogil=True)
+def _axpy_rows(y, w, rows):
+    """y[d] = fma(w[r], rows[r, d], y[d]) for r = 0, 1, ... in order: axpy_rows16's chains."""
+    if y.shape[0] % 16 == 0:
+        axpy_rows16(y, w, rows)
+        return
+    for r in range(rows.shape[0]):
+        row = rows[r]
+        wr = w[r]
+        for d in range(y.shape[0]):
+            y[d] = fma32(wr, row[d], y[d])
+
+
+@njit(cache=True, boundscheck=False, nogil=True)
+def _rows_dot(qs, rows, out, quant, acc):
+    """out[a, b] = dot16(qs[a], rows[b]) (rows float32, or Q8_0 blocks when quant)."""
+    if quant:
+        dot_tile_q8(qs, rows, out)
+    elif qs.shape[1] % 16 == 0:
+        dot_tile16(qs, rows, out)
+    else:
+        for a in range(qs.shape[0]):
+            _dot_rows(qs[a], rows, out[a], acc)
+
+
+@njit(cache=True, boundscheck=False, nogil=True)
+def _job(job, n_hb, HB, qn, qpe, w_ukt, w_uv, quant, pool, pos, owner, tables, page_rows,
+         scale, out):
+    """Rows rb*ROW_BLOCK .. of head block hb: absorb, attend over pages, expand."""
+    rb = job // n_hb
+    hb = job % n_hb
+    T, H, N = qn.shape
+    C = pool.shape[3] - qpe.shape[2]
+    R = qpe.shape[2]
+    W = C + R
+    V = w_uv.shape[1]
+    t0 = rb * ROW_BLOCK
+    t1 = min(T, t0 + ROW_BLOCK)
+    h0 = hb * HB
+    h1 = min(H, h0 + HB)
+    nh = h1 - h0
+    if nh <= 0:
+        return
+    nt = t1 - t0
+    acc = np.empty(16, np.float32)
+    qa = np.empty((nt, nh, W), np.float32)
+    for hl in range(nh):                  # q_nope . W_UK[h]^T's rows, W_UK[h] read once
+        _rows_dot(qn[t0:t1, h0 + hl], w_ukt[h0 + hl], qa[:, hl, :C], quant, acc)
+        for tl in range(nt):
+            pe = qpe[t0 + tl, h0 + hl]
+            for r in range(R):
+                qa[tl, hl, C + r] = pe[r]
+    o_lat = np.empty((nt, nh, C), np.float32)
+    Lmax = pos[t1 - 1] + 1
+    for tl in range(nt):
+        if pos[t0 + tl] + 1 > Lmax:
+            Lmax = pos[t0 + tl] + 1
+    s = np.empty((nh, (Lmax + 15) // 16 * 16), np.float32)
+    for tl in range(nt):
+        t = t0 + tl
+        c = owner[t]
+        P = page_rows[c]
+        L = pos[t] + 1
+        Lp = (L + 15) // 16 * 16
+        j = 0
+        pi = 0
+        while j < L:                             # scores, a page at a time for every head
+            n = min(P, L - j)
+            rows = pool[tables[c, pi], :n, 0, :]
+            if W % 16 == 0:
+                dot_tile16(qa[tl], rows, s[:, j:j + n])
+            else:
+                for hl in range(nh):
+                    _dot_rows(qa[tl, hl], rows, s[hl, j:j + n], acc)
+            j += n
+            pi += 1
+        for hl in range(nh):
+            for k in range(L, Lp):
+                s[hl, k] = -np.inf
+            softmax16(s[hl, :Lp], scale)
+            ol = o_lat[tl, hl]
+            for d in range(C):
+                ol[d] = np.float32(0.0)
+        j = 0
+        pi = 0
+        while j < L:                             # o_lat = sum_j w_j row_j[:C], in key order
+            n = min(P, L - j)
+            rows = pool[tables[c, pi], :n, 0, :C]
+            if C % AXPY_LANES == 0:
+                axpy_heads16(o_lat[tl], s[:, j:j + n], rows)
+            else:
+                for hl in range(nh):
+                    _axpy_rows(o_lat[tl, hl], s[hl, j:j + n], rows)
+            j += n
+            pi += 1
+    for hl in range(nh):                         # o_lat . W_UV[h]'s rows, W_UV[h] read once
+        h = h0 + hl
+        _rows_dot(o_lat[:, hl], w_uv[h], out[t0:t1, h * V:(h + 1) * V], quant, acc)
+
+
+@njit(cache=True, boundscheck=False)
+def _serial(n_jobs, n_hb, HB, qn, qpe, w_ukt, w_uv, quant, pool, pos, owner, tables, page_rows,
+            scale, out):
+    for job in range(n_jobs):
+        _job(job, n_hb, HB, qn, qpe, w_ukt, w_uv, quant, pool, pos, owner, tables, page_rows,
+             scale, out)
+
+
+@njit(cache=True, boundscheck=False, parallel=True)
+def _parallel(n_jobs, n_hb, HB, qn, qpe, w_ukt, w_uv, quant, pool, pos, owner, tables,
+              page_rows, scale, out):
+    for job in prange(n_jobs):
+        _job(job, n_hb, HB, qn, qpe, w_ukt, w_uv, quant, pool, pos, owner, tables, page_rows,
+             scale, out)
+
+
+def cut(T: int, H: int, threads: int) -> tuple[int, int]:
+    """(head blocks, heads a block): rows in blocks of ROW_BLOCK, heads cut so the round has
+    at least a job a thread where it can (a decode row: 2 jobs of 10 of 20 heads on 2; each
+    job reads the stream's latent rows twice, so fewer, larger head blocks read less)."""
+    n_rb = -(-T // ROW_BLOCK)
+    n_hb = max(1, min(H, -(-threads // n_rb)))
+    HB = -(-H // n_hb)
+    return -(-H // HB), HB
+
+
+def macs(T: int, H: int, N: int, C: int, R: int, V: int, pos) -> int:
+    """A round's multiply-adds: absorb, scores, o_lat, expand."""
+    keys = int(np.sum(np.asarray(pos, np.int64) + 1))
+    return T * H * (N * C + C * V) + keys * H * (2 * C + R)
+
+
+def round_attend(q, ckv, kv_norm, eps, w_ukt, w_uv, N, pool, rows, inv, scale, cut_to=None,
+                 parallel=None):
+    """kernels/mla.round_attend's contract, this file's arithmetic: q [T, H, N + R] (this
+    rank's heads), ckv [T, C + R], W_UK transposed [H, C, N] and W_UV [H, V, C] (float32, or
+    uint8 rows of Q8_0 blocks: [H, C, N / 32 * 34], [H, V, C / 32 * 34], the same bytes out as
+    their float32 values) -> [T, H V]; the round's latent rows written to pool ([pages, P, 1,
+    C + R]) through each chunk's table first (a row reads rows 0 .. p of its own stream, which
+    no other chunk of the round writes). `cut_to` (head blocks, heads a block) and `parallel`
+    override the job cut and the region choice (tests: the same bytes)."""
+    T, H, _ = q.shape
+    C = pool.shape[-1] - (q.shape[2] - N)
+    R = q.shape[2] - N
+    quant = w_ukt.dtype == np.uint8
+    if not quant:
+        w_ukt = np.ascontiguousarray(w_ukt, dtype=np.float32)
+        w_uv = np.ascontiguousarray(w_uv, dtype=np.float32)
+    V = w_uv.shape[1]
+    if quant:
+        ok = (N % 32 == 0 and C % 32 == 0 and w_ukt.shape[1:] == (C, N // 32 * 34)
+              and w_uv.shape[2] == C // 32 * 34)
+    else:
+        ok = w_ukt.shape[1:] == (C, N) and w_uv.shape[2] == C
+    if not ok or w_ukt.shape[0] != H or w_uv.shape[0] != H:
+        raise ValueError(f"mla_cpu: pool row {pool.shape[-1]} (latent C + rope {R}), q's {H} "
+                         f"heads of nope {N}: W_UK^T {w_ukt.shape} / W_UV {w_uv.shape} "
+                         f"({w_ukt.dtype}) are not [H, C, N] / [H, V, C]"
+                         + (" of Q8_0 rows" if quant else ""))
+    pos = np.asarray(rows.pos, np.int64)
+    lat = mla.latent_rows(ckv, kv_norm, eps, C, pos, inv)
+    for (a, b), c in zip(rows.spans, rows.chunks):
+        mla.write(pool, c.table, c.page_rows, c.start, lat[a:b])
+    qn = np.ascontiguousarray(q[:, :, :N], dtype=np.float32)
+    qpe = mla.rope_interleaved(np.ascontiguousarray(q[:, :, N:]), pos, inv)
+    chunks = list(rows.chunks)
+    width = max(len(c.table) for c in chunks)
+    tables = np.zeros((len(chunks), width), np.int64)
+    owner = np.empty(T, np.int64)
+    for i, ((a, b), c) in enumerate(zip(rows.spans, chunks)):
+        tables[i, :len(c.table)] = c.table
+        owner[a:b] = i
+        if b > a and pos[a] != c.start:
+            raise ValueError(f"mla_cpu: chunk {i} starts at {c.start} but its first row's "
+                             f"position is {pos[a]}")
+    page_rows = np.asarray([c.page_rows for c in chunks], np.int64)
+    threads = numba.get_num_threads()
+    n_hb, HB = cut_to or cut(T, H, threads)
+    n_jobs = -(-T // ROW_BLOCK) * n_hb
+    if parallel is None:
+        parallel = threads > 1 and n_jobs > 1 and macs(T, H, N, C, R, V, pos) > SERIAL_MACS
+    out = np.empty((T, H * V), np.float32)
+    fn = _parallel if parallel else _serial
+    with _noalias():
+        fn(n_jobs, n_hb, HB, qn, qpe, np.ascontiguousarray(w_ukt), np.ascontiguousarray(w_uv),
+           quant, pool, pos, owner, tables, page_rows, np.float32(scale), out)
+    return out
