@@ -242,6 +242,12 @@ class ToolStream:
                 self.mode = "content"
             if self.mode == "whole":
                 return out
+            if self.mode == "content" and self.glm and self.count:
+                s = self.held.lstrip()          # the layout between GLM's calls: held,
+                if not s:                       # dropped when another call follows
+                    return out
+                if s.startswith(tc.HERMES_OPEN) or tc.HERMES_OPEN.startswith(s):
+                    self.held = s
             if self.mode == "content":
                 i = self.held.find(tc.HERMES_OPEN) if self.glm else tc.marker_at(self.held)
                 if i < 0:
@@ -277,7 +283,7 @@ class ToolStream:
             calls = glm_tools.forced_calls(held, self.tools, self.names, cut) if self.glm \
                 else tc.forced_calls(held, self.names, cut)
             return self._calls(calls) if held or (cut and not self.count) else []
-        if not held:
+        if not held or (self.glm and self.count and not held.strip()):
             return []
         content, calls = self._parse(held, cut)
         if cut and not calls:
