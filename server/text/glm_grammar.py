@@ -33,19 +33,21 @@ def _lit(s: str) -> str:
     return json.dumps(s)
 
 
-def _value(prop: dict, schema_of) -> str:
-    """A parameter's value up to and with </arg_value>, as Lark."""
+def _value(prop: dict, schema_of, defs: dict) -> str:
+    """A parameter's value up to and with </arg_value>, as Lark (defs: the parameters
+    schema's `$defs` / `definitions`, which a property's `$ref` may point into)."""
     if isinstance(prop, dict) and prop.get("type") == "string":
         if isinstance(prop.get("enum"), list) and prop["enum"]:
             alts = " | ".join(_lit(str(e) + ARG_VALUE_END) for e in prop["enum"])
             return f"({alts})"
         return "sval"
-    return f"%json {json.dumps(schema_of(prop if isinstance(prop, dict) else {}))} " \
+    prop = {**defs, **prop} if isinstance(prop, dict) else {}
+    return f"%json {json.dumps(schema_of(prop))} " \
            f"{_lit(ARG_VALUE_END)}"
 
 
-def _pair(key: str, prop, schema_of) -> str:
-    return f"{_lit(ARG_KEY + key + ARG_KEY_END + chr(10) + ARG_VALUE)} {_value(prop, schema_of)} \"\\n\""
+def _pair(key: str, prop, schema_of, defs: dict) -> str:
+    return f"{_lit(ARG_KEY + key + ARG_KEY_END + chr(10) + ARG_VALUE)} {_value(prop, schema_of, defs)} \"\\n\""
 
 
 def call_grammar(tools: list, many: bool, schema_of=lambda s: s) -> str:
@@ -57,10 +59,11 @@ def call_grammar(tools: list, many: bool, schema_of=lambda s: s) -> str:
         params = fn.get("parameters") or {}
         props = params.get("properties") or {}
         required = set(params.get("required") or ())
+        defs = {k: params[k] for k in ("$defs", "definitions") if k in params}
         if props:
             parts = []
             for k, v in props.items():
-                p = _pair(k, v, schema_of)
+                p = _pair(k, v, schema_of, defs)
                 parts.append(p if k in required else f"({p})?")
             body = " ".join(parts)
         elif params.get("additionalProperties", True) is not False:

@@ -304,3 +304,17 @@ def test_the_grammar_text_names_each_value_type():
     assert '"F</arg_value>"' in g and '"C</arg_value>"' in g
     assert "call:" in g and '("\\n" call)*' not in g
     assert '("\\n" call)*' in call_grammar([WEATHER], many=True)
+
+
+def test_refs_and_unicode_names_compile_and_follow(tok):
+    from server.engine.grammar import compile_grammar, engine_schema
+    tool = {"type": "function", "function": {"name": "réserver", "parameters": {
+        "type": "object", "$defs": {"n": {"type": "integer", "minimum": 1}},
+        "properties": {"ville": {"type": "string"}, "nuits": {"$ref": "#/$defs/n"}},
+        "required": ["ville", "nuits"]}}}
+    g = compile_grammar(tok, "lark", call_grammar([tool], False, engine_schema))
+    call = ("<tool_call>réserver\n<arg_key>ville</arg_key>\n<arg_value>Besançon</arg_value>\n"
+            "<arg_key>nuits</arg_key>\n<arg_value>2</arg_value>\n</tool_call>")
+    assert follows(tok, g, call)
+    assert not follows(tok, g, call.replace(">2<", ">0<"))             # the $ref's minimum
+    assert calls_of(glm_tools.parse(call, [tool])[1]) == [("réserver", {"ville": "Besançon", "nuits": 2})]
