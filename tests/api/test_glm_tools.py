@@ -318,3 +318,30 @@ def test_refs_and_unicode_names_compile_and_follow(tok):
     assert follows(tok, g, call)
     assert not follows(tok, g, call.replace(">2<", ">0<"))             # the $ref's minimum
     assert calls_of(glm_tools.parse(call, [tool])[1]) == [("réserver", {"ville": "Besançon", "nuits": 2})]
+
+
+def test_messages_and_responses_blocks():
+    from server.api import tools as toolmod
+    from server.api.reasoning_plan import ReasoningPlan
+    from server.api.reply_blocks import ReplyBlocks
+    plan = toolmod.ToolPlan("auto", TOOLS, fmt="glm")
+    blocks = ReplyBlocks(plan, ReasoningPlan("think")).whole(
+        "<think>Think.</think>\nLet me look.\n" + CALL + "\n" + CALL2)
+    assert [(b.kind, b.name, b.text) for b in blocks] == [
+        ("text", None, "Let me look.\n"),
+        ("call", "get_weather", json.dumps(PARIS[1])), ("call", "get_weather", json.dumps(LYON[1]))]
+
+
+def test_anthropic_messages_route_gives_tool_use_blocks():
+    from fastapi.testclient import TestClient
+    from server.api import create_app
+    _, state = state_for("<think>Need the tool.</think>\n" + CALL)
+    tool = {"name": "get_weather", "input_schema": WEATHER["function"]["parameters"]}
+    with TestClient(create_app(state)) as c:
+        r = c.post("/v1/messages", json={"model": "fake-model", "max_tokens": 400,
+                                         "messages": MSGS, "tools": [tool]})
+    assert r.status_code == 200, r.text
+    content = r.json()["content"]
+    assert [b["type"] for b in content] == ["tool_use"]     # thinking: only when asked
+    assert content[0]["name"] == "get_weather" and content[0]["input"] == PARIS[1]
+    assert r.json()["stop_reason"] == "tool_use"
