@@ -345,3 +345,18 @@ def test_anthropic_messages_route_gives_tool_use_blocks():
     assert [b["type"] for b in content] == ["tool_use"]     # thinking: only when asked
     assert content[0]["name"] == "get_weather" and content[0]["input"] == PARIS[1]
     assert r.json()["stop_reason"] == "tool_use"
+
+
+def test_responses_route_gives_function_calls_whole_and_streamed():
+    _, state = state_for("<think>Need the tool.</think>\n" + CALL + "\n" + CALL2)
+    c = client(state)
+    tools = [{"type": "function", "name": "get_weather",
+              "parameters": WEATHER["function"]["parameters"]}]
+    r = c.responses.create(model="fake-model", input="weather?", tools=tools)
+    assert [o.type for o in r.output] == ["function_call", "function_call"]
+    assert [(o.name, json.loads(o.arguments)) for o in r.output] == [PARIS, LYON]
+    with c.responses.stream(model="fake-model", input="weather?", tools=tools) as s:
+        list(s)
+        final = s.get_final_response()
+    assert [(o.name, json.loads(o.arguments)) for o in final.output
+            if o.type == "function_call"] == [PARIS, LYON]
