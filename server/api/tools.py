@@ -109,15 +109,19 @@ def plan(state, body) -> ToolPlan:
 
 def compile_plan(state, p: ToolPlan, reasoning: str | None = None) -> ToolPlan:
     """A forced plan's call grammar, compiled (reasoning: as compile_grammar takes it)."""
-    if p.forced:
+    if p.forced and p.fmt == "glm":     # the reasoning written in, over GLM's tokens
+        p.grammar = compile_for(state, "lark", plan_grammar(p, state.tokenizer, reasoning),
+                                "tools")
+    elif p.forced:
         p.grammar = compile_for(state, "lark", plan_grammar(p), "tools", reasoning=reasoning)
     return p
 
 
-def plan_grammar(p: ToolPlan) -> str:
-    """A forced plan's call grammar (Lark), in its format."""
+def plan_grammar(p: ToolPlan, tok=None, reasoning: str | None = None) -> str:
+    """A forced plan's call grammar (Lark), in its format (GLM's: over `tok`'s markers,
+    its reasoning written in; glm_grammar.py)."""
     if p.fmt == "glm":
-        return glm_grammar.call_grammar(p.chosen, p.many, engine_schema)
+        return glm_grammar.call_grammar(p.chosen, p.many, engine_schema, tok, reasoning)
     return call_grammar(p.chosen, p.many)
 
 

@@ -12,47 +12,82 @@ one call, or several joined by a newline (`many`). The pairs follow the paramete
 
 - a `"type": "string"` parameter: free text up to the first `</arg_value>` (it cannot hold
   that marker); with an `enum`, one of its strings as written;
-- any other parameter: JSON (`%json` of its schema, as llguidance takes it), which the
-  parser reads back with json.loads.
+- any other parameter: JSON (`%json` of its schema, as llguidance takes it; a `$ref` into
+  the parameters' `$defs` resolves), which the parser reads back with json.loads.
 
 A function whose parameters name no properties takes any keys with string values (the
 parser keeps a string value that does not parse as JSON). Nothing may follow the last
-call: the sampler then allows only the stop tokens. The markers are written as text; a
-vocabulary that has them as (non-special) tokens matches them either way.
+call: the sampler then allows only the stop tokens.
+
+The reply may reason first (`reasoning`: None, the call from the first token; "outside",
+an optional `<think>...</think>` then whitespace; "inside", the prompt opened `<think>`:
+free text up to `</think>`, then whitespace). The reasoning is written here rather than by
+the engine's after_reasoning, because GLM's vocabulary has its markup (`<think>`,
+`<tool_call>`, `<arg_key>`, ...) as added tokens, which llguidance takes as special tokens
+that a quoted string never matches: each marker is written as its token where the
+vocabulary (`tok`) has it as an added token, else as text (then free text is bounded by a
+lazy match up to the marker's text).
 """
 from __future__ import annotations
 
 import json
 
 from server.text.glm_tools import ARG_KEY, ARG_KEY_END, ARG_VALUE, ARG_VALUE_END, CLOSE, OPEN
+from server.text.reasoning import THINK_CLOSE, THINK_OPEN
 
-_STRING = 'sval[lazy]: /(?s:.*)<\\/arg_value>/\n'
+MARKERS = (OPEN, CLOSE, ARG_KEY, ARG_KEY_END, ARG_VALUE, ARG_VALUE_END, THINK_OPEN, THINK_CLOSE)
 
 
 def _lit(s: str) -> str:
     return json.dumps(s)
 
 
-def _value(prop: dict, schema_of, defs: dict) -> str:
-    """A parameter's value up to and with </arg_value>, as Lark (defs: the parameters
-    schema's `$defs` / `definitions`, which a property's `$ref` may point into)."""
+def markers(tok) -> dict[str, str]:
+    """Each marker as Lark: its token where the vocabulary has it as an added token (special
+    or not), else its text as a string."""
+    added = getattr(getattr(tok, "hf", None), "get_added_tokens_decoder", None)
+    have = {t.content for t in added().values()} if added is not None else set()
+    return {m: (m if m in have else _lit(m)) for m in MARKERS}
+
+
+def _free_until(m: dict, marker: str, name: str) -> str:
+    """Rule `name`: free text, then `marker`."""
+    if m[marker] == marker:             # a token: text never spells it
+        return f"{name}: /(.|\\n)*/ {marker}\n"
+    return f"{name}[lazy]: /(?s:.*){json.dumps(marker)[1:-1].replace('/', chr(92) + '/')}/\n"
+
+
+def _value(prop, schema_of, defs: dict, m: dict) -> str:
+    """A parameter's value up to and with </arg_value>, as Lark."""
+    end = m[ARG_VALUE_END]
     if isinstance(prop, dict) and prop.get("type") == "string":
         if isinstance(prop.get("enum"), list) and prop["enum"]:
-            alts = " | ".join(_lit(str(e) + ARG_VALUE_END) for e in prop["enum"])
-            return f"({alts})"
+            return f"({' | '.join(_lit(str(e)) for e in prop['enum'])}) {end}"
         return "sval"
     prop = {**defs, **prop} if isinstance(prop, dict) else {}
-    return f"%json {json.dumps(schema_of(prop))} " \
-           f"{_lit(ARG_VALUE_END)}"
+    return f"%json {json.dumps(schema_of(prop))} {end}"
 
 
-def _pair(key: str, prop, schema_of, defs: dict) -> str:
-    return f"{_lit(ARG_KEY + key + ARG_KEY_END + chr(10) + ARG_VALUE)} {_value(prop, schema_of, defs)} \"\\n\""
+def _pair(key: str, prop, schema_of, defs: dict, m: dict) -> str:
+    return (f"{m[ARG_KEY]} {_lit(key)} {m[ARG_KEY_END]} \"\\n\" {m[ARG_VALUE]} "
+            f"{_value(prop, schema_of, defs, m)} \"\\n\"")
 
 
-def call_grammar(tools: list, many: bool, schema_of=lambda s: s) -> str:
+_START = {
+    None: "start: calls\n",
+    "outside": "start: (think WS)? calls\n",
+    "inside": "start: reason WS calls\n",
+}
+
+
+def call_grammar(tools: list, many: bool, schema_of=lambda s: s, tok=None,
+                 reasoning: str | None = None) -> str:
     """Lark for one call to one of `tools` (OpenAI tool dicts), or one or more when `many`.
-    schema_of(property schema) -> the schema as llguidance takes it."""
+    schema_of(property schema) -> the schema as llguidance takes it; tok: the vocabulary
+    (None: the markers as text); reasoning: None, "outside" or "inside" (see above)."""
+    if reasoning not in _START:
+        raise ValueError(f"reasoning is None, 'inside' or 'outside', not {reasoning!r}")
+    m = markers(tok)
     rules, alts = [], []
     for n, t in enumerate(tools):
         fn = t["function"]
@@ -63,17 +98,22 @@ def call_grammar(tools: list, many: bool, schema_of=lambda s: s) -> str:
         if props:
             parts = []
             for k, v in props.items():
-                p = _pair(k, v, schema_of, defs)
+                p = _pair(k, v, schema_of, defs, m)
                 parts.append(p if k in required else f"({p})?")
             body = " ".join(parts)
         elif params.get("additionalProperties", True) is not False:
-            body = 'anypair*'
+            body = "anypair*"
         else:
             body = ""
         rules.append(f"f{n}: {_lit(fn['name'] + chr(10))} {body}\n")
         alts.append(f"f{n}")
     more = ' ("\\n" call)*' if many else ""
-    return (f"start: call{more}\n"
-            f"call: {_lit(OPEN)} ({' | '.join(alts)}) {_lit(CLOSE)}\n"
-            + "".join(rules) + _STRING +
-            f'anypair: {_lit(ARG_KEY)} /[^<\\n]+/ {_lit(ARG_KEY_END + chr(10) + ARG_VALUE)} sval "\\n"\n')
+    return (_START[reasoning] +
+            f"calls: call{more}\n"
+            f"call: {m[OPEN]} ({' | '.join(alts)}) {m[CLOSE]}\n"
+            + "".join(rules)
+            + _free_until(m, ARG_VALUE_END, "sval")
+            + f'anypair: {m[ARG_KEY]} /[^<\\n]+/ {m[ARG_KEY_END]} "\\n" {m[ARG_VALUE]} sval "\\n"\n'
+            + f"think: {m[THINK_OPEN]} reason\n"
+            + _free_until(m, THINK_CLOSE, "reason")
+            + "WS: /[ \\t\\n]*/\n")

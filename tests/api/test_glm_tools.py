@@ -210,14 +210,25 @@ def test_a_cut_reply_streams_its_cut_call():
 
 # -- forced calls: the grammar over GLM's markup ------------------------------------------
 
-@pytest.fixture(scope="module")
-def tok():
+MARKUP = ("<think>", "</think>", "<tool_call>", "</tool_call>", "<arg_key>", "</arg_key>",
+          "<arg_value>", "</arg_value>")
+
+
+@pytest.fixture(scope="module", params=["text", "added"])
+def tok(request):
+    """The default model's tokenizer; "added": with GLM's markup as added tokens that are
+    not special (as GLM's tokenizer.json has them: kept in the decoded text)."""
+    from tokenizers import AddedToken
     from server.engine.locate import ModelNotFound, default_gguf
     from server.text.tokenizer import Tokenizer
     try:
-        return Tokenizer.from_gguf(default_gguf())
+        t = Tokenizer.from_gguf(default_gguf())
     except ModelNotFound as e:
         pytest.skip(str(e))
+    if request.param == "added":
+        t._hf.add_tokens([AddedToken(m, special=False, normalized=False) for m in MARKUP])
+        assert t.encode("<arg_key>", add_special_tokens=False) == [t.token_to_id("<arg_key>")]
+    return t
 
 
 def ask(tok, reply: str, **body):
@@ -301,8 +312,8 @@ def test_a_forced_reply_streams_as_calls(tok):
 def test_the_grammar_text_names_each_value_type():
     g = call_grammar([WEATHER], many=False)
     assert "sval" in g and '%json {"type": "integer"}' in g
-    assert '"F</arg_value>"' in g and '"C</arg_value>"' in g
-    assert "call:" in g and '("\\n" call)*' not in g
+    assert '("C" | "F") "</arg_value>"' in g                  # markers as text without a tok
+    assert "calls: call\n" in g and '("\\n" call)*' not in g
     assert '("\\n" call)*' in call_grammar([WEATHER], many=True)
 
 
@@ -312,7 +323,7 @@ def test_refs_and_unicode_names_compile_and_follow(tok):
         "type": "object", "$defs": {"n": {"type": "integer", "minimum": 1}},
         "properties": {"ville": {"type": "string"}, "nuits": {"$ref": "#/$defs/n"}},
         "required": ["ville", "nuits"]}}}
-    g = compile_grammar(tok, "lark", call_grammar([tool], False, engine_schema))
+    g = compile_grammar(tok, "lark", call_grammar([tool], False, engine_schema, tok))
     call = ("<tool_call>réserver\n<arg_key>ville</arg_key>\n<arg_value>Besançon</arg_value>\n"
             "<arg_key>nuits</arg_key>\n<arg_value>2</arg_value>\n</tool_call>")
     assert follows(tok, g, call)
@@ -360,3 +371,24 @@ def test_responses_route_gives_function_calls_whole_and_streamed():
         final = s.get_final_response()
     assert [(o.name, json.loads(o.arguments)) for o in final.output
             if o.type == "function_call"] == [PARIS, LYON]
+
+
+def test_a_forced_call_after_reasoning_the_prompt_opened(tok):
+    reply = "Need the weather tool.</think>\n" + CALL
+    msg, finish, g = ask(tok, reply, tools=TOOLS, tool_choice="required",
+                         parallel_tool_calls=False,
+                         extra_body={"chat_template_kwargs": {"open_think": True}})
+    assert [(t.function.name, json.loads(t.function.arguments)) for t in msg.tool_calls] == [PARIS]
+    assert msg.model_extra["reasoning_content"] == "Need the weather tool." and finish == "tool_calls"
+    assert follows(tok, g, reply) and follows(tok, g, "</think>" + CALL)
+    assert not follows(tok, g, CALL)                    # the reasoning must end first
+    assert not follows(tok, g, "Hm.</think>\nSure. " + CALL)
+
+
+def test_markers_are_written_as_the_vocabularys_tokens(tok):
+    from server.text.glm_grammar import markers
+    added = tok.token_to_id("<arg_key>") is not None and \
+        tok.encode("<arg_key>", add_special_tokens=False) == [tok.token_to_id("<arg_key>")]
+    m = markers(tok)
+    assert m["<arg_key>"] == ("<arg_key>" if added else '"<arg_key>"')
+    assert m["<think>"] == ("<think>" if added else '"<think>"')
