@@ -405,3 +405,25 @@ def test_structured_output_after_think_as_an_added_token(tok):
         "name": "x", "schema": {"type": "object", "properties": {"a": {"type": "integer"}},
                                 "required": ["a"]}}})
     assert follows(tok, g, reply)
+
+
+def test_a_forced_reply_cut_by_max_tokens_keeps_its_cut_call(tok):
+    reply = CALL + "\n" + CALL2
+    ids = tok.encode(reply, add_special_tokens=False)
+    n = len(tok.encode(CALL + "\n" + CALL2[:CALL2.index("<arg_key>flags")],
+                       add_special_tokens=False))
+    state = make_state(FakeScheduler(reply_ids=ids + sorted(tok.eos_ids)[:1],
+                                     eos_after=len(ids)), context=4096)
+    state.tokenizer = tok
+    state.render_chat, state.chat_template, state.reasoning_parser = None, TEMPLATE, "auto"
+    c = client(state)
+    r = c.chat.completions.create(model="fake-model", messages=MSGS, tools=TOOLS,
+                                  tool_choice="required", max_tokens=n)
+    msg = r.choices[0].message
+    assert r.choices[0].finish_reason == "length" and msg.content is None
+    got = [(t.function.name, t.function.arguments) for t in msg.tool_calls]
+    assert got[0] == ("get_weather", json.dumps(PARIS[1]))
+    assert got[1][0] == "get_weather" and got[1][1].startswith('{"city": "Lyon"')
+    _, content, calls, finish = streamed(c, tools=TOOLS, tool_choice="required", max_tokens=n)
+    assert (content, finish) == ("", "length")
+    assert [(k["name"], k["arguments"]) for k in calls] == got
