@@ -71,7 +71,7 @@ def refuse_grammars_past_limits(body, plan: toolmod.ToolPlan) -> None:
     if spec is not None:
         refuse_past_limits(*spec)
     if plan.forced:
-        refuse_past_limits("lark", toolmod.call_grammar(plan.chosen, plan.many), "tools")
+        refuse_past_limits("lark", toolmod.plan_grammar(plan), "tools")
 
 
 async def prepare(request, state, body: ChatRequest):
@@ -166,7 +166,7 @@ async def _stream(state, gens, head: dict, want_logprobs: bool, include_usage: b
     continuous (stream_options.continuous_usage_stats): every chunk carries the usage so
     far; include_usage: a last chunk with the whole usage (else chunks carry null)."""
     head = {**head, "object": "chat.completion.chunk"}
-    parsers = [toolmod.ToolStream(plan.names, plan.forced) if plan.parses and not thinking.harmony
+    parsers = [plan.stream() if plan.parses and not thinking.harmony
                else None for _ in gens]
     splits = [thinking.stream() for _ in gens]
     calls = [0 for _ in gens]                       # harmony: the calls sent so far

@@ -45,7 +45,7 @@ class ReplyBlocks:
     open: Block | None = None
 
     def __post_init__(self):
-        self.parser = toolmod.ToolStream(self.plan.names, self.plan.forced) \
+        self.parser = self.plan.stream() \
             if self.plan.parses and not self.thinking.harmony else None
         self.split = self.thinking.stream()
         self.n_calls = 0                # harmony: its calls come as parts

@@ -44,6 +44,8 @@ class AppState:
     served_names: tuple = ()        # --served-model-name: every name a request may use
     chat_template: str | None = None    # --chat-template: replaces the tokenizer's
     reasoning_parser: str = "auto"      # --reasoning-parser (server/text/reasoning.py)
+    tool_call_parser: str = "auto"      # the tool-call format (server/text/glm_tools.py: auto,
+    #                                     hermes, glm45, glm47; the --tool-call-parser value)
     allowed_origins: tuple = ()         # --allowed-origins (server/api/cors.py); * = any
 
     @property

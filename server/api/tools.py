@@ -6,12 +6,16 @@
   apply_chat_template passes them (`tools=[{"type": "function", "function": {...}}]`);
   a template that never mentions `tools` gets FALLBACK_PROMPT (Hermes style, as Qwen2.5's
   template writes it) in its system message instead. The reply is parsed into tool calls
-  (server/text/tool_calls.py: Hermes/Qwen <tool_call>, Mistral [TOOL_CALLS], Llama JSON).
+  (server/text/tool_calls.py: Hermes/Qwen <tool_call>, Mistral [TOOL_CALLS], Llama JSON;
+  or, for a GLM template (one that writes `<arg_key>`), GLM's own
+  `<tool_call>NAME<arg_key>K</arg_key><arg_value>V</arg_value></tool_call>`:
+  server/text/glm_tools.py; `tool_format`).
 - "required" and a named function constrain the reply with a grammar from its first
   token (server/engine/grammar.py; after its reasoning, for a reasoning model):
   `<tool_call>\n{"name": ..., "arguments": <the function's parameters schema>}\n
   </tool_call>`, one call, or several when parallel_tool_calls and "required"; the
-  arguments always validate. Such a reply is calls and nothing else: one cut by
+  arguments always validate. Under GLM's format the grammar is GLM's markup
+  (server/text/glm_grammar.py), each value constrained by its parameter's schema. Such a reply is calls and nothing else: one cut by
   max_tokens comes back as its calls, the last with its arguments as far as written
   (finish_reason "length"), never as content.
 
@@ -26,6 +30,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from server.engine.grammar import engine_schema
+from server.text import glm_grammar, glm_tools
 from server.text import tool_calls as tc
 
 from .errors import invalid
@@ -48,6 +53,7 @@ class ToolPlan:
     grammar: object = None
     chosen: list = field(default_factory=list)  # the functions a forced reply may call
     many: bool = False                          # a forced reply may hold several calls
+    fmt: str = "hermes"                         # the reply's call format: hermes | glm
 
     @property
     def parses(self) -> bool:
@@ -60,6 +66,19 @@ class ToolPlan:
     @property
     def names(self) -> list[str]:
         return [t["function"]["name"] for t in (self.chosen if self.forced else self.tools)]
+
+    def stream(self) -> "ToolStream":
+        """A fresh ToolStream for this plan's reply."""
+        return ToolStream(self.names, self.forced, self.fmt, self.tools)
+
+
+def tool_format(state) -> str:
+    """The served model's tool-call format: "glm" for a GLM chat template (one that writes
+    `<arg_key>`) or `--tool-call-parser glm45` (state.tool_call_parser, where the server
+    sets it), else "hermes" (tool_calls.py's formats)."""
+    from .textflow import chat_template
+    t = chat_template(state) if state.render_chat is None else None
+    return glm_tools.resolve(getattr(state, "tool_call_parser", None) or "auto", t)
 
 
 def plan(state, body) -> ToolPlan:
@@ -75,7 +94,7 @@ def plan(state, body) -> ToolPlan:
     names = [t["function"]["name"] for t in tools]
     if len(set(names)) != len(names):
         raise invalid("two tools have the same function name", param="tools")
-    p = ToolPlan(mode, tools if mode != "none" else [], parallel)
+    p = ToolPlan(mode, tools if mode != "none" else [], parallel, fmt=tool_format(state))
     if mode in ("required", "named"):
         if mode == "named":
             name = choice.function.name
@@ -90,10 +109,20 @@ def plan(state, body) -> ToolPlan:
 
 def compile_plan(state, p: ToolPlan, reasoning: str | None = None) -> ToolPlan:
     """A forced plan's call grammar, compiled (reasoning: as compile_grammar takes it)."""
-    if p.forced:
-        p.grammar = compile_for(state, "lark", call_grammar(p.chosen, p.many), "tools",
-                                reasoning=reasoning)
+    if p.forced and p.fmt == "glm":     # the reasoning written in, over GLM's tokens
+        p.grammar = compile_for(state, "lark", plan_grammar(p, state.tokenizer, reasoning),
+                                "tools")
+    elif p.forced:
+        p.grammar = compile_for(state, "lark", plan_grammar(p), "tools", reasoning=reasoning)
     return p
+
+
+def plan_grammar(p: ToolPlan, tok=None, reasoning: str | None = None) -> str:
+    """A forced plan's call grammar (Lark), in its format (GLM's: over `tok`'s markers,
+    its reasoning written in; glm_grammar.py)."""
+    if p.fmt == "glm":
+        return glm_grammar.call_grammar(p.chosen, p.many, engine_schema, tok, reasoning)
+    return call_grammar(p.chosen, p.many)
 
 
 def tool_parameters(fn: dict) -> dict:
@@ -168,12 +197,14 @@ def message(text: str | None, finish: str | None, p: ToolPlan) -> tuple[dict, st
         return {"role": "assistant", "content": text}, finish
     cut = finish == "length"
     if p.forced:
-        calls = tc.forced_calls(text, p.names, cut)
+        calls = glm_tools.forced_calls(text, p.tools, p.names, cut) if p.fmt == "glm" \
+            else tc.forced_calls(text, p.names, cut)
         msg = {"role": "assistant", "content": None}
         if calls:
             msg["tool_calls"] = [call_dict(c) for c in calls]
         return msg, "tool_calls" if finish == "stop" else finish
-    content, calls = tc.parse(text, p.names, cut)
+    content, calls = glm_tools.parse(text, p.tools, cut) if p.fmt == "glm" \
+        else tc.parse(text, p.names, cut)
     if not calls:
         return {"role": "assistant", "content": text if not cut else content}, finish
     msg = {"role": "assistant", "content": content, "tool_calls": [call_dict(c) for c in calls]}
@@ -186,13 +217,21 @@ class ToolStream:
     A forced plan's reply (`forced`; `names`: the functions it may call) is calls alone:
     nothing of it streams as content. `finish(cut=True)`: the reply ended at max_tokens,
     and its cut last call comes out as a call (tool_calls.cut_call), as the whole reply's
-    would."""
+    would. fmt "glm": GLM's calls (glm_tools.py; `tools`: the request's tool dicts, for
+    the parameters' types): content streams until `<tool_call>`, each call comes out whole
+    at its `</tool_call>`."""
 
-    def __init__(self, names=(), forced: bool = False):
+    def __init__(self, names=(), forced: bool = False, fmt: str = "hermes", tools=()):
         self.held = ""
         self.names, self.forced = list(names), forced
-        self.mode = "calls" if forced else "start"       # start | content | calls | whole
-        self.count = 0
+        self.glm, self.tools = fmt == "glm", list(tools or ())
+        self.mode = "calls" if forced else ("content" if self.glm else "start")
+        self.count = 0                          # start | content | calls | whole
+
+    def _parse(self, text: str, cut: bool = False):
+        if self.glm:
+            return glm_tools.parse(text, self.tools, cut)
+        return tc.parse(text, self.names, cut)
 
     def push(self, text: str) -> list[dict]:
         self.held += text
@@ -207,10 +246,17 @@ class ToolStream:
                 self.mode = "content"
             if self.mode == "whole":
                 return out
+            if self.mode == "content" and self.glm and self.count:
+                s = self.held.lstrip()          # the layout between GLM's calls: held,
+                if not s:                       # dropped when another call follows
+                    return out
+                if s.startswith(tc.HERMES_OPEN) or tc.HERMES_OPEN.startswith(s):
+                    self.held = s
             if self.mode == "content":
-                i = tc.marker_at(self.held)
+                i = self.held.find(tc.HERMES_OPEN) if self.glm else tc.marker_at(self.held)
                 if i < 0:
-                    keep = tc.partial_marker_tail(self.held)
+                    keep = tc.partial_tail(self.held, tc.HERMES_OPEN) if self.glm \
+                        else tc.partial_marker_tail(self.held)
                     emit, self.held = self.held[:len(self.held) - keep], self.held[len(self.held) - keep:]
                     if emit:
                         out.append({"content": emit})
@@ -219,13 +265,13 @@ class ToolStream:
                     out.append({"content": self.held[:i]})
                 self.held, self.mode = self.held[i:], "calls"
             if self.mode == "calls":
-                if self.held.startswith(tc.MISTRAL):
+                if self.held.startswith(tc.MISTRAL) and not self.glm:
                     return out                  # Mistral: a list, decided at the end
                 j = self.held.find(tc.HERMES_CLOSE)
                 if j < 0:
                     return out
                 seg = self.held[:j + len(tc.HERMES_CLOSE)]
-                content, calls = tc.parse(seg)
+                content, calls = self._parse(seg)
                 if self.forced:
                     out += self._calls(calls)
                     self.held = self.held[len(seg):].lstrip()
@@ -238,11 +284,12 @@ class ToolStream:
     def finish(self, cut: bool = False) -> list[dict]:
         held, self.held = self.held, ""
         if self.forced:
-            return self._calls(tc.forced_calls(held, self.names, cut)) \
-                if held or (cut and not self.count) else []
-        if not held:
+            calls = glm_tools.forced_calls(held, self.tools, self.names, cut) if self.glm \
+                else tc.forced_calls(held, self.names, cut)
+            return self._calls(calls) if held or (cut and not self.count) else []
+        if not held or (self.glm and self.count and not held.strip()):
             return []
-        content, calls = tc.parse(held, self.names, cut)
+        content, calls = self._parse(held, cut)
         if cut and not calls:
             return [{"content": content}] if content else []
         out = [{"content": content}] if content and calls else []

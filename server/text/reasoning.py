@@ -30,7 +30,7 @@ PARSER_NAMES = ("auto", "none", "think", "qwen3", "deepseek_r1", "glm45", "harmo
 _THINK_ALIASES = {"think", "qwen3", "deepseek_r1", "glm45"}
 _HARMONY_ALIASES = {"harmony", "openai_gptoss"}
 # families that think when their template does not say so (a replaced template, say)
-_THINKING_FAMILIES = re.compile(r"qwen-?3|qwq|deepseek-?r1|glm-?4\.[5-9]|glm-?z1", re.I)
+_THINKING_FAMILIES = re.compile(r"qwen-?3|qwq|deepseek-?r1|glm-?4\.[5-9]|glm-?5|glm-?z1", re.I)
 _HARMONY_FAMILIES = re.compile(r"gpt-?oss", re.I)
 HARMONY_CHANNEL = "<|channel|>"
 
