@@ -92,6 +92,13 @@ def add_arguments(p):
                         "the model's family thinks, else none), none (the reply stays raw "
                         "text), think (<think>...</think>; qwen3, deepseek_r1 and glm45 are "
                         "vLLM's names for it)")
+    from server.text.glm_tools import PARSER_NAMES as TOOL_PARSERS
+    p.add_argument("--tool-call-parser", default="auto", choices=TOOL_PARSERS,
+                   help="the tool-call format replies are parsed from and forced calls are "
+                        "held to: auto (GLM's <tool_call> with <arg_key>/<arg_value> when the "
+                        "chat template writes <arg_key>, else hermes: <tool_call>{json}"
+                        "</tool_call>), hermes, glm45 or glm47 (GLM's); harmony replies "
+                        "(gpt-oss) carry their calls in their channels")
     p.add_argument("--allowed-origins", action="append", default=None, metavar="ORIGINS",
                    help="sites whose pages may read this server (CORS): origins such as "
                         "http://localhost:3000, comma-separated or the flag repeated (or a "
@@ -503,7 +510,7 @@ def _serve_front(args, env, opened, comm, beat, lays, rooms, reserves, context, 
     state = AppState(scheduler=sched, tokenizer=opened.tokenizer,
                      model_name=names[0] if names else opened.name, served_names=names,
                      chat_template=args.chat_template_text, reasoning_parser=args.reasoning_parser,
-                     allowed_origins=args.origins,
+                     tool_call_parser=args.tool_call_parser, allowed_origins=args.origins,
                      context=context, api_keys=args.api_keys, max_body_bytes=args.max_body_bytes,
                      max_queue=args.max_queue, shutdown_timeout=args.shutdown_timeout,
                      tp=len(rooms), plan_line="\n".join(block),

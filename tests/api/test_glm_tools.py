@@ -427,3 +427,16 @@ def test_a_forced_reply_cut_by_max_tokens_keeps_its_cut_call(tok):
     _, content, calls, finish = streamed(c, tools=TOOLS, tool_choice="required", max_tokens=n)
     assert (content, finish) == ("", "length")
     assert [(k["name"], k["arguments"]) for k in calls] == got
+
+
+def test_serve_takes_the_tool_call_parser_flag():
+    """`foldserve serve --tool-call-parser` reaches the state the routes read; a name it does
+    not know is refused by argparse."""
+    import argparse
+    from server import serve
+    p = argparse.ArgumentParser()
+    serve.add_arguments(p)
+    assert p.parse_args([]).tool_call_parser == "auto"
+    assert p.parse_args(["--tool-call-parser", "glm45"]).tool_call_parser == "glm45"
+    with pytest.raises(SystemExit):
+        p.parse_args(["--tool-call-parser", "mistral"])
