@@ -263,13 +263,14 @@ def token_bytes(llt) -> np.ndarray:
     return n
 
 
-def _build(llt, kind: str, spec, reasoning: str | None = None) -> Grammar:
+def _build(llt, kind: str, spec, reasoning: str | None = None,
+           think_tokens: bool = False) -> Grammar:
     """The grammar compiled (after_reasoning's wrapper around it where `reasoning` is
     given), its first mask computed and its first token tried (the compiler thread runs
     this): GrammarError for any failure up to there."""
     text = grammar_text(kind, spec)
     if reasoning is not None:
-        text = after_reasoning(text, reasoning)
+        text = after_reasoning(text, reasoning, think_tokens)
     m = _llg().LLMatcher(llt, text, log_level=0, limits=limits())
     if m.is_error():
         raise GrammarError(reason(m.get_error()))
@@ -304,12 +305,28 @@ _REASONING = {
     "outside": 'start: think @answer\nthink: "<think>" reason WS |\n',
 }
 _REASONING_TAIL = 'reason[lazy]: /(?s:.*)<\\/think>/\nWS: /[ \\t\\n]*/\n'
+# the same where the vocabulary has <think> and </think> as added tokens (Qwen3's, GLM's):
+# llguidance takes an added token as a special one, which no text spells, so the markers
+# are written as tokens and the reasoning's text runs up to the closing one
+_REASONING_TOKENS = {
+    "inside": 'start: REASON </think> WS @answer\n',
+    "outside": 'start: think @answer\nthink: <think> REASON </think> WS |\n',
+}
+_REASONING_TOKENS_TAIL = 'REASON: /(.|\\n)*/\nWS: /[ \\t\\n]*/\n'
+THINK_MARKERS = ("<think>", "</think>")
 
 
-def after_reasoning(text: str, where: str) -> str:
+def added_tokens(tok) -> set[str]:
+    """The vocabulary's added tokens (special or not: llguidance takes them all as special)."""
+    hf = getattr(tok, "hf", None)
+    return {t.content for t in hf.get_added_tokens_decoder().values()} if hf is not None else set()
+
+
+def after_reasoning(text: str, where: str, think_tokens: bool = False) -> str:
     """llguidance's grammar text that leaves the reasoning free and applies `text` (a
     grammar_text result) from the end of `</think>` on (vLLM's rule for structured
-    outputs with a reasoning parser)."""
+    outputs with a reasoning parser). think_tokens: <think> and </think> are the
+    vocabulary's added tokens (written as tokens, not text)."""
     if where not in _REASONING:
         raise ValueError(f"reasoning is 'inside' or 'outside', not {where!r}")
     try:
@@ -321,7 +338,8 @@ def after_reasoning(text: str, where: str) -> str:
     else:
         subs = [{"lark_grammar": text}]
     subs[0]["name"] = "answer"
-    wrapper = {"lark_grammar": _REASONING[where] + _REASONING_TAIL}
+    wrapper = {"lark_grammar": _REASONING_TOKENS[where] + _REASONING_TOKENS_TAIL if think_tokens
+               else _REASONING[where] + _REASONING_TAIL}
     return json.dumps({"grammars": [wrapper, *subs]})
 
 
@@ -337,7 +355,8 @@ def compile_grammar(tok, kind: str, spec, reasoning: str | None = None) -> Gramm
         raise GrammarError(f"too large: {why}")
     llt = ll_tokenizer(tok)
     try:
-        return grammar_compiler.run(_build, llt, kind, spec, reasoning)
+        think_tokens = reasoning is not None and set(THINK_MARKERS) <= added_tokens(tok)
+        return grammar_compiler.run(_build, llt, kind, spec, reasoning, think_tokens)
     except grammar_compiler.CompileTimeout as e:
         raise GrammarError(str(e)) from e
 

@@ -10,7 +10,7 @@ of analysis (reasoning) or commentary (preamble) messages, each closed by
 
 ARGS follows the tool's parameters schema; ANSWER the request's JSON schema (or any JSON
 object, or one of its choices). Nothing may follow: the sampler then allows only the stop
-tokens (<|call|> / <|return|>). A vocabulary with the markers as special tokens (gpt-oss's)
+tokens (<|call|> / <|return|>). A vocabulary with the markers as added tokens (gpt-oss's)
 gets them as tokens (`<|channel|>` in Lark, never spelt out by text tokens, so a message's
 text is free); a vocabulary without them gets them as text, and a message's text then
 holds no `<` (it cannot run into a marker). The text parts are server/text/harmony.py's
@@ -26,12 +26,14 @@ _MARKERS = (START, CHANNEL, MESSAGE, END, CONSTRAIN)
 
 
 def _markers(tok) -> dict[str, str]:
-    """Each marker as Lark: the special token where the vocabulary has it so, else its text."""
-    special = set()
+    """Each marker as Lark: its token where the vocabulary has it as an added token (special
+    or not: llguidance takes every added token as a special one, which no text spells),
+    else its text."""
+    have = set()
     added = getattr(getattr(tok, "hf", None), "get_added_tokens_decoder", None)
     if added is not None:
-        special = {t.content for t in added().values() if t.special}
-    return {m: (m if m in special else json.dumps(m)) for m in _MARKERS}
+        have = {t.content for t in added().values()}
+    return {m: (m if m in have else json.dumps(m)) for m in _MARKERS}
 
 
 def _frame(tok, answer: str) -> str:
