@@ -43,6 +43,7 @@ from server.engine.build import open_model
 from server.engine.grammar import compile_grammar
 from server.planner.admission import Admission
 from server.ranks.steps import PoolStep, RoundStep
+from server.host_sampling import HostSampling
 from server.requests import GenRequest, SamplingParams
 from server.scheduler import Scheduler
 from server.step_driver import LocalDriver
@@ -58,11 +59,14 @@ SCHEMA = {"type": "object", "properties": {"items": {
 PROMPT = "Write a JSON list of items, each with a name and a number:"
 
 
-class TimingDriver(LocalDriver):
-    """LocalDriver, recording each round's forward, host sampling and mask times."""
+class TimingDriver(LocalDriver, HostSampling):
+    """LocalDriver, recording each round's forward, host sampling and mask times: it is its
+    own rank-0 sampling (`sampling`), timing the HostSampling calls it passes on."""
 
     def __init__(self, engine):
         super().__init__(engine)
+        HostSampling.__init__(self, engine.device)
+        self.sampling = self
         self.rounds: list[dict] = []
         self.masks: dict[int, list] = {}         # round index -> [seconds, rows]
         self.sched = None                        # set once the scheduler exists
