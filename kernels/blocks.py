@@ -22,6 +22,11 @@ BLOCK = {
     "Q8_0": (32, 34),
     "Q4_0": (32, 18),
     "Q4_1": (32, 20),
+    # Q5_0 (ggml's block_q5_0; llama-quantize's Q4_K_M takes it for rows not a multiple of
+    # 256): f16 d, then qh (4 bytes, a little-endian uint32: bit j is element j's fifth bit,
+    # bit j + 16 element j + 16's), then 16 bytes qs (elements 0..15 in the low nibbles, 16..31
+    # in the high); value = d * ((nibble | fifth bit << 4) - 16)
+    "Q5_0": (32, 22),
     "Q4_K": (256, 144),
     "Q6_K": (256, 210),
     # MXFP4 (gpt-oss experts): 32 e2m1 values of 4 bits and one e8m0 scale byte, the scale
@@ -39,7 +44,7 @@ BLOCK = {
     "BF16": (1, 2),
     "F32": (1, 4),
 }
-QUANT = ("Q8_0", "Q4_0", "Q4_1", "Q4_K", "Q6_K", "MXFP4", "NVFP4")  # the block kinds a 2-D matrix stays in
+QUANT = ("Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q4_K", "Q6_K", "MXFP4", "NVFP4")  # the block kinds a 2-D matrix stays in
 
 
 class BlockSplitError(ValueError):
@@ -48,7 +53,7 @@ class BlockSplitError(ValueError):
 
 @dataclass(frozen=True)
 class Blocks:
-    kind: str            # "Q8_0", "Q4_0", "Q4_1", "Q4_K", "Q6_K", "MXFP4", "NVFP4" (or F16, BF16, F32 rows)
+    kind: str            # "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q4_K", "Q6_K", "MXFP4", "NVFP4" (or F16, BF16, F32 rows)
     rows: int
     cols: int
     data: np.ndarray     # uint8 [rows, row_bytes]

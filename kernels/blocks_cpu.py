@@ -1,5 +1,5 @@
 """x @ W^T with W kept as its GGUF blocks, on the CPU: numba kernels that read the blocks as
-stored (Q8_0, Q4_0, Q4_1, Q4_K, Q6_K, MXFP4, NVFP4; F16, BF16 and F32 rows likewise).
+stored (Q8_0, Q4_0, Q4_1, Q5_0, Q4_K, Q6_K, MXFP4, NVFP4; F16, BF16 and F32 rows likewise).
 
 The 32-element kinds (Q8_0, Q4_0, Q4_1: the default model's) and the K-quants (Q4_K, Q6_K)
 run kernels/blocks_vec.py, explicit LLVM vectors (2.5-3x these loops at one row for the
@@ -119,6 +119,25 @@ def deq_q4_1(row, w, f16):
             wl[j] = d * np.float32(qs[j] & 15) + m
         for j in range(16):
             wh[j] = d * np.float32(qs[j] >> 4) + m
+
+
+@_jit()
+def deq_q5_0(row, w, f16):
+    # 32 values a block: d (f16), qh (a little-endian uint32 of fifth bits: bit j for element
+    # j, bit j + 16 for element j + 16), 16 bytes of nibbles (0..15 low, 16..31 high); value
+    # d * ((nibble | fifth << 4) - 16), exact in float32 (ggml's dequantize_row_q5_0)
+    for b in range(w.shape[0] // 32):
+        blk = row[b * 22:b * 22 + 22]
+        d = f16[np.int64(blk[0]) | (np.int64(blk[1]) << 8)]
+        qh = (np.int64(blk[2]) | (np.int64(blk[3]) << 8) | (np.int64(blk[4]) << 16)
+              | (np.int64(blk[5]) << 24))
+        qs = blk[6:22]
+        wl = w[b * 32:b * 32 + 16]
+        wh = w[b * 32 + 16:b * 32 + 32]
+        for j in range(16):
+            wl[j] = d * np.float32(((np.int64(qs[j]) & 15) | (((qh >> j) & 1) << 4)) - 16)
+        for j in range(16):
+            wh[j] = d * np.float32(((np.int64(qs[j]) >> 4) | (((qh >> (j + 16)) & 1) << 4)) - 16)
 
 
 @_jit()
@@ -324,6 +343,9 @@ def _make(deq):
 
 with _noalias():
     _MADE_KINDS = {                  # Q8_0, Q4_0, Q4_1: kernels/blocks_vec.py
+        # Q5_0, Q4_K, Q6_K run kernels/blocks_vec.py; these stay as the reference its kernels
+        # are tested against byte for byte (tests/model/test_blocks_q5_0.py, test_blocks_kvec.py)
+        "Q5_0": _make(deq_q5_0),
         "Q4_K": _make(deq_q4_k), "Q6_K": _make(deq_q6_k), "MXFP4": _make(deq_mxfp4),
         "NVFP4": _make(deq_nvfp4),
         "F16": _make(deq_f16), "BF16": _make(deq_bf16), "F32": _make(deq_f32),
@@ -344,7 +366,7 @@ def grouped_matmul(x: np.ndarray, kind: str, stack: np.ndarray, experts: np.ndar
     with _noalias():
         GROUPED[kind](x, stack, experts, offs, F16, out)
     return out
-DEQ = {"Q8_0": deq_q8_0, "Q4_0": deq_q4_0, "Q4_1": deq_q4_1, "Q4_K": deq_q4_k, "Q6_K": deq_q6_k,
+DEQ = {"Q8_0": deq_q8_0, "Q4_0": deq_q4_0, "Q4_1": deq_q4_1, "Q5_0": deq_q5_0, "Q4_K": deq_q4_k, "Q6_K": deq_q6_k,
        "MXFP4": deq_mxfp4, "NVFP4": deq_nvfp4,
        "F16": deq_f16, "BF16": deq_bf16, "F32": deq_f32}
 

@@ -20,7 +20,9 @@ lane l standing for position l of every block):
                                                        sum of x over the block, in order)
   out = tree(acc) + sm, tree = lanes (l, l+16) added, then (l, l+8), (l, l+4), (l, l+2), (0, 1).
 The integer values: Q8_0 q (int8); Q4_0 nibble - 8; Q4_1 nibble (the block's 16 bytes hold
-positions 0..15 in their low nibbles, 16..31 in their high: GGUF's order); MXFP4 the value its
+positions 0..15 in their low nibbles, 16..31 in their high: GGUF's order); Q5_0 (nibble |
+fifth bit << 4) - 16, the fifth bit of position l being bit l of the block's qh (a
+little-endian uint32 after d), d * q exact as kernels/blocks_cpu.deq_q5_0's; MXFP4 the value its
 nibble stands for (ggml's kvalues: e2m1 doubled, int8), d its e8m0 byte as 2^(e - 128), so
 d * q exact (kernels/blocks_cpu.deq_mxfp4's products, the same bytes). The sum is the
 product with the dequantized weights up to float32 rounding (Q4_1's d*q + m is split into the
@@ -79,13 +81,17 @@ def _x86_ssse3() -> bool:
 
 # The 32-element kinds read here beyond the default model's: MXFP4 (gpt-oss experts; its
 # value lookup is x86's pshufb, so on x86 hosts only; elsewhere kernels/blocks_cpu.py's).
-VEC_BYTES = {**BLOCK_BYTES, **({"MXFP4": 17} if _x86_ssse3() else {})}
+# Q5_0 (llama-quantize's Q4_K_M takes it for rows not a multiple of 256: GLM-4.5-Air's FF 1408
+# and 10,944) on every target; not in BLOCK_BYTES, so the llama family's fused round
+# (kernels/forward_cpu.py) leaves a model with it to the op-by-op path as before.
+VEC_BYTES = {**BLOCK_BYTES, "Q5_0": 22, **({"MXFP4": 17} if _x86_ssse3() else {})}
 VEC_KINDS = (*VEC_BYTES, *K_BYTES)       # every kind blocks_vec.matmul reads
 
 _i8, _i16, _i32, _i64 = ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64)
 _half = ir.HalfType()
 _v16i8 = ir.VectorType(_i8, 16)
 _v32i8 = ir.VectorType(_i8, 32)
+_v16i32 = ir.VectorType(_i32, 16)
 
 
 def _vec(builder, elems, ty):
@@ -147,6 +153,21 @@ def _block_q(builder, kind, base):
         lo = _pshufb(builder, tab, builder.and_(q, ir.Constant(_v16i8, [15] * 16)))
         hi = _pshufb(builder, tab, builder.lshr(q, ir.Constant(_v16i8, [4] * 16)))
         return builder.sitofp(lo, _v16f), builder.sitofp(hi, _v16f)
+    if kind == "Q5_0":           # d, qh (uint32 LE: bit j element j's fifth bit), 16 nibble bytes
+        qh = builder.load(builder.bitcast(builder.gep(base, [ir.Constant(_i64, 2)]), _i32.as_pointer()), align=1)
+        qhv = builder.insert_element(ir.Constant(_v16i32, ir.Undefined), qh, ir.Constant(_i32, 0))
+        qhv = builder.shuffle_vector(qhv, ir.Constant(_v16i32, ir.Undefined), ir.Constant(_v16i32, [0] * 16))
+        one = ir.Constant(_v16i32, [1] * 16)
+        q = builder.load(builder.bitcast(builder.gep(base, [ir.Constant(_i64, 6)]), _v16i8.as_pointer()), align=1)
+        qi = builder.zext(q, _v16i32)
+        out = []
+        for nib, sh in ((builder.and_(qi, ir.Constant(_v16i32, [15] * 16)), 0),
+                        (builder.lshr(qi, ir.Constant(_v16i32, [4] * 16)), 16)):
+            bit = builder.and_(builder.lshr(qhv, ir.Constant(_v16i32, list(range(sh, sh + 16)))), one)
+            v = builder.sub(builder.or_(nib, builder.shl(bit, ir.Constant(_v16i32, [4] * 16))),
+                            ir.Constant(_v16i32, [16] * 16))
+            out.append(builder.sitofp(v, _v16f))
+        return out[0], out[1]
     if kind == "Q8_0":
         q = builder.load(builder.bitcast(builder.gep(base, [ir.Constant(_i64, 2)]), _v32i8.as_pointer()), align=1)
         return builder.sitofp(_lanes(builder, q, 0, 16), _v16f), builder.sitofp(_lanes(builder, q, 16, 16), _v16f)
@@ -184,7 +205,7 @@ def _weights(builder, kind, base, dv, table):
     v a nibble stands for (0..15; Q4_0 -8..7), each lane then picked by its nibble (vpermps):
     the same fmul(d, v) the unpacked form computes, one shuffle a 16 weights instead of a
     convert and a multiply."""
-    if not table or kind in ("Q8_0", "MXFP4"):
+    if not table or kind in ("Q8_0", "MXFP4", "Q5_0"):
         lo, hi = _block_q(builder, kind, base)
         return _scaled(builder, dv, lo, hi)
     vals = list(range(16)) if kind == "Q4_1" else list(range(-8, 8))

@@ -6,7 +6,7 @@ Each piece is kernels/blocks_vec.py's `rows` on the group's rows against the exp
 of blocks: the same function on the same x rows and weight rows as kernels/ops.moe's loop of
 one product an expert, so the same bytes (tests/model/test_moe_engine.py compares them);
 only the number of parallel regions entered changes (2 a layer instead of 2 a chosen
-expert). For the kinds of kernels/blocks_vec.py (Q8_0, Q4_0, Q4_1 and the K-quants Q4_K, Q6_K:
+expert). For the kinds of kernels/blocks_vec.py (Q8_0, Q4_0, Q4_1, Q5_0 and the K-quants Q4_K, Q6_K:
 a Q4_K_M file's experts) of a stack of experts (kernels/blocks.ExpertStack);
 the kinds left to kernels/blocks_cpu.py (MXFP4, F16, BF16, F32) the same way through its
 `grouped`, each piece its `chunk` (the function its one-expert product runs), so again the

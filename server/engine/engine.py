@@ -64,6 +64,12 @@ class Engine:
             from kernels import qmatmul_cuda as Q
 
             def to_dev(a):            # GGUF blocks stay as stored (kernels/qmatmul_cuda)
+                # a kind the GPU kernels do not read (Q5_0, MXFP4, NVFP4) goes up as float
+                # (bf16), as the loader gave such matrices before the CPU read them as stored
+                if isinstance(a, MixedBlocks) and any(p.kind not in Q.KIND_ID for p in a):
+                    a = np.concatenate([p.dequantize() for p in a], axis=0)
+                elif isinstance(a, Blocks) and a.kind not in Q.KIND_ID:
+                    a = a.dequantize()
                 if isinstance(a, Blocks):
                     return Q.upload(a)
                 if isinstance(a, MixedBlocks):

@@ -38,6 +38,7 @@ import functools
 import hashlib
 import json
 import math
+import re
 import zlib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -595,14 +596,40 @@ def gguf_tensors(spec: MoeSpec, w: dict[str, np.ndarray]) -> list[tuple[str, np.
     return [(g, array(hs)) for g, hs in gguf_layout(spec)]
 
 
-def gguf_type(name: str, arr, qtype: str) -> str:
-    """The type convert_hf_to_gguf.py gives a tensor (an array or its shape) for --outtype f32 / q8_0."""
+def gguf_type(name: str, arr, qtype: str, n_layer: int | None = None) -> str:
+    """The type convert_hf_to_gguf.py gives a tensor (an array or its shape) for --outtype f32 /
+    q8_0; for "Q4_K_M" the type llama-quantize's Q4_K_M gives it (n_layer needed), see
+    q4_k_m_type."""
     shape = tuple(getattr(arr, "shape", arr))
     if qtype == "F32" or len(shape) <= 1 or name.endswith("_norm.weight") \
             or ".ffn_gate_inp." in name or not name.endswith(".weight"):
         return "F32"
+    if qtype == "Q4_K_M":
+        return q4_k_m_type(name, shape, n_layer)
     assert qtype == "Q8_0", qtype
     return "Q8_0" if shape[-1] % 32 == 0 else "F16"
+
+
+def _more_bits(i: int, n: int) -> bool:
+    """llama-quantize's use_more_bits(i_layer, n_layers) (src/llama-quant.cpp)."""
+    return i < n // 8 or i >= 7 * n // 8 or (i - n // 8) % 3 == 2
+
+
+def q4_k_m_type(name: str, shape: tuple, n_layer: int) -> str:
+    """llama-quantize's Q4_K_M choice for a weight of these tiny widths (src/llama-quant.cpp):
+    output Q6_K; attn_v and ffn_down (also _exps, _shexp) Q6_K in the layers use_more_bits
+    picks, else Q4_K; then its fallback for rows not a multiple of 256: Q4_K -> Q5_0, Q6_K ->
+    Q8_0. Only that fallback is written here (gguf-py quantizes Q5_0 and Q8_0, not the
+    K-quants): a row of 256 or more is refused. Checked tensor by tensor against llama-quantize
+    on the F32 file (tools/refs/record_moe_q4km.py records the comparison)."""
+    if shape[-1] % 256 == 0:
+        raise ValueError(f"q4_k_m_type: {name} has rows of {shape[-1]}: a K-quant, which this "
+                         "writer does not quantize (use llama-quantize)")
+    m = re.match(r"blk\.(\d+)\.", name)
+    six = name == "output.weight" or (m is not None and _more_bits(int(m.group(1)), n_layer) and (
+        ".attn_v." in name or ".ffn_down." in name or ".ffn_down_exps." in name
+        or ".ffn_down_shexp." in name))
+    return "Q8_0" if six else "Q5_0"
 
 
 def _add_arch_keys(wr, spec: MoeSpec) -> None:
@@ -697,11 +724,12 @@ def write_gguf(spec: MoeSpec, path: str | Path, qtype: str = "F32",
     wr.add_type(gguf.GGUFType.MODEL)
     wr.add_name(spec.name)
     _add_arch_keys(wr, spec)
-    wr.add_file_type(gguf.LlamaFileType.ALL_F32 if qtype == "F32" else gguf.LlamaFileType.MOSTLY_Q8_0)
+    wr.add_file_type({"F32": gguf.LlamaFileType.ALL_F32, "Q8_0": gguf.LlamaFileType.MOSTLY_Q8_0,
+                      "Q4_K_M": gguf.LlamaFileType.MOSTLY_Q4_K_M}[qtype])
     _copy_tokenizer_keys(wr, tokenizer_gguf or default_gguf())
     wr.add_quantization_version(gguf.GGML_QUANT_VERSION)
     for name, arr in gguf_tensors(spec, w):
-        t = gguf_type(name, arr, qtype)
+        t = gguf_type(name, arr, qtype, spec.n_layer)
         arr = np.ascontiguousarray(arr, dtype=np.float32)
         if t == "F32":
             wr.add_tensor(name, arr)
@@ -725,7 +753,7 @@ def dequantized_weights(spec: MoeSpec, qtype: str,
     back = dict(w)
     halves: dict = {}
     for (g, hs), (_, arr) in zip(gguf_layout(spec), gguf_tensors(spec, w)):
-        t = gguf_type(g, arr, qtype)
+        t = gguf_type(g, arr, qtype, spec.n_layer)
         if t != "F32":
             qt = gguf.GGMLQuantizationType[t]
             arr = gguf.quants.dequantize(gguf.quants.quantize(arr, qt), qt).reshape(arr.shape)
@@ -813,8 +841,8 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("out_dir")
     ap.add_argument("--family", nargs="+", default=list(FAMILIES), choices=list(FAMILIES))
-    ap.add_argument("--qtype", nargs="+", default=["F32", "Q8_0"], choices=["F32", "Q8_0"])
-    ap.add_argument("--dequant-hf", nargs="*", default=[], choices=["Q8_0"],
+    ap.add_argument("--qtype", nargs="+", default=["F32", "Q8_0"], choices=["F32", "Q8_0", "Q4_K_M"])
+    ap.add_argument("--dequant-hf", nargs="*", default=[], choices=["Q8_0", "Q4_K_M"],
                     help="also write hf-<qtype>-dequant/: the HF folder of that GGUF's weights")
     a = ap.parse_args(argv)
     for name in a.family:

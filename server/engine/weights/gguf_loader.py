@@ -1,8 +1,8 @@
 """Load a .gguf file: quantized matrices kept as stored (Blocks), the rest as float32;
 rename to HF; undo llama.cpp's q/k row order (a row permutation: Blocks.take_rows).
 
-A mixture-of-experts file's 3-D expert tensors ([n_experts, out, in], any of Q8_0, Q4_0,
-Q4_1, Q4_K, Q6_K, F16, BF16, F32) become one Blocks per expert over the file's bytes (views
+A mixture-of-experts file's 3-D expert tensors ([n_experts, out, in], any kind of
+kernels.blocks.BLOCK: Q8_0, Q4_0, Q4_1, Q5_0, Q4_K, Q6_K, MXFP4, NVFP4, F16, BF16, F32) become one Blocks per expert over the file's bytes (views
 of the map, never dequantized). A GLM file's MTP / NextN blocks (blk.N.* for N past the
 trunk, `{arch}.nextn_predict_layers` of them) are not run: they are counted, their bytes
 left unread in the file, and one startup line says so."""
