@@ -36,6 +36,7 @@ class StubLogits:
 
 class StubEngine:
     """Engine.apply's shape: a round waits device_ms, then its wanted rows' logits."""
+    device = "cpu"                              # rank 0 samples on the host
     def __init__(self, spec, device_ms: str):
         a, _, b = device_ms.partition("+")         # "A" or "A+Br": A ms a round, B ms a row
         self.spec, self.base, self.per_row = spec, float(a), float(b.rstrip("r") or 0)
