@@ -408,15 +408,15 @@ class Foldserve:
 
 
 def foldserve_numbers(gguf_path: Path, threads: int, engine: Foldserve | None = None,
-                      n_gen: int = 32) -> dict | None:
+                      n_gen: int = 32, b8: bool = True) -> dict | None:
     """foldserve on the same file and threads: {"tg": tok/s at batch 1 (llama-bench's tg
     shape: 1-token prompt, n_gen tokens), "pp512": tok/s prefilling 512, "b8": tok/s of 8
     concurrent decodes, "*_moe": the MoE op's share of each}. One repetition; `engine`
-    reuses a loaded Foldserve (the alternating runs of main)."""
+    reuses a loaded Foldserve (the alternating runs of main); b8=False: no b8 (nan)."""
     f = engine or Foldserve(gguf_path, threads)
     tg, tg_moe = f.decode(1, n_gen)
     pp, pp_moe = f.prefill(512)
-    b8, b8_moe = f.decode(8, n_gen)
+    b8, b8_moe = f.decode(8, n_gen) if b8 else (float("nan"), float("nan"))
     return {"tg": tg, "pp512": pp, "b8": b8, "tg_moe": tg_moe, "pp512_moe": pp_moe, "b8_moe": b8_moe}
 
 
@@ -441,7 +441,7 @@ def base_numbers(base: Path, gguf_path: Path, threads: int) -> dict:
 
 
 def side_by_side(shape, layers, qt, f: Path, lcpp: Path, threads: int, rounds: int,
-                 base: Path | None = None) -> dict:
+                 base: Path | None = None, b8: bool = True) -> dict:
     """llama-bench (-r 1) and foldserve on file f, alternated `rounds` times in this one
     process (foldserve's engine loaded once), so whatever load the machine carries hits both;
     medians over the rounds, and each round's ratios (the pair under the same load). With
@@ -455,7 +455,7 @@ def side_by_side(shape, layers, qt, f: Path, lcpp: Path, threads: int, rounds: i
         l0 = _load()
         ll = llama_bench(lcpp, f, threads, reps=1)
         l1 = _load()
-        ours = foldserve_numbers(f, threads, eng)
+        ours = foldserve_numbers(f, threads, eng, b8=b8)
         l2 = _load()
         per.append({"llama_cpp": {k: v["tok_s"] for k, v in ll.items()}, "foldserve": ours,
                     "loadavg": [l0, l1, l2]})
@@ -502,6 +502,7 @@ def main(argv=None) -> None:
     ap.add_argument("--out", default=None, help="write the results as JSON here")
     ap.add_argument("--base", default=None,
                     help="a source tree of an earlier commit (git archive): its foldserve a third each round")
+    ap.add_argument("--no-b8", action="store_true", help="skip foldserve's b8 decode (slow shapes)")
     ap.add_argument("--rounds", type=int, default=3,
                     help="alternating rounds a file: llama-bench -r 1, then foldserve, each round")
     a = ap.parse_args(argv)
@@ -523,7 +524,7 @@ def main(argv=None) -> None:
                 print(f"made {f} ({f.stat().st_size / 1e9:.2f} GB, {time.time() - t:.0f} s)", flush=True)
             if "bench" in stages and f.exists():
                 results.append(side_by_side(shape, layers, qt, f, lcpp, a.threads, a.rounds,
-                                            Path(a.base) if a.base else None))
+                                            Path(a.base) if a.base else None, not a.no_b8))
             continue
         spec = replace(SHAPES[shape], n_layer=layers, name=f"{shape}-L{layers}")
         q8 = d / file_name(shape, layers, "Q8_0")
@@ -541,7 +542,7 @@ def main(argv=None) -> None:
             if "bench" not in stages or not f.exists():
                 continue
             results.append(side_by_side(shape, layers, qt, f, lcpp, a.threads, a.rounds,
-                                        Path(a.base) if a.base else None))
+                                        Path(a.base) if a.base else None, not a.no_b8))
     if a.out:
         Path(a.out).write_text(json.dumps(results, indent=1) + "\n")
 
