@@ -4,6 +4,10 @@
         [--dir /tmp/moe-bench] [--llama-cpp /work/peers-build/llama.cpp] [--types Q8_0 Q4_K_M]
         [--threads 2] [--stages build,make,quantize,bench] [--rounds 3] [--out FILE.json]
 
+Shapes: qwen3-30b-a3b, glm-4.5-air (Q8_0, then Q4_K_M by llama-quantize); gpt-oss-20b (MXFP4_MOE
+experts written as MXFP4 blocks directly) and qwen3.5-35b-a3b (qwen35moe, Q8_0): `make_gptoss`,
+`make_qwen35` over `write_random_gguf`.
+
 Stages:
   build     untar shared/peers' llama.cpp into --llama-cpp's parent and build llama-bench,
             llama-quantize, llama-server, llama-results for the CPU (-DGGML_NATIVE=OFF with AVX2/FMA/F16C:
