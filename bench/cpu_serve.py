@@ -42,7 +42,7 @@ def ours(url, concurrency, requests, input_len, output_len, seed) -> dict:
     add_arguments(p)
     a = p.parse_args(["--url", url, "--concurrency", str(concurrency), "--requests", str(requests),
                       "--input-len", str(input_len), "--output-len", str(output_len),
-                      "--seed", str(seed)])
+                      "--seed", str(seed), "--endpoint", "/v1/completions"])
     s = asyncio.run(bench(a))
     if s["failed"]:
         raise RuntimeError(f"bench: {s['failed']} failed: {s['errors']}")

@@ -4,6 +4,10 @@
         [--dir /tmp/moe-bench] [--llama-cpp /work/peers-build/llama.cpp] [--types Q8_0 Q4_K_M]
         [--threads 2] [--stages build,make,quantize,bench] [--rounds 3] [--out FILE.json]
 
+Shapes: qwen3-30b-a3b, glm-4.5-air (Q8_0, then Q4_K_M by llama-quantize); gpt-oss-20b (MXFP4_MOE
+experts written as MXFP4 blocks directly) and qwen3.5-35b-a3b (qwen35moe, Q8_0): `make_gptoss`,
+`make_qwen35` over `write_random_gguf`.
+
 Stages:
   build     untar shared/peers' llama.cpp into --llama-cpp's parent and build llama-bench,
             llama-quantize, llama-server, llama-results for the CPU (-DGGML_NATIVE=OFF with AVX2/FMA/F16C:
@@ -156,6 +160,157 @@ def make_gguf(spec: mc.MoeSpec, path: Path) -> None:
     wr.close()
 
 
+# ---------------------------------------------------------------- make: gpt-oss and qwen35moe shapes
+
+def _mxfp4_random(rng: np.random.Generator, shape: tuple, std: float) -> np.ndarray:
+    """MXFP4 blocks (e8m0 scale byte, 16 bytes of e2m1 nibbles) of uniform nibbles, the scale
+    the power of two nearest std / 2.93 (the rms of ggml's kvalues times its half e8m0 unit)."""
+    n_blocks = int(np.prod(shape)) // 32
+    blocks = np.empty((n_blocks, 17), dtype=np.uint8)
+    blocks[:, 0] = 128 + int(round(math.log2(std / 5.85)))
+    blocks[:, 1:] = np.frombuffer(rng.bytes(n_blocks * 16), dtype=np.uint8).reshape(n_blocks, 16)
+    return blocks.reshape(*shape[:-1], shape[-1] // 32 * 17)
+
+
+_BLOCK = {"Q8_0": (34, _q8_0_random), "MXFP4": (17, _mxfp4_random)}
+
+
+def write_random_gguf(path: Path, arch: str, name: str, add_keys, plan: list, vocab: int,
+                      seed: int) -> None:
+    """A GGUF of random weights, tensor by tensor (one in memory at a time): `add_keys(wr)`
+    writes the architecture's keys, `plan` is [(GGUF name, numpy shape, "F32" | "Q8_0" |
+    "MXFP4")] in file order. Norm weights ("norm.weight") are ones, "ssm_a" -U(1, 16), other F32 tensors normal
+    of std 1/sqrt(last dim), block kinds of the same std; SmolLM2's tokenizer padded to `vocab`."""
+    import gguf
+    wr = gguf.GGUFWriter(str(path), arch)
+    wr.add_type(gguf.GGUFType.MODEL)
+    wr.add_name(name)
+    add_keys(wr)
+    for key, v, t, sub in _tokenizer_kv(vocab):
+        if sub is None:
+            wr.add_key_value(key, v, t)
+        else:
+            wr.add_key_value(key, v, t, sub_type=sub)
+    wr.add_quantization_version(gguf.GGML_QUANT_VERSION)
+    for g, shape, kind in plan:
+        if kind == "F32":
+            wr.add_tensor_info(g, shape, np.dtype(np.float32), int(np.prod(shape)) * 4)
+        else:
+            bs = _BLOCK[kind][0]
+            wr.add_tensor_info(g, shape[:-1] + (shape[-1] // 32 * bs,), np.dtype(np.uint8),
+                               int(np.prod(shape)) // 32 * bs, raw_dtype=gguf.GGMLQuantizationType[kind])
+    wr.write_header_to_file()
+    wr.write_kv_data_to_file()
+    wr.write_ti_data_to_file()
+    rng = np.random.default_rng(seed)
+    for g, shape, kind in plan:
+        std = 1.0 / math.sqrt(shape[-1])
+        if kind == "F32":
+            if g.endswith("norm.weight"):
+                arr = np.ones(shape, np.float32)
+            elif g.endswith(".ssm_a"):              # -exp(A_log), A uniform on [1, 16] as HF inits it
+                arr = -rng.uniform(1.0, 16.0, shape).astype(np.float32)
+            else:
+                arr = (rng.standard_normal(shape, dtype=np.float32) * std).astype(np.float32)
+            wr.write_tensor_data(arr)
+        else:
+            wr.write_tensor_data(_BLOCK[kind][1](rng, shape, std))
+    wr.close()
+
+
+def gptoss_spec(layers: int):
+    """gpt-oss-20b's layer (its config.json: hidden 2880, 32 experts of FF 2880, top-4, 64 q /
+    8 kv heads of 64, vocab 201,088, sliding window 128 on alternate layers from layer 0, YaRN
+    32 over 4096, theta 150000), `layers` deep."""
+    from tools.refs.gptoss_checkpoint import GptOssSpec
+    return GptOssSpec(name=f"gpt-oss-20b-L{layers}", seed=37, n_layer=layers, hidden=2880, n_head=64,
+                      n_head_kv=8, head_dim=64, n_expert=32, n_expert_used=4, expert_ff=2880,
+                      sliding_window=128, vocab=201088, max_pos=131072)
+
+
+def make_gptoss(layers: int, path: Path) -> None:
+    """The gpt-oss-20b-shaped file as llama.cpp's converter + llama-quantize MXFP4_MOE make
+    it: experts MXFP4, the other matrices Q8_0, router, biases, sinks and norms F32
+    (tools/refs/gptoss_checkpoint.gguf_type's MXFP4 rule; its names and keys)."""
+    from tools.refs import gptoss_checkpoint as gc
+    spec = gptoss_spec(layers)
+    d, E, ff, hd = spec.hidden, spec.n_expert, spec.expert_ff, spec.head_dim
+    qo, kvo = spec.n_head * hd, spec.n_head_kv * hd
+    shapes = [("token_embd.weight", (spec.vocab, d))]
+    for i in range(layers):
+        b = f"blk.{i}."
+        shapes += [(b + "attn_norm.weight", (d,)), (b + "post_attention_norm.weight", (d,)),
+                   (b + "ffn_gate_inp.weight", (E, d)), (b + "ffn_gate_inp.bias", (E,)),
+                   (b + "ffn_gate_exps.weight", (E, ff, d)), (b + "ffn_up_exps.weight", (E, ff, d)),
+                   (b + "ffn_down_exps.weight", (E, d, ff)), (b + "ffn_gate_exps.bias", (E, ff)),
+                   (b + "ffn_up_exps.bias", (E, ff)), (b + "ffn_down_exps.bias", (E, d)),
+                   (b + "attn_sinks.weight", (spec.n_head,))]
+        for a, o, n in (("q", qo, d), ("k", kvo, d), ("v", kvo, d), ("output", d, qo)):
+            shapes += [(b + f"attn_{a}.weight", (o, n)), (b + f"attn_{a}.bias", (o,))]
+    shapes += [("output_norm.weight", (d,)), ("output.weight", (spec.vocab, d))]
+    plan = [(g, sh_, gc.gguf_type(g, sh_, "MXFP4")) for g, sh_ in shapes]
+    write_random_gguf(path, "gpt-oss", spec.name, lambda wr: gc.add_arch_keys(wr, spec), plan,
+                      spec.vocab, spec.seed)
+
+
+def qwen35_config(layers: int) -> dict:
+    """Qwen3.5-35B-A3B's text config (transformers 5.25's Qwen3_5MoeTextConfig defaults:
+    hidden 2048, 256 experts of FF 512 top-8 + a shared expert of 512, 16 q / 2 kv heads of
+    256 with partial rotary 0.25, Gated DeltaNet 16 k heads / 32 v heads of 128, conv 4,
+    vocab 248,320), `layers` deep (a multiple of 4: three linear layers, then a full one)."""
+    if layers % 4:
+        raise ValueError(f"--layers {layers}: the qwen3.5 shape keeps the 3:1 pattern, a multiple of 4")
+    return {"num_hidden_layers": layers, "max_position_embeddings": 262144, "hidden_size": 2048,
+            "num_attention_heads": 16, "num_key_value_heads": 2, "head_dim": 256,
+            "rope_parameters": {"rope_theta": 1e7, "partial_rotary_factor": 0.25},
+            "rms_norm_eps": 1e-6, "num_experts": 256, "num_experts_per_tok": 8,
+            "moe_intermediate_size": 512, "shared_expert_intermediate_size": 512,
+            "linear_conv_kernel_dim": 4, "linear_key_head_dim": 128, "linear_value_head_dim": 128,
+            "linear_num_key_heads": 16, "linear_num_value_heads": 32, "vocab_size": 248320,
+            "layer_types": ["full_attention" if i % 4 == 3 else "linear_attention" for i in range(layers)]}
+
+
+def make_qwen35(layers: int, path: Path) -> None:
+    """The Qwen3.5-35B-A3B-shaped file (GGUF qwen35moe) as the converter writes it at
+    --outtype q8_0: tools/refs/next_gguf's names, shapes (attn_qkv, attn_gate, ssm_beta,
+    ssm_alpha, ssm_conv1d [C, K], ...), keys and types (next_gguf.gguf_type's Q8_0 rule)."""
+    from tools.refs import next_gguf as ng
+    c = qwen35_config(layers)
+    d, E, ff, sff = c["hidden_size"], c["num_experts"], c["moe_intermediate_size"], c["shared_expert_intermediate_size"]
+    nk, nv, dk, dv = (c["linear_num_key_heads"], c["linear_num_value_heads"],
+                      c["linear_key_head_dim"], c["linear_value_head_dim"])
+    hq, hkv, hd = c["num_attention_heads"], c["num_key_value_heads"], c["head_dim"]
+    conv = 2 * nk * dk + nv * dv
+    shapes = [("token_embd.weight", (c["vocab_size"], d)), ("output_norm.weight", (d,)),
+              ("output.weight", (c["vocab_size"], d))]
+    for i, kind in enumerate(c["layer_types"]):
+        b = f"blk.{i}."
+        shapes += [(b + "attn_norm.weight", (d,)), (b + "post_attention_norm.weight", (d,))]
+        if kind == "linear_attention":
+            shapes += [(b + "attn_qkv.weight", (conv, d)), (b + "attn_gate.weight", (nv * dv, d)),
+                       (b + "ssm_beta.weight", (nv, d)), (b + "ssm_alpha.weight", (nv, d)),
+                       (b + "ssm_conv1d.weight", (conv, c["linear_conv_kernel_dim"])),
+                       (b + "ssm_dt.bias", (nv,)), (b + "ssm_a", (nv,)), (b + "ssm_norm.weight", (dv,)),
+                       (b + "ssm_out.weight", (d, nv * dv))]
+        else:
+            shapes += [(b + "attn_q.weight", (2 * hq * hd, d)), (b + "attn_k.weight", (hkv * hd, d)),
+                       (b + "attn_v.weight", (hkv * hd, d)), (b + "attn_output.weight", (d, hq * hd)),
+                       (b + "attn_q_norm.weight", (hd,)), (b + "attn_k_norm.weight", (hd,))]
+        shapes += [(b + "ffn_gate_inp.weight", (E, d)), (b + "ffn_gate_exps.weight", (E, ff, d)),
+                   (b + "ffn_up_exps.weight", (E, ff, d)), (b + "ffn_down_exps.weight", (E, d, ff)),
+                   (b + "ffn_gate_shexp.weight", (sff, d)), (b + "ffn_up_shexp.weight", (sff, d)),
+                   (b + "ffn_down_shexp.weight", (d, sff)), (b + "ffn_gate_inp_shexp.weight", (1, d))]
+    plan = [(g, sh_, ng.gguf_type(g, sh_, "Q8_0")) for g, sh_ in shapes]
+    write_random_gguf(path, "qwen35moe", f"qwen3.5-35b-a3b-L{layers}",
+                      lambda wr: ng.add_arch_keys(wr, c, "qwen35moe", "Q8_0", (11, 11, 10, 0)),
+                      plan, c["vocab_size"], 35)
+
+
+# The other shapes (--shapes): a maker and the one type it writes.
+OTHER_SHAPES = {"gpt-oss-20b": (make_gptoss, "MXFP4_MOE"), "qwen3.5-35b-a3b": (make_qwen35, "Q8_0")}
+DEFAULT_LAYERS.update({"gpt-oss-20b": 2, "qwen3.5-35b-a3b": 4})
+
+
 def file_name(shape: str, layers: int, qtype: str) -> str:
     return f"{shape}-L{layers}-{qtype}.gguf"
 
@@ -201,15 +356,18 @@ class Foldserve:
         self.load_s = time.time() - t
         self.moe_s = 0.0
         ops = self.eng.model.ops                  # the engine's backend (kernels.ops.backend)
-        inner = ops.moe
 
-        def timed(*a, **k):
-            t0 = time.perf_counter()
-            try:
-                return inner(*a, **k)
-            finally:
-                self.moe_s += time.perf_counter() - t0
-        ops.moe = timed
+        def timer(inner):
+            def timed(*a, **k):
+                t0 = time.perf_counter()
+                try:
+                    return inner(*a, **k)
+                finally:
+                    self.moe_s += time.perf_counter() - t0
+            return timed
+        for op in ("moe", "moe_biased"):          # moe_biased: gpt-oss's experts
+            if hasattr(ops, op):
+                setattr(ops, op, timer(getattr(ops, op)))
         self.warm()
 
     def _begin(self, s):
@@ -257,15 +415,15 @@ class Foldserve:
 
 
 def foldserve_numbers(gguf_path: Path, threads: int, engine: Foldserve | None = None,
-                      n_gen: int = 32) -> dict | None:
+                      n_gen: int = 32, b8: bool = True) -> dict | None:
     """foldserve on the same file and threads: {"tg": tok/s at batch 1 (llama-bench's tg
     shape: 1-token prompt, n_gen tokens), "pp512": tok/s prefilling 512, "b8": tok/s of 8
     concurrent decodes, "*_moe": the MoE op's share of each}. One repetition; `engine`
-    reuses a loaded Foldserve (the alternating runs of main)."""
+    reuses a loaded Foldserve (the alternating runs of main); b8=False: no b8 (nan)."""
     f = engine or Foldserve(gguf_path, threads)
     tg, tg_moe = f.decode(1, n_gen)
     pp, pp_moe = f.prefill(512)
-    b8, b8_moe = f.decode(8, n_gen)
+    b8, b8_moe = f.decode(8, n_gen) if b8 else (float("nan"), float("nan"))
     return {"tg": tg, "pp512": pp, "b8": b8, "tg_moe": tg_moe, "pp512_moe": pp_moe, "b8_moe": b8_moe}
 
 
@@ -290,7 +448,7 @@ def base_numbers(base: Path, gguf_path: Path, threads: int) -> dict:
 
 
 def side_by_side(shape, layers, qt, f: Path, lcpp: Path, threads: int, rounds: int,
-                 base: Path | None = None) -> dict:
+                 base: Path | None = None, b8: bool = True) -> dict:
     """llama-bench (-r 1) and foldserve on file f, alternated `rounds` times in this one
     process (foldserve's engine loaded once), so whatever load the machine carries hits both;
     medians over the rounds, and each round's ratios (the pair under the same load). With
@@ -304,7 +462,7 @@ def side_by_side(shape, layers, qt, f: Path, lcpp: Path, threads: int, rounds: i
         l0 = _load()
         ll = llama_bench(lcpp, f, threads, reps=1)
         l1 = _load()
-        ours = foldserve_numbers(f, threads, eng)
+        ours = foldserve_numbers(f, threads, eng, b8=b8)
         l2 = _load()
         per.append({"llama_cpp": {k: v["tok_s"] for k, v in ll.items()}, "foldserve": ours,
                     "loadavg": [l0, l1, l2]})
@@ -341,7 +499,7 @@ def side_by_side(shape, layers, qt, f: Path, lcpp: Path, threads: int, rounds: i
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--shapes", nargs="+", default=list(SHAPES), choices=list(SHAPES))
+    ap.add_argument("--shapes", nargs="+", default=list(SHAPES), choices=list(SHAPES) + list(OTHER_SHAPES))
     ap.add_argument("--layers", type=int, default=None, help="depth (default: 4 for Qwen, 3 for GLM)")
     ap.add_argument("--dir", default="/tmp/moe-bench")
     ap.add_argument("--llama-cpp", default="/work/peers-build/llama.cpp")
@@ -351,6 +509,7 @@ def main(argv=None) -> None:
     ap.add_argument("--out", default=None, help="write the results as JSON here")
     ap.add_argument("--base", default=None,
                     help="a source tree of an earlier commit (git archive): its foldserve a third each round")
+    ap.add_argument("--no-b8", action="store_true", help="skip foldserve's b8 decode (slow shapes)")
     ap.add_argument("--rounds", type=int, default=3,
                     help="alternating rounds a file: llama-bench -r 1, then foldserve, each round")
     a = ap.parse_args(argv)
@@ -362,6 +521,18 @@ def main(argv=None) -> None:
     results = []
     for shape in a.shapes:
         layers = a.layers or DEFAULT_LAYERS[shape]
+        if shape in OTHER_SHAPES:
+            maker, qt = OTHER_SHAPES[shape]
+            f = d / file_name(shape, layers, qt)
+            if "make" in stages and not f.exists():
+                t = time.time()
+                maker(layers, f.with_suffix(".tmp"))
+                f.with_suffix(".tmp").rename(f)
+                print(f"made {f} ({f.stat().st_size / 1e9:.2f} GB, {time.time() - t:.0f} s)", flush=True)
+            if "bench" in stages and f.exists():
+                results.append(side_by_side(shape, layers, qt, f, lcpp, a.threads, a.rounds,
+                                            Path(a.base) if a.base else None, not a.no_b8))
+            continue
         spec = replace(SHAPES[shape], n_layer=layers, name=f"{shape}-L{layers}")
         q8 = d / file_name(shape, layers, "Q8_0")
         if "make" in stages and not q8.exists():
@@ -378,7 +549,7 @@ def main(argv=None) -> None:
             if "bench" not in stages or not f.exists():
                 continue
             results.append(side_by_side(shape, layers, qt, f, lcpp, a.threads, a.rounds,
-                                        Path(a.base) if a.base else None))
+                                        Path(a.base) if a.base else None, not a.no_b8))
     if a.out:
         Path(a.out).write_text(json.dumps(results, indent=1) + "\n")
 

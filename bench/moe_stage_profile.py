@@ -57,8 +57,13 @@ def instrument(vocab: int, ops):
                 return f"head ({kind})"
             return f"{what} ({kind}, {rows} rows)"
         return label
-    for n in ("embed", "add_norm", "qkv_attend", "moe"):
-        wrap(ops, n, lambda a, n=n: f"ops.{n}")
+    for n in ("embed", "add_norm", "qkv_attend", "moe",
+              # gpt-oss (moe_biased, sinks); the recurrent families (gdn_round, its chunk, the
+              # full layers' partial rope), where the backend has them
+              "moe_biased", "qkv_attend_sinks", "gdn_round", "gdn_chunk", "rms_norm",
+              "add_rms_norm", "sigmoid", "rope_part", "apply_rope"):
+        if hasattr(ops, n):
+            wrap(ops, n, lambda a, n=n: f"ops.{n}")
     wrap(ops, "norm_linear", by_weight(4, "ops.norm_linear"))
     wrap(ops, "linear", by_weight(1, "ops.linear"))
     for n in ("route", "groups", "combine"):

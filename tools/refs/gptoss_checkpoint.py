@@ -208,16 +208,10 @@ def gguf_type(name: str, shape, qtype: str) -> str:
     return "Q8_0"
 
 
-def write_gguf(spec: GptOssSpec, path: str | Path, qtype: str = "F32") -> Path:
-    """A GGUF of the checkpoint with llama.cpp's names, keys and types (tokenizer keys: the
-    default model's); tensor_digest() equals the recorded digest of llama.cpp's own file."""
+def add_arch_keys(wr, spec: GptOssSpec) -> None:
+    """The gpt-oss architecture keys llama.cpp's converter writes (block count through the
+    expert FF), in its order; shared with bench/moe_cpu.py's full-size files."""
     import gguf
-    w = hf_weights(spec)
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    wr = gguf.GGUFWriter(str(path), "gpt-oss")
-    wr.add_type(gguf.GGUFType.MODEL)
-    wr.add_name(spec.name)
     wr.add_block_count(spec.n_layer)
     wr.add_context_length(spec.max_pos)
     wr.add_embedding_length(spec.hidden)
@@ -237,6 +231,19 @@ def write_gguf(spec: GptOssSpec, path: str | Path, qtype: str = "F32") -> Path:
     wr.add_value_length(spec.head_dim)
     wr.add_sliding_window(spec.sliding_window)
     wr.add_expert_feed_forward_length(spec.expert_ff)
+
+
+def write_gguf(spec: GptOssSpec, path: str | Path, qtype: str = "F32") -> Path:
+    """A GGUF of the checkpoint with llama.cpp's names, keys and types (tokenizer keys: the
+    default model's); tensor_digest() equals the recorded digest of llama.cpp's own file."""
+    import gguf
+    w = hf_weights(spec)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    wr = gguf.GGUFWriter(str(path), "gpt-oss")
+    wr.add_type(gguf.GGUFType.MODEL)
+    wr.add_name(spec.name)
+    add_arch_keys(wr, spec)
     mc._copy_tokenizer_keys(wr, mc.default_gguf())
     for name, arr in gguf_tensors(spec, w):
         arr = np.ascontiguousarray(arr, dtype=np.float32)

@@ -153,6 +153,41 @@ def _tokenizer_keys(wr, hf_dir: Path) -> None:
     wr.add_chat_template(tc["chat_template"])
 
 
+def add_arch_keys(wr, c: dict, arch: str, qtype: str, rope_sections=(1, 1, 0, 0)) -> None:
+    """The architecture keys (block count through the rope dimensions) the converter writes
+    for config `c` (an HF config's dict), in its order; shared with bench/moe_cpu.py's
+    full-size files (rope_sections: qwen35moe's M-RoPE sections, the tiny checkpoint's by
+    default)."""
+    import gguf
+    wr.add_block_count(c["num_hidden_layers"])
+    wr.add_context_length(c["max_position_embeddings"])
+    wr.add_embedding_length(c["hidden_size"])
+    if arch == "qwen3next":          # Qwen3.5's config has no intermediate_size
+        wr.add_feed_forward_length(c["intermediate_size"])
+    wr.add_head_count(c["num_attention_heads"])
+    wr.add_head_count_kv(c["num_key_value_heads"])
+    if arch == "qwen35moe":
+        wr.add_array("qwen35moe.rope.dimension_sections", list(rope_sections))
+    wr.add_rope_freq_base(c["rope_parameters"]["rope_theta"])
+    wr.add_layer_norm_rms_eps(c["rms_norm_eps"])
+    wr.add_expert_count(c["num_experts"])
+    wr.add_expert_used_count(c["num_experts_per_tok"])
+    wr.add_key_length(c["head_dim"])
+    wr.add_value_length(c["head_dim"])
+    wr.add_file_type(gguf.LlamaFileType.ALL_F32 if qtype == "F32" else gguf.LlamaFileType.MOSTLY_Q8_0)
+    wr.add_expert_feed_forward_length(c["moe_intermediate_size"])
+    wr.add_expert_shared_feed_forward_length(c["shared_expert_intermediate_size"])
+    wr.add_ssm_conv_kernel(c["linear_conv_kernel_dim"])
+    wr.add_ssm_state_size(c["linear_key_head_dim"])
+    wr.add_ssm_group_count(c["linear_num_key_heads"])
+    wr.add_ssm_time_step_rank(c["linear_num_value_heads"])
+    wr.add_ssm_inner_size(c["linear_value_head_dim"] * c["linear_num_value_heads"])
+    wr.add_array(f"{arch}.attention.recurrent_layers",
+                 [t == "linear_attention" for t in c["layer_types"]])
+    wr.add_full_attention_interval(4)
+    wr.add_rope_dimension_count(int(c["head_dim"] * c["rope_parameters"]["partial_rotary_factor"]))
+
+
 def write_gguf(path, qtype: str = "F32", hf_dir=None, weights_of: str | None = None,
                arch: str = "qwen3next", legacy: bool = False) -> str:
     """Write the GGUF (qtype F32 or Q8_0); returns its sha256. hf_dir: the checkpoint's
@@ -172,33 +207,7 @@ def write_gguf(path, qtype: str = "F32", hf_dir=None, weights_of: str | None = N
         wr = gguf.GGUFWriter(str(path), arch)
         wr.add_type(gguf.GGUFType.MODEL)
         wr.add_name(nc.NAME if arch == "qwen3next" else "qwen35moe-tiny")
-        wr.add_block_count(c["num_hidden_layers"])
-        wr.add_context_length(c["max_position_embeddings"])
-        wr.add_embedding_length(c["hidden_size"])
-        if arch == "qwen3next":          # Qwen3.5's config has no intermediate_size
-            wr.add_feed_forward_length(c["intermediate_size"])
-        wr.add_head_count(c["num_attention_heads"])
-        wr.add_head_count_kv(c["num_key_value_heads"])
-        if arch == "qwen35moe":
-            wr.add_array("qwen35moe.rope.dimension_sections", [1, 1, 0, 0])
-        wr.add_rope_freq_base(c["rope_parameters"]["rope_theta"])
-        wr.add_layer_norm_rms_eps(c["rms_norm_eps"])
-        wr.add_expert_count(c["num_experts"])
-        wr.add_expert_used_count(c["num_experts_per_tok"])
-        wr.add_key_length(c["head_dim"])
-        wr.add_value_length(c["head_dim"])
-        wr.add_file_type(gguf.LlamaFileType.ALL_F32 if qtype == "F32" else gguf.LlamaFileType.MOSTLY_Q8_0)
-        wr.add_expert_feed_forward_length(c["moe_intermediate_size"])
-        wr.add_expert_shared_feed_forward_length(c["shared_expert_intermediate_size"])
-        wr.add_ssm_conv_kernel(c["linear_conv_kernel_dim"])
-        wr.add_ssm_state_size(c["linear_key_head_dim"])
-        wr.add_ssm_group_count(c["linear_num_key_heads"])
-        wr.add_ssm_time_step_rank(c["linear_num_value_heads"])
-        wr.add_ssm_inner_size(c["linear_value_head_dim"] * c["linear_num_value_heads"])
-        wr.add_array(f"{arch}.attention.recurrent_layers",
-                     [t == "linear_attention" for t in c["layer_types"]])
-        wr.add_full_attention_interval(4)
-        wr.add_rope_dimension_count(int(c["head_dim"] * c["rope_parameters"]["partial_rotary_factor"]))
+        add_arch_keys(wr, c, arch, qtype)
         _tokenizer_keys(wr, Path(hf_dir))
         wr.add_quantization_version(gguf.GGML_QUANT_VERSION)
         for name, arr in gguf_tensors(nc.weights(), arch, legacy):
