@@ -168,3 +168,23 @@ def make_state(scheduler=None, **kw) -> AppState:
     kw.setdefault("context", 256)
     return AppState(scheduler=scheduler or FakeScheduler(), tokenizer=FakeTokenizer(),
                     model_name="fake-model", render_chat=fake_render, **kw)
+
+
+def default_tokenizer(added=(), special: bool = True):
+    """The default model's tokenizer (the calling test skips without the model), with the
+    strings `added` as added tokens: special ones (harmony's markers: dropped by
+    skip_special_tokens) or not (GLM's markup: kept in the decoded text). Each added string
+    then encodes to its one token."""
+    import pytest
+    from tokenizers import AddedToken
+    from server.engine.locate import ModelNotFound, default_gguf
+    from server.text.tokenizer import Tokenizer
+    try:
+        tok = Tokenizer.from_gguf(default_gguf())
+    except ModelNotFound as e:
+        pytest.skip(str(e))
+    if added:
+        new = [AddedToken(m, special=special, normalized=False) for m in added]
+        (tok._hf.add_special_tokens if special else tok._hf.add_tokens)(new)
+        assert all(tok.encode(m, add_special_tokens=False) == [tok.token_to_id(m)] for m in added)
+    return tok

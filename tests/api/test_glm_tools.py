@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from api_fakes import BYTE0, FakeScheduler, make_state
+from api_fakes import BYTE0, FakeScheduler, default_tokenizer, make_state
 from test_harmony import client, streamed
 from server.api.tools import ToolStream, tool_format
 from server.text import glm_tools
@@ -218,17 +218,7 @@ MARKUP = ("<think>", "</think>", "<tool_call>", "</tool_call>", "<arg_key>", "</
 def tok(request):
     """The default model's tokenizer; "added": with GLM's markup as added tokens that are
     not special (as GLM's tokenizer.json has them: kept in the decoded text)."""
-    from tokenizers import AddedToken
-    from server.engine.locate import ModelNotFound, default_gguf
-    from server.text.tokenizer import Tokenizer
-    try:
-        t = Tokenizer.from_gguf(default_gguf())
-    except ModelNotFound as e:
-        pytest.skip(str(e))
-    if request.param == "added":
-        t._hf.add_tokens([AddedToken(m, special=False, normalized=False) for m in MARKUP])
-        assert t.encode("<arg_key>", add_special_tokens=False) == [t.token_to_id("<arg_key>")]
-    return t
+    return default_tokenizer(MARKUP if request.param == "added" else (), special=False)
 
 
 def ask(tok, reply: str, **body):

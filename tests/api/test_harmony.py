@@ -15,7 +15,7 @@ import openai
 import pytest
 from fastapi.testclient import TestClient
 
-from api_fakes import BYTE0, FakeScheduler, make_state
+from api_fakes import BYTE0, FakeScheduler, default_tokenizer, make_state
 from server.api import create_app
 from server.text.harmony import MARKERS, HarmonyStream, parse
 from server.text.reasoning import resolve_parser
@@ -227,15 +227,7 @@ def test_a_harmony_vocabulary_stops_at_return_and_call_not_end(tmp_path):
 def harmony_tok():
     """The default model's tokenizer with the harmony markers added as special tokens (as
     gpt-oss's vocabulary has them: control tokens, which skip_special_tokens drops)."""
-    from tokenizers import AddedToken
-    from server.engine.locate import ModelNotFound, default_gguf
-    from server.text.tokenizer import Tokenizer
-    try:
-        tok = Tokenizer.from_gguf(default_gguf())
-    except ModelNotFound as e:
-        pytest.skip(str(e))
-    tok._hf.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in MARKERS])
-    return tok
+    return default_tokenizer(MARKERS)
 
 
 @pytest.mark.parametrize("reply", [ANSWER, CALL])

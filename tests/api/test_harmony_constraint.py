@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from api_fakes import FakeScheduler, make_state
+from api_fakes import FakeScheduler, default_tokenizer, make_state
 from test_harmony import CALL, MSGS, TEMPLATE, TOOLS, client
 from server.text.harmony import MARKERS
 
@@ -22,17 +22,7 @@ NOW = {"type": "function", "function": {"name": "now", "parameters": {"type": "o
 
 @pytest.fixture(scope="module", params=["special", "text"])
 def tok(request):
-    from tokenizers import AddedToken
-    from server.engine.locate import ModelNotFound, default_gguf
-    from server.text.tokenizer import Tokenizer
-    try:
-        t = Tokenizer.from_gguf(default_gguf())
-    except ModelNotFound as e:
-        pytest.skip(str(e))
-    if request.param == "special":
-        t._hf.add_special_tokens([AddedToken(m, special=True, normalized=False) for m in MARKERS])
-        assert t.encode("<|channel|>", add_special_tokens=False) == [t.token_to_id("<|channel|>")]
-    return t
+    return default_tokenizer(MARKERS if request.param == "special" else ())
 
 
 def ask(tok, reply: str, **body):
