@@ -29,6 +29,8 @@ import threading
 
 import numpy as np
 
+from server.text.lark_markers import added_tokens
+
 from . import grammar_compiler, grammar_limits
 
 _LOCK = threading.Lock()
@@ -314,12 +316,6 @@ _REASONING_TOKENS = {
 }
 _REASONING_TOKENS_TAIL = 'REASON: /(.|\\n)*/\nWS: /[ \\t\\n]*/\n'
 THINK_MARKERS = ("<think>", "</think>")
-
-
-def added_tokens(tok) -> set[str]:
-    """The vocabulary's added tokens (special or not: llguidance takes them all as special)."""
-    hf = getattr(tok, "hf", None)
-    return {t.content for t in hf.get_added_tokens_decoder().values()} if hf is not None else set()
 
 
 def after_reasoning(text: str, where: str, think_tokens: bool = False) -> str:

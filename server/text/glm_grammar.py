@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import json
 
+from server.text.lark_markers import lark_markers
 from server.text.glm_tools import ARG_KEY, ARG_KEY_END, ARG_VALUE, ARG_VALUE_END, CLOSE, OPEN
 from server.text.reasoning import THINK_CLOSE, THINK_OPEN
 
@@ -44,10 +45,8 @@ def _lit(s: str) -> str:
 
 def markers(tok) -> dict[str, str]:
     """Each marker as Lark: its token where the vocabulary has it as an added token (special
-    or not), else its text as a string."""
-    added = getattr(getattr(tok, "hf", None), "get_added_tokens_decoder", None)
-    have = {t.content for t in added().values()} if added is not None else set()
-    return {m: (m if m in have else _lit(m)) for m in MARKERS}
+    or not), else its text as a string (lark_markers)."""
+    return lark_markers(tok, MARKERS)
 
 
 def _free_until(m: dict, marker: str, name: str) -> str:

@@ -20,20 +20,14 @@ from __future__ import annotations
 
 import json
 
+from server.text.lark_markers import lark_markers
 from server.text.harmony import CHANNEL, CONSTRAIN, END, MESSAGE, START
 
 _MARKERS = (START, CHANNEL, MESSAGE, END, CONSTRAIN)
 
 
 def _markers(tok) -> dict[str, str]:
-    """Each marker as Lark: its token where the vocabulary has it as an added token (special
-    or not: llguidance takes every added token as a special one, which no text spells),
-    else its text."""
-    have = set()
-    added = getattr(getattr(tok, "hf", None), "get_added_tokens_decoder", None)
-    if added is not None:
-        have = {t.content for t in added().values()}
-    return {m: (m if m in have else json.dumps(m)) for m in _MARKERS}
+    return lark_markers(tok, _MARKERS)
 
 
 def _frame(tok, answer: str) -> str:
