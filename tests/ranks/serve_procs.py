@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -67,7 +68,8 @@ class Proc:
 
 @dataclass
 class Group:
-    """Processes of one test; kill() ends every process group and checks none is left."""
+    """Processes of one test; kill() ends every process group and checks none is left; close()
+    kills and then removes the workdir (the processes' output files)."""
     workdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="foldserve-ranks-")))
     procs: list = field(default_factory=list)
 
@@ -106,6 +108,12 @@ class Group:
         while left and time.monotonic() < deadline:
             time.sleep(0.1)
             left = self.alive()
+        return left
+
+    def close(self) -> list[int]:
+        """kill(), then remove the workdir: a test's teardown. Returns kill()'s live pids."""
+        left = self.kill()
+        shutil.rmtree(self.workdir, ignore_errors=True)
         return left
 
     def alive(self) -> list[int]:

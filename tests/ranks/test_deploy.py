@@ -34,7 +34,7 @@ def _run(script: Path, *args: str, env: dict) -> subprocess.CompletedProcess:
 def group():
     g = Group()
     yield g
-    g.kill()
+    g.close()
 
 
 def test_one_host_tp2_on_cpu_answers_a_chat_request_beside_a_server_on_its_port(group):

@@ -24,7 +24,7 @@ def group():
     from serve_procs import Group
     g = Group()
     yield g
-    left = g.kill()
+    left = g.close()
     assert not left, f"processes left behind: {left}"
 
 

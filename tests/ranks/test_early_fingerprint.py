@@ -16,7 +16,7 @@ from server.ranks import fingerprint
 def group():
     g = Group()
     yield g
-    g.kill()
+    g.close()
 
 
 def _real_model():

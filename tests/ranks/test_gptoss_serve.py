@@ -19,7 +19,7 @@ N = 40
 def group():
     g = Group()
     yield g
-    left = g.kill()
+    left = g.close()
     assert not left, f"processes left behind: {left}"
 
 

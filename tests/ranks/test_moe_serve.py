@@ -20,7 +20,7 @@ PROMPT = "hello world says"
 def group():
     g = Group()
     yield g
-    left = g.kill()
+    left = g.close()
     assert not left, f"processes left behind: {left}"
 
 

@@ -23,7 +23,7 @@ TURNS = ["the cat sat on the mat", "the cat sat on the mat and then the dog",
 def group():
     g = Group()
     yield g
-    left = g.kill()
+    left = g.close()
     assert not left, f"processes left behind: {left}"
 
 

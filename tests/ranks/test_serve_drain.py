@@ -34,7 +34,7 @@ GRACE = 4.0
 def group():
     g = Group()
     yield g
-    left = g.kill()
+    left = g.close()
     assert not left, f"processes left behind: {left}"
 
 

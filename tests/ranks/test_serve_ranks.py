@@ -39,7 +39,7 @@ TINY = ["--model", "dummy:tiny", "--context", "512", "--join-timeout", "20"]
 def group():
     g = Group()
     yield g
-    left = g.kill()
+    left = g.close()
     assert not left, f"processes left behind: {left}"
 
 

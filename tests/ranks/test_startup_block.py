@@ -18,7 +18,7 @@ ENV = {"TF_ROOM_GIB": "0.004", "TF_KV_POISON": "1"}
 def group():
     g = Group()
     yield g
-    g.kill()
+    g.close()
 
 
 def test_serve_prints_the_block_and_the_same_plan_line_as_plan(group):

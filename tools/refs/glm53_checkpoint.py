@@ -167,10 +167,11 @@ _BUILT: dict = {}
 
 
 def build_once() -> tuple[Path, dict]:
-    """write() into a per-process temporary folder, once: for tests."""
-    import tempfile
+    """write() into a per-process temporary folder (tools/refs/scratch.py: removed at the
+    process' exit), once: for tests."""
+    from tools.refs import scratch
     if "hf" not in _BUILT:
-        d = Path(tempfile.mkdtemp(prefix=f"foldserve-{NAME}-")) / "hf"
+        d = scratch.folder(f"foldserve-{NAME}-") / "hf"
         _BUILT["hf"] = (d, write(d))
     return _BUILT["hf"]
 
