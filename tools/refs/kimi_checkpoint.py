@@ -41,9 +41,13 @@ never committed. Needs numpy, safetensors and tokenizers only.
     PYTHONPATH=$PWD .venv/bin/python tools/refs/kimi_checkpoint.py OUT_DIR   (OUT_DIR/hf, OUT_DIR/*.gguf)
 """
 import argparse  # noqa: E402
-import hashlib  # noqa: E402
-import json  # noqa: E402
+import importlib.util  # noqa: E402
 from pathlib import Path  # noqa: E402
+
+_spec = importlib.util.spec_from_file_location("tiny_hf", Path(__file__).with_name("tiny_hf.py"))
+th = importlib.util.module_from_spec(_spec)     # by its path: tools/refs/tiny_hf.py says why
+_spec.loader.exec_module(th)
+nc = th.sibling("next_checkpoint")              # its tokenizer: the same 512 ids
 
 NAME = "kimi-linear-tiny"
 LAYERS = ["linear_attention", "linear_attention", "linear_attention", "full_attention"] * 2
@@ -89,11 +93,6 @@ CONFIG = {
 }
 
 
-def _rng(name: str) -> np.random.Generator:
-    words = np.frombuffer(hashlib.sha256(f"{NAME}/{name}".encode()).digest(), "<u4").tolist()
-    return np.random.default_rng(np.random.SeedSequence(words))
-
-
 def weights() -> dict[str, np.ndarray]:
     c = CONFIG
     d, V, H = c["hidden_size"], c["vocab_size"], c["num_attention_heads"]
@@ -101,18 +100,7 @@ def weights() -> dict[str, np.ndarray]:
     LH, LD, K = c["linear_num_heads"], c["linear_head_dim"], c["linear_conv_kernel_dim"]
     E, eff, ff = c["num_experts"], c["moe_intermediate_size"], c["intermediate_size"]
     w: dict[str, np.ndarray] = {}
-
-    def put(name, shape, std, offset=0.0):
-        w[name] = (_rng(name).standard_normal(shape) * std + offset).astype(np.float32)
-
-    def lin(name, out_f, in_f, gain=1.0):
-        put(name, (out_f, in_f), gain / np.sqrt(in_f))
-
-    def mlp(p, f):
-        lin(p + "gate_proj.weight", f, d)
-        lin(p + "up_proj.weight", f, d)
-        lin(p + "down_proj.weight", d, f)
-
+    put, lin, mlp = th.makers(NAME, w, d)
     put("model.embed_tokens.weight", (V, d), 1.0)
     put("model.norm.weight", (d,), 0.1, 1.0)
     lin("lm_head.weight", V, d)
@@ -127,10 +115,10 @@ def weights() -> dict[str, np.ndarray]:
                 put(a + f"{x}_conv1d.weight", (LH * LD, 1, K), 0.5)
             lin(a + "f_a_proj.weight", LD, d)
             lin(a + "f_b_proj.weight", LH * LD, LD)
-            r = _rng(a + "A_log")
+            r = th.rng(NAME, a + "A_log")
             w[a + "A_log"] = np.log(r.uniform(1.0, 16.0, (1, 1, LH, 1))).astype(np.float32)
             # FLA's init: dt in [1e-3, 1e-1] log-uniform, dt_bias its inverse softplus
-            dt = np.exp(_rng(a + "dt_bias").uniform(np.log(1e-3), np.log(1e-1), LH * LD))
+            dt = np.exp(th.rng(NAME, a + "dt_bias").uniform(np.log(1e-3), np.log(1e-1), LH * LD))
             w[a + "dt_bias"] = (dt + np.log(-np.expm1(-dt))).astype(np.float32)
             lin(a + "b_proj.weight", LH, d)
             lin(a + "g_a_proj.weight", LD, d)
@@ -157,26 +145,9 @@ def weights() -> dict[str, np.ndarray]:
     return w
 
 
-def _next_checkpoint():
-    """tools/refs/next_checkpoint.py by its path (its tokenizer: the same 512 ids)."""
-    import importlib.util
-    spec = importlib.util.spec_from_file_location("next_checkpoint", Path(__file__).with_name("next_checkpoint.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def write(out_dir) -> dict[str, str]:
     """Write the HF folder; returns {file name: sha256}."""
-    from safetensors.numpy import save_file
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "config.json").write_text(json.dumps(CONFIG, indent=2, sort_keys=True) + "\n")
-    save_file({k: np.ascontiguousarray(v) for k, v in sorted(weights().items())},
-              str(out / "model.safetensors"), metadata={"format": "pt"})
-    nc = _next_checkpoint()
-    nc.write_tokenizer(out)
-    return {p.name: nc.sha256_file(p) for p in sorted(out.iterdir()) if p.is_file()}
+    return th.write_folder(out_dir, CONFIG, weights(), nc.write_tokenizer)
 
 
 # ------------------------------------------------------------------ the GGUF
@@ -230,30 +201,6 @@ def gguf_tensors(w: dict[str, np.ndarray]) -> list[tuple[str, np.ndarray]]:
     return out
 
 
-def _tokenizer_keys(wr, folder: Path) -> None:
-    """The folder's tokenizer.json as GGUF `gpt2` keys (byte-level BPE, GPT-2's regex: pre
-    `gpt-2`)."""
-    tok = json.loads((folder / "tokenizer.json").read_text())
-    vocab = tok["model"]["vocab"]
-    tokens = [None] * CONFIG["vocab_size"]
-    for t, i in vocab.items():
-        tokens[i] = t
-    for t in tok.get("added_tokens", []):
-        tokens[t["id"]] = t["content"]
-    specials = {t["id"] for t in tok.get("added_tokens", [])}
-    merges = [m if isinstance(m, str) else " ".join(m) for m in tok["model"]["merges"]]
-    wr.add_tokenizer_model("gpt2")
-    wr.add_tokenizer_pre("gpt-2")
-    wr.add_token_list(tokens)
-    wr.add_token_types([3 if i in specials else 1 for i in range(len(tokens))])
-    wr.add_token_merges(merges)
-    wr.add_bos_token_id(CONFIG["bos_token_id"])
-    wr.add_eos_token_id(CONFIG["eos_token_id"])
-    wr.add_pad_token_id(CONFIG["pad_token_id"])
-    wr.add_add_bos_token(False)
-    wr.add_chat_template(json.loads((folder / "tokenizer_config.json").read_text())["chat_template"])
-
-
 def write_gguf(folder, path) -> str:
     """The F32 GGUF `kimi-linear` of the HF folder's weights (written with the gguf package
     under llama.cpp's names and keys: its converter at this commit refuses the folder
@@ -290,15 +237,12 @@ def write_gguf(folder, path) -> str:
     wr.add_expert_group_count(c["num_expert_group"])
     wr.add_expert_group_used_count(c["topk_group"])
     wr.add_file_type(gguf.LlamaFileType.ALL_F32)
-    _tokenizer_keys(wr, folder)
+    th.gguf_tokenizer_keys(wr, folder, CONFIG)
     wr.add_quantization_version(gguf.GGML_QUANT_VERSION)
     for name, arr in gguf_tensors(weights()):
         wr.add_tensor(name, np.ascontiguousarray(arr, dtype=np.float32))
-    wr.write_header_to_file()
-    wr.write_kv_data_to_file()
-    wr.write_tensors_to_file()
-    wr.close()
-    return _next_checkpoint().sha256_file(path)
+    th.finish_gguf(wr)
+    return th.sha256_file(path)
 
 
 _BUILT: dict = {}
@@ -307,20 +251,12 @@ _BUILT: dict = {}
 def build_once() -> tuple[Path, dict]:
     """write() into a per-process temporary folder (tools/refs/scratch.py: removed at the
     process' exit), once: for tests."""
-    from tools.refs import scratch
-    if "hf" not in _BUILT:
-        d = scratch.folder(f"foldserve-{NAME}-") / "hf"
-        _BUILT["hf"] = (d, write(d))
-    return _BUILT["hf"]
+    return th.build_once(_BUILT, NAME, write)
 
 
 def build_gguf_once() -> tuple[Path, str]:
     """write_gguf() of build_once()'s folder, once: (path, sha256)."""
-    if "gguf" not in _BUILT:
-        d = build_once()[0]
-        p = d.parent / f"{NAME}-F32.gguf"
-        _BUILT["gguf"] = (p, write_gguf(d, p))
-    return _BUILT["gguf"]
+    return th.build_gguf_once(_BUILT, NAME, build_once, write_gguf)
 
 
 if __name__ == "__main__":
