@@ -27,6 +27,7 @@ _spec = importlib.util.spec_from_file_location("tiny_hf", Path(__file__).with_na
 th = importlib.util.module_from_spec(_spec)     # by its path: tools/refs/tiny_hf.py says why
 _spec.loader.exec_module(th)
 nc = th.sibling("next_checkpoint")              # its tokenizer: the same 512 ids
+kc = th.sibling("kimi_checkpoint")              # Kimi-Linear's KDA layers
 
 NAME = "glm53-tiny"
 LAYERS = ["linear_attention", "linear_attention", "linear_attention", "indexed_attention",
@@ -68,7 +69,7 @@ def weights() -> dict[str, np.ndarray]:
     c = TEXT
     d, V, H = c["hidden_size"], c["vocab_size"], c["num_attention_heads"]
     C, N, Vd, QL = c["kv_lora_rank"], c["qk_nope_head_dim"], c["v_head_dim"], c["q_lora_rank"]
-    LH, LD, K = c["linear_num_heads"], c["linear_head_dim"], c["linear_conv_kernel_dim"]
+    LH = c["linear_num_heads"]
     E, eff, ff = c["n_routed_experts"], c["moe_intermediate_size"], c["intermediate_size"]
     Hi, Di, kp, hc = c["index_n_heads"], c["index_head_dim"], c["index_kpool"], c["hc_mult"]
     w: dict[str, np.ndarray] = {}
@@ -88,19 +89,7 @@ def weights() -> dict[str, np.ndarray]:
             w[p + f"{part}_scale"] = th.rng(NAME, p + f"{part}_scale").uniform(0.5, 1.5, 3).astype(np.float32)
         a = p + "self_attn."
         if kind == "linear_attention":
-            for x in "qkv":
-                lin(a + f"{x}_proj.weight", LH * LD, d)
-                put(a + f"{x}_conv1d.weight", (LH * LD, 1, K), 0.5)
-            lin(a + "f_a_proj.weight", LD, d)
-            lin(a + "f_b_proj.weight", LH * LD, LD)
-            w[a + "A_log"] = np.log(th.rng(NAME, a + "A_log").uniform(1.0, 16.0, LH)).astype(np.float32)
-            dt = np.exp(th.rng(NAME, a + "dt_bias").uniform(np.log(1e-3), np.log(1e-1), LH * LD))
-            w[a + "dt_bias"] = (dt + np.log(-np.expm1(-dt))).astype(np.float32)
-            lin(a + "b_proj.weight", LH, d)
-            lin(a + "g_a_proj.weight", LD, d)
-            lin(a + "g_b_proj.weight", LH * LD, LD)
-            put(a + "o_norm.weight", (LD,), 0.1, 1.0)
-            lin(a + "o_proj.weight", d, LH * LD)
+            kc.kda_weights(NAME, w, a, c, (LH,))
         else:
             lin(a + "q_a_proj.weight", QL, d)
             put(a + "q_a_layernorm.weight", (QL,), 0.1, 1.0)
@@ -171,20 +160,7 @@ def gguf_tensors(w: dict[str, np.ndarray]) -> list[tuple[str, np.ndarray]]:
             for x in ("fn", "base", "scale"):
                 out.append((b + f"{part}_{x}.weight", w[p + f"{part}_{x}"]))
         if kind == "linear_attention":
-            for x in "qkv":
-                out.append((b + f"attn_{x}.weight", w[a + f"{x}_proj.weight"]))
-            for x in "qkv":
-                cw = w[a + f"{x}_conv1d.weight"]
-                out.append((b + f"ssm_conv1d_{x}.weight", cw.reshape(1, cw.shape[0], 1, cw.shape[2])))
-            out += [(b + "ssm_f_a.weight", w[a + "f_a_proj.weight"]),
-                    (b + "ssm_f_b.weight", w[a + "f_b_proj.weight"]),
-                    (b + "ssm_beta.weight", w[a + "b_proj.weight"]),
-                    (b + "ssm_a", -np.exp(w[a + "A_log"])),
-                    (b + "ssm_dt.bias", w[a + "dt_bias"]),
-                    (b + "ssm_g_a.weight", w[a + "g_a_proj.weight"]),
-                    (b + "ssm_g_b.weight", w[a + "g_b_proj.weight"]),
-                    (b + "ssm_norm.weight", w[a + "o_norm.weight"]),
-                    (b + "attn_output.weight", w[a + "o_proj.weight"])]
+            out += kc.kda_gguf(w, a, b)
         else:
             kv_b = w[a + "kv_b_proj.weight"].reshape(H, N + Vd, -1)
             out += [(b + "attn_q_a.weight", w[a + "q_a_proj.weight"]),
@@ -226,18 +202,7 @@ def write_gguf(folder, path) -> str:
     c, A = TEXT, "glm5-next"
     folder, path = Path(folder), Path(path)
     wr = gguf.GGUFWriter(str(path), A)
-    wr.add_type(gguf.GGUFType.MODEL)
-    wr.add_name(NAME)
-    wr.add_block_count(c["num_hidden_layers"])
-    wr.add_context_length(c["max_position_embeddings"])
-    wr.add_embedding_length(c["hidden_size"])
-    wr.add_feed_forward_length(c["intermediate_size"])
-    wr.add_head_count(c["num_attention_heads"])
-    wr.add_head_count_kv([0 if t == "linear_attention" else 1 for t in c["layer_types"]])
-    wr.add_layer_norm_rms_eps(c["rms_norm_eps"])
-    wr.add_vocab_size(c["vocab_size"])
-    wr.add_ssm_conv_kernel(c["linear_conv_kernel_dim"])
-    wr.add_kda_head_dim(c["linear_head_dim"])
+    kc.gguf_kda_keys(wr, c, NAME, c["max_position_embeddings"])
     wr.add_float32(f"{A}.kda.gate_lower_bound", c["linear_lower_bound"])
     wr.add_q_lora_rank(c["q_lora_rank"])
     wr.add_kv_lora_rank(c["kv_lora_rank"])
