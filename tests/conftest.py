@@ -1,4 +1,6 @@
-"""Session fixtures shared by the suites: the real default model (opened once) and the golden file."""
+"""Session fixtures shared by the suites: the real default model (opened once) and the golden file;
+the run's one temporary folder, and the check at the run's end that nothing was left in it
+(tests/run_tmp.py)."""
 from __future__ import annotations
 
 import json
@@ -8,8 +10,10 @@ from pathlib import Path
 import pytest
 
 import kernels
+import run_tmp
 
 kernels.init()      # before any test module imports a numba kernel (kernels/__init__.py)
+RUN_TMP = run_tmp.start()   # every temporary file of the run under one folder (tests/run_tmp.py)
 
 GOLDEN_PATH = Path(__file__).resolve().parent / "data/smollm2-135m-instruct-q4_1.json"   # provenance: tests/data/README.md
 
@@ -30,3 +34,24 @@ def real_model():
         return open_model(None, progress=False)
     except ModelNotFound as e:
         pytest.skip(str(e))
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Fail the run if it left anything in its temporary folder (tests/run_tmp.py), naming it;
+    remove it either way."""
+    left = run_tmp.leftovers(RUN_TMP)
+    if not left:
+        return
+    tr = session.config.pluginmanager.get_plugin("terminalreporter")
+    msg = (f"the run fails: it left {len(left)} temporary file(s) or folder(s) in {RUN_TMP} "
+           "(removed now; each test or harness removes what it makes): "
+           + ", ".join(p.name for p in left))
+    if tr is not None:
+        tr.write("\n")
+        tr.write_sep("!", "temporary files left behind", red=True)
+        tr.write_line(msg)
+    else:
+        print(msg)
+    run_tmp.remove(left)
+    if session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

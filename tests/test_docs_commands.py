@@ -161,7 +161,7 @@ def test_operations_startup_block_plan_and_health_as_shown():
         assert r.returncode == 0, r.stderr
         assert f"  plan          {r.stdout.strip()}" in printed
     finally:
-        g.kill()
+        g.close()
 
 
 def test_operations_one_host_try_and_rank_commands():
@@ -178,7 +178,7 @@ def test_operations_one_host_try_and_rank_commands():
         if r.returncode != 127:
             assert json.loads(r.stdout)["status"] == "ok"
     finally:
-        g.kill()
+        g.close()
     env = _env(FOLDSERVE_DRY_RUN="1", PYTHON=sys.executable, FOLDSERVE_API_KEY="k-in-env")
     for args in (["0", "2", "10.0.0.1:29551", "--host", "0.0.0.0"],
                  ["1", "2", "10.0.0.1:29551"]):

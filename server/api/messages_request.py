@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 from .errors import invalid
-from .unsupported import refuse_unsupported_fields
+from .unsupported import refuse_unsupported_fields, refused_first
 
 Closed = ConfigDict(strict=True, extra="forbid", allow_inf_nan=False)
 
@@ -164,11 +164,7 @@ class CountTokensRequest(BaseModel):
     """What a prompt is made of: the body of /v1/messages/count_tokens."""
     model_config = Closed
 
-    @model_validator(mode="before")
-    @classmethod
-    def _refuse(cls, data):
-        refuse_unserved(data)
-        return data
+    _refuse = refused_first(refuse_unserved)
 
     model: str | None = None
     messages: Annotated[list[MessageIn], Field(min_length=1)]

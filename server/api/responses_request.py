@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
 
 from .errors import invalid
-from .unsupported import refuse_unsupported_fields
+from .unsupported import refuse_unsupported_fields, refused_first
 
 Closed = ConfigDict(strict=True, extra="forbid", allow_inf_nan=False)
 
@@ -200,11 +200,7 @@ class ResponsesStreamOptions(BaseModel):
 class ResponsesRequest(BaseModel):
     model_config = Closed
 
-    @model_validator(mode="before")
-    @classmethod
-    def _refuse(cls, data):
-        refuse_unserved(data)
-        return data
+    _refuse = refused_first(refuse_unserved)
 
     model: str | None = None
     input: str | Annotated[list[Item], Field(min_length=1)]

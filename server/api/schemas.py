@@ -5,11 +5,12 @@ logprobs without top_logprobs...) live in `sampling.py`.
 """
 from __future__ import annotations
 
+from functools import partial
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field
 
-from .unsupported import CHAT_UNSUPPORTED, refuse_unsupported_fields
+from .unsupported import CHAT_UNSUPPORTED, refuse_unsupported_fields, refused_first
 
 Strict = ConfigDict(strict=True, extra="ignore", allow_inf_nan=False)
 
@@ -51,11 +52,7 @@ class SamplingFields(BaseModel):
     """The fields completions and chat share."""
     model_config = Strict
 
-    @model_validator(mode="before")
-    @classmethod
-    def _refuse_unsupported(cls, data):
-        refuse_unsupported_fields(data)        # an ApiError (400), not a validation error
-        return data
+    _refuse_unsupported = refused_first(refuse_unsupported_fields)   # an ApiError (400)
 
     model: str | None = None
     max_tokens: Annotated[int, Field(ge=1)] | None = None
@@ -156,11 +153,8 @@ class NamedToolChoice(BaseModel):
 
 
 class ChatRequest(SamplingFields):
-    @model_validator(mode="before")
-    @classmethod
-    def _refuse_chat_unsupported(cls, data):
-        refuse_unsupported_fields(data, CHAT_UNSUPPORTED)
-        return data
+    _refuse_chat_unsupported = refused_first(partial(refuse_unsupported_fields,
+                                                     table=CHAT_UNSUPPORTED))
 
     messages: Annotated[list[Message], Field(min_length=1)]
     logprobs: bool | None = False

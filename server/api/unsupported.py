@@ -7,6 +7,8 @@ docs/api.md's field table lists every field with what we do.
 """
 from __future__ import annotations
 
+from pydantic import model_validator
+
 from .errors import invalid
 
 # field -> (values that ask for nothing, why it is refused)
@@ -85,3 +87,14 @@ def refuse_unsupported_fields(data, table: dict = UNSUPPORTED) -> None:
                                         or value is ok for ok in rule[0]):
             raise invalid(f"{name} is not supported by this server: {rule[1]}", param=name,
                           code="unsupported_field")
+
+
+def refused_first(refuse):
+    """A pydantic model validator (mode "before", a classmethod) running refuse(data) on the
+    raw body before any field is validated, then passing the body on unchanged: refuse raises
+    the ApiError (a 400 naming the field, code unsupported_field), never a validation error.
+    A model takes it as `_refuse = refused_first(refuse_unserved)`."""
+    def _refuse(cls, data):
+        refuse(data)
+        return data
+    return model_validator(mode="before")(classmethod(_refuse))

@@ -7,24 +7,22 @@ pass reads pooled keys across many pages), solo == concurrent, byte for byte; th
 by name."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from server.engine.engine import Engine
-from server.engine.probe import solo_vs_concurrent
 from server.ranks.steps import BeginStep, Chunk, EndStep, PoolStep, RoundStep
 from server.shapes.spec import UnsupportedModel, moe_on_gpu
 
-from .test_qwen3next import _greedy_ids
+from . import recurrent_checks as rc
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "glm53" / "glm53-tiny.json"
 
 
 def record():
-    return json.loads(DATA.read_text())
+    return rc.record(DATA)
 
 
 @pytest.fixture(scope="module")
@@ -32,10 +30,7 @@ def ckpt():
     from server.engine.weights import load
     from tools.refs import glm53_checkpoint as gc
     rec = record()
-    d, sha = gc.build_once()
-    for f, h in sha.items():                 # the files the references were made from
-        assert rec["checkpoint"]["sha256"][f"hf/{f}"] == h, f
-    return rec, load(str(d), progress=False)
+    return rec, load(str(rc.built_as_recorded(gc.build_once, rec)), progress=False)
 
 
 @pytest.fixture(scope="module")
@@ -57,14 +52,7 @@ def test_the_checkpoint_reads_as_glm53(ckpt):
 def test_checkpoint_matches_transformers(ckpt, eng):
     """The golden rule: greedy ids equal through exact_prefix, the first step's top-5 logits
     within 1e-4 relative of transformers float32 (the long prompts run the sparse pass)."""
-    rec = ckpt[0]
-    for case in rec["references"]["cases"]:
-        n = case["exact_prefix"]
-        ids, first = _greedy_ids(eng, case["prompt_ids"], n)
-        assert ids == case["greedy_ids"][:n], case["name"]
-        ref = case["top5"][0]
-        got, want = first[ref["ids"]], np.array(ref["logits"])
-        assert np.max(np.abs(got - want) / np.abs(want)) < 1e-4, case["name"]
+    rc.assert_golden_rule(eng, ckpt[0])
 
 
 def run(eng, prompt, sizes, steps, *, paged=True, page_rows=4, context=128, order=None):
@@ -109,8 +97,7 @@ def test_paged_equals_window_pages_out_of_order(eng):
 
 @pytest.mark.parametrize("paged", [True, False], ids=["pages", "windows"])
 def test_solo_equals_concurrent(eng, paged):
-    r = solo_vs_concurrent(eng, paged=paged, context=128)
-    assert r["equal_steps"] == r["steps"], r
+    rc.assert_solo_equals_concurrent(eng, paged)
 
 
 def test_pooled_keys_live_on_the_pages_and_unwritten_slots_stay_nan(eng):
@@ -204,14 +191,7 @@ def test_gguf_matches_transformers_and_llama_cpp(gguf_ld):
     rec, ld = gguf_ld
     for g in rec["gguf"]["llama_cpp"]["cases"]:
         assert g["within_rule"] and g["same_ids_through"] == rec["references"]["n_steps"], g["name"]
-    eng = Engine(ld.spec, ld.tensors.__getitem__)
-    for case in rec["references"]["cases"]:
-        n = case["exact_prefix"]
-        ids, first = _greedy_ids(eng, case["prompt_ids"], n)
-        assert ids == case["greedy_ids"][:n], case["name"]
-        ref = case["top5"][0]
-        got, want = first[ref["ids"]], np.array(ref["logits"])
-        assert np.max(np.abs(got - want) / np.abs(want)) < 1e-4, case["name"]
+    rc.assert_golden_rule(Engine(ld.spec, ld.tensors.__getitem__), rec)
 
 
 def test_gguf_refusals_by_name(tmp_path):

@@ -8,18 +8,16 @@ checkpoint held to its transformers references (tests/data/qwen3next/, made by
 tools/refs/record_qwen3next.py) under the golden rule."""
 from __future__ import annotations
 
-import io
-import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from server.engine.engine import Engine
-from server.engine.probe import solo_vs_concurrent
 from server.ranks.steps import BeginStep, Chunk, EndStep, PoolStep, RoundStep
 from server.shapes.spec import UnsupportedModel, shape
 
+from . import recurrent_checks as rc
 from .test_moe_engine import PROMPT, engine_of, greedy
 
 NAME = "tiny-qwen3next"
@@ -27,7 +25,7 @@ DATA = Path(__file__).resolve().parents[1] / "data" / "qwen3next" / "qwen3next-t
 
 
 def record():
-    return json.loads(DATA.read_text())
+    return rc.record(DATA)
 
 
 def _case_inputs(params):
@@ -100,28 +98,6 @@ def test_one_recurrence_order_at_the_op(which):
             assert g.tobytes() == r.tobytes(), c
 
 
-def _state_bytes(eng, stream=0) -> bytes:
-    return b"".join(np.ascontiguousarray(a[:, stream]).tobytes() for a in eng.kv.fixed)
-
-
-def _prefill(eng, prompt, sizes, paged=True, context=128, page_rows=16):
-    """The prompt fed in rounds of the given sizes (cycled); -> (every round's last logits
-    row, the state bytes at the end)."""
-    per = context // page_rows
-    eng.apply(PoolStep(paged, per if paged else 0, page_rows, (eng.page_bytes(page_rows),), 1, context))
-    eng.apply(BeginStep(0, tuple(range(per)) if paged else ()))
-    pos, k, rows = 0, 0, {}
-    while pos < len(prompt):
-        m = min(sizes[k % len(sizes)], len(prompt) - pos)
-        lg = eng.apply(RoundStep((Chunk(0, pos, tuple(prompt[pos:pos + m]), True),)))
-        pos += m
-        k += 1
-        rows[pos] = np.asarray(lg[0]).tobytes()
-    state = _state_bytes(eng)
-    eng.apply(EndStep(0))
-    return rows, state
-
-
 @pytest.fixture(scope="module")
 def eng():
     return engine_of(f"dummy:{NAME}")
@@ -131,13 +107,7 @@ def test_prefill_rounds_of_every_size_equal(eng):
     """The engine: a prompt of 130 tokens in one round, in rounds of every size 2..128, and
     in uneven rounds ends in the same state bytes and the same last logits; every round's
     last row equals the one-token-a-round run's row at that position."""
-    prompt = [(i * 37 + 11) % 509 + 3 for i in range(130)]
-    tok_rows, tok_state = _prefill(eng, prompt, [1], context=256)
-    for sizes in [[len(prompt)]] + [[s] for s in range(2, 129)] + [[3, 1, 7, 2], [129]]:
-        rows, state = _prefill(eng, prompt, sizes, context=256)
-        assert state == tok_state, sizes
-        for pos, row in rows.items():
-            assert row == tok_rows[pos], (sizes, pos)
+    rc.assert_rounds_of_every_size_equal(eng)
 
 
 def test_a_slot_reused_starts_fresh(eng):
@@ -157,44 +127,20 @@ def test_a_slot_reused_starts_fresh(eng):
 def test_interleaved_with_other_streams(eng):
     """Stream 0's prompt in rounds of 3 beside stream 1 (another prompt, other round
     shapes) == stream 0 alone in one round: the same logits and state bytes."""
-    prompt = list(PROMPT)
-    alone_rows, alone_state = _prefill(eng, prompt, [len(prompt)])
-    eng.apply(PoolStep(True, 16, 16, (eng.page_bytes(16),), 2, 128))
-    eng.apply(BeginStep(0, tuple(range(8))))
-    eng.apply(BeginStep(1, tuple(range(8, 16))))
-    other = [7, 300, 9, 11, 12, 400, 5, 6, 8, 90, 91]
-    p0 = p1 = 0
-    while p0 < len(prompt):
-        chunks = [Chunk(0, p0, tuple(prompt[p0:p0 + 3]), True)]
-        if p1 < len(other):
-            chunks.insert(0, Chunk(1, p1, tuple(other[p1:p1 + 2]), True))
-            p1 += 2
-        lg = eng.apply(RoundStep(tuple(chunks)))
-        p0 = min(p0 + 3, len(prompt))
-    assert np.asarray(lg[-1]).tobytes() == alone_rows[len(prompt)]
-    assert _state_bytes(eng, 0) == alone_state
-    eng.apply(EndStep(0))
-    eng.apply(EndStep(1))
+    rc.assert_interleaved_equals_alone(eng)
 
 
 @pytest.mark.parametrize("paged", [True, False], ids=["pages", "windows"])
 def test_solo_equals_concurrent(eng, paged):
-    r = solo_vs_concurrent(eng, paged=paged, context=128)
-    assert r["equal_steps"] == r["steps"], r
+    rc.assert_solo_equals_concurrent(eng, paged)
 
 
 def test_paged_equals_window(eng):
-    whole = greedy(eng, [PROMPT])
-    assert greedy(eng, [PROMPT], paged=False) == whole
-    assert greedy(eng, [PROMPT], page_rows=4) == whole
-    assert greedy(eng, [PROMPT[:7], PROMPT[7:13], PROMPT[13:]]) == whole
+    rc.assert_paged_equals_window(eng)
 
 
 def test_check_pages(eng):
-    from server.check_pages import run_check
-    out = io.StringIO()
-    assert run_check(eng, page_rows=8, prefill_chunk=16, decode=4, out=out) == 0, out.getvalue()
-    assert out.getvalue().count("equal;") >= 5
+    rc.assert_check_pages(eng)
 
 
 def test_fixed_part_in_the_layout_and_the_plan():
@@ -240,18 +186,7 @@ def replace_fixed(L):
 def test_guards(eng):
     """A chunk that does not start where its stream's state stands, and a stream begun on a
     kept prefix without its snapshot restored, are refused by name."""
-    eng.apply(PoolStep(True, 8, 16, (eng.page_bytes(16),), 1, 128))
-    eng.apply(BeginStep(0, tuple(range(8))))
-    eng.apply(RoundStep((Chunk(0, 0, (5, 6, 7), True),)))
-    with pytest.raises(ValueError, match="recurrent state stands at 3"):
-        eng.apply(RoundStep((Chunk(0, 2, (9,), True),)))
-    eng.apply(EndStep(0))
-    eng.apply(BeginStep(0, tuple(range(8)), kept=1))
-    with pytest.raises(ValueError, match="kept prefix, but no snapshot"):
-        eng.apply(RoundStep((Chunk(0, 16, (9,), True),)))
-    eng.apply(EndStep(0))
-    with pytest.raises(ValueError, match="stream slot"):
-        eng.model.forward([((0, 1), 16, 0, (5,), True)], eng.kv)
+    rc.assert_guards(eng)
 
 
 def test_gpu_refused_by_name():
@@ -288,24 +223,8 @@ def ckpt():
     from server.engine.weights import load
     from tools.refs import next_checkpoint as nc
     rec = record()
-    d, sha = nc.build_once()
-    for f, h in sha.items():                 # the files the references were made from
-        assert rec["checkpoint"]["sha256"][f"hf/{f}"] == h, f
-    ld = load(str(d), progress=False)
+    ld = load(str(rc.built_as_recorded(nc.build_once, rec)), progress=False)
     return rec, ld
-
-
-def _greedy_ids(eng, prompt, n):
-    eng.apply(PoolStep(True, 16, 16, (eng.page_bytes(16),), 1, 256))
-    eng.apply(BeginStep(0, tuple(range(16))))
-    lg = eng.apply(RoundStep((Chunk(0, 0, tuple(prompt), True),)))
-    first, ids, pos = np.asarray(lg[0]), [], len(prompt)
-    for _ in range(n):
-        ids.append(int(np.argmax(lg[0])))
-        lg = eng.apply(RoundStep((Chunk(0, pos, (ids[-1],), True),)))
-        pos += 1
-    eng.apply(EndStep(0))
-    return ids, first
 
 
 def test_checkpoint_matches_transformers(ckpt):
@@ -313,21 +232,10 @@ def test_checkpoint_matches_transformers(ckpt):
     logits within 1e-4 relative of transformers float32."""
     rec, ld = ckpt
     assert rec["hf_check"]["loading_problems"] == {}
-    eng = Engine(ld.spec, ld.tensors.__getitem__)
-    for case in rec["references"]["cases"]:
-        n = case["exact_prefix"]
-        ids, first = _greedy_ids(eng, case["prompt_ids"], n)
-        assert ids == case["greedy_ids"][:n], case["name"]
-        ref = case["top5"][0]
-        got, want = first[ref["ids"]], np.array(ref["logits"])
-        assert np.max(np.abs(got - want) / np.abs(want)) < 1e-4, case["name"]
+    rc.assert_golden_rule(Engine(ld.spec, ld.tensors.__getitem__), rec)
 
 
 def test_checkpoint_prefill_equals_decode(ckpt):
     """The checkpoint's longest prompt: one round == token by token, byte for byte."""
     rec, ld = ckpt
-    eng = Engine(ld.spec, ld.tensors.__getitem__)
-    prompt = rec["references"]["cases"][-1]["prompt_ids"]
-    rows1, s1 = _prefill(eng, prompt, [len(prompt)], context=128)
-    rowsk, sk = _prefill(eng, prompt, [1], context=128)
-    assert s1 == sk and rows1[len(prompt)] == rowsk[len(prompt)]
+    rc.assert_prefill_equals_decode(Engine(ld.spec, ld.tensors.__getitem__), rec)

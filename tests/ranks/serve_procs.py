@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -67,7 +68,8 @@ class Proc:
 
 @dataclass
 class Group:
-    """Processes of one test; kill() ends every process group and checks none is left."""
+    """Processes of one test; kill() ends every process group and checks none is left; close()
+    kills and then removes the workdir (the processes' output files)."""
     workdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="foldserve-ranks-")))
     procs: list = field(default_factory=list)
 
@@ -108,22 +110,28 @@ class Group:
             left = self.alive()
         return left
 
+    def serve_model(self, model, tp: int, *extra: str, timeout: float = 120.0) -> tuple[str, Proc]:
+        """Rank 0 of `serve --model MODEL --tp TP --port <a free one> --context 256 EXTRA
+        --join-timeout 30` (it launches its followers), waited for until /health answers,
+        which must say tp TP; -> (its URL, the process)."""
+        port = free_port()
+        url = f"http://{HOST}:{port}"
+        server = self.start(["--model", str(model), "--tp", str(tp), "--port", str(port),
+                             "--context", "256", *extra, "--join-timeout", "30"], name="rank0")
+        health = wait_health(url, [server], timeout=timeout)
+        assert health["tp"] == tp, health
+        return url, server
+
+    def close(self) -> list[int]:
+        """kill(), then remove the workdir: a test's teardown. Returns kill()'s live pids."""
+        left = self.kill()
+        shutil.rmtree(self.workdir, ignore_errors=True)
+        return left
+
     def alive(self) -> list[int]:
         """Live (not zombie) processes in any of this group's process groups."""
         groups = {p.pid for p in self.procs}
-        left = []
-        for d in os.listdir("/proc"):
-            if not d.isdigit():
-                continue
-            try:
-                stat = Path(f"/proc/{d}/stat").read_text()
-            except OSError:
-                continue
-            fields = stat[stat.rindex(")") + 2:].split()
-            state, pgid = fields[0], int(fields[2])
-            if pgid in groups and state != "Z":
-                left.append(int(d))
-        return left
+        return processes(lambda state, ppid, pgid: pgid in groups and state != "Z")
 
 
 def wait_health(url: str, procs: list, timeout: float = 90.0) -> dict:
@@ -157,3 +165,49 @@ def wait_exit(procs: list, timeout: float) -> float:
 
 def rank_args(rank: int, world: int, master: str, *extra: str) -> list[str]:
     return ["--tp", str(world), "--rank", str(rank), "--master", master, *extra]
+
+
+def in_process_greedy(model, text: str, n: int):
+    """The engine's own greedy continuation of text's ids (no BOS added, EOS ignored) in this
+    process, the reference a served reply is held to: (n ids, the model's tokenizer)."""
+    from server.engine.build import open_model
+    from server.generate import generate
+    from server.requests import SamplingParams
+    opened = open_model(str(model), progress=False)
+    ids = opened.tokenizer.encode(text, add_special_tokens=False)
+    out = generate(opened, ids, SamplingParams(max_tokens=n, temperature=0.0, ignore_eos=True))
+    return out, opened.tokenizer
+
+
+def proc_stat(pid: int) -> tuple[str, int, int] | None:
+    """(state, parent pid, process group) from /proc/<pid>/stat; None once it is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2:].split()
+    return fields[0], int(fields[1]), int(fields[2])
+
+
+def processes(where) -> list[int]:
+    """Every process whose proc_stat fields (state, ppid, pgid) `where` accepts."""
+    out = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            st = proc_stat(int(d))
+            if st is not None and where(*st):
+                out.append(int(d))
+    return out
+
+
+def launched_ranks(pid: int) -> list[int]:
+    """The children of pid that run `server.cli` (the ranks a serve process launched)."""
+    out = []
+    for c in processes(lambda state, ppid, pgid: ppid == pid):
+        try:
+            cmd = Path(f"/proc/{c}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"server.cli" in cmd:
+            out.append(c)
+    return out

@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from serve_procs import HOST, REPO, Group, free_port, wait_health
+from serve_procs import HOST, REPO, free_port, wait_health
 
 DEPLOY = REPO / "deploy"
 TORCHRUN = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "PYTHON", "FOLDSERVE_ENV")
@@ -28,13 +28,6 @@ def _env(**more) -> dict:
 def _run(script: Path, *args: str, env: dict) -> subprocess.CompletedProcess:
     return subprocess.run(["bash", str(script), *args], capture_output=True, text=True,
                           env=env, timeout=30)
-
-
-@pytest.fixture
-def group():
-    g = Group()
-    yield g
-    g.kill()
 
 
 def test_one_host_tp2_on_cpu_answers_a_chat_request_beside_a_server_on_its_port(group):

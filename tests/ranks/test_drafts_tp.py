@@ -19,15 +19,6 @@ from editing import editing_prompt  # noqa: E402
 REP = [5, 6, 7, 8, 9, 10, 11, 12] * 4 + [5, 6, 7]
 
 
-@pytest.fixture
-def group():
-    from serve_procs import Group
-    g = Group()
-    yield g
-    left = g.kill()
-    assert not left, f"processes left behind: {left}"
-
-
 def bodies(prompt, n_tokens):
     return [dict(prompt=prompt, max_tokens=n_tokens, temperature=0, logprobs=2),
             dict(prompt=prompt, max_tokens=n_tokens, temperature=0.8, seed=4, logprobs=1),

@@ -7,16 +7,9 @@ import time
 
 import pytest
 
-from serve_procs import HOST, Group, free_port, rank_args
+from serve_procs import HOST, free_port, rank_args
 
 from server.ranks import fingerprint
-
-
-@pytest.fixture
-def group():
-    g = Group()
-    yield g
-    g.kill()
 
 
 def _real_model():

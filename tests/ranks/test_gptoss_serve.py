@@ -9,18 +9,10 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from serve_procs import HOST, Group, free_port, wait_health
+from serve_procs import in_process_greedy
 
 PROMPT = "hello world says"
 N = 40
-
-
-@pytest.fixture
-def group():
-    g = Group()
-    yield g
-    left = g.kill()
-    assert not left, f"processes left behind: {left}"
 
 
 @pytest.fixture(scope="module")
@@ -32,26 +24,11 @@ def files(tmp_path_factory):
     return {"MXFP4": g.write_gguf(spec, d / "gptoss-tiny-MXFP4.gguf", "MXFP4"), "hf": d / "hf"}
 
 
-def in_process(path, n: int) -> list[int]:
-    from server.engine.build import open_model
-    from server.generate import generate
-    from server.requests import SamplingParams
-    opened = open_model(str(path), progress=False)
-    ids = opened.tokenizer.encode(PROMPT, add_special_tokens=False)
-    return generate(opened, ids, SamplingParams(max_tokens=n, temperature=0.0, ignore_eos=True))
-
-
 @pytest.mark.parametrize("form, tp", [("MXFP4", 1), ("hf", 1), ("MXFP4", 2)])
 def test_served_greedy_equals_the_engine(files, form, tp, group):
     path = files[form]
-    want = in_process(path, N)
-    port = free_port()
-    url = f"http://{HOST}:{port}"
-    server = group.start(["--model", str(path), "--tp", str(tp), "--port", str(port),
-                          "--context", "256", "--parallel", "2", "--join-timeout", "30"],
-                         name="rank0")
-    health = wait_health(url, [server], timeout=180)
-    assert health["tp"] == tp
+    want = in_process_greedy(path, PROMPT, N)[0]
+    url, server = group.serve_model(path, tp, "--parallel", "2", timeout=180)
     r = httpx.post(url + "/v1/completions", timeout=180,
                    json={"prompt": PROMPT, "max_tokens": N, "temperature": 0, "ignore_eos": True,
                          "logprobs": 0, "skip_special_tokens": False})

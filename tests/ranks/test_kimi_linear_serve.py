@@ -10,7 +10,6 @@ import argparse
 
 import pytest
 
-from test_qwen3next_serve import group  # noqa: F401  (the fixture)
 from test_qwen3next_serve import test_serve_greedy_equals_in_process as serve_equals_in_process
 
 
@@ -21,11 +20,11 @@ def folder():
 
 
 @pytest.mark.parametrize("tp", [1, 2])
-def test_serve_greedy_equals_in_process(folder, tp, group):  # noqa: F811
+def test_serve_greedy_equals_in_process(folder, tp, group):
     serve_equals_in_process(folder, tp, group)
 
 
-def test_serve_gguf_greedy_equals_in_process(group):  # noqa: F811
+def test_serve_gguf_greedy_equals_in_process(group):
     """The GGUF (its tokenizer from the file's gpt2 keys) at TP=2."""
     from tools.refs import kimi_checkpoint as kc
     serve_equals_in_process(kc.build_gguf_once()[0], 2, group)

@@ -9,19 +9,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from serve_procs import HOST, Group, free_port, wait_health
+from serve_procs import in_process_greedy
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))       # tests/ (model, text)
 
 PROMPT = "hello world says"
-
-
-@pytest.fixture
-def group():
-    g = Group()
-    yield g
-    left = g.kill()
-    assert not left, f"processes left behind: {left}"
 
 
 @pytest.fixture(scope="module", params=["tiny-qwen3moe", "tiny-glm4moe"])
@@ -37,28 +29,11 @@ def moe_gguf(request, tmp_path_factory):
     return write_gguf(path, spec, "Q8_0", tokenizer=tok)
 
 
-def in_process(path: Path, n: int):
-    """(greedy ids, the tokenizer) from the model in this process."""
-    from server.engine.build import open_model
-    from server.generate import generate
-    from server.requests import SamplingParams
-    opened = open_model(str(path), progress=False)
-    ids = opened.tokenizer.encode(PROMPT, add_special_tokens=False)
-    return (generate(opened, ids, SamplingParams(max_tokens=n, temperature=0.0, ignore_eos=True)),
-            opened.tokenizer)
-
-
 @pytest.mark.parametrize("tp", [1, 2])
 def test_completions_and_chat_from_a_moe_gguf(moe_gguf, tp, group):
     n = 8
-    want, tok = in_process(moe_gguf, n)
-    port = free_port()
-    url = f"http://{HOST}:{port}"
-    server = group.start(["--model", str(moe_gguf), "--tp", str(tp), "--port", str(port),
-                          "--context", "256", "--parallel", "2", "--prompt-cache-gib", "0",
-                          "--join-timeout", "30"], name="rank0")
-    health = wait_health(url, [server], timeout=120)
-    assert health["tp"] == tp
+    want, tok = in_process_greedy(moe_gguf, PROMPT, n)
+    url, server = group.serve_model(moe_gguf, tp, "--parallel", "2", "--prompt-cache-gib", "0")
     r = httpx.post(url + "/v1/completions", timeout=120,
                    json={"prompt": PROMPT, "max_tokens": n, "temperature": 0, "ignore_eos": True,
                          "logprobs": 0, "skip_special_tokens": False})

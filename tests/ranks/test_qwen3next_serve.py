@@ -11,20 +11,12 @@ import concurrent.futures as cf
 import httpx
 import pytest
 
-from serve_procs import HOST, Group, free_port, wait_health
+from serve_procs import in_process_greedy
 
 TURNS = ["the cat sat on the mat", "the cat sat on the mat and then the dog",
          "the cat sat on the mat and then the dog ran home to the farm",
          # repeats: n-gram drafts would be proposed here (drafting is off for this family)
          "ab cd ab cd ab cd ab cd ab cd ab cd ab cd ab cd ab cd ab cd"]
-
-
-@pytest.fixture
-def group():
-    g = Group()
-    yield g
-    left = g.kill()
-    assert not left, f"processes left behind: {left}"
 
 
 @pytest.fixture(scope="module")
@@ -35,27 +27,16 @@ def folder():
 
 def in_process(path, text: str, n: int) -> str:
     """The engine's own greedy continuation, decoded (the reply's text)."""
-    from server.engine.build import open_model
-    from server.generate import generate
-    from server.requests import SamplingParams
-    opened = open_model(str(path), progress=False)
-    ids = opened.tokenizer.encode(text, add_special_tokens=False)
-    out = generate(opened, ids, SamplingParams(max_tokens=n, temperature=0.0, ignore_eos=True))
+    out, tok = in_process_greedy(path, text, n)
     assert len(out) == n
-    return opened.tokenizer.decode(out)
+    return tok.decode(out)
 
 
 @pytest.mark.parametrize("tp", [1, 2])
 def test_serve_greedy_equals_in_process(folder, tp, group):
     n = 16
     want = {t: in_process(folder, t, n) for t in TURNS}
-    port = free_port()
-    url = f"http://{HOST}:{port}"
-    server = group.start(["--model", str(folder), "--tp", str(tp), "--port", str(port),
-                          "--context", "256", "--parallel", "3", "--prompt-cache-gib", "0.01",
-                          "--join-timeout", "30"], name="rank0")
-    health = wait_health(url, [server], timeout=120)
-    assert health["tp"] == tp
+    url, server = group.serve_model(folder, tp, "--parallel", "3", "--prompt-cache-gib", "0.01")
 
     def ask(text):
         r = httpx.post(url + "/v1/completions", timeout=120,
@@ -87,12 +68,8 @@ def test_conversation_resumed_at_tp2(folder, group):
     and 3 resume past their prefix (cached_tokens > 0) on two ranks, and every reply equals
     the in-process cold continuation."""
     n, more = 6, [[100, 101, 102, 103, 104], [200, 201, 202, 203, 204, 205, 206]]
-    port = free_port()
-    url = f"http://{HOST}:{port}"
-    server = group.start(["--model", str(folder), "--tp", "2", "--port", str(port),
-                          "--context", "256", "--parallel", "2", "--page-rows", "4",
-                          "--prompt-cache-gib", "0.01", "--join-timeout", "30"], name="rank0")
-    wait_health(url, [server], timeout=120)
+    url, server = group.serve_model(folder, 2, "--parallel", "2", "--page-rows", "4",
+                                    "--prompt-cache-gib", "0.01")
     prompt, cached = [5, 17, 99, 3, 250, 41, 7, 7, 300, 12, 64], []
     for turn in range(3):
         want = in_process_ids(folder, prompt, n)

@@ -23,19 +23,10 @@ import threading
 import time
 
 import httpx
-import pytest
 
-from serve_procs import HOST, Group, free_port, wait_exit, wait_health
+from serve_procs import HOST, free_port, proc_stat, processes, wait_exit, wait_health
 
 GRACE = 4.0
-
-
-@pytest.fixture
-def group():
-    g = Group()
-    yield g
-    left = g.kill()
-    assert not left, f"processes left behind: {left}"
 
 
 def _serve(group, tp: int, model: str, *extra: str):
@@ -213,24 +204,12 @@ def test_ctrl_c_at_tp3_every_rank_exits_0(group):
 
 
 def _group_pids(pgid: int) -> list[int]:
-    out = []
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                stat = open(f"/proc/{d}/stat").read()
-            except OSError:
-                continue
-            if int(stat[stat.rindex(")") + 2:].split()[2]) == pgid:
-                out.append(int(d))
-    return out
+    return processes(lambda state, ppid, group: group == pgid)
 
 
 def _alive(pid: int) -> bool:
-    try:
-        stat = open(f"/proc/{pid}/stat").read()
-    except OSError:
-        return False
-    return stat[stat.rindex(")") + 2] != "Z"
+    st = proc_stat(pid)
+    return st is not None and st[0] != "Z"
 
 
 def test_a_follower_signalled_alone_keeps_following_until_a_third_signal(group):

@@ -3,37 +3,13 @@ line reaches no follower (their argv, their environment); keys from FOLDSERVE_AP
 --api-key-file are served; an empty key file stops rank 0 by name before the model loads."""
 from __future__ import annotations
 
-import os
 import signal
 
 import httpx
-import pytest
 
-from serve_procs import HOST, Group, free_port, wait_exit, wait_health
+from serve_procs import HOST, free_port, launched_ranks, wait_exit, wait_health
 
 TINY = ["--model", "dummy:tiny", "--context", "512", "--join-timeout", "20"]
-
-
-@pytest.fixture
-def group():
-    g = Group()
-    yield g
-    left = g.kill()
-    assert not left, f"processes left behind: {left}"
-
-
-def _followers(pid: int) -> list[int]:
-    out = []
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                stat = open(f"/proc/{d}/stat").read()
-                cmd = open(f"/proc/{d}/cmdline", "rb").read()
-            except OSError:
-                continue
-            if int(stat[stat.rindex(")") + 2:].split()[1]) == pid and b"server.cli" in cmd:
-                out.append(int(d))
-    return out
 
 
 def models(url: str, key: str | None) -> int:
@@ -48,7 +24,7 @@ def test_a_key_on_the_command_line_reaches_no_follower(group):
     server = group.start(["--tp", "2", "--port", str(port), "--api-key", key, *TINY],
                          env={"FOLDSERVE_API_KEY": "env-key-9a2c"}, name="rank0")
     wait_health(url, [server])
-    (follower,) = _followers(server.pid)
+    (follower,) = launched_ranks(server.pid)
     argv = open(f"/proc/{follower}/cmdline", "rb").read().split(b"\0")
     environ = open(f"/proc/{follower}/environ", "rb").read().split(b"\0")
     assert key.encode() not in b" ".join(argv) and b"--api-key" not in argv, argv

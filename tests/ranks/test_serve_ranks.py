@@ -29,18 +29,10 @@ import time
 import httpx
 import pytest
 
-from serve_procs import (HOST, KV_STORE, REPO, Group, free_port, serving, rank_args,
+from serve_procs import (HOST, KV_STORE, REPO, free_port, launched_ranks, serving, rank_args,
                          wait_exit, wait_health)
 
 TINY = ["--model", "dummy:tiny", "--context", "512", "--join-timeout", "20"]
-
-
-@pytest.fixture
-def group():
-    g = Group()
-    yield g
-    left = g.kill()
-    assert not left, f"processes left behind: {left}"
 
 
 @pytest.fixture(scope="session")
@@ -441,26 +433,12 @@ def test_a_step_longer_than_the_peer_timeout_trips_nothing(group):
     print(f"a 448-token prefill round took {took:.2f} s at --peer-timeout 1.5: no rank lost")
 
 
-def _children(pid: int) -> list[int]:
-    out = []
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                stat = open(f"/proc/{d}/stat").read()
-            except OSError:
-                continue
-            if int(stat[stat.rindex(")") + 2:].split()[1]) == pid:
-                out.append(int(d))
-    return out
-
-
 def test_a_launched_follower_that_dies_is_reaped(group):
     port = free_port()
     url = f"http://{HOST}:{port}"
     server = group.start(["--tp", "2", "--port", str(port), *TINY], name="rank0")
     wait_health(url, [server])
-    (child,) = [c for c in _children(server.pid) if "server.cli" in
-                open(f"/proc/{c}/cmdline").read().replace("\0", " ")]
+    (child,) = launched_ranks(server.pid)
     os.kill(child, signal.SIGKILL)
     deadline = time.monotonic() + 5
     while os.path.exists(f"/proc/{child}") and time.monotonic() < deadline:

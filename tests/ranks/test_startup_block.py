@@ -5,20 +5,11 @@ from __future__ import annotations
 import subprocess
 import sys
 
-import pytest
-
-from serve_procs import HOST, REPO, Group, free_port, wait_health
+from serve_procs import HOST, REPO, free_port, wait_health
 
 ARGS = ["--model", "dummy:tiny", "--tp", "3", "--context", "512", "--parallel", "4",
         "--prompt-cache-gib", "0.001"]
 ENV = {"TF_ROOM_GIB": "0.004", "TF_KV_POISON": "1"}
-
-
-@pytest.fixture
-def group():
-    g = Group()
-    yield g
-    g.kill()
 
 
 def test_serve_prints_the_block_and_the_same_plan_line_as_plan(group):

@@ -18,11 +18,16 @@ the sparse pass starts past 19 rows, mHC's 4 streams, one dense MLP then the MoE
 from __future__ import annotations
 
 import argparse
-import hashlib
-import json
+import importlib.util
 from pathlib import Path
 
 import numpy as np
+
+_spec = importlib.util.spec_from_file_location("tiny_hf", Path(__file__).with_name("tiny_hf.py"))
+th = importlib.util.module_from_spec(_spec)     # by its path: tools/refs/tiny_hf.py says why
+_spec.loader.exec_module(th)
+nc = th.sibling("next_checkpoint")              # its tokenizer: the same 512 ids
+kc = th.sibling("kimi_checkpoint")              # Kimi-Linear's KDA layers
 
 NAME = "glm53-tiny"
 LAYERS = ["linear_attention", "linear_attention", "linear_attention", "indexed_attention",
@@ -59,33 +64,17 @@ CONFIG = {
 }
 
 
-def _rng(name: str) -> np.random.Generator:
-    words = np.frombuffer(hashlib.sha256(f"{NAME}/{name}".encode()).digest(), "<u4").tolist()
-    return np.random.default_rng(np.random.SeedSequence(words))
-
-
 def weights() -> dict[str, np.ndarray]:
     """The text part's tensors by the names transformers saves (model.language_model.*)."""
     c = TEXT
     d, V, H = c["hidden_size"], c["vocab_size"], c["num_attention_heads"]
     C, N, Vd, QL = c["kv_lora_rank"], c["qk_nope_head_dim"], c["v_head_dim"], c["q_lora_rank"]
-    LH, LD, K = c["linear_num_heads"], c["linear_head_dim"], c["linear_conv_kernel_dim"]
+    LH = c["linear_num_heads"]
     E, eff, ff = c["n_routed_experts"], c["moe_intermediate_size"], c["intermediate_size"]
     Hi, Di, kp, hc = c["index_n_heads"], c["index_head_dim"], c["index_kpool"], c["hc_mult"]
     w: dict[str, np.ndarray] = {}
     P = "model.language_model."
-
-    def put(name, shape, std, offset=0.0):
-        w[name] = (_rng(name).standard_normal(shape) * std + offset).astype(np.float32)
-
-    def lin(name, out_f, in_f, gain=1.0):
-        put(name, (out_f, in_f), gain / np.sqrt(in_f))
-
-    def mlp(p, f):
-        lin(p + "gate_proj.weight", f, d)
-        lin(p + "up_proj.weight", f, d)
-        lin(p + "down_proj.weight", d, f)
-
+    put, lin, mlp = th.makers(NAME, w, d)
     put(P + "embed_tokens.weight", (V, d), 1.0)
     put(P + "norm.weight", (d,), 0.1, 1.0)
     lin("lm_head.weight", V, d)
@@ -97,22 +86,10 @@ def weights() -> dict[str, np.ndarray]:
             m = (2 + hc) * hc
             put(p + f"{part}_fn", (m, hc * d), 1.0 / np.sqrt(hc * d))
             put(p + f"{part}_base", (m,), 0.5)
-            w[p + f"{part}_scale"] = _rng(p + f"{part}_scale").uniform(0.5, 1.5, 3).astype(np.float32)
+            w[p + f"{part}_scale"] = th.rng(NAME, p + f"{part}_scale").uniform(0.5, 1.5, 3).astype(np.float32)
         a = p + "self_attn."
         if kind == "linear_attention":
-            for x in "qkv":
-                lin(a + f"{x}_proj.weight", LH * LD, d)
-                put(a + f"{x}_conv1d.weight", (LH * LD, 1, K), 0.5)
-            lin(a + "f_a_proj.weight", LD, d)
-            lin(a + "f_b_proj.weight", LH * LD, LD)
-            w[a + "A_log"] = np.log(_rng(a + "A_log").uniform(1.0, 16.0, LH)).astype(np.float32)
-            dt = np.exp(_rng(a + "dt_bias").uniform(np.log(1e-3), np.log(1e-1), LH * LD))
-            w[a + "dt_bias"] = (dt + np.log(-np.expm1(-dt))).astype(np.float32)
-            lin(a + "b_proj.weight", LH, d)
-            lin(a + "g_a_proj.weight", LD, d)
-            lin(a + "g_b_proj.weight", LH * LD, LD)
-            put(a + "o_norm.weight", (LD,), 0.1, 1.0)
-            lin(a + "o_proj.weight", d, LH * LD)
+            kc.kda_weights(NAME, w, a, c, (LH,))
         else:
             lin(a + "q_a_proj.weight", QL, d)
             put(a + "q_a_layernorm.weight", (QL,), 0.1, 1.0)
@@ -142,37 +119,18 @@ def weights() -> dict[str, np.ndarray]:
     return w
 
 
-def _next_checkpoint():
-    import importlib.util
-    spec = importlib.util.spec_from_file_location("next_checkpoint", Path(__file__).with_name("next_checkpoint.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def write(out_dir) -> dict[str, str]:
     """Write the HF folder; returns {file name: sha256}."""
-    from safetensors.numpy import save_file
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "config.json").write_text(json.dumps(CONFIG, indent=2, sort_keys=True) + "\n")
-    save_file({k: np.ascontiguousarray(v) for k, v in sorted(weights().items())},
-              str(out / "model.safetensors"), metadata={"format": "pt"})
-    nc = _next_checkpoint()
-    nc.write_tokenizer(out)
-    return {p.name: nc.sha256_file(p) for p in sorted(out.iterdir()) if p.is_file()}
+    return th.write_folder(out_dir, CONFIG, weights(), nc.write_tokenizer)
 
 
 _BUILT: dict = {}
 
 
 def build_once() -> tuple[Path, dict]:
-    """write() into a per-process temporary folder, once: for tests."""
-    import tempfile
-    if "hf" not in _BUILT:
-        d = Path(tempfile.mkdtemp(prefix=f"foldserve-{NAME}-")) / "hf"
-        _BUILT["hf"] = (d, write(d))
-    return _BUILT["hf"]
+    """write() into a per-process temporary folder (tools/refs/scratch.py: removed at the
+    process' exit), once: for tests."""
+    return th.build_once(_BUILT, NAME, write)
 
 
 if __name__ == "__main__":
@@ -202,20 +160,7 @@ def gguf_tensors(w: dict[str, np.ndarray]) -> list[tuple[str, np.ndarray]]:
             for x in ("fn", "base", "scale"):
                 out.append((b + f"{part}_{x}.weight", w[p + f"{part}_{x}"]))
         if kind == "linear_attention":
-            for x in "qkv":
-                out.append((b + f"attn_{x}.weight", w[a + f"{x}_proj.weight"]))
-            for x in "qkv":
-                cw = w[a + f"{x}_conv1d.weight"]
-                out.append((b + f"ssm_conv1d_{x}.weight", cw.reshape(1, cw.shape[0], 1, cw.shape[2])))
-            out += [(b + "ssm_f_a.weight", w[a + "f_a_proj.weight"]),
-                    (b + "ssm_f_b.weight", w[a + "f_b_proj.weight"]),
-                    (b + "ssm_beta.weight", w[a + "b_proj.weight"]),
-                    (b + "ssm_a", -np.exp(w[a + "A_log"])),
-                    (b + "ssm_dt.bias", w[a + "dt_bias"]),
-                    (b + "ssm_g_a.weight", w[a + "g_a_proj.weight"]),
-                    (b + "ssm_g_b.weight", w[a + "g_b_proj.weight"]),
-                    (b + "ssm_norm.weight", w[a + "o_norm.weight"]),
-                    (b + "attn_output.weight", w[a + "o_proj.weight"])]
+            out += kc.kda_gguf(w, a, b)
         else:
             kv_b = w[a + "kv_b_proj.weight"].reshape(H, N + Vd, -1)
             out += [(b + "attn_q_a.weight", w[a + "q_a_proj.weight"]),
@@ -254,22 +199,10 @@ def write_gguf(folder, path) -> str:
     llama.cpp's names and keys (its converter at this commit stops on the folder transformers
     saves: no `linear_attn_config`); returns its sha256. No MTP block (the HF folder has none)."""
     import gguf
-    kc = _by_path("kimi_checkpoint")
     c, A = TEXT, "glm5-next"
     folder, path = Path(folder), Path(path)
     wr = gguf.GGUFWriter(str(path), A)
-    wr.add_type(gguf.GGUFType.MODEL)
-    wr.add_name(NAME)
-    wr.add_block_count(c["num_hidden_layers"])
-    wr.add_context_length(c["max_position_embeddings"])
-    wr.add_embedding_length(c["hidden_size"])
-    wr.add_feed_forward_length(c["intermediate_size"])
-    wr.add_head_count(c["num_attention_heads"])
-    wr.add_head_count_kv([0 if t == "linear_attention" else 1 for t in c["layer_types"]])
-    wr.add_layer_norm_rms_eps(c["rms_norm_eps"])
-    wr.add_vocab_size(c["vocab_size"])
-    wr.add_ssm_conv_kernel(c["linear_conv_kernel_dim"])
-    wr.add_kda_head_dim(c["linear_head_dim"])
+    kc.gguf_kda_keys(wr, c, NAME, c["max_position_embeddings"])
     wr.add_float32(f"{A}.kda.gate_lower_bound", c["linear_lower_bound"])
     wr.add_q_lora_rank(c["q_lora_rank"])
     wr.add_kv_lora_rank(c["kv_lora_rank"])
@@ -299,40 +232,14 @@ def write_gguf(folder, path) -> str:
     wr.add_uint32(f"{A}.hyper_connection.sinkhorn_iterations", c["hc_sinkhorn_iters"])
     wr.add_float32(f"{A}.hyper_connection.epsilon", c["hc_eps"])
     wr.add_file_type(gguf.LlamaFileType.ALL_F32)
-    _tokenizer_keys(wr, folder, kc)
+    th.gguf_tokenizer_keys(wr, folder, TEXT)     # kimi_checkpoint's tokenizer keys, TEXT's ids
     wr.add_quantization_version(gguf.GGML_QUANT_VERSION)
     for name, arr in gguf_tensors(weights()):
         wr.add_tensor(name, np.ascontiguousarray(arr, dtype=np.float32))
-    wr.write_header_to_file()
-    wr.write_kv_data_to_file()
-    wr.write_tensors_to_file()
-    wr.close()
-    return _next_checkpoint().sha256_file(path)
-
-
-def _tokenizer_keys(wr, folder: Path, kc) -> None:
-    """kimi_checkpoint's tokenizer keys (the same tokenizer.json, 512 ids)."""
-    saved = kc.CONFIG
-    kc.CONFIG = {**saved, **{k: TEXT[k] for k in ("vocab_size", "bos_token_id", "eos_token_id",
-                                                 "pad_token_id")}}
-    try:
-        kc._tokenizer_keys(wr, folder)
-    finally:
-        kc.CONFIG = saved
-
-
-def _by_path(name: str):
-    import importlib.util
-    spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name(f"{name}.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    th.finish_gguf(wr)
+    return th.sha256_file(path)
 
 
 def build_gguf_once() -> tuple[Path, str]:
     """write_gguf() of build_once()'s folder, once: (path, sha256)."""
-    if "gguf" not in _BUILT:
-        d = build_once()[0]
-        p = d.parent / f"{NAME}-F32.gguf"
-        _BUILT["gguf"] = (p, write_gguf(d, p))
-    return _BUILT["gguf"]
+    return th.build_gguf_once(_BUILT, NAME, build_once, write_gguf)

@@ -41,9 +41,13 @@ never committed. Needs numpy, safetensors and tokenizers only.
     PYTHONPATH=$PWD .venv/bin/python tools/refs/kimi_checkpoint.py OUT_DIR   (OUT_DIR/hf, OUT_DIR/*.gguf)
 """
 import argparse  # noqa: E402
-import hashlib  # noqa: E402
-import json  # noqa: E402
+import importlib.util  # noqa: E402
 from pathlib import Path  # noqa: E402
+
+_spec = importlib.util.spec_from_file_location("tiny_hf", Path(__file__).with_name("tiny_hf.py"))
+th = importlib.util.module_from_spec(_spec)     # by its path: tools/refs/tiny_hf.py says why
+_spec.loader.exec_module(th)
+nc = th.sibling("next_checkpoint")              # its tokenizer: the same 512 ids
 
 NAME = "kimi-linear-tiny"
 LAYERS = ["linear_attention", "linear_attention", "linear_attention", "full_attention"] * 2
@@ -89,30 +93,39 @@ CONFIG = {
 }
 
 
-def _rng(name: str) -> np.random.Generator:
-    words = np.frombuffer(hashlib.sha256(f"{NAME}/{name}".encode()).digest(), "<u4").tolist()
-    return np.random.default_rng(np.random.SeedSequence(words))
+def kda_weights(model: str, w: dict, a: str, c: dict, a_log_shape: tuple) -> None:
+    """One KDA layer's tensors into w under prefix a (`...self_attn.`), as transformers names
+    Kimi-Linear's (GLM-5.3-Flash's KDA layers take them too): q / k / v projections and their
+    depthwise convs [H*D, 1, K], f_a / f_b, A_log (log of uniform(1, 16), a_log_shape),
+    dt_bias (FLA's init: dt in [1e-3, 1e-1] log-uniform, dt_bias its inverse softplus), b_proj,
+    g_a / g_b, o_norm, o_proj; drawn as tools/refs/tiny_hf.py's rng(model, name). c: the
+    (text) config (hidden_size, linear_num_heads, linear_head_dim, linear_conv_kernel_dim)."""
+    d, LH, LD, K = (c["hidden_size"], c["linear_num_heads"], c["linear_head_dim"],
+                    c["linear_conv_kernel_dim"])
+    put, lin, _ = th.makers(model, w, d)
+    for x in "qkv":
+        lin(a + f"{x}_proj.weight", LH * LD, d)
+        put(a + f"{x}_conv1d.weight", (LH * LD, 1, K), 0.5)
+    lin(a + "f_a_proj.weight", LD, d)
+    lin(a + "f_b_proj.weight", LH * LD, LD)
+    r = th.rng(model, a + "A_log")
+    w[a + "A_log"] = np.log(r.uniform(1.0, 16.0, a_log_shape)).astype(np.float32)
+    dt = np.exp(th.rng(model, a + "dt_bias").uniform(np.log(1e-3), np.log(1e-1), LH * LD))
+    w[a + "dt_bias"] = (dt + np.log(-np.expm1(-dt))).astype(np.float32)
+    lin(a + "b_proj.weight", LH, d)
+    lin(a + "g_a_proj.weight", LD, d)
+    lin(a + "g_b_proj.weight", LH * LD, LD)
+    put(a + "o_norm.weight", (LD,), 0.1, 1.0)
+    lin(a + "o_proj.weight", d, LH * LD)
 
 
 def weights() -> dict[str, np.ndarray]:
     c = CONFIG
     d, V, H = c["hidden_size"], c["vocab_size"], c["num_attention_heads"]
     C, R, N, Vd = c["kv_lora_rank"], c["qk_rope_head_dim"], c["qk_nope_head_dim"], c["v_head_dim"]
-    LH, LD, K = c["linear_num_heads"], c["linear_head_dim"], c["linear_conv_kernel_dim"]
     E, eff, ff = c["num_experts"], c["moe_intermediate_size"], c["intermediate_size"]
     w: dict[str, np.ndarray] = {}
-
-    def put(name, shape, std, offset=0.0):
-        w[name] = (_rng(name).standard_normal(shape) * std + offset).astype(np.float32)
-
-    def lin(name, out_f, in_f, gain=1.0):
-        put(name, (out_f, in_f), gain / np.sqrt(in_f))
-
-    def mlp(p, f):
-        lin(p + "gate_proj.weight", f, d)
-        lin(p + "up_proj.weight", f, d)
-        lin(p + "down_proj.weight", d, f)
-
+    put, lin, mlp = th.makers(NAME, w, d)
     put("model.embed_tokens.weight", (V, d), 1.0)
     put("model.norm.weight", (d,), 0.1, 1.0)
     lin("lm_head.weight", V, d)
@@ -122,21 +135,7 @@ def weights() -> dict[str, np.ndarray]:
         put(p + "post_attention_layernorm.weight", (d,), 0.1, 1.0)
         a = p + "self_attn."
         if kind == "linear_attention":
-            for x in "qkv":
-                lin(a + f"{x}_proj.weight", LH * LD, d)
-                put(a + f"{x}_conv1d.weight", (LH * LD, 1, K), 0.5)
-            lin(a + "f_a_proj.weight", LD, d)
-            lin(a + "f_b_proj.weight", LH * LD, LD)
-            r = _rng(a + "A_log")
-            w[a + "A_log"] = np.log(r.uniform(1.0, 16.0, (1, 1, LH, 1))).astype(np.float32)
-            # FLA's init: dt in [1e-3, 1e-1] log-uniform, dt_bias its inverse softplus
-            dt = np.exp(_rng(a + "dt_bias").uniform(np.log(1e-3), np.log(1e-1), LH * LD))
-            w[a + "dt_bias"] = (dt + np.log(-np.expm1(-dt))).astype(np.float32)
-            lin(a + "b_proj.weight", LH, d)
-            lin(a + "g_a_proj.weight", LD, d)
-            lin(a + "g_b_proj.weight", LH * LD, LD)
-            put(a + "o_norm.weight", (LD,), 0.1, 1.0)
-            lin(a + "o_proj.weight", d, LH * LD)
+            kda_weights(NAME, w, a, c, (1, 1, c["linear_num_heads"], 1))
         else:
             lin(a + "q_proj.weight", H * (N + R), d)
             lin(a + "kv_a_proj_with_mqa.weight", C + R, d)
@@ -157,29 +156,30 @@ def weights() -> dict[str, np.ndarray]:
     return w
 
 
-def _next_checkpoint():
-    """tools/refs/next_checkpoint.py by its path (its tokenizer: the same 512 ids)."""
-    import importlib.util
-    spec = importlib.util.spec_from_file_location("next_checkpoint", Path(__file__).with_name("next_checkpoint.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def write(out_dir) -> dict[str, str]:
     """Write the HF folder; returns {file name: sha256}."""
-    from safetensors.numpy import save_file
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "config.json").write_text(json.dumps(CONFIG, indent=2, sort_keys=True) + "\n")
-    save_file({k: np.ascontiguousarray(v) for k, v in sorted(weights().items())},
-              str(out / "model.safetensors"), metadata={"format": "pt"})
-    nc = _next_checkpoint()
-    nc.write_tokenizer(out)
-    return {p.name: nc.sha256_file(p) for p in sorted(out.iterdir()) if p.is_file()}
+    return th.write_folder(out_dir, CONFIG, weights(), nc.write_tokenizer)
 
 
 # ------------------------------------------------------------------ the GGUF
+def kda_gguf(w: dict, a: str, b: str) -> list[tuple[str, np.ndarray]]:
+    """A KDA layer's tensors (prefix a) under llama.cpp's names (block prefix b) and layouts:
+    the convs as (1, d_inner, 1, K), ssm_a = -exp(A_log), dt_bias as ssm_dt.bias."""
+    out = [(b + f"attn_{x}.weight", w[a + f"{x}_proj.weight"]) for x in "qkv"]
+    for x in "qkv":
+        cw = w[a + f"{x}_conv1d.weight"]
+        out.append((b + f"ssm_conv1d_{x}.weight", cw.reshape(1, cw.shape[0], 1, cw.shape[2])))
+    return out + [(b + "ssm_f_a.weight", w[a + "f_a_proj.weight"]),
+                  (b + "ssm_f_b.weight", w[a + "f_b_proj.weight"]),
+                  (b + "ssm_beta.weight", w[a + "b_proj.weight"]),
+                  (b + "ssm_a", -np.exp(w[a + "A_log"])),
+                  (b + "ssm_dt.bias", w[a + "dt_bias"]),
+                  (b + "ssm_g_a.weight", w[a + "g_a_proj.weight"]),
+                  (b + "ssm_g_b.weight", w[a + "g_b_proj.weight"]),
+                  (b + "ssm_norm.weight", w[a + "o_norm.weight"]),
+                  (b + "attn_output.weight", w[a + "o_proj.weight"])]
+
+
 def gguf_tensors(w: dict[str, np.ndarray]) -> list[tuple[str, np.ndarray]]:
     """The HF weights under llama.cpp's `kimi-linear` names and layouts, as its converter
     (conversion/kimi_linear.py) writes them: the convs as numpy (1, d_inner, 1, K), A_log as
@@ -194,20 +194,7 @@ def gguf_tensors(w: dict[str, np.ndarray]) -> list[tuple[str, np.ndarray]]:
         a, m = p + "self_attn.", p + "block_sparse_moe."
         out += [(b + "attn_norm.weight", w[p + "input_layernorm.weight"])]
         if kind == "linear_attention":
-            for x in "qkv":
-                out.append((b + f"attn_{x}.weight", w[a + f"{x}_proj.weight"]))
-            for x in "qkv":
-                cw = w[a + f"{x}_conv1d.weight"]
-                out.append((b + f"ssm_conv1d_{x}.weight", cw.reshape(1, cw.shape[0], 1, cw.shape[2])))
-            out += [(b + "ssm_f_a.weight", w[a + "f_a_proj.weight"]),
-                    (b + "ssm_f_b.weight", w[a + "f_b_proj.weight"]),
-                    (b + "ssm_beta.weight", w[a + "b_proj.weight"]),
-                    (b + "ssm_a", -np.exp(w[a + "A_log"])),
-                    (b + "ssm_dt.bias", w[a + "dt_bias"]),
-                    (b + "ssm_g_a.weight", w[a + "g_a_proj.weight"]),
-                    (b + "ssm_g_b.weight", w[a + "g_b_proj.weight"]),
-                    (b + "ssm_norm.weight", w[a + "o_norm.weight"]),
-                    (b + "attn_output.weight", w[a + "o_proj.weight"])]
+            out += kda_gguf(w, a, b)
         else:
             kv_b = w[a + "kv_b_proj.weight"].reshape(H, N + Vd, -1)
             out += [(b + "attn_q.weight", w[a + "q_proj.weight"]),
@@ -230,28 +217,24 @@ def gguf_tensors(w: dict[str, np.ndarray]) -> list[tuple[str, np.ndarray]]:
     return out
 
 
-def _tokenizer_keys(wr, folder: Path) -> None:
-    """The folder's tokenizer.json as GGUF `gpt2` keys (byte-level BPE, GPT-2's regex: pre
-    `gpt-2`)."""
-    tok = json.loads((folder / "tokenizer.json").read_text())
-    vocab = tok["model"]["vocab"]
-    tokens = [None] * CONFIG["vocab_size"]
-    for t, i in vocab.items():
-        tokens[i] = t
-    for t in tok.get("added_tokens", []):
-        tokens[t["id"]] = t["content"]
-    specials = {t["id"] for t in tok.get("added_tokens", [])}
-    merges = [m if isinstance(m, str) else " ".join(m) for m in tok["model"]["merges"]]
-    wr.add_tokenizer_model("gpt2")
-    wr.add_tokenizer_pre("gpt-2")
-    wr.add_token_list(tokens)
-    wr.add_token_types([3 if i in specials else 1 for i in range(len(tokens))])
-    wr.add_token_merges(merges)
-    wr.add_bos_token_id(CONFIG["bos_token_id"])
-    wr.add_eos_token_id(CONFIG["eos_token_id"])
-    wr.add_pad_token_id(CONFIG["pad_token_id"])
-    wr.add_add_bos_token(False)
-    wr.add_chat_template(json.loads((folder / "tokenizer_config.json").read_text())["chat_template"])
+def gguf_kda_keys(wr, c: dict, name: str, context: int) -> None:
+    """The keys a KDA model's GGUF starts with, in llama.cpp's order: the type (model), name,
+    block count, context, embedding and feed-forward lengths, head count, head_count_kv (0 on
+    the KDA layers, 1 on the others), RMS epsilon, vocabulary size, conv kernel, KDA head dim.
+    c: the (text) config."""
+    import gguf
+    wr.add_type(gguf.GGUFType.MODEL)
+    wr.add_name(name)
+    wr.add_block_count(c["num_hidden_layers"])
+    wr.add_context_length(context)
+    wr.add_embedding_length(c["hidden_size"])
+    wr.add_feed_forward_length(c["intermediate_size"])
+    wr.add_head_count(c["num_attention_heads"])
+    wr.add_head_count_kv([0 if t == "linear_attention" else 1 for t in c["layer_types"]])
+    wr.add_layer_norm_rms_eps(c["rms_norm_eps"])
+    wr.add_vocab_size(c["vocab_size"])
+    wr.add_ssm_conv_kernel(c["linear_conv_kernel_dim"])
+    wr.add_kda_head_dim(c["linear_head_dim"])
 
 
 def write_gguf(folder, path) -> str:
@@ -262,18 +245,7 @@ def write_gguf(folder, path) -> str:
     c = CONFIG
     folder, path = Path(folder), Path(path)
     wr = gguf.GGUFWriter(str(path), "kimi-linear")
-    wr.add_type(gguf.GGUFType.MODEL)
-    wr.add_name(NAME)
-    wr.add_block_count(c["num_hidden_layers"])
-    wr.add_context_length(c["model_max_length"])
-    wr.add_embedding_length(c["hidden_size"])
-    wr.add_feed_forward_length(c["intermediate_size"])
-    wr.add_head_count(c["num_attention_heads"])
-    wr.add_head_count_kv([1 if t == "full_attention" else 0 for t in c["layer_types"]])
-    wr.add_layer_norm_rms_eps(c["rms_norm_eps"])
-    wr.add_vocab_size(c["vocab_size"])
-    wr.add_ssm_conv_kernel(c["linear_conv_kernel_dim"])
-    wr.add_kda_head_dim(c["linear_head_dim"])
+    gguf_kda_keys(wr, c, NAME, c["model_max_length"])
     wr.add_kv_lora_rank(c["kv_lora_rank"])
     wr.add_rope_dimension_count(c["qk_rope_head_dim"])
     wr.add_key_length(c["kv_lora_rank"] + c["qk_rope_head_dim"])
@@ -290,36 +262,26 @@ def write_gguf(folder, path) -> str:
     wr.add_expert_group_count(c["num_expert_group"])
     wr.add_expert_group_used_count(c["topk_group"])
     wr.add_file_type(gguf.LlamaFileType.ALL_F32)
-    _tokenizer_keys(wr, folder)
+    th.gguf_tokenizer_keys(wr, folder, CONFIG)
     wr.add_quantization_version(gguf.GGML_QUANT_VERSION)
     for name, arr in gguf_tensors(weights()):
         wr.add_tensor(name, np.ascontiguousarray(arr, dtype=np.float32))
-    wr.write_header_to_file()
-    wr.write_kv_data_to_file()
-    wr.write_tensors_to_file()
-    wr.close()
-    return _next_checkpoint().sha256_file(path)
+    th.finish_gguf(wr)
+    return th.sha256_file(path)
 
 
 _BUILT: dict = {}
 
 
 def build_once() -> tuple[Path, dict]:
-    """write() into a per-process temporary folder, once: for tests."""
-    import tempfile
-    if "hf" not in _BUILT:
-        d = Path(tempfile.mkdtemp(prefix=f"foldserve-{NAME}-")) / "hf"
-        _BUILT["hf"] = (d, write(d))
-    return _BUILT["hf"]
+    """write() into a per-process temporary folder (tools/refs/scratch.py: removed at the
+    process' exit), once: for tests."""
+    return th.build_once(_BUILT, NAME, write)
 
 
 def build_gguf_once() -> tuple[Path, str]:
     """write_gguf() of build_once()'s folder, once: (path, sha256)."""
-    if "gguf" not in _BUILT:
-        d = build_once()[0]
-        p = d.parent / f"{NAME}-F32.gguf"
-        _BUILT["gguf"] = (p, write_gguf(d, p))
-    return _BUILT["gguf"]
+    return th.build_gguf_once(_BUILT, NAME, build_once, write_gguf)
 
 
 if __name__ == "__main__":

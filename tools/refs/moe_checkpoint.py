@@ -813,12 +813,13 @@ _BUILT: dict[tuple, Built] = {}
 
 
 def build_once(name: str, qtypes=("F32", "Q8_0"), *, hf: bool = True) -> Built:
-    """build() into a per-process temporary folder, once per (name, qtypes, hf): for tests.
+    """build() into a per-process temporary folder (tools/refs/scratch.py: removed at the
+    process' exit), once per (name, qtypes, hf): for tests.
     The files are regenerated, never committed; compare Built.sha256 with the record."""
-    import tempfile
+    from tools.refs import scratch
     key = (name, tuple(qtypes), hf)
     if key not in _BUILT:
-        _BUILT[key] = build(name, tempfile.mkdtemp(prefix=f"foldserve-{name}-"), qtypes, hf=hf)
+        _BUILT[key] = build(name, scratch.folder(f"foldserve-{name}-"), qtypes, hf=hf)
     return _BUILT[key]
 
 

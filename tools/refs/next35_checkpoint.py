@@ -16,7 +16,6 @@ decoder_sparse_step, norm_topk_prob or mlp_only_layers: the router always renorm
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 import numpy as np
@@ -60,25 +59,16 @@ def weights() -> dict[str, np.ndarray]:
 
 def write(out_dir) -> dict[str, str]:
     """Write the HF folder; returns {file name: sha256}."""
-    from safetensors.numpy import save_file
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "config.json").write_text(json.dumps(CONFIG, indent=2, sort_keys=True) + "\n")
-    save_file({k: np.ascontiguousarray(v) for k, v in sorted(weights().items())},
-              str(out / "model.safetensors"), metadata={"format": "pt"})
-    nc.write_tokenizer(out)
-    return {p.name: nc.sha256_file(p) for p in sorted(out.iterdir()) if p.is_file()}
+    return nc.th.write_folder(out_dir, CONFIG, weights(), nc.write_tokenizer)
 
 
 _BUILT: dict = {}
 
 
 def build_once() -> tuple[Path, dict]:
-    import tempfile
-    if "hf" not in _BUILT:
-        d = Path(tempfile.mkdtemp(prefix=f"foldserve-{NAME}-")) / "hf"
-        _BUILT["hf"] = (d, write(d))
-    return _BUILT["hf"]
+    """write() into a per-process temporary folder (tools/refs/scratch.py: removed at the
+    process' exit), once: for tests."""
+    return nc.th.build_once(_BUILT, NAME, write)
 
 
 if __name__ == "__main__":

@@ -14,11 +14,16 @@ the files are regenerated, never committed. Needs numpy and safetensors only.
 from __future__ import annotations
 
 import argparse
-import hashlib
+import importlib.util
 import json
 from pathlib import Path
 
 import numpy as np
+
+_spec = importlib.util.spec_from_file_location("tiny_hf", Path(__file__).with_name("tiny_hf.py"))
+th = importlib.util.module_from_spec(_spec)     # by its path: tools/refs/tiny_hf.py says why
+_spec.loader.exec_module(th)
+sha256_file = th.sha256_file                    # the callers of nc.sha256_file
 
 NAME = "qwen3next-tiny"
 CONFIG = {
@@ -57,11 +62,6 @@ CONFIG = {
 }
 
 
-def _rng(name: str) -> np.random.Generator:
-    words = np.frombuffer(hashlib.sha256(f"{NAME}/{name}".encode()).digest(), "<u4").tolist()
-    return np.random.default_rng(np.random.SeedSequence(words))
-
-
 def weights() -> dict[str, np.ndarray]:
     c = CONFIG
     d, V, hd, H, KV = c["hidden_size"], c["vocab_size"], c["head_dim"], c["num_attention_heads"], \
@@ -71,13 +71,7 @@ def weights() -> dict[str, np.ndarray]:
     E, eff, sff, K = c["num_experts"], c["moe_intermediate_size"], \
         c["shared_expert_intermediate_size"], c["linear_conv_kernel_dim"]
     w: dict[str, np.ndarray] = {}
-
-    def put(name, shape, std, offset=0.0):
-        w[name] = (_rng(name).standard_normal(shape) * std + offset).astype(np.float32)
-
-    def lin(name, out_f, in_f, gain=1.0):
-        put(name, (out_f, in_f), gain / np.sqrt(in_f))
-
+    put, lin, _ = th.makers(NAME, w, d)
     put("model.embed_tokens.weight", (V, d), 1.0)
     put("model.norm.weight", (d,), 0.1)                    # zero-centred: (1 + w)
     lin("lm_head.weight", V, d)
@@ -91,7 +85,7 @@ def weights() -> dict[str, np.ndarray]:
             lin(a + "in_proj_ba.weight", 2 * nv, d)
             put(a + "conv1d.weight", (2 * nk * dk + nv * dv, 1, K), 0.5)
             put(a + "dt_bias", (nv,), 0.3, 1.0)
-            w[a + "A_log"] = np.log(_rng(a + "A_log").uniform(0.5, 4.0, nv)).astype(np.float32)
+            w[a + "A_log"] = np.log(th.rng(NAME, a + "A_log").uniform(0.5, 4.0, nv)).astype(np.float32)
             put(a + "norm.weight", (dv,), 0.1, 1.0)        # the gated norm: plain w
             lin(a + "out_proj.weight", d, nv * dv)
         else:
@@ -153,32 +147,18 @@ def write_tokenizer(out: Path) -> None:
     (out / "generation_config.json").write_text(json.dumps(gen, indent=2, sort_keys=True) + "\n")
 
 
-def sha256_file(p: Path) -> str:
-    return hashlib.sha256(Path(p).read_bytes()).hexdigest()
-
-
 def write(out_dir) -> dict[str, str]:
     """Write the HF folder; returns {file name: sha256}."""
-    from safetensors.numpy import save_file
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "config.json").write_text(json.dumps(CONFIG, indent=2, sort_keys=True) + "\n")
-    save_file({k: np.ascontiguousarray(v) for k, v in sorted(weights().items())},
-              str(out / "model.safetensors"), metadata={"format": "pt"})
-    write_tokenizer(out)
-    return {p.name: sha256_file(p) for p in sorted(out.iterdir()) if p.is_file()}
+    return th.write_folder(out_dir, CONFIG, weights(), write_tokenizer)
 
 
 _BUILT: dict = {}
 
 
 def build_once() -> tuple[Path, dict]:
-    """write() into a per-process temporary folder, once: for tests."""
-    import tempfile
-    if "hf" not in _BUILT:
-        d = Path(tempfile.mkdtemp(prefix=f"foldserve-{NAME}-")) / "hf"
-        _BUILT["hf"] = (d, write(d))
-    return _BUILT["hf"]
+    """write() into a per-process temporary folder (tools/refs/scratch.py: removed at the
+    process' exit), once: for tests."""
+    return th.build_once(_BUILT, NAME, write)
 
 
 if __name__ == "__main__":

@@ -232,11 +232,12 @@ _BUILT: dict = {}
 
 
 def build_once(qtype: str, arch: str = "qwen3next") -> tuple[Path, str]:
-    """write_gguf() into a per-process temporary folder, once a (qtype, arch): for tests."""
-    import tempfile
+    """write_gguf() into a per-process temporary folder (tools/refs/scratch.py: removed at the
+    process' exit), once a (qtype, arch): for tests."""
+    from tools.refs import scratch
     if (qtype, arch) not in _BUILT:
         name = nc.NAME if arch == "qwen3next" else "qwen35moe-tiny"
-        p = Path(tempfile.mkdtemp(prefix=f"foldserve-{name}-gguf-")) / f"{name}-{qtype}.gguf"
+        p = scratch.folder(f"foldserve-{name}-gguf-") / f"{name}-{qtype}.gguf"
         _BUILT[qtype, arch] = (p, write_gguf(p, qtype, arch=arch))
     return _BUILT[qtype, arch]
 
