@@ -1,9 +1,10 @@
 """Each family lists its layers' CPU stages (server/families: cpu_stages), and the one-call
-round (kernels/forward_cpu.py) is taken where every layer's list is its LAYER: the plain llama
-layer alone; a qkv bias, q/k norms, partial RoPE or routed experts name the stages without a
-fused form, and the model says so once at startup. Fails when a family's list departs from
-what its forward runs in the ways that decide the fused round, or names a stage kernels do
-not know."""
+round (kernels/forward_cpu.py) is composed from those lists where every stage has a fused
+form (forward_cpu.FORMS): the plain llama layer (LAYER), or those stages in another order; a
+qkv bias, q/k norms, partial RoPE or routed experts name the stages without a fused form, and
+the model says so once at startup. Fails when a family's list departs from what its forward
+runs in the ways that decide the fused round, names a stage kernels do not know, or when the
+composed round does not run the list's stages in the list's order."""
 from __future__ import annotations
 
 import logging
@@ -62,7 +63,8 @@ def test_startup_says_fused_or_why_not(real_model, caplog, monkeypatch):
         fused = m._fused(m.w, None)
     assert fused is not None
     said = [r.getMessage() for r in caplog.records if "CPU round" in r.getMessage()]
-    assert len(said) == 1 and "runs fused" in said[0]
+    from kernels.forward_cpu import LAYER
+    assert len(said) == 1 and "runs fused" in said[0] and " | ".join(LAYER) in said[0]
     caplog.clear()
     plain = m.family.cpu_stages
     monkeypatch.setattr(m, "family", SimpleNamespace(
@@ -71,6 +73,13 @@ def test_startup_says_fused_or_why_not(real_model, caplog, monkeypatch):
         assert Model._fused(m, m.w, None) is None
     said = [r.getMessage() for r in caplog.records if "CPU round" in r.getMessage()]
     assert len(said) == 1 and "op by op" in said[0] and "qkv_bias" in said[0]
+    caplog.clear()
+    monkeypatch.setattr(m, "family", SimpleNamespace(
+        cpu_stages=lambda spec, L: ("norm", "attend", "qkv", "o")))
+    with caplog.at_level(logging.INFO, logger="foldserve"):
+        assert Model._fused(m, m.w, None) is None
+    said = [r.getMessage() for r in caplog.records if "CPU round" in r.getMessage()]
+    assert len(said) == 1 and "do not compose" in said[0] and "'attend' reads ['qkv']" in said[0]
     monkeypatch.setattr(m, "family", SimpleNamespace(cpu_stages=lambda spec, L: ("warp",)))
     with pytest.raises(ValueError, match="warp"):
         m._fused(m.w, None)
