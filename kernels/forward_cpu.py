@@ -90,19 +90,22 @@ STAGE_NAMES = {
 class Form(NamedTuple):
     """A stage's fused form: `code` its branch in `member`, `counters` the counter stages it
     takes, `role` the layer's matrix it multiplies by (a LayerWeights field; None: no matrix),
-    `reads` / `writes` the round buffers (Bufs fields) it reads and writes."""
+    `reads` / `writes` the round buffers (Bufs fields) it reads and writes, `vector` the
+    layer's float vector it adds (a LayerWeights field, a Weights one too)."""
     code: int
     counters: int
     role: str | None
     reads: tuple
     writes: tuple
+    vector: str | None = None
 
 
 # codes (member's branches; 0 ends a layer's list)
-_NORM, _QKV, _ATTEND, _O, _GATE_UP_SWIGLU, _DOWN = 1, 2, 3, 4, 5, 6
+_NORM, _QKV, _ATTEND, _O, _GATE_UP_SWIGLU, _DOWN, _QKV_BIAS = 1, 2, 3, 4, 5, 6, 7
 FORMS = {
     "norm": Form(_NORM, 1, None, ("h",), ("h", "x")),       # + out, after the round's first
     "qkv": Form(_QKV, 1, "wqkv", ("x",), ("qkv",)),
+    "qkv_bias": Form(_QKV_BIAS, 1, None, ("qkv",), ("qkv",), "bqkv"),   # Qwen2's q/k/v biases
     "attend": Form(_ATTEND, 3, None, ("qkv",), ("att",)),   # K, V rows; the jobs; att's sums
     "o": Form(_O, 1, "wo", ("att",), ("out",)),
     "gate_up_swiglu": Form(_GATE_UP_SWIGLU, 2, "wgu", ("x",), ("act",)),   # the matrix; SwiGLU
@@ -116,7 +119,7 @@ LAYER = ("norm", "qkv", "attend", "o", "norm", "gate_up_swiglu", "down")   # the
 
 # The records a form reads (fields are numba-typed: a record's type is its fields' types)
 Bufs = namedtuple("Bufs", "h h2 x out qkv att gu act xs_d xs_a xs_f os_ hs xs hs2 xs_s logits")
-Weights = namedtuple("Weights", "norms final_norm eps wqkv wo wgu wdown wh nq nkv hd ff")
+Weights = namedtuple("Weights", "norms final_norm eps wqkv wo wgu wdown wh nq nkv hd ff bqkv")
 Rows = namedtuple("Rows", "K V owner cos sin spans starts tables page_rows scale sel")
 
 
@@ -254,6 +257,20 @@ def _attend(ctr, s, flags, b, w, r, li):
 
 
 @njit(cache=True, boundscheck=False, nogil=True)
+def _add_bias(ctr, s, y, bias):
+    """y[t] += bias, a row a piece: each element the one float32 add of the op path's
+    `y += bias` (kernels/qmatmul.cpu)."""
+    T, N = y.shape
+    t = next_piece(ctr, s)
+    while t < T:
+        for k in range(N):
+            y[t, k] += bias[k]
+        finish(ctr, s)
+        t = next_piece(ctr, s)
+    wait(ctr, s, T)
+
+
+@njit(cache=True, boundscheck=False, nogil=True)
 def _swiglu(ctr, s, flags, b, ff):
     """SwiGLU (gate_up_swiglu's second counter stage): act = silu(gu[:, :ff]) * gu[:, ff:] in
     spans of PIECE_ACTS a piece, each span's block sums with it (SUMS)."""
@@ -316,6 +333,9 @@ def _make(kinds):
                 elif c == _QKV:
                     mq(ctr, s, m, n, b.x, b.xs_d, w.wqkv[li], b.qkv)
                     s += 1
+                elif c == _QKV_BIAS:
+                    _add_bias(ctr, s, b.qkv, w.bqkv[li])
+                    s += 1
                 elif c == _ATTEND:
                     _attend(ctr, s, flags, b, w, r, li)
                     s += 3
@@ -372,15 +392,21 @@ class Fused:
                 v = getattr(layer, role, None)
                 if v is not None:
                     norms[li, j] = v
+        width = (w.nq + 2 * w.nkv) * spec.head_dim
+        bqkv = np.zeros((len(L), width if any("qkv_bias" in st for st in stages) else 0), np.float32)
+        for li, (layer, st) in enumerate(zip(L, stages)):
+            if "qkv_bias" in st:
+                bqkv[li] = layer.bqkv
         self.w = Weights(norms, np.ascontiguousarray(w.norm, np.float32), float(spec.rms_eps),
                          *(mats(r) for r in ROLES), np.ascontiguousarray(w.lm_head.data),
-                         w.nq, w.nkv, spec.head_dim, w.ff)
+                         w.nq, w.nkv, spec.head_dim, w.ff, bqkv)
         self.vocab = w.lm_head.rows
 
     @staticmethod
     def fits(w, all_reduce, stages) -> bool:
         """TP=1, the head and every matrix a stage multiplies by (FORMS' roles) in one
-        32-element kind a role over the layers whose stages read it."""
+        32-element kind a role over the layers whose stages read it, every vector a stage
+        adds (FORMS' vectors) float32."""
         from kernels.blocks import Blocks
         if all_reduce is not None or not w.layers or not isinstance(w.lm_head, Blocks):
             return False
@@ -388,6 +414,10 @@ class Fused:
             return False
         kinds: dict = {}
         for layer, st in zip(w.layers, stages):
+            for vec in {FORMS[n].vector for n in st if n in FORMS} - {None}:
+                v = getattr(layer, vec, None)         # added as the op path adds it: float32
+                if not isinstance(v, np.ndarray) or v.dtype != np.float32:
+                    return False
             for role in {FORMS[n].role for n in st if n in FORMS} - {None}:
                 m = getattr(layer, role, None)
                 if not isinstance(m, Blocks) or m.kind not in blocks_vec.BLOCK_BYTES:

@@ -12,6 +12,7 @@ import re
 from dataclasses import replace
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 
 from kernels import qmatmul
@@ -68,11 +69,11 @@ def test_startup_says_fused_or_why_not(real_model, caplog, monkeypatch):
     caplog.clear()
     plain = m.family.cpu_stages
     monkeypatch.setattr(m, "family", SimpleNamespace(
-        cpu_stages=lambda spec, L: plain(spec, L) + ("qkv_bias",)))
+        cpu_stages=lambda spec, L: plain(spec, L) + ("qk_norm",)))
     with caplog.at_level(logging.INFO, logger="foldserve"):
         assert Model._fused(m, m.w, None) is None
     said = [r.getMessage() for r in caplog.records if "CPU round" in r.getMessage()]
-    assert len(said) == 1 and "op by op" in said[0] and "qkv_bias" in said[0]
+    assert len(said) == 1 and "op by op" in said[0] and "without a fused form: qk_norm" in said[0]
     caplog.clear()
     monkeypatch.setattr(m, "family", SimpleNamespace(
         cpu_stages=lambda spec, L: ("norm", "attend", "qkv", "o")))
@@ -115,7 +116,7 @@ def test_the_round_is_composed_from_the_stage_list():
 
 
 @pytest.mark.parametrize("stages, says", [
-    ([("norm", "qkv", "qkv_bias", "attend", "o")], "'qkv_bias' has no fused form"),
+    ([("norm", "qkv", "qk_norm", "attend", "o")], "'qk_norm' has no fused form"),
     ([("norm", "attend", "qkv", "o")], "'attend' reads ['qkv']"),
     ([("norm", "qkv", "attend")], "leaves no out"),
     ([("norm", "norm", "norm", "gate_up_swiglu", "down")], "more than 2 norm stages"),
@@ -168,4 +169,36 @@ def test_another_stage_order_runs_fused_in_that_order(real_model):
     assert a[0][1] != plain[0][1], "the reordered layer should change the logits"
     for i, (x, y) in enumerate(zip(a[0], b[0])):
         assert x == y, f"round {i}: the composed round differs from the family's op-by-op forward"
+    assert a[1] == b[1] and a[2] == b[2]
+
+
+def test_a_layer_with_qkv_biases_runs_fused_and_equals_its_op_by_op_path(real_model):
+    """Qwen2's q/k/v biases (the qkv_bias stage, a fused form): the default model's layers
+    given random biases list norm, qkv, qkv_bias, attend, ...; the round composed from that
+    list runs fused and equals the op-by-op path byte for byte, and the biases change it."""
+    from kernels.forward_cpu import FORMS
+    from server.engine.model import Model
+    from tests.model.test_forward_cpu import _rounds
+    eng = real_model.engine
+    m = eng.model
+    plain = _rounds(eng, True, fused=True)
+    rng = np.random.default_rng(11)
+    width = (m.w.nq + 2 * m.w.nkv) * m.spec.head_dim
+    keep = m.fused
+    try:
+        for L in m.w.layers:
+            L.bqkv = (rng.standard_normal(width) * 0.5).astype(np.float32)
+        assert all("qkv_bias" in m.family.cpu_stages(m.spec, L) for L in m.w.layers)
+        assert set(m.family.cpu_stages(m.spec, m.w.layers[0])) <= set(FORMS)
+        m.fused = Model._fused(m, m.w, None)
+        assert m.fused is not None
+        a = _rounds(eng, True, fused=True)
+        b = _rounds(eng, True, fused=False)
+    finally:
+        for L in m.w.layers:
+            L.bqkv = None
+        m.fused = keep
+    assert a[0][1] != plain[0][1], "the biases should change the logits"
+    for i, (x, y) in enumerate(zip(a[0], b[0])):
+        assert x == y, f"round {i}: the fused qkv_bias round differs from the op-by-op path"
     assert a[1] == b[1] and a[2] == b[2]
