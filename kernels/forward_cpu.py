@@ -12,11 +12,11 @@ helpers; nogil, so they run at once).
 **Stages compose the round.** A family lists each layer's CPU stages (`cpu_stages(spec, L)`
 in server/families/, names from STAGE_NAMES below), in the order its forward runs them. Each
 name with a fused form is a FORMS entry: its code, the counter stages it takes, the weight
-role its matrix reads, and the round buffers it reads and writes. `compose` turns the model's
+role its matrix reads (or the vector it adds), and the round buffers it reads and writes. `compose` turns the model's
 lists into a program (int64 [layers, stages, 3]: a form's code, its argument, its flags),
 checking that every stage reads only what an earlier stage wrote; `member` runs the program
 in order, each code calling its form (a numba function: the norm, a role's matrix, the
-attention, SwiGLU), then the final norm and the LM head. A form's arguments are three
+attention, SwiGLU, a bias), then the final norm and the LM head. A form's arguments are three
 records (namedtuples): the round's buffers (`Bufs`), the model's weights (`Weights`) and the
 round's rows (`Rows`). A stage's pieces (a matrix's row ranges, attention's (row, kv head)
 jobs, SwiGLU's spans, the norms whole) are taken one at a time from counters (a matrix's
@@ -26,15 +26,17 @@ stage before the next (kernels/team_cpu.py):
   h = the embedded rows (given)
   norm            x = rmsnorm(h) (the round's first) or h = out + h, x = rmsnorm(h)
   qkv             qkv = x Wqkv^T                                  kernels/blocks_vec
+  qkv_bias        qkv += bqkv (Qwen2)
   attend          K, V rows written; att = attention(q, keys)     kernels/attention_cpu
   o               out = att Wo^T
   gate_up_swiglu  gu = x Wgu^T; act = swiglu(gu)                  kernels/rmsnorm_cpu
   down            out = act Wdown^T
   (the head)      logits = rmsnorm(out[sel] + h[sel]) Whead^T
 
-The plain llama layer lists norm, qkv, attend, o, norm, gate_up_swiglu, down (LAYER). Every
-value is computed by the very functions the op-by-op path calls (the block kernels'
-per-element order, the norms' lanes, the attention's per-(row, head) order), so the bytes are
+The plain llama layer lists norm, qkv, attend, o, norm, gate_up_swiglu, down (LAYER); Qwen2's
+adds qkv_bias after qkv. Every value is computed by the very functions the op-by-op path
+calls (the block kernels' per-element order, the norms' lanes, the attention's per-(row, head)
+order, the bias's one float32 add an element), so the bytes are
 the op-by-op path's (tests/model/test_forward_cpu.py holds them equal, byte for byte, on the
 real model and at several batch shapes); batch invariance and paged == window carry over.
 
