@@ -2,8 +2,7 @@
 round (kernels/forward_cpu.py) is composed from those lists where every stage has a fused
 form (forward_cpu.FORMS): the plain llama layer (LAYER), Qwen2's q/k/v biases, or those
 stages in another order; q/k norms, partial RoPE or routed experts name stages without a
-fused form, and
-the model says so once at startup. Fails when a family's list departs from what its forward
+fused form, and the model says so once at startup. Fails when a family's list departs from what its forward
 runs in the ways that decide the fused round, names a stage kernels do not know, or when the
 composed round does not run the list's stages in the list's order."""
 from __future__ import annotations
