@@ -150,10 +150,15 @@ def compose(stages, kinds) -> tuple:
                 raise ValueError(f"layer {li}: more than {len(NORM_ROLES)} norm stages ({NORM_ROLES})")
             if "out" not in wrote:
                 flags |= ALONE
-        for b in f.writes:          # the next stage that reads b: block sums where its kind wants them
-            nxt = next((FORMS[n] for _, _, n in steps[i + 1:] if n in FORMS and b in FORMS[n].reads), None)
-            if nxt is not None and nxt.role is not None and kinds.get(nxt.role) == "Q4_1":
-                flags |= SUMS
+        for b in f.writes:          # block sums where a matrix reading b before b's next
+            for _, _, n in steps[i + 1:]:          # write is of a kind that reads them
+                g = FORMS.get(n)
+                if g is None:
+                    continue
+                if b in g.reads and g.role is not None and kinds.get(g.role) == "Q4_1":
+                    flags |= SUMS
+                if b in g.writes:
+                    break
         prog[li, k] = (f.code, arg, flags)
         wrote.update(f.writes)
         counters += f.counters

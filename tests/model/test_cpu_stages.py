@@ -113,6 +113,12 @@ def test_the_round_is_composed_from_the_stage_list():
     prog, _ = compose([mlp_first], kinds)
     assert [FORMS[n].code for n in mlp_first] == list(prog[0, :, 0])
     assert prog[0, 0, 2] == ALONE | SUMS and prog[0, 3, 2] == 0       # x for gate_up, then qkv
+    # one norm's x read by two matrices: its sums where either reads them (Q4_1 second here)
+    both = ("norm", "qkv", "attend", "o", "gate_up_swiglu", "down")
+    prog, _ = compose([both], {"wqkv": "Q8_0", "wgu": "Q4_1"})
+    assert prog[0, 0, 2] == ALONE | SUMS
+    prog, _ = compose([both], {"wqkv": "Q8_0", "wgu": "Q8_0"})
+    assert prog[0, 0, 2] == ALONE
 
 
 @pytest.mark.parametrize("stages, says", [
