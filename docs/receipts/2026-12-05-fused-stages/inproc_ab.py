@@ -58,6 +58,11 @@ def main():
     assert new is not None
     old = base.Fused(m.w, m.spec)
     sides = (("before", old), ("after", new), ("ops", None))
+    if os.environ.get("AB_TEAM"):          # the composed round on main's Team instead of the crew
+        import copy
+        on_team = copy.copy(new)
+        on_team.team = base.Team(new.team.member)
+        sides = (("before", old), ("after", new), ("after_team", on_team), ("ops", None))
     for name, f in sides:                              # compile / load both before timing
         m.fused = f
         steps(eng, a.batch, a.prompt_len, 5, 0)
@@ -83,6 +88,11 @@ def main():
               f"after/before median {median(ratio):.3f} (rounds {ratio[0]:.3f} .. {ratio[-1]:.3f}); "
               f"CPU a step before {median([r['before_cpu_ms'] for r in rs]):.2f} ms, "
               f"after {median([r['after_cpu_ms'] for r in rs]):.2f} ms")
+        if "after_team_ms" in rs[0]:
+            tr = sorted(r["after_team_ms"] / r["before_ms"] for r in rs)
+            print(f"   after on main's Team: step {median([r['after_team_ms'] for r in rs]):.2f} ms, "
+                  f"/before median {median(tr):.3f} (rounds {tr[0]:.3f} .. {tr[-1]:.3f}), CPU a step "
+                  f"{median([r['after_team_cpu_ms'] for r in rs]):.2f} ms")
     print(json.dumps({"commit": commit, "batch": a.batch, "rows": rows}))
 
 
