@@ -6,8 +6,8 @@ functions a decode step from Python (4 matmuls, 2 norms, SwiGLU and the attentio
 each with its wrapper's allocations and a dispatch); at one token a step those calls cost about
 as much as the small matmuls themselves, and each matmul was a parallel region of its own.
 Here the same functions run in the same order from one compiled function, `member`, called
-once a round by each member of a team (Team: the calling thread and daemon threads; nogil,
-so they run at once).
+once a round by each member of a crew (kernels/team_cpu.Crew: the calling thread and daemon
+helpers; nogil, so they run at once).
 
 **Stages compose the round.** A family lists each layer's CPU stages (`cpu_stages(spec, L)`
 in server/families/, names from STAGE_NAMES below), in the order its forward runs them. Each
@@ -51,8 +51,6 @@ from __future__ import annotations
 from kernels import require_init  # noqa: E402
 
 require_init(__name__)           # kernels.init() first: numba's cache folder, its env
-import queue
-import threading
 from collections import namedtuple
 from typing import NamedTuple
 
@@ -64,7 +62,7 @@ from kernels import attention_cpu, blocks_vec
 from kernels.attention_cpu import _job, write_row
 from kernels.blocks_vec import block_sums, block_sums_span
 from kernels.rmsnorm_cpu import add_rms_norm, rms_norm, swiglu_span
-from kernels.team_cpu import REGION, WIDTH, finish, next_piece, region_piece, take, wait
+from kernels.team_cpu import REGION, WIDTH, Crew, finish, next_piece, region_piece, take, wait
 
 _FORWARDS: dict = {}
 PIECE_ACTS = 256       # SwiGLU activations a piece (a multiple of 32: its block sums with it)
@@ -369,64 +367,6 @@ def _make(kinds):
 blocks_vec.MAKERS["member"] = lambda *kinds: _make(kinds)
 
 
-class Team:
-    """The threads that run a round's members beside the calling thread (member 0): daemon
-    threads, each waiting on its own queue, made once; the caller returns once every member
-    has. (The composed round on team_cpu.Crew, whose caller returns when the pieces are done,
-    measured 8-30% slower a decode step than main's round on this Team at two threads, the
-    same speed at one: receipt 2026-12-05-fused-stages; so the round stays on Team.) Members
-    are nogil, so they run at once; an error in one (the others would wait for its pieces)
-    sets the abort row and is raised.
-    One round at a time: a team is shared by every model of its kinds in the process, and two
-    callers' rounds on the same queues would take each other's replies."""
-
-    def __init__(self, member):
-        self.member = member
-        self.threads = []
-        self.lock = threading.Lock()
-
-    def _grow(self, n):
-        while len(self.threads) < n:
-            inbox, outbox = queue.SimpleQueue(), queue.SimpleQueue()
-            t = threading.Thread(target=self._serve, args=(inbox, outbox), daemon=True,
-                                 name=f"foldserve-cpu-{len(self.threads) + 1}")
-            t.start()
-            self.threads.append((inbox, outbox))
-
-    def _serve(self, inbox, outbox):
-        while True:
-            m, n, args = inbox.get()
-            try:
-                self.member(m, n, *args)
-                outbox.put(None)
-            except BaseException as e:          # noqa: BLE001 (handed to the caller)
-                args[0][-1, 0] = 1              # the abort row: every wait returns
-                outbox.put(e)
-
-    def run(self, n, args):
-        with self.lock:
-            self._run(n, args)
-
-    def _run(self, n, args):
-        if n == 1:
-            self.member(0, 1, *args)
-            return
-        self._grow(n - 1)
-        for m in range(1, n):
-            self.threads[m - 1][0].put((m, n, args))
-        err = None
-        try:
-            self.member(0, n, *args)
-        except BaseException as e:              # noqa: BLE001
-            args[0][-1, 0] = 1
-            err = e
-        for m in range(1, n):
-            got = self.threads[m - 1][1].get()
-            err = err or got
-        if err is not None:
-            raise err
-
-
 class Fused:
     """The model's weights as the composed round reads them (made once, at Model init), for
     `stages`: each layer's stage list (the family's cpu_stages), every name in FORMS."""
@@ -443,7 +383,7 @@ class Fused:
         self.kinds = (*(kind.get(role, "Q8_0") for role in ROLES), w.lm_head.kind)
         self.team = _FORWARDS.get(self.kinds)
         if self.team is None:
-            self.team = _FORWARDS[self.kinds] = Team(_make(self.kinds))
+            self.team = _FORWARDS[self.kinds] = Crew(_make(self.kinds))
 
         def mats(role):
             """The role's matrix a layer (an empty one where the layer's stages do not read it)."""
