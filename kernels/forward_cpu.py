@@ -1,46 +1,58 @@
-"""A round's whole forward on the CPU over GGUF blocks in one numba call a thread.
+"""A round's whole forward on the CPU over GGUF blocks in one numba call a thread, composed
+from the family's stage list.
 
 The op-by-op path (server/engine/model.py's Model.run through kernels/ops.py) calls ~300 numba
 functions a decode step from Python (4 matmuls, 2 norms, SwiGLU and the attention a layer,
 each with its wrapper's allocations and a dispatch); at one token a step those calls cost about
 as much as the small matmuls themselves, and each matmul was a parallel region of its own.
 Here the same functions run in the same order from one compiled function, `member`, called
-once a round by each thread of a team (Team: the calling thread and daemon threads; nogil,
-so they run at once): each stage below is cut into pieces (a matrix's row ranges, attention's
-(row, kv head) jobs, SwiGLU's spans, the norms whole) that the members take one at a time
-from counters (a matrix's pieces a region a member, each member its own first), and every
-member waits for the whole stage before the next (kernels/team_cpu.py):
+once a round by each member of a crew (kernels/team_cpu.Crew: the calling thread and daemon
+helpers; nogil, so they run at once).
+
+**Stages compose the round.** A family lists each layer's CPU stages (`cpu_stages(spec, L)`
+in server/families/, names from STAGE_NAMES below), in the order its forward runs them. Each
+name with a fused form is a FORMS entry: its code, the counter stages it takes, the weight
+role its matrix reads (or the vector it adds), and the round buffers it reads and writes. `compose` turns the model's
+lists into a program (int64 [layers, stages, 3]: a form's code, its argument, its flags),
+checking that every stage reads only what an earlier stage wrote; `member` runs the program
+in order, each code calling its form (a numba function: the norm, a role's matrix, the
+attention, SwiGLU, a bias), then the final norm and the LM head. A form's arguments are three
+records (namedtuples): the round's buffers (`Bufs`), the model's weights (`Weights`) and the
+round's rows (`Rows`). A stage's pieces (a matrix's row ranges, attention's (row, kv head)
+jobs, SwiGLU's spans, the norms whole) are taken one at a time from counters (a matrix's
+pieces a region a member, each member its own first), and every member waits for the whole
+stage before the next (kernels/team_cpu.py):
 
   h = the embedded rows (given)
-  for each layer:
-      x = rmsnorm(h) (layer 0) or h = out + h, x = rmsnorm(h)     kernels/rmsnorm_cpu
-      qkv = x Wqkv^T                                             kernels/blocks_vec
-      K, V rows written; att = attention(q, keys)                 kernels/attention_cpu
-      out = att Wo^T
-      h = out + h, x = rmsnorm(h); gu = x Wgu^T; act = swiglu(gu)
-      out = act Wdown^T
-  logits = rmsnorm(out[sel] + h[sel]) Whead^T
+  norm            x = rmsnorm(h) (the round's first) or h = out + h, x = rmsnorm(h)
+  qkv             qkv = x Wqkv^T                                  kernels/blocks_vec
+  qkv_bias        qkv += bqkv (Qwen2)
+  attend          K, V rows written; att = attention(q, keys)     kernels/attention_cpu
+  o               out = att Wo^T
+  gate_up_swiglu  gu = x Wgu^T; act = swiglu(gu)                  kernels/rmsnorm_cpu
+  down            out = act Wdown^T
+  (the head)      logits = rmsnorm(out[sel] + h[sel]) Whead^T
 
-Every value is computed by the very functions the op-by-op path calls (the block kernels'
-per-element order, the norms' lanes, the attention's per-(row, head) order), so the bytes are
+The plain llama layer lists norm, qkv, attend, o, norm, gate_up_swiglu, down (LAYER); Qwen2's
+adds qkv_bias after qkv. Every value is computed by the very functions the op-by-op path
+calls (the block kernels' per-element order, the norms' lanes, the attention's per-(row, head)
+order, the bias's one float32 add an element), so the bytes are
 the op-by-op path's (tests/model/test_forward_cpu.py holds them equal, byte for byte, on the
 real model and at several batch shapes); batch invariance and paged == window carry over.
 
-Used where every layer's stages, as its family lists them (`cpu_stages(spec, L)` in
-server/families/: names from STAGES below), are LAYER, the stages this round has fused forms
-of, in its order: the plain llama layer (no qkv bias, no q/k norms, RoPE on whole heads); and
-TP=1, every matrix of a role one of the 32-element kinds (Q8_0, Q4_0, Q4_1): the default
-model (Fused.fits). Anything else keeps the op-by-op path, said once at startup with the
-stages that have no fused form (server/engine/model.Model). `member` runs LAYER's stages as
-one compiled sequence; a stage list is matched against it, not compiled from it.
+Used where every stage of every layer has a fused form, the lists compose (`compose`), and
+the matrices fit (`Fused.fits`: TP=1, every matrix of a role one of the 32-element kinds,
+Q8_0, Q4_0, Q4_1, one kind a role); anything else keeps the op-by-op path, said once at
+startup with the reason (the stages without a fused form, by name: server/engine/model.Model).
+A new fused form is a FORMS entry, its numba function and its branch in `member`.
 """
 from __future__ import annotations
 
 from kernels import require_init  # noqa: E402
 
 require_init(__name__)           # kernels.init() first: numba's cache folder, its env
-import queue
-import threading
+from collections import namedtuple
+from typing import NamedTuple
 
 import numba
 import numpy as np
@@ -50,16 +62,16 @@ from kernels import attention_cpu, blocks_vec
 from kernels.attention_cpu import _job, write_row
 from kernels.blocks_vec import block_sums, block_sums_span
 from kernels.rmsnorm_cpu import add_rms_norm, rms_norm, swiglu_span
-from kernels.team_cpu import REGION, WIDTH, finish, next_piece, region_piece, take, wait
+from kernels.team_cpu import REGION, WIDTH, Crew, finish, next_piece, region_piece, take, wait
 
 _FORWARDS: dict = {}
 PIECE_ACTS = 256       # SwiGLU activations a piece (a multiple of 32: its block sums with it)
 PIECES = 4             # a matrix's pieces a member at least (a region a member)
 PIECE_BYTES = 64 << 10   # a matrix piece's weight bytes at most (the head's: 229 a member of 2)
-STAGES = 10            # counter stages a layer (and 2 for the head)
+HEAD_STAGES = 2        # counter stages of the final norm and the head
 
 # The names families list their CPU stages by (server/families: cpu_stages), each what the op
-# path runs for it. LAYER: the ones this round has fused forms of, in `member`'s order.
+# path runs for it. FORMS: the ones with a fused form.
 STAGE_NAMES = {
     "norm": "h' = out + h (h alone first), x = rmsnorm(h')",
     "qkv": "x Wqkv", "qkv_bias": "+ bqkv", "qk_norm": "rmsnorm of each q and k head",
@@ -75,7 +87,84 @@ STAGE_NAMES = {
     "kda_in": "x W[q|k|v|b|f_a|g_a], f and gate up-projections", "kda": "Kimi Delta Attention scan",
     "mhc": "mHC's Sinkhorn mix of the residual streams", "dsa_attend": "sparse latent attention",
 }
-LAYER = ("norm", "qkv", "attend", "o", "norm", "gate_up_swiglu", "down")
+
+
+class Form(NamedTuple):
+    """A stage's fused form: `code` its branch in `member`, `counters` the counter stages it
+    takes, `role` the layer's matrix it multiplies by (a LayerWeights field; None: no matrix),
+    `reads` / `writes` the round buffers (Bufs fields) it reads and writes, `vector` the
+    layer's float vector it adds (a LayerWeights field, a Weights one too)."""
+    code: int
+    counters: int
+    role: str | None
+    reads: tuple
+    writes: tuple
+    vector: str | None = None
+
+
+# codes (member's branches; 0 ends a layer's list)
+_NORM, _QKV, _ATTEND, _O, _GATE_UP_SWIGLU, _DOWN, _QKV_BIAS = 1, 2, 3, 4, 5, 6, 7
+FORMS = {
+    "norm": Form(_NORM, 1, None, ("h",), ("h", "x")),       # + out, after the round's first
+    "qkv": Form(_QKV, 1, "wqkv", ("x",), ("qkv",)),
+    "qkv_bias": Form(_QKV_BIAS, 1, None, ("qkv",), ("qkv",), "bqkv"),   # Qwen2's q/k/v biases
+    "attend": Form(_ATTEND, 3, None, ("qkv",), ("att",)),   # K, V rows; the jobs; att's sums
+    "o": Form(_O, 1, "wo", ("att",), ("out",)),
+    "gate_up_swiglu": Form(_GATE_UP_SWIGLU, 2, "wgu", ("x",), ("act",)),   # the matrix; SwiGLU
+    "down": Form(_DOWN, 1, "wdown", ("act",), ("out",)),
+}
+ROLES = ("wqkv", "wo", "wgu", "wdown")   # member's matrix roles, in its kinds' order (+ the head)
+NORM_ROLES = ("attn_norm", "mlp_norm")   # a layer's first norm stage reads attn_norm, its second mlp_norm
+SUMS, ALONE = 1, 2     # a program step's flags: write block sums for the next matrix (a Q4_1
+                       # reads them); the round's first norm (h alone, no out to add)
+LAYER = ("norm", "qkv", "attend", "o", "norm", "gate_up_swiglu", "down")   # the plain llama layer
+
+# The records a form reads (fields are numba-typed: a record's type is its fields' types)
+Bufs = namedtuple("Bufs", "h h2 x out qkv att gu act xs_d xs_a xs_f os_ hs xs hs2 xs_s logits")
+Weights = namedtuple("Weights", "norms final_norm eps wqkv wo wgu wdown wh nq nkv hd ff bqkv")
+Rows = namedtuple("Rows", "K V owner cos sin spans starts tables page_rows scale sel")
+
+
+def compose(stages, kinds) -> tuple:
+    """The program for a round of layers whose stage lists are `stages` (one tuple of names a
+    layer), with `kinds` {role: block kind} of the matrices the stages multiply by: (prog
+    int64 [layers, longest list, 3] of (code, argument, flags), counter rows the round takes
+    with the head and the abort row). A norm's argument is its NORM_ROLES index in the layer.
+    ValueError names a stage without a fused form, a list with more norms than NORM_ROLES, a
+    stage reading a buffer no earlier stage wrote, and a round whose last stage leaves no out."""
+    L, P = len(stages), max((len(st) for st in stages), default=0)
+    prog = np.zeros((L, P, 3), np.int64)
+    steps = [(li, k, name) for li, st in enumerate(stages) for k, name in enumerate(st)]
+    wrote, counters = {"h"}, 0
+    for i, (li, k, name) in enumerate(steps):
+        f = FORMS.get(name)
+        if f is None:
+            raise ValueError(f"layer {li}: stage {name!r} has no fused form (FORMS: {sorted(FORMS)})")
+        missing = [b for b in f.reads if b not in wrote]
+        if missing:
+            raise ValueError(f"layer {li}: stage {name!r} reads {missing}, written by no stage before it")
+        arg, flags = 0, 0
+        if f.code == _NORM:
+            arg = stages[li][:k].count("norm")
+            if arg >= len(NORM_ROLES):
+                raise ValueError(f"layer {li}: more than {len(NORM_ROLES)} norm stages ({NORM_ROLES})")
+            if "out" not in wrote:
+                flags |= ALONE
+        for b in f.writes:          # block sums where a matrix reading b before b's next
+            for _, _, n in steps[i + 1:]:          # write is of a kind that reads them
+                g = FORMS.get(n)
+                if g is None:
+                    continue
+                if b in g.reads and g.role is not None and kinds.get(g.role) == "Q4_1":
+                    flags |= SUMS
+                if b in g.writes:
+                    break
+        prog[li, k] = (f.code, arg, flags)
+        wrote.update(f.writes)
+        counters += f.counters
+    if steps and "out" not in FORMS[steps[-1][2]].writes:
+        raise ValueError(f"the round's last stage {steps[-1][2]!r} leaves no out for the head")
+    return prog, counters + HEAD_STAGES + 1
 
 
 @njit(cache=True, nogil=True)
@@ -113,114 +202,164 @@ def _make_matrix(kind):
 blocks_vec.MAKERS["matrix"] = _make_matrix
 
 
-def _make(kinds):
-    """The forward for (qkv, o, gate/up, down, head) kinds: each role's kernel a constant."""
-    mq, mo, mg, md, mh = (blocks_vec._made("matrix", k) for k in kinds)
-    sq, so, sg, sd, sh = (k == "Q4_1" for k in kinds)     # Q4_1 reads its x block sums
+@njit(cache=True, boundscheck=False, nogil=True)
+def _norm(ctr, s, flags, b, h, h2, nw, eps):
+    """norm: x = rmsnorm(h) (ALONE) or h2 = out + h, x = rmsnorm(h2); x's block sums (SUMS).
+    One piece, taken by whoever asks first."""
+    if take(ctr, s):
+        if flags & ALONE:
+            rms_norm(h, nw, eps, b.x)
+        else:
+            add_rms_norm(b.out, h, nw, eps, b.x, h2)
+        if flags & SUMS:
+            block_sums(b.x, b.xs_d)
+        finish(ctr, s)
+    wait(ctr, s, 1)
 
-    @njit(cache=True, boundscheck=False, nogil=True)
-    def member(m, n, ctr, h, h2, x, out, qkv, att, gu, act, xs_d, xs_a, xs_f, owner,
-               attn_norm, mlp_norm, final_norm, eps, wq, wo, wg, wd, wh, K, V, nq, nkv, hd, ff,
-               cos, sin, spans, starts, tables, page_rows, scale, sel, os_, hs, xs, hs2, xs_s,
-               logits):
-        """Member m of a team of n: every stage of the round in order, each piece it takes."""
-        T, D = h.shape
-        att2 = att.reshape(T, nq * hd)
-        jobs = T * nkv
-        acts = (ff + PIECE_ACTS - 1) // PIECE_ACTS
-        # a round whose every chunk is one row (decode): a job writes its row's K, V itself
-        # (no other job of the round reads them); heads of whole 32-blocks: a job sums its own
-        one_row = spans.shape[0] == T
-        head_sums = hd % 32 == 0
-        s = 0
-        for li in range(len(wq)):
-            if take(ctr, s):                                  # x = norm(h) (+ the residual)
-                if li == 0:
-                    rms_norm(h, attn_norm[li], eps, x)
-                else:
-                    add_rms_norm(out, h, attn_norm[li], eps, x, h2)
-                if sq:
-                    block_sums(x, xs_d)
-                finish(ctr, s)
-            wait(ctr, s, 1)
-            s += 1
-            if li > 0:
-                h, h2 = h2, h
-            mq(ctr, s, m, n, x, xs_d, wq[li], qkv)  # qkv = x Wqkv^T
-            s += 1
-            kl = K[li]
-            vl = V[li]
-            if not one_row:                                      # K, V rows written
-                j = next_piece(ctr, s)
-                while j < jobs:
-                    write_row(j // nkv, j % nkv, owner, qkv, nq, nkv, hd, cos, sin, kl, vl,
-                              spans, starts, tables, page_rows)
-                    finish(ctr, s)
-                    j = next_piece(ctr, s)
-                wait(ctr, s, jobs)
-            s += 1
-            j = next_piece(ctr, s)                               # each (row, kv head) attends
-            while j < jobs:
-                t = j // nkv
-                if one_row:          # a chunk's one row: its K, V first, then its keys
-                    write_row(t, j % nkv, owner, qkv, nq, nkv, hd, cos, sin, kl, vl,
-                              spans, starts, tables, page_rows)
-                _job(j, owner, qkv, nq, nkv, hd, cos, sin, kl, vl, spans, starts, tables,
-                     page_rows, scale, att)
-                if so and head_sums:             # the job's heads' block sums of att
-                    q0 = (j % nkv) * (nq // nkv) * hd
-                    block_sums_span(att2, t, q0 // 32, (q0 + (nq // nkv) * hd) // 32, xs_a)
-                finish(ctr, s)
-                j = next_piece(ctr, s)
-            wait(ctr, s, jobs)
-            s += 1
-            if so and not head_sums:
-                if take(ctr, s):
-                    block_sums(att2, xs_a)
-                    finish(ctr, s)
-                wait(ctr, s, 1)
-            s += 1
-            mo(ctr, s, m, n, att2, xs_a, wo[li], out)  # out = att Wo^T
-            s += 1
-            if take(ctr, s):                                  # h += out, x = norm(h)
-                add_rms_norm(out, h, mlp_norm[li], eps, x, h2)
-                if sg:
-                    block_sums(x, xs_d)
-                finish(ctr, s)
-            wait(ctr, s, 1)
-            s += 1
-            h, h2 = h2, h
-            mg(ctr, s, m, n, x, xs_d, wg[li], gu)  # gu = x Wgu^T
-            s += 1
-            c = next_piece(ctr, s)                               # act = swiglu(gu)
-            while c < T * acts:
-                i = c // acts
-                k0 = (c % acts) * PIECE_ACTS
-                k1 = min(ff, k0 + PIECE_ACTS)
-                swiglu_span(gu[i, :ff], gu[i, ff:], act[i], k0, k1)
-                if sd:
-                    block_sums_span(act, i, k0 // 32, k1 // 32, xs_f)
-                finish(ctr, s)
-                c = next_piece(ctr, s)
-            wait(ctr, s, T * acts)
-            s += 1
-            md(ctr, s, m, n, act, xs_f, wd[li], out)  # out = act Wdown^T
-            s += 1
-        S = sel.shape[0]
-        if S == 0:
-            return
-        if take(ctr, s):                                      # the wanted rows' final norm
-            for i in range(S):
-                for k in range(D):
-                    os_[i, k] = out[sel[i], k]
-                    hs[i, k] = h[sel[i], k]
-            add_rms_norm(os_, hs, final_norm, eps, xs, hs2)
-            if sh:
-                block_sums(xs, xs_s)
+
+@njit(cache=True, boundscheck=False, nogil=True)
+def _attend(ctr, s, flags, b, w, r, li):
+    """attend (counter stages s, s+1, s+2): the round's K, V rows written (a round of chunks
+    longer than a row), then each (row, kv head) job's RoPE'd q against its keys into att (a
+    decode round's job writes its own row's K, V first: no other job reads them), then att's
+    block sums where the next matrix reads them (SUMS; per job where heads are whole 32-blocks)."""
+    T = b.h.shape[0]
+    nq, nkv, hd = w.nq, w.nkv, w.hd
+    att2 = b.att.reshape(T, nq * hd)
+    jobs = T * nkv
+    one_row = r.spans.shape[0] == T
+    sums = flags & SUMS
+    head_sums = hd % 32 == 0
+    kl = r.K[li]
+    vl = r.V[li]
+    if not one_row:                                      # K, V rows written
+        j = next_piece(ctr, s)
+        while j < jobs:
+            write_row(j // nkv, j % nkv, r.owner, b.qkv, nq, nkv, hd, r.cos, r.sin, kl, vl,
+                      r.spans, r.starts, r.tables, r.page_rows)
+            finish(ctr, s)
+            j = next_piece(ctr, s)
+        wait(ctr, s, jobs)
+    s += 1
+    j = next_piece(ctr, s)                               # each (row, kv head) attends
+    while j < jobs:
+        t = j // nkv
+        if one_row:          # a chunk's one row: its K, V first, then its keys
+            write_row(t, j % nkv, r.owner, b.qkv, nq, nkv, hd, r.cos, r.sin, kl, vl,
+                      r.spans, r.starts, r.tables, r.page_rows)
+        _job(j, r.owner, b.qkv, nq, nkv, hd, r.cos, r.sin, kl, vl, r.spans, r.starts, r.tables,
+             r.page_rows, r.scale, b.att)
+        if sums and head_sums:               # the job's heads' block sums of att
+            q0 = (j % nkv) * (nq // nkv) * hd
+            block_sums_span(att2, t, q0 // 32, (q0 + (nq // nkv) * hd) // 32, b.xs_a)
+        finish(ctr, s)
+        j = next_piece(ctr, s)
+    wait(ctr, s, jobs)
+    s += 1
+    if sums and not head_sums:
+        if take(ctr, s):
+            block_sums(att2, b.xs_a)
             finish(ctr, s)
         wait(ctr, s, 1)
-        s += 1
-        mh(ctr, s, m, n, xs, xs_s, wh, logits)  # logits = x Whead^T
+
+
+@njit(cache=True, boundscheck=False, nogil=True)
+def _add_bias(ctr, s, y, bias):
+    """y[t] += bias, a row a piece: each element the one float32 add of the op path's
+    `y += bias` (kernels/qmatmul.cpu)."""
+    T, N = y.shape
+    t = next_piece(ctr, s)
+    while t < T:
+        for k in range(N):
+            y[t, k] += bias[k]
+        finish(ctr, s)
+        t = next_piece(ctr, s)
+    wait(ctr, s, T)
+
+
+@njit(cache=True, boundscheck=False, nogil=True)
+def _swiglu(ctr, s, flags, b, ff):
+    """SwiGLU (gate_up_swiglu's second counter stage): act = silu(gu[:, :ff]) * gu[:, ff:] in
+    spans of PIECE_ACTS a piece, each span's block sums with it (SUMS)."""
+    T = b.h.shape[0]
+    acts = (ff + PIECE_ACTS - 1) // PIECE_ACTS
+    c = next_piece(ctr, s)
+    while c < T * acts:
+        i = c // acts
+        k0 = (c % acts) * PIECE_ACTS
+        k1 = min(ff, k0 + PIECE_ACTS)
+        swiglu_span(b.gu[i, :ff], b.gu[i, ff:], b.act[i], k0, k1)
+        if flags & SUMS:
+            block_sums_span(b.act, i, k0 // 32, k1 // 32, b.xs_f)
+        finish(ctr, s)
+        c = next_piece(ctr, s)
+    wait(ctr, s, T * acts)
+
+
+@njit(cache=True, boundscheck=False, nogil=True)
+def _head_norm(ctr, s, sums, b, h, w, sel):
+    """The wanted rows' final norm: xs = rmsnorm(out[sel] + h[sel]), its block sums (sums)."""
+    S, D = sel.shape[0], h.shape[1]
+    if take(ctr, s):
+        for i in range(S):
+            for k in range(D):
+                b.os_[i, k] = b.out[sel[i], k]
+                b.hs[i, k] = h[sel[i], k]
+        add_rms_norm(b.os_, b.hs, w.final_norm, w.eps, b.xs, b.hs2)
+        if sums:
+            block_sums(b.xs, b.xs_s)
+        finish(ctr, s)
+    wait(ctr, s, 1)
+
+
+def _make(kinds):
+    """The round for (wqkv, wo, wgu, wdown, head) kinds: each role's matrix kernel a constant;
+    the stages run as the program says."""
+    mq, mo, mg, md, mh = (blocks_vec._made("matrix", k) for k in kinds)
+    sh = kinds[-1] == "Q4_1"                  # the head's x block sums
+
+    @njit(cache=True, boundscheck=False, nogil=True)
+    def member(m, n, ctr, prog, b, w, r):
+        """Member m of a crew of n: every step of the program in order, each piece it takes,
+        then the head."""
+        T = b.h.shape[0]
+        att2 = b.att.reshape(T, w.nq * w.hd)
+        h, h2 = b.h, b.h2                       # h2: where the next add writes (then swapped)
+        s = 0
+        for li in range(prog.shape[0]):
+            for k in range(prog.shape[1]):
+                c = prog[li, k, 0]
+                flags = prog[li, k, 2]
+                if c == 0:
+                    break
+                elif c == _NORM:
+                    _norm(ctr, s, flags, b, h, h2, w.norms[li, prog[li, k, 1]], w.eps)
+                    if not flags & ALONE:
+                        h, h2 = h2, h
+                    s += 1
+                elif c == _QKV:
+                    mq(ctr, s, m, n, b.x, b.xs_d, w.wqkv[li], b.qkv)
+                    s += 1
+                elif c == _QKV_BIAS:
+                    _add_bias(ctr, s, b.qkv, w.bqkv[li])
+                    s += 1
+                elif c == _ATTEND:
+                    _attend(ctr, s, flags, b, w, r, li)
+                    s += 3
+                elif c == _O:
+                    mo(ctr, s, m, n, att2, b.xs_a, w.wo[li], b.out)
+                    s += 1
+                elif c == _GATE_UP_SWIGLU:
+                    mg(ctr, s, m, n, b.x, b.xs_d, w.wgu[li], b.gu)
+                    _swiglu(ctr, s + 1, flags, b, w.ff)
+                    s += 2
+                elif c == _DOWN:
+                    md(ctr, s, m, n, b.act, b.xs_f, w.wdown[li], b.out)
+                    s += 1
+        if r.sel.shape[0] == 0:
+            return
+        _head_norm(ctr, s, sh, b, h, w, r.sel)
+        mh(ctr, s + 1, m, n, b.xs, b.xs_s, w.wh, b.logits)  # logits = x Whead^T
 
     return blocks_vec.stable_pickle(member, "member", *kinds)
 
@@ -228,101 +367,70 @@ def _make(kinds):
 blocks_vec.MAKERS["member"] = lambda *kinds: _make(kinds)
 
 
-class Team:
-    """The threads that run a round's members beside the calling thread (member 0): daemon
-    threads, each waiting on its own queue, made once. members are nogil, so they run at once;
-    an error in one (the others would wait for its pieces) sets the abort row and is raised.
-    One round at a time: a team is shared by every model of its kinds in the process, and two
-    callers' rounds on the same queues would take each other's replies."""
-
-    def __init__(self, member):
-        self.member = member
-        self.threads = []
-        self.lock = threading.Lock()
-
-    def _grow(self, n):
-        while len(self.threads) < n:
-            inbox, outbox = queue.SimpleQueue(), queue.SimpleQueue()
-            t = threading.Thread(target=self._serve, args=(inbox, outbox), daemon=True,
-                                 name=f"foldserve-cpu-{len(self.threads) + 1}")
-            t.start()
-            self.threads.append((inbox, outbox))
-
-    def _serve(self, inbox, outbox):
-        while True:
-            m, n, args = inbox.get()
-            try:
-                self.member(m, n, *args)
-                outbox.put(None)
-            except BaseException as e:          # noqa: BLE001 (handed to the caller)
-                args[0][-1, 0] = 1              # the abort row: every wait returns
-                outbox.put(e)
-
-    def run(self, n, args):
-        with self.lock:
-            self._run(n, args)
-
-    def _run(self, n, args):
-        if n == 1:
-            self.member(0, 1, *args)
-            return
-        self._grow(n - 1)
-        for m in range(1, n):
-            self.threads[m - 1][0].put((m, n, args))
-        err = None
-        try:
-            self.member(0, n, *args)
-        except BaseException as e:              # noqa: BLE001
-            args[0][-1, 0] = 1
-            err = e
-        for m in range(1, n):
-            got = self.threads[m - 1][1].get()
-            err = err or got
-        if err is not None:
-            raise err
-
-
 class Fused:
-    """The model's weights as the one-call forward reads them (made once, at Model init)."""
+    """The model's weights as the composed round reads them (made once, at Model init), for
+    `stages`: each layer's stage list (the family's cpu_stages), every name in FORMS."""
 
-    def __init__(self, w, spec):
+    def __init__(self, w, spec, stages):
         L = w.layers
-        self.kinds = (L[0].wqkv.kind, L[0].wo.kind, L[0].wgu.kind, L[0].wdown.kind, w.lm_head.kind)
+        stages = [tuple(st) for st in stages]
+        used = {FORMS[n].role for st in stages for n in st} - {None}
+        kind = {role: next(getattr(layer, role).kind for layer, st in zip(L, stages)
+                           if any(FORMS[n].role == role for n in st))
+                for role in used}
+        self.prog, self.counters = compose(stages, kind)
+        # a role no stage multiplies by: any 32-element kind (its kernel is never called)
+        self.kinds = (*(kind.get(role, "Q8_0") for role in ROLES), w.lm_head.kind)
         self.team = _FORWARDS.get(self.kinds)
         if self.team is None:
-            self.team = _FORWARDS[self.kinds] = Team(_make(self.kinds))
+            self.team = _FORWARDS[self.kinds] = Crew(_make(self.kinds))
 
         def mats(role):
-            ms = [getattr(layer, role) for layer in L]
-            return tuple(np.ascontiguousarray(m.data) for m in ms)
-        self.wq, self.wo, self.wg, self.wd = (mats(r) for r in ("wqkv", "wo", "wgu", "wdown"))
-        self.wh = np.ascontiguousarray(w.lm_head.data)
-        self.attn_norm = np.ascontiguousarray(np.stack([layer.attn_norm for layer in L]), np.float32)
-        self.mlp_norm = np.ascontiguousarray(np.stack([layer.mlp_norm for layer in L]), np.float32)
-        self.norm = np.ascontiguousarray(w.norm, np.float32)
+            """The role's matrix a layer (an empty one where the layer's stages do not read it)."""
+            if role not in used:
+                return tuple(np.zeros((0, 0), np.uint8) for _ in L)
+            return tuple(np.ascontiguousarray(getattr(layer, role).data)
+                         if any(FORMS[n].role == role for n in st) else np.zeros((0, 0), np.uint8)
+                         for layer, st in zip(L, stages))
+
+        norms = np.zeros((len(L), len(NORM_ROLES), len(w.norm)), np.float32)
+        for li, layer in enumerate(L):
+            for j, role in enumerate(NORM_ROLES):
+                v = getattr(layer, role, None)
+                if v is not None:
+                    norms[li, j] = v
+        width = (w.nq + 2 * w.nkv) * spec.head_dim
+        bqkv = np.zeros((len(L), width if any("qkv_bias" in st for st in stages) else 0), np.float32)
+        for li, (layer, st) in enumerate(zip(L, stages)):
+            if "qkv_bias" in st:
+                bqkv[li] = layer.bqkv
+        self.w = Weights(norms, np.ascontiguousarray(w.norm, np.float32), float(spec.rms_eps),
+                         *(mats(r) for r in ROLES), np.ascontiguousarray(w.lm_head.data),
+                         w.nq, w.nkv, spec.head_dim, w.ff, bqkv)
         self.vocab = w.lm_head.rows
-        self.eps = float(spec.rms_eps)
-        self.nq, self.nkv, self.hd, self.ff = w.nq, w.nkv, spec.head_dim, w.ff
 
     @staticmethod
-    def fits(w, all_reduce) -> bool:
-        """TP=1, every matrix of a role (LAYER's wqkv, wo, wgu, wdown, and the head) in one
-        32-element kind (the layers' stages are LAYER: the caller's to check)."""
+    def fits(w, all_reduce, stages) -> bool:
+        """TP=1, the head and every matrix a stage multiplies by (FORMS' roles) in one
+        32-element kind a role over the layers whose stages read it, every vector a stage
+        adds (FORMS' vectors) float32."""
         from kernels.blocks import Blocks
         if all_reduce is not None or not w.layers or not isinstance(w.lm_head, Blocks):
             return False
         if w.lm_head.kind not in blocks_vec.BLOCK_BYTES:
             return False
-        for role in ("wqkv", "wo", "wgu", "wdown"):
-            kinds = set()
-            for layer in w.layers:
-                m = getattr(layer, role)
+        kinds: dict = {}
+        for layer, st in zip(w.layers, stages):
+            for vec in {FORMS[n].vector for n in st if n in FORMS} - {None}:
+                v = getattr(layer, vec, None)         # added as the op path adds it: float32
+                if not isinstance(v, np.ndarray) or v.dtype != np.float32:
+                    return False
+            for role in {FORMS[n].role for n in st if n in FORMS} - {None}:
+                m = getattr(layer, role, None)
                 if not isinstance(m, Blocks) or m.kind not in blocks_vec.BLOCK_BYTES:
                     return False
-                kinds.add(m.kind)
-            if len(kinds) != 1:
-                return False
-        return True
+                kinds.setdefault(role, set()).add(m.kind)
+        return all(len(k) == 1 for k in kinds.values())
 
     def run(self, h, r, kv, scale):
         """The round's forward: logits [len(r.sel), vocab] (None when r.sel is None)."""
@@ -330,19 +438,19 @@ class Fused:
         sel = np.zeros(0, np.int64) if r.sel is None else np.asarray(r.sel, np.int64)
         h = np.ascontiguousarray(h, np.float32)
         T, D = h.shape
-        S, nq, hd, ff = sel.shape[0], self.nq, self.hd, self.ff
+        w = self.w
+        S, nq, nkv, hd, ff = sel.shape[0], w.nq, w.nkv, w.hd, w.ff
         f32 = np.float32
-        bufs = (np.empty((T, D), f32), np.empty((T, D), f32), np.empty((T, D), f32),      # h2 x out
-                np.empty((T, (nq + 2 * self.nkv) * hd), f32), np.empty((T, nq, hd), f32),  # qkv att
-                np.empty((T, 2 * ff), f32), np.empty((T, ff), f32),                       # gu act
-                np.empty((T, D // 32), f32), np.empty((T, nq * hd // 32), f32),           # block sums
-                np.empty((T, ff // 32), f32), attention_cpu.owners(spans, T))
-        head = (np.empty((S, D), f32), np.empty((S, D), f32), np.empty((S, D), f32),
-                np.empty((S, D), f32), np.empty((S, D // 32), f32),
-                np.empty((S, self.vocab), f32))
-        ctr = np.zeros((STAGES * len(self.wq) + 3, WIDTH), np.int64)     # + the abort row
-        args = (ctr, h, *bufs, self.attn_norm, self.mlp_norm, self.norm, self.eps,
-                self.wq, self.wo, self.wg, self.wd, self.wh, kv.K, kv.V, nq, self.nkv, hd, ff,
-                cos, sin, spans, starts, tables, page_rows, f32(scale), sel, *head)
-        self.team.run(min(numba.get_num_threads(), WIDTH - REGION), args)
-        return None if r.sel is None else head[-1]
+        b = Bufs(h, np.empty((T, D), f32), np.empty((T, D), f32), np.empty((T, D), f32),   # h h2 x out
+                 np.empty((T, (nq + 2 * nkv) * hd), f32), np.empty((T, nq, hd), f32),    # qkv att
+                 np.empty((T, 2 * ff), f32), np.empty((T, ff), f32),                     # gu act
+                 np.empty((T, D // 32), f32), np.empty((T, nq * hd // 32), f32),         # block sums
+                 np.empty((T, ff // 32), f32),
+                 np.empty((S, D), f32), np.empty((S, D), f32), np.empty((S, D), f32),    # the head's
+                 np.empty((S, D), f32), np.empty((S, D // 32), f32),
+                 np.empty((S, self.vocab), f32))
+        rows = Rows(kv.K, kv.V, attention_cpu.owners(spans, T), cos, sin, spans, starts, tables,
+                    page_rows, f32(scale), sel)
+        ctr = np.zeros((self.counters, WIDTH), np.int64)        # + the abort row
+        self.team.run(min(numba.get_num_threads(), WIDTH - REGION), (ctr, self.prog, b, w, rows))
+        return None if r.sel is None else b.logits

@@ -4,8 +4,8 @@ piece at a time, and each stage waited for as a whole.
 A decode step on the default model is ~120 small matrices and the ops between them; as one
 parallel region each (numba's prange through libgomp), every stage paid a fork and a join,
 microseconds each on a quiet machine and far more on a busy one. kernels/forward_cpu.py
-instead makes one call a thread a round (forward_cpu.Team: the calling thread and daemon
-threads, each running the same nogil function): every member runs the same list of stages,
+instead makes one call a thread a round (a Crew, below: the calling thread and daemon
+helpers, each running the same nogil function): every member runs the same list of stages,
 and a stage's pieces (a matrix's rows, attention's (row, kv head) jobs, a norm) are handed
 out by atomic counters:
 

@@ -77,26 +77,32 @@ class Model:
             self.graphs = DecodeGraphs(self)
 
     def _fused(self, weights, all_reduce):
-        """kernels/forward_cpu.Fused where every layer's stages (the family's cpu_stages) are
-        the fused round's (LAYER) and Fused.fits; else None, and why said once."""
-        from kernels.forward_cpu import LAYER, STAGE_NAMES, Fused
+        """kernels/forward_cpu.Fused composed from every layer's stages (the family's
+        cpu_stages) where each has a fused form (forward_cpu.FORMS), the lists compose and
+        Fused.fits; else None, and why said once."""
+        from kernels.forward_cpu import FORMS, STAGE_NAMES, Fused, compose
         spec, name = self.spec, self.spec.name or self.spec.arch
         stages = [tuple(self.family.cpu_stages(spec, L)) for L in weights.layers]
         unknown = sorted({s for st in stages for s in st} - set(STAGE_NAMES))
         if unknown:
             raise ValueError(f"{spec.arch}: cpu_stages names {unknown}, not among "
                              f"kernels/forward_cpu.STAGE_NAMES")
-        unfused = sorted({s for st in stages for s in st} - set(LAYER))
+        unfused = sorted({s for st in stages for s in st} - set(FORMS))
+        why = None
         if unfused:
             why = f"stages without a fused form: {', '.join(unfused)}"
-        elif any(st != LAYER for st in stages):
-            why = "its stages in another order than the fused round's"
-        elif not Fused.fits(weights, all_reduce):
-            why = "TP > 1, or a role's matrices not of one 32-element kind"
         else:
-            log.info("%s: the CPU round runs fused (kernels/forward_cpu.py): %s", name,
-                     " | ".join(LAYER))
-            return Fused(weights, spec)
+            try:
+                compose(stages, {})
+            except ValueError as e:
+                why = f"its stages do not compose: {e}"
+        if why is None and not Fused.fits(weights, all_reduce, stages):
+            why = "TP > 1, or a role's matrices not of one 32-element kind"
+        if why is None:
+            lists = list(dict.fromkeys(stages))
+            log.info("%s: the CPU round runs fused (kernels/forward_cpu.py), composed from %s",
+                     name, "; ".join(" | ".join(st) for st in lists))
+            return Fused(weights, spec, stages)
         log.info("%s: the %s family's CPU round runs op by op (%s)", name, spec.arch, why)
         return None
 

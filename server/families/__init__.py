@@ -7,7 +7,8 @@ as calls on a `kernels.ops` backend. The rest of the house asks the table, never
     ModelSpec.n_params  -> family.n_params
     prepare             -> family.shard_layer      (one TP shard of a layer)
     Model.run           -> family.forward_layer    (one layer of the round)
-    Model (fused?)      -> family.cpu_stages       (its CPU stages; kernels/forward_cpu.LAYER)
+    Model (fused?)      -> family.cpu_stages       (its CPU stages: the fused round is composed
+                                                   from them, kernels/forward_cpu.compose)
 
 Pure Python: a family module imports neither numpy nor kernels (the forward is handed the
 `ops` backend, kernels.ops.backend's, and the split helpers by its callers), so the planner

@@ -154,7 +154,7 @@ def shard_layer(spec, i: int, sp, shard) -> LayerWeights:
 
 # ------------------------------------------------------------------ the forward
 def attention_stages(spec, L) -> tuple:
-    """The attention half's stages on the CPU (kernels/forward_cpu.py: STAGES names them),
+    """The attention half's stages on the CPU (kernels/forward_cpu.py: STAGE_NAMES names them),
     as `attend` runs them for this layer's weights."""
     return (("norm", "qkv") + (("qkv_bias",) if L.bqkv is not None else ())
             + (("qk_norm",) if L.q_norm is not None else ())
@@ -162,9 +162,9 @@ def attention_stages(spec, L) -> tuple:
 
 
 def cpu_stages(spec, L) -> tuple:
-    """Layer L's stages as the CPU round runs them, in order: every one with a fused form and
-    in the fused round's order (kernels/forward_cpu.LAYER: the plain llama layer), and the
-    layer may run inside the one-call round; else op by op (server/engine/model.Model)."""
+    """Layer L's stages as the CPU round runs them, in order (the plain llama layer's are
+    kernels/forward_cpu.LAYER): where every one has a fused form (forward_cpu.FORMS) the
+    one-call round is composed from them; else op by op (server/engine/model.Model)."""
     return attention_stages(spec, L) + ("norm", "gate_up_swiglu", "down")
 
 
