@@ -16,8 +16,7 @@ The definition, for x row i and weight row n:
   q[j] = min(127, rint(iscale * x[j])) (int8), dx = 1 / iscale; gs[g] = the sum of q over
   values 16 g .. 16 g + 15 (int32). A NaN in the block makes dx NaN.
 
-  One output element: 16 float32 lanes accf, Q4_K also 8 float32 lanes accm, all zero; for
-  each block b in order:
+  One output element: 16 float32 lanes acc, all zero; for each block b in order:
       T[L] (int32, L = 0..15) = sum over c = 0..3 of  S_c[L] * sum_{t<4} u[64c + 4L + t] * q[64c + 4L + t]
           u: the block's unsigned quants at the 256 positions (Q4_K: the nibble of run j,
              positions 32 j .. 32 j + 31; Q6_K: the 6-bit value q + 32, ggml's layout as
@@ -25,12 +24,11 @@ The definition, for x row i and weight row n:
           S_c[L]: Q4_K the 6-bit scale of the run position 64c + 4L lies in (sc_{2c} for
              L < 8, else sc_{2c+1}); Q6_K the int8 scale of its 16 (sc[4c + L // 4])
       Q6_K: T[L] -= 32 * sc_L * gs[L]             (lane L takes the -32 of group L; exact)
-      Q4_K: Mv[j] (int32, j = 0..7) = m_j * (gs[2j] + gs[2j+1])   (the 6-bit mins)
+      Q4_K: Mv[L] (int32) = m_L * (gs[2L] + gs[2L+1]) for L < 8 (the 6-bit mins), 0 for L >= 8
       dd = d * dx_b  (float32; d the block's f16 scale widened);  Q4_K: dm = dmin * dx_b
-      accf[L] = accf[L] + dd * float32(T[L])   (fmul then fadd: never fused)
-      Q4_K: accm[j] = accm[j] + dm * float32(Mv[j])
-  out = tree(accf) (Q6_K), tree(accf) - tree(accm) (Q4_K); tree = lanes (L, L + n/2) added,
-  halving to one: (L, L+8), (L, L+4), (L, L+2), (0, 1).
+      Q6_K: acc[L] = acc[L] + dd * float32(T[L])       (fmul then fadd: never fused)
+      Q4_K: acc[L] = (acc[L] + dd * float32(T[L])) - dm * float32(Mv[L])
+  out = tree(acc), the lanes (L, L+8) added, then (L, L+4), (L, L+2), (0, 1).
 
 The integer sums are exact whatever order computes them (every |T| < 2^31: 256 * 15 * 127 *
 63 for Q4_K, 256 * 63 * 127 * 128 for Q6_K), so the VNNI form (vpmaddubsw's pairs, then
@@ -184,7 +182,6 @@ def dot_ref(kind6, wrow, q, dx, gs, f16):
     nbytes = 210 if kind6 else 144
     nb = q.shape[0] // 256
     accf = np.zeros(16, np.float32)
-    accm = np.zeros(8, np.float32)
     T = np.zeros(16, np.int64)
     for b in range(nb):
         blk = wrow[b * nbytes:(b + 1) * nbytes]
@@ -213,14 +210,15 @@ def dot_ref(kind6, wrow, q, dx, gs, f16):
         if kind6:
             for L in range(16):
                 T[L] -= 32 * np.int64(sc6[L]) * np.int64(gs[b, L])
+            for L in range(16):
+                accf[L] = np.float32(accf[L] + np.float32(dd * np.float32(np.int32(T[L]))))
         else:
             dm = np.float32(dmin * dx[b])
-            for j in range(8):
-                mv = m[j] * (np.int64(gs[b, 2 * j]) + np.int64(gs[b, 2 * j + 1]))
-                accm[j] = np.float32(accm[j] + np.float32(dm * np.float32(np.int32(mv))))
-        for L in range(16):
-            accf[L] = np.float32(accf[L] + np.float32(dd * np.float32(np.int32(T[L]))))
-    return np.float32(_tree_ref(accf, 16) - _tree_ref(accm, 8))
+            for L in range(16):
+                mv = m[L] * (np.int64(gs[b, 2 * L]) + np.int64(gs[b, 2 * L + 1])) if L < 8 else np.int64(0)
+                a = np.float32(accf[L] + np.float32(dd * np.float32(np.int32(T[L]))))
+                accf[L] = np.float32(a - np.float32(dm * np.float32(np.int32(mv))))
+    return _tree_ref(accf, 16)
 
 
 @njit(cache=True, boundscheck=False, nogil=True)
@@ -284,24 +282,28 @@ def _q4k_weights(builder, base):
     <16 x i32> run scales a lane, m <8 x i32> the mins, d, dmin)."""
     d = _halfload(builder, base)
     dmin = _halfload(builder, builder.gep(base, [_c(2, _i64)]))
-    sc = [builder.zext(builder.load(builder.gep(base, [_c(4 + j, _i64)]), align=1), _i32) for j in range(12)]
-    s, m = [], []
-    for j in range(8):
-        if j < 4:
-            s.append(builder.and_(sc[j], _c(63)))
-            m.append(builder.and_(sc[j + 4], _c(63)))
-        else:
-            s.append(builder.or_(builder.and_(sc[j + 4], _c(15)), builder.shl(builder.lshr(sc[j - 4], _c(6)), _c(4))))
-            m.append(builder.or_(builder.lshr(sc[j + 4], _c(4)), builder.shl(builder.lshr(sc[j], _c(6)), _c(4))))
-    sv = V._vec(builder, s, _i32)
-    mv = V._vec(builder, m, _i32)
+    # the 12 bytes as three 32-bit words, unpacked 4 scales or mins at a time (ggml's kmask
+    # steps: s0..3 = u0 & 63, s4..7 = (u2 & 15) | (u0 >> 6) << 4, m0..3 = u1 & 63,
+    # m4..7 = (u2 >> 4) | (u1 >> 6) << 4, byte by byte)
+    u = [_load(builder, base, 4 + 4 * k, _i32) for k in range(3)]
+    k1, k2, k3 = _c(0x3F3F3F3F), _c(0x0F0F0F0F), _c(0x03030303)
+    s_lo = builder.and_(u[0], k1)
+    s_hi = builder.or_(builder.and_(u[2], k2), builder.shl(builder.and_(builder.lshr(u[0], _c(6)), k3), _c(4)))
+    m_lo = builder.and_(u[1], k1)
+    m_hi = builder.or_(builder.and_(builder.lshr(u[2], _c(4)), k2), builder.shl(builder.and_(builder.lshr(u[1], _c(6)), k3), _c(4)))
+    v8i8 = ir.VectorType(_i8, 8)
+    sb = builder.bitcast(V._vec(builder, [s_lo, s_hi], _i32), v8i8)
+    mb = builder.bitcast(V._vec(builder, [m_lo, m_hi], _i32), v8i8)
+    sv = builder.zext(sb, _v8i32)
+    mv = builder.shuffle_vector(builder.zext(mb, _v8i32), ir.Constant(_v8i32, [0] * 8),
+                                ir.Constant(_v16i32, list(range(8)) + [8] * 8))     # lanes 8..15: 0
     W, S = [], []
     for c in range(4):
         qv = _load(builder, base, 16 + 32 * c, _v32i8)
         W.append(_concat(builder, builder.and_(qv, _bvec(15, 32)), builder.lshr(qv, _bvec(4, 32))))
         S.append(builder.shuffle_vector(sv, ir.Constant(_v8i32, ir.Undefined),
                                         ir.Constant(_v16i32, [2 * c] * 8 + [2 * c + 1] * 8)))
-    sv16 = builder.trunc(sv, ir.VectorType(ir.IntType(16), 8))
+    sv16 = builder.zext(sb, ir.VectorType(ir.IntType(16), 8))
     S16 = [builder.shuffle_vector(sv16, ir.Constant(sv16.type, ir.Undefined),
                                   ir.Constant(ir.VectorType(_i32, 32), [2 * c] * 16 + [2 * c + 1] * 16))
            for c in range(4)]
@@ -364,7 +366,7 @@ def _make_tile(kind, R, C, vnni):
             nb = builder.sdiv(builder.extract_value(qa.shape, 1), _c(256, _i64))
             ahead = builder.mul(nb, _c(nbytes * V.PREFETCH_ROWS, _i64))
             zf = ir.Constant(_v16f, [0.0] * 16)
-            inits = [zf] * (R * C) + ([ir.Constant(_v8f, [0.0] * 8)] * (R * C) if not q6 else [])
+            inits = [zf] * (R * C)
             zi = ir.Constant(_v16i32, [0] * 16)
 
             def body(b, st):
@@ -381,12 +383,11 @@ def _make_tile(kind, R, C, vnni):
                     dxb = builder.load(builder.gep(xps[c], [b]))
                     g = builder.load(builder.bitcast(builder.gep(gps[c], [builder.mul(b, _c(16, _i64))]),
                                                      _v16i32.as_pointer()), align=4)
-                    if not q6:
+                    if not q6:          # gs[2L] + gs[2L+1] in lanes 0..7, 0 in 8..15
+                        zg = ir.Constant(_v16i32, [0] * 16)
                         g2 = builder.add(
-                            builder.shuffle_vector(g, ir.Constant(_v16i32, ir.Undefined),
-                                                   ir.Constant(_v8i32, [2 * j for j in range(8)])),
-                            builder.shuffle_vector(g, ir.Constant(_v16i32, ir.Undefined),
-                                                   ir.Constant(_v8i32, [2 * j + 1 for j in range(8)])))
+                            builder.shuffle_vector(g, zg, ir.Constant(_v16i32, [2 * j for j in range(8)] + [16] * 8)),
+                            builder.shuffle_vector(g, zg, ir.Constant(_v16i32, [2 * j + 1 for j in range(8)] + [16] * 8)))
                     for r in range(R):
                         W, S, S16 = wts[r][0], wts[r][1], wts[r][2]
                         e = r * C + c
@@ -396,20 +397,18 @@ def _make_tile(kind, R, C, vnni):
                         else:
                             mv, d, dmin = wts[r][3], wts[r][4], wts[r][5]
                             T = zi
-                            dm = builder.fmul(dmin, dxb)
-                            mf = builder.sitofp(builder.mul(mv, g2), _v8f)
-                            out[R * C + e] = builder.fadd(out[R * C + e], builder.fmul(_splat(builder, dm, 8), mf))
                         for k in range(4):
                             T = _scaled_dot(builder, T, W[k], X[k], S16[k], S[k], vnni)
                         dd = builder.fmul(d, dxb)
-                        out[e] = builder.fadd(out[e], builder.fmul(_splat(builder, dd, 16), builder.sitofp(T, _v16f)))
+                        a = builder.fadd(out[e], builder.fmul(_splat(builder, dd, 16), builder.sitofp(T, _v16f)))
+                        if not q6:
+                            dm = builder.fmul(dmin, dxb)
+                            mf = builder.sitofp(builder.mul(mv, g2), _v16f)
+                            a = builder.fsub(a, builder.fmul(_splat(builder, dm, 16), mf))
+                        out[e] = a
                 return out
             st = V._loop(builder, nb, inits, body)
-            res = []
-            for e in range(R * C):
-                t = _tree(builder, st[e])
-                res.append(builder.fsub(t, ir.Constant(_f32, 0.0)) if q6 else builder.fsub(t, _tree(builder, st[R * C + e])))
-            return V._result(context, builder, signature, res)
+            return V._result(context, builder, signature, [_tree(builder, st[e]) for e in range(R * C)])
         return sig, codegen
 
     @intrinsic
