@@ -514,12 +514,15 @@ def side_by_side(shape, layers, qt, f: Path, lcpp: Path, threads: int, rounds: i
         per.append({"llama_cpp": {k: v["tok_s"] for k, v in ll.items()}, "foldserve": ours,
                     "loadavg": [l0, l1, l2], "cpu": {"llama_cpp": cpu_ll, "foldserve": cpu_ours}})
         if base is not None:
+            c = Cpu()
             b = base_numbers(base, f, threads)
+            cpu_base = c.done()
             per[-1]["base"] = b
+            per[-1]["cpu"]["base"] = cpu_base
             per[-1]["loadavg"].append(_load())
             print(f"  round {r + 1} base: tg {b['tg']:6.2f} ({b['tg'] / ll['tg']['tok_s']:.2f}x) pp512 "
-                  f"{b['pp512']:7.2f} ({b['pp512'] / ll['pp512']['tok_s']:.2f}x) b8 {b['b8']:6.2f}  load {_load()}",
-                  flush=True)
+                  f"{b['pp512']:7.2f} ({b['pp512'] / ll['pp512']['tok_s']:.2f}x) b8 {b['b8']:6.2f}  load {_load()}"
+                  f"  cores: base {cpu_base['ours']:.2f} incl. load (others {cpu_base['others']:.2f})", flush=True)
         lt, lp = ll["tg"]["tok_s"], ll["pp512"]["tok_s"]
         print(f"  round {r + 1}: llama.cpp tg {lt:6.2f} pp512 {lp:7.2f} | foldserve tg {ours['tg']:6.2f} "
               f"({ours['tg'] / lt:.2f}x, MoE {ours['tg_moe']:.0%}) pp512 {ours['pp512']:7.2f} "
