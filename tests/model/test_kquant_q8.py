@@ -62,7 +62,8 @@ def test_quantization_is_ggmls_q8_k():
     x = rng.standard_normal((4, 768)).astype(np.float32)
     x[1, :256] = 0.0                                   # an all-zero block
     x[2, 300] = -50.0                                  # a block whose extreme is negative
-    x[3, 512:768] = np.float32(0.5) * np.arange(256, dtype=np.float32)    # ties of rint
+    x[3, 512:768] = np.float32(0.5) * np.arange(256, dtype=np.float32) - np.float32(64.0)
+    x[3, 700] = -127.0            # the extreme: iscale = 1 exactly, so the halves are ties of rint
     q, dx, gs = KQ.quantize(x)
     for i in range(4):
         wq, wd, wb = ggml_q8_k(x[i])
@@ -71,6 +72,7 @@ def test_quantization_is_ggmls_q8_k():
         assert gs[i].tobytes() == wb.tobytes(), i
     assert (q[1, :256] == 0).all() and dx[1, 0] == 0
     assert q[2, 300] == -127                           # (-127 / -50) * -50: the extreme is -127
+    assert q[3, 512 + 1] == -64 and q[3, 512 + 3] == -62 and q[3, 512 + 129] == 0   # -63.5, -62.5, 0.5: to even
     x[0, 5] = np.nan
     _, dx, _ = KQ.quantize(x[:1])
     assert np.isnan(dx[0, 0]) and not np.isnan(dx[0, 1])
