@@ -18,10 +18,16 @@ Stages:
             at a time), llama.cpp's names and keys (tools/refs/moe_checkpoint.py), SmolLM2's
             tokenizer padded with unused tokens to the shape's vocabulary.
   quantize  llama-quantize --allow-requantize to Q4_K_M (from the Q8_0 file).
-  bench     side by side on each file, --rounds times alternately in this one process:
-            llama-bench -t THREADS -p 512 -n 32 -r 1 (tg: b1 decode; pp512), then foldserve's
-            engine on the same file and threads (`foldserve_numbers`: tg, pp512, b8), so the
-            machine's load of the moment hits both; each round's ratios and the medians.
+  bench     side by side on each file, --rounds times alternately: llama-bench -t THREADS
+            -p 512 -n 32 -r 1 (tg: b1 decode; pp512), then foldserve's engine on the same file
+            and threads (`foldserve_numbers`: tg, pp512, b8) in a fresh process of its own
+            (`fresh_numbers`), so the machine's load of the moment hits both; each round's
+            ratios, each side's CPU share beside the other processes' (`Cpu`), and the medians.
+            Each side is a child process started from the environment this one had at import
+            (llama-bench no longer inherits kernels.init's GOMP_SPINCOUNT and NUMBA_* settings),
+            and neither holds memory while the other runs (receipt 2026-12-05-moe-kquant: the
+            "decode fell 4x after llama-bench" of issue 31 was the machine's other load, not
+            state left in the process; the fresh process rules the latter out by construction).
             --base TREE: an earlier commit's foldserve (a `git archive` of it) a third each
             round, in its own process (before/after under the same load).
             Receipts: docs/receipts/2026-12-05-moe-speed/, 2026-12-05-moe-kernels/.
@@ -43,6 +49,9 @@ import numpy as np
 from tools.refs import moe_checkpoint as mc
 
 ROOT = Path(__file__).resolve().parents[1]
+# the environment before anything here calls kernels.init() (which sets GOMP_SPINCOUNT,
+# NUMBA_SLP_VECTORIZE, NUMBA_CACHE_DIR where unset): what each side's child process starts from
+ENV0 = dict(os.environ)
 TARBALL = ROOT.parent / "shared/peers/llama.cpp-0c1e570.tgz"
 
 # The layer shapes of the models (their config.json), depth set by --layers.
@@ -317,10 +326,33 @@ def file_name(shape: str, layers: int, qtype: str) -> str:
 
 # ---------------------------------------------------------------- bench
 
+class Cpu:
+    """CPU seconds over a span: the children's this process waited for (resource's
+    RUSAGE_CHILDREN: the side just run) and the whole machine's busy time (/proc/stat), per
+    wall second: `ours` (the side's cores) and `others` (everything else's)."""
+
+    def __init__(self):
+        import resource
+        self.r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        self.b0, self.t0 = _busy(), time.perf_counter()
+
+    def done(self) -> dict:
+        import resource
+        r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        wall = time.perf_counter() - self.t0
+        ours = r1.ru_utime + r1.ru_stime - self.r0.ru_utime - self.r0.ru_stime
+        return {"ours": ours / wall, "others": max(0.0, _busy() - self.b0 - ours) / wall, "wall_s": wall}
+
+
+def _busy() -> float:
+    v = [int(x) for x in open("/proc/stat").readline().split()[1:]]
+    return (sum(v[:3]) + sum(v[5:7])) / os.sysconf("SC_CLK_TCK")
+
+
 def llama_bench(llama_cpp: Path, gguf_path: Path, threads: int, reps: int = 2) -> dict:
     r = subprocess.run([str(llama_cpp / "build-cpu/bin/llama-bench"), "-m", str(gguf_path), "-t", str(threads),
                         "-p", "512", "-n", "32", "-r", str(reps), "-o", "json"],
-                       check=True, capture_output=True, text=True)
+                       check=True, capture_output=True, text=True, env=ENV0)
     rows = json.loads(r.stdout)
     out = {}
     for row in rows:
@@ -441,44 +473,63 @@ def base_numbers(base: Path, gguf_path: Path, threads: int) -> dict:
     timed as this one's is."""
     code = ("import json, sys; from pathlib import Path; from bench.moe_cpu import foldserve_numbers; "
             f"print('RESULT', json.dumps(foldserve_numbers(Path({str(gguf_path)!r}), {threads})))")
-    env = dict(os.environ, PYTHONPATH=str(base))
+    env = dict(ENV0, PYTHONPATH=str(base))
     r = subprocess.run([sys.executable, "-c", code], cwd=base, env=env, check=True, capture_output=True, text=True)
+    line = [ln for ln in r.stdout.splitlines() if ln.startswith("RESULT ")][-1]
+    return json.loads(line[len("RESULT "):])
+
+
+def fresh_numbers(gguf_path: Path, threads: int, b8: bool = True, tree: Path = ROOT) -> dict:
+    """foldserve_numbers in a new process of its own (this tree's code, the environment of
+    ENV0): the engine loaded, warmed, timed, and the process gone before the next side runs."""
+    code = ("import json; from pathlib import Path; from bench.moe_cpu import foldserve_numbers; "
+            f"print('RESULT', json.dumps(foldserve_numbers(Path({str(gguf_path)!r}), {threads}, b8={b8!r})))")
+    env = dict(ENV0, PYTHONPATH=str(tree))
+    r = subprocess.run([sys.executable, "-c", code], cwd=tree, env=env, capture_output=True, text=True)
+    if r.returncode:
+        raise RuntimeError(f"foldserve's side failed ({r.returncode}): {r.stderr[-3000:]}")
     line = [ln for ln in r.stdout.splitlines() if ln.startswith("RESULT ")][-1]
     return json.loads(line[len("RESULT "):])
 
 
 def side_by_side(shape, layers, qt, f: Path, lcpp: Path, threads: int, rounds: int,
                  base: Path | None = None, b8: bool = True) -> dict:
-    """llama-bench (-r 1) and foldserve on file f, alternated `rounds` times in this one
-    process (foldserve's engine loaded once), so whatever load the machine carries hits both;
-    medians over the rounds, and each round's ratios (the pair under the same load). With
+    """llama-bench (-r 1) and foldserve on file f, alternated `rounds` times, each side a
+    fresh child process (fresh_numbers: foldserve's engine loaded anew each round), so
+    whatever load the machine carries hits both and neither side's process state or memory
+    is there while the other runs; medians over the rounds, each round's ratios (the pair
+    under the same load) and each side's CPU share beside the other processes' (`Cpu`). With
     `base`, that tree's foldserve a third in each round (base_numbers), its ratios beside."""
-    t = time.time()
-    eng = Foldserve(f, threads)
-    print(f"foldserve loaded {f.name} in {eng.load_s:.1f} s (+ warm {time.time() - t - eng.load_s:.1f} s)",
-          flush=True)
     per = []
     for r in range(rounds):
         l0 = _load()
+        c = Cpu()
         ll = llama_bench(lcpp, f, threads, reps=1)
+        cpu_ll = c.done()
         l1 = _load()
-        ours = foldserve_numbers(f, threads, eng, b8=b8)
+        c = Cpu()
+        ours = fresh_numbers(f, threads, b8)
+        cpu_ours = c.done()
         l2 = _load()
         per.append({"llama_cpp": {k: v["tok_s"] for k, v in ll.items()}, "foldserve": ours,
-                    "loadavg": [l0, l1, l2]})
+                    "loadavg": [l0, l1, l2], "cpu": {"llama_cpp": cpu_ll, "foldserve": cpu_ours}})
         if base is not None:
+            c = Cpu()
             b = base_numbers(base, f, threads)
+            cpu_base = c.done()
             per[-1]["base"] = b
+            per[-1]["cpu"]["base"] = cpu_base
             per[-1]["loadavg"].append(_load())
             print(f"  round {r + 1} base: tg {b['tg']:6.2f} ({b['tg'] / ll['tg']['tok_s']:.2f}x) pp512 "
-                  f"{b['pp512']:7.2f} ({b['pp512'] / ll['pp512']['tok_s']:.2f}x) b8 {b['b8']:6.2f}  load {_load()}",
-                  flush=True)
+                  f"{b['pp512']:7.2f} ({b['pp512'] / ll['pp512']['tok_s']:.2f}x) b8 {b['b8']:6.2f}  load {_load()}"
+                  f"  cores: base {cpu_base['ours']:.2f} incl. load (others {cpu_base['others']:.2f})", flush=True)
         lt, lp = ll["tg"]["tok_s"], ll["pp512"]["tok_s"]
         print(f"  round {r + 1}: llama.cpp tg {lt:6.2f} pp512 {lp:7.2f} | foldserve tg {ours['tg']:6.2f} "
               f"({ours['tg'] / lt:.2f}x, MoE {ours['tg_moe']:.0%}) pp512 {ours['pp512']:7.2f} "
               f"({ours['pp512'] / lp:.2f}x, MoE {ours['pp512_moe']:.0%}) b8 {ours['b8']:6.2f} "
-              f"(b8/b1 {ours['b8'] / ours['tg']:.2f}, MoE {ours['b8_moe']:.0%})  load {l0} | {l1} | {l2}",
-              flush=True)
+              f"(b8/b1 {ours['b8'] / ours['tg']:.2f}, MoE {ours['b8_moe']:.0%})  load {l0} | {l1} | {l2}"
+              f"  cores: llama.cpp {cpu_ll['ours']:.2f} (others {cpu_ll['others']:.2f}), foldserve "
+              f"{cpu_ours['ours']:.2f} incl. load (others {cpu_ours['others']:.2f})", flush=True)
     sides = ("llama_cpp", "foldserve") + (("base",) if base is not None else ())
     med = {side: {k: _med([p[side][k] for p in per]) for k in per[0][side]} for side in sides}
     L, F = med["llama_cpp"], med["foldserve"]
@@ -492,7 +543,6 @@ def side_by_side(shape, layers, qt, f: Path, lcpp: Path, threads: int, rounds: i
           f"llama.cpp tg {L['tg']:.2f} pp512 {L['pp512']:.2f}  | foldserve tg {F['tg']:.2f} "
           f"({ratios['tg']:.2f}x) pp512 {F['pp512']:.2f} ({ratios['pp512']:.2f}x) b8 {F['b8']:.2f} "
           f"(b8/b1 {ratios['b8_over_b1']:.2f})", flush=True)
-    del eng
     return {"shape": shape, "layers": layers, "type": qt, "file": f.name, "bytes": f.stat().st_size,
             "threads": threads, "rounds": per, "median": med, "ratios": ratios}
 

@@ -85,8 +85,9 @@ def main(argv=None):
     f = Foldserve(Path(a.gguf), a.threads)
     acc, calls, outer = instrument(f.spec.vocab, f.eng.model.ops)
 
-    def report(title, dt, n):
-        print(f"{title}: {dt / n * 1e3:.1f} ms a step ({n} steps)", flush=True)
+    def report(title, dt, n, cpu=None):
+        cores = f", this process on {cpu / dt:.2f} cores" if cpu is not None else ""
+        print(f"{title}: {dt / n * 1e3:.1f} ms a step ({n} steps{cores})", flush=True)
         for k, v in sorted(acc.items(), key=lambda kv: -kv[1]):
             print(f"  {k:44s} {v / n * 1e3:9.2f} ms  {v / dt:6.1%}  ({calls[k] // n} calls)", flush=True)
         print(f"  {'other (Python between the ops)':44s} {(dt - outer[0]) / n * 1e3:9.2f} ms  "
@@ -99,19 +100,19 @@ def main(argv=None):
         nxt = [int(np.argmax(lg[s])) for s in range(b)]
         acc.clear(), calls.clear()
         outer[0] = 0.0
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         for k in range(a.steps):
             lg = f.eng.apply(RoundStep(tuple(Chunk(s, 1 + k, (nxt[s],)) for s in range(b))))
             nxt = [int(np.argmax(lg[s])) for s in range(b)]
-        report(f"decode b{b}", time.perf_counter() - t, a.steps)
+        report(f"decode b{b}", time.perf_counter() - t, a.steps, time.process_time() - c)
         f._end(b)
     f._begin(0)
     toks = tuple(int(t) for t in np.random.default_rng(0).integers(0, f.spec.vocab, a.prefill))
     acc.clear(), calls.clear()
     outer[0] = 0.0
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.process_time()
     f.eng.apply(RoundStep((Chunk(0, 0, toks),)))
-    report(f"prefill {a.prefill}", time.perf_counter() - t, 1)
+    report(f"prefill {a.prefill}", time.perf_counter() - t, 1, time.process_time() - c)
     f._end(1)
     import os
     print("load average", os.getloadavg(), flush=True)

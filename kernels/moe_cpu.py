@@ -58,8 +58,14 @@ def fits(stack) -> bool:
     return stack.kind in blocks_cpu.GROUPED
 
 
-def grouped_matmul(x: np.ndarray, stack, experts: np.ndarray, offs: np.ndarray) -> np.ndarray:
-    """x [R, K] (rows grouped by expert, group g = rows offs[g]:offs[g+1]) -> [R, N]."""
+def grouped_matmul(x: np.ndarray, stack, experts: np.ndarray, offs: np.ndarray,
+                   q8: bool = False) -> np.ndarray:
+    """x [R, K] (rows grouped by expert, group g = rows offs[g]:offs[g+1]) -> [R, N]. q8: a
+    K-quant stack against x quantized to int8 (kernels/kquant_cpu.py: each row's bytes those of
+    kernels.qmatmul.cpu(x_row, expert, q8=True))."""
+    if q8 and stack.kind in ("Q4_K", "Q6_K"):
+        from kernels import kquant_cpu
+        return kquant_cpu.grouped_matmul(x, stack.kind, stack.data, experts, offs)
     if not _vec(stack.kind):
         from kernels import blocks_cpu
         return blocks_cpu.grouped_matmul(x, stack.kind, stack.data, np.ascontiguousarray(experts, np.int64),

@@ -7,7 +7,9 @@
   kernels/moe_cpu.py), and the Gated DeltaNet scan runs its numba form where numba is present
   (kernels/gdn_cpu.py).
 - "cpu" (kernels/ops_cpu.NumbaOps): "numpy" plus the numba forms of the norms, SwiGLU and
-  attention (kernels/rmsnorm_cpu.py, attention_cpu.py): the CPU over GGUF blocks.
+  attention (kernels/rmsnorm_cpu.py, attention_cpu.py), and the K-quants (Q4_K, Q6_K)
+  multiplied against int8-quantized activations (kernels/kquant_cpu.py, llama.cpp's
+  arithmetic for them; "numpy" keeps them in float32): the CPU over GGUF blocks.
 - "cuda" (kernels/ops_cuda.CudaOps): cupy arrays, each op's CUDA form; imported on this
   path only (cupy is absent where no GPU is).
 

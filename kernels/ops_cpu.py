@@ -40,6 +40,9 @@ class Ops:
     """The "numpy" backend: the definitions; the base the others override op by op."""
 
     name = "numpy"
+    # K-quant (Q4_K, Q6_K) products against int8-quantized x (kernels/kquant_cpu.py, llama.cpp's
+    # arithmetic for them) or float32 x (kernels/blocks_vec.py): the definitions keep float32
+    kq8 = False
 
     def __init__(self):
         self.numba, self.why_not = qmatmul.available()
@@ -67,9 +70,9 @@ class Ops:
 
     def linear(self, x, w, bias=None):
         if isinstance(w, Blocks):                      # numba over the blocks as stored
-            return qmatmul.cpu(x, w, bias)
+            return qmatmul.cpu(x, w, bias, self.kq8)
         if isinstance(w, MixedBlocks):                 # each part as stored, side by side
-            y = np.concatenate([qmatmul.cpu(x, p) for p in w], axis=1)
+            y = np.concatenate([qmatmul.cpu(x, p, q8=self.kq8) for p in w], axis=1)
             if bias is not None:
                 y += bias
             return y
@@ -119,9 +122,9 @@ class Ops:
             slots = np.concatenate([s for _, _, s in groups])
             experts = np.array([e for e, _, _ in groups], np.int64)
             offs = np.cumsum([0] + [len(r) for _, r, _ in groups])
-            gu = self._moe_cpu.grouped_matmul(x[rows], experts_gu, experts, offs)
+            gu = self._moe_cpu.grouped_matmul(x[rows], experts_gu, experts, offs, self.kq8)
             act = swiglu.limited(gu[:, :ff], gu[:, ff:], limit)
-            y[rows, slots] = self._moe_cpu.grouped_matmul(act, experts_down, experts, offs)
+            y[rows, slots] = self._moe_cpu.grouped_matmul(act, experts_down, experts, offs, self.kq8)
         else:
             for e, rows, slots in groups:
                 act = self.gate_up_silu(np.ascontiguousarray(x[rows]), experts_gu[e], ff, limit)
@@ -193,11 +196,11 @@ class Ops:
             slots = np.concatenate([s for _, _, s in groups])
             experts = np.array([e for e, _, _ in groups], np.int64)
             offs = np.cumsum([0] + [len(r) for _, r, _ in groups])
-            gu = self._moe_cpu.grouped_matmul(x[rows], experts_gu, experts, offs)
+            gu = self._moe_cpu.grouped_matmul(x[rows], experts_gu, experts, offs, self.kq8)
             for g, e in enumerate(experts):
                 gu[offs[g]:offs[g + 1]] += gu_bias[e]
             yd = self._moe_cpu.grouped_matmul(swiglu.clamped(gu[:, :ff], gu[:, ff:], limit, alpha),
-                                              experts_down, experts, offs)
+                                              experts_down, experts, offs, self.kq8)
             if down_bias is not None:
                 for g, e in enumerate(experts):
                     yd[offs[g]:offs[g + 1]] += down_bias[e]
@@ -347,6 +350,7 @@ class NumbaOps(Ops):
     (kernels/rmsnorm_cpu.py, attention_cpu.py), the CPU engine over GGUF blocks."""
 
     name = "cpu"
+    kq8 = True          # Q4_K / Q6_K against int8 x (kernels/kquant_cpu.py)
 
     def __init__(self):
         super().__init__()
@@ -356,7 +360,8 @@ class NumbaOps(Ops):
         self._attention_cpu, self._rmsnorm_cpu = attention_cpu, rmsnorm_cpu
 
     def describe(self) -> str:
-        return "numba: GGUF blocks, norms, SwiGLU, attention, the Gated DeltaNet scan"
+        return ("numba: GGUF blocks (Q4_K, Q6_K against int8 activations), norms, SwiGLU, attention, "
+                "the Gated DeltaNet scan")
 
     def add_norm(self, out, h, norm_w, eps):
         R = self._rmsnorm_cpu

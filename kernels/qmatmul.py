@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 _why_not: str | None = None
+Q8_KINDS = ("Q4_K", "Q6_K")      # the kinds kernels/kquant_cpu.py multiplies against int8 x
 _checked = False
 
 
@@ -34,7 +35,16 @@ def ref(x: np.ndarray, w, bias=None) -> np.ndarray:
     return y.astype(np.float32)
 
 
-def cpu(x: np.ndarray, w, bias=None) -> np.ndarray:
+def cpu(x: np.ndarray, w, bias=None, q8: bool = False) -> np.ndarray:
+    """x times w as stored. q8: a K-quant (Q4_K, Q6_K) against x quantized to int8
+    (kernels/kquant_cpu.py: integer dots, llama.cpp's arithmetic for these kinds); else, and
+    for every other kind, the float32 kernels of kernels/blocks_cpu.py."""
+    if q8 and w.kind in Q8_KINDS:
+        from kernels import kquant_cpu
+        y = kquant_cpu.matmul(x, w.kind, w.data)
+        if bias is not None:
+            y += bias
+        return y
     from kernels.blocks_cpu import matmul
     y = matmul(x, w.kind, w.data)
     if bias is not None:

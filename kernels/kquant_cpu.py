@@ -1,0 +1,564 @@
+"""The K-quants (Q4_K, Q6_K) against int8 activations on the CPU: integer dot products over
+the blocks as stored, as llama.cpp's ggml_vec_dot_q4_K_q8_K / q6_K_q8_K do, in one fixed
+order per output element.
+
+Why: the float32 form (kernels/blocks_vec.py's ktile: each weight formed as a float32 and a
+32-lane fma chain) spends its time forming weights and on 8 multiply-adds an instruction; a
+prefill of a Q4_K_M file ran at about half of llama.cpp's pp512 (receipt 2026-12-05-glm45air-cpu).
+Here an x row is first quantized (`quantize_rows`, once a product), and then a byte times a
+byte is summed 4 at a time into int32 lanes (AVX-512 VNNI's vpdpbusd where the host has it; a
+portable vector form elsewhere, the same integers), 64 multiply-adds an instruction.
+
+The definition, for x row i and weight row n:
+
+  x's quantization, per block b of 256 (ggml's quantize_row_q8_K_ref): amax = max |x|, mx the
+  first x of that |x|; amax == 0: dx = 0, q = 0; else iscale = -127 / mx (float32),
+  q[j] = min(127, rint(iscale * x[j])) (int8), dx = 1 / iscale; gs[g] = the sum of q over
+  values 16 g .. 16 g + 15 (int32). A NaN in the block makes dx NaN.
+
+  One output element: 16 float32 lanes acc, all zero; for each block b in order:
+      T[L] (int32, L = 0..15) = sum over c = 0..3 of  S_c[L] * sum_{t<4} u[64c + 4L + t] * q[64c + 4L + t]
+          u: the block's unsigned quants at the 256 positions (Q4_K: the nibble of run j,
+             positions 32 j .. 32 j + 31; Q6_K: the 6-bit value q + 32, ggml's layout as
+             kernels/blocks_cpu.deq_q6_k reads it), q the x block's int8
+          S_c[L]: Q4_K the 6-bit scale of the run position 64c + 4L lies in (sc_{2c} for
+             L < 8, else sc_{2c+1}); Q6_K the int8 scale of its 16 (sc[4c + L // 4])
+      Q6_K: T[L] -= 32 * sc_L * gs[L]             (lane L takes the -32 of group L; exact)
+      Q4_K: Mv[L] (int32) = m_L * (gs[2L] + gs[2L+1]) for L < 8 (the 6-bit mins), 0 for L >= 8
+      dd = d * dx_b  (float32; d the block's f16 scale widened);  Q4_K: dm = dmin * dx_b
+      Q6_K: acc[L] = acc[L] + dd * float32(T[L])       (fmul then fadd: never fused)
+      Q4_K: acc[L] = (acc[L] + dd * float32(T[L])) - dm * float32(Mv[L])
+  out = tree(acc), the lanes (L, L+8) added, then (L, L+4), (L, L+2), (0, 1).
+
+The integer sums are exact whatever order computes them (every |T| < 2^31: 256 * 15 * 127 *
+63 for Q4_K, 256 * 63 * 127 * 128 for Q6_K), so the VNNI form (vpmaddubsw's pairs, then
+vpdpwssd with the scales: T's lanes directly), the portable form and the scalar reference
+(`dot_ref`) give the same int32s; the float operations are the ones above,
+named one by one in the vector IR (no contraction, no reassociation). An element's bytes
+depend on its weight row and its x row alone: batch invariance by construction, decode rows
+== prefill rows, a row alone == in its group (tests/model/test_kquant_q8.py).
+
+What it computes is x's quantized copy, dx_b * q, times the weights d * sc * q - dmin * m
+(Q4_K), d * sc * (q - 32) (Q6_K), up to float32 rounding of the per-block terms: `ref`
+is that definition in float64. The activations' rounding (|error| <= dx_b / 2 an element,
+relative 1/254 of the block's largest) is what llama.cpp's CPU kernels do for these kinds.
+"""
+from __future__ import annotations
+
+from kernels import require_init  # noqa: E402
+
+require_init(__name__)           # kernels.init() first: numba's cache folder, its env
+import numpy as np  # noqa: E402
+from llvmlite import ir  # noqa: E402
+from numba import njit  # noqa: E402
+from numba.core import cgutils  # noqa: E402
+from numba.extending import intrinsic  # noqa: E402
+
+from kernels import blocks_vec as V  # noqa: E402
+from kernels.vec_ir import half as _halfload, prefetch_l2 as _prefetch_l2, ptr as _ptr  # noqa: E402
+from kernels.vec_ir import splat as _splat, tree as _tree  # noqa: E402
+
+QK = 256
+K_BYTES = {"Q4_K": 144, "Q6_K": 210}
+KINDS = tuple(K_BYTES)
+
+_i8, _i32, _i64 = ir.IntType(8), ir.IntType(32), ir.IntType(64)
+_f32 = ir.FloatType()
+_v64i8, _v32i8, _v16i8 = ir.VectorType(_i8, 64), ir.VectorType(_i8, 32), ir.VectorType(_i8, 16)
+_v16i32, _v8i32 = ir.VectorType(_i32, 16), ir.VectorType(_i32, 8)
+_v32i16 = ir.VectorType(ir.IntType(16), 32)
+_v8f = ir.VectorType(ir.FloatType(), 8)
+_v16f = ir.VectorType(_f32, 16)
+_v64i32 = ir.VectorType(_i32, 64)
+
+
+def _host_vnni() -> bool:
+    """numba compiles for this host (no NUMBA_CPU_NAME) and it has AVX-512 VNNI + BW."""
+    from numba.core import config
+    if config.CPU_NAME:
+        return False
+    import llvmlite.binding as ll
+    try:
+        f = ll.get_host_cpu_features()
+        return bool(f.get("avx512vnni") and f.get("avx512bw") and f.get("avx512f"))
+    except Exception:
+        return False
+
+
+VNNI = _host_vnni()
+
+
+# ---------------------------------------------------------------- x -> int8 blocks
+@njit(cache=True, boundscheck=False, nogil=True)
+def quantize_rows(x, q, dx, gs):
+    """x [M, K] float32 -> q [M, K] int8, dx [M, K/256] float32, gs [M, K/256, 16] int32 (the
+    definition above)."""
+    M, K = x.shape
+    for i in range(M):
+        for b in range(K // 256):
+            o = 256 * b
+            amax = np.float32(0.0)
+            mx = np.float32(0.0)
+            nan = False
+            for j in range(256):
+                v = x[i, o + j]
+                if v != v:
+                    nan = True
+                a = abs(v)
+                if a > amax:
+                    amax = a
+                    mx = v
+            if nan or amax == 0:
+                dx[i, b] = np.float32(np.nan) if nan else np.float32(0.0)
+                for j in range(256):
+                    q[i, o + j] = 0
+                for g in range(16):
+                    gs[i, b, g] = 0
+                continue
+            iscale = np.float32(np.float32(-127.0) / mx)
+            for j in range(256):
+                t = np.int32(np.rint(np.float32(iscale * x[i, o + j])))
+                q[i, o + j] = np.int8(min(t, np.int32(127)))
+            dx[i, b] = np.float32(np.float32(1.0) / iscale)
+            for g in range(16):
+                s = np.int32(0)
+                for j in range(16):
+                    s += np.int32(q[i, o + 16 * g + j])
+                gs[i, b, g] = s
+
+
+def quantize(x: np.ndarray):
+    """(q, dx, gs) of x [M, K] float32 (K a multiple of 256)."""
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    M, K = x.shape
+    if K % QK:
+        raise ValueError(f"kquant_cpu: K = {K} is not a multiple of {QK}")
+    q = np.empty((M, K), np.int8)
+    dx = np.empty((M, K // QK), np.float32)
+    gs = np.empty((M, K // QK, 16), np.int32)
+    quantize_rows(x, q, dx, gs)
+    return q, dx, gs
+
+
+# ---------------------------------------------------------------- the scalar reference
+@njit(cache=True, boundscheck=False, nogil=True)
+def _q4k_sm(blk):
+    s = np.empty(8, np.int64)
+    m = np.empty(8, np.int64)
+    sc = blk[4:16]
+    for j in range(8):
+        if j < 4:
+            s[j] = np.int64(sc[j]) & 63
+            m[j] = np.int64(sc[j + 4]) & 63
+        else:
+            s[j] = (np.int64(sc[j + 4]) & 15) | ((np.int64(sc[j - 4]) >> 6) << 4)
+            m[j] = (np.int64(sc[j + 4]) >> 4) | ((np.int64(sc[j]) >> 6) << 4)
+    return s, m
+
+
+@njit(cache=True, boundscheck=False, nogil=True)
+def _u(kind6, blk, p):
+    """The unsigned quant at position p of a block (Q4_K nibble; Q6_K q + 32)."""
+    if not kind6:
+        c = p // 64
+        j = p - 64 * c
+        v = np.int64(blk[16 + 32 * c + (j & 31)])
+        return (v & 15) if j < 32 else (v >> 4)
+    h = p // 128
+    r = p - 128 * h
+    g = r // 32
+    l = r - 32 * g
+    a = np.int64(blk[64 * h + l + (32 if (g & 1) else 0)])
+    hh = np.int64(blk[128 + 32 * h + l])
+    low = (a & 15) if g < 2 else (a >> 4)
+    return low | (((hh >> (2 * g)) & 3) << 4)
+
+
+@njit(cache=True, boundscheck=False, nogil=True)
+def dot_ref(kind6, wrow, q, dx, gs, f16):
+    """One output element by the definition, in scalar loops (the reference the vector forms
+    are held to byte for byte): kind6 False for Q4_K, True for Q6_K; wrow the weight row's
+    bytes, q / dx / gs one x row's quantization."""
+    nbytes = 210 if kind6 else 144
+    nb = q.shape[0] // 256
+    accf = np.zeros(16, np.float32)
+    T = np.zeros(16, np.int64)
+    for b in range(nb):
+        blk = wrow[b * nbytes:(b + 1) * nbytes]
+        xq = q[256 * b:256 * b + 256]
+        if kind6:
+            d = f16[np.int64(blk[208]) | (np.int64(blk[209]) << 8)]
+            sc6 = blk[192:208].view(np.int8)
+        else:
+            d = f16[np.int64(blk[0]) | (np.int64(blk[1]) << 8)]
+            dmin = f16[np.int64(blk[2]) | (np.int64(blk[3]) << 8)]
+            s, m = _q4k_sm(blk)
+        for L in range(16):
+            T[L] = 0
+        for c in range(4):
+            for L in range(16):
+                acc = np.int64(0)
+                for t in range(4):
+                    p = 64 * c + 4 * L + t
+                    acc += _u(kind6, blk, p) * np.int64(xq[p])
+                if kind6:
+                    S = np.int64(sc6[4 * c + L // 4])
+                else:
+                    S = s[2 * c] if L < 8 else s[2 * c + 1]
+                T[L] += S * acc
+        dd = np.float32(d * dx[b])
+        if kind6:
+            for L in range(16):
+                T[L] -= 32 * np.int64(sc6[L]) * np.int64(gs[b, L])
+            for L in range(16):
+                accf[L] = np.float32(accf[L] + np.float32(dd * np.float32(np.int32(T[L]))))
+        else:
+            dm = np.float32(dmin * dx[b])
+            for L in range(16):
+                mv = m[L] * (np.int64(gs[b, 2 * L]) + np.int64(gs[b, 2 * L + 1])) if L < 8 else np.int64(0)
+                a = np.float32(accf[L] + np.float32(dd * np.float32(np.int32(T[L]))))
+                accf[L] = np.float32(a - np.float32(dm * np.float32(np.int32(mv))))
+    return _tree_ref(accf, 16)
+
+
+@njit(cache=True, boundscheck=False, nogil=True)
+def _tree_ref(v, n):
+    a = v.copy()
+    h = n // 2
+    while h >= 2:
+        for L in range(h):
+            a[L] = np.float32(a[L] + a[L + h])
+        h //= 2
+    return np.float32(a[0] + a[1])
+
+
+@njit(cache=True, boundscheck=False, nogil=True)
+def matmul_ref_rows(kind6, q, dx, gs, data, f16, out):
+    for i in range(q.shape[0]):
+        for n in range(data.shape[0]):
+            out[i, n] = dot_ref(kind6, data[n], q[i], dx[i], gs[i], f16)
+
+
+# ---------------------------------------------------------------- the vector form
+def _c(v, t=_i32):
+    return ir.Constant(t, v)
+
+
+def _bvec(v, n=64):
+    return ir.Constant(ir.VectorType(_i8, n), [v] * n)
+
+
+def _load(builder, base, off, ty):
+    p = builder.gep(base, [off if isinstance(off, ir.Value) else _c(off, _i64)])
+    return builder.load(builder.bitcast(p, ty.as_pointer()), align=1)
+
+
+def _concat(builder, a, b):
+    n = a.type.count
+    return builder.shuffle_vector(a, b, ir.Constant(ir.VectorType(_i32, 2 * n), list(range(2 * n))))
+
+
+def _scaled_dot(builder, T, w, x, s16, s32, vnni):
+    """T + (16 int32 lanes, lane L = s * sum_{t<4} w[4L + t] (unsigned) * x[4L + t] (signed)),
+    the scale s constant over a lane's 4 bytes: s16 <32 x i16> a pair of bytes, s32 <16 x
+    i32> a lane. VNNI: vpmaddubsw (pairs, within int16: 2 * 63 * 127 at most) then vpdpwssd
+    (pairs of pairs times the scale, added to T); elsewhere the same integers in plain ops."""
+    if vnni:
+        mad = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_v32i16, [_v64i8, _v64i8]),
+                                             "llvm.x86.avx512.pmaddubs.w.512")
+        dp = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_v16i32, [_v16i32] * 3),
+                                            "llvm.x86.avx512.vpdpwssd.512")
+        pairs = builder.call(mad, [w, x])
+        return builder.call(dp, [T, builder.bitcast(pairs, _v16i32), builder.bitcast(s16, _v16i32)])
+    p = builder.mul(builder.zext(w, _v64i32), builder.sext(x, _v64i32))
+    parts = [builder.shuffle_vector(p, ir.Constant(_v64i32, ir.Undefined),
+                                    ir.Constant(_v16i32, [4 * L + t for L in range(16)])) for t in range(4)]
+    dp4 = builder.add(builder.add(parts[0], parts[1]), builder.add(parts[2], parts[3]))
+    return builder.add(T, builder.mul(dp4, s32))
+
+
+def _q4k_weights(builder, base):
+    """A Q4_K block's (W_c for c < 4: <64 x i8> unsigned nibbles in position order, S_c
+    <16 x i32> run scales a lane, m <8 x i32> the mins, d, dmin)."""
+    d = _halfload(builder, base)
+    dmin = _halfload(builder, builder.gep(base, [_c(2, _i64)]))
+    # the 12 bytes as three 32-bit words, unpacked 4 scales or mins at a time (ggml's kmask
+    # steps: s0..3 = u0 & 63, s4..7 = (u2 & 15) | (u0 >> 6) << 4, m0..3 = u1 & 63,
+    # m4..7 = (u2 >> 4) | (u1 >> 6) << 4, byte by byte)
+    u = [_load(builder, base, 4 + 4 * k, _i32) for k in range(3)]
+    k1, k2, k3 = _c(0x3F3F3F3F), _c(0x0F0F0F0F), _c(0x03030303)
+    s_lo = builder.and_(u[0], k1)
+    s_hi = builder.or_(builder.and_(u[2], k2), builder.shl(builder.and_(builder.lshr(u[0], _c(6)), k3), _c(4)))
+    m_lo = builder.and_(u[1], k1)
+    m_hi = builder.or_(builder.and_(builder.lshr(u[2], _c(4)), k2), builder.shl(builder.and_(builder.lshr(u[1], _c(6)), k3), _c(4)))
+    v8i8 = ir.VectorType(_i8, 8)
+    sb = builder.bitcast(V._vec(builder, [s_lo, s_hi], _i32), v8i8)
+    mb = builder.bitcast(V._vec(builder, [m_lo, m_hi], _i32), v8i8)
+    sv = builder.zext(sb, _v8i32)
+    mv = builder.shuffle_vector(builder.zext(mb, _v8i32), ir.Constant(_v8i32, [0] * 8),
+                                ir.Constant(_v16i32, list(range(8)) + [8] * 8))     # lanes 8..15: 0
+    W, S = [], []
+    for c in range(4):
+        qv = _load(builder, base, 16 + 32 * c, _v32i8)
+        W.append(_concat(builder, builder.and_(qv, _bvec(15, 32)), builder.lshr(qv, _bvec(4, 32))))
+        S.append(builder.shuffle_vector(sv, ir.Constant(_v8i32, ir.Undefined),
+                                        ir.Constant(_v16i32, [2 * c] * 8 + [2 * c + 1] * 8)))
+    sv16 = builder.zext(sb, ir.VectorType(ir.IntType(16), 8))
+    S16 = [builder.shuffle_vector(sv16, ir.Constant(sv16.type, ir.Undefined),
+                                  ir.Constant(ir.VectorType(_i32, 32), [2 * c] * 16 + [2 * c + 1] * 16))
+           for c in range(4)]
+    return W, S, S16, mv, d, dmin
+
+
+def _q6k_weights(builder, base):
+    """A Q6_K block's (W_c: <64 x i8> unsigned q + 32 in position order, S_c <16 x i32>, the
+    16 scales <16 x i32>, d)."""
+    d = _halfload(builder, builder.gep(base, [_c(208, _i64)]))
+    scv = builder.sext(_load(builder, base, 192, _v16i8), _v16i32)
+
+    def k(v):
+        return _bvec(v, 32)
+    W = []
+    for h in range(2):
+        a, b, hh = (_load(builder, base, 64 * h, _v32i8), _load(builder, base, 64 * h + 32, _v32i8),
+                    _load(builder, base, 128 + 32 * h, _v32i8))
+        u = [builder.or_(builder.and_(a, k(15)), builder.shl(builder.and_(hh, k(3)), k(4))),
+             builder.or_(builder.and_(b, k(15)), builder.shl(builder.and_(builder.lshr(hh, k(2)), k(3)), k(4))),
+             builder.or_(builder.lshr(a, k(4)), builder.shl(builder.and_(builder.lshr(hh, k(4)), k(3)), k(4))),
+             builder.or_(builder.lshr(b, k(4)), builder.shl(builder.lshr(hh, k(6)), k(4)))]
+        W += [_concat(builder, u[0], u[1]), _concat(builder, u[2], u[3])]
+    S = [builder.shuffle_vector(scv, ir.Constant(_v16i32, ir.Undefined),
+                                ir.Constant(_v16i32, [4 * c + L // 4 for L in range(16)])) for c in range(4)]
+    sc16 = builder.trunc(scv, ir.VectorType(ir.IntType(16), 16))
+    S16 = [builder.shuffle_vector(sc16, ir.Constant(sc16.type, ir.Undefined),
+                                  ir.Constant(ir.VectorType(_i32, 32), [4 * c + l // 8 for l in range(32)]))
+           for c in range(4)]
+    return W, S, S16, scv, d
+
+
+def _make_tile(kind, R, C, vnni):
+    """tile(data, n, q, i, dx, gs): R rows of blocks (data[n .. n+R-1]) times C quantized x
+    rows (q[i .. i+C-1]) -> R*C elements, r-major, each by the definition above. A weight
+    block is unpacked once for the C x rows; each x block is loaded once for the R rows."""
+    nbytes = K_BYTES[kind]
+    q6 = kind == "Q6_K"
+
+    def typer(data, n, q, i, dx, gs):
+        sig = V._ret(R * C)(data, n, q, i, dx, gs)
+
+        def codegen(context, builder, signature, vals):
+            da = _ptr(context, builder, signature.args[0], vals[0])
+            qa = _ptr(context, builder, signature.args[2], vals[2])
+            xa = _ptr(context, builder, signature.args[4], vals[4])
+            ga = _ptr(context, builder, signature.args[5], vals[5])
+            nn, ii = vals[1], vals[3]
+            dstride = builder.extract_value(da.strides, 0)
+            qstride = builder.extract_value(qa.strides, 0)
+            xstride = builder.sdiv(builder.extract_value(xa.strides, 0), _c(4, _i64))
+            gstride = builder.sdiv(builder.extract_value(ga.strides, 0), _c(4, _i64))
+            d0 = builder.bitcast(da.data, _i8.as_pointer())
+            q0 = builder.bitcast(qa.data, _i8.as_pointer())
+            ws = [builder.gep(d0, [builder.mul(builder.add(nn, _c(r, _i64)), dstride)]) for r in range(R)]
+            rowi = [builder.add(ii, _c(c, _i64)) for c in range(C)]
+            qps = [builder.gep(q0, [builder.mul(r, qstride)]) for r in rowi]
+            xps = [builder.gep(xa.data, [builder.mul(r, xstride)]) for r in rowi]
+            gps = [builder.gep(ga.data, [builder.mul(r, gstride)]) for r in rowi]
+            nb = builder.sdiv(builder.extract_value(qa.shape, 1), _c(256, _i64))
+            ahead = builder.mul(nb, _c(nbytes * V.PREFETCH_ROWS, _i64))
+            zf = ir.Constant(_v16f, [0.0] * 16)
+            inits = [zf] * (R * C)
+            zi = ir.Constant(_v16i32, [0] * 16)
+
+            def body(b, st):
+                out = list(st)
+                bases = [builder.gep(wp, [builder.mul(b, _c(nbytes, _i64))]) for wp in ws]
+                if V.PREFETCH_ROWS:
+                    for base in bases:
+                        for off in range(0, nbytes, 64):
+                            _prefetch_l2(builder, builder.gep(base, [builder.add(ahead, _c(off, _i64))]))
+                wts = [(_q6k_weights if q6 else _q4k_weights)(builder, base) for base in bases]
+                for c in range(C):
+                    X = [_load(builder, qps[c], builder.add(builder.mul(b, _c(256, _i64)), _c(64 * k, _i64)), _v64i8)
+                         for k in range(4)]
+                    dxb = builder.load(builder.gep(xps[c], [b]))
+                    g = builder.load(builder.bitcast(builder.gep(gps[c], [builder.mul(b, _c(16, _i64))]),
+                                                     _v16i32.as_pointer()), align=4)
+                    if not q6:          # gs[2L] + gs[2L+1] in lanes 0..7, 0 in 8..15
+                        zg = ir.Constant(_v16i32, [0] * 16)
+                        g2 = builder.add(
+                            builder.shuffle_vector(g, zg, ir.Constant(_v16i32, [2 * j for j in range(8)] + [16] * 8)),
+                            builder.shuffle_vector(g, zg, ir.Constant(_v16i32, [2 * j + 1 for j in range(8)] + [16] * 8)))
+                    for r in range(R):
+                        W, S, S16 = wts[r][0], wts[r][1], wts[r][2]
+                        e = r * C + c
+                        if q6:
+                            scv, d = wts[r][3], wts[r][4]
+                            T = builder.sub(zi, builder.shl(builder.mul(scv, g), ir.Constant(_v16i32, [5] * 16)))
+                        else:
+                            mv, d, dmin = wts[r][3], wts[r][4], wts[r][5]
+                            T = zi
+                        for k in range(4):
+                            T = _scaled_dot(builder, T, W[k], X[k], S16[k], S[k], vnni)
+                        dd = builder.fmul(d, dxb)
+                        a = builder.fadd(out[e], builder.fmul(_splat(builder, dd, 16), builder.sitofp(T, _v16f)))
+                        if not q6:
+                            dm = builder.fmul(dmin, dxb)
+                            mf = builder.sitofp(builder.mul(mv, g2), _v16f)
+                            a = builder.fsub(a, builder.fmul(_splat(builder, dm, 16), mf))
+                        out[e] = a
+                return out
+            st = V._loop(builder, nb, inits, body)
+            return V._result(context, builder, signature, [_tree(builder, st[e]) for e in range(R * C)])
+        return sig, codegen
+
+    @intrinsic
+    def tile(typingctx, data, n, q, i, dx, gs):
+        return typer(data, n, q, i, dx, gs)
+    return V.stable_pickle(tile, "q8tile", kind, R, C, vnni)
+
+
+X_BYTES = 1 << 17     # int8 x bytes a pass of `rows` (x rows against every weight row of its span)
+
+
+def _make_rows(kind, vnni):
+    """rows(q, dx, gs, data, out, lo, hi): out[:, lo:hi] = the quantized x rows times rows
+    lo..hi-1 of the matrix, every element through `tile`'s one definition (tiles: 4 x rows
+    against 2 rows of blocks, then 1; the rows left past a multiple of 4 one at a time against
+    4 rows of blocks, then 1): the tile shapes change the speed only."""
+    t24, t14 = _make_tile(kind, 2, 4, vnni), _make_tile(kind, 1, 4, vnni)
+    t41, t11 = _make_tile(kind, 4, 1, vnni), _make_tile(kind, 1, 1, vnni)
+
+    @njit(cache=True, boundscheck=False, nogil=True)
+    def rows(q, dx, gs, data, out, lo, hi):
+        M, K = q.shape
+        M4 = M - M % 4
+        xb = max(4, (X_BYTES // K) // 4 * 4)        # x rows a pass: their int8 stay in L2
+        for i0 in range(0, M4, xb):
+            i1 = min(i0 + xb, M4)
+            n = lo
+            while n + 2 <= hi:
+                for i in range(i0, i1, 4):
+                    r = t24(data, n, q, i, dx, gs)
+                    for a in range(2):
+                        for c in range(4):
+                            out[i + c, n + a] = r[4 * a + c]
+                n += 2
+            if n < hi:
+                for i in range(i0, i1, 4):
+                    r = t14(data, n, q, i, dx, gs)
+                    for c in range(4):
+                        out[i + c, n] = r[c]
+        i = M4
+        while i < M:
+            n = lo
+            while n + 4 <= hi:
+                r = t41(data, n, q, i, dx, gs)
+                for a in range(4):
+                    out[i, n + a] = r[a]
+                n += 4
+            while n < hi:
+                out[i, n] = t11(data, n, q, i, dx, gs)
+                n += 1
+            i += 1
+    return V.stable_pickle(rows, "q8rows", kind, vnni)
+
+
+def _make_crew(kind, vnni):
+    from kernels.team_cpu import finish, region_piece, wait
+    rows = V._made("q8rows", kind, vnni)
+    span = V.CREW_CHUNKS * V.ROWS
+
+    @njit(cache=True, boundscheck=False, nogil=True)
+    def member(m, n, ctr, q, dx, gs, stack, experts, offs, out):
+        """Member m of a crew of n (kernels/blocks_vec.crew_grouped's pieces and order):
+        out[offs[g]:offs[g+1]] = rows offs[g]:offs[g+1] of the quantized x times
+        stack[experts[g]]^T for every group g."""
+        N = stack.shape[1]
+        per_g = (N + span - 1) // span
+        P = experts.shape[0] * per_g
+        per = (P + n - 1) // n
+        for k in range(n):
+            r = (m + k) % n
+            p = region_piece(ctr, 0, r, per, k > 0)
+            while p >= 0:
+                if p < P:
+                    g = p // per_g
+                    lo = (p - g * per_g) * span
+                    a = offs[g]
+                    b = offs[g + 1]
+                    rows(q[a:b], dx[a:b], gs[a:b], stack[experts[g]], out[a:b], lo, min(lo + span, N))
+                    finish(ctr, 0)
+                p = region_piece(ctr, 0, r, per, k > 0)
+        wait(ctr, 0, P)
+    return V.stable_pickle(member, "q8crew", kind, vnni)
+
+
+V.MAKERS.update(q8tile=_make_tile, q8rows=_make_rows, q8crew=_make_crew)
+_CREWS: dict = {}
+_ONE = np.zeros(1, np.int64)
+
+
+def grouped_q(q, dx, gs, kind, stack, experts, offs, out, vnni=None):
+    """out[offs[g]:offs[g+1]] = quantized x rows offs[g]:offs[g+1] times stack[experts[g]]^T
+    (stack uint8 [E, N, row bytes] of `kind`), one crew round of numba's thread count (the
+    caller alone at most blocks_vec.CREW_SERIAL_MACS)."""
+    import numba
+
+    from kernels.team_cpu import WIDTH, Crew
+    vnni = VNNI if vnni is None else vnni
+    member = V._made("q8crew", kind, vnni)
+    ctr = np.zeros((2, WIDTH), np.int64)
+    args = (ctr, q, dx, gs, stack, experts, offs, out)
+    n = min(numba.get_num_threads(), 16)
+    if n == 1 or q.shape[0] * stack.shape[1] * q.shape[1] <= V.CREW_SERIAL_MACS:
+        member(0, 1, *args)
+        return out
+    key = (kind, vnni)
+    crew = _CREWS.get(key)
+    if crew is None:
+        crew = _CREWS[key] = Crew(member)
+    crew.run(n, args)
+    return out
+
+
+def matmul(x: np.ndarray, kind: str, data: np.ndarray, out: np.ndarray | None = None,
+           vnni: bool | None = None) -> np.ndarray:
+    """x [M, K] float32 times the [N, K] matrix whose rows are `data` (uint8 [N, row bytes]) of
+    `kind` (Q4_K, Q6_K) -> [M, N] float32, by the definition above (x quantized to int8 a
+    block of 256). vnni: the VNNI form (default: where the host has it) or the portable one;
+    the same bytes."""
+    if kind not in K_BYTES:
+        raise ValueError(f"kquant_cpu: kind {kind!r} is not one of {', '.join(K_BYTES)}")
+    q, dx, gs = quantize(x)
+    if out is None:
+        out = np.empty((q.shape[0], data.shape[0]), np.float32)
+    return grouped_q(q, dx, gs, kind, data[None], _ONE, np.array([0, q.shape[0]], np.int64), out, vnni)
+
+
+def grouped_matmul(x: np.ndarray, kind: str, stack: np.ndarray, experts: np.ndarray,
+                   offs: np.ndarray) -> np.ndarray:
+    """x [R, K] (rows grouped by expert: group g = rows offs[g]:offs[g+1], expert experts[g])
+    times stack uint8 [E, N, row bytes] -> [R, N]; every row's bytes those of
+    matmul(x_row, kind, stack[e])."""
+    q, dx, gs = quantize(x)
+    out = np.empty((q.shape[0], stack.shape[1]), np.float32)
+    return grouped_q(q, dx, gs, kind, stack, np.ascontiguousarray(experts, np.int64),
+                     np.ascontiguousarray(offs, np.int64), out)
+
+
+def matmul_reference(x: np.ndarray, kind: str, data: np.ndarray) -> np.ndarray:
+    """The scalar loops of the definition (dot_ref): slow; what the tests hold the vector
+    forms to byte for byte."""
+    from kernels.blocks_cpu import F16
+    q, dx, gs = quantize(x)
+    out = np.empty((q.shape[0], data.shape[0]), np.float32)
+    matmul_ref_rows(kind == "Q6_K", q, dx, gs, data, F16, out)
+    return out
+
+
+def ref(x: np.ndarray, w) -> np.ndarray:
+    """The float64 value the definition rounds: x's quantized copy (dx_b * q) times w's
+    dequantized weights (kernels.blocks.Blocks.dequantize), in float64, to float32 once."""
+    q, dx, _ = quantize(x)
+    xq = (q.astype(np.float64).reshape(q.shape[0], -1, QK) * dx.astype(np.float64)[:, :, None]).reshape(q.shape)
+    return (xq @ w.dequantize().astype(np.float64).T).astype(np.float32)
