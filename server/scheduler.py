@@ -56,6 +56,7 @@ log = logging.getLogger("foldserve")
 class Scheduler:
     IDLE_TICK_S = 0.5          # an idle engine wakes this often to check the ranks (driver.check)
     STOP_WAIT_S = 30.0         # stop() waits this long for the engine thread (a stuck step)
+    MTP_KEPT = 256             # trunk rows a stream's deferred MTP pass may keep (_after_round)
 
     def __init__(self, driver, admission, *, context: int, prefill_chunk: int = 256,
                  token_budget: int | None = None, seed_salt: int = 0, metrics=None,
@@ -365,18 +366,38 @@ class Scheduler:
         """A source that runs on the ranks (MTP, server/drafts/mtp.py): each stream still
         running gets the rows this round made valid (from its chunk's start to its rows
         written, each with the token after it) and, where it drafts, as many guesses as its
-        pace will ask for next round."""
+        pace will ask for next round, at the next round's load (its decoding streams; none
+        where a stream still prefills: that round drafts nothing).
+
+        Under load the pass waits: where the next round's decodes alone fill the rows a
+        round may hold (policy.round_drafts: no stream drafts then), each stream's chunk is
+        deferred (MtpChunk.defer: the ranks keep its trunk rows, up to MTP_KEPT a stream)
+        and its next pass starts at the first kept row; a stream that ends first never
+        costs the pass. Decided from the round's counts alone (deterministic)."""
+        live = [a for a in self.active.values()]
+        dec = sum(not a.prefilling for a in live)
+        no_drafts = any(a.prefilling for a in live) or dec >= self.draft_rows
+        full = dec >= self.draft_rows
         entries, o = [], 0
         for c, a in zip(chunks, owners):
             src, o = o, o + len(c.tokens)
             if a.req.id not in self.active or a.fed <= c.start:
                 continue
+            new = a.fed - c.start
+            if full and a.mtp_kept + new <= self.MTP_KEPT:
+                entries.append((c.stream, c.start, a.ids[c.start + 1:a.fed + 1], src, -1,
+                                None, len(a.out)))
+                a.mtp_kept += new
+                continue
             depth, src_drafts = 0, None
             if a.drafts is not None and not a.prefilling:
                 left = min(a.req.params.max_tokens - len(a.out), self.context - a.length)
-                depth = a.drafts.wanted(min(self.draft_tokens, left - 1))
+                cap = 0 if no_drafts else min(self.draft_tokens, left - 1, self.draft_rows - dec)
+                depth = a.drafts.wanted(cap, (dec, float(dec)))
                 src_drafts = a.drafts.source
-            entries.append((c.stream, c.start, a.ids[c.start + 1:a.fed + 1], src, depth,
+            start = c.start - a.mtp_kept
+            a.mtp_kept = 0
+            entries.append((c.stream, start, a.ids[start + 1:a.fed + 1], src, depth,
                             src_drafts, len(a.out)))
         if entries:
             self.draft_source.after_round(self.driver, entries)
