@@ -47,7 +47,7 @@ import numpy as np
 from numba import njit
 
 from kernels import attention_cpu, blocks_vec
-from kernels.attention_cpu import _job, write_row
+from kernels.attention_cpu import _group_job, row_groups, write_row
 from kernels.blocks_vec import block_sums, block_sums_span
 from kernels.rmsnorm_cpu import add_rms_norm, rms_norm, swiglu_span
 from kernels.team_cpu import REGION, WIDTH, finish, next_piece, region_piece, take, wait
@@ -127,6 +127,8 @@ def _make(kinds):
         T, D = h.shape
         att2 = att.reshape(T, nq * hd)
         jobs = T * nkv
+        groups = row_groups(spans)          # the attention's jobs: row groups x kv heads
+        gjobs = groups.shape[0] * nkv
         acts = (ff + PIECE_ACTS - 1) // PIECE_ACTS
         # a round whose every chunk is one row (decode): a job writes its row's K, V itself
         # (no other job of the round reads them); heads of whole 32-blocks: a job sums its own
@@ -159,20 +161,21 @@ def _make(kinds):
                     j = next_piece(ctr, s)
                 wait(ctr, s, jobs)
             s += 1
-            j = next_piece(ctr, s)                               # each (row, kv head) attends
-            while j < jobs:
-                t = j // nkv
+            j = next_piece(ctr, s)               # each (row group, kv head) attends
+            while j < gjobs:
+                t0 = groups[j // nkv, 0]
                 if one_row:          # a chunk's one row: its K, V first, then its keys
-                    write_row(t, j % nkv, owner, qkv, nq, nkv, hd, cos, sin, kl, vl,
+                    write_row(t0, j % nkv, owner, qkv, nq, nkv, hd, cos, sin, kl, vl,
                               spans, starts, tables, page_rows)
-                _job(j, owner, qkv, nq, nkv, hd, cos, sin, kl, vl, spans, starts, tables,
-                     page_rows, scale, att)
+                _group_job(j, groups, owner, qkv, nq, nkv, hd, cos, sin, kl, vl, spans, starts,
+                           tables, page_rows, scale, att)
                 if so and head_sums:             # the job's heads' block sums of att
                     q0 = (j % nkv) * (nq // nkv) * hd
-                    block_sums_span(att2, t, q0 // 32, (q0 + (nq // nkv) * hd) // 32, xs_a)
+                    for t in range(t0, groups[j // nkv, 1]):
+                        block_sums_span(att2, t, q0 // 32, (q0 + (nq // nkv) * hd) // 32, xs_a)
                 finish(ctr, s)
                 j = next_piece(ctr, s)
-            wait(ctr, s, jobs)
+            wait(ctr, s, gjobs)
             s += 1
             if so and not head_sums:
                 if take(ctr, s):
