@@ -159,7 +159,7 @@ BREAKS = [
           "tests/drafts/test_drafts_pace.py::test_a_busy_round_drafts_only_what_pays_at_its_rate"),
     Break("a full round still runs the MTP pass", "a full round defers the MTP pass",
           (("server/scheduler.py",
-            "            if full and a.mtp_kept + new <= self.MTP_KEPT:\n",
+            "            if depth == 0 and a.mtp_kept + new <= self.MTP_KEPT:\n",
             "            if False and a.mtp_kept + new <= self.MTP_KEPT:\n"),),
           "tests/drafts/test_drafts_mtp.py::test_a_full_round_defers_the_mtp_pass"),
     Break("the MTP catch-up reads the round's rows for the kept ones", "a deferred pass catches up from the kept trunk rows",

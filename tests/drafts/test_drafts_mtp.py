@@ -214,9 +214,10 @@ def test_a_full_round_defers_the_mtp_pass(name, paged):
     """Sixteen streams (greedy and seeded + logprobs) fill the round: once the decodes of
     a round fill the rows a round may hold (9: no stream may draft), the MTP pass after it
     is deferred for every stream (no MTP row written, no guess: the ranks keep the trunk
-    rows), and not before. The two streams that outlive the others then catch up: their
-    MTP rows when they end equal, byte for byte, one pass over their whole sequence. The
-    replies equal the plain ones."""
+    rows); every MTP draft verified comes from a pass that ran for its stream (caught up).
+    The two streams that outlive the others then catch up: their MTP rows when they end
+    (past the rows kept under load) equal, byte for byte, one pass over their whole
+    sequence. The replies equal the plain ones."""
     eng = engine(name)
     rec = RowsAtEnd(eng)
     reqs = [(REP[i % 8:], P(max_tokens=64 if i < 2 else 20, temperature=0.0) if i % 2 == 0
@@ -226,25 +227,34 @@ def test_a_full_round_defers_the_mtp_pass(name, paged):
                    source="mtp")
     plain, _ = serve(eng, reqs, draft=False, streams=16, chunk=64, paged=paged)
     assert out == plain
-    steps = [st for st, _ in rec.log if isinstance(st, (RoundStep, MtpStep))]
-    deferred = passes = 0
-    for i, st in enumerate(steps):
-        if not isinstance(st, MtpStep):
+    of = {st.stream: n for n, st in enumerate(x for x, _ in rec.log if isinstance(x, BeginStep))}
+    steps = [(st, got) for st, got in rec.log if isinstance(st, (RoundStep, MtpStep))]
+    deferred = passes = verified = 0
+    last_pass, kept_to = None, {}
+    for i, (st, got) in enumerate(steps):
+        if isinstance(st, RoundStep):
+            for c in st.chunks:          # every MTP draft comes from a pass that ran for it
+                if c.logits == EVERY_ROW and len(c.tokens) > 1:
+                    d = c.tokens[1:]
+                    (m, g), = [(m, g) for m, g in zip(*last_pass) if m.stream == c.stream]
+                    assert not m.defer and m.depth >= len(d) and tuple(g[:len(d)]) == d
+                    verified += 1
             continue
-        nxt = next((x for x in steps[i + 1:] if isinstance(x, RoundStep)), None)
+        last_pass = (st.chunks, got)
+        nxt = next((x for x, _ in steps[i + 1:] if isinstance(x, RoundStep)), None)
         if nxt is not None and decodes(nxt) >= 9:     # the next round: no room for drafts
             assert all(c.defer and not c.depth for c in st.chunks), st
             deferred += 1
+            for c in st.chunks:          # how far each request's rows were kept under load
+                kept_to[of[c.stream]] = c.start + len(c.tokens)
         else:
-            assert not any(c.defer for c in st.chunks), st
-            passes += 1
-    assert deferred > 5 and passes > 5
+            passes += any(not c.defer for c in st.chunks)
+    assert deferred > 5 and passes > 5 and verified > 0
     seqs = [list(prompt) + [e[0] for e in evs if e[0] is not None]
             for (prompt, _), evs in zip(reqs, out)]
     for i in (0, 1):                                   # the two that outlived the load
         n, got = rec.rows[i]
-        # caught up: every row but the last round's (the pass runs for running streams)
-        assert n >= len(seqs[i]) - 2, (i, n, len(seqs[i]))
+        assert n > kept_to[i] + 8, (i, n, kept_to[i])   # caught up past the rows kept under load
         assert got == one_pass_rows(eng, seqs[i], n), f"request {i}: its MTP rows differ"
 
 
