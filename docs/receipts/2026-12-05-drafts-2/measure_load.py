@@ -6,7 +6,7 @@ without it. Run from the repository root:
     PYTHONPATH=$PWD:tests/drafts python docs/receipts/2026-12-05-drafts-mtp/measure.py
 
 Copied from docs/receipts/2026-12-05-drafts-mtp/measure.py for the drafts-2 receipt and run
-with --load (the 16-stream part only); --rounds N alternates N times (default 3), and each
+with --load (the 16-stream part only) or --solo (the other part only); --rounds N alternates N times (default 3), and each
 line also gives the median ratio and every round's ratio.
 """
 from __future__ import annotations
@@ -33,7 +33,7 @@ def run(eng, reqs, draft, **kw):
     return out, s, time.perf_counter() - t
 
 
-def main(only_load: bool = False):
+def main(only_load: bool = False, only_solo: bool = False):
     for name in ([] if only_load else ("tiny-glm4moe-mtp", "tiny-deepseek3-mtp")):
         for weights in ("random", "echo"):
             eng = open_model(f"dummy:{name}", progress=False, mtp=True).engine
@@ -50,6 +50,8 @@ def main(only_load: bool = False):
                       f"accepted {sd.accepted_tokens_done} "
                       f"({sd.accepted_tokens_done / max(sd.draft_tokens_done, 1):.1%}); "
                       f"wall plain {tp:.2f} s, drafted {td:.2f} s ({tp / td:.2f}x)")
+    if only_solo:
+        return
     # under load: 16 streams; an engine without the MTP layer (draft off) vs with it (mtp)
     reqs = [(REP[i % 8:], P(max_tokens=48, temperature=0.0) if i % 2 else
              P(max_tokens=48, temperature=0.9, seed=i)) for i in range(16)]
@@ -87,4 +89,4 @@ def main(only_load: bool = False):
 
 
 if __name__ == "__main__":
-    main(only_load="--load" in sys.argv)
+    main(only_load="--load" in sys.argv, only_solo="--solo" in sys.argv)
