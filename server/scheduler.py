@@ -62,7 +62,7 @@ class Scheduler:
                  token_budget: int | None = None, seed_salt: int = 0, metrics=None,
                  solo_chunk: int | None = None, prefill_keys: int | None = None,
                  drafts=None, draft_tokens: int = 0, draft_rows: int | None = None,
-                 draft_row_cost: float = ROW_COST["cpu"]):
+                 draft_row_cost=ROW_COST["cpu"]):
         self.driver, self.adm = driver, admission
         self.sampling = driver.sampling      # rank 0's sampling (server/host_sampling.py)
         self.context, self.prefill_chunk = context, prefill_chunk
@@ -389,6 +389,7 @@ class Scheduler:
             if not a.prefilling:
                 left = min(a.req.params.max_tokens - len(a.out), self.context - a.length)
                 cap = 0 if no_drafts else min(self.draft_tokens, left - 1, self.draft_rows - dec)
+                a.drafts.at(a.length)
                 depth = a.drafts.wanted(cap, (dec, float(dec)))
             if depth == 0 and a.mtp_kept + new <= self.MTP_KEPT:
                 entries.append((c.stream, c.start, a.ids[c.start + 1:a.fed + 1], src, -1,

@@ -20,6 +20,10 @@ rows already keep the cores busy drafts only what is nearly sure. Deterministic:
 round's counts and the stream's own record (its verify walks) decide, never a clock, so
 the same requests draft the same rows (drafted == plain holds whatever is drafted).
 
+A row's cost falls as the stream grows (its rows share their key reads, the weights' and
+the keys' reads of a one-row round do not): `at` sets it from the stream's length (a
+deterministic count) before each round.
+
 The source's proposal may be shorter than asked (the match's continuation runs out);
 what is counted is what it proposed and what was taken.
 """
@@ -33,10 +37,19 @@ PRIOR = (1.0, 2.0)     # (taken, tried): a new stream starts at a = 0.5
 class Paced:
     """A StreamDrafts that drafts only as far as pays (the same interface)."""
 
-    def __init__(self, source, row_cost: float):
-        self.source, self.row_cost = source, row_cost
+    def __init__(self, source, row_cost):
+        """row_cost: a fraction, or a function of the keys the stream's rows read
+        (server/drafts/policy.py ROW_COST), followed by `at`."""
+        self.source = source
+        self.cost = row_cost if callable(row_cost) else None
+        self.row_cost = row_cost(0) if callable(row_cost) else row_cost
         self.taken, self.tried = PRIOR
         self.idle = 0
+
+    def at(self, keys: int) -> None:
+        """The stream's rows now read `keys` keys: its row cost there (a fixed one stays)."""
+        if self.cost is not None:
+            self.row_cost = self.cost(keys)
 
     @property
     def rate(self) -> float:

@@ -13,12 +13,25 @@ are rows plain decoding would write too, within the table admission reserved.
 from __future__ import annotations
 
 # What one more row of a stream's chunk adds to a round, as a fraction of a one-row round
-# (server/drafts/pace.py drafts only as far as that pays). CPU: the default model on this
-# 2-core host under other load, one stream's chunk of 1 / 3 / 5 / 9 rows (every row's
-# logits) 41.5 / 99.3 / 116.0 / 183.7 ms: (183.7 / 41.5 - 1) / 8 = 0.43 a row
-# (docs/receipts/2026-12-05-drafts/). GPU: a decode round reads every weight once whatever
-# its rows, so a few more rows cost little (an estimate, not measured here).
-ROW_COST = {"cpu": 0.45, "cuda": 0.05}
+# (server/drafts/pace.py drafts only as far as that pays), by the keys the stream's rows read.
+# CPU: the default model on this 2-core host under other load, with a chunk's rows sharing
+# their key reads (kernels/attention_cpu.row_groups): a one-row round 14.3 ms + 0.0206 ms a
+# key, each more row of the chunk 7.5 ms + 0.0009 ms a key (one stream's chunk of 1 and 9
+# rows at 40 and 1,000 keys: 15.1 / 34.9 and 75.5 / 102.4 ms, docs/receipts/2026-12-05-
+# drafts-2/verify_profile.txt), so a row costs 0.52 of a round at 0 keys, 0.39 at 300,
+# 0.24 at 1,000, 0.17 at 2,000. GPU: a decode round reads every weight once whatever its
+# rows, so a few more rows cost little (an estimate, not measured here).
+CPU_ROUND_MS, CPU_ROUND_KEY_MS = 14.3, 0.0206
+CPU_ROW_MS, CPU_ROW_KEY_MS = 7.5, 0.0009
+
+
+def cpu_row_cost(keys: int) -> float:
+    """The CPU's row cost (above) for a stream whose rows read `keys` keys."""
+    return (CPU_ROW_MS + CPU_ROW_KEY_MS * keys) / (CPU_ROUND_MS + CPU_ROUND_KEY_MS * keys)
+
+
+# a device's row cost: a fraction, or a function of the keys (the stream's length)
+ROW_COST = {"cpu": cpu_row_cost, "cuda": 0.05}
 
 
 def round_drafts(streams, tokens: int, rows_cap: int, prefilling: bool) -> list:

@@ -78,3 +78,21 @@ def test_the_policy_counts_the_drafts_already_placed():
     assert all(len(d) < len(solo) for d in four) and sum(map(len, four)) <= 9 - 4
     assert round_drafts([(stream(), [], 100) for _ in range(9)], 8, 9, False) == [()] * 9
     assert round_drafts([(stream(), [], 100)], 8, 9, True) == [()]       # a prefill round
+
+
+def test_the_cpu_row_cost_falls_as_the_stream_grows():
+    """A verify chunk's rows share their key reads, a one-row round's keys are its own: on
+    the CPU a row costs less of a round the more keys the stream has (policy.cpu_row_cost),
+    and the pace, told the stream's length (`at`), drafts further on a long stream."""
+    from server.drafts.policy import ROW_COST, cpu_row_cost
+    assert ROW_COST["cpu"] is cpu_row_cost
+    assert cpu_row_cost(0) > cpu_row_cost(300) > cpu_row_cost(1000) > cpu_row_cost(2000) > 0
+    p = Paced(Always(), cpu_row_cost)
+    p.taken, p.tried = 0.7, 1.0
+    p.at(40)
+    short = p.best(8)
+    p.at(1500)
+    assert p.best(8) > short, (short, p.best(8))
+    fixed = Paced(Always(), 0.45)
+    fixed.at(1500)
+    assert fixed.row_cost == 0.45

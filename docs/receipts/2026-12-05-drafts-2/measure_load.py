@@ -45,7 +45,8 @@ def main(only_load: bool = False, only_solo: bool = False):
                                   row_cost=row_cost)
                 assert got == plain
                 n = sum(len(o) - 1 for o in plain)
-                print(f"{name} {weights:6s} row_cost {row_cost:.2f}: {n} tokens, rounds plain "
+                rc = "cpu(keys)" if callable(row_cost) else f"{row_cost:.2f}"
+                print(f"{name} {weights:6s} row_cost {rc}: {n} tokens, rounds plain "
                       f"{sp.rounds} drafted {sd.rounds}; drafted {sd.draft_tokens_done}, "
                       f"accepted {sd.accepted_tokens_done} "
                       f"({sd.accepted_tokens_done / max(sd.draft_tokens_done, 1):.1%}); "
