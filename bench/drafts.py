@@ -172,6 +172,9 @@ def peer(binary, model, port, spec, rounds, edit_tokens) -> list:
                             "text": c.get("text") if "text" in c else c["message"]["content"],
                             "draft_n": r["timings"].get("draft_n"),
                             "draft_accepted": r["timings"].get("draft_n_accepted")})
+                print(json.dumps({k: v for k, v in out[-1].items() if k != "text"}
+                                 | {"chars": len(out[-1]["text"]),
+                                    "loadavg": os.getloadavg()}), flush=True)
         return out
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
