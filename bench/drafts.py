@@ -12,6 +12,7 @@ equality printed. Prints every round, then a JSON summary (medians and ratios); 
 writes results.json and log.txt there.
 
   python3 bench/drafts.py [--rounds 3] [--port 8124] [--edit-tokens 400] [--out DIR]
+                         [--draft-tokens N] [--draft-row-cost F]
   python3 bench/drafts.py --llama-server PATH [--rounds 3] [--out DIR]   # the peer instead
 """
 from __future__ import annotations
@@ -171,6 +172,9 @@ def peer(binary, model, port, spec, rounds, edit_tokens) -> list:
                             "text": c.get("text") if "text" in c else c["message"]["content"],
                             "draft_n": r["timings"].get("draft_n"),
                             "draft_accepted": r["timings"].get("draft_n_accepted")})
+                print(json.dumps({k: v for k, v in out[-1].items() if k != "text"}
+                                 | {"chars": len(out[-1]["text"]),
+                                    "loadavg": os.getloadavg()}), flush=True)
         return out
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
@@ -207,6 +211,8 @@ def main(argv=None) -> int:
     ap.add_argument("--port", type=int, default=8124)
     ap.add_argument("--edit-tokens", type=int, default=400)
     ap.add_argument("--draft-tokens", type=int, default=None)
+    ap.add_argument("--draft-row-cost", type=float, default=None,
+                    help="the server's --draft-row-cost (default: its own)")
     ap.add_argument("--out", default=None)
     ap.add_argument("--llama-server", default=None, metavar="PATH",
                     help="instead: llama.cpp's llama-server on the same file and prompts, "
@@ -214,7 +220,8 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     if a.llama_server:
         return peers(a)
-    extra = ["--draft", "ngram"] + (["--draft-tokens", str(a.draft_tokens)] if a.draft_tokens else [])
+    extra = ["--draft", "ngram"] + (["--draft-tokens", str(a.draft_tokens)] if a.draft_tokens else []) \
+        + (["--draft-row-cost", str(a.draft_row_cost)] if a.draft_row_cost is not None else [])
     log_lines = []
 
     def say(s):

@@ -18,6 +18,14 @@ the same computation without a Python step per chunk, head or query row:
 One (row, head)'s arithmetic depends on its position, its q and its stream's keys only:
 never on the other rows of the round, so solo == concurrent and paged == window hold by
 construction (tests/model/test_attention_cpu.py, and the engine-level probes).
+
+A job is a group of a chunk's rows (up to ROW_GROUP, `row_groups`) and one kv head: the
+group's rows read each key and value page once for all of them (a verify chunk's rows, a
+prompt chunk's, all at ~the same keys): at 1,000 keys the default model's K and V rows are
+46 MB a row over its 30 layers, as many bytes as its weights, so reading them once a row of
+a 9-row verify chunk cost 8 x 46 MB a round more than one row (drafts-2 receipt). Each row
+still runs its own calls in its own order (per page: its scores over min(P, L - j) keys,
+then its softmax, then its values page by page), so its bytes are those of a job of its own.
 """
 from __future__ import annotations
 
@@ -78,6 +86,33 @@ def _dot(q, k, acc):
     return (acc[0] + acc[2]) + (acc[1] + acc[3])
 
 
+ROW_GROUP = 8               # a chunk's rows a job takes at most (they share its key reads)
+
+
+@njit(cache=True, boundscheck=False, nogil=True)
+def row_groups(spans):
+    """[G, 2] row ranges: each chunk's rows cut into ceil(n / ROW_GROUP) groups of sizes as
+    even as can be (in order; a group never crosses chunks): a round's attention jobs are
+    its groups x its kv heads."""
+    G = 0
+    for c in range(spans.shape[0]):
+        n = spans[c, 1] - spans[c, 0]
+        G += (n + ROW_GROUP - 1) // ROW_GROUP
+    out = np.empty((G, 2), np.int64)
+    i = 0
+    for c in range(spans.shape[0]):
+        n = spans[c, 1] - spans[c, 0]
+        g = (n + ROW_GROUP - 1) // ROW_GROUP
+        t = spans[c, 0]
+        for k in range(g):
+            m = n // g + (1 if k < n % g else 0)
+            out[i, 0] = t
+            out[i, 1] = t + m
+            t += m
+            i += 1
+    return out
+
+
 PARALLEL_FROM = 1 << 12     # keys x q heads in a round from which the attention runs prange,
 JOBS_FROM = 4               # when it has this many (row, kv head) jobs (one row's 3 are too
                             # few to share; a decode round of 1 row at 100 keys stays serial)
@@ -88,12 +123,10 @@ def wide(spans, starts, nq, nkv):
     """Whether a round's attention runs over both cores (the same (row, head) arithmetic either
     way): its keys x q heads from PARALLEL_FROM and its jobs from JOBS_FROM."""
     keys = 0
-    rows = 0
     for c in range(spans.shape[0]):
         n = spans[c, 1] - spans[c, 0]
-        rows += n
         keys += n * starts[c] + n * (n + 1) // 2
-    return keys * nq >= PARALLEL_FROM and rows * nkv >= JOBS_FROM
+    return keys * nq >= PARALLEL_FROM and row_groups(spans).shape[0] * nkv >= JOBS_FROM
 
 
 def round_attend(qkv, nq, nkv, hd, cos, sin, k_pool, v_pool, spans, starts, tables, page_rows,
@@ -208,19 +241,105 @@ def _job(job, owner, qkv, nq, nkv, hd, cos, sin, k_pool, v_pool, spans, starts, 
         pi += 1
 
 
+@njit(cache=True, boundscheck=False, nogil=True)
+def _group_job(job, groups, owner, qkv, nq, nkv, hd, cos, sin, k_pool, v_pool, spans, starts,
+               tables, page_rows, scale, out):
+    """One (row group, kv head) of the round (`row_groups`): each row of the group runs
+    `_job`'s arithmetic for that head, every key and value page read once for the group."""
+    group = nq // nkv
+    gi = job // nkv
+    h = job % nkv
+    t0 = groups[gi, 0]
+    R = groups[gi, 1] - t0
+    if R == 1:
+        _job(t0 * nkv + h, owner, qkv, nq, nkv, hd, cos, sin, k_pool, v_pool, spans, starts,
+             tables, page_rows, scale, out)
+        return
+    c = owner[t0]
+    P = page_rows[c]
+    L0 = starts[c] + t0 - spans[c, 0] + 1           # row r of the group reads L0 + r keys
+    Lmax = L0 + R - 1
+    Lp = (Lmax + 15) // 16 * 16
+    q = np.empty((R, group, hd), np.float32)
+    acc = np.empty(16, np.float32)
+    for r in range(R):
+        for g in range(group):
+            hq = h * group + g
+            _rotate(qkv[t0 + r, hq * hd:(hq + 1) * hd], cos[t0 + r], sin[t0 + r], q[r, g])
+    s = np.empty((R, group, Lp), np.float32)
+    vec = hd % 16 == 0
+    j = 0
+    pi = 0
+    while j < Lmax:
+        n = min(P, Lmax - j)
+        prefetch_rows(k_pool[tables[c, pi]][:n, h])
+        prefetch_rows(v_pool[tables[c, pi]][:n, h])
+        j += n
+        pi += 1
+    j = 0
+    pi = 0
+    while j < Lmax:                    # the keys a page at a time, for every row that reads it
+        kp = k_pool[tables[c, pi]]
+        for r in range(R):
+            n = min(P, L0 + r - j)
+            if n <= 0:
+                continue
+            for g in range(group):
+                if vec:
+                    dot_rows16(q[r, g], kp[:n, h], s[r, g, j:j + n])
+                else:
+                    for k in range(n):
+                        s[r, g, j + k] = _dot(q[r, g], kp[k, h], acc)
+        j += P
+        pi += 1
+    sc = np.float32(scale)
+    for r in range(R):
+        L = L0 + r
+        Lr = (L + 15) // 16 * 16
+        for g in range(group):
+            sg = s[r, g, :Lr]
+            for k in range(L, Lr):
+                sg[k] = -np.inf
+            softmax16(sg, sc)
+            o = out[t0 + r, h * group + g]
+            for d in range(hd):
+                o[d] = 0.0
+    j = 0
+    pi = 0
+    while j < Lmax:
+        vp = v_pool[tables[c, pi]]
+        for r in range(R):
+            n = min(P, L0 + r - j)
+            if n <= 0:
+                continue
+            for g in range(group):
+                o = out[t0 + r, h * group + g]
+                if vec:
+                    axpy_rows16(o, s[r, g, j:j + n], vp[:n, h])
+                else:
+                    for k in range(n):
+                        vj = vp[k, h]
+                        for d in range(hd):
+                            o[d] = o[d] + s[r, g, j + k] * vj[d]
+        j += P
+        pi += 1
+
+
 @njit(cache=True, boundscheck=False)
 def _attend_serial(qkv, nq, nkv, hd, cos, sin, k_pool, v_pool, spans, starts, tables, page_rows,
                    scale, out):
     owner = _write(qkv, nq, nkv, hd, cos, sin, k_pool, v_pool, spans, starts, tables, page_rows)
-    for job in range(qkv.shape[0] * nkv):
-        _job(job, owner, qkv, nq, nkv, hd, cos, sin, k_pool, v_pool, spans, starts, tables, page_rows,
-             scale, out)
+    groups = row_groups(spans)
+    for job in range(groups.shape[0] * nkv):
+        _group_job(job, groups, owner, qkv, nq, nkv, hd, cos, sin, k_pool, v_pool, spans, starts,
+                   tables, page_rows, scale, out)
 
 
 @njit(cache=True, parallel=True, boundscheck=False)
 def _attend_parallel(qkv, nq, nkv, hd, cos, sin, k_pool, v_pool, spans, starts, tables, page_rows,
                      scale, out):
     owner = _write(qkv, nq, nkv, hd, cos, sin, k_pool, v_pool, spans, starts, tables, page_rows)
-    for job in prange(qkv.shape[0] * nkv):
-        _job(job, owner, qkv, nq, nkv, hd, cos, sin, k_pool, v_pool, spans, starts, tables, page_rows,
-             scale, out)
+    groups = row_groups(spans)
+    for job in prange(groups.shape[0] * nkv):
+        _group_job(job, groups, owner, qkv, nq, nkv, hd, cos, sin, k_pool, v_pool, spans, starts,
+                   tables, page_rows, scale, out)

@@ -59,7 +59,7 @@ import numpy as np
 from numba import njit
 
 from kernels import attention_cpu, blocks_vec
-from kernels.attention_cpu import _job, write_row
+from kernels.attention_cpu import _group_job, row_groups, write_row
 from kernels.blocks_vec import block_sums, block_sums_span
 from kernels.rmsnorm_cpu import add_rms_norm, rms_norm, swiglu_span
 from kernels.team_cpu import REGION, WIDTH, Crew, finish, next_piece, region_piece, take, wait
@@ -220,9 +220,10 @@ def _norm(ctr, s, flags, b, h, h2, nw, eps):
 @njit(cache=True, boundscheck=False, nogil=True)
 def _attend(ctr, s, flags, b, w, r, li):
     """attend (counter stages s, s+1, s+2): the round's K, V rows written (a round of chunks
-    longer than a row), then each (row, kv head) job's RoPE'd q against its keys into att (a
-    decode round's job writes its own row's K, V first: no other job reads them), then att's
-    block sums where the next matrix reads them (SUMS; per job where heads are whole 32-blocks)."""
+    longer than a row), then each (row group, kv head) job's RoPE'd q against its keys into att
+    (a group's rows share each key read, each row's arithmetic its own; a decode round's job
+    writes its own row's K, V first: no other job reads them), then att's block sums where the
+    next matrix reads them (SUMS; per job where heads are whole 32-blocks)."""
     T = b.h.shape[0]
     nq, nkv, hd = w.nq, w.nkv, w.hd
     att2 = b.att.reshape(T, nq * hd)
@@ -241,20 +242,23 @@ def _attend(ctr, s, flags, b, w, r, li):
             j = next_piece(ctr, s)
         wait(ctr, s, jobs)
     s += 1
-    j = next_piece(ctr, s)                               # each (row, kv head) attends
-    while j < jobs:
-        t = j // nkv
+    groups = row_groups(r.spans)          # the attention's jobs: row groups x kv heads
+    gjobs = groups.shape[0] * nkv
+    j = next_piece(ctr, s)                               # each (row group, kv head) attends
+    while j < gjobs:
+        t0 = groups[j // nkv, 0]
         if one_row:          # a chunk's one row: its K, V first, then its keys
-            write_row(t, j % nkv, r.owner, b.qkv, nq, nkv, hd, r.cos, r.sin, kl, vl,
+            write_row(t0, j % nkv, r.owner, b.qkv, nq, nkv, hd, r.cos, r.sin, kl, vl,
                       r.spans, r.starts, r.tables, r.page_rows)
-        _job(j, r.owner, b.qkv, nq, nkv, hd, r.cos, r.sin, kl, vl, r.spans, r.starts, r.tables,
-             r.page_rows, r.scale, b.att)
+        _group_job(j, groups, r.owner, b.qkv, nq, nkv, hd, r.cos, r.sin, kl, vl, r.spans,
+                   r.starts, r.tables, r.page_rows, r.scale, b.att)
         if sums and head_sums:               # the job's heads' block sums of att
             q0 = (j % nkv) * (nq // nkv) * hd
-            block_sums_span(att2, t, q0 // 32, (q0 + (nq // nkv) * hd) // 32, b.xs_a)
+            for t in range(t0, groups[j // nkv, 1]):
+                block_sums_span(att2, t, q0 // 32, (q0 + (nq // nkv) * hd) // 32, b.xs_a)
         finish(ctr, s)
         j = next_piece(ctr, s)
-    wait(ctr, s, jobs)
+    wait(ctr, s, gjobs)
     s += 1
     if sums and not head_sums:
         if take(ctr, s):

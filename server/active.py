@@ -19,6 +19,7 @@ class Active:
     admitted_at: float = 0.0
     prompt_lps: list = field(default_factory=list)   # prompt_logprobs so far (server/engine/prompt_logprobs.py)
     drafts: object = None            # its StreamDrafts (server/drafts/source.py), or None: plain
+    mtp_kept: int = 0                # --draft mtp: rows whose MTP pass the ranks deferred (kept)
 
     @property
     def ids(self) -> list:

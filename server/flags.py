@@ -88,6 +88,17 @@ def parse_draft_tokens(text) -> int:
     return n
 
 
+def parse_draft_row_cost(text) -> float:
+    try:
+        f = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--draft-row-cost {text!r}: give a fraction "
+                                         "such as 0.2") from None
+    if not 0.0 <= f <= 1.0:
+        raise argparse.ArgumentTypeError(f"--draft-row-cost {f}: 0 to 1")
+    return f
+
+
 def draft_kind(args) -> str:
     """--draft, or its default: ngram on the CPU (drafted == plain is proven there, tests/
     drafts/), off on GPUs until a GPU run proves it there too."""
@@ -163,6 +174,11 @@ def add_plan_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--draft-tokens", type=parse_draft_tokens, default=DRAFT_TOKENS, metavar="N",
                    help="tokens a stream drafts at most a round; its verify window (N + 1 rows) "
                         "is reserved with its pages")
+    p.add_argument("--draft-row-cost", type=parse_draft_row_cost, default=None, metavar="F",
+                   help="what one more row of a stream's verify chunk adds to a round, as a "
+                        "fraction of a one-row round (server/drafts/pace.py: drafting pays by "
+                        "it); default: the device's measured value (server/drafts/policy.py "
+                        "ROW_COST)")
     p.add_argument("--reserve-gib", type=float, default=None,
                    help="GiB of the memory left after the weights kept out of the pool "
                         "(default: max(2 GiB, 5%% of the device); ignored under TF_ROOM_GIB)")

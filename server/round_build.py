@@ -69,6 +69,9 @@ def build_round(active, *, budget: int, context: int, prefill_chunk: int, solo_c
     rnd = Round()
     active = list(active)
     dec = [a for a in active if not a.prefilling]
+    for a in dec:                        # each drafting stream's row cost at its length
+        if drafting and a.drafts is not None:
+            a.drafts.at(a.length)
     guesses = round_drafts(
         [(a.drafts, a.out, min(a.req.params.max_tokens - len(a.out), context - a.length))
          for a in dec], draft_tokens, min(draft_rows, budget),

@@ -56,12 +56,13 @@ log = logging.getLogger("foldserve")
 class Scheduler:
     IDLE_TICK_S = 0.5          # an idle engine wakes this often to check the ranks (driver.check)
     STOP_WAIT_S = 30.0         # stop() waits this long for the engine thread (a stuck step)
+    MTP_KEPT = 256             # trunk rows a stream's deferred MTP pass may keep (_after_round)
 
     def __init__(self, driver, admission, *, context: int, prefill_chunk: int = 256,
                  token_budget: int | None = None, seed_salt: int = 0, metrics=None,
                  solo_chunk: int | None = None, prefill_keys: int | None = None,
                  drafts=None, draft_tokens: int = 0, draft_rows: int | None = None,
-                 draft_row_cost: float = ROW_COST["cpu"]):
+                 draft_row_cost=ROW_COST["cpu"]):
         self.driver, self.adm = driver, admission
         self.sampling = driver.sampling      # rank 0's sampling (server/host_sampling.py)
         self.context, self.prefill_chunk = context, prefill_chunk
@@ -362,22 +363,43 @@ class Scheduler:
             self._after_round(rnd.chunks, rnd.owners)
 
     def _after_round(self, chunks, owners) -> None:
-        """A source that runs on the ranks (MTP, server/drafts/mtp.py): each stream still
-        running gets the rows this round made valid (from its chunk's start to its rows
-        written, each with the token after it) and, where it drafts, as many guesses as its
-        pace will ask for next round."""
+        """A source that runs on the ranks (MTP, server/drafts/mtp.py): each drafting stream
+        still running gets the rows this round made valid (from its chunk's start to its
+        rows written, each with the token after it) and, where it drafts next round, as
+        many guesses as its pace will ask for then, at the next round's load (its decoding
+        streams; none where a stream still prefills: that round drafts nothing).
+
+        The pass waits where it would buy nothing: a stream that will not draft next round
+        (the round's decodes alone fill its rows, or its pace finds no draft paying at the
+        round's rate and no probe is due) has its chunk deferred (MtpChunk.defer: the ranks
+        keep its trunk rows, up to MTP_KEPT a stream); its next pass starts at the first
+        kept row, so its MTP rows are those written round by round, and a stream that ends
+        first never pays for them. A stream that never drafts ("draft": false) needs no
+        MTP rows. Decided from the round's counts and the streams' own records alone
+        (deterministic)."""
+        live = list(self.active.values())
+        dec = sum(not a.prefilling for a in live)
+        no_drafts = any(a.prefilling for a in live) or dec >= self.draft_rows
         entries, o = [], 0
         for c, a in zip(chunks, owners):
             src, o = o, o + len(c.tokens)
-            if a.req.id not in self.active or a.fed <= c.start:
+            if a.req.id not in self.active or a.fed <= c.start or a.drafts is None:
                 continue
-            depth, src_drafts = 0, None
-            if a.drafts is not None and not a.prefilling:
+            new, depth = a.fed - c.start, 0
+            if not a.prefilling:
                 left = min(a.req.params.max_tokens - len(a.out), self.context - a.length)
-                depth = a.drafts.wanted(min(self.draft_tokens, left - 1))
-                src_drafts = a.drafts.source
-            entries.append((c.stream, c.start, a.ids[c.start + 1:a.fed + 1], src, depth,
-                            src_drafts, len(a.out)))
+                cap = 0 if no_drafts else min(self.draft_tokens, left - 1, self.draft_rows - dec)
+                a.drafts.at(a.length)
+                depth = a.drafts.wanted(cap, (dec, float(dec)))
+            if depth == 0 and a.mtp_kept + new <= self.MTP_KEPT:
+                entries.append((c.stream, c.start, a.ids[c.start + 1:a.fed + 1], src, -1,
+                                None, len(a.out)))
+                a.mtp_kept += new
+                continue
+            start = c.start - a.mtp_kept
+            a.mtp_kept = 0
+            entries.append((c.stream, start, a.ids[start + 1:a.fed + 1], src, depth,
+                            a.drafts.source, len(a.out)))
         if entries:
             self.draft_source.after_round(self.driver, entries)
             self._steps += 1

@@ -505,7 +505,8 @@ def _serve_front(args, env, opened, comm, beat, lays, rooms, reserves, context, 
                       prefill_chunk=args.prefill_chunk, seed_salt=args.seed_salt,
                       token_budget=budget, solo_chunk=solo, prefill_keys=keys,
                       drafts=make_source(draft_kind(args)), draft_tokens=args.draft_tokens,
-                      draft_row_cost=ROW_COST[args.device]).start()
+                      draft_row_cost=ROW_COST[args.device] if getattr(args, "draft_row_cost", None) is None
+                      else args.draft_row_cost).start()
     names = tuple(args.served_model_name or ())
     state = AppState(scheduler=sched, tokenizer=opened.tokenizer,
                      model_name=names[0] if names else opened.name, served_names=names,

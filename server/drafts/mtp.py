@@ -33,12 +33,13 @@ class MtpSource:
         return MtpDrafts()
 
     def after_round(self, driver, entries) -> None:
-        """entries: [(stream, first new valid position, the tokens after each new valid
-        position, the round row of the first, drafts wanted, its MtpDrafts or None, the
-        reply's length now)] -> one MtpStep on every rank; each stream's guesses kept."""
+        """entries: [(stream, first position of the chunk, the tokens after each of its
+        positions, the round row of its first new valid position, drafts wanted (-1: the
+        pass deferred, MtpChunk.defer), its MtpDrafts or None, the reply's length now)] ->
+        one MtpStep on every rank; each stream's guesses kept."""
         if not entries:
             return
-        step = MtpStep(tuple(MtpChunk(s, start, tuple(toks), src, depth)
+        step = MtpStep(tuple(MtpChunk(s, start, tuple(toks), src, max(depth, 0), depth < 0)
                              for s, start, toks, src, depth, _, _ in entries))
         got = driver.run(step)
         for (_, _, _, _, depth, drafts, n_out), guess in zip(entries, got or ()):

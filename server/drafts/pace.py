@@ -10,6 +10,20 @@ beats a plain decode (E(k) / cost <= 1): on prose, whose matches rarely hold, it
 spending rows on them; every PROBE rounds without drafts it tries one token, so a stream
 that turns repetitive (a list, a copied block) is noticed.
 
+The round decides too (`load`): beside other streams' rows a drafted row must pay at the
+round's rate, not a lone stream's. A round of n rows costs 1 + (n - 1) * row_cost one-row
+rounds and yields t tokens (its decodes, and the drafts already placed as each expects);
+a stream's k drafts make it t - 1 + E(k) tokens for 1 + (n - 1 + k) * row_cost, drafted
+only where that rate beats t / (1 + (n - 1) * row_cost). Alone (n = t = 1) that is the
+rule above; among 16 decodes at row_cost 0.45 a drafted row needs a > 0.93: a round whose
+rows already keep the cores busy drafts only what is nearly sure. Deterministic: the
+round's counts and the stream's own record (its verify walks) decide, never a clock, so
+the same requests draft the same rows (drafted == plain holds whatever is drafted).
+
+A row's cost falls as the stream grows (its rows share their key reads, the weights' and
+the keys' reads of a one-row round do not): `at` sets it from the stream's length (a
+deterministic count) before each round.
+
 The source's proposal may be shorter than asked (the match's continuation runs out);
 what is counted is what it proposed and what was taken.
 """
@@ -23,34 +37,52 @@ PRIOR = (1.0, 2.0)     # (taken, tried): a new stream starts at a = 0.5
 class Paced:
     """A StreamDrafts that drafts only as far as pays (the same interface)."""
 
-    def __init__(self, source, row_cost: float):
-        self.source, self.row_cost = source, row_cost
+    def __init__(self, source, row_cost):
+        """row_cost: a fraction, or a function of the keys the stream's rows read
+        (server/drafts/policy.py ROW_COST), followed by `at`."""
+        self.source = source
+        self.cost = row_cost if callable(row_cost) else None
+        self.row_cost = row_cost(0) if callable(row_cost) else row_cost
         self.taken, self.tried = PRIOR
         self.idle = 0
+
+    def at(self, keys: int) -> None:
+        """The stream's rows now read `keys` keys: its row cost there (a fixed one stays)."""
+        if self.cost is not None:
+            self.row_cost = self.cost(keys)
 
     @property
     def rate(self) -> float:
         return self.taken / self.tried
 
-    def best(self, cap: int) -> int:
-        """The k in 1..cap with the most tokens per cost, or 0 where none beats 1."""
-        a, best, gain = min(self.rate, 0.999), 0, 1.0
+    def expect(self, k: int) -> float:
+        """Tokens a verify chunk with k drafts yields, by this stream's rate: E(k)."""
+        a = min(self.rate, 0.999)
+        return (1 - a ** (k + 1)) / (1 - a)
+
+    def best(self, cap: int, load: tuple = (1, 1.0)) -> int:
+        """The k in 0..cap that gives the round `load` = (rows, tokens: this stream's
+        decode row counted in both) the most tokens per cost (0: where none beats the
+        round without drafts)."""
+        rows, tokens = load
+        base = 1 + (rows - 1) * self.row_cost          # the round's cost, one-row rounds
+        best, gain = 0, tokens / base
         for k in range(1, cap + 1):
-            g = (1 - a ** (k + 1)) / (1 - a) / (1 + k * self.row_cost)
+            g = (tokens - 1 + self.expect(k)) / (base + k * self.row_cost)
             if g > gain:
                 best, gain = k, g
         return best
 
-    def wanted(self, cap: int) -> int:
-        """What the next propose(out, cap) will ask its source for (no state changes): an
-        MTP source makes that many guesses ahead (server/drafts/mtp.py)."""
-        n = self.best(cap)
+    def wanted(self, cap: int, load: tuple = (1, 1.0)) -> int:
+        """What the next propose(out, cap, load) will ask its source for (no state
+        changes): an MTP source makes that many guesses ahead (server/drafts/mtp.py)."""
+        n = self.best(cap, load)
         if n == 0 and cap >= 1 and self.idle + 1 >= PROBE:
             n = 1
         return n
 
-    def propose(self, out: list, k: int) -> tuple:
-        n = self.best(k)
+    def propose(self, out: list, k: int, load: tuple = (1, 1.0)) -> tuple:
+        n = self.best(k, load)
         if n == 0:
             self.idle += 1
             if self.idle < PROBE or k < 1:

@@ -95,6 +95,9 @@ class Engine:
         # page-boundary states go to (SnapStep.PENDING)
         self.fixed_at: dict[int, int | None] = {}
         self.pending: dict[int, int] = {}
+        # --draft mtp: each stream's trunk rows kept while its MTP pass is deferred (a full
+        # round, MtpChunk.defer): [position of the first, [rows arrays]] (server/engine/mtp_pass.py)
+        self.mtp_kept: dict[int, list] = {}
         self.pool: PoolStep | None = None
         # every table this rank mapped, chained: equal on every rank when followers map the
         # ids rank 0 names (logged at StopStep, compared by the multi-rank tests)
@@ -124,6 +127,7 @@ class Engine:
             return mtp_pass.run(self, step)
         if isinstance(step, BeginStep):
             self.tables[step.stream] = step.page_ids
+            self.mtp_kept.pop(step.stream, None)
             self.tables_mapped += 1
             self.table_digest.update(repr((step.stream, step.page_ids, step.kept)).encode())
             if self.pool.poison:
@@ -137,6 +141,7 @@ class Engine:
             self.snap(step)
         elif isinstance(step, EndStep):
             self.tables.pop(step.stream, None)
+            self.mtp_kept.pop(step.stream, None)
             self.fixed_at.pop(step.stream, None)
             self.pending.pop(step.stream, None)
         elif isinstance(step, PoolStep):

@@ -7,6 +7,13 @@ sums all-reduced in rank order), the MTP layer is split as the trunk's layers ar
 head replicated; so every rank picks the same arg-max drafts without a collective of its
 own, and writes the same latent rows (deepseek2) or its own heads' K/V rows (glm4moe).
 
+A deferred chunk (MtpChunk.defer: the round was full, no stream drafts next round) only
+keeps its trunk rows (`engine.mtp_kept`); the stream's next chunk that is not deferred
+starts at the first kept row and reads the kept rows before the round's, so its MTP rows
+are those the pass would have written round by round (the layer's row j reads h_j, the
+token after it and the rows before it only). A stream that ends first never has them
+written: under load the pass costs nothing.
+
 A draft is a guess: its arithmetic never reaches a reply (every drafted token is verified
 against the trunk's own row, server/drafts/verify.py), so the pass may take any rows.
 """
@@ -28,7 +35,10 @@ def run(engine, step) -> tuple:
     hid = m.hidden
     if hid is None:
         raise ValueError("an MTP step with no round's hidden rows before it")
-    live = [c for c in step.chunks if c.tokens]
+    for c in step.chunks:
+        if c.defer and c.tokens:
+            _keep(engine, c.stream, c.start, hid[c.src:c.src + len(c.tokens)])
+    live = [c for c in step.chunks if c.tokens and not c.defer]
     out = {c.stream: [] for c in step.chunks}
     g_last: dict = {}
     if live:
@@ -37,7 +47,7 @@ def run(engine, step) -> tuple:
             table, prow = kv.address(c.stream, engine.tables[c.stream])
             rc.append(RoundChunk(table, prow, c.start, c.tokens, bool(c.depth), (), c.stream))
         src = np.concatenate([np.arange(c.src, c.src + len(c.tokens)) for c in live])
-        g = _layer(m, W, rc, hid[src], kv)
+        g = _layer(m, W, rc, _with_kept(engine, live, hid, src), kv)
         o = 0
         for c in live:
             o += len(c.tokens)
@@ -63,6 +73,42 @@ def run(engine, step) -> tuple:
         g = _layer(m, W, rc, np.concatenate([g_last[s] for s in nxt]), kv)
         g_last = {s: g[i:i + 1] for i, s in enumerate(nxt)}
     return tuple(tuple(out[c.stream]) for c in step.chunks)
+
+
+def _keep(engine, stream: int, start: int, rows) -> None:
+    """Keep a deferred chunk's trunk rows (positions start ..) for the stream's next pass."""
+    kept = engine.mtp_kept.get(stream)
+    if kept is None:
+        engine.mtp_kept[stream] = kept = [start, []]
+    at = kept[0] + sum(len(r) for r in kept[1])
+    if start != at:
+        raise ValueError(f"stream {stream}: a deferred MTP chunk at position {start}, its kept "
+                         f"rows end at {at}")
+    kept[1].append(np.array(rows, dtype=np.float32, copy=True))
+
+
+def _with_kept(engine, live, hid, src):
+    """The trunk rows the live chunks read, in order: a stream's kept rows (its chunk starts
+    at the first of them) before its rows of this round (src: the round rows after them)."""
+    if not any(c.stream in engine.mtp_kept for c in live):
+        return hid[src]
+    parts, o = [], 0
+    for c in live:
+        n = len(c.tokens)
+        kept = engine.mtp_kept.pop(c.stream, None)
+        nk = 0
+        if kept is not None:
+            if c.start != kept[0]:
+                raise ValueError(f"stream {c.stream}: an MTP chunk at position {c.start}, its "
+                                 f"kept rows start at {kept[0]}")
+            rows = np.concatenate(kept[1])
+            nk = len(rows)
+            if nk > n:
+                raise ValueError(f"stream {c.stream}: an MTP chunk of {n} rows, {nk} kept rows")
+            parts.append(rows)
+        parts.append(hid[src[o:o + n - nk]])
+        o += n
+    return np.concatenate(parts)
 
 
 def row_logits(engine, c):

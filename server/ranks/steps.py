@@ -95,12 +95,18 @@ class MtpChunk:
     row j reading the last round's trunk hidden state at round row src + j and the token
     tokens[j] that followed it; then `depth` drafts: the last row's guess, and depth - 1
     more, each one row on from the one before (rows past the stream's valid ones, rewritten
-    by the next pass)."""
+    by the next pass).
+
+    `defer`: the round was full (no stream may draft next round): the ranks keep the
+    chunk's trunk rows for the stream instead (server/engine/mtp_pass.py) and write no MTP
+    row. A later chunk of the stream then starts at the first kept row's position: its rows
+    read the kept trunk rows first, then the round's from `src` on."""
     stream: int
     start: int
     tokens: tuple
     src: int
     depth: int = 0
+    defer: bool = False
 
 
 @dataclass(frozen=True)
@@ -143,7 +149,7 @@ def pack(step: Step) -> list:
     elif isinstance(step, MtpStep):
         p = [len(step.chunks)]
         for c in step.chunks:
-            p += [c.stream, c.start, c.src, c.depth, len(c.tokens), *c.tokens]
+            p += [c.stream, c.start, c.src, c.depth, int(c.defer), len(c.tokens), *c.tokens]
         kind = MTP
     else:
         raise TypeError(f"not a step: {step!r}")
@@ -182,8 +188,9 @@ def unpack(words) -> Step:
     if kind == MTP:
         chunks, i = [], 1
         for _ in range(p[0]):
-            s, start, src, depth, m = p[i:i + 5]
-            chunks.append(MtpChunk(s, start, tuple(p[i + 5:i + 5 + m]), src, depth))
-            i += 5 + m
+            s, start, src, depth, defer, m = p[i:i + 6]
+            chunks.append(MtpChunk(s, start, tuple(p[i + 6:i + 6 + m]), src, depth,
+                                   bool(defer)))
+            i += 6 + m
         return MtpStep(tuple(chunks))
     raise ValueError(f"unknown step kind {kind}")

@@ -20,8 +20,8 @@ import numpy as np
 import pytest
 
 from server.engine.build import open_model
-from server.ranks.steps import (BeginStep, Chunk, EndStep, MtpChunk, MtpStep, PoolStep,
-                                RoundStep, pack, unpack)
+from server.ranks.steps import (EVERY_ROW, BeginStep, Chunk, EndStep, MtpChunk, MtpStep,
+                                PoolStep, RoundStep, pack, unpack)
 from server.requests import SamplingParams as P
 from server.step_driver import LocalDriver
 
@@ -156,7 +156,7 @@ class RowsAtEnd(Recording):
             self.n += 1
         elif isinstance(step, MtpStep):
             for c in step.chunks:
-                if c.tokens:
+                if c.tokens and not c.defer:          # a deferred chunk writes no row
                     self.valid[c.stream] = c.start + len(c.tokens)
         elif isinstance(step, EndStep) and step.stream in self.valid:
             n = self.valid.pop(step.stream)
@@ -189,6 +189,73 @@ def test_mtp_rows_equal_one_pass_over_the_sequence(name, paged):
         want = mtp_rows(eng, 0, n)
         eng.apply(EndStep(0))
         assert got == want, f"request {i}: its {n} MTP rows differ from one pass's"
+
+
+def one_pass_rows(eng, ids, n) -> bytes:
+    """The MTP rows of positions 0 .. n-1 one pass over ids writes on a fresh pool."""
+    eng.apply(PoolStep(True, 64, 4, (eng.page_bytes(4),), 1, 256))
+    eng.apply(BeginStep(0, tuple(range(64))))
+    eng.apply(RoundStep((Chunk(0, 0, tuple(ids[:n]), False),)))
+    eng.apply(MtpStep((MtpChunk(0, 0, tuple(ids[1:n + 1]), 0, 0),)))
+    want = mtp_rows(eng, 0, n)
+    eng.apply(EndStep(0))
+    return want
+
+
+def decodes(step) -> int:
+    """A RoundStep's decode chunks (one token, or a verify chunk; the prompts here are
+    prefilled in chunks of more)."""
+    return sum(len(c.tokens) == 1 or c.logits == EVERY_ROW for c in step.chunks)
+
+
+@pytest.mark.parametrize("paged", [True, False], ids=["pages", "windows"])
+@pytest.mark.parametrize("name", MTP_SHAPES)
+def test_a_full_round_defers_the_mtp_pass(name, paged):
+    """Sixteen streams (greedy and seeded + logprobs) fill the round: once the decodes of
+    a round fill the rows a round may hold (9: no stream may draft), the MTP pass after it
+    is deferred for every stream (no MTP row written, no guess: the ranks keep the trunk
+    rows); every MTP draft verified comes from a pass that ran for its stream (caught up).
+    The two streams that outlive the others then catch up: their MTP rows when they end
+    (past the rows kept under load) equal, byte for byte, one pass over their whole
+    sequence. The replies equal the plain ones."""
+    eng = engine(name)
+    rec = RowsAtEnd(eng)
+    reqs = [(REP[i % 8:], P(max_tokens=64 if i < 2 else 20, temperature=0.0) if i % 2 == 0
+             else P(max_tokens=64 if i < 2 else 20, temperature=0.9, seed=i, logprobs=1))
+            for i in range(16)]
+    out, s = serve(eng, reqs, draft=True, streams=16, chunk=64, paged=paged, driver=rec,
+                   source="mtp")
+    plain, _ = serve(eng, reqs, draft=False, streams=16, chunk=64, paged=paged)
+    assert out == plain
+    of = {st.stream: n for n, st in enumerate(x for x, _ in rec.log if isinstance(x, BeginStep))}
+    steps = [(st, got) for st, got in rec.log if isinstance(st, (RoundStep, MtpStep))]
+    deferred = passes = verified = 0
+    last_pass, kept_to = None, {}
+    for i, (st, got) in enumerate(steps):
+        if isinstance(st, RoundStep):
+            for c in st.chunks:          # every MTP draft comes from a pass that ran for it
+                if c.logits == EVERY_ROW and len(c.tokens) > 1:
+                    d = c.tokens[1:]
+                    (m, g), = [(m, g) for m, g in zip(*last_pass) if m.stream == c.stream]
+                    assert not m.defer and m.depth >= len(d) and tuple(g[:len(d)]) == d
+                    verified += 1
+            continue
+        last_pass = (st.chunks, got)
+        nxt = next((x for x, _ in steps[i + 1:] if isinstance(x, RoundStep)), None)
+        if nxt is not None and decodes(nxt) >= 9:     # the next round: no room for drafts
+            assert all(c.defer and not c.depth for c in st.chunks), st
+            deferred += 1
+            for c in st.chunks:          # how far each request's rows were kept under load
+                kept_to[of[c.stream]] = c.start + len(c.tokens)
+        else:
+            passes += any(not c.defer for c in st.chunks)
+    assert deferred > 5 and passes > 5 and verified > 0
+    seqs = [list(prompt) + [e[0] for e in evs if e[0] is not None]
+            for (prompt, _), evs in zip(reqs, out)]
+    for i in (0, 1):                                   # the two that outlived the load
+        n, got = rec.rows[i]
+        assert n > kept_to[i] + 8, (i, n, kept_to[i])   # caught up past the rows kept under load
+        assert got == one_pass_rows(eng, seqs[i], n), f"request {i}: its MTP rows differ"
 
 
 @pytest.mark.parametrize("name", MTP_SHAPES)

@@ -45,3 +45,54 @@ def test_free_rows_draft_the_cap_and_costly_rows_need_a_high_rate():
     assert p.best(8) == 0                           # 1.3 tokens for 1.45 rounds: no
     p.taken, p.tried = 0.9, 1.0
     assert 3 <= p.best(8) <= 5                      # 1.46x at k = 3..4
+
+
+def test_a_busy_round_drafts_only_what_pays_at_its_rate():
+    """Beside other decodes a drafted row must pay at the round's rate (pace.best's load):
+    a stream that drafts 4 alone drafts less beside 4 decodes and nothing beside 15, unless
+    its drafts are nearly sure; with free rows the load changes nothing."""
+    p = Paced(Always(), row_cost=0.45)
+    p.taken, p.tried = 0.85, 1.0
+    alone, beside4, beside16 = p.best(8), p.best(8, (5, 5.0)), p.best(8, (16, 16.0))
+    assert alone >= 3 and 0 < beside4 < alone and beside16 == 0, (alone, beside4, beside16)
+    assert p.propose([], 8, (16, 16.0)) == ()
+    p.taken, p.tried = 0.99, 1.0                    # nearly sure: still pays among 16
+    assert p.best(8, (16, 16.0)) > 0
+    free = Paced(Always(), row_cost=0.0)
+    assert free.best(8, (16, 16.0)) == 8
+
+
+def test_the_policy_counts_the_drafts_already_placed():
+    """policy.round_drafts hands each stream the round's rows and expected tokens so far
+    (decodes first, then each earlier stream's drafts): four equal streams alone in a round
+    draft less than one stream alone, the cap and the rows budget still hold."""
+    from server.drafts.policy import round_drafts
+
+    def stream():
+        p = Paced(Always(), row_cost=0.45)
+        p.taken, p.tried = 0.9, 1.0
+        return p
+    (solo,) = round_drafts([(stream(), [], 100)], 8, 9, False)
+    four = round_drafts([(stream(), [], 100) for _ in range(4)], 8, 9, False)
+    assert len(solo) >= 3
+    assert all(len(d) < len(solo) for d in four) and sum(map(len, four)) <= 9 - 4
+    assert round_drafts([(stream(), [], 100) for _ in range(9)], 8, 9, False) == [()] * 9
+    assert round_drafts([(stream(), [], 100)], 8, 9, True) == [()]       # a prefill round
+
+
+def test_the_cpu_row_cost_falls_as_the_stream_grows():
+    """A verify chunk's rows share their key reads, a one-row round's keys are its own: on
+    the CPU a row costs less of a round the more keys the stream has (policy.cpu_row_cost),
+    and the pace, told the stream's length (`at`), drafts further on a long stream."""
+    from server.drafts.policy import ROW_COST, cpu_row_cost
+    assert ROW_COST["cpu"] is cpu_row_cost
+    assert cpu_row_cost(0) > cpu_row_cost(300) > cpu_row_cost(1000) > cpu_row_cost(2000) > 0
+    p = Paced(Always(), cpu_row_cost)
+    p.taken, p.tried = 0.7, 1.0
+    p.at(40)
+    short = p.best(8)
+    p.at(1500)
+    assert p.best(8) > short, (short, p.best(8))
+    fixed = Paced(Always(), 0.45)
+    fixed.at(1500)
+    assert fixed.row_cost == 0.45

@@ -111,6 +111,30 @@ def test_a_wide_round_is_both_cores_and_equals_its_chunks_alone_on_one():
         assert alone.tobytes() == full[a:b].tobytes()
 
 
+@pytest.mark.parametrize("hd", [HD, 24])
+@pytest.mark.parametrize("n", [9, 17, 3])
+def test_a_chunks_rows_equal_each_row_alone(n, hd):
+    """A chunk of n rows (a verify chunk, a prompt chunk: its row groups share each key read,
+    attention_cpu.row_groups) gives every row the bytes that row gets as a one-row chunk at
+    its position (a decode row), on both forms; the chunk starts mid-page."""
+    from kernels import attention_cpu, rope
+    from server.engine.rows import RoundChunk
+    inv = rope.inv_freq(hd, 10000.0)
+    rng = np.random.default_rng(7 + n)
+    chunks, spans, pos, qkv, k_pool, v_pool = _chunks(rng, [(45, n)], hd)
+    assert attention_cpu.row_groups(np.asarray(spans, np.int64)).shape[0] == -(-n // 8)
+    full = _fast(chunks, spans, pos, qkv, k_pool, v_pool, inv, hd ** -0.5)
+    kp, vp = k_pool.copy(), v_pool.copy()
+    serial = _fast(chunks, spans, pos, qkv, kp, vp, inv, hd ** -0.5, attention_cpu._attend_serial)
+    assert serial.tobytes() == full.tobytes()
+    c = chunks[0]
+    for r in range(n):
+        one = RoundChunk(c.table, P, c.start + r, (0,), True)
+        alone = _fast([one], [(0, 1)], pos[r:r + 1], qkv[r:r + 1], k_pool.copy(),
+                      v_pool.copy(), inv, hd ** -0.5)
+        assert alone.tobytes() == full[r:r + 1].tobytes(), r
+
+
 def test_norms_and_swiglu_match_the_definition_and_are_row_invariant():
     from kernels import rmsnorm, rmsnorm_cpu, swiglu
     rng = np.random.default_rng(5)
