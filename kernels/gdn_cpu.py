@@ -99,27 +99,27 @@ def _head(h, y, z, b, a, A_log, dt_bias, norm_w, eps, state, nk, q, k, out):
         sp = x if x > np.float32(20.0) else np.float32(math.log1p(math.exp(x)))
         decay = np.float32(math.exp(-(A * sp)))
         beta = one / (one + np.float32(math.exp(-b[t, h])))
-        for i in range(dk):
-            for j in range(dv):
-                S[i, j] = S[i, j] * decay
+        # two walks of the state a position: the decay fused with S^T k, the update with
+        # S^T q (each element's arithmetic and each sum's order those of the four steps)
         for j in range(dv):
             kv[j] = np.float32(0.0)
         for i in range(dk):
             ki = k[t, kh, i]
             for j in range(dv):
-                kv[j] += S[i, j] * ki
+                sd = S[i, j] * decay
+                S[i, j] = sd
+                kv[j] += sd * ki
         for j in range(dv):
             d[j] = (y[t, v0 + h * dv + j] - kv[j]) * beta
-        for i in range(dk):
-            ki = k[t, kh, i]
-            for j in range(dv):
-                S[i, j] = S[i, j] + ki * d[j]
         for j in range(dv):
             o[j] = np.float32(0.0)
         for i in range(dk):
+            ki = k[t, kh, i]
             qi = q[t, kh, i]
             for j in range(dv):
-                o[j] += S[i, j] * qi
+                su = S[i, j] + ki * d[j]
+                S[i, j] = su
+                o[j] += su * qi
         ss = np.float32(0.0)
         for j in range(dv):
             ss += o[j] * o[j]
