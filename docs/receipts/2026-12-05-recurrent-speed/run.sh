@@ -4,7 +4,8 @@
 # alternating with llama-bench round by round).
 #   flock /work/notes/bench.lock docs/receipts/2026-12-05-recurrent-speed/run.sh TREE OUT [ROUNDS] [BASE]
 # TREE: a `git archive` of the commit measured; OUT: where the outputs go; BASE: an earlier
-# commit's archive whose GDN scan (bench/gdn_scan.py) alternates with TREE's first.
+# commit's archive whose GDN scan (bench/gdn_scan.py) alternates with TREE's first, and
+# whose stage profile runs just before TREE's.
 set -u
 T=$1; O=$2; R=${3:-2}; B=${4:-}
 F=/tmp/peers-bench/qwen3.5-35b-a3b-L4-Q8_0.gguf
@@ -21,6 +22,10 @@ if [ -n "$B" ]; then
         done
     done
     echo "gdn_scan done $(date -u +%T) load $(cat /proc/loadavg)" >> "$O/load.txt"
+fi
+if [ -n "$B" ]; then         # the base's stage profile first, then this tree's (same load)
+    (cd "$B" && PYTHONPATH=$B timeout 330 $PY -m bench.moe_stage_profile $F --steps 4 --prefill 512 > "$O/profile_base.txt" 2>&1)
+    echo "base profile done $(date -u +%T) load $(cat /proc/loadavg)" >> "$O/load.txt"
 fi
 PYTHONPATH=$T timeout 330 $PY -m bench.moe_stage_profile $F --steps 4 --prefill 512 > "$O/profile.txt" 2>&1
 echo "profile done $(date -u +%T) load $(cat /proc/loadavg)" >> "$O/load.txt"
