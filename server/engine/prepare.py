@@ -193,32 +193,47 @@ class Split:
     @staticmethod
     def gated_q(w, n_heads: int, heads, hd: int):
         """Qwen3-Next's q_proj [n_heads * 2 hd, d], each head's rows [q | gate] -> (q rows,
-        gate rows) of `heads`, float32 (the CPU only)."""
-        w = Split.f32(w).reshape(n_heads, 2, hd, -1)
-        return (np.concatenate([w[h, 0] for h in heads]), np.concatenate([w[h, 1] for h in heads]))
+        gate rows) of `heads` (the CPU only): Blocks as stored (rows taken as bytes), else
+        float32."""
+        heads = list(heads)
+        q = np.concatenate([np.arange(2 * h * hd, (2 * h + 1) * hd) for h in heads])
+        if isinstance(w, Blocks):
+            return w.take_rows(q), w.take_rows(q + hd)
+        w = Split.f32(w)
+        return w[q], w[q + hd]
 
     @staticmethod
     def gdn_linear(get, a: str, nk: int, nv: int, dk: int, dv: int, lo: int, hi: int) -> dict:
         """A Gated DeltaNet layer's tensors (prefix a = 'model.layers.N.linear_attn.') for k
-        heads [lo, hi) and their v heads, float32, [out, in]: HF's in_proj_qkvz rows (per k
-        head [q | k | v (r dv) | z (r dv)]) regrouped as q | k | v | z of these heads,
-        in_proj_ba's (per k head [b (r) | a (r)]) as b | a, the conv's channels (q all | k
-        all | v all) as this rank's q | k | v, and A_log, dt_bias of its v heads."""
+        heads [lo, hi) and their v heads, [out, in]: HF's in_proj_qkvz rows (per k head
+        [q | k | v (r dv) | z (r dv)]) regrouped as q | k | v | z of these heads, in_proj_ba's
+        (per k head [b (r) | a (r)]) as b | a, the conv's channels (q all | k all | v all) as
+        this rank's q | k | v, and A_log, dt_bias of its v heads. in_proj_qkvz and in_proj_ba
+        kept as Blocks stay Blocks (their rows taken as bytes, kernels.blocks), else float32;
+        the rest float32."""
         r = nv // nk
         f = lambda n: Split.f32(get(a + n))
-        qkvz = f("in_proj_qkvz.weight").reshape(nk, 2 * dk + 2 * r * dv, -1)[lo:hi]
-        flat = lambda x: x.reshape(-1, x.shape[-1])
-        wqkvz = np.concatenate([flat(qkvz[:, :dk]), flat(qkvz[:, dk:2 * dk]),
-                                flat(qkvz[:, 2 * dk:2 * dk + r * dv]), flat(qkvz[:, 2 * dk + r * dv:])])
-        ba = f("in_proj_ba.weight").reshape(nk, 2 * r, -1)[lo:hi]
-        wba = np.concatenate([flat(ba[:, :r]), flat(ba[:, r:])])
+        hs = range(lo, hi)
+        w = 2 * dk + 2 * r * dv                       # rows a k head in in_proj_qkvz
+        span = lambda off, n: np.concatenate([h * w + off + np.arange(n) for h in hs])
+        rows = np.concatenate([span(0, dk), span(dk, dk), span(2 * dk, r * dv),
+                               span(2 * dk + r * dv, r * dv)])
+        bspan = lambda off: np.concatenate([h * 2 * r + off + np.arange(r) for h in hs])
+        brows = np.concatenate([bspan(0), bspan(r)])
+
+        def take(name, idx):
+            m = get(a + name)
+            if isinstance(m, Blocks):
+                return m.take_rows(idx)
+            return np.ascontiguousarray(Split.f32(m)[idx])
         conv = f("conv1d.weight")[:, 0, :]
         K = nk * dk
         cw = np.concatenate([conv[lo * dk:hi * dk], conv[K + lo * dk:K + hi * dk],
                              conv[2 * K + lo * r * dv:2 * K + hi * r * dv]])
         vs = slice(lo * r, hi * r)
         c = np.ascontiguousarray
-        return dict(wqkvz=wqkvz, wba=wba, conv_w=c(cw), A_log=c(f("A_log")[vs]),
+        return dict(wqkvz=take("in_proj_qkvz.weight", rows), wba=take("in_proj_ba.weight", brows),
+                    conv_w=c(cw), A_log=c(f("A_log")[vs]),
                     dt_bias=c(f("dt_bias")[vs]), gnorm=c(f("norm.weight")))
 
     def experts(self, parts: list) -> list:

@@ -160,11 +160,11 @@ def shard_layer(spec, i: int, sp, shard) -> NextLayerWeights:
     else:
         hd = spec.head_dim
         wq, wg = sp.gated_q(get(p + "self_attn.q_proj.weight"), spec.n_heads, shard.q_heads, hd)
-        wk = sp.rows(sp.f32(get(p + "self_attn.k_proj.weight")), shard.kv_heads, hd)
-        wv = sp.rows(sp.f32(get(p + "self_attn.v_proj.weight")), shard.kv_heads, hd)
+        wk = sp.rows(get(p + "self_attn.k_proj.weight"), shard.kv_heads, hd)
+        wv = sp.rows(get(p + "self_attn.v_proj.weight"), shard.kv_heads, hd)
         wo = sp.head_cols(get(p + "self_attn.o_proj.weight"), shard.q_heads, hd,
                           p + "self_attn.o_proj.weight")
-        rec.update(linear=False, wqkvg=dev(sp.orient(sp.stack([wq, wk, wv, wg]))),
+        rec.update(linear=False, wqkvg=dev(sp.orient(sp.cat([wq, wk, wv, wg], mixed=True))),
                    q_norm=_norm(spec, sp, p + "self_attn.q_norm.weight"),
                    k_norm=_norm(spec, sp, p + "self_attn.k_norm.weight"), wo=dev(sp.orient(wo)))
     from dataclasses import replace

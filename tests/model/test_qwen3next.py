@@ -98,6 +98,48 @@ def test_one_recurrence_order_at_the_op(which):
             assert g.tobytes() == r.tobytes(), c
 
 
+def test_the_crew_round_gives_the_callers_bytes(monkeypatch):
+    """kernels/gdn_cpu.py's prefill chunk as a crew round of two (the conv by channel spans,
+    the norms by positions, the recurrence by v heads) == the same chunk on the caller alone
+    == token by token, in output, state and window bytes, from a nonzero state."""
+    import numba
+
+    from kernels import gdn, gdn_cpu
+    assert numba.get_num_threads() >= 2, "needs two numba threads to run a crew"
+    rng = np.random.default_rng(5)
+    nk, nv, dk, dv, K, n = 2, 6, 32, 32, 4, 90
+    C = 2 * nk * dk + nv * dv
+    assert n * nv * dk * dv > gdn_cpu.CREW_SERIAL and C > gdn_cpu.CONV_SPAN
+    f = lambda *s: rng.standard_normal(s).astype(np.float32)
+    mix, z, b, a = f(n, C), f(n, nv * dv), f(n, nv), f(n, nv)
+    conv_w, A_log, dt_bias, norm_w = f(C, K) * 0.5, f(nv) * 0.3, f(nv), f(dv)
+    state0, window0 = f(nv, dk, dv) * 0.1, f(K - 1, C)
+
+    def run(cuts):
+        state, window = state0.copy(), window0.copy()
+        outs, lo = [], 0
+        for hi in list(cuts) + [n]:
+            outs.append(gdn_cpu.chunk(mix[lo:hi], z[lo:hi], b[lo:hi], a[lo:hi], conv_w, A_log,
+                                      dt_bias, norm_w, 1e-6, window, state, nk))
+            lo = hi
+        return np.concatenate(outs).tobytes(), state.tobytes(), window.tobytes()
+    gdn_cpu._CREW.clear()
+    crew = run([])
+    assert gdn_cpu._CREW, "the chunk did not run as a crew round"
+    tokens = run(range(1, n))                       # each position alone: the caller's path
+    st, wi = state0.copy(), window0.copy()          # the numpy definition, within rounding
+    want = gdn.chunk(mix, z, b, a, conv_w, A_log, dt_bias, norm_w, 1e-6, wi, st, nk)
+    np.testing.assert_allclose(np.frombuffer(crew[0], np.float32).reshape(want.shape), want,
+                               rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(np.frombuffer(crew[1], np.float32).reshape(st.shape), st,
+                               rtol=1e-4, atol=1e-5)
+    assert crew[2] == wi.tobytes()
+    monkeypatch.setattr(gdn_cpu, "CREW_SERIAL", 1 << 62)
+    alone = run([])
+    assert crew == alone == tokens
+    assert run([7, 40, 41]) == crew
+
+
 @pytest.fixture(scope="module")
 def eng():
     return engine_of(f"dummy:{NAME}")

@@ -64,8 +64,15 @@ def test_greedy_and_logprobs_match_llama_cpp(opened):
     assert ld.spec.arch == "qwen3next" and not ld.spec.zero_centred_norms
     if qt == "Q8_0":
         from kernels.blocks import Blocks
+        q8 = lambda w: isinstance(w, Blocks) and w.kind == "Q8_0"
         L = eng.weights.layers[3]                        # a full layer: its matrices as stored
-        assert all(isinstance(w, Blocks) and w.kind == "Q8_0" for w in L.experts_gu + L.experts_down)
+        assert all(q8(w) for w in L.experts_gu + L.experts_down)
+        assert q8(L.wqkvg) and q8(L.wo)
+        for L in eng.weights.layers[:3]:                 # the linear layers' joined projections
+            assert q8(L.wqkvz) and q8(L.wba), arch
+            # qwen35moe's out_proj columns are untiled by v heads of 16: half a Q8_0 block, so
+            # float32 there (the bench shape's heads of 128 stay blocks: test_join_keeps_blocks)
+            assert q8(L.wout) == (arch == "qwen3next"), arch
     for case in record(arch)["llama_cpp"][HELD[qt]]["cases"]:
         n = case["exact_prefix"]
         ids, rows = _walk(eng, case["prompt_ids"], n)
@@ -185,3 +192,83 @@ def test_gguf_layout_refusals(tmp_path):
     with pytest.raises(UnsupportedModel, match="dimension_sections"):
         spec(**{"qwen35moe__rope__dimension_count": 4,
                 "qwen35moe__rope__dimension_sections": [2, 1, 0, 0]})
+
+
+@pytest.mark.parametrize("arch", list(NAMES))
+def test_q8_0_rounds_of_every_size_equal(arch):
+    """The Q8_0 file (its linear layers' projections on the block kernels): a prompt in one
+    round, in rounds of 2..40 and uneven ones ends in the same state bytes and last logits as
+    token by token, and paged == windows."""
+    from server.engine.weights import load
+    from tools.refs import next_gguf as ng
+    from .recurrent_checks import prefill as _prefill
+    ld = load(str(ng.build_once("Q8_0", arch)[0]), progress=False)
+    eng = Engine(ld.spec, ld.tensors.__getitem__)
+    prompt = [(i * 37 + 11) % 509 + 3 for i in range(41)]
+    tok_rows, tok_state = _prefill(eng, prompt, [1])
+    for sizes in [[len(prompt)]] + [[s] for s in range(2, 41, 3)] + [[3, 1, 7, 2]]:
+        rows, state = _prefill(eng, prompt, sizes)
+        assert state == tok_state, sizes
+        for pos, row in rows.items():
+            assert row == tok_rows[pos], (sizes, pos)
+    rows, state = _prefill(eng, prompt, [5, 8], paged=False)
+    assert state == tok_state and all(row == tok_rows[p] for p, row in rows.items())
+
+
+def _q8(x):
+    """float32 [rows, cols] -> (Blocks Q8_0, its dequantized float32)."""
+    from gguf import GGMLQuantizationType
+    from gguf.quants import quantize
+    from kernels.blocks import Blocks
+    data = quantize(np.asarray(x, np.float32), GGMLQuantizationType.Q8_0)
+    b = Blocks("Q8_0", x.shape[0], x.shape[1], np.ascontiguousarray(data.reshape(x.shape[0], -1)))
+    return b, b.dequantize()
+
+
+@pytest.mark.parametrize("tiled", [False, True], ids=["qwen3next", "qwen35moe"])
+@pytest.mark.parametrize("dv", [32, 16])
+def test_join_keeps_blocks(tiled, dv):
+    """gguf_qwen3next.join on Q8_0 matrices: in_proj_qkvz, in_proj_ba and (qwen35moe)
+    out_proj kept as Blocks whose dequantized values are byte-equal to what join builds from
+    the same matrices as float32 (rows, and whole heads of columns, moved as bytes); out_proj
+    columns in heads of dv = 16 (half a block) come out float32, the same values."""
+    from dataclasses import replace
+    from kernels.blocks import Blocks
+    from server.engine.weights import gguf_qwen3next as gq
+    from server.shapes.spec import shape
+    spec = replace(shape("tiny-qwen3next"), lin_k_heads=2, lin_v_heads=6, lin_k_dim=32,
+                   lin_v_dim=dv, d_model=64, n_layers=4, full_attn_every=4)
+    nk, nv, dk = 2, 6, 32
+    rng = np.random.default_rng(dv + tiled)
+    mats = {".attn_qkv.weight": (2 * nk * dk + nv * dv, 64), ".attn_gate.weight": (nv * dv, 64),
+            ".ssm_beta.weight": (nv, 64), ".ssm_alpha.weight": (nv, 64),
+            ".ssm_out.weight": (64, nv * dv)}
+    vecs = {".ssm_conv1d.weight": (2 * nk * dk + nv * dv, 4), ".ssm_a": (nv,), ".ssm_dt.bias": (nv,)}
+    by_name, blocks, floats = {}, {}, {}
+    for i in range(3):
+        for s, shp in mats.items():
+            n = f"blk.{i}{s}"
+            by_name[n] = n
+            blocks[n], floats[n] = _q8(rng.standard_normal(shp).astype(np.float32))
+        for s, shp in vecs.items():
+            n = f"blk.{i}{s}"
+            by_name[n] = n
+            floats[n] = -np.abs(rng.standard_normal(shp).astype(np.float32)) - 0.1
+    if not tiled:
+        by_name = {k: v for k, v in by_name.items() if not k.endswith(
+            (".ssm_beta.weight", ".ssm_alpha.weight", ".ssm_dt.bias", ".ssm_out.weight"))}
+    a, b = {}, {}
+    to_f32 = lambda n, path: floats[n]
+    gq.join(spec, by_name, a, "x.gguf", to_f32, tiled)
+    gq.join(spec, by_name, b, "x.gguf", to_f32, tiled, lambda n, path: blocks.get(n, floats[n]))
+    assert sorted(a) == sorted(b) and a
+    kept = 0
+    for name, x in b.items():
+        blk = isinstance(x, Blocks)
+        want = name.endswith(("in_proj_qkvz.weight", "in_proj_ba.weight")) or \
+            (name.endswith("out_proj.weight") and dv % 32 == 0)
+        assert blk == want, name
+        kept += blk
+        got = x.dequantize() if blk else x
+        assert got.dtype == a[name].dtype and got.tobytes() == a[name].tobytes(), name
+    assert kept == 3 * (3 if tiled and dv % 32 == 0 else 2 if tiled else 1)

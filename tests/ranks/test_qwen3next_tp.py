@@ -30,3 +30,11 @@ def test_gguf_q8_0_tp2_equals_tp1():
     """The GGUF (llama.cpp's names, Q8_0: tools/refs/next_gguf.py) split over two ranks."""
     from tools.refs import next_gguf as ng
     tp_equals_tp1(str(ng.build_once("Q8_0")[0]), 2)
+
+
+def test_gguf_qwen35moe_q8_0_tp2_equals_tp1():
+    """The qwen35moe GGUF (v heads tiled, ssm_beta / ssm_alpha apart), Q8_0: its linear
+    layers' rebuilt in_proj_qkvz and in_proj_ba kept as blocks, split by k heads over two
+    ranks."""
+    from tools.refs import next_gguf as ng
+    tp_equals_tp1(str(ng.build_once("Q8_0", "qwen35moe")[0]), 2)

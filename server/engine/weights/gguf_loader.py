@@ -207,7 +207,7 @@ def load_gguf(path: str, *, progress: bool = True, mtp: bool = False) -> Loaded:
             tensors[hf] = x
             bar.advance()
     if kv_b and arch == "qwen3next":
-        gguf_qwen3next.join(spec, by_name, tensors, path, to_float32, tiled)
+        gguf_qwen3next.join(spec, by_name, tensors, path, to_float32, tiled, as_stored)
     elif kv_b:
         join_kv_b(spec, by_name, tensors, path)
     if spec.tie_embeddings:

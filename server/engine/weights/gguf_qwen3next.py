@@ -35,7 +35,10 @@ Files written before the converter split the projection (llama.cpp's "legacy GGU
 `ssm_in.weight`, HF's in_proj_qkvz as it is: it maps by name, and `join` rebuilds the rest.
 
 `join` undoes the converter where it changed the layout: in_proj_qkvz rebuilt row by row
-from attn_qkv and attn_gate (float32: the family regroups these rows anyway), conv1d given
+from attn_qkv and attn_gate, in_proj_ba from ssm_beta / ssm_alpha and out_proj's columns
+untiled, all three kept as the file's blocks where quantized (kernels.blocks.Blocks: whole
+rows, or whole heads of columns, copied as bytes: no block requantized or dequantized, so the
+engine runs them on the block kernels like every other stored matrix), conv1d given
 its middle axis back, A_log = log(-ssm_a) (in float64, then float32: the kernel computes
 exp(A_log) in float32, within an ulp of the file's -ssm_a), the shared gate as [1, d].
 """
@@ -46,6 +49,7 @@ from dataclasses import replace
 import numpy as np
 
 from server.shapes.spec import ModelSpec, UnsupportedModel
+from kernels.blocks import BLOCK, Blocks, concat_rows
 from .loaded import WeightsError
 
 # blk.N.<suffix> tensors `join` turns into HF tensors (the rest map by name: the family's
@@ -124,22 +128,64 @@ def next_spec(meta, spec: ModelSpec, a: str, moe_keys: set) -> ModelSpec:
         conv_kernel=need("ssm.conv_kernel"), zero_centred_norms=False)
 
 
+def _untile_index(nk: int, r: int, hd: int) -> np.ndarray:
+    """Row j of HF's grouped order (k r + i, hd rows a head) is row idx[j] of the converter's
+    tiled order (i nk + k): the permutation `_untile` applies along its axis."""
+    return np.arange(nk * r * hd).reshape(r, nk, hd).transpose(1, 0, 2).reshape(-1)
+
+
 def _untile(x, nk: int, r: int, hd: int, axis: int = 0):
     """v heads from the converter's tiled order (j = i nk + k) back to HF's grouped one
-    (k r + i) along `axis`, hd values a head."""
-    x = np.moveaxis(x, axis, 0)
-    rest = x.shape[1:]
-    y = x.reshape(r, nk, hd, *rest).transpose(1, 0, 2, *range(3, 3 + len(rest)))
-    return np.ascontiguousarray(np.moveaxis(y.reshape(nk * r * hd, *rest), 0, axis))
+    (k r + i) along `axis`, hd values a head. Blocks (a matrix kept as the file's blocks)
+    move whole rows (axis 0) or whole heads of columns (axis 1, hd a multiple of the block:
+    the rows' blocks regrouped as bytes); a column head that would cut a block is
+    dequantized to float32, the only case that is."""
+    idx = _untile_index(nk, r, hd)
+    if isinstance(x, Blocks):
+        if axis == 0:
+            return x.take_rows(idx)
+        if hd % x.block:
+            x = x.dequantize()
+        else:
+            nb = hd // x.block * BLOCK[x.kind][1]            # bytes a head of columns
+            heads = x.data.reshape(x.rows, nk * r, nb)[:, idx[::hd] // hd]
+            return Blocks(x.kind, x.rows, x.cols, np.ascontiguousarray(heads.reshape(x.rows, -1)))
+    return np.ascontiguousarray(np.take(x, idx, axis=axis))
+
+
+def _row_stack(parts: list, index) -> object:
+    """Rows `index` of the parts stacked: Blocks (a byte copy of whole rows, no block
+    requantized or dequantized) where every part is Blocks of one kind, else float32."""
+    if all(isinstance(p, Blocks) for p in parts) and len({p.kind for p in parts}) == 1:
+        return (concat_rows(parts) if len(parts) > 1 else parts[0]).take_rows(index)
+    dense = [p.dequantize() if isinstance(p, Blocks) else np.asarray(p, np.float32) for p in parts]
+    return np.ascontiguousarray(np.concatenate(dense)[index])
+
+
+def qkvz_index(nk: int, nv: int, dk: int, dv: int) -> np.ndarray:
+    """HF in_proj_qkvz's rows (per k head [q | k | v (r dv) | z (r dv)]) as rows of the
+    converter's [attn_qkv (q all | k all | v all, grouped) ; attn_gate (z, grouped)]."""
+    r, K = nv // nk, nk * dk
+    V = nv * dv
+    out = []
+    for h in range(nk):
+        out += [np.arange(h * dk, (h + 1) * dk), K + np.arange(h * dk, (h + 1) * dk),
+                2 * K + np.arange(h * r * dv, (h + 1) * r * dv),
+                2 * K + V + np.arange(h * r * dv, (h + 1) * r * dv)]
+    return np.concatenate(out)
 
 
 def join(spec: ModelSpec, by_name: dict, tensors: dict, path: str, to_float32,
-         tiled: bool = False) -> None:
+         tiled: bool = False, as_stored=None) -> None:
     """The HF tensors of every linear layer from the converter's (see the module doc);
-    tiled: a qwen35moe file (v heads tiled, ssm_beta / ssm_alpha apart)."""
+    tiled: a qwen35moe file (v heads tiled, ssm_beta / ssm_alpha apart). as_stored(t, path):
+    the loader's reader of a matrix as the file's blocks (kernels.blocks.Blocks where
+    quantized); given, in_proj_qkvz, in_proj_ba and out_proj stay the file's blocks (their
+    rows or whole heads of columns regrouped as bytes: the same values), else float32."""
     nk, nv, dk, dv = spec.lin_k_heads, spec.lin_v_heads, spec.lin_k_dim, spec.lin_v_dim
     r = nv // nk
     joined = JOINED35 if tiled else JOINED
+    stored = as_stored or to_float32
     for i in range(spec.n_layers):
         if not spec.is_linear_layer(i):
             extra = [f"blk.{i}{s}" for s in joined if f"blk.{i}{s}" in by_name]
@@ -153,6 +199,7 @@ def join(spec: ModelSpec, by_name: dict, tensors: dict, path: str, to_float32,
         if any(n not in by_name for n in parts):
             continue                       # check_tensors names the missing HF tensor
         get = lambda s: to_float32(by_name[b + s], path)
+        mat = lambda s: stored(by_name[b + s], path)
         if legacy:
             if b + ".attn_qkv.weight" in by_name:
                 raise WeightsError(f"{path}: {b}.ssm_in.weight and {b}.attn_qkv.weight both")
@@ -163,31 +210,31 @@ def join(spec: ModelSpec, by_name: dict, tensors: dict, path: str, to_float32,
                                    "-exp(A_log), always negative")
             tensors[p + "A_log"] = np.log(-a).astype(np.float32)
             continue
-        qkv, z = get(".attn_qkv.weight"), get(".attn_gate.weight")
+        qkv, z = mat(".attn_qkv.weight"), mat(".attn_gate.weight")
         d = qkv.shape[1]
-        if qkv.shape != (2 * nk * dk + nv * dv, d) or z.shape != (nv * dv, d):
+        if tuple(qkv.shape) != (2 * nk * dk + nv * dv, d) or tuple(z.shape) != (nv * dv, d):
             raise WeightsError(f"{path}: {b}.attn_qkv.weight {list(qkv.shape)} / "
                                f"{b}.attn_gate.weight {list(z.shape)} do not fit {nk} key heads "
                                f"of {dk} and {nv} value heads of {dv}")
         conv = get(".ssm_conv1d.weight")
         a = get(".ssm_a").astype(np.float64)
         K2 = 2 * nk * dk
+        index = qkvz_index(nk, nv, dk, dv)          # rows of [qkv ; z], grouped v heads
         if tiled:
-            qkv = np.concatenate([qkv[:K2], _untile(qkv[K2:], nk, r, dv)])
-            z = _untile(z, nk, r, dv)
+            # the v rows of qkv and the z rows come tiled: compose the untiling into the index
+            ut = _untile_index(nk, r, dv)
+            src = np.concatenate([np.arange(K2), K2 + ut, K2 + nv * dv + ut])
+            index = src[index]
             conv = np.concatenate([conv[:K2], _untile(conv[K2:], nk, r, dv)])
             a = _untile(a, nk, r, 1)
-            beta, alpha = _untile(get(".ssm_beta.weight"), nk, r, 1), _untile(get(".ssm_alpha.weight"), nk, r, 1)
-            tensors[p + "in_proj_ba.weight"] = np.ascontiguousarray(np.concatenate(
-                [beta.reshape(nk, r, d), alpha.reshape(nk, r, d)], axis=1).reshape(-1, d))
+            u1 = _untile_index(nk, r, 1)
+            ba = np.concatenate([np.concatenate([u1[k * r:(k + 1) * r], nv + u1[k * r:(k + 1) * r]])
+                                 for k in range(nk)])
+            tensors[p + "in_proj_ba.weight"] = _row_stack(
+                [mat(".ssm_beta.weight"), mat(".ssm_alpha.weight")], ba)
             tensors[p + "dt_bias"] = _untile(get(".ssm_dt.bias"), nk, r, 1)
-            tensors[p + "out_proj.weight"] = _untile(get(".ssm_out.weight"), nk, r, dv, axis=1)
-        q = qkv[:nk * dk].reshape(nk, dk, d)
-        k = qkv[nk * dk:K2].reshape(nk, dk, d)
-        v = qkv[K2:].reshape(nk, r * dv, d)
-        zz = z.reshape(nk, r * dv, d)
-        tensors[p + "in_proj_qkvz.weight"] = np.ascontiguousarray(
-            np.concatenate([q, k, v, zz], axis=1).reshape(-1, d))
+            tensors[p + "out_proj.weight"] = _untile(mat(".ssm_out.weight"), nk, r, dv, axis=1)
+        tensors[p + "in_proj_qkvz.weight"] = _row_stack([qkv, z], index)
         tensors[p + "conv1d.weight"] = np.ascontiguousarray(conv[:, None, :])
         if not np.all(a < 0):
             raise WeightsError(f"{path}: {b}.ssm_a holds values >= 0; the converter writes "
