@@ -59,8 +59,8 @@ from numba.extending import intrinsic
 
 from kernels import mla
 from kernels.blocks_cpu import SERIAL_MACS, _noalias
-from kernels.vec_ir import (F32, I64, V16F, _count_loop, _row, _rows, _v16, axpy_rows16, dot_rows16,
-                            fma, half, ptr, softmax16, splat, tree)
+from kernels.vec_ir import (F32, I64, V16F, _count_loop, _max_tree, _row, _rows, _v16, axpy_rows16,
+                            dot_rows16, exp32, exp_ir, fma, half, ptr, splat, tree)
 
 ROW_BLOCK = 16            # query rows a job takes when a chunk has many
 
@@ -333,16 +333,70 @@ def _rows_dot(qs, rows, out, quant, acc):
             _dot_rows(qs[a], rows, out[a], acc)
 
 
+SEG = 256                 # keys a segment: its own online softmax, then merged in order
+KB = 16                   # keys a block of the online softmax (absolute: 0, 16, 32, ...)
+
+
+@intrinsic
+def online16(typingctx, s, m, lv, alpha, scale):
+    """One block of the online softmax for every query q (s [Q, 16] float32 scores of the
+    block's keys, -inf where a key is padding or past q's position; m [Q] the running max of
+    scaled scores, lv [Q, 16] the running lane sums, alpha [Q] out): v = s[q] * scale, m' =
+    max(m[q], the max of v by _max_tree), alpha = exp_ir(m[q] - m'), s[q] becomes e =
+    exp_ir(v - m') (0 at the padding), lv[q] = fma(lv[q], alpha, e) lane by lane, m[q] = m'.
+    Every operation named: a query's bytes depend on its own scores alone."""
+    sig = types.void(s, m, lv, alpha, scale)
+
+    def codegen(context, builder, signature, args):
+        sb, nq, ss = _rows(context, builder, signature.args[0], args[0])
+        lb, _, ls = _rows(context, builder, signature.args[2], args[2])
+        mp = ptr(context, builder, signature.args[1], args[1]).data
+        ap = ptr(context, builder, signature.args[3], args[3]).data
+        sc = splat(builder, args[4])
+
+        def body(qi, st):
+            sp = builder.bitcast(_row(builder, sb, qi, ss), V16F.as_pointer())
+            v = builder.fmul(builder.load(sp, align=4), sc)
+            bm = _max_tree(builder, v)
+            mq = builder.gep(mp, [qi])
+            mo = builder.load(mq, align=4)
+            mn = builder.select(builder.fcmp_ordered(">", bm, mo), bm, mo)
+            a = exp_ir(builder, builder.fsub(mo, mn))
+            e = exp_ir(builder, builder.fsub(v, splat(builder, mn)))
+            builder.store(e, sp, align=4)
+            lp = builder.bitcast(_row(builder, lb, qi, ls), V16F.as_pointer())
+            builder.store(fma(builder, builder.load(lp, align=4), splat(builder, a), e), lp, align=4)
+            builder.store(mn, mq, align=4)
+            builder.store(a, builder.gep(ap, [qi]), align=4)
+            return st
+        _count_loop(builder, nq, body, ir.Constant(I64, 0))
+        return context.get_dummy_value()
+    return sig, codegen
+
+
+@njit(cache=True, boundscheck=False, nogil=True)
+def _lane_sum(v, acc):
+    """v's 16 lanes added in kernels.vec_ir.tree's order: (l, l + 8), (l, l + 4), (l, l + 2),
+    (0, 1)."""
+    for l in range(8):
+        acc[l] = v[l] + v[l + 8]
+    for l in range(4):
+        acc[l] = acc[l] + acc[l + 4]
+    for l in range(2):
+        acc[l] = acc[l] + acc[l + 2]
+    return acc[0] + acc[1]
+
+
 @njit(cache=True, boundscheck=False, nogil=True)
 def _job(job, n_hb, HB, qn, qpe, w_ukt, w_uv, quant, pool, pos, owner, tables, page_rows,
          scale, out):
-    """Rows rb*ROW_BLOCK .. of head block hb: absorb, attend over pages, expand."""
+    """Rows rb*ROW_BLOCK .. of head block hb: absorb, attend over pages in one pass, expand."""
     rb = job // n_hb
     hb = job % n_hb
     T, H, N = qn.shape
-    C = pool.shape[3] - qpe.shape[2]
     R = qpe.shape[2]
-    W = C + R
+    W = pool.shape[3]
+    C = W - R
     V = w_uv.shape[1]
     t0 = rb * ROW_BLOCK
     t1 = min(T, t0 + ROW_BLOCK)
@@ -352,60 +406,112 @@ def _job(job, n_hb, HB, qn, qpe, w_ukt, w_uv, quant, pool, pos, owner, tables, p
     if nh <= 0:
         return
     nt = t1 - t0
+    Q = nt * nh                           # query q = (row tl, head hl): tl * nh + hl
     acc = np.empty(16, np.float32)
-    qa = np.empty((nt, nh, W), np.float32)
+    qa3 = np.empty((nt, nh, W), np.float32)
     for hl in range(nh):                  # q_nope . W_UK[h]^T's rows, W_UK[h] read once
-        _rows_dot(qn[t0:t1, h0 + hl], w_ukt[h0 + hl], qa[:, hl, :C], quant, acc)
+        _rows_dot(qn[t0:t1, h0 + hl], w_ukt[h0 + hl], qa3[:, hl, :C], quant, acc)
         for tl in range(nt):
             pe = qpe[t0 + tl, h0 + hl]
             for r in range(R):
-                qa[tl, hl, C + r] = pe[r]
-    o_lat = np.empty((nt, nh, C), np.float32)
-    Lmax = pos[t1 - 1] + 1
-    for tl in range(nt):
-        if pos[t0 + tl] + 1 > Lmax:
-            Lmax = pos[t0 + tl] + 1
-    s = np.empty((nh, (Lmax + 15) // 16 * 16), np.float32)
-    for tl in range(nt):
-        t = t0 + tl
-        c = owner[t]
+                qa3[tl, hl, C + r] = pe[r]
+    qa = qa3.reshape((Q, W))
+    o3 = np.empty((nt, nh, C), np.float32)      # the merged state's sum, then o_lat
+    o = o3.reshape((Q, C))
+    seg = np.empty((Q, C), np.float32)          # a segment's sum
+    mrun = np.empty(Q, np.float32)              # the merged state's max and denominator
+    lrun = np.empty(Q, np.float32)
+    m = np.empty(Q, np.float32)                 # a segment's max, lane sums, rescale
+    lv = np.empty((Q, 16), np.float32)
+    al = np.empty(Q, np.float32)
+    sc = np.empty((Q, KB), np.float32)          # a block's scores, then its weights
+    kbuf = np.empty((KB, W), np.float32)        # a block's rows where it spans pages
+    ninf = np.float32(-np.inf)
+    one = np.float32(1.0)
+    g1 = 0
+    while g1 < nt:                               # groups: a chunk's rows (ascending positions)
+        g0 = g1
+        c = owner[t0 + g0]
+        while g1 < nt and owner[t0 + g1] == c:
+            g1 += 1
         P = page_rows[c]
-        L = pos[t] + 1
-        Lp = (L + 15) // 16 * 16
-        j = 0
-        pi = 0
-        while j < L:                             # scores, a page at a time for every head
-            n = min(P, L - j)
-            rows = pool[tables[c, pi], :n, 0, :]
-            if W % 16 == 0:
-                dot_tile16(qa[tl], rows, s[:, j:j + n])
-            else:
-                for hl in range(nh):
-                    _dot_rows(qa[tl, hl], rows, s[hl, j:j + n], acc)
-            j += n
-            pi += 1
-        for hl in range(nh):
-            for k in range(L, Lp):
-                s[hl, k] = -np.inf
-            softmax16(s[hl, :Lp], scale)
-            ol = o_lat[tl, hl]
-            for d in range(C):
-                ol[d] = np.float32(0.0)
-        j = 0
-        pi = 0
-        while j < L:                             # o_lat = sum_j w_j row_j[:C], in key order
-            n = min(P, L - j)
-            rows = pool[tables[c, pi], :n, 0, :C]
-            if C % AXPY_LANES == 0:
-                axpy_heads16(o_lat[tl], s[:, j:j + n], rows)
-            else:
-                for hl in range(nh):
-                    _axpy_rows(o_lat[tl, hl], s[hl, j:j + n], rows)
-            j += n
-            pi += 1
+        Lg = pos[t0 + g1 - 1] + 1
+        q1 = g1 * nh
+        for sg in range((Lg + SEG - 1) // SEG):
+            k_lo = sg * SEG
+            k_hi = min(k_lo + SEG, Lg)
+            fs = g0                              # rows reading this segment: pos >= k_lo
+            while pos[t0 + fs] < k_lo:
+                fs += 1
+            for qi in range(fs * nh, q1):
+                m[qi] = ninf
+                for l in range(16):
+                    lv[qi, l] = np.float32(0.0)
+                for d in range(C):
+                    seg[qi, d] = np.float32(0.0)
+            f = fs
+            k0 = k_lo
+            while k0 < k_hi:                     # blocks of KB keys
+                n = min(KB, k_hi - k0)
+                while pos[t0 + f] < k0:
+                    f += 1
+                qb = f * nh
+                r0 = k0 % P
+                if r0 + n <= P:
+                    blk = pool[tables[c, k0 // P], r0:r0 + n, 0, :]
+                else:
+                    for j in range(n):
+                        src = pool[tables[c, (k0 + j) // P], (k0 + j) % P, 0]
+                        for d in range(W):
+                            kbuf[j, d] = src[d]
+                    blk = kbuf[:n]
+                if W % 16 == 0:
+                    dot_tile16(qa[qb:q1], blk, sc[qb:q1, :n])
+                else:
+                    for qi in range(qb, q1):
+                        _dot_rows(qa[qi], blk, sc[qi, :n], acc)
+                for tl in range(f, g1):
+                    nv = min(n, pos[t0 + tl] + 1 - k0)
+                    for qi in range(tl * nh, (tl + 1) * nh):
+                        for j in range(nv, KB):
+                            sc[qi, j] = ninf
+                online16(sc[qb:q1], m[qb:q1], lv[qb:q1], al[qb:q1], scale)
+                for qi in range(qb, q1):
+                    a = al[qi]
+                    if a != one:
+                        for d in range(C):
+                            seg[qi, d] = seg[qi, d] * a
+                for tl in range(f, g1):          # seg += e_j row_j[:C], keys in order
+                    nv = min(n, pos[t0 + tl] + 1 - k0)
+                    if C % AXPY_LANES == 0:
+                        axpy_heads16(seg[tl * nh:(tl + 1) * nh], sc[tl * nh:(tl + 1) * nh, :nv],
+                                     blk[:nv, :C])
+                    else:
+                        for qi in range(tl * nh, (tl + 1) * nh):
+                            _axpy_rows(seg[qi], sc[qi, :nv], blk[:nv, :C])
+                k0 += n
+            for qi in range(fs * nh, q1):        # merge the segment, in segment order
+                ls = _lane_sum(lv[qi], acc)
+                if sg == 0:
+                    mrun[qi] = m[qi]
+                    lrun[qi] = ls
+                    for d in range(C):
+                        o[qi, d] = seg[qi, d]
+                else:
+                    mn = m[qi] if m[qi] > mrun[qi] else mrun[qi]
+                    a = exp32(mrun[qi] - mn)
+                    b = exp32(m[qi] - mn)
+                    lrun[qi] = fma32(ls, b, lrun[qi] * a)
+                    mrun[qi] = mn
+                    for d in range(C):
+                        o[qi, d] = fma32(seg[qi, d], b, o[qi, d] * a)
+    for qi in range(Q):
+        lq = lrun[qi]
+        for d in range(C):
+            o[qi, d] = o[qi, d] / lq
     for hl in range(nh):                         # o_lat . W_UV[h]'s rows, W_UV[h] read once
         h = h0 + hl
-        _rows_dot(o_lat[:, hl], w_uv[h], out[t0:t1, h * V:(h + 1) * V], quant, acc)
+        _rows_dot(o3[:, hl], w_uv[h], out[t0:t1, h * V:(h + 1) * V], quant, acc)
 
 
 @njit(cache=True, boundscheck=False)

@@ -263,3 +263,34 @@ def test_the_value_tiles_are_axpy_rows16s_chains():
                 tiles(a, wbig[:, 1:n + 1], big[:n, :D])
                 one_by_one(b, np.ascontiguousarray(wbig[:, 1:n + 1]), big[:n, :D])
                 assert np.array_equal(a, b), (D, na, n)
+
+
+def test_rows_past_several_segments():
+    """Prompts longer than mla_cpu.SEG keys (several segments of the online softmax, merged
+    in order): within rounding of the definition; prefilled at once == in uneven chunks
+    (edges on and off the segments' and blocks' edges) == a row at a time across the
+    segment edges; paged == one window."""
+    S = mla_cpu.SEG
+    k = case(3, 16, 16, 32, 24, seed=11)
+    T, P = 2 * S + 37, 8
+    q, ckv = inputs(k, T)
+    n = -(-T // P)
+    table = np.random.default_rng(12).permutation(n + 2)[:n]
+    rows = rows_of([(table, P, 0, T)])
+    p_def, pool = pool_of(n + 2, P, k), pool_of(n + 2, P, k)
+    want = run(mla.round_attend, k, q, ckv, p_def, rows)
+    whole = run(mla_cpu.round_attend, k, q, ckv, pool, rows)
+    assert np.all(np.isfinite(whole))
+    np.testing.assert_allclose(whole, want, rtol=1e-4, atol=2e-5 * np.abs(want).max())
+    window = run(mla_cpu.round_attend, k, q, ckv, pool_of(1, T + 3, k), rows_of([((0,), T + 3, 0, T)]))
+    assert np.array_equal(window, whole)
+    cuts = (0, S - 1, S, S + 1, S + 17, 2 * S - 5, 2 * S + 16, T)
+    pool = pool_of(n + 2, P, k)
+    parts = [run(mla_cpu.round_attend, k, q[a:b], ckv[a:b], pool, rows_of([(table, P, a, b - a)]))
+             for a, b in zip(cuts[:-1], cuts[1:])]
+    assert np.array_equal(np.concatenate(parts), whole)
+    pool = pool_of(n + 2, P, k)
+    run(mla_cpu.round_attend, k, q[:S - 2], ckv[:S - 2], pool, rows_of([(table, P, 0, S - 2)]))
+    for i in range(S - 2, S + 3):              # decode rows across the first segment edge
+        got = run(mla_cpu.round_attend, k, q[i:i + 1], ckv[i:i + 1], pool, rows_of([(table, P, i, 1)]))
+        assert np.array_equal(got, whole[i:i + 1]), i
