@@ -388,16 +388,135 @@ def _lane_sum(v, acc):
 
 
 @njit(cache=True, boundscheck=False, nogil=True)
+def _absorb(qn, qpe, w_ukt, quant, t0, t1, h0, h1, qa, acc):
+    """qa[tl * nh + hl] = [q_nope . W_UK[h]^T's rows | rope(q_pe)] for rows t0 .. t1 - 1 and
+    heads h0 .. h1 - 1 (nh = h1 - h0; W_UK[h] read once for the rows)."""
+    nh = h1 - h0
+    W = qa.shape[1]
+    R = qpe.shape[2]
+    C = W - R
+    for hl in range(nh):
+        _rows_dot(qn[t0:t1, h0 + hl], w_ukt[h0 + hl], qa[hl::nh, :C], quant, acc)
+        for tl in range(t1 - t0):
+            pe = qpe[t0 + tl, h0 + hl]
+            for r in range(R):
+                qa[tl * nh + hl, C + r] = pe[r]
+
+
+@njit(cache=True, boundscheck=False, nogil=True)
+def _segment(sg, g0, g1, t0, nh, qa, pos, c, P, pool, tables, scale, m, lv, al, sc, seg, kbuf,
+             acc):
+    """Segment sg (keys sg * SEG .. ) of the online softmax for the queries of rows g0 .. g1 - 1
+    (one chunk's rows, ascending positions, local to t0; query tl * nh + hl): from a fresh
+    state (m -inf, lv 0, seg 0), blocks of KB keys from sg * SEG: scores (dot16's chains),
+    online16, seg rescaled by alpha where alpha != 1, then seg += e_j row_j[:C] (one fma chain
+    a lane over the keys in order). A row past whose position the segment starts is left as
+    it was. Returns the first row that read the segment."""
+    W = qa.shape[1]
+    C = seg.shape[1]
+    Lg = pos[t0 + g1 - 1] + 1
+    k_lo = sg * SEG
+    k_hi = min(k_lo + SEG, Lg)
+    q1 = g1 * nh
+    ninf = np.float32(-np.inf)
+    one = np.float32(1.0)
+    fs = g0
+    while pos[t0 + fs] < k_lo:
+        fs += 1
+    for qi in range(fs * nh, q1):
+        m[qi] = ninf
+        for l in range(16):
+            lv[qi, l] = np.float32(0.0)
+        for d in range(C):
+            seg[qi, d] = np.float32(0.0)
+    f = fs
+    k0 = k_lo
+    while k0 < k_hi:
+        n = min(KB, k_hi - k0)
+        while pos[t0 + f] < k0:
+            f += 1
+        qb = f * nh
+        r0 = k0 % P
+        if r0 + n <= P:
+            blk = pool[tables[c, k0 // P], r0:r0 + n, 0, :]
+        else:                                    # a block across pages: its rows copied
+            for j in range(n):
+                src = pool[tables[c, (k0 + j) // P], (k0 + j) % P, 0]
+                for d in range(W):
+                    kbuf[j, d] = src[d]
+            blk = kbuf[:n]
+        if W % 16 == 0:
+            dot_tile16(qa[qb:q1], blk, sc[qb:q1, :n])
+        else:
+            for qi in range(qb, q1):
+                _dot_rows(qa[qi], blk, sc[qi, :n], acc)
+        for tl in range(f, g1):
+            nv = min(n, pos[t0 + tl] + 1 - k0)
+            for qi in range(tl * nh, (tl + 1) * nh):
+                for j in range(nv, KB):
+                    sc[qi, j] = ninf
+        online16(sc[qb:q1], m[qb:q1], lv[qb:q1], al[qb:q1], scale)
+        for qi in range(qb, q1):
+            a = al[qi]
+            if a != one:
+                for d in range(C):
+                    seg[qi, d] = seg[qi, d] * a
+        for tl in range(f, g1):
+            nv = min(n, pos[t0 + tl] + 1 - k0)
+            if C % AXPY_LANES == 0:
+                axpy_heads16(seg[tl * nh:(tl + 1) * nh], sc[tl * nh:(tl + 1) * nh, :nv], blk[:nv, :C])
+            else:
+                for qi in range(tl * nh, (tl + 1) * nh):
+                    _axpy_rows(seg[qi], sc[qi, :nv], blk[:nv, :C])
+        k0 += n
+    return fs
+
+
+@njit(cache=True, boundscheck=False, nogil=True)
+def _merge(first, ms, ls, srow, mrun, lrun, orow, qi):
+    """Fold a segment (max ms, denominator ls, sum srow) into query qi's state, segments in
+    order: the first is taken as it is; then M = max, a = exp(M_old - M), b = exp(ms - M),
+    L = fma(ls, b, L a), O = fma(srow, b, O a) element by element."""
+    if first:
+        mrun[qi] = ms
+        lrun[qi] = ls
+        for d in range(orow.shape[0]):
+            orow[d] = srow[d]
+        return
+    mn = ms if ms > mrun[qi] else mrun[qi]
+    a = exp32(mrun[qi] - mn)
+    b = exp32(ms - mn)
+    lrun[qi] = fma32(ls, b, lrun[qi] * a)
+    mrun[qi] = mn
+    for d in range(orow.shape[0]):
+        orow[d] = fma32(srow[d], b, orow[d] * a)
+
+
+@njit(cache=True, boundscheck=False, nogil=True)
+def _expand(o3, lrun, w_uv, quant, t0, t1, h0, out, acc):
+    """o_lat = O / L, then o_lat . W_UV[h]'s rows (W_UV[h] read once for the rows)."""
+    nt, nh, C = o3.shape
+    V = w_uv.shape[1]
+    for tl in range(nt):
+        for hl in range(nh):
+            lq = lrun[tl * nh + hl]
+            for d in range(C):
+                o3[tl, hl, d] = o3[tl, hl, d] / lq
+    for hl in range(nh):
+        h = h0 + hl
+        _rows_dot(o3[:, hl], w_uv[h], out[t0:t1, h * V:(h + 1) * V], quant, acc)
+
+
+@njit(cache=True, boundscheck=False, nogil=True)
 def _job(job, n_hb, HB, qn, qpe, w_ukt, w_uv, quant, pool, pos, owner, tables, page_rows,
          scale, out):
-    """Rows rb*ROW_BLOCK .. of head block hb: absorb, attend over pages in one pass, expand."""
+    """Rows rb*ROW_BLOCK .. of head block hb: absorb, attend over pages in one pass (every
+    segment of a row's keys, merged as it ends), expand."""
     rb = job // n_hb
     hb = job % n_hb
     T, H, N = qn.shape
-    R = qpe.shape[2]
     W = pool.shape[3]
-    C = W - R
-    V = w_uv.shape[1]
+    C = W - qpe.shape[2]
     t0 = rb * ROW_BLOCK
     t1 = min(T, t0 + ROW_BLOCK)
     h0 = hb * HB
@@ -408,110 +527,31 @@ def _job(job, n_hb, HB, qn, qpe, w_ukt, w_uv, quant, pool, pos, owner, tables, p
     nt = t1 - t0
     Q = nt * nh                           # query q = (row tl, head hl): tl * nh + hl
     acc = np.empty(16, np.float32)
-    qa3 = np.empty((nt, nh, W), np.float32)
-    for hl in range(nh):                  # q_nope . W_UK[h]^T's rows, W_UK[h] read once
-        _rows_dot(qn[t0:t1, h0 + hl], w_ukt[h0 + hl], qa3[:, hl, :C], quant, acc)
-        for tl in range(nt):
-            pe = qpe[t0 + tl, h0 + hl]
-            for r in range(R):
-                qa3[tl, hl, C + r] = pe[r]
-    qa = qa3.reshape((Q, W))
+    qa = np.empty((Q, W), np.float32)
+    _absorb(qn, qpe, w_ukt, quant, t0, t1, h0, h1, qa, acc)
     o3 = np.empty((nt, nh, C), np.float32)      # the merged state's sum, then o_lat
     o = o3.reshape((Q, C))
-    seg = np.empty((Q, C), np.float32)          # a segment's sum
-    mrun = np.empty(Q, np.float32)              # the merged state's max and denominator
+    seg = np.empty((Q, C), np.float32)
+    mrun = np.empty(Q, np.float32)
     lrun = np.empty(Q, np.float32)
-    m = np.empty(Q, np.float32)                 # a segment's max, lane sums, rescale
+    m = np.empty(Q, np.float32)
     lv = np.empty((Q, 16), np.float32)
     al = np.empty(Q, np.float32)
-    sc = np.empty((Q, KB), np.float32)          # a block's scores, then its weights
-    kbuf = np.empty((KB, W), np.float32)        # a block's rows where it spans pages
-    ninf = np.float32(-np.inf)
-    one = np.float32(1.0)
+    sc = np.empty((Q, KB), np.float32)
+    kbuf = np.empty((KB, W), np.float32)
     g1 = 0
     while g1 < nt:                               # groups: a chunk's rows (ascending positions)
         g0 = g1
         c = owner[t0 + g0]
         while g1 < nt and owner[t0 + g1] == c:
             g1 += 1
-        P = page_rows[c]
         Lg = pos[t0 + g1 - 1] + 1
-        q1 = g1 * nh
         for sg in range((Lg + SEG - 1) // SEG):
-            k_lo = sg * SEG
-            k_hi = min(k_lo + SEG, Lg)
-            fs = g0                              # rows reading this segment: pos >= k_lo
-            while pos[t0 + fs] < k_lo:
-                fs += 1
-            for qi in range(fs * nh, q1):
-                m[qi] = ninf
-                for l in range(16):
-                    lv[qi, l] = np.float32(0.0)
-                for d in range(C):
-                    seg[qi, d] = np.float32(0.0)
-            f = fs
-            k0 = k_lo
-            while k0 < k_hi:                     # blocks of KB keys
-                n = min(KB, k_hi - k0)
-                while pos[t0 + f] < k0:
-                    f += 1
-                qb = f * nh
-                r0 = k0 % P
-                if r0 + n <= P:
-                    blk = pool[tables[c, k0 // P], r0:r0 + n, 0, :]
-                else:
-                    for j in range(n):
-                        src = pool[tables[c, (k0 + j) // P], (k0 + j) % P, 0]
-                        for d in range(W):
-                            kbuf[j, d] = src[d]
-                    blk = kbuf[:n]
-                if W % 16 == 0:
-                    dot_tile16(qa[qb:q1], blk, sc[qb:q1, :n])
-                else:
-                    for qi in range(qb, q1):
-                        _dot_rows(qa[qi], blk, sc[qi, :n], acc)
-                for tl in range(f, g1):
-                    nv = min(n, pos[t0 + tl] + 1 - k0)
-                    for qi in range(tl * nh, (tl + 1) * nh):
-                        for j in range(nv, KB):
-                            sc[qi, j] = ninf
-                online16(sc[qb:q1], m[qb:q1], lv[qb:q1], al[qb:q1], scale)
-                for qi in range(qb, q1):
-                    a = al[qi]
-                    if a != one:
-                        for d in range(C):
-                            seg[qi, d] = seg[qi, d] * a
-                for tl in range(f, g1):          # seg += e_j row_j[:C], keys in order
-                    nv = min(n, pos[t0 + tl] + 1 - k0)
-                    if C % AXPY_LANES == 0:
-                        axpy_heads16(seg[tl * nh:(tl + 1) * nh], sc[tl * nh:(tl + 1) * nh, :nv],
-                                     blk[:nv, :C])
-                    else:
-                        for qi in range(tl * nh, (tl + 1) * nh):
-                            _axpy_rows(seg[qi], sc[qi, :nv], blk[:nv, :C])
-                k0 += n
-            for qi in range(fs * nh, q1):        # merge the segment, in segment order
-                ls = _lane_sum(lv[qi], acc)
-                if sg == 0:
-                    mrun[qi] = m[qi]
-                    lrun[qi] = ls
-                    for d in range(C):
-                        o[qi, d] = seg[qi, d]
-                else:
-                    mn = m[qi] if m[qi] > mrun[qi] else mrun[qi]
-                    a = exp32(mrun[qi] - mn)
-                    b = exp32(m[qi] - mn)
-                    lrun[qi] = fma32(ls, b, lrun[qi] * a)
-                    mrun[qi] = mn
-                    for d in range(C):
-                        o[qi, d] = fma32(seg[qi, d], b, o[qi, d] * a)
-    for qi in range(Q):
-        lq = lrun[qi]
-        for d in range(C):
-            o[qi, d] = o[qi, d] / lq
-    for hl in range(nh):                         # o_lat . W_UV[h]'s rows, W_UV[h] read once
-        h = h0 + hl
-        _rows_dot(o3[:, hl], w_uv[h], out[t0:t1, h * V:(h + 1) * V], quant, acc)
+            fs = _segment(sg, g0, g1, t0, nh, qa, pos, c, page_rows[c], pool, tables, scale, m,
+                          lv, al, sc, seg, kbuf, acc)
+            for qi in range(fs * nh, g1 * nh):
+                _merge(sg == 0, m[qi], _lane_sum(lv[qi], acc), seg[qi], mrun, lrun, o[qi], qi)
+    _expand(o3, lrun, w_uv, quant, t0, t1, h0, out, acc)
 
 
 @njit(cache=True, boundscheck=False)
@@ -530,6 +570,102 @@ def _parallel(n_jobs, n_hb, HB, qn, qpe, w_ukt, w_uv, quant, pool, pos, owner, t
              scale, out)
 
 
+@njit(cache=True, boundscheck=False, nogil=True)
+def _split_seg(job, nseg, qa_all, pos, owner, tables, page_rows, pool, scale, pm, pl, po):
+    """Split mode, a (row block, segment) job over every head: the segment's state of each of
+    the block's rows that reads it, into pm / pl / po [T, nseg, H(, C)]."""
+    rb = job // nseg
+    sg = job % nseg
+    T, _, H = pm.shape
+    W = qa_all.shape[1]
+    C = po.shape[3]
+    t0 = rb * ROW_BLOCK
+    t1 = min(T, t0 + ROW_BLOCK)
+    nt = t1 - t0
+    Q = nt * H
+    qa = qa_all[t0 * H:t1 * H]
+    acc = np.empty(16, np.float32)
+    seg = np.empty((Q, C), np.float32)
+    m = np.empty(Q, np.float32)
+    lv = np.empty((Q, 16), np.float32)
+    al = np.empty(Q, np.float32)
+    sc = np.empty((Q, KB), np.float32)
+    kbuf = np.empty((KB, W), np.float32)
+    g1 = 0
+    while g1 < nt:
+        g0 = g1
+        c = owner[t0 + g0]
+        while g1 < nt and owner[t0 + g1] == c:
+            g1 += 1
+        if pos[t0 + g1 - 1] < sg * SEG:
+            continue
+        fs = _segment(sg, g0, g1, t0, H, qa, pos, c, page_rows[c], pool, tables, scale, m, lv,
+                      al, sc, seg, kbuf, acc)
+        for tl in range(fs, g1):
+            for h in range(H):
+                qi = tl * H + h
+                pm[t0 + tl, sg, h] = m[qi]
+                pl[t0 + tl, sg, h] = _lane_sum(lv[qi], acc)
+                for d in range(C):
+                    po[t0 + tl, sg, h, d] = seg[qi, d]
+
+
+@njit(cache=True, boundscheck=False, parallel=True)
+def _split(n_jobs, n_hb, HB, nseg, qn, qpe, w_ukt, w_uv, quant, pool, pos, owner, tables,
+           page_rows, scale, out):
+    """Split mode (few rows, long contexts: both cores on one row's keys): absorb every
+    (row block, head block); each (row block, segment) job's state over all heads, the
+    latent rows read once for every head; then each (row block, head block) merges its
+    rows' segments in order and expands. The same functions and order as _job: the same
+    bytes."""
+    T, H, N = qn.shape
+    W = pool.shape[3]
+    C = W - qpe.shape[2]
+    n_rb = -(-T // ROW_BLOCK)
+    qa_all = np.empty((T * H, W), np.float32)
+    for job in prange(n_jobs):
+        rb = job // n_hb
+        hb = job % n_hb
+        t0 = rb * ROW_BLOCK
+        t1 = min(T, t0 + ROW_BLOCK)
+        h0 = hb * HB
+        h1 = min(H, h0 + HB)
+        if h1 > h0:
+            acc = np.empty(16, np.float32)
+            qa = np.empty(((t1 - t0) * (h1 - h0), W), np.float32)
+            _absorb(qn, qpe, w_ukt, quant, t0, t1, h0, h1, qa, acc)
+            for tl in range(t1 - t0):
+                for hl in range(h1 - h0):
+                    for d in range(W):
+                        qa_all[(t0 + tl) * H + h0 + hl, d] = qa[tl * (h1 - h0) + hl, d]
+    pm = np.empty((T, nseg, H), np.float32)
+    pl = np.empty((T, nseg, H), np.float32)
+    po = np.empty((T, nseg, H, C), np.float32)
+    for job in prange(n_rb * nseg):
+        _split_seg(job, nseg, qa_all, pos, owner, tables, page_rows, pool, scale, pm, pl, po)
+    for job in prange(n_jobs):
+        rb = job // n_hb
+        hb = job % n_hb
+        t0 = rb * ROW_BLOCK
+        t1 = min(T, t0 + ROW_BLOCK)
+        h0 = hb * HB
+        h1 = min(H, h0 + HB)
+        nh = h1 - h0
+        if nh > 0:
+            acc = np.empty(16, np.float32)
+            o3 = np.empty((t1 - t0, nh, C), np.float32)
+            o = o3.reshape(((t1 - t0) * nh, C))
+            mrun = np.empty((t1 - t0) * nh, np.float32)
+            lrun = np.empty((t1 - t0) * nh, np.float32)
+            for tl in range(t1 - t0):
+                for hl in range(nh):
+                    qi = tl * nh + hl
+                    for sg in range(pos[t0 + tl] // SEG + 1):
+                        _merge(sg == 0, pm[t0 + tl, sg, h0 + hl], pl[t0 + tl, sg, h0 + hl],
+                               po[t0 + tl, sg, h0 + hl], mrun, lrun, o[qi], qi)
+            _expand(o3, lrun, w_uv, quant, t0, t1, h0, out, acc)
+
+
 def cut(T: int, H: int, threads: int) -> tuple[int, int]:
     """(head blocks, heads a block): rows in blocks of ROW_BLOCK, heads cut so the round has
     at least a job a thread where it can (a decode row: 2 jobs of 10 of 20 heads on 2; each
@@ -546,15 +682,21 @@ def macs(T: int, H: int, N: int, C: int, R: int, V: int, pos) -> int:
     return T * H * (N * C + C * V) + keys * H * (2 * C + R)
 
 
+SPLIT_BYTES = 1 << 26     # split mode's segment states at most (64 MiB)
+
+
 def round_attend(q, ckv, kv_norm, eps, w_ukt, w_uv, N, pool, rows, inv, scale, cut_to=None,
-                 parallel=None):
+                 parallel=None, split=None):
     """kernels/mla.round_attend's contract, this file's arithmetic: q [T, H, N + R] (this
     rank's heads), ckv [T, C + R], W_UK transposed [H, C, N] and W_UV [H, V, C] (float32, or
     uint8 rows of Q8_0 blocks: [H, C, N / 32 * 34], [H, V, C / 32 * 34], the same bytes out as
     their float32 values) -> [T, H V]; the round's latent rows written to pool ([pages, P, 1,
     C + R]) through each chunk's table first (a row reads rows 0 .. p of its own stream, which
     no other chunk of the round writes). `cut_to` (head blocks, heads a block) and `parallel`
-    override the job cut and the region choice (tests: the same bytes)."""
+    override the job cut and the region choice, `split` the split mode's (tests: the same
+    bytes). Split mode where a round's rows are one row block on several threads and a row
+    reads more than one segment: the segments of its keys spread over the threads, every
+    head at once, then merged in order (_split)."""
     T, H, _ = q.shape
     C = pool.shape[-1] - (q.shape[2] - N)
     R = q.shape[2] - N
@@ -586,18 +728,27 @@ def round_attend(q, ckv, kv_norm, eps, w_ukt, w_uv, N, pool, rows, inv, scale, c
     for i, ((a, b), c) in enumerate(zip(rows.spans, chunks)):
         tables[i, :len(c.table)] = c.table
         owner[a:b] = i
-        if b > a and pos[a] != c.start:
-            raise ValueError(f"mla_cpu: chunk {i} starts at {c.start} but its first row's "
-                             f"position is {pos[a]}")
+        if b > a and (pos[a] != c.start or np.any(np.diff(pos[a:b]) != 1)):
+            raise ValueError(f"mla_cpu: chunk {i} starts at {c.start}: its rows' positions "
+                             f"must be {c.start}, {c.start} + 1, ... (got {pos[a:b][:4]}...)")
     page_rows = np.asarray([c.page_rows for c in chunks], np.int64)
     threads = numba.get_num_threads()
     n_hb, HB = cut_to or cut(T, H, threads)
     n_jobs = -(-T // ROW_BLOCK) * n_hb
     if parallel is None:
         parallel = threads > 1 and n_jobs > 1 and macs(T, H, N, C, R, V, pos) > SERIAL_MACS
+    nseg = int(pos.max()) // SEG + 1 if T else 1
+    if split is None:
+        split = (parallel and T <= ROW_BLOCK and nseg > 1
+                 and T * nseg * H * C * 4 <= SPLIT_BYTES)
     out = np.empty((T, H * V), np.float32)
-    fn = _parallel if parallel else _serial
+    w_ukt, w_uv = np.ascontiguousarray(w_ukt), np.ascontiguousarray(w_uv)
     with _noalias():
-        fn(n_jobs, n_hb, HB, qn, qpe, np.ascontiguousarray(w_ukt), np.ascontiguousarray(w_uv),
-           quant, pool, pos, owner, tables, page_rows, np.float32(scale), out)
+        if split:
+            _split(n_jobs, n_hb, HB, nseg, qn, qpe, w_ukt, w_uv, quant, pool, pos, owner,
+                   tables, page_rows, np.float32(scale), out)
+        else:
+            fn = _parallel if parallel else _serial
+            fn(n_jobs, n_hb, HB, qn, qpe, w_ukt, w_uv, quant, pool, pos, owner, tables,
+               page_rows, np.float32(scale), out)
     return out

@@ -294,3 +294,36 @@ def test_rows_past_several_segments():
     for i in range(S - 2, S + 3):              # decode rows across the first segment edge
         got = run(mla_cpu.round_attend, k, q[i:i + 1], ckv[i:i + 1], pool, rows_of([(table, P, i, 1)]))
         assert np.array_equal(got, whole[i:i + 1]), i
+
+
+def test_split_over_segments_gives_the_same_bytes():
+    """Split mode (a few rows' keys spread over the threads by segment, every head at once,
+    merged in order) == each row's job reading its keys alone, serial or parallel: a decode
+    row and a round of three streams' rows past several segments, float32 and Q8_0 W."""
+    from gguf import GGMLQuantizationType as G
+    from gguf.quants import quantize
+    S = mla_cpu.SEG
+    k = case(5, 32, 16, 64, 32, seed=13)
+    lens = (2 * S + 40, S + 1, 70)
+    prompts = [inputs(k, n) for n in lens]
+    P = 16
+    tables, pool, at = [], pool_of(200, P, k), 0
+    for n in lens:
+        tables.append(tuple(range(at, at + -(-(n + 1) // P))))
+        at += len(tables[-1])
+    for (q, ckv), tb in zip(prompts, tables):
+        run(mla_cpu.round_attend, k, q[:-1], ckv[:-1], pool, rows_of([(tb, P, 0, len(q) - 1)]))
+    kq = quantize(k.w_ukt.reshape(-1, k.N), G.Q8_0).reshape(k.H, k.C, -1)
+    vq = quantize(k.w_uv.reshape(-1, k.C), G.Q8_0).reshape(k.H, k.V, -1)
+    for w in ((k.w_ukt, k.w_uv), (kq, vq)):
+        for which in ((0,), (0, 1, 2)):
+            q = np.concatenate([prompts[i][0][-1:] for i in which])
+            ckv = np.concatenate([prompts[i][1][-1:] for i in which])
+            rows = rows_of([(tables[i], P, lens[i] - 1, 1) for i in which])
+            got = [mla_cpu.round_attend(q, ckv, k.norm, 1e-6, *w, k.N, pool.copy(), rows, k.inv,
+                                        k.scale, parallel=par, split=sp, cut_to=cut)
+                   for par, sp, cut in ((False, False, None), (True, False, None),
+                                        (True, True, None), (True, True, (5, 1)))]
+            assert np.all(np.isfinite(got[0]))
+            for g in got[1:]:
+                assert np.array_equal(g, got[0]), which
