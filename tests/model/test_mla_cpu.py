@@ -226,7 +226,7 @@ def test_the_score_tiles_are_dot16s_chains():
     rng = np.random.default_rng(9)
     for W in (16, 48, 576):
         big = rng.standard_normal((11, W + 16), dtype=np.float32)
-        for na in (1, 2, 3, 5):
+        for na in (1, 2, 3, 5, 9):
             for n in (1, 3, 4, 7, 9):
                 qs = rng.standard_normal((na, W), dtype=np.float32)
                 rows = big[:n, :W]                    # strided rows, as a page's latent rows
