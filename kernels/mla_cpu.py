@@ -21,17 +21,30 @@ alone (never depending on another row or head):
                                       (l, l + 2), (0, 1)
     qa[C:]  = rope(q_pe)
     s_j     = qa . row_j              j = 0 .. p (p: t's position), a dot16 over C + R
-    w       = softmax(s * scale)      kernels.vec_ir.softmax16: max, exp_ir (one recipe of
-                                      named ops, ~1 ulp), the sum 16 lanes wide, then divided
-    o_lat   = sum_j w_j row_j[:C]     element c: one fma chain over j = 0 .. p in order
+
+then **one pass over the latent rows** (an online softmax; the rows a block reads stay in
+L1/L2 from its scores to its values), in **segments** of SEG = 256 keys and **blocks** of
+KB = 16 keys, both counted from key 0 (absolute: a row's cuts depend on p alone):
+
+    a segment, from m = -inf, lv = 0 (16 lanes), o = 0 (C):
+      each block:  v_j = s_j * scale; m' = max(m, max_j v_j) (a fixed max tree); alpha =
+                   exp_ir(m - m'); e_j = exp_ir(v_j - m') (kernels.vec_ir: one recipe of
+                   named ops, ~1 ulp; 0 past p); lv = fma(lv, alpha, e) lane j mod 16;
+                   o = o * alpha (skipped where alpha is 1: the same bytes); then
+                   o[c] = fma(e_j, row_j[c], o[c]) over the block's keys in order
+      its l = lv's lanes in the fixed tree
+    the segments merged in order (_merge): the first taken as it is; then M' = max(M, m),
+      a = exp_ir(M - M'), b = exp_ir(m - M'), L = fma(l, b, L a), O = fma(o, b, O a)
+    o_lat   = O / L
     out[v]  = o_lat . W_UV[h][v, :]   a dot16 over C
 
 (dot16 and axpy16 are kernels/vec_ir.py's chains; here computed several at a time,
 dot_tile16 / dot_tile_q8 / axpy_heads16, which keep each chain as it is; every float
 operation named, so the compiler reorders nothing; widths not a multiple of 16 take plain
 loops of the same chains with an explicit fma). A chain's order depends on p and the widths
-alone: not on the round, the chunk, where the pages lie, how many heads this rank holds (TP)
-or how the jobs are cut.
+alone: not on the round, the chunk, where the pages lie (a block across pages is copied
+first), how many heads this rank holds (TP) or how the jobs are cut, so prefill and decode
+are one arithmetic.
 
 W_UK and W_UV are read as [H, C, N] and [H, V, C] rows (llama.cpp's attn_k_b / attn_v_b):
 float32, or a GGUF's Q8_0 blocks as stored, dequantized in registers (f16 scale x int8 is
@@ -39,12 +52,17 @@ exact in float32), so a Q8_0 file's products are the bytes of its float32 values
 decode step reads 3.8x fewer weight bytes.
 
 **Both cores for one request.** The work is cut into jobs of (a block of query rows, a block
-of heads): a decode row's 20 heads as 2 jobs of 10 on 2 threads, a prefill chunk's rows in blocks of 16 with
-every head. A job takes its heads' W_UK once for its rows, reads each page of keys once for all
-its heads (then from L1/L2), and expands its rows through its heads' W_UV. The cut changes
-the speed only (tested: any cut, serial or parallel, the same bytes). Rounds of few
-multiply-adds run on the calling thread (entering a parallel region costs more than they do
-on a loaded machine: kernels/blocks_cpu.SERIAL_MACS).
+of heads): a prefill chunk's rows in blocks of 16 with every head (a block's scores one tile
+of its 16 rows x heads queries against each 16-key block). A job takes its heads' W_UK once
+for its rows, reads each key block once for all its rows and heads, and expands its rows
+through its heads' W_UV. A round of at most 16 rows whose keys span several segments (decode
+at depth) runs in **split mode** (_split): absorb by (rows, head block) jobs, then each
+(rows, segment) job reads its segment's latent rows once for every head (the 2 threads
+take half the keys each), then (rows, head block) jobs merge each row's segments in order
+and expand: the same functions in the same order, so the same bytes (tested). The cut
+changes the speed only (tested: any cut, serial or parallel, split or not, the same bytes).
+Rounds of few multiply-adds run on the calling thread (entering a parallel region costs more
+than they do on a loaded machine: kernels/blocks_cpu.SERIAL_MACS).
 """
 from __future__ import annotations
 
@@ -673,7 +691,8 @@ def _split(n_jobs, n_hb, HB, nseg, qn, qpe, w_ukt, w_uv, quant, pool, pos, owner
 def cut(T: int, H: int, threads: int) -> tuple[int, int]:
     """(head blocks, heads a block): rows in blocks of ROW_BLOCK, heads cut so the round has
     at least a job a thread where it can (a decode row: 2 jobs of 10 of 20 heads on 2; each
-    job reads the stream's latent rows twice, so fewer, larger head blocks read less)."""
+    job reads the stream's latent rows once, so fewer, larger head blocks read less; split
+    mode cuts a long context's keys instead)."""
     n_rb = -(-T // ROW_BLOCK)
     n_hb = max(1, min(H, -(-threads // n_rb)))
     HB = -(-H // n_hb)
