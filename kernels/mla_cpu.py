@@ -143,6 +143,8 @@ def _tile(builder, q, r, o, i0, r0, TA, TR, chunks):
 
 TILE_Q, TILE_R = 4, 4          # dot_tile16: 16 chains in flight, 8 loads a 16-lane step
 Q8_TILE_Q, Q8_TILE_R = 4, 2    # dot_tile_q8: a dequantized block used by 4 queries
+TILE_R1 = 8                    # rows side by side for a query left over (a decode row's
+                               # absorb and expand: 8 chains in flight, not 2)
 
 
 @intrinsic
@@ -220,17 +222,18 @@ def dot_tile_q8(typingctx, qs, rows, out):
 
 def _tiles(builder, q, r, o, tile, TILE_Q, TILE_R):
     """tile(i0, r0, TA, TR) over every query and row: TILE_Q x TILE_R, then the edges (the
-    rows one at a time; the queries left over one at a time)."""
+    rows one at a time; the queries left over one at a time, TILE_R1 rows side by side)."""
     na, nr = q[1], r[1]
 
     def over_rows(i0, TA):
-        full = builder.sdiv(nr, ir.Constant(I64, TILE_R))
+        TR = TILE_R if TA > 1 else TILE_R1
+        full = builder.sdiv(nr, ir.Constant(I64, TR))
 
         def rt(c, st):
-            tile(i0, builder.mul(c, ir.Constant(I64, TILE_R)), TA, TILE_R)
+            tile(i0, builder.mul(c, ir.Constant(I64, TR)), TA, TR)
             return st
         _count_loop(builder, full, rt, ir.Constant(I64, 0))
-        first = builder.mul(full, ir.Constant(I64, TILE_R))
+        first = builder.mul(full, ir.Constant(I64, TR))
 
         def r1(c, st):
             tile(i0, builder.add(first, c), TA, 1)
