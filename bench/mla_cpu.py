@@ -152,10 +152,11 @@ def profile(f: Path, threads: int, depth: int, steps: int = 8) -> None:
     """Where a step goes (bench/moe_stage_profile.py's timers, plus ops.mla_attend and the MLA
     kernel's parts): decode b1 at an empty context, a 512-token prefill, decode b1 at depth."""
     from bench.moe_stage_profile import instrument
-    from kernels import mla, ops
+    from kernels import mla
     from server.ranks.steps import Chunk, RoundStep
     eng = Deep(f, threads, depth)
-    acc, calls, outer = instrument(eng.spec.vocab)
+    ops = eng.eng.model.ops                   # the engine's backend (kernels.ops.backend)
+    acc, calls, outer = instrument(eng.spec.vocab, ops)
     inner = ops.mla_attend
 
     def timed(*a, **k):
