@@ -81,8 +81,6 @@ from kernels.vec_ir import (F32, I64, V16F, _count_loop, _max_tree, _row, _rows,
                             dot_rows16, exp32, exp_ir, fma, half, ptr, splat, tree)
 
 ROW_BLOCK = 16            # query rows a job takes when a chunk has many
-ROW_SUB = 4               # of those, rows whose queries share a key block's score tile (4
-                          # rows x 20 heads of absorbed q: 184 KB, in L2 across the keys)
 
 
 @intrinsic
@@ -572,14 +570,12 @@ def _job(job, n_hb, HB, qn, qpe, w_ukt, w_uv, quant, pool, pos, owner, tables, p
         c = owner[t0 + g0]
         while g1 < nt and owner[t0 + g1] == c:
             g1 += 1
-        for u0 in range(g0, g1, ROW_SUB):        # ROW_SUB rows' queries a key block's tile
-            u1 = min(g1, u0 + ROW_SUB)
-            Lg = pos[t0 + u1 - 1] + 1
-            for sg in range((Lg + SEG - 1) // SEG):
-                fs = _segment(sg, u0, u1, t0, nh, qa, pos, c, page_rows[c], pool, tables, scale,
-                              m, lv, al, sc, seg, kbuf, acc)
-                for qi in range(fs * nh, u1 * nh):
-                    _merge(sg == 0, m[qi], _lane_sum(lv[qi], acc), seg[qi], mrun, lrun, o[qi], qi)
+        Lg = pos[t0 + g1 - 1] + 1
+        for sg in range((Lg + SEG - 1) // SEG):
+            fs = _segment(sg, g0, g1, t0, nh, qa, pos, c, page_rows[c], pool, tables, scale, m,
+                          lv, al, sc, seg, kbuf, acc)
+            for qi in range(fs * nh, g1 * nh):
+                _merge(sg == 0, m[qi], _lane_sum(lv[qi], acc), seg[qi], mrun, lrun, o[qi], qi)
     _expand(o3, lrun, w_uv, quant, t0, t1, h0, out, acc)
 
 
