@@ -12,26 +12,33 @@ sigmoid router with the selection bias, x1.8, vocab 154,880), depth cut to --lay
 random weights (bench/moe_cpu.make_gguf: llama.cpp's names and keys, kv_b as attn_k_b /
 attn_v_b).
 
-Each round, alternately in this one process (foldserve's engine loaded once):
+Each round, alternately:
   llama-bench -t T -p 512 -n 32 -r 1            -> tg (batch-1 decode), pp512
-  foldserve tg (1-token prompt, 32 steps), pp512 (one 512-token round)
   llama-bench -t T -p 0 -n 16 -d DEPTH -r 1     -> tg at DEPTH context
-  foldserve: a DEPTH-token prompt prefilled in rounds of 512 (the CPU server's round budget),
-            then 16 batch-1 decode steps timed -> tg at DEPTH
+  foldserve, in a fresh process of its own (`ours_numbers`; issue 31's harness flaw: after
+            llama-bench runs as a subprocess, the engine's decode in the same Python process
+            slows several times, unexplained): the engine loaded and warmed, tg (1-token
+            prompt, 32 steps), pp512 (one 512-token round), then a DEPTH-token prompt
+            prefilled in rounds of 512 (the CPU server's round budget) and 16 batch-1 decode
+            steps timed -> tg at DEPTH
+  --base TREE: an earlier commit's foldserve (a `git archive` of it) the same way, a third
+            (before / after under the same load).
 The ratios of each round (the pair under the same load), and the medians with their spread.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
+import sys
 import time
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
-from bench.moe_cpu import Foldserve, _load, _med, make_gguf
+from bench.moe_cpu import ROOT, Foldserve, _load, _med, make_gguf
 from tools.refs import moe_checkpoint as mc
 
 GLM47_FLASH = mc.MoeSpec(
@@ -84,45 +91,59 @@ class Deep(Foldserve):
         return {f"tg@{self.depth}": n_gen / dt, f"pp@{self.depth}": self.depth / pre}
 
 
-def side_by_side(f: Path, lcpp: Path, threads: int, rounds: int, depth: int) -> dict:
-    t = time.time()
-    eng = Deep(f, threads, depth)
-    print(f"foldserve loaded {f.name} in {eng.load_s:.1f} s (+ warm {time.time() - t - eng.load_s:.1f} s)",
-          flush=True)
+def ours_numbers(tree: Path, f: Path, threads: int, depth: int) -> dict:
+    """foldserve from source tree `tree` in a fresh process of its own: Deep loaded and
+    warmed, then tg, pp512 and (depth > 0) tg / pp at depth, as side_by_side's docstring says."""
+    code = ("import json, time; from pathlib import Path; from bench.mla_cpu import Deep\n"
+            f"t = time.time(); e = Deep(Path({str(f)!r}), {threads}, {depth})\n"
+            "r = {'load_s': e.load_s, 'warm_s': time.time() - t - e.load_s}\n"
+            "r['tg'] = e.decode(1, 32)[0]; r['pp512'] = e.prefill(512)[0]\n"
+            f"r.update(e.at_depth() if {depth} else {{}})\n"
+            "print('RESULT', json.dumps(r))\n")
+    env = dict(os.environ, PYTHONPATH=str(tree))
+    r = subprocess.run([sys.executable, "-c", code], cwd=tree, env=env, check=True,
+                       capture_output=True, text=True)
+    return json.loads([ln for ln in r.stdout.splitlines() if ln.startswith("RESULT ")][-1][7:])
+
+
+def side_by_side(f: Path, lcpp: Path, threads: int, rounds: int, depth: int,
+                 base: Path | None = None) -> dict:
     per = []
     dk = f"tg@{depth}"
+    keys = ("tg", "pp512") + ((dk,) if depth else ())
+    sides = ("foldserve",) + (("base",) if base else ())
     for r in range(rounds):
         loads = [_load()]
         ll = llama_bench(lcpp, f, threads, ["-p", 512, "-n", 32])
         loads.append(_load())
-        tg, _ = eng.decode(1, 32)
-        pp, _ = eng.prefill(512)
-        ours = {"tg": tg, "pp512": pp}
-        loads.append(_load())
         if depth:
             ll.update(llama_bench(lcpp, f, threads, ["-p", 0, "-n", 16, "-d", depth]))
             loads.append(_load())
-            ours.update(eng.at_depth())
+        row = {"llama_cpp": ll}
+        for side in sides:
+            row[side] = ours_numbers(ROOT if side == "foldserve" else base, f, threads, depth)
             loads.append(_load())
-        else:                                   # --depth 0: tg and pp512 only
-            ll[dk] = ours[dk] = float("nan")
-            ours["pp@0"] = float("nan")
-        ratio = {k: ours[k] / ll[k] for k in ("tg", "pp512", dk)}
-        per.append({"llama_cpp": ll, "foldserve": ours, "ratio": ratio, "loadavg": loads})
-        print(f"  round {r + 1}: llama.cpp tg {ll['tg']:.2f} pp512 {ll['pp512']:.2f} {dk} {ll[dk]:.2f} | "
-              f"foldserve tg {ours['tg']:.2f} ({ratio['tg']:.2f}x) pp512 {ours['pp512']:.2f} "
-              f"({ratio['pp512']:.2f}x) {dk} {ours[dk]:.2f} ({ratio[dk]:.2f}x; its prefill "
-              f"{ours[f'pp@{depth}']:.1f} tok/s)  load {' | '.join(loads)}", flush=True)
-    keys = ("tg", "pp512", dk)
-    med = {k: {"llama_cpp": _med([p["llama_cpp"][k] for p in per]),
-               "foldserve": _med([p["foldserve"][k] for p in per]),
-               "ratio": _med([p["ratio"][k] for p in per]),
-               "ratio_range": [min(p["ratio"][k] for p in per), max(p["ratio"][k] for p in per)]}
-           for k in keys}
+            row[f"ratio_{side}"] = {k: row[side][k] / ll[k] for k in keys}
+        row["loadavg"] = loads
+        per.append(row)
+        for side in sides:
+            o, q = row[side], row[f"ratio_{side}"]
+            print(f"  round {r + 1} {side:9s}: " + "  ".join(
+                f"{k} {o[k]:.2f} vs {ll[k]:.2f} ({q[k]:.2f}x)" for k in keys)
+                + (f"  (its prefill at depth {o[f'pp@{depth}']:.1f} tok/s)" if depth else "")
+                + f"  load {' | '.join(loads)}", flush=True)
+    med = {}
     for k in keys:
+        med[k] = {"llama_cpp": _med([p["llama_cpp"][k] for p in per])}
+        for side in sides:
+            rs = [p[f"ratio_{side}"][k] for p in per]
+            med[k].update({side: _med([p[side][k] for p in per]), f"ratio_{side}": _med(rs),
+                           f"ratio_{side}_range": [min(rs), max(rs)]})
         m = med[k]
-        print(f"{k:8s} medians of {rounds}: llama.cpp {m['llama_cpp']:.2f}  foldserve {m['foldserve']:.2f}  "
-              f"ratio {m['ratio']:.2f}x (rounds {m['ratio_range'][0]:.2f}-{m['ratio_range'][1]:.2f})", flush=True)
+        print(f"{k:8s} medians of {rounds}: llama.cpp {m['llama_cpp']:.2f}  " + "  ".join(
+            f"{side} {m[side]:.2f} ratio {m[f'ratio_{side}']:.2f}x (rounds "
+            f"{m[f'ratio_{side}_range'][0]:.2f}-{m[f'ratio_{side}_range'][1]:.2f})" for side in sides),
+            flush=True)
     return {"file": f.name, "bytes": f.stat().st_size, "threads": threads, "depth": depth,
             "rounds": per, "median": med}
 
@@ -131,10 +152,11 @@ def profile(f: Path, threads: int, depth: int, steps: int = 8) -> None:
     """Where a step goes (bench/moe_stage_profile.py's timers, plus ops.mla_attend and the MLA
     kernel's parts): decode b1 at an empty context, a 512-token prefill, decode b1 at depth."""
     from bench.moe_stage_profile import instrument
-    from kernels import mla, ops
+    from kernels import mla
     from server.ranks.steps import Chunk, RoundStep
     eng = Deep(f, threads, depth)
-    acc, calls, outer = instrument(eng.spec.vocab)
+    ops = eng.eng.model.ops                   # the engine's backend (kernels.ops.backend)
+    acc, calls, outer = instrument(eng.spec.vocab, ops)
     inner = ops.mla_attend
 
     def timed(*a, **k):
@@ -204,6 +226,7 @@ def main(argv=None) -> None:
     ap.add_argument("--depth", type=int, default=4096, help="0: skip the decode at depth")
     ap.add_argument("--stages", default="make,bench")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--base", default=None, help="an earlier tree's foldserve, a third each round")
     a = ap.parse_args(argv)
     d = Path(a.dir)
     d.mkdir(parents=True, exist_ok=True)
@@ -217,7 +240,8 @@ def main(argv=None) -> None:
     if "profile" in a.stages:
         profile(f, a.threads, a.depth)
     if "bench" in a.stages:
-        res = side_by_side(f, Path(a.llama_cpp), a.threads, a.rounds, a.depth)
+        res = side_by_side(f, Path(a.llama_cpp), a.threads, a.rounds, a.depth,
+                           Path(a.base) if a.base else None)
         if a.out:
             Path(a.out).write_text(json.dumps(res, indent=1) + "\n")
 

@@ -21,17 +21,30 @@ alone (never depending on another row or head):
                                       (l, l + 2), (0, 1)
     qa[C:]  = rope(q_pe)
     s_j     = qa . row_j              j = 0 .. p (p: t's position), a dot16 over C + R
-    w       = softmax(s * scale)      kernels.vec_ir.softmax16: max, exp_ir (one recipe of
-                                      named ops, ~1 ulp), the sum 16 lanes wide, then divided
-    o_lat   = sum_j w_j row_j[:C]     element c: one fma chain over j = 0 .. p in order
+
+then **one pass over the latent rows** (an online softmax; the rows a block reads stay in
+L1/L2 from its scores to its values), in **segments** of SEG = 256 keys and **blocks** of
+KB = 16 keys, both counted from key 0 (absolute: a row's cuts depend on p alone):
+
+    a segment, from m = -inf, lv = 0 (16 lanes), o = 0 (C):
+      each block:  v_j = s_j * scale; m' = max(m, max_j v_j) (a fixed max tree); alpha =
+                   exp_ir(m - m'); e_j = exp_ir(v_j - m') (kernels.vec_ir: one recipe of
+                   named ops, ~1 ulp; 0 past p); lv = fma(lv, alpha, e) lane j mod 16;
+                   o = o * alpha (skipped where alpha is 1: the same bytes); then
+                   o[c] = fma(e_j, row_j[c], o[c]) over the block's keys in order
+      its l = lv's lanes in the fixed tree
+    the segments merged in order (_merge): the first taken as it is; then M' = max(M, m),
+      a = exp_ir(M - M'), b = exp_ir(m - M'), L = fma(l, b, L a), O = fma(o, b, O a)
+    o_lat   = O / L
     out[v]  = o_lat . W_UV[h][v, :]   a dot16 over C
 
 (dot16 and axpy16 are kernels/vec_ir.py's chains; here computed several at a time,
 dot_tile16 / dot_tile_q8 / axpy_heads16, which keep each chain as it is; every float
 operation named, so the compiler reorders nothing; widths not a multiple of 16 take plain
 loops of the same chains with an explicit fma). A chain's order depends on p and the widths
-alone: not on the round, the chunk, where the pages lie, how many heads this rank holds (TP)
-or how the jobs are cut.
+alone: not on the round, the chunk, where the pages lie (a block across pages is copied
+first), how many heads this rank holds (TP) or how the jobs are cut, so prefill and decode
+are one arithmetic.
 
 W_UK and W_UV are read as [H, C, N] and [H, V, C] rows (llama.cpp's attn_k_b / attn_v_b):
 float32, or a GGUF's Q8_0 blocks as stored, dequantized in registers (f16 scale x int8 is
@@ -39,12 +52,17 @@ exact in float32), so a Q8_0 file's products are the bytes of its float32 values
 decode step reads 3.8x fewer weight bytes.
 
 **Both cores for one request.** The work is cut into jobs of (a block of query rows, a block
-of heads): a decode row's 20 heads as 2 jobs of 10 on 2 threads, a prefill chunk's rows in blocks of 16 with
-every head. A job takes its heads' W_UK once for its rows, reads each page of keys once for all
-its heads (then from L1/L2), and expands its rows through its heads' W_UV. The cut changes
-the speed only (tested: any cut, serial or parallel, the same bytes). Rounds of few
-multiply-adds run on the calling thread (entering a parallel region costs more than they do
-on a loaded machine: kernels/blocks_cpu.SERIAL_MACS).
+of heads): a prefill chunk's rows in blocks of 16 with every head (a block's scores one tile
+of its 16 rows x heads queries against each 16-key block). A job takes its heads' W_UK once
+for its rows, reads each key block once for all its rows and heads, and expands its rows
+through its heads' W_UV. A round of at most 16 rows whose keys span several segments (decode
+at depth) runs in **split mode** (_split): absorb by (rows, head block) jobs, then each
+(rows, segment) job reads its segment's latent rows once for every head (the 2 threads
+take half the keys each), then (rows, head block) jobs merge each row's segments in order
+and expand: the same functions in the same order, so the same bytes (tested). The cut
+changes the speed only (tested: any cut, serial or parallel, split or not, the same bytes).
+Rounds of few multiply-adds run on the calling thread (entering a parallel region costs more
+than they do on a loaded machine: kernels/blocks_cpu.SERIAL_MACS).
 """
 from __future__ import annotations
 
@@ -59,8 +77,8 @@ from numba.extending import intrinsic
 
 from kernels import mla
 from kernels.blocks_cpu import SERIAL_MACS, _noalias
-from kernels.vec_ir import (F32, I64, V16F, _count_loop, _row, _rows, _v16, axpy_rows16, dot_rows16,
-                            fma, half, ptr, softmax16, splat, tree)
+from kernels.vec_ir import (F32, I64, V16F, _count_loop, _max_tree, _row, _rows, _v16, axpy_rows16,
+                            dot_rows16, exp32, exp_ir, fma, half, ptr, splat, tree)
 
 ROW_BLOCK = 16            # query rows a job takes when a chunk has many
 
@@ -123,7 +141,10 @@ def _tile(builder, q, r, o, i0, r0, TA, TR, chunks):
                           builder.gep(orow, [builder.add(r0, ir.Constant(I64, b))]), align=4)
 
 
-TILE_Q, TILE_R = 2, 4
+TILE_Q, TILE_R = 4, 4          # dot_tile16: 16 chains in flight, 8 loads a 16-lane step
+Q8_TILE_Q, Q8_TILE_R = 4, 2    # dot_tile_q8: a dequantized block used by 4 queries
+TILE_R1 = 8                    # rows side by side for a query left over (a decode row's
+                               # absorb and expand: 8 chains in flight, not 2)
 
 
 @intrinsic
@@ -141,7 +162,8 @@ def dot_tile16(typingctx, qs, rows, out):
         o = _rows(context, builder, signature.args[2], args[2])
         qa = ptr(context, builder, signature.args[0], args[0])
         chunks = builder.sdiv(builder.extract_value(qa.shape, 1), ir.Constant(I64, 16))
-        _tiles(builder, q, r, o, lambda i0, r0, TA, TR: _tile(builder, q, r, o, i0, r0, TA, TR, chunks))
+        _tiles(builder, q, r, o, lambda i0, r0, TA, TR: _tile(builder, q, r, o, i0, r0, TA, TR, chunks),
+               TILE_Q, TILE_R)
         return context.get_dummy_value()
     return sig, codegen
 
@@ -192,23 +214,26 @@ def dot_tile_q8(typingctx, qs, rows, out):
         o = _rows(context, builder, signature.args[2], args[2])
         qa = ptr(context, builder, signature.args[0], args[0])
         blocks = builder.sdiv(builder.extract_value(qa.shape, 1), ir.Constant(I64, 32))
-        _tiles(builder, q, r, o, lambda i0, r0, TA, TR: _tile_q8(builder, q, r, o, i0, r0, TA, TR, blocks))
+        _tiles(builder, q, r, o, lambda i0, r0, TA, TR: _tile_q8(builder, q, r, o, i0, r0, TA, TR, blocks),
+               Q8_TILE_Q, Q8_TILE_R)
         return context.get_dummy_value()
     return sig, codegen
 
 
-def _tiles(builder, q, r, o, tile):
-    """tile(i0, r0, TA, TR) over every query and row: TILE_Q x TILE_R, then the edges."""
+def _tiles(builder, q, r, o, tile, TILE_Q, TILE_R):
+    """tile(i0, r0, TA, TR) over every query and row: TILE_Q x TILE_R, then the edges (the
+    rows one at a time; the queries left over one at a time, TILE_R1 rows side by side)."""
     na, nr = q[1], r[1]
 
     def over_rows(i0, TA):
-        full = builder.sdiv(nr, ir.Constant(I64, TILE_R))
+        TR = TILE_R if TA > 1 else TILE_R1
+        full = builder.sdiv(nr, ir.Constant(I64, TR))
 
         def rt(c, st):
-            tile(i0, builder.mul(c, ir.Constant(I64, TILE_R)), TA, TILE_R)
+            tile(i0, builder.mul(c, ir.Constant(I64, TR)), TA, TR)
             return st
         _count_loop(builder, full, rt, ir.Constant(I64, 0))
-        first = builder.mul(full, ir.Constant(I64, TILE_R))
+        first = builder.mul(full, ir.Constant(I64, TR))
 
         def r1(c, st):
             tile(i0, builder.add(first, c), TA, 1)
@@ -333,17 +358,190 @@ def _rows_dot(qs, rows, out, quant, acc):
             _dot_rows(qs[a], rows, out[a], acc)
 
 
+SEG = 256                 # keys a segment: its own online softmax, then merged in order
+KB = 16                   # keys a block of the online softmax (absolute: 0, 16, 32, ...)
+
+
+@intrinsic
+def online16(typingctx, s, m, lv, alpha, scale):
+    """One block of the online softmax for every query q (s [Q, 16] float32 scores of the
+    block's keys, -inf where a key is padding or past q's position; m [Q] the running max of
+    scaled scores, lv [Q, 16] the running lane sums, alpha [Q] out): v = s[q] * scale, m' =
+    max(m[q], the max of v by _max_tree), alpha = exp_ir(m[q] - m'), s[q] becomes e =
+    exp_ir(v - m') (0 at the padding), lv[q] = fma(lv[q], alpha, e) lane by lane, m[q] = m'.
+    Every operation named: a query's bytes depend on its own scores alone."""
+    sig = types.void(s, m, lv, alpha, scale)
+
+    def codegen(context, builder, signature, args):
+        sb, nq, ss = _rows(context, builder, signature.args[0], args[0])
+        lb, _, ls = _rows(context, builder, signature.args[2], args[2])
+        mp = ptr(context, builder, signature.args[1], args[1]).data
+        ap = ptr(context, builder, signature.args[3], args[3]).data
+        sc = splat(builder, args[4])
+
+        def body(qi, st):
+            sp = builder.bitcast(_row(builder, sb, qi, ss), V16F.as_pointer())
+            v = builder.fmul(builder.load(sp, align=4), sc)
+            bm = _max_tree(builder, v)
+            mq = builder.gep(mp, [qi])
+            mo = builder.load(mq, align=4)
+            mn = builder.select(builder.fcmp_ordered(">", bm, mo), bm, mo)
+            a = exp_ir(builder, builder.fsub(mo, mn))
+            e = exp_ir(builder, builder.fsub(v, splat(builder, mn)))
+            builder.store(e, sp, align=4)
+            lp = builder.bitcast(_row(builder, lb, qi, ls), V16F.as_pointer())
+            builder.store(fma(builder, builder.load(lp, align=4), splat(builder, a), e), lp, align=4)
+            builder.store(mn, mq, align=4)
+            builder.store(a, builder.gep(ap, [qi]), align=4)
+            return st
+        _count_loop(builder, nq, body, ir.Constant(I64, 0))
+        return context.get_dummy_value()
+    return sig, codegen
+
+
+@njit(cache=True, boundscheck=False, nogil=True)
+def _lane_sum(v, acc):
+    """v's 16 lanes added in kernels.vec_ir.tree's order: (l, l + 8), (l, l + 4), (l, l + 2),
+    (0, 1)."""
+    for l in range(8):
+        acc[l] = v[l] + v[l + 8]
+    for l in range(4):
+        acc[l] = acc[l] + acc[l + 4]
+    for l in range(2):
+        acc[l] = acc[l] + acc[l + 2]
+    return acc[0] + acc[1]
+
+
+@njit(cache=True, boundscheck=False, nogil=True)
+def _absorb(qn, qpe, w_ukt, quant, t0, t1, h0, h1, qa, acc):
+    """qa[tl * nh + hl] = [q_nope . W_UK[h]^T's rows | rope(q_pe)] for rows t0 .. t1 - 1 and
+    heads h0 .. h1 - 1 (nh = h1 - h0; W_UK[h] read once for the rows)."""
+    nh = h1 - h0
+    W = qa.shape[1]
+    R = qpe.shape[2]
+    C = W - R
+    for hl in range(nh):
+        _rows_dot(qn[t0:t1, h0 + hl], w_ukt[h0 + hl], qa[hl::nh, :C], quant, acc)
+        for tl in range(t1 - t0):
+            pe = qpe[t0 + tl, h0 + hl]
+            for r in range(R):
+                qa[tl * nh + hl, C + r] = pe[r]
+
+
+@njit(cache=True, boundscheck=False, nogil=True)
+def _segment(sg, g0, g1, t0, nh, qa, pos, c, P, pool, tables, scale, m, lv, al, sc, seg, kbuf,
+             acc):
+    """Segment sg (keys sg * SEG .. ) of the online softmax for the queries of rows g0 .. g1 - 1
+    (one chunk's rows, ascending positions, local to t0; query tl * nh + hl): from a fresh
+    state (m -inf, lv 0, seg 0), blocks of KB keys from sg * SEG: scores (dot16's chains),
+    online16, seg rescaled by alpha where alpha != 1, then seg += e_j row_j[:C] (one fma chain
+    a lane over the keys in order). A row past whose position the segment starts is left as
+    it was. Returns the first row that read the segment."""
+    W = qa.shape[1]
+    C = seg.shape[1]
+    Lg = pos[t0 + g1 - 1] + 1
+    k_lo = sg * SEG
+    k_hi = min(k_lo + SEG, Lg)
+    q1 = g1 * nh
+    ninf = np.float32(-np.inf)
+    one = np.float32(1.0)
+    fs = g0
+    while pos[t0 + fs] < k_lo:
+        fs += 1
+    for qi in range(fs * nh, q1):
+        m[qi] = ninf
+        for l in range(16):
+            lv[qi, l] = np.float32(0.0)
+        for d in range(C):
+            seg[qi, d] = np.float32(0.0)
+    f = fs
+    k0 = k_lo
+    while k0 < k_hi:
+        n = min(KB, k_hi - k0)
+        while pos[t0 + f] < k0:
+            f += 1
+        qb = f * nh
+        r0 = k0 % P
+        if r0 + n <= P:
+            blk = pool[tables[c, k0 // P], r0:r0 + n, 0, :]
+        else:                                    # a block across pages: its rows copied
+            for j in range(n):
+                src = pool[tables[c, (k0 + j) // P], (k0 + j) % P, 0]
+                for d in range(W):
+                    kbuf[j, d] = src[d]
+            blk = kbuf[:n]
+        if W % 16 == 0:
+            dot_tile16(qa[qb:q1], blk, sc[qb:q1, :n])
+        else:
+            for qi in range(qb, q1):
+                _dot_rows(qa[qi], blk, sc[qi, :n], acc)
+        for tl in range(f, g1):
+            nv = min(n, pos[t0 + tl] + 1 - k0)
+            for qi in range(tl * nh, (tl + 1) * nh):
+                for j in range(nv, KB):
+                    sc[qi, j] = ninf
+        online16(sc[qb:q1], m[qb:q1], lv[qb:q1], al[qb:q1], scale)
+        for qi in range(qb, q1):
+            a = al[qi]
+            if a != one:
+                for d in range(C):
+                    seg[qi, d] = seg[qi, d] * a
+        for tl in range(f, g1):
+            nv = min(n, pos[t0 + tl] + 1 - k0)
+            if C % AXPY_LANES == 0:
+                axpy_heads16(seg[tl * nh:(tl + 1) * nh], sc[tl * nh:(tl + 1) * nh, :nv], blk[:nv, :C])
+            else:
+                for qi in range(tl * nh, (tl + 1) * nh):
+                    _axpy_rows(seg[qi], sc[qi, :nv], blk[:nv, :C])
+        k0 += n
+    return fs
+
+
+@njit(cache=True, boundscheck=False, nogil=True)
+def _merge(first, ms, ls, srow, mrun, lrun, orow, qi):
+    """Fold a segment (max ms, denominator ls, sum srow) into query qi's state, segments in
+    order: the first is taken as it is; then M = max, a = exp(M_old - M), b = exp(ms - M),
+    L = fma(ls, b, L a), O = fma(srow, b, O a) element by element."""
+    if first:
+        mrun[qi] = ms
+        lrun[qi] = ls
+        for d in range(orow.shape[0]):
+            orow[d] = srow[d]
+        return
+    mn = ms if ms > mrun[qi] else mrun[qi]
+    a = exp32(mrun[qi] - mn)
+    b = exp32(ms - mn)
+    lrun[qi] = fma32(ls, b, lrun[qi] * a)
+    mrun[qi] = mn
+    for d in range(orow.shape[0]):
+        orow[d] = fma32(srow[d], b, orow[d] * a)
+
+
+@njit(cache=True, boundscheck=False, nogil=True)
+def _expand(o3, lrun, w_uv, quant, t0, t1, h0, out, acc):
+    """o_lat = O / L, then o_lat . W_UV[h]'s rows (W_UV[h] read once for the rows)."""
+    nt, nh, C = o3.shape
+    V = w_uv.shape[1]
+    for tl in range(nt):
+        for hl in range(nh):
+            lq = lrun[tl * nh + hl]
+            for d in range(C):
+                o3[tl, hl, d] = o3[tl, hl, d] / lq
+    for hl in range(nh):
+        h = h0 + hl
+        _rows_dot(o3[:, hl], w_uv[h], out[t0:t1, h * V:(h + 1) * V], quant, acc)
+
+
 @njit(cache=True, boundscheck=False, nogil=True)
 def _job(job, n_hb, HB, qn, qpe, w_ukt, w_uv, quant, pool, pos, owner, tables, page_rows,
          scale, out):
-    """Rows rb*ROW_BLOCK .. of head block hb: absorb, attend over pages, expand."""
+    """Rows rb*ROW_BLOCK .. of head block hb: absorb, attend over pages in one pass (every
+    segment of a row's keys, merged as it ends), expand."""
     rb = job // n_hb
     hb = job % n_hb
     T, H, N = qn.shape
-    C = pool.shape[3] - qpe.shape[2]
-    R = qpe.shape[2]
-    W = C + R
-    V = w_uv.shape[1]
+    W = pool.shape[3]
+    C = W - qpe.shape[2]
     t0 = rb * ROW_BLOCK
     t1 = min(T, t0 + ROW_BLOCK)
     h0 = hb * HB
@@ -352,60 +550,33 @@ def _job(job, n_hb, HB, qn, qpe, w_ukt, w_uv, quant, pool, pos, owner, tables, p
     if nh <= 0:
         return
     nt = t1 - t0
+    Q = nt * nh                           # query q = (row tl, head hl): tl * nh + hl
     acc = np.empty(16, np.float32)
-    qa = np.empty((nt, nh, W), np.float32)
-    for hl in range(nh):                  # q_nope . W_UK[h]^T's rows, W_UK[h] read once
-        _rows_dot(qn[t0:t1, h0 + hl], w_ukt[h0 + hl], qa[:, hl, :C], quant, acc)
-        for tl in range(nt):
-            pe = qpe[t0 + tl, h0 + hl]
-            for r in range(R):
-                qa[tl, hl, C + r] = pe[r]
-    o_lat = np.empty((nt, nh, C), np.float32)
-    Lmax = pos[t1 - 1] + 1
-    for tl in range(nt):
-        if pos[t0 + tl] + 1 > Lmax:
-            Lmax = pos[t0 + tl] + 1
-    s = np.empty((nh, (Lmax + 15) // 16 * 16), np.float32)
-    for tl in range(nt):
-        t = t0 + tl
-        c = owner[t]
-        P = page_rows[c]
-        L = pos[t] + 1
-        Lp = (L + 15) // 16 * 16
-        j = 0
-        pi = 0
-        while j < L:                             # scores, a page at a time for every head
-            n = min(P, L - j)
-            rows = pool[tables[c, pi], :n, 0, :]
-            if W % 16 == 0:
-                dot_tile16(qa[tl], rows, s[:, j:j + n])
-            else:
-                for hl in range(nh):
-                    _dot_rows(qa[tl, hl], rows, s[hl, j:j + n], acc)
-            j += n
-            pi += 1
-        for hl in range(nh):
-            for k in range(L, Lp):
-                s[hl, k] = -np.inf
-            softmax16(s[hl, :Lp], scale)
-            ol = o_lat[tl, hl]
-            for d in range(C):
-                ol[d] = np.float32(0.0)
-        j = 0
-        pi = 0
-        while j < L:                             # o_lat = sum_j w_j row_j[:C], in key order
-            n = min(P, L - j)
-            rows = pool[tables[c, pi], :n, 0, :C]
-            if C % AXPY_LANES == 0:
-                axpy_heads16(o_lat[tl], s[:, j:j + n], rows)
-            else:
-                for hl in range(nh):
-                    _axpy_rows(o_lat[tl, hl], s[hl, j:j + n], rows)
-            j += n
-            pi += 1
-    for hl in range(nh):                         # o_lat . W_UV[h]'s rows, W_UV[h] read once
-        h = h0 + hl
-        _rows_dot(o_lat[:, hl], w_uv[h], out[t0:t1, h * V:(h + 1) * V], quant, acc)
+    qa = np.empty((Q, W), np.float32)
+    _absorb(qn, qpe, w_ukt, quant, t0, t1, h0, h1, qa, acc)
+    o3 = np.empty((nt, nh, C), np.float32)      # the merged state's sum, then o_lat
+    o = o3.reshape((Q, C))
+    seg = np.empty((Q, C), np.float32)
+    mrun = np.empty(Q, np.float32)
+    lrun = np.empty(Q, np.float32)
+    m = np.empty(Q, np.float32)
+    lv = np.empty((Q, 16), np.float32)
+    al = np.empty(Q, np.float32)
+    sc = np.empty((Q, KB), np.float32)
+    kbuf = np.empty((KB, W), np.float32)
+    g1 = 0
+    while g1 < nt:                               # groups: a chunk's rows (ascending positions)
+        g0 = g1
+        c = owner[t0 + g0]
+        while g1 < nt and owner[t0 + g1] == c:
+            g1 += 1
+        Lg = pos[t0 + g1 - 1] + 1
+        for sg in range((Lg + SEG - 1) // SEG):
+            fs = _segment(sg, g0, g1, t0, nh, qa, pos, c, page_rows[c], pool, tables, scale, m,
+                          lv, al, sc, seg, kbuf, acc)
+            for qi in range(fs * nh, g1 * nh):
+                _merge(sg == 0, m[qi], _lane_sum(lv[qi], acc), seg[qi], mrun, lrun, o[qi], qi)
+    _expand(o3, lrun, w_uv, quant, t0, t1, h0, out, acc)
 
 
 @njit(cache=True, boundscheck=False)
@@ -424,10 +595,107 @@ def _parallel(n_jobs, n_hb, HB, qn, qpe, w_ukt, w_uv, quant, pool, pos, owner, t
              scale, out)
 
 
+@njit(cache=True, boundscheck=False, nogil=True)
+def _split_seg(job, nseg, qa_all, pos, owner, tables, page_rows, pool, scale, pm, pl, po):
+    """Split mode, a (row block, segment) job over every head: the segment's state of each of
+    the block's rows that reads it, into pm / pl / po [T, nseg, H(, C)]."""
+    rb = job // nseg
+    sg = job % nseg
+    T, _, H = pm.shape
+    W = qa_all.shape[1]
+    C = po.shape[3]
+    t0 = rb * ROW_BLOCK
+    t1 = min(T, t0 + ROW_BLOCK)
+    nt = t1 - t0
+    Q = nt * H
+    qa = qa_all[t0 * H:t1 * H]
+    acc = np.empty(16, np.float32)
+    seg = np.empty((Q, C), np.float32)
+    m = np.empty(Q, np.float32)
+    lv = np.empty((Q, 16), np.float32)
+    al = np.empty(Q, np.float32)
+    sc = np.empty((Q, KB), np.float32)
+    kbuf = np.empty((KB, W), np.float32)
+    g1 = 0
+    while g1 < nt:
+        g0 = g1
+        c = owner[t0 + g0]
+        while g1 < nt and owner[t0 + g1] == c:
+            g1 += 1
+        if pos[t0 + g1 - 1] < sg * SEG:
+            continue
+        fs = _segment(sg, g0, g1, t0, H, qa, pos, c, page_rows[c], pool, tables, scale, m, lv,
+                      al, sc, seg, kbuf, acc)
+        for tl in range(fs, g1):
+            for h in range(H):
+                qi = tl * H + h
+                pm[t0 + tl, sg, h] = m[qi]
+                pl[t0 + tl, sg, h] = _lane_sum(lv[qi], acc)
+                for d in range(C):
+                    po[t0 + tl, sg, h, d] = seg[qi, d]
+
+
+@njit(cache=True, boundscheck=False, parallel=True)
+def _split(n_jobs, n_hb, HB, nseg, qn, qpe, w_ukt, w_uv, quant, pool, pos, owner, tables,
+           page_rows, scale, out):
+    """Split mode (few rows, long contexts: both cores on one row's keys): absorb every
+    (row block, head block); each (row block, segment) job's state over all heads, the
+    latent rows read once for every head; then each (row block, head block) merges its
+    rows' segments in order and expands. The same functions and order as _job: the same
+    bytes."""
+    T, H, N = qn.shape
+    W = pool.shape[3]
+    C = W - qpe.shape[2]
+    n_rb = -(-T // ROW_BLOCK)
+    qa_all = np.empty((T * H, W), np.float32)
+    for job in prange(n_jobs):
+        rb = job // n_hb
+        hb = job % n_hb
+        t0 = rb * ROW_BLOCK
+        t1 = min(T, t0 + ROW_BLOCK)
+        h0 = hb * HB
+        h1 = min(H, h0 + HB)
+        if h1 > h0:
+            acc = np.empty(16, np.float32)
+            qa = np.empty(((t1 - t0) * (h1 - h0), W), np.float32)
+            _absorb(qn, qpe, w_ukt, quant, t0, t1, h0, h1, qa, acc)
+            for tl in range(t1 - t0):
+                for hl in range(h1 - h0):
+                    for d in range(W):
+                        qa_all[(t0 + tl) * H + h0 + hl, d] = qa[tl * (h1 - h0) + hl, d]
+    pm = np.empty((T, nseg, H), np.float32)
+    pl = np.empty((T, nseg, H), np.float32)
+    po = np.empty((T, nseg, H, C), np.float32)
+    for job in prange(n_rb * nseg):
+        _split_seg(job, nseg, qa_all, pos, owner, tables, page_rows, pool, scale, pm, pl, po)
+    for job in prange(n_jobs):
+        rb = job // n_hb
+        hb = job % n_hb
+        t0 = rb * ROW_BLOCK
+        t1 = min(T, t0 + ROW_BLOCK)
+        h0 = hb * HB
+        h1 = min(H, h0 + HB)
+        nh = h1 - h0
+        if nh > 0:
+            acc = np.empty(16, np.float32)
+            o3 = np.empty((t1 - t0, nh, C), np.float32)
+            o = o3.reshape(((t1 - t0) * nh, C))
+            mrun = np.empty((t1 - t0) * nh, np.float32)
+            lrun = np.empty((t1 - t0) * nh, np.float32)
+            for tl in range(t1 - t0):
+                for hl in range(nh):
+                    qi = tl * nh + hl
+                    for sg in range(pos[t0 + tl] // SEG + 1):
+                        _merge(sg == 0, pm[t0 + tl, sg, h0 + hl], pl[t0 + tl, sg, h0 + hl],
+                               po[t0 + tl, sg, h0 + hl], mrun, lrun, o[qi], qi)
+            _expand(o3, lrun, w_uv, quant, t0, t1, h0, out, acc)
+
+
 def cut(T: int, H: int, threads: int) -> tuple[int, int]:
     """(head blocks, heads a block): rows in blocks of ROW_BLOCK, heads cut so the round has
     at least a job a thread where it can (a decode row: 2 jobs of 10 of 20 heads on 2; each
-    job reads the stream's latent rows twice, so fewer, larger head blocks read less)."""
+    job reads the stream's latent rows once, so fewer, larger head blocks read less; split
+    mode cuts a long context's keys instead)."""
     n_rb = -(-T // ROW_BLOCK)
     n_hb = max(1, min(H, -(-threads // n_rb)))
     HB = -(-H // n_hb)
@@ -440,15 +708,21 @@ def macs(T: int, H: int, N: int, C: int, R: int, V: int, pos) -> int:
     return T * H * (N * C + C * V) + keys * H * (2 * C + R)
 
 
+SPLIT_BYTES = 1 << 26     # split mode's segment states at most (64 MiB)
+
+
 def round_attend(q, ckv, kv_norm, eps, w_ukt, w_uv, N, pool, rows, inv, scale, cut_to=None,
-                 parallel=None):
+                 parallel=None, split=None):
     """kernels/mla.round_attend's contract, this file's arithmetic: q [T, H, N + R] (this
     rank's heads), ckv [T, C + R], W_UK transposed [H, C, N] and W_UV [H, V, C] (float32, or
     uint8 rows of Q8_0 blocks: [H, C, N / 32 * 34], [H, V, C / 32 * 34], the same bytes out as
     their float32 values) -> [T, H V]; the round's latent rows written to pool ([pages, P, 1,
     C + R]) through each chunk's table first (a row reads rows 0 .. p of its own stream, which
     no other chunk of the round writes). `cut_to` (head blocks, heads a block) and `parallel`
-    override the job cut and the region choice (tests: the same bytes)."""
+    override the job cut and the region choice, `split` the split mode's (tests: the same
+    bytes). Split mode where a round's rows are one row block on several threads and a row
+    reads more than one segment: the segments of its keys spread over the threads, every
+    head at once, then merged in order (_split)."""
     T, H, _ = q.shape
     C = pool.shape[-1] - (q.shape[2] - N)
     R = q.shape[2] - N
@@ -480,18 +754,27 @@ def round_attend(q, ckv, kv_norm, eps, w_ukt, w_uv, N, pool, rows, inv, scale, c
     for i, ((a, b), c) in enumerate(zip(rows.spans, chunks)):
         tables[i, :len(c.table)] = c.table
         owner[a:b] = i
-        if b > a and pos[a] != c.start:
-            raise ValueError(f"mla_cpu: chunk {i} starts at {c.start} but its first row's "
-                             f"position is {pos[a]}")
+        if b > a and (pos[a] != c.start or np.any(np.diff(pos[a:b]) != 1)):
+            raise ValueError(f"mla_cpu: chunk {i} starts at {c.start}: its rows' positions "
+                             f"must be {c.start}, {c.start} + 1, ... (got {pos[a:b][:4]}...)")
     page_rows = np.asarray([c.page_rows for c in chunks], np.int64)
     threads = numba.get_num_threads()
     n_hb, HB = cut_to or cut(T, H, threads)
     n_jobs = -(-T // ROW_BLOCK) * n_hb
     if parallel is None:
         parallel = threads > 1 and n_jobs > 1 and macs(T, H, N, C, R, V, pos) > SERIAL_MACS
+    nseg = int(pos.max()) // SEG + 1 if T else 1
+    if split is None:
+        split = (parallel and T <= ROW_BLOCK and nseg > 1
+                 and T * nseg * H * C * 4 <= SPLIT_BYTES)
     out = np.empty((T, H * V), np.float32)
-    fn = _parallel if parallel else _serial
+    w_ukt, w_uv = np.ascontiguousarray(w_ukt), np.ascontiguousarray(w_uv)
     with _noalias():
-        fn(n_jobs, n_hb, HB, qn, qpe, np.ascontiguousarray(w_ukt), np.ascontiguousarray(w_uv),
-           quant, pool, pos, owner, tables, page_rows, np.float32(scale), out)
+        if split:
+            _split(n_jobs, n_hb, HB, nseg, qn, qpe, w_ukt, w_uv, quant, pool, pos, owner,
+                   tables, page_rows, np.float32(scale), out)
+        else:
+            fn = _parallel if parallel else _serial
+            fn(n_jobs, n_hb, HB, qn, qpe, w_ukt, w_uv, quant, pool, pos, owner, tables,
+               page_rows, np.float32(scale), out)
     return out

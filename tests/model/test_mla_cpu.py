@@ -226,7 +226,7 @@ def test_the_score_tiles_are_dot16s_chains():
     rng = np.random.default_rng(9)
     for W in (16, 48, 576):
         big = rng.standard_normal((11, W + 16), dtype=np.float32)
-        for na in (1, 2, 3, 5):
+        for na in (1, 2, 3, 5, 9):
             for n in (1, 3, 4, 7, 9):
                 qs = rng.standard_normal((na, W), dtype=np.float32)
                 rows = big[:n, :W]                    # strided rows, as a page's latent rows
@@ -263,3 +263,67 @@ def test_the_value_tiles_are_axpy_rows16s_chains():
                 tiles(a, wbig[:, 1:n + 1], big[:n, :D])
                 one_by_one(b, np.ascontiguousarray(wbig[:, 1:n + 1]), big[:n, :D])
                 assert np.array_equal(a, b), (D, na, n)
+
+
+def test_rows_past_several_segments():
+    """Prompts longer than mla_cpu.SEG keys (several segments of the online softmax, merged
+    in order): within rounding of the definition; prefilled at once == in uneven chunks
+    (edges on and off the segments' and blocks' edges) == a row at a time across the
+    segment edges; paged == one window."""
+    S = mla_cpu.SEG
+    k = case(3, 16, 16, 32, 24, seed=11)
+    T, P = 2 * S + 37, 8
+    q, ckv = inputs(k, T)
+    n = -(-T // P)
+    table = np.random.default_rng(12).permutation(n + 2)[:n]
+    rows = rows_of([(table, P, 0, T)])
+    p_def, pool = pool_of(n + 2, P, k), pool_of(n + 2, P, k)
+    want = run(mla.round_attend, k, q, ckv, p_def, rows)
+    whole = run(mla_cpu.round_attend, k, q, ckv, pool, rows)
+    assert np.all(np.isfinite(whole))
+    np.testing.assert_allclose(whole, want, rtol=1e-4, atol=2e-5 * np.abs(want).max())
+    window = run(mla_cpu.round_attend, k, q, ckv, pool_of(1, T + 3, k), rows_of([((0,), T + 3, 0, T)]))
+    assert np.array_equal(window, whole)
+    cuts = (0, S - 1, S, S + 1, S + 17, 2 * S - 5, 2 * S + 16, T)
+    pool = pool_of(n + 2, P, k)
+    parts = [run(mla_cpu.round_attend, k, q[a:b], ckv[a:b], pool, rows_of([(table, P, a, b - a)]))
+             for a, b in zip(cuts[:-1], cuts[1:])]
+    assert np.array_equal(np.concatenate(parts), whole)
+    pool = pool_of(n + 2, P, k)
+    run(mla_cpu.round_attend, k, q[:S - 2], ckv[:S - 2], pool, rows_of([(table, P, 0, S - 2)]))
+    for i in range(S - 2, S + 3):              # decode rows across the first segment edge
+        got = run(mla_cpu.round_attend, k, q[i:i + 1], ckv[i:i + 1], pool, rows_of([(table, P, i, 1)]))
+        assert np.array_equal(got, whole[i:i + 1]), i
+
+
+def test_split_over_segments_gives_the_same_bytes():
+    """Split mode (a few rows' keys spread over the threads by segment, every head at once,
+    merged in order) == each row's job reading its keys alone, serial or parallel: a decode
+    row and a round of three streams' rows past several segments, float32 and Q8_0 W."""
+    from gguf import GGMLQuantizationType as G
+    from gguf.quants import quantize
+    S = mla_cpu.SEG
+    k = case(5, 32, 16, 64, 32, seed=13)
+    lens = (2 * S + 40, S + 1, 70)
+    prompts = [inputs(k, n) for n in lens]
+    P = 16
+    tables, pool, at = [], pool_of(200, P, k), 0
+    for n in lens:
+        tables.append(tuple(range(at, at + -(-(n + 1) // P))))
+        at += len(tables[-1])
+    for (q, ckv), tb in zip(prompts, tables):
+        run(mla_cpu.round_attend, k, q[:-1], ckv[:-1], pool, rows_of([(tb, P, 0, len(q) - 1)]))
+    kq = quantize(k.w_ukt.reshape(-1, k.N), G.Q8_0).reshape(k.H, k.C, -1)
+    vq = quantize(k.w_uv.reshape(-1, k.C), G.Q8_0).reshape(k.H, k.V, -1)
+    for w in ((k.w_ukt, k.w_uv), (kq, vq)):
+        for which in ((0,), (0, 1, 2)):
+            q = np.concatenate([prompts[i][0][-1:] for i in which])
+            ckv = np.concatenate([prompts[i][1][-1:] for i in which])
+            rows = rows_of([(tables[i], P, lens[i] - 1, 1) for i in which])
+            got = [mla_cpu.round_attend(q, ckv, k.norm, 1e-6, *w, k.N, pool.copy(), rows, k.inv,
+                                        k.scale, parallel=par, split=sp, cut_to=cut)
+                   for par, sp, cut in ((False, False, None), (True, False, None),
+                                        (True, True, None), (True, True, (5, 1)))]
+            assert np.all(np.isfinite(got[0]))
+            for g in got[1:]:
+                assert np.array_equal(g, got[0]), which
