@@ -198,3 +198,21 @@ def test_a_shared_layer_reads_the_full_layers_choice(w):
                              w["w_uv_t"], N, store(PAGED)[0],
                              Rows([(0, 1)], [Chunk(PAGED["table"], 8, 0, 0)]), 0.17, None,
                              w["h"][:1], w["q_resid"][:1], None, None, Hi, TOPK, KP, None)
+
+
+def test_index_query_heads_within_rounding_and_a_row_alone_equals_it_in_a_batch():
+    """dsa_cpu.index_query (q_lora a multiple of 16: dot16 chains, the weight in blocks of JB
+    rows) against the definition, and each row's bytes its own (blocks cut anywhere)."""
+    rng = np.random.default_rng(7)
+    QL, D, T_, Hi_, Di_ = 48, 32, 9, 4, 32
+    wq_t = rng.standard_normal((QL, Hi_ * Di_)).astype(np.float32)
+    wproj_t = rng.standard_normal((D, Hi_)).astype(np.float32)
+    qr = rng.standard_normal((T_, QL)).astype(np.float32)
+    h = rng.standard_normal((T_, D)).astype(np.float32)
+    q1, w1 = dsa.index_query(qr, wq_t, h, wproj_t, Hi_)
+    q2, w2 = dsa_cpu.index_query(qr, wq_t, h, wproj_t, Hi_)
+    assert q2.shape == q1.shape == (T_, Hi_, Di_) and same(w1, w2)
+    assert np.abs(q2.astype(np.float64) - q1).max() / np.abs(q1).max() <= TOL
+    for t in range(T_):
+        one, _ = dsa_cpu.index_query(qr[t:t + 1], wq_t, h[t:t + 1], wproj_t, Hi_)
+        assert same(one[0], q2[t]), t
