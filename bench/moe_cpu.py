@@ -44,6 +44,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+import server  # noqa: F401,I001  (first: OPENBLAS_NUM_THREADS=1 before numpy loads its BLAS, as serve runs)
 import numpy as np
 
 from tools.refs import moe_checkpoint as mc
@@ -315,9 +316,141 @@ def make_qwen35(layers: int, path: Path) -> None:
                       plan, c["vocab_size"], 35)
 
 
+# GLM-5.3-Flash (transformers 5.25's Glm5NextTextConfig for the released model: hidden 4096,
+# 45 layers with KDA where i % 4 != 3, 3 leading dense MLPs of 12288, then 288 experts of 2048
+# top-8 + 1 shared, latent attention 64 heads (q_lora 1536, kv_lora 512, NoPE 256 / v 256),
+# the DSA indexer 32 x 128 over keys pooled by 16 (index_topk 2048), KDA 64 heads of 128,
+# 4 mHC streams, vocab 154,880); spec.py's "glm-5.3-flash" holds the same numbers.
+GLM53 = dict(d=4096, dense_ff=12288, E=288, k=8, eff=2048, H=64, QL=1536, C=512, N=256, V=256,
+             LH=64, LD=128, K=4, Hi=32, Di=128, kpool=16, topk=2048, hc=4, vocab=154880,
+             max_pos=1048576, eps=1e-5)
+
+# glm5-next tensors llama-quantize keeps in F32 (src/llama-quant.cpp at this commit: the
+# mHC, the indexer, the KDA's small projections, kv_a and the kv_b halves), besides norms,
+# the router and the convs: a Q8_0 file of llama.cpp's own holds these as F32
+_GLM53_F32 = ("hc_", "indexer.attn_q_b", "indexer.attn_k", "indexer.proj", "indexer_compressor_gate",
+              "indexer_compressor_ape", "ssm_f_a.weight", "ssm_f_b.weight", "ssm_g_a.weight",
+              "ssm_g_b.weight", "ssm_beta.weight", "attn_kv_a_mqa.weight", "attn_k_b.weight",
+              "attn_v_b.weight", "ffn_gate_inp.weight", "ssm_conv1d", "_norm.weight")
+
+
+def glm53_type(name: str) -> str:
+    """The type `llama-quantize ... Q8_0` gives a glm5-next tensor: Q8_0 for a weight matrix,
+    F32 for norms, biases, the router, the convs and glm5-next's kept-F32 list."""
+    if not name.endswith("weight") or name.endswith("norm.weight") or any(x in name for x in _GLM53_F32):
+        return "F32"
+    return "Q8_0"
+
+
+def glm53_shapes(layers: int) -> list:
+    """(GGUF name, numpy shape) in file order for a GLM-5.3-Flash-shaped file `layers` deep
+    (tools/refs/glm53_checkpoint.gguf_tensors' names and layouts; every sparse layer a full
+    indexer; no MTP block)."""
+    g = GLM53
+    d, E, H, LH, LD = g["d"], g["E"], g["H"], g["LH"], g["LD"]
+    m = (2 + g["hc"]) * g["hc"]
+    out = [("token_embd.weight", (g["vocab"], d)), ("output_norm.weight", (d,)),
+           ("output.weight", (g["vocab"], d))]
+    for i in range(layers):
+        b = f"blk.{i}."
+        out.append((b + "attn_norm.weight", (d,)))
+        for part in ("hc_attn", "hc_ffn"):
+            out += [(b + f"{part}_fn.weight", (m, g["hc"] * d)), (b + f"{part}_base.weight", (m,)),
+                    (b + f"{part}_scale.weight", (3,))]
+        if i % 4 != 3:
+            out += [(b + f"attn_{x}.weight", (LH * LD, d)) for x in "qkv"]
+            out += [(b + f"ssm_conv1d_{x}.weight", (1, LH * LD, 1, g["K"])) for x in "qkv"]
+            out += [(b + "ssm_f_a.weight", (LD, d)), (b + "ssm_f_b.weight", (LH * LD, LD)),
+                    (b + "ssm_beta.weight", (LH, d)), (b + "ssm_a", (LH,)),
+                    (b + "ssm_dt.bias", (LH * LD,)), (b + "ssm_g_a.weight", (LD, d)),
+                    (b + "ssm_g_b.weight", (LH * LD, LD)), (b + "ssm_norm.weight", (LD,)),
+                    (b + "attn_output.weight", (d, LH * LD))]
+        else:
+            out += [(b + "attn_q_a.weight", (g["QL"], d)), (b + "attn_q_a_norm.weight", (g["QL"],)),
+                    (b + "attn_q_b.weight", (H * g["N"], g["QL"])),
+                    (b + "attn_kv_a_mqa.weight", (g["C"], d)), (b + "attn_kv_a_norm.weight", (g["C"],)),
+                    (b + "attn_k_b.weight", (H, g["C"], g["N"])),
+                    (b + "attn_v_b.weight", (H, g["V"], g["C"])),
+                    (b + "attn_output.weight", (d, H * g["V"])),
+                    (b + "indexer.k_norm.weight", (g["Di"],)), (b + "indexer.k_norm.bias", (g["Di"],)),
+                    (b + "indexer.proj.weight", (g["Hi"], d)), (b + "indexer.attn_k.weight", (g["Di"], d)),
+                    (b + "indexer.attn_q_b.weight", (g["Hi"] * g["Di"], g["QL"])),
+                    (b + "indexer_compressor_gate.weight", (g["Di"], d)),
+                    (b + "indexer_compressor_ape.weight", (g["kpool"], g["Di"]))]
+        out.append((b + "ffn_norm.weight", (d,)))
+        if i < 3:
+            out += [(b + "ffn_gate.weight", (g["dense_ff"], d)), (b + "ffn_up.weight", (g["dense_ff"], d)),
+                    (b + "ffn_down.weight", (d, g["dense_ff"]))]
+            continue
+        out += [(b + "ffn_gate_inp.weight", (E, d)), (b + "exp_probs_b.bias", (E,)),
+                (b + "ffn_gate_exps.weight", (E, g["eff"], d)), (b + "ffn_up_exps.weight", (E, g["eff"], d)),
+                (b + "ffn_down_exps.weight", (E, d, g["eff"])),
+                (b + "ffn_gate_shexp.weight", (g["eff"], d)), (b + "ffn_up_shexp.weight", (g["eff"], d)),
+                (b + "ffn_down_shexp.weight", (d, g["eff"]))]
+    return out
+
+
+def _glm53_keys(wr, layers: int) -> None:
+    """glm5-next's keys as tools/refs/glm53_checkpoint.write_gguf writes them."""
+    import gguf
+    g, A = GLM53, "glm5-next"
+    wr.add_block_count(layers)
+    wr.add_context_length(g["max_pos"])
+    wr.add_embedding_length(g["d"])
+    wr.add_feed_forward_length(g["dense_ff"])
+    wr.add_head_count(g["H"])
+    wr.add_head_count_kv([0 if i % 4 != 3 else 1 for i in range(layers)])
+    wr.add_layer_norm_rms_eps(g["eps"])
+    wr.add_vocab_size(g["vocab"])
+    wr.add_ssm_conv_kernel(g["K"])
+    wr.add_kda_head_dim(g["LD"])
+    wr.add_float32(f"{A}.kda.gate_lower_bound", -5.0)
+    wr.add_q_lora_rank(g["QL"])
+    wr.add_kv_lora_rank(g["C"])
+    wr.add_rope_dimension_count(0)
+    wr.add_key_length(g["C"])
+    wr.add_value_length(g["C"])
+    wr.add_key_length_mla(g["N"])
+    wr.add_value_length_mla(g["V"])
+    wr.add_expert_count(g["E"])
+    wr.add_expert_used_count(g["k"])
+    wr.add_expert_feed_forward_length(g["eff"])
+    wr.add_expert_shared_count(1)
+    wr.add_leading_dense_block_count(min(3, layers))
+    wr.add_expert_weights_scale(2.5)
+    wr.add_expert_weights_norm(True)
+    wr.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID)
+    wr.add_float32(f"{A}.swiglu_clamp_exp", 10.0)
+    wr.add_float32(f"{A}.swiglu_clamp_shexp", 10.0)
+    wr.add_uint32(f"{A}.attention.indexer.head_count", g["Hi"])
+    wr.add_uint32(f"{A}.attention.indexer.key_length", g["Di"])
+    wr.add_uint32(f"{A}.attention.indexer.top_k", g["topk"])
+    wr.add_uint32(f"{A}.attention.indexer.kpool", g["kpool"])
+    wr.add_bool(f"{A}.attention.indexer.kpool_select_tail", True)
+    wr.add_array(f"{A}.attention.indexer.types", [1] * layers)
+    wr.add_uint32(f"{A}.hyper_connection.count", g["hc"])
+    wr.add_uint32(f"{A}.hyper_connection.sinkhorn_iterations", 20)
+    wr.add_float32(f"{A}.hyper_connection.epsilon", 1e-6)
+    wr.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0)
+
+
+def make_glm53(layers: int, path: Path) -> None:
+    """The GLM-5.3-Flash-shaped Q8_0 file, `layers` deep (a multiple of 4: three KDA layers
+    with the dense lead, then a sparse latent-attention layer with its full indexer and the
+    MoE; 4 keeps one sparse layer, the 3 dense MLPs and one MoE layer of 288 experts): random
+    weights as Q8_0 blocks where llama-quantize writes Q8_0 (glm53_type), F32 elsewhere."""
+    if layers % 4:
+        raise ValueError(f"--layers {layers}: the glm-5.3-flash shape keeps one sparse layer in "
+                         "four, a multiple of 4")
+    plan = [(n, s, glm53_type(n)) for n, s in glm53_shapes(layers)]
+    write_random_gguf(path, "glm5-next", f"glm-5.3-flash-L{layers}",
+                      lambda wr: _glm53_keys(wr, layers), plan, GLM53["vocab"], 53)
+
+
 # The other shapes (--shapes): a maker and the one type it writes.
-OTHER_SHAPES = {"gpt-oss-20b": (make_gptoss, "MXFP4_MOE"), "qwen3.5-35b-a3b": (make_qwen35, "Q8_0")}
-DEFAULT_LAYERS.update({"gpt-oss-20b": 2, "qwen3.5-35b-a3b": 4})
+OTHER_SHAPES = {"gpt-oss-20b": (make_gptoss, "MXFP4_MOE"), "qwen3.5-35b-a3b": (make_qwen35, "Q8_0"),
+                "glm-5.3-flash": (make_glm53, "Q8_0")}
+DEFAULT_LAYERS.update({"gpt-oss-20b": 2, "qwen3.5-35b-a3b": 4, "glm-5.3-flash": 4})
 
 
 def file_name(shape: str, layers: int, qtype: str) -> str:
@@ -467,12 +600,12 @@ def _med(xs):
     return float(np.median(xs)) if xs else float("nan")
 
 
-def base_numbers(base: Path, gguf_path: Path, threads: int) -> dict:
+def base_numbers(base: Path, gguf_path: Path, threads: int, b8: bool = True) -> dict:
     """foldserve_numbers from another source tree (`--base`: an earlier commit unpacked by
     `git archive`), in a subprocess of its own: that tree's engine loaded and warmed, then
     timed as this one's is."""
     code = ("import json, sys; from pathlib import Path; from bench.moe_cpu import foldserve_numbers; "
-            f"print('RESULT', json.dumps(foldserve_numbers(Path({str(gguf_path)!r}), {threads})))")
+            f"print('RESULT', json.dumps(foldserve_numbers(Path({str(gguf_path)!r}), {threads}, b8={b8!r})))")
     env = dict(ENV0, PYTHONPATH=str(base))
     r = subprocess.run([sys.executable, "-c", code], cwd=base, env=env, check=True, capture_output=True, text=True)
     line = [ln for ln in r.stdout.splitlines() if ln.startswith("RESULT ")][-1]
@@ -515,7 +648,7 @@ def side_by_side(shape, layers, qt, f: Path, lcpp: Path, threads: int, rounds: i
                     "loadavg": [l0, l1, l2], "cpu": {"llama_cpp": cpu_ll, "foldserve": cpu_ours}})
         if base is not None:
             c = Cpu()
-            b = base_numbers(base, f, threads)
+            b = base_numbers(base, f, threads, b8)
             cpu_base = c.done()
             per[-1]["base"] = b
             per[-1]["cpu"]["base"] = cpu_base

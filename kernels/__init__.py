@@ -41,8 +41,9 @@ def numba_cache_dir(here: _Path | None = None) -> str:
 
 # the kernel modules that import numba, each refusing to import before `init`
 # (tests/house/test_imports.py holds this list to the files)
-NUMBA_MODULES = ("attention_cpu", "blocks_cpu", "blocks_vec", "forward_cpu", "gdn_cpu", "kquant_cpu",
-                 "kda_cpu", "mla_cpu", "moe_cpu", "rmsnorm_cpu", "team_cpu", "vec_ir")
+NUMBA_MODULES = ("attention_cpu", "blocks_cpu", "blocks_vec", "dsa_cpu", "forward_cpu", "gdn_cpu",
+                 "kquant_cpu", "kda_cpu", "mhc_cpu", "mla_cpu", "moe_cpu", "rmsnorm_cpu", "team_cpu",
+                 "vec_ir")
 _ready = False
 
 

@@ -47,12 +47,15 @@ class Ops:
     def __init__(self):
         self.numba, self.why_not = qmatmul.available()
         if self.numba:
-            from kernels import gdn_cpu, kda_cpu, mla_cpu, moe_cpu
+            from kernels import dsa_cpu, gdn_cpu, kda_cpu, mhc_cpu, mla_cpu, moe_cpu
             self._gdn_chunk, self._moe_cpu = gdn_cpu.chunk, moe_cpu
             self._kda_chunk, self._mla_cpu = kda_cpu.chunk, mla_cpu
+            self._dsa_cpu, self._mhc_cpu = dsa_cpu, mhc_cpu
         else:
             self._gdn_chunk, self._moe_cpu = gdn.chunk, None
             self._kda_chunk, self._mla_cpu = kda.chunk, None
+            self._dsa_cpu = self._mhc_cpu = None
+        self._fn_rows = {}                 # id(hc.fn_t) -> (fn_t, fn rows): mhc_cpu's layout
 
     def __repr__(self) -> str:
         return f"<kernels.ops {self.name}>"
@@ -134,27 +137,45 @@ class Ops:
             out += self.linear(self.gate_up_silu(x, shared_gu, shared_ff, limit), shared_down)
         return out
 
-    # GLM-5.3-Flash: mHC's residual streams (kernels/mhc.py), sparse latent attention (dsa.py)
+    # GLM-5.3-Flash: mHC's residual streams (kernels/mhc.py), sparse latent attention (dsa.py);
+    # where numba loads their numba forms (kernels/mhc_cpu.py, dsa_cpu.py: the family's bytes,
+    # the definitions' numbers within float32 rounding)
     def mhc_expand(self, x, n):
         """The embedding [T, d] as n equal residual streams [T, n, d]."""
         return mhc.expand(x, n)
 
     def mhc_head(self, streams):
+        if self._mhc_cpu is not None:
+            return self._mhc_cpu.head(streams)
         return mhc.head(streams)
 
     def mhc_pre(self, streams, hc, *, norm_eps, hc_eps, iters):
         """(the block's input [T, d], post [T, N], comb [T, N, N]) of the streams [T, N, d]."""
+        N, D = streams.shape[1], streams.shape[2]
+        if self._mhc_cpu is not None and (N * D) % 16 == 0:
+            got = self._fn_rows.get(id(hc.fn_t))
+            if got is None or got[0] is not hc.fn_t:
+                got = self._fn_rows[id(hc.fn_t)] = (hc.fn_t, self._mhc_cpu.fn_rows(hc.fn_t))
+            return self._mhc_cpu.pre(streams, got[1], hc.base, hc.scale, norm_eps=norm_eps,
+                                     hc_eps=hc_eps, iters=iters)
         pre, post, comb = mhc.weights(streams, hc.fn_t, hc.base, hc.scale, norm_eps=norm_eps,
                                       hc_eps=hc_eps, iters=iters)
         return mhc.collapse(streams, pre), post, comb
 
     def mhc_post(self, y, streams, post, comb):
+        if self._mhc_cpu is not None:
+            return self._mhc_cpu.post_mix(y, streams, post, comb)
         return mhc.post_mix(np.ascontiguousarray(y, dtype=np.float32), streams, post, comb)
 
     def dsa_attend(self, q, ckv, kv_norm, eps, w_uk, w_uv_t, nope, pool, rows, scale, ix, x,
                    q_resid, pooled, rings, n_heads, topk, kpool, choices_in):
         """GLM-5.3-Flash's sparse latent attention (kernels/dsa.py's round_attend): -> ([T, H V],
-        the round's choices)."""
+        the round's choices); kernels/dsa_cpu.py where numba loads and the widths fit."""
+        D = self._dsa_cpu
+        if D is not None and D.fits(w_uk.shape[2], w_uv_t.shape[2],
+                                    16 if ix is None else ix.ape.shape[1]):
+            return D.round_attend(q, ckv, kv_norm, eps, w_uk, w_uv_t, nope, pool, rows, scale,
+                                  ix, x, q_resid, pooled, rings, n_heads, topk, kpool, choices_in)
         return dsa.round_attend(q, ckv, kv_norm, eps, w_uk, w_uv_t, nope, pool, rows, scale, ix,
                                 x, q_resid, pooled, rings, n_heads, topk, kpool, choices_in)
 

@@ -196,6 +196,11 @@ class Engine:
             if step.stream not in self.fixed_at:
                 raise ValueError(f"{name}: a snapshot restored into stream {step.stream}, "
                                  "which is not open")
+            kpool = getattr(self.spec, "index_kpool", 0)
+            if self.kv.index_rings and kpool and step.at % kpool:
+                raise ValueError(f"{name}: a snapshot restored at position {step.at}, not an "
+                                 f"index pool boundary (index_kpool {kpool}): the slots keep "
+                                 "no index rings, which are empty only there")
             self.kv.restore(step.stream, step.slot)
             self.fixed_at[step.stream] = step.at
         elif step.op == SnapStep.COPY:

@@ -66,6 +66,10 @@ class KVStore:
                        for _, shape in self.layout.pooled] if lp else []
         self.index_rings = [xp.zeros((lp, streams, *shape), dtype=np.float32)
                             for _, shape in self.layout.rings] if lp else []
+        # the prompt cache on windows keeps the pooled keys of its pages too (a page's
+        # rows / kpool pools, in the page beside the latent rows they pool)
+        self.pooled_cache = [xp.empty((lp, cache_pages, page_rows, *shape), dtype=dtype)
+                             for _, shape in self.layout.pooled] if lp and self.cache else []
 
     @classmethod
     def of(cls, xp, layout: KVSpec, dtype, **kw) -> "KVStore":
@@ -76,7 +80,8 @@ class KVStore:
         return (sum(a.nbytes for a in self.arrays) + sum(a.nbytes for a in self.cache)
                 + sum(a.nbytes for a in self.rings) + sum(a.nbytes for a in self.fixed)
                 + sum(a.nbytes for a in self.snaps)
-                + sum(a.nbytes for a in self.pooled) + sum(a.nbytes for a in self.index_rings))
+                + sum(a.nbytes for a in self.pooled) + sum(a.nbytes for a in self.index_rings)
+                + sum(a.nbytes for a in self.pooled_cache))
 
     def pooled_of(self, j: int):
         """Pooled-key layer j's array [n, rows, 1, Di / kpool] (kernels/dsa.py reads it as
@@ -102,9 +107,13 @@ class KVStore:
         return self.snaps[0].shape[1] if self.snaps else 0
 
     def restore(self, stream: int, slot: int) -> None:
-        """A stream's fixed part := snapshot slot `slot`'s (every recurrent layer)."""
+        """A stream's fixed part := snapshot slot `slot`'s (every recurrent layer); its index
+        rings zeroed (a slot stands at a pool boundary, where they hold nothing read again:
+        KVSpec.snap_bytes)."""
         for a, s in zip(self.fixed, self.snaps):
             a[:, stream] = s[:, slot]
+        for a in self.index_rings:
+            a[:, stream] = 0
 
     def copy_snap(self, src: int, dst: int) -> None:
         for s in self.snaps:
@@ -181,7 +190,7 @@ class KVStore:
                 break
             if pid < 0:                        # already kept, same rows: nothing to copy
                 continue
-            for arr, c in zip(self.arrays, self.cache):
+            for arr, c in zip(self.arrays + self.pooled, self.cache + self.pooled_cache):
                 if to_pages:
                     c[:, pid, : b - a] = arr[:, stream, a:b]
                 else:

@@ -325,7 +325,7 @@ def _unkept(layouts, cache_bytes: int | None = None):
     if cache_bytes is None:
         return any(L.kv_spec.fixed and not L.kv_spec.snap_bytes for L in layouts)
     return (f"prompt cache off: {size(cache_bytes)} asked, but this family's kept state "
-            "(GLM-5.3-Flash's index rings) is not held in snapshot slots yet",) if cache_bytes else ()
+            "is not held in snapshot slots yet",) if cache_bytes else ()
 
 
 def _cache_snaps(cache_bytes: int, page_bytes: list, snap_bytes: list, left: list,

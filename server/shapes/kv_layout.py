@@ -139,11 +139,17 @@ class KVSpec:
 
     @property
     def snap_bytes(self) -> int:
-        """A snapshot slot (the prompt cache's kept copy of a stream's fixed part): the fixed
-        part's bytes, where a slot keeps all of it; 0 for no fixed part, and for a layout
-        whose index rings (GLM-5.3-Flash's pooled keys in the making) a slot does not keep
-        yet, so that a family's prompt cache is off rather than resumed half right."""
-        return 0 if self.rings else self.fixed_bytes
+        """A snapshot slot (the prompt cache's kept copy of a stream's fixed part): the
+        recurrent layers' states and windows; 0 for no fixed part. A layout's index rings
+        (GLM-5.3-Flash's pooled keys in the making) are not kept: a slot stands at a page
+        boundary, which is a pool boundary (page rows a multiple of index_kpool, the
+        planner's check), where every pool is complete and written to its page and a ring
+        holds nothing the stream reads again (kernels/dsa.write rewrites all its kpool slots
+        before the next pool completes); the engine refuses a restore elsewhere."""
+        n = 0
+        for _, shape in self.fixed:
+            n += _prod(shape)
+        return self.n_fixed_layers * n * self.FIXED_BYTES
 
     def with_pooled(self, n_pooled_layers: int, head_dim: int, kpool: int) -> "KVSpec":
         """Pooled indexer keys on `n_pooled_layers` layers (and their rings in the fixed

@@ -28,10 +28,17 @@ U3 = [18, 77, 150, 6, 90, 91, 92]
 OTHER = [7, 300, 9, 11, 12, 400, 5, 6, 8, 90, 91, 33, 2]
 
 
-@pytest.fixture(scope="module", params=["tiny-qwen3next", "tiny-kimilinear"])
+@pytest.fixture(scope="module", params=["tiny-qwen3next", "tiny-kimilinear", "glm53-tiny"])
 def engine(request):
     """A Gated DeltaNet hybrid and a Kimi Delta Attention one (its full layers latent rows):
-    the slots are the families' fixed parts, whatever the recurrent op."""
+    the slots are the families' fixed parts, whatever the recurrent op. GLM-5.3-Flash's tiny
+    checkpoint (tools/refs/glm53_checkpoint.py: KDA, sparse latent attention whose pooled
+    keys are on the pages, index_kpool 4 = the page rows here): its slots keep the KDA states,
+    not the index rings, empty at every page boundary; the conversation runs past the dense
+    pass (19 rows), so resumed streams choose from pooled keys the cache kept."""
+    if request.param == "glm53-tiny":
+        from tools.refs import glm53_checkpoint as gc
+        return open_model(str(gc.build_once()[0]), progress=False).engine
     return open_model(f"dummy:{request.param}", progress=False).engine
 
 
@@ -220,10 +227,30 @@ def test_snapshot_guards(engine):
         e.apply(SnapStep(SnapStep.COPY, -1, to=0))
     with pytest.raises(ValueError, match="restored into stream 1, which is not open"):
         e.apply(SnapStep(SnapStep.RESTORE, 0, stream=1, at=4))
+    if e.kv.index_rings:                 # GLM-5.3: a slot keeps no index ring, empty at pool edges
+        with pytest.raises(ValueError, match="restored at position 6, not an index pool boundary"):
+            e.apply(SnapStep(SnapStep.RESTORE, 0, stream=0, at=6))
     e.apply(EndStep(0))
     with pytest.raises(ValueError, match="snapshot slots asked for a layout without a fixed"):
         tiny = open_model("dummy:tiny", progress=False).engine
         tiny.apply(PoolStep(True, 16, PR, (tiny.page_bytes(PR),), 2, CTX, snaps=2))
+
+
+def test_glm53_slots_keep_the_states_not_the_index_rings():
+    """GLM-5.3-Flash's slot: the KDA states and windows (the fixed part less its index
+    rings); the plan funds slots and the prompt cache is on."""
+    from server.planner.layout import layouts
+    from server.planner.plan import plan
+    from server.shapes.spec import shape
+    Ls = layouts(shape("glm-5.3-flash"), 2, 4, 16)
+    k = Ls[0].kv_spec
+    assert k.rings and 0 < k.snap_bytes < k.fixed_bytes
+    rings = k.n_pooled_layers * 16 * 2 * 128 * k.FIXED_BYTES          # 12 rings [16, 2, 128]
+    assert k.snap_bytes == k.fixed_bytes - rings
+    p = plan(Ls, [40 * 2**30] * 2, 131072, prompt_cache_bytes=2**30, kv_pages="on")
+    assert p.snap_slots > 0 and not any("prompt cache off" in n for n in p.notes), p.notes
+    for r in p.ranks:
+        assert r.used <= r.room
 
 
 def test_the_plan_funds_slots_and_says_so():
