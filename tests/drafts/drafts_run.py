@@ -29,7 +29,7 @@ def serve(engine, reqs, *, draft: bool, paged: bool = True, streams: int = 4,
     adm = Admission(paged=paged, pages=pages, page_rows=page_rows, streams=streams,
                     context=context, verify_window=vw, cache_pages=cache_pages)
     engine.apply(PoolStep(paged, pages, page_rows, (engine.page_bytes(page_rows),), streams,
-                          context + vw - 1))
+                          context + vw - 1, verify=vw))
     s = Scheduler(driver or LocalDriver(engine), adm, context=context, prefill_chunk=chunk,
                   drafts=make_source(source) if draft else None, draft_tokens=draft_tokens,
                   draft_row_cost=row_cost, **sched_kw).start()

@@ -17,7 +17,7 @@ from drafts_run import serve
 REP = [5, 6, 7, 8, 9, 10, 11, 12] * 4 + [5, 6, 7]
 
 
-FAMILIES = ["tiny", "tiny-qwen3moe", "tiny-glm4moe"]    # llama, qwen3moe, glm4moe
+FAMILIES = ["tiny", "tiny-qwen3moe", "tiny-glm4moe", "tiny-gptoss", "tiny-deepseek3"]  # llama, MoE, MLA
 _ENGINES: dict = {}
 
 
