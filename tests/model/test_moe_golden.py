@@ -5,7 +5,9 @@ equal to the record's), then for the HF folder and the F32 and Q8_0 GGUFs: the p
 exact, the greedy ids equal under the golden rule (through the first near tie, the record's
 exact_prefix), and the first step's top-5 logits within 1e-3 relative of the reference. The
 GLM record also holds a Q4_K_M file (Q5_0 and Q8_0 blocks at these widths), held the same way
-to transformers on its weights dequantized, and solo == concurrent on it."""
+to transformers on its weights dequantized, and solo == concurrent on it. glm4moe-k256's
+Q4_K_M file holds real Q4_K and Q6_K blocks (widths of 256), served on the cpu backend's int8
+K-quant path, held the same way."""
 from __future__ import annotations
 
 import json
@@ -74,6 +76,45 @@ def test_q4_k_m_file_with_q5_0_blocks_matches_its_reference(name):
     for paged in (True, False):                       # solo == concurrent on the file
         got = probe.solo_vs_concurrent(opened.engine, paged=paged, steps=6, context=64)
         assert got["equal_steps"] == 6 and got["first_diff_step"] is None, got
+
+
+# the records whose Q4_K_M file holds real K-quant blocks (every weight row a multiple of 256:
+# tools/refs/record_moe_kquant.py; Q4_K and Q6_K written by tools/refs/kquants_numpy.py, byte-equal
+# to llama-quantize's Q4_K_M of the F32 file, the record's q4_k_m.llama_quantize), served on the
+# "cpu" ops backend, whose K-quant products quantize the activations to int8 (ggml's q8_K, as
+# llama.cpp does), held to transformers float32 on the file's weights dequantized
+K_QUANT_NAMES = ["glm4moe-k256"]
+
+
+@pytest.mark.parametrize("name", K_QUANT_NAMES)
+def test_q4_k_m_file_with_k_quant_blocks_matches_its_reference(name):
+    import gguf
+    from tools.refs import moe_checkpoint as mc
+    from kernels.blocks import Blocks, ExpertStack, MixedBlocks
+    from server.engine.build import open_model
+    rec = record(name)
+    b = mc.build_once(name, ("Q4_K_M",), hf=False)
+    assert b.sha256, name
+    for rel, digest in b.sha256.items():
+        assert rec["checkpoint"]["sha256"][rel] == digest, rel
+    comp = rec["q4_k_m"]["llama_quantize"]
+    assert comp["same_names"] and comp["type_differs"] == [] and comp["bytes_differ"] == [], comp
+    # the file really holds Q4_K and Q6_K tensors, and no fallback type
+    types: dict = {}
+    for t in gguf.GGUFReader(str(b.gguf["Q4_K_M"])).tensors:
+        types[t.tensor_type.name] = types.get(t.tensor_type.name, 0) + 1
+    assert types == comp["types"], (types, comp["types"])
+    assert types.get("Q4_K", 0) > 0 and types.get("Q6_K", 0) > 0, types
+    assert set(types) == {"F32", "Q4_K", "Q6_K"}, types
+    opened = open_model(str(b.gguf["Q4_K_M"]), progress=False)
+    assert opened.engine.model.ops.name == "cpu", opened.engine.model.ops.name
+    kinds = lambda w: {p.kind for p in w} if isinstance(w, (MixedBlocks, ExpertStack)) else {w.kind}
+    layers = opened.engine.weights.layers
+    assert isinstance(layers[1].experts_gu, ExpertStack) and kinds(layers[1].experts_gu) == {"Q4_K"}
+    assert isinstance(layers[-1].experts_down, ExpertStack) and kinds(layers[-1].experts_down) == {"Q6_K"}
+    assert isinstance(layers[0].wo, Blocks) and layers[0].wo.kind == "Q4_K"
+    assert kinds(layers[-1].wqkv) == {"Q4_K", "Q6_K"}              # Q6_K v beside Q4_K q, k
+    check_reference(opened, rec, "Q4_K_M", "Q4_K_M")
 
 
 def check_reference(opened, rec, ref_key, form):
