@@ -13,13 +13,17 @@ reference quantizers) and hf-Q4_K_M-dequant/ (the Q4_K_M file's weights as float
   writer's Q4_K_M file, tensor by tensor (types, bytes), and the type counts;
 - `references.Q4_K_M`: transformers float32 on hf-Q4_K_M-dequant/, greedy under the golden rule
   (record_moe.py's reference_cases);
+- `references["Q4_K_M q8_K"]`: the same with every K-quant product's input rounded through
+  ggml's q8_K first (q8_k_activations): the arithmetic llama.cpp's CPU backend and foldserve's
+  cpu ops backend define for Q4_K / Q6_K. At these widths the plain float32 reference and
+  that arithmetic part within a few steps (llama.cpp and foldserve alike): the record keeps both;
 - `llama_cpp.Q4_K_M`: llama-server's greedy ids and top-5 on the Q4_K_M file (its K-quant dot
-  products quantize the activations to q8_K, as foldserve's cpu backend does) and their
-  agreement with the reference.
+  products quantize the activations to q8_K) and their agreement with both references.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -30,6 +34,50 @@ import torch
 
 import record_moe as rm            # beside this file
 from record_moe_q4km import compare_quantized
+
+
+def q8_k(x: torch.Tensor) -> torch.Tensor:
+    """x (float32, last axis a multiple of 256) as ggml's quantize_row_q8_K_ref leaves it:
+    per 256 values, iscale = -127 / (the first value of the largest |x|), q = min(127,
+    nearest_int(iscale * x)), d = 1 / iscale; returns q * d in float32 (0 for an all-zero block)."""
+    import numpy as np
+    a = x.detach().to(torch.float32).numpy()
+    shape = a.shape
+    b = a.reshape(-1, 256)
+    idx = np.abs(b).argmax(axis=1)                      # the first of the largest |x|
+    mx = b[np.arange(b.shape[0]), idx]
+    zero = mx == 0
+    iscale = np.float32(-127.0) / np.where(zero, np.float32(1), mx)
+    q = np.minimum(np.float32(127), np.rint((iscale[:, None] * b).astype(np.float32)))
+    d = (np.float32(1.0) / iscale).astype(np.float32)
+    out = np.where(zero[:, None], np.float32(0), q * d[:, None]).astype(np.float32)
+    return torch.from_numpy(out.reshape(shape))
+
+
+@contextlib.contextmanager
+def q8_k_activations(model):
+    """Within: every product against a K-quant matrix (every nn.Linear and the experts' 3-D
+    weights: all the 2-D weights of these Q4_K_M files are Q4_K or Q6_K) takes its input rounded
+    through q8_K first, as llama.cpp's CPU backend and foldserve's "cpu" ops backend multiply
+    Q4_K / Q6_K blocks; the router (ffn_gate_inp, F32 in the file) keeps float32 input."""
+    import torch.nn.functional as Fn
+    router = {m.weight.data_ptr() for n, m in model.named_modules() if n.endswith("mlp.gate")}
+    orig = Fn.linear
+    counts = {"quantized": 0, "router": 0}
+
+    def linear(x, w, b=None):
+        if w.data_ptr() in router:
+            counts["router"] += 1
+            return orig(x, w, b)
+        assert x.shape[-1] % 256 == 0, f"q8_k_activations: an input of width {x.shape[-1]}"
+        counts["quantized"] += 1
+        return orig(q8_k(x), w, b)
+
+    Fn.linear = linear
+    try:
+        yield counts
+    finally:
+        Fn.linear = orig
 
 
 def main(argv=None) -> None:
@@ -81,16 +129,30 @@ def main(argv=None) -> None:
                "reference": f"transformers {vers['transformers']} float32 CPU (eager attention, eager experts) "
                             "on the Q4_K_M GGUF weights dequantized (hf-Q4_K_M-dequant/)",
                "cases": rm.reference_cases(model, tok, spec, prompts)}
+        print(f"[{name}] transformers greedy Q4_K_M, activations through q8_K", flush=True)
+        with q8_k_activations(model) as counts:
+            q8_cases = rm.reference_cases(model, tok, spec, prompts)
+        assert counts["quantized"] > 0 and counts["router"] > 0, counts
+        ref_q8 = {"file": f"{name}-Q4_K_M.gguf",
+                  "reference": f"transformers {vers['transformers']} float32 CPU (eager attention, eager experts) "
+                               "on hf-Q4_K_M-dequant/, every K-quant product's input rounded through ggml's "
+                               "q8_K first (record_moe_kquant.q8_k_activations; the router's stays float32): "
+                               "the arithmetic llama.cpp's CPU backend and foldserve's cpu ops backend define "
+                               "for Q4_K / Q6_K",
+                  "cases": q8_cases}
         del model
         print(f"[{name}] llama-server Q4_K_M", flush=True)
         cases, cmd = rm.llama_server_cases(llama / "build-cpu/bin/llama-server", root / f"{name}-Q4_K_M.gguf",
                                            prompts, Path(a.work) / f"{name}-Q4_K_M-server.log")
         by = {c["name"]: c for c in ref["cases"]}
+        by_q8 = {c["name"]: c for c in ref_q8["cases"]}
         for c in cases:
             c["agreement"] = rm.agreement(by[c["name"]], c)
-        rec["references"] = {"Q4_K_M": ref}
+            c["agreement_q8_K"] = rm.agreement(by_q8[c["name"]], c)
+        rec["references"] = {"Q4_K_M": ref, "Q4_K_M q8_K": ref_q8}
         rec["llama_cpp"] = {"Q4_K_M": {
-            "file": f"{name}-Q4_K_M.gguf", "compared_with": "references.Q4_K_M",
+            "file": f"{name}-Q4_K_M.gguf",
+            "compared_with": "references.Q4_K_M (agreement) and references['Q4_K_M q8_K'] (agreement_q8_K)",
             "command": " ".join([Path(cmd[0]).name] + cmd[1:]).replace(str(root) + "/", "")
                        + f"; POST /completion {{prompt: ids, n_predict: {rm.N_STEPS}, temperature: 0, "
                          f"n_probs: {rm.TOP}, ignore_eos: true, samplers: [temperature]}}",
@@ -104,11 +166,12 @@ def main(argv=None) -> None:
         p = Path(a.out) / f"{name}.json"
         p.write_text(rm.dumps(rec), encoding="utf-8")
         print(f"wrote {p}", flush=True)
-        for c in cases:
-            ag = c["agreement"]
-            print(f"  Q4_K_M {c['name']:11s} same through {ag['same_ids_through']:2d}/{rm.N_STEPS} "
-                  f"tie {ag['near_tie_step']} within_rule {ag['within_rule']} "
-                  f"max|dlogprob| {ag['max_abs_logprob_diff']}", flush=True)
+        for key in ("agreement", "agreement_q8_K"):
+            for c in cases:
+                ag = c[key]
+                print(f"  {key:14s} {c['name']:11s} same through {ag['same_ids_through']:2d}/{rm.N_STEPS} "
+                      f"tie {ag['near_tie_step']} within_rule {ag['within_rule']} "
+                      f"max|dlogprob| {ag['max_abs_logprob_diff']}", flush=True)
 
 
 if __name__ == "__main__":
