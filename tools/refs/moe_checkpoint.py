@@ -171,6 +171,11 @@ FAMILIES: dict[str, MoeSpec] = {
 }
 
 
+# the families recorded by tools/refs/record_moe_kquant.py (a Q4_K_M file of real Q4_K / Q6_K
+# blocks, its references only), not by record_moe.py (F32 and Q8_0 references)
+K_QUANT_FAMILIES = ("glm4moe-k256",)
+
+
 # ---------------------------------------------------------------- deterministic draws
 
 def _stream(spec: MoeSpec, name: str) -> np.random.PCG64:
