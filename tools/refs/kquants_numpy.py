@@ -83,13 +83,22 @@ def _make_qkx2(x: np.ndarray, w: np.ndarray, nmax: int, rmin: float, rdelta: flo
     return scale.astype(np.float32), (-mn).astype(np.float32), L
 
 
+CHUNK = 512      # super-blocks a pass: the work arrays stay in cache (each block is independent)
+
+
+def _chunked(fn, xb: np.ndarray, nbytes: int) -> np.ndarray:
+    out = np.empty((xb.shape[0], nbytes), np.uint8)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        for i in range(0, xb.shape[0], CHUNK):
+            out[i:i + CHUNK] = fn(xb[i:i + CHUNK])
+    return out
+
+
 def quantize_q4_k(x: np.ndarray) -> np.ndarray:
     x = np.ascontiguousarray(x, dtype=np.float32)
     lead, k = x.shape[:-1], x.shape[-1]
     assert k % QK_K == 0, f"quantize_q4_k: rows of {k}, not a multiple of {QK_K}"
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        out = _q4_k(x.reshape(-1, QK_K))
-    return out.reshape(*lead, k // QK_K * 144)
+    return _chunked(_q4_k, x.reshape(-1, QK_K), 144).reshape(*lead, k // QK_K * 144)
 
 
 def _q4_k(xb: np.ndarray) -> np.ndarray:
@@ -168,9 +177,7 @@ def quantize_q6_k(x: np.ndarray) -> np.ndarray:
     x = np.ascontiguousarray(x, dtype=np.float32)
     lead, k = x.shape[:-1], x.shape[-1]
     assert k % QK_K == 0, f"quantize_q6_k: rows of {k}, not a multiple of {QK_K}"
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        out = _q6_k(x.reshape(-1, QK_K))
-    return out.reshape(*lead, k // QK_K * 210)
+    return _chunked(_q6_k, x.reshape(-1, QK_K), 210).reshape(*lead, k // QK_K * 210)
 
 
 def _q6_k(xb: np.ndarray) -> np.ndarray:
