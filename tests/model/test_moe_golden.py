@@ -86,7 +86,7 @@ def test_q4_k_m_file_with_q5_0_blocks_matches_its_reference(name):
 # every K-quant product's input rounded through q8_K (the record's "Q4_K_M q8_K" reference).
 # The plain float32 reference ("Q4_K_M") is recorded beside it: the int8 activations route
 # differently from it within a few steps, llama.cpp's as foldserve's (llama_cpp.Q4_K_M.agreement).
-K_QUANT_NAMES = ["glm4moe-k256"]
+K_QUANT_NAMES = ["glm4moe-k256", "qwen3moe-k256"]
 # (record, prompt) pairs known to fail the golden rule against the q8_K reference, each with its
 # measured cause (docs/receipts/2026-12-05-kqref/): strict, so a pass is reported too
 K_QUANT_KNOWN_FAILURES = {
@@ -96,6 +96,17 @@ K_QUANT_KNOWN_FAILURES = {
     ("glm4moe-k256", "chat-hello"): "the greedy ids pass (24/24) but step 0's top-5 logits are 0.08-0.32 "
     "(7e-3 relative) from the reference's: a q8_K rounding flip in the 36-token prefill; llama.cpp's "
     "step-0 gaps differ from the reference's and from ours by as much (0.2-0.3)",
+    # qwen3moe-k256: teacher-forced on the reference's path, foldserve's logits are within 2e-5 of
+    # it up to one position, then 0.1-0.8 off from there on (a discrete q8_K rounding / routing
+    # flip, not drift); in these four that position is in the prefill
+    ("qwen3moe-k256", "count"): "a q8_K flip in the prefill: step-0 logits 0.2 off; ids part at "
+    "step 1 (llama.cpp parts at step 1 too)",
+    ("qwen3moe-k256", "code"): "a q8_K flip in the prefill: step-0 top-5 logits 3.5e-3 relative "
+    "off, ids equal 24/24 (llama.cpp's logprobs are 0.28 off, ids 24/24)",
+    ("qwen3moe-k256", "chat-hello"): "a q8_K flip in the prefill: step-0 logits 0.2 off; ids part "
+    "at step 9 (llama.cpp meets this one: 24/24, 1.5e-5)",
+    ("qwen3moe-k256", "chat-gpu"): "a q8_K flip in the prefill: step-0 logits 0.2 off; ids part "
+    "at step 12 (llama.cpp meets this one: 24/24, 2.1e-5)",
 }
 K_QUANT_CASES = [(n, c) for n in K_QUANT_NAMES
                  for c in ["capital", "count", "code", "chat-hello", "chat-gpu", "unicode", "long-story"]]

@@ -144,6 +144,12 @@ FAMILIES: dict[str, MoeSpec] = {
         n_head=4, n_head_kv=2, head_dim=64, n_expert=16, n_expert_used=4, expert_ff=256,
         dense_ff=512, rms_eps=1e-5, n_shared=1, first_dense=1, n_group=4, topk_group=2,
         routed_scaling=2.5, partial_rotary=0.5, attention_bias=True, qk_norm=False),
+    # qwen3moe-tiny's structure at widths of 256, 16 experts (llama-quantize's Q4_K_M gives a
+    # model of exactly 8 experts Q8_0 attn_k / attn_v): Q4_K and Q6_K blocks, as glm4moe-k256
+    "qwen3moe-k256": MoeSpec(
+        name="qwen3moe-k256", family="qwen3moe", seed=3104, n_layer=3, hidden=256,
+        n_head=4, n_head_kv=2, head_dim=64, n_expert=16, n_expert_used=4, expert_ff=256,
+        dense_ff=512, rms_eps=1e-6, qk_norm=True),
     # GLM-4.7-Flash's proportions cut down (nope 192 / rope 64 / v 256, latent 512, q_lora 768,
     # 64 experts + 1 shared, top-4, one group, one leading dense layer, scaling 1.8,
     # rms_eps 1e-5, theta 1e6), 6 heads and expert / dense widths of 3 and 6 Q8_0 blocks so
@@ -173,7 +179,7 @@ FAMILIES: dict[str, MoeSpec] = {
 
 # the families recorded by tools/refs/record_moe_kquant.py (a Q4_K_M file of real Q4_K / Q6_K
 # blocks, its references only), not by record_moe.py (F32 and Q8_0 references)
-K_QUANT_FAMILIES = ("glm4moe-k256",)
+K_QUANT_FAMILIES = ("glm4moe-k256", "qwen3moe-k256")
 
 
 # ---------------------------------------------------------------- deterministic draws
