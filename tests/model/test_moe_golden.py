@@ -5,7 +5,9 @@ equal to the record's), then for the HF folder and the F32 and Q8_0 GGUFs: the p
 exact, the greedy ids equal under the golden rule (through the first near tie, the record's
 exact_prefix), and the first step's top-5 logits within 1e-3 relative of the reference. The
 GLM record also holds a Q4_K_M file (Q5_0 and Q8_0 blocks at these widths), held the same way
-to transformers on its weights dequantized, and solo == concurrent on it."""
+to transformers on its weights dequantized, and solo == concurrent on it. glm4moe-k256's
+Q4_K_M file holds real Q4_K and Q6_K blocks (widths of 256), served on the cpu backend's int8
+K-quant path, held the same way."""
 from __future__ import annotations
 
 import json
@@ -76,12 +78,93 @@ def test_q4_k_m_file_with_q5_0_blocks_matches_its_reference(name):
         assert got["equal_steps"] == 6 and got["first_diff_step"] is None, got
 
 
-def check_reference(opened, rec, ref_key, form):
+# the records whose Q4_K_M file holds real K-quant blocks (every weight row a multiple of 256:
+# tools/refs/record_moe_kquant.py; Q4_K and Q6_K written by tools/refs/kquants_numpy.py, byte-equal
+# to llama-quantize's Q4_K_M of the F32 file, the record's q4_k_m.llama_quantize), served on the
+# "cpu" ops backend, whose K-quant products quantize the activations to int8 (ggml's q8_K, as
+# llama.cpp does), held per prompt to transformers float32 on the file's weights dequantized with
+# every K-quant product's input rounded through q8_K (the record's "Q4_K_M q8_K" reference).
+# The plain float32 reference ("Q4_K_M") is recorded beside it: the int8 activations route
+# differently from it within a few steps, llama.cpp's as foldserve's (llama_cpp.Q4_K_M.agreement).
+K_QUANT_NAMES = ["glm4moe-k256", "qwen3moe-k256"]
+# (record, prompt) pairs known to fail the golden rule against the q8_K reference, each with its
+# measured cause (docs/receipts/2026-12-05-kqref/): strict, so a pass is reported too
+K_QUANT_KNOWN_FAILURES = {
+    ("glm4moe-k256", "unicode"): "a q8_K rounding of an activation within ~1 ulp of its tie "
+    "moves step 0's logits by ~0.1 (foldserve == llama.cpp there, 24/24); the reference's step-1 "
+    "top-1 margin is 0.102, so the greedy id flips at step 1 (llama.cpp fails it at step 1 too)",
+    ("glm4moe-k256", "chat-hello"): "the greedy ids pass (24/24) but step 0's top-5 logits are 0.08-0.32 "
+    "(7e-3 relative) from the reference's: a q8_K rounding flip in the 36-token prefill; llama.cpp's "
+    "step-0 gaps differ from the reference's and from ours by as much (0.2-0.3)",
+    # qwen3moe-k256: teacher-forced on the reference's path, foldserve's logits are within 2e-5 of
+    # it up to one position, then 0.1-0.8 off from there on (a discrete q8_K rounding / routing
+    # flip, not drift); in these four that position is in the prefill
+    ("qwen3moe-k256", "count"): "a q8_K flip in the prefill: step-0 logits 0.2 off; ids part at "
+    "step 1 (llama.cpp parts at step 1 too)",
+    ("qwen3moe-k256", "code"): "a q8_K flip in the prefill: step-0 top-5 logits 3.5e-3 relative "
+    "off, ids equal 24/24 (llama.cpp's logprobs are 0.28 off, ids 24/24)",
+    ("qwen3moe-k256", "chat-hello"): "a q8_K flip in the prefill: step-0 logits 0.2 off; ids part "
+    "at step 9 (llama.cpp meets this one: 24/24, 1.5e-5)",
+    ("qwen3moe-k256", "chat-gpu"): "a q8_K flip in the prefill: step-0 logits 0.2 off; ids part "
+    "at step 12 (llama.cpp meets this one: 24/24, 2.1e-5)",
+}
+K_QUANT_CASES = [(n, c) for n in K_QUANT_NAMES
+                 for c in ["capital", "count", "code", "chat-hello", "chat-gpu", "unicode", "long-story"]]
+
+
+@pytest.fixture(scope="module")
+def k_quant_opened():
+    import gguf
+    from tools.refs import moe_checkpoint as mc
+    from kernels.blocks import Blocks, ExpertStack, MixedBlocks
+    from server.engine.build import open_model
+    out = {}
+    for name in K_QUANT_NAMES:
+        rec = record(name)
+        b = mc.build_once(name, ("Q4_K_M",), hf=False)
+        assert b.sha256, name
+        for rel, digest in b.sha256.items():
+            assert rec["checkpoint"]["sha256"][rel] == digest, rel
+        comp = rec["q4_k_m"]["llama_quantize"]
+        assert comp["same_names"] and comp["type_differs"] == [] and comp["bytes_differ"] == [], comp
+        # the file really holds Q4_K and Q6_K tensors, and no fallback type
+        types: dict = {}
+        for t in gguf.GGUFReader(str(b.gguf["Q4_K_M"])).tensors:
+            types[t.tensor_type.name] = types.get(t.tensor_type.name, 0) + 1
+        assert types == comp["types"], (types, comp["types"])
+        assert types.get("Q4_K", 0) > 0 and types.get("Q6_K", 0) > 0, types
+        assert set(types) == {"F32", "Q4_K", "Q6_K"}, types
+        opened = open_model(str(b.gguf["Q4_K_M"]), progress=False)
+        assert opened.engine.model.ops.name == "cpu", opened.engine.model.ops.name
+        kinds = lambda w: {p.kind for p in w} if isinstance(w, (MixedBlocks, ExpertStack)) else {w.kind}
+        layers = opened.engine.weights.layers
+        assert isinstance(layers[1].experts_gu, ExpertStack) and kinds(layers[1].experts_gu) == {"Q4_K"}
+        assert isinstance(layers[-1].experts_down, ExpertStack) and kinds(layers[-1].experts_down) == {"Q6_K"}
+        assert isinstance(layers[0].wo, Blocks) and layers[0].wo.kind == "Q4_K"
+        assert kinds(layers[-1].wqkv) == {"Q4_K", "Q6_K"}              # Q6_K v beside Q4_K q, k
+        out[name] = (opened, rec)
+    return out
+
+
+@pytest.mark.parametrize("name,case", [
+    pytest.param(n, c, marks=pytest.mark.xfail(strict=True, reason=K_QUANT_KNOWN_FAILURES[(n, c)]))
+    if (n, c) in K_QUANT_KNOWN_FAILURES else (n, c) for n, c in K_QUANT_CASES])
+def test_q4_k_m_file_with_k_quant_blocks_matches_its_reference(k_quant_opened, name, case):
+    opened, rec = k_quant_opened[name]
+    assert case in [c["name"] for c in rec["references"]["Q4_K_M q8_K"]["cases"]], case
+    check_reference(opened, rec, "Q4_K_M q8_K", "Q4_K_M", only=case)
+
+
+def check_reference(opened, rec, ref_key, form, only=None):
+    """The greedy ids through each case's exact_prefix and step 0's top-5 logits within 1e-3
+    relative (only: the one case of that name)."""
     from server.generate import generate
     from server.ranks.steps import BeginStep, Chunk, EndStep, PoolStep, RoundStep
     from server.requests import SamplingParams
     assert opened.spec.arch == rec["checkpoint"]["spec"]["family"]
-    for case in rec["references"][ref_key]["cases"]:
+    cases = [c for c in rec["references"][ref_key]["cases"] if only is None or c["name"] == only]
+    assert cases, (ref_key, only)
+    for case in cases:
         ids = opened.tokenizer.encode(case["text"], add_special_tokens=False)
         assert ids == case["prompt_ids"], case["name"]
         n = case["exact_prefix"]
@@ -89,7 +172,7 @@ def check_reference(opened, rec, ref_key, form):
         assert out[:n] == case["greedy_ids"][:n], (form, case["name"])
     eng = opened.engine
     eng.apply(PoolStep(True, 8, 16, (eng.page_bytes(16),), 1, 128))
-    for case in rec["references"][ref_key]["cases"]:
+    for case in cases:
         eng.apply(BeginStep(0, tuple(range(8))))
         logits = eng.apply(RoundStep((Chunk(0, 0, tuple(case["prompt_ids"]), True),)))[0]
         eng.apply(EndStep(0))

@@ -136,6 +136,20 @@ FAMILIES: dict[str, MoeSpec] = {
         dense_ff=128, rms_eps=1e-6, n_shared=1, first_dense=1, n_group=4, topk_group=2,
         routed_scaling=2.5, qk_norm=False, q_lora_rank=48, kv_lora_rank=32,
         qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=16),
+    # glm4moe-tiny's shape at widths of 256 (hidden, expert FF, attention output) and 512
+    # (dense FF): every weight row a multiple of 256, so its Q4_K_M file holds real Q4_K and
+    # Q6_K blocks (tools/refs/record_moe_q4km.py --family glm4moe-k256)
+    "glm4moe-k256": MoeSpec(
+        name="glm4moe-k256", family="glm4moe", seed=3103, n_layer=3, hidden=256,
+        n_head=4, n_head_kv=2, head_dim=64, n_expert=16, n_expert_used=4, expert_ff=256,
+        dense_ff=512, rms_eps=1e-5, n_shared=1, first_dense=1, n_group=4, topk_group=2,
+        routed_scaling=2.5, partial_rotary=0.5, attention_bias=True, qk_norm=False),
+    # qwen3moe-tiny's structure at widths of 256, 16 experts (llama-quantize's Q4_K_M gives a
+    # model of exactly 8 experts Q8_0 attn_k / attn_v): Q4_K and Q6_K blocks, as glm4moe-k256
+    "qwen3moe-k256": MoeSpec(
+        name="qwen3moe-k256", family="qwen3moe", seed=3104, n_layer=3, hidden=256,
+        n_head=4, n_head_kv=2, head_dim=64, n_expert=16, n_expert_used=4, expert_ff=256,
+        dense_ff=512, rms_eps=1e-6, qk_norm=True),
     # GLM-4.7-Flash's proportions cut down (nope 192 / rope 64 / v 256, latent 512, q_lora 768,
     # 64 experts + 1 shared, top-4, one group, one leading dense layer, scaling 1.8,
     # rms_eps 1e-5, theta 1e6), 6 heads and expert / dense widths of 3 and 6 Q8_0 blocks so
@@ -161,6 +175,11 @@ FAMILIES: dict[str, MoeSpec] = {
         kv_lora_rank=64, qk_nope_head_dim=32, qk_rope_head_dim=16, v_head_dim=32,
         hf_class="DeepseekV2ForCausalLM"),
 }
+
+
+# the families recorded by tools/refs/record_moe_kquant.py (a Q4_K_M file of real Q4_K / Q6_K
+# blocks, its references only), not by record_moe.py (F32 and Q8_0 references)
+K_QUANT_FAMILIES = ("glm4moe-k256", "qwen3moe-k256")
 
 
 # ---------------------------------------------------------------- deterministic draws
@@ -616,20 +635,29 @@ def _more_bits(i: int, n: int) -> bool:
 
 
 def q4_k_m_type(name: str, shape: tuple, n_layer: int) -> str:
-    """llama-quantize's Q4_K_M choice for a weight of these tiny widths (src/llama-quant.cpp):
-    output Q6_K; attn_v and ffn_down (also _exps, _shexp) Q6_K in the layers use_more_bits
-    picks, else Q4_K; then its fallback for rows not a multiple of 256: Q4_K -> Q5_0, Q6_K ->
-    Q8_0. Only that fallback is written here (gguf-py quantizes Q5_0 and Q8_0, not the
-    K-quants): a row of 256 or more is refused. Checked tensor by tensor against llama-quantize
-    on the F32 file (tools/refs/record_moe_q4km.py records the comparison)."""
-    if shape[-1] % 256 == 0:
-        raise ValueError(f"q4_k_m_type: {name} has rows of {shape[-1]}: a K-quant, which this "
-                         "writer does not quantize (use llama-quantize)")
+    """llama-quantize's Q4_K_M choice for a weight of a model of other than 8 experts
+    (src/llama-quant.cpp): output Q6_K; attn_v and ffn_down (also _exps, _shexp) Q6_K in the
+    layers use_more_bits picks, else Q4_K; then its fallback for rows not a multiple of 256:
+    Q4_K -> Q5_0, Q6_K -> Q8_0 (gguf-py quantizes those; Q4_K and Q6_K are quantized by
+    tools/refs/kquants_numpy.py, a port of ggml's reference quantizers). Checked tensor by
+    tensor against llama-quantize on the F32 file (tools/refs/record_moe_q4km.py records the
+    comparison)."""
     m = re.match(r"blk\.(\d+)\.", name)
     six = name == "output.weight" or (m is not None and _more_bits(int(m.group(1)), n_layer) and (
         ".attn_v." in name or ".ffn_down." in name or ".ffn_down_exps." in name
         or ".ffn_down_shexp." in name))
+    if shape[-1] % 256 == 0:
+        return "Q6_K" if six else "Q4_K"
     return "Q8_0" if six else "Q5_0"
+
+
+def quantize(arr: np.ndarray, t: str) -> np.ndarray:
+    """The GGUF bytes of `arr` as type `t` (gguf-py's quantizers; Q4_K / Q6_K: kquants_numpy)."""
+    import gguf
+    if t in ("Q4_K", "Q6_K"):
+        from tools.refs import kquants_numpy as kq
+        return kq.quantize_q4_k(arr) if t == "Q4_K" else kq.quantize_q6_k(arr)
+    return gguf.quants.quantize(arr, gguf.GGMLQuantizationType[t])
 
 
 def _add_arch_keys(wr, spec: MoeSpec) -> None:
@@ -734,8 +762,7 @@ def write_gguf(spec: MoeSpec, path: str | Path, qtype: str = "F32",
         if t == "F32":
             wr.add_tensor(name, arr)
         else:
-            qt = gguf.GGMLQuantizationType[t]
-            wr.add_tensor(name, gguf.quants.quantize(arr, qt), raw_dtype=qt)
+            wr.add_tensor(name, quantize(arr, t), raw_dtype=gguf.GGMLQuantizationType[t])
     wr.add_size_label(gguf.size_label(*wr.get_total_parameter_count()))
     wr.write_header_to_file()
     wr.write_kv_data_to_file()
@@ -756,7 +783,7 @@ def dequantized_weights(spec: MoeSpec, qtype: str,
         t = gguf_type(g, arr, qtype, spec.n_layer)
         if t != "F32":
             qt = gguf.GGMLQuantizationType[t]
-            arr = gguf.quants.dequantize(gguf.quants.quantize(arr, qt), qt).reshape(arr.shape)
+            arr = gguf.quants.dequantize(quantize(arr, t), qt).reshape(arr.shape)
         if len(hs) == 2 and hs[1] in (KV_B_K, KV_B_V):
             halves.setdefault(hs[0], {})[hs[1]] = arr
             if len(halves[hs[0]]) == 2:

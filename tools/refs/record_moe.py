@@ -410,7 +410,7 @@ def record_family(name: str, a, built: dict, prompts: list[dict], vers: dict) ->
 def main(argv=None) -> None:
     import moe_checkpoint as mc   # beside this file; the spec only (no tokenizer, no server imports)
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--family", nargs="+", default=list(mc.FAMILIES))
+    ap.add_argument("--family", nargs="+", default=[n for n in mc.FAMILIES if n not in mc.K_QUANT_FAMILIES])
     ap.add_argument("--llama-cpp", required=True, help="llama.cpp source tree with build-cpu/bin/llama-server")
     ap.add_argument("--work", default="/tmp/moe-refs-work")
     ap.add_argument("--out", default=str(ROOT / "tests/data/moe"))
