@@ -121,8 +121,7 @@ def main(argv=None) -> None:
     a = ap.parse_args(argv)
     torch.set_num_threads(2)
     lc = Path(a.llama_cpp)
-    golden = json.loads(rm.GOLDEN.read_text())
-    prompts = [{"name": c["name"], "text": c["text"], "prompt_ids": c["prompt_ids"]} for c in golden["cases"]]
+    prompts = rm.golden_prompts()
     shutil.rmtree(a.work, ignore_errors=True)
     work = Path(a.work)
     work.mkdir(parents=True)

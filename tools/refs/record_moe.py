@@ -52,6 +52,14 @@ RULE = ("An implementation must produce the prompt_ids exactly, and its greedy c
         "either). top5 holds the reference's five best ids and logits at each greedy step.")
 
 
+def golden_prompts(names=None) -> list[dict]:
+    """The default model's golden cases (name, text, prompt_ids) every record is run on, in the
+    golden file's order; `names`: only those cases (None: all)."""
+    golden = json.loads(GOLDEN.read_text())
+    return [{"name": c["name"], "text": c["text"], "prompt_ids": c["prompt_ids"]}
+            for c in golden["cases"] if names is None or c["name"] in names]
+
+
 def sh(cmd, **kw) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, check=True, text=True, capture_output=True, **kw)
 
@@ -418,9 +426,7 @@ def main(argv=None) -> None:
     ap.add_argument("--prompts", nargs="*", default=None, help="golden case names (default: all)")
     a = ap.parse_args(argv)
     torch.set_num_threads(2)
-    golden = json.loads(GOLDEN.read_text())
-    prompts = [{"name": c["name"], "text": c["text"], "prompt_ids": c["prompt_ids"]}
-               for c in golden["cases"] if a.prompts is None or c["name"] in a.prompts]
+    prompts = golden_prompts(a.prompts)
     shutil.rmtree(a.work, ignore_errors=True)
     Path(a.work).mkdir(parents=True)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}

@@ -51,8 +51,7 @@ def main(argv=None) -> None:
     ap.add_argument("--writer-python", default="/work/main/.venv/bin/python")
     a = ap.parse_args(argv)
     torch.set_num_threads(2)
-    golden = json.loads(rm.GOLDEN.read_text())
-    prompts = [{"name": c["name"], "text": c["text"], "prompt_ids": c["prompt_ids"]} for c in golden["cases"]]
+    prompts = rm.golden_prompts()
     shutil.rmtree(a.work, ignore_errors=True)
     Path(a.work).mkdir(parents=True)
     env = {**os.environ, "PYTHONPATH": str(rm.ROOT)}
