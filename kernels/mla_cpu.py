@@ -567,7 +567,7 @@ def _job(job, n_hb, HB, qn, qpe, w_ukt, w_uv, quant, pool, pos, owner, tables, p
     al = np.empty(Q, np.float32)
     sc = np.empty((Q, KB), np.float32)
     kbuf = np.empty((KB, W), np.float32)
-    g1 = 0
+    g1 = np.int64(0)       # not the literal 0: _segment would compile for it too
     while g1 < nt:                               # groups: a chunk's rows (ascending positions)
         g0 = g1
         c = owner[t0 + g0]
@@ -603,7 +603,7 @@ def _split_seg(job, nseg, qa_all, pos, owner, tables, page_rows, pool, scale, pm
     al = np.empty(Q, np.float32)
     sc = np.empty((Q, KB), np.float32)
     kbuf = np.empty((KB, W), np.float32)
-    g1 = 0
+    g1 = np.int64(0)       # not the literal 0: _segment would compile for it too
     while g1 < nt:
         g0 = g1
         c = owner[t0 + g0]
@@ -642,7 +642,7 @@ def _run(mode, n_jobs, n_hb, HB, nseg, qn, qpe, w_ukt, w_uv, quant, pool, pos, o
         return
     if mode == 1:
         for job in prange(n_jobs):
-            _job(job, n_hb, HB, qn, qpe, w_ukt, w_uv, quant, pool, pos, owner, tables,
+            _job(np.int64(job), n_hb, HB, qn, qpe, w_ukt, w_uv, quant, pool, pos, owner, tables,
                  page_rows, scale, out)
         return
     T, H, N = qn.shape
@@ -669,7 +669,7 @@ def _run(mode, n_jobs, n_hb, HB, nseg, qn, qpe, w_ukt, w_uv, quant, pool, pos, o
     pl = np.empty((T, nseg, H), np.float32)
     po = np.empty((T, nseg, H, C), np.float32)
     for job in prange(n_rb * nseg):
-        _split_seg(job, nseg, qa_all, pos, owner, tables, page_rows, pool, scale, pm, pl, po)
+        _split_seg(np.int64(job), nseg, qa_all, pos, owner, tables, page_rows, pool, scale, pm, pl, po)
     for job in prange(n_jobs):
         rb = job // n_hb
         hb = job % n_hb
