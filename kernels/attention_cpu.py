@@ -341,5 +341,5 @@ def _attend_parallel(qkv, nq, nkv, hd, cos, sin, k_pool, v_pool, spans, starts, 
     owner = _write(qkv, nq, nkv, hd, cos, sin, k_pool, v_pool, spans, starts, tables, page_rows)
     groups = row_groups(spans)
     for job in prange(groups.shape[0] * nkv):
-        _group_job(job, groups, owner, qkv, nq, nkv, hd, cos, sin, k_pool, v_pool, spans, starts,
+        _group_job(np.int64(job), groups, owner, qkv, nq, nkv, hd, cos, sin, k_pool, v_pool, spans, starts,
                    tables, page_rows, scale, out)

@@ -276,6 +276,12 @@ def deq_f32(row, w, f16):
 
 # ---------------------------------------------------------------- the product
 def _make(deq):
+    # deq and chunk pickled as their recipes (blocks_vec.stable_pickle): numba keys the cached
+    # chunk / mm / grouped by their closures pickled, and a dispatcher pickles with a uuid new
+    # in each process, so without this every process (each test, each rank) compiled them again
+    name = deq.py_func.__name__
+    deq = blocks_vec.stable_pickle(deq, "cpu_deq", name)
+
     @_jit()
     def chunk(x, data, f16, out, lo, hi, w, acc):
         """Output rows [lo, hi): unpack them into w, then every x row against every one.
@@ -303,6 +309,7 @@ def _make(deq):
                     for l in range(4):
                         acc[l] += acc[l + 4]
                     out[i, n] = (acc[0] + acc[2]) + (acc[1] + acc[3])
+    chunk = blocks_vec.stable_pickle(chunk, "cpu_chunk", name)
 
     def mm_py(x, data, f16, out):
         K = x.shape[1]
@@ -340,6 +347,10 @@ def _make(deq):
             chunk(x[a:b], stack[experts[g]], f16, out[a:b], lo, min(lo + ROWS, N), w, acc)
     return mm, grouped
 
+
+blocks_vec.MAKERS.update(cpu_deq=lambda name: globals()[name],
+                         cpu_chunk=lambda name: (_make(globals()[name]),
+                                                 blocks_vec._MADE[("cpu_chunk", name)])[1])
 
 with _noalias():
     _MADE_KINDS = {                  # Q8_0, Q4_0, Q4_1: kernels/blocks_vec.py

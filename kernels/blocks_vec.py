@@ -65,6 +65,9 @@ from numba.extending import intrinsic  # noqa: E402
 from kernels.vec_ir import F32 as _f32, V16F as _v16f, V32F as _v32f  # noqa: E402
 from kernels.vec_ir import fma as _fma, half as _halfload, lanes as _lanes, ptr as _ptr  # noqa: E402
 from kernels.vec_ir import prefetch_l2 as _prefetch_l2, splat as _splat  # noqa: E402
+# module globals, not closure cells: a crew member closing over these dispatchers would
+# pickle their per-process uuids into its cache key and compile again in every process
+from kernels.team_cpu import finish, region_piece, wait  # noqa: E402
 
 ROWS = 16                # output rows a parallel chunk takes
 BLOCK_BYTES = {"Q8_0": 34, "Q4_0": 18, "Q4_1": 20}
@@ -741,7 +744,6 @@ CREW_SERIAL_MACS = 1 << 21   # at most this many multiply-adds: the caller alone
 
 
 def _make_crew(kind, table):
-    from kernels.team_cpu import finish, region_piece, wait
     rows = _made("rows", kind, table)
     span = CREW_CHUNKS * ROWS
 

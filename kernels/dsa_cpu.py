@@ -135,7 +135,7 @@ def _choose(pos, owner, tables, page_rows, q, w, pooled, topk, kpool, out_pos, c
         key = np.empty(Di, np.float32)
         sh = np.empty(q.shape[1], np.float32)
         ch = owner[t]
-        count[t] = _choose_row(t, pos[t], tables[ch], page_rows[ch] // kpool, q, w, pooled, topk,
+        count[t] = _choose_row(np.int64(t), pos[t], tables[ch], page_rows[ch] // kpool, q, w, pooled, topk,
                                kpool, key, sh, out_pos)
 
 
@@ -197,7 +197,7 @@ def _job(job, n_hb, HB, qn, w_uk, w_uv_t, pool, out_pos, count, owner, tables, p
 def _attend_par(n_jobs, n_hb, HB, qn, w_uk, w_uv_t, pool, out_pos, count, owner, tables,
                 page_rows, scale, out):
     for j in prange(n_jobs):
-        _job(j, n_hb, HB, qn, w_uk, w_uv_t, pool, out_pos, count, owner, tables, page_rows,
+        _job(np.int64(j), n_hb, HB, qn, w_uk, w_uv_t, pool, out_pos, count, owner, tables, page_rows,
              scale, out)
 
 

@@ -329,7 +329,7 @@ def _make(kinds):
         T = b.h.shape[0]
         att2 = b.att.reshape(T, w.nq * w.hd)
         h, h2 = b.h, b.h2                       # h2: where the next add writes (then swapped)
-        s = 0
+        s = np.int64(0)     # not the literal 0: numba would compile every stage's form for it too
         for li in range(prog.shape[0]):
             for k in range(prog.shape[1]):
                 c = prog[li, k, 0]

@@ -108,7 +108,7 @@ def _pre_token(t, streams, fn, base, scale, norm_eps, hc_eps, iters, x, post, co
 @njit(cache=True, boundscheck=False, nogil=True, parallel=True)
 def _pre_par(streams, fn, base, scale, norm_eps, hc_eps, iters, x, post, comb):
     for t in prange(streams.shape[0]):
-        _pre_token(t, streams, fn, base, scale, norm_eps, hc_eps, iters, x, post, comb)
+        _pre_token(np.int64(t), streams, fn, base, scale, norm_eps, hc_eps, iters, x, post, comb)
 
 
 @njit(cache=True, boundscheck=False, nogil=True)
@@ -132,7 +132,7 @@ def _post_token(t, y, streams, post, comb, out):
 @njit(cache=True, boundscheck=False, nogil=True, parallel=True)
 def _post_par(y, streams, post, comb, out):
     for t in prange(streams.shape[0]):
-        _post_token(t, y, streams, post, comb, out)
+        _post_token(np.int64(t), y, streams, post, comb, out)
 
 
 @njit(cache=True, boundscheck=False, nogil=True)

@@ -56,7 +56,7 @@ of heads): a prefill chunk's rows in blocks of 16 with every head (a block's sco
 of its 16 rows x heads queries against each 16-key block). A job takes its heads' W_UK once
 for its rows, reads each key block once for all its rows and heads, and expands its rows
 through its heads' W_UV. A round of at most 16 rows whose keys span several segments (decode
-at depth) runs in **split mode** (_split): absorb by (rows, head block) jobs, then each
+at depth) runs in **split mode** (_run's mode 2): absorb by (rows, head block) jobs, then each
 (rows, segment) job reads its segment's latent rows once for every head (the 2 threads
 take half the keys each), then (rows, head block) jobs merge each row's segments in order
 and expand: the same functions in the same order, so the same bytes (tested). The cut
@@ -149,8 +149,8 @@ TILE_R1 = 8                    # rows side by side for a query left over (a deco
 
 @intrinsic
 def dot_tile16(typingctx, qs, rows, out):
-    """out[a, b] = dot16(qs[a], rows[b]) for every a, b (2-D float32 arrays, unit-stride rows,
-    the width a multiple of 16): each the same fma chain and tree as dot16's, computed
+    """out[a, b] = dot16(qs[a], rows[b]) for every a, b (2-D arrays, unit-stride rows, the
+    width a multiple of 16; qs and out float32, rows float32 or uint8 bytes read as float32): each the same fma chain and tree as dot16's, computed
     TILE_Q queries x TILE_R rows at a time (8 chains in flight instead of one: dot16's single
     chain waits on each fma's latency), remainders in smaller tiles. The bytes of every
     out[a, b] are dot16's whatever the tile."""
@@ -348,14 +348,17 @@ def _axpy_rows(y, w, rows):
 
 @njit(cache=True, boundscheck=False, nogil=True)
 def _rows_dot(qs, rows, out, quant, acc):
-    """out[a, b] = dot16(qs[a], rows[b]) (rows float32, or Q8_0 blocks when quant)."""
+    """out[a, b] = dot16(qs[a], rows[b]): rows are uint8 bytes, Q8_0 blocks when quant, else
+    float32 values (4 bytes each; dot_tile16 reads a row's bytes as float32 as they lie). One
+    type for both, so the kernels compile once for a float32 and a Q8_0 model."""
     if quant:
         dot_tile_q8(qs, rows, out)
     elif qs.shape[1] % 16 == 0:
         dot_tile16(qs, rows, out)
     else:
+        rf = rows.view(np.float32)
         for a in range(qs.shape[0]):
-            _dot_rows(qs[a], rows, out[a], acc)
+            _dot_rows(qs[a], rf, out[a], acc)
 
 
 SEG = 256                 # keys a segment: its own online softmax, then merged in order
@@ -564,7 +567,7 @@ def _job(job, n_hb, HB, qn, qpe, w_ukt, w_uv, quant, pool, pos, owner, tables, p
     al = np.empty(Q, np.float32)
     sc = np.empty((Q, KB), np.float32)
     kbuf = np.empty((KB, W), np.float32)
-    g1 = 0
+    g1 = np.int64(0)       # not the literal 0: _segment would compile for it too
     while g1 < nt:                               # groups: a chunk's rows (ascending positions)
         g0 = g1
         c = owner[t0 + g0]
@@ -577,22 +580,6 @@ def _job(job, n_hb, HB, qn, qpe, w_ukt, w_uv, quant, pool, pos, owner, tables, p
             for qi in range(fs * nh, g1 * nh):
                 _merge(sg == 0, m[qi], _lane_sum(lv[qi], acc), seg[qi], mrun, lrun, o[qi], qi)
     _expand(o3, lrun, w_uv, quant, t0, t1, h0, out, acc)
-
-
-@njit(cache=True, boundscheck=False)
-def _serial(n_jobs, n_hb, HB, qn, qpe, w_ukt, w_uv, quant, pool, pos, owner, tables, page_rows,
-            scale, out):
-    for job in range(n_jobs):
-        _job(job, n_hb, HB, qn, qpe, w_ukt, w_uv, quant, pool, pos, owner, tables, page_rows,
-             scale, out)
-
-
-@njit(cache=True, boundscheck=False, parallel=True)
-def _parallel(n_jobs, n_hb, HB, qn, qpe, w_ukt, w_uv, quant, pool, pos, owner, tables,
-              page_rows, scale, out):
-    for job in prange(n_jobs):
-        _job(job, n_hb, HB, qn, qpe, w_ukt, w_uv, quant, pool, pos, owner, tables, page_rows,
-             scale, out)
 
 
 @njit(cache=True, boundscheck=False, nogil=True)
@@ -616,7 +603,7 @@ def _split_seg(job, nseg, qa_all, pos, owner, tables, page_rows, pool, scale, pm
     al = np.empty(Q, np.float32)
     sc = np.empty((Q, KB), np.float32)
     kbuf = np.empty((KB, W), np.float32)
-    g1 = 0
+    g1 = np.int64(0)       # not the literal 0: _segment would compile for it too
     while g1 < nt:
         g0 = g1
         c = owner[t0 + g0]
@@ -636,13 +623,28 @@ def _split_seg(job, nseg, qa_all, pos, owner, tables, page_rows, pool, scale, pm
 
 
 @njit(cache=True, boundscheck=False, parallel=True)
-def _split(n_jobs, n_hb, HB, nseg, qn, qpe, w_ukt, w_uv, quant, pool, pos, owner, tables,
-           page_rows, scale, out):
-    """Split mode (few rows, long contexts: both cores on one row's keys): absorb every
+def _run(mode, n_jobs, n_hb, HB, nseg, qn, qpe, w_ukt, w_uv, quant, pool, pos, owner, tables,
+         page_rows, scale, out):
+    """The round's jobs, one compiled function for every mode (numba compiles the whole tree
+    of functions again for each caller, so one caller, not three): mode 0 serial (_job after
+    _job on the calling thread: no parallel region entered), mode 1 parallel (_job by
+    prange), mode 2 split.
+
+    Split mode (few rows, long contexts: both cores on one row's keys): absorb every
     (row block, head block); each (row block, segment) job's state over all heads, the
     latent rows read once for every head; then each (row block, head block) merges its
     rows' segments in order and expands. The same functions and order as _job: the same
     bytes."""
+    if mode == 0:
+        for job in range(n_jobs):
+            _job(job, n_hb, HB, qn, qpe, w_ukt, w_uv, quant, pool, pos, owner, tables,
+                 page_rows, scale, out)
+        return
+    if mode == 1:
+        for job in prange(n_jobs):
+            _job(np.int64(job), n_hb, HB, qn, qpe, w_ukt, w_uv, quant, pool, pos, owner, tables,
+                 page_rows, scale, out)
+        return
     T, H, N = qn.shape
     W = pool.shape[3]
     C = W - qpe.shape[2]
@@ -667,7 +669,7 @@ def _split(n_jobs, n_hb, HB, nseg, qn, qpe, w_ukt, w_uv, quant, pool, pos, owner
     pl = np.empty((T, nseg, H), np.float32)
     po = np.empty((T, nseg, H, C), np.float32)
     for job in prange(n_rb * nseg):
-        _split_seg(job, nseg, qa_all, pos, owner, tables, page_rows, pool, scale, pm, pl, po)
+        _split_seg(np.int64(job), nseg, qa_all, pos, owner, tables, page_rows, pool, scale, pm, pl, po)
     for job in prange(n_jobs):
         rb = job // n_hb
         hb = job % n_hb
@@ -722,7 +724,7 @@ def round_attend(q, ckv, kv_norm, eps, w_ukt, w_uv, N, pool, rows, inv, scale, c
     override the job cut and the region choice, `split` the split mode's (tests: the same
     bytes). Split mode where a round's rows are one row block on several threads and a row
     reads more than one segment: the segments of its keys spread over the threads, every
-    head at once, then merged in order (_split)."""
+    head at once, then merged in order (_run's mode 2)."""
     T, H, _ = q.shape
     C = pool.shape[-1] - (q.shape[2] - N)
     R = q.shape[2] - N
@@ -768,13 +770,11 @@ def round_attend(q, ckv, kv_norm, eps, w_ukt, w_uv, N, pool, rows, inv, scale, c
         split = (parallel and T <= ROW_BLOCK and nseg > 1
                  and T * nseg * H * C * 4 <= SPLIT_BYTES)
     out = np.empty((T, H * V), np.float32)
-    w_ukt, w_uv = np.ascontiguousarray(w_ukt), np.ascontiguousarray(w_uv)
+    # the weights as their bytes (float32 or Q8_0 alike: one compiled signature for both)
+    w_ukt = np.ascontiguousarray(w_ukt).view(np.uint8)
+    w_uv = np.ascontiguousarray(w_uv).view(np.uint8)
+    mode = 2 if split else 1 if parallel else 0
     with _noalias():
-        if split:
-            _split(n_jobs, n_hb, HB, nseg, qn, qpe, w_ukt, w_uv, quant, pool, pos, owner,
-                   tables, page_rows, np.float32(scale), out)
-        else:
-            fn = _parallel if parallel else _serial
-            fn(n_jobs, n_hb, HB, qn, qpe, w_ukt, w_uv, quant, pool, pos, owner, tables,
-               page_rows, np.float32(scale), out)
+        _run(mode, n_jobs, n_hb, HB, nseg, qn, qpe, w_ukt, w_uv, quant, pool, pos, owner,
+             tables, page_rows, np.float32(scale), out)
     return out

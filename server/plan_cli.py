@@ -52,9 +52,10 @@ def load_spec(model: str) -> ModelSpec:
         return spec_from_config(read_config(model), model)
     if not os.path.isfile(model):
         raise FileNotFoundError(f"--model {model}: no such file or folder")
-    from gguf import GGUFReader
+    from server.engine.weights.gguf_file import GGUFFile
     from server.engine.weights.gguf_spec import Fields, spec_from_gguf
-    reader = GGUFReader(model, "r")
+    reader = GGUFFile(model)                 # the loader's reader: the same spec, its header
+                                             # walked without the tokenizer's strings
     spec, _ = spec_from_gguf(Fields(reader, model), {t.name for t in reader.tensors})
     return spec
 

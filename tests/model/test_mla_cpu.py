@@ -236,6 +236,9 @@ def test_the_score_tiles_are_dot16s_chains():
                 one_by_one(qs, rows, b)
                 assert np.array_equal(a[:, 1:n + 1], b), (W, na, n)
                 assert np.isnan(a[:, 0]).all() and np.isnan(a[:, -1]).all()
+                c = np.full((na, n), np.nan, np.float32)   # the rows as their bytes (uint8),
+                tiles(qs, rows.view(np.uint8), c)           # as round_attend passes weights
+                assert np.array_equal(c, b), (W, na, n)
 
 
 def test_the_value_tiles_are_axpy_rows16s_chains():

@@ -254,10 +254,10 @@ def test_deepseek_v2_checkpoint_softmax_by_llama_cpp_rule():
     converter writes none for a config without scoring_func) and is read as softmax by
     llama.cpp's rule, as its HF folder (DeepseekV2ForCausalLM) is; a plain q (no q_lora), no
     selection bias, weights not renormalised."""
-    import gguf
+    from server.engine.weights.gguf_file import GGUFFile
     from tools.refs import moe_checkpoint as mc
     b = mc.build_once("deepseek2lite-tiny")
-    keys = gguf.GGUFReader(str(b.gguf["F32"])).fields
+    keys = GGUFFile(str(b.gguf["F32"])).fields        # every key (GGUFReader's: test_gguf_header)
     assert "deepseek2.expert_gating_func" not in keys
     hf = load(str(b.hf_dir), progress=False)
     gg = load(str(b.gguf["F32"]), progress=False)

@@ -10,6 +10,7 @@ import gguf
 import numpy as np
 import pytest
 
+from server.engine.weights.gguf_file import GGUFFile
 from tools.refs import moe_checkpoint as mc
 
 DATA = Path(__file__).resolve().parents[1] / "data/moe"
@@ -35,6 +36,12 @@ def test_writer_regenerates_the_recorded_files(name):
     assert built.sha256 == want
 
 
+def _f32(t) -> np.ndarray:
+    """An F32 tensor's values in numpy order (as GGUFReader's .data gives them)."""
+    assert t.type_name == "F32", t.name
+    return t.data.view(np.float32).reshape(t.shape)
+
+
 @pytest.mark.parametrize("name", FAMILIES)
 def test_gguf_holds_the_hf_tensors(name):
     """F32 GGUF tensor bytes are the HF tensors (experts stacked), Q8_0 blocks are their
@@ -42,8 +49,10 @@ def test_gguf_holds_the_hf_tensors(name):
     b = mc.build_once(name)
     spec = b.spec
     w = mc.hf_weights(spec)
-    f32 = {t.name: t for t in gguf.GGUFReader(str(b.gguf["F32"])).tensors}
-    q8 = {t.name: t for t in gguf.GGUFReader(str(b.gguf["Q8_0"])).tensors}
+    # the loader's reader (held to gguf.GGUFReader's fields and tensors by
+    # tests/model/test_gguf_header.py; GGUFReader parses every tokenizer string, ~3 s a file)
+    f32 = {t.name: t for t in GGUFFile(str(b.gguf["F32"])).tensors}
+    q8 = {t.name: t for t in GGUFFile(str(b.gguf["Q8_0"])).tensors}
     layout = dict(mc.gguf_layout(spec))
     assert set(f32) == set(layout) == set(q8)
     tensors = dict(mc.gguf_tensors(spec, w))
@@ -52,17 +61,17 @@ def test_gguf_holds_the_hf_tensors(name):
             arr = tensors[g]
         else:
             arr = w[hs[0]] if len(hs) == 1 else np.stack([w[h] for h in hs])
-        assert np.array_equal(np.asarray(f32[g].data).reshape(arr.shape), arr), g
-        assert list(f32[g].shape) == list(reversed(arr.shape)), g      # ggml order
+        assert np.array_equal(_f32(f32[g]).reshape(arr.shape), arr), g
+        assert list(f32[g].dims) == list(reversed(arr.shape)), g       # ggml order
         want = mc.gguf_type(g, arr, "Q8_0")
-        assert q8[g].tensor_type.name == want, g
+        assert q8[g].type_name == want, g
     e = f"blk.{spec.n_layer - 1}.ffn_gate_exps.weight"
-    assert list(f32[e].shape) == [spec.hidden, spec.expert_ff, spec.n_expert]
-    assert q8[f"blk.{spec.n_layer - 1}.ffn_gate_inp.weight"].tensor_type.name == "F32"
+    assert list(f32[e].dims) == [spec.hidden, spec.expert_ff, spec.n_expert]
+    assert q8[f"blk.{spec.n_layer - 1}.ffn_gate_inp.weight"].type_name == "F32"
     if spec.family == "deepseek2":                  # k_b [H, C, N] and v_b [H, V, C] join back
         for i in range(spec.n_layer):
-            kb = np.asarray(f32[f"blk.{i}.attn_k_b.weight"].data)
-            vb = np.asarray(f32[f"blk.{i}.attn_v_b.weight"].data)
+            kb = _f32(f32[f"blk.{i}.attn_k_b.weight"])
+            vb = _f32(f32[f"blk.{i}.attn_v_b.weight"])
             kv_b = w[f"model.layers.{i}.self_attn.kv_b_proj.weight"]
             assert np.array_equal(mc._kv_b_join(spec, kb, vb), kv_b)
             assert kb.shape == (spec.n_head, spec.kv_lora_rank, spec.qk_nope_head_dim)

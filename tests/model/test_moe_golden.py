@@ -114,7 +114,7 @@ K_QUANT_CASES = [(n, c) for n in K_QUANT_NAMES
 
 @pytest.fixture(scope="module")
 def k_quant_opened():
-    import gguf
+    from server.engine.weights.gguf_file import GGUFFile
     from tools.refs import moe_checkpoint as mc
     from kernels.blocks import Blocks, ExpertStack, MixedBlocks
     from server.engine.build import open_model
@@ -129,8 +129,8 @@ def k_quant_opened():
         assert comp["same_names"] and comp["type_differs"] == [] and comp["bytes_differ"] == [], comp
         # the file really holds Q4_K and Q6_K tensors, and no fallback type
         types: dict = {}
-        for t in gguf.GGUFReader(str(b.gguf["Q4_K_M"])).tensors:
-            types[t.tensor_type.name] = types.get(t.tensor_type.name, 0) + 1
+        for t in GGUFFile(str(b.gguf["Q4_K_M"])).tensors:     # the loader's reader (held to
+            types[t.type_name] = types.get(t.type_name, 0) + 1  # GGUFReader: test_gguf_header)
         assert types == comp["types"], (types, comp["types"])
         assert types.get("Q4_K", 0) > 0 and types.get("Q6_K", 0) > 0, types
         assert set(types) == {"F32", "Q4_K", "Q6_K"}, types

@@ -65,13 +65,14 @@ def per_rank(tensors, spec, tp: int) -> list[dict]:
 
 
 def from_gguf(path: str, spec, tp: int) -> list[dict]:
-    """per_rank over a GGUF file's tensor table (gguf's reader: the header alone is parsed)."""
-    from gguf import GGUFReader
-    reader = GGUFReader(path, "r")
+    """per_rank over a GGUF file's tensor table (the loader's reader, gguf_file.GGUFFile: the
+    header walked with the tokenizer's strings skipped, nothing of the data read)."""
+    from server.engine.weights.gguf_file import GGUFFile
+    reader = GGUFFile(path)
     rows = []
     for t in reader.tensors:
-        shape = tuple(int(n) for n in reversed(t.shape.tolist()))      # [out, in]
-        rows.append((t.name, t.tensor_type.name, shape, int(t.n_bytes)))
+        shape = tuple(int(n) for n in t.shape)                          # [out, in]
+        rows.append((t.name, t.type_name, shape, int(t.data.nbytes)))
     return per_rank(rows, spec, tp)
 
 
