@@ -32,7 +32,8 @@ def engine(name: str):
 class Oracle:
     """A draft source that knows each request's plain reply (by its prompt) and proposes it
     with one token spoiled, at a depth that moves with the reply's length: drafts taken
-    0 .. k deep, so every verify walk length (and every rollback depth) occurs."""
+    0 .. k deep, so every verify walk length (and every rollback depth) occurs; past a
+    reply that a stop token ends, drafts go on (refused: their rows run, never kept)."""
     name = "oracle"
 
     def __init__(self, replies: dict):
@@ -49,6 +50,7 @@ class OracleDrafts:
     def propose(self, out, k):
         n = len(out)
         d = list(self.reply[n:n + k])
+        d += [7] * (k - len(d))                           # past a stop token: never taken
         j = n % (k + 1)
         if j < len(d):
             d[j] = (d[j] + 1) % 512                       # tiny vocabularies: 512
@@ -130,7 +132,7 @@ def test_recurrent_resumed_drafted_equals_plain(paged):
     for (prompt, params), evs in zip(cases(), first):
         reqs += [(prompt, params),
                  (list(prompt) + [t for t, *_ in evs if t is not None] + [300, 301, 302], params)]
-    got = {}
+    got, slots = {}, {}
     for draft in (False, True):
         cached = []
         got[draft] = serve(eng, reqs, draft=draft, paged=paged, together=False, streams=2,
@@ -138,9 +140,12 @@ def test_recurrent_resumed_drafted_equals_plain(paged):
                            snap_slots=8, poison=True,
                            source=oracle(got[False][0], reqs) if draft else "ngram")
         assert all(c > 0 for c in cached[1::2]), cached
+        slots[draft] = [np.ascontiguousarray(a).tobytes() for a in eng.kv.snaps]
     (plain, _), (drafted, s) = got[False], got[True]
     for i, (p, d) in enumerate(zip(plain, drafted)):
         assert d == p, f"request {i}: drafted {d!r} != plain {p!r}"
+    # every snapshot slot's bytes as plain decoding left them: none stands on a draft
+    assert slots[True] == slots[False]
     assert 0 < s.accepted_tokens_done < s.draft_tokens_done, s.stats()
 
 
