@@ -64,8 +64,10 @@ for label, src in (("oracle", oracle(plain, cases())), ("ngram", "ngram")):
           f"{s.accepted_tokens_done}, replays {replays} re-feeding {replay_rows} rows "
           f"({replay_rows / max(1, replays):.1f} a replay)")
 
-# the copy: one stream's fixed part at the real families' sizes (float32)
-for name, mib in (("Qwen3-Next-80B-A3B", 75.4), ("Kimi-Linear-48B-A3B", 42.8)):
+# the copy: one stream's fixed part at the real families' sizes (float32); a timing: under
+# the bench lock (--counts-only skips it)
+for name, mib in (() if "--counts-only" in sys.argv else
+                  (("Qwen3-Next-80B-A3B", 75.4), ("Kimi-Linear-48B-A3B", 42.8))):
     a = np.ones(int(mib * 2**20 / 4), np.float32)
     b = np.empty_like(a)
     ts = []
