@@ -97,7 +97,9 @@ class Engine:
         self.pending: dict[int, int] = {}
         # drafts on a recurrent family: each stream's fixed part as it stood before its last
         # verify chunk, (position, [arrays]): a chunk that starts there again (a replay after
-        # refused drafts) restores it first (round(); server/round_build.py)
+        # refused drafts) restores it first (round(); server/round_build.py); dropped at the
+        # stream's next chunk that is not a verify chunk. Not in the plan's bytes: one fixed
+        # part a verifying stream (75 MiB for Qwen3-Next-80B), a gap noted in the receipt
         self.fixed_kept: dict[int, tuple] = {}
         # --draft mtp: each stream's trunk rows kept while its MTP pass is deferred (a full
         # round, MtpChunk.defer): [position of the first, [rows arrays]] (server/engine/mtp_pass.py)
@@ -264,6 +266,8 @@ class Engine:
             for c in step.chunks:            # a verify chunk: its state before it kept
                 if c.logits == EVERY_ROW and len(c.tokens) > 1:
                     self.fixed_kept[c.stream] = (c.start, [a[:, c.stream].copy() for a in self.kv.fixed])
+                else:                        # past its last verify: the copy is not needed
+                    self.fixed_kept.pop(c.stream, None)
         logits = self.model.forward(chunks, self.kv)
         for c in step.chunks:
             if self.fixed_at.get(c.stream) is not None:
