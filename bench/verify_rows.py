@@ -6,6 +6,7 @@ alternated rep by rep; medians and minimums in ms, and the row cost
 (t(1x9) / t(1x1) - 1) / 8.
 
   python3 bench/verify_rows.py [--reps 7] [--out FILE.json]
+  python3 bench/verify_rows.py --sizes 1,2,3,4,5,8,9   # one stream's chunk of each size only
 """
 from __future__ import annotations
 
@@ -23,6 +24,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=7)
     ap.add_argument("--out", default=None)
+    ap.add_argument("--sizes", default=None,
+                    help="comma-separated chunk sizes: one stream's chunk of each (1xK) only")
     a = ap.parse_args(argv)
     from server.engine.build import open_model
     from server.ranks.steps import EVERY_ROW, BeginStep, Chunk, PoolStep, RoundStep
@@ -35,9 +38,13 @@ def main(argv=None) -> int:
         for s in range(0, 1000, 500):
             eng.apply(RoundStep((Chunk(st, s, tuple(ids[s:s + 500]), False),)))
     cases = {}
-    for k in (1, 3, 5, 9):
-        cases[f"1x{k}"] = (Chunk(0, 1000, tuple(ids[:k]), EVERY_ROW),)
-        cases[f"{k}x1"] = tuple(Chunk(s, 1000, (ids[s],), True) for s in range(k))
+    if a.sizes:
+        for k in (int(v) for v in a.sizes.split(",")):
+            cases[f"1x{k}"] = (Chunk(0, 1000, tuple(ids[:k]), EVERY_ROW),)
+    else:
+        for k in (1, 3, 5, 9):
+            cases[f"1x{k}"] = (Chunk(0, 1000, tuple(ids[:k]), EVERY_ROW),)
+            cases[f"{k}x1"] = tuple(Chunk(s, 1000, (ids[s],), True) for s in range(k))
     times = {c: [] for c in cases}
     for c, step in cases.items():                     # warm
         eng.apply(RoundStep(step))
@@ -51,8 +58,16 @@ def main(argv=None) -> int:
         ts.sort()
         out[c] = {"median_ms": ts[len(ts) // 2] * 1e3, "min_ms": ts[0] * 1e3}
         print(f"{c:5s} median {out[c]['median_ms']:7.1f} ms  min {out[c]['min_ms']:7.1f} ms")
-    row = (out["1x9"]["median_ms"] / out["1x1"]["median_ms"] - 1) / 8
-    print(f"row cost (1x9 / 1x1 - 1) / 8 = {row:.2f}; loadavg {os.getloadavg()}")
+    one = out["1x1"]["median_ms"]
+    for c, v in out.items():
+        k = int(c.split("x")[1]) if c.startswith("1x") else 1
+        if k > 1:
+            print(f"{c:5s} = {v['median_ms'] / one:.2f} one-row rounds; per extra row "
+                  f"{(v['median_ms'] / one - 1) / (k - 1):.2f}")
+    big = max((c for c in out if c.startswith("1x")), key=lambda c: int(c[2:]))
+    n = int(big[2:])
+    row = (out[big]["median_ms"] / one - 1) / max(1, n - 1)
+    print(f"row cost ({big} / 1x1 - 1) / {n - 1} = {row:.2f}; loadavg {os.getloadavg()}")
     if a.out:
         with open(a.out, "w") as f:
             json.dump({"cases": out, "row_cost": row, "loadavg": os.getloadavg()}, f, indent=1)

@@ -20,6 +20,10 @@ class Active:
     prompt_lps: list = field(default_factory=list)   # prompt_logprobs so far (server/engine/prompt_logprobs.py)
     drafts: object = None            # its StreamDrafts (server/drafts/source.py), or None: plain
     mtp_kept: int = 0                # --draft mtp: rows whose MTP pass the ranks deferred (kept)
+    # a recurrent family's stream whose last verify chunk had drafts refused: that chunk's
+    # start, where its recurrent state is rolled back to; its next chunk starts there and
+    # re-feeds the accepted rows (server/round_build.py); None: its state stands at `fed`
+    replay: int | None = None
 
     @property
     def ids(self) -> list:

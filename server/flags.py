@@ -111,23 +111,26 @@ def drafts_for(args, spec):
 
     --draft mtp: the model's NextN layer (server/families/nextn.py); refused by name where
     the family has none foldserve runs or the file carries none. A recurrent family
-    (qwen3next) keeps a state that cannot step back over rejected drafted rows (no state
-    rollback yet): drafting is off by default for it (said once), and asked for by name,
-    refused. Sets args.draft."""
+    (qwen3next, kimilinear) drafts n-grams: its state rolls back over refused drafts by a
+    replay (Engine._roll_back, server/round_build.py). One that also pools indexer keys
+    (GLM-5.3-Flash: index rings beside its states, pooled keys on its pages) has no replay
+    yet: drafting is off by default for it (said once), and asked for by name, refused.
+    Sets args.draft there."""
     from server.shapes.spec import UnsupportedModel
     if getattr(args, "draft", None) == "mtp":
         from server.families.nextn import with_mtp
         return with_mtp(spec, getattr(args, "tp", None) or 1)
-    if not getattr(spec, "recurrent", False) or getattr(args, "draft", None) == "off":
+    if not (getattr(spec, "recurrent", False) and getattr(spec, "index_kpool", 0)) \
+            or getattr(args, "draft", None) == "off":
         return spec
     if args.draft:
         raise UnsupportedModel(
-            f"--draft {args.draft}: {spec.name or spec.arch}'s recurrent layers cannot undo "
-            "rejected drafted tokens (no state rollback yet); use --draft off")
+            f"--draft {args.draft}: {spec.name or spec.arch}'s pooled indexer keys and index "
+            "rings cannot be rolled back over rejected drafted tokens yet; use --draft off")
     import logging
     logging.getLogger("foldserve").info(
-        "%s: drafting off (its recurrent layers' states cannot step back over rejected drafted "
-        "tokens yet)", spec.name or spec.arch)
+        "%s: drafting off (its index rings and pooled keys cannot step back over rejected "
+        "drafted tokens yet)", spec.name or spec.arch)
     args.draft = "off"
     return spec
 

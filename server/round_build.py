@@ -62,10 +62,22 @@ class Round:
         return first, last
 
 
+def snap_cap(fed: int, page_rows: int) -> int:
+    """Drafts a recurrent family's stream at `fed` valid rows may make (its verify chunk
+    starting at position fed): no page boundary b with fed + 2 <= b <= fed + k, so a
+    page-boundary state the chunk writes (SnapStep.PENDING, Engine._snap_at: the state at b,
+    after positions < b) never stands on a draft that may be refused (the prompt cache
+    attaches that state to the pages before b)."""
+    b = -(-(fed + 2) // page_rows) * page_rows        # the first boundary >= fed + 2
+    return b - fed - 1
+
+
 def build_round(active, *, budget: int, context: int, prefill_chunk: int, solo_chunk: int,
                 prefill_keys: int | None, drafting: bool, draft_tokens: int,
-                draft_rows: int) -> Round:
-    """The round for `active` (the running streams, in admission order)."""
+                draft_rows: int, snap_rows: int | None = None) -> Round:
+    """The round for `active` (the running streams, in admission order). snap_rows: a
+    recurrent family's page rows (its drafts kept within snap_cap; a stream with `replay`
+    set re-feeds its accepted rows from there), None: not recurrent."""
     rnd = Round()
     active = list(active)
     dec = [a for a in active if not a.prefilling]
@@ -73,13 +85,15 @@ def build_round(active, *, budget: int, context: int, prefill_chunk: int, solo_c
         if drafting and a.drafts is not None:
             a.drafts.at(a.length)
     guesses = round_drafts(
-        [(a.drafts, a.out, min(a.req.params.max_tokens - len(a.out), context - a.length))
+        [(a.drafts, a.out, min(a.req.params.max_tokens - len(a.out), context - a.length,
+                               snap_cap(a.fed, snap_rows) + 1 if snap_rows else context))
          for a in dec], draft_tokens, min(draft_rows, budget),
         len(dec) < len(active)) if drafting else [()] * len(dec)
     for a, d in zip(dec, guesses):       # decodes first: one token each, and its drafts
-        rnd.add(Chunk(a.stream, a.fed, (a.token_at(a.fed), *d), EVERY_ROW if d else True),
-                a, True, d)
-        budget -= 1 + len(d)
+        s = a.fed if a.replay is None else a.replay       # a replay re-feeds rows s .. fed - 1
+        rnd.add(Chunk(a.stream, s, (*(a.token_at(p) for p in range(s, a.fed + 1)), *d),
+                      EVERY_ROW if d else True), a, True, d)
+        budget -= a.fed + 1 - s + len(d)
     decoding = bool(rnd.chunks)
     cap = prefill_chunk if decoding else solo_chunk
     keys = prefill_keys if decoding else None

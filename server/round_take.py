@@ -25,6 +25,7 @@ def take_round(sched, rnd, logits) -> None:
     """Every token the round `rnd` (round_build.Round) draws, taken (finishing.take)."""
     chunks, owners, samples, drafted = rnd.chunks, rnd.owners, rnd.samples, rnd.drafted
     sampling = sched.sampling
+    snap_rows = getattr(sched, "snap_rows", None)     # a recurrent family (round_build)
     first, srow = rnd.rows()
     now = time.monotonic()
     drawers = [(srow[i], owners[i]) for i in range(len(chunks)) if samples[i] and not drafted[i]]
@@ -44,8 +45,10 @@ def take_round(sched, rnd, logits) -> None:
         best = sampling.argmax_rows(logits)   # greedy: arg-max where they lie
     k = -1                               # the drawer's index
     for i, (c, a) in enumerate(zip(chunks, owners)):
-        if drafted[i]:                   # a verify chunk: its rows in order
-            verify(sched, a, logits, first[i], drafted[i], best, now)
+        if drafted[i]:                   # a verify chunk: its rows in order (after a replay's)
+            verify(sched, a, logits, first[i] + a.fed - c.start, drafted[i], best, now)
+            if snap_rows:                # drafts refused: the state rolls back to the start
+                a.replay = c.start if a.fed < c.start + len(c.tokens) else None
             continue
         if c.logits == EVERY_ROW:        # rows of prompt positions p predict token p + 1
             n_lp = min(len(c.tokens), len(a.req.prompt_ids) - 1 - c.start)
@@ -59,7 +62,8 @@ def take_round(sched, rnd, logits) -> None:
                 k += samples[i]
                 finishing.finish(sched, a, "error", f"prompt logprobs failed: {e}")
                 continue
-        a.fed += len(c.tokens)
+        a.fed = c.start + len(c.tokens)
+        a.replay = None
         if a.req.id in sched.held and not a.prefilling:   # n > 1: its prompt is written
             sched._run_all(sched.adm.keep_prompt(a.req.id, a.req.prompt_ids))
             sched._release(a.req.id)

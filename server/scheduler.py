@@ -62,7 +62,7 @@ class Scheduler:
                  token_budget: int | None = None, seed_salt: int = 0, metrics=None,
                  solo_chunk: int | None = None, prefill_keys: int | None = None,
                  drafts=None, draft_tokens: int = 0, draft_rows: int | None = None,
-                 draft_row_cost=ROW_COST["cpu"]):
+                 draft_row_cost=ROW_COST["cpu"], snap_rows: int | None = None):
         self.driver, self.adm = driver, admission
         self.sampling = driver.sampling      # rank 0's sampling (server/host_sampling.py)
         self.context, self.prefill_chunk = context, prefill_chunk
@@ -78,6 +78,11 @@ class Scheduler:
         # and the rows a round may hold before drafting backs off (policy.round_drafts)
         self.draft_source, self.draft_tokens = drafts, draft_tokens
         self.draft_row_cost = draft_row_cost     # server/drafts/pace.py
+        # a recurrent family's page rows (its drafts replayed after a refusal and kept off
+        # page boundaries: server/round_build.py snap_cap), None: not recurrent
+        self.snap_rows = snap_rows
+        if drafts is not None and snap_rows and getattr(drafts, "engine_pass", False):
+            raise ValueError("MTP drafts on a recurrent family: not supported (use ngram)")
         self.draft_rows = draft_rows if draft_rows is not None else draft_tokens + 1
         if drafts is not None and self.adm.verify_window < draft_tokens + 1:
             raise ValueError(f"drafts of {draft_tokens} tokens need a verify window of "
@@ -340,7 +345,8 @@ class Scheduler:
                           prefill_chunk=self.prefill_chunk, solo_chunk=self.solo_chunk,
                           prefill_keys=self.prefill_keys,
                           drafting=self.draft_source is not None,
-                          draft_tokens=self.draft_tokens, draft_rows=self.draft_rows)
+                          draft_tokens=self.draft_tokens, draft_rows=self.draft_rows,
+                          snap_rows=self.snap_rows)
         # grammar masks for the rows this round samples: on the host while the ranks run it
         # (all at once: llguidance's threads)
         shaped = [a.sampler for a, d in zip(rnd.owners, rnd.samples)

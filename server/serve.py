@@ -325,8 +325,7 @@ def _serve_rank(args, env, rank, world, mhost, mport) -> int:
                             progress=rank == 0, mtp=args.draft == "mtp")
         spec = opened.spec
         from server.flags import drafts_for
-        spec = drafts_for(args, spec)          # recurrent families: no drafts (every rank alike);
-                                               # --draft mtp: opened with its MTP layer
+        spec = drafts_for(args, spec)          # --draft mtp: opened with its MTP layer
         context = resolve_context(args.context, spec.max_context)
         if context > spec.max_context and rank == 0:
             log.warning("--context %d is past the %d tokens this model was trained for; replies "
@@ -501,12 +500,14 @@ def _serve_front(args, env, opened, comm, beat, lays, rooms, reserves, context, 
     driver.run(p.pool_step(env.kv_poison))
     if beat:                                   # serving from here: the peer timeout holds
         beat.set_timeout(args.peer_timeout)
-    sched = Scheduler(driver, Admission.from_plan(p, poison=env.kv_poison), context=context,
+    adm = Admission.from_plan(p, poison=env.kv_poison)
+    sched = Scheduler(driver, adm, context=context,
                       prefill_chunk=args.prefill_chunk, seed_salt=args.seed_salt,
                       token_budget=budget, solo_chunk=solo, prefill_keys=keys,
                       drafts=make_source(draft_kind(args)), draft_tokens=args.draft_tokens,
                       draft_row_cost=ROW_COST[args.device] if getattr(args, "draft_row_cost", None) is None
-                      else args.draft_row_cost).start()
+                      else args.draft_row_cost,
+                      snap_rows=adm.page_rows if opened.spec.recurrent else None).start()
     names = tuple(args.served_model_name or ())
     state = AppState(scheduler=sched, tokenizer=opened.tokenizer,
                      model_name=names[0] if names else opened.name, served_names=names,

@@ -19,7 +19,7 @@ from server.shapes.shard import shard_of
 from server.ranks.rank_errors import RankMismatch
 from kernels.blocks import Blocks, MixedBlocks
 from server.ranks.steps import (BeginStep, CopyStep, EndStep, MtpStep, PoolStep, RoundStep, SnapStep,
-                                StopStep)
+                                StopStep, EVERY_ROW)
 
 log = logging.getLogger("foldserve")
 
@@ -95,6 +95,12 @@ class Engine:
         # page-boundary states go to (SnapStep.PENDING)
         self.fixed_at: dict[int, int | None] = {}
         self.pending: dict[int, int] = {}
+        # drafts on a recurrent family: each stream's fixed part as it stood before its last
+        # verify chunk, (position, [arrays]): a chunk that starts there again (a replay after
+        # refused drafts) restores it first (round(); server/round_build.py); dropped at the
+        # stream's next chunk that is not a verify chunk. Not in the plan's bytes: one fixed
+        # part a verifying stream (75 MiB for Qwen3-Next-80B), a gap noted in the receipt
+        self.fixed_kept: dict[int, tuple] = {}
         # --draft mtp: each stream's trunk rows kept while its MTP pass is deferred (a full
         # round, MtpChunk.defer): [position of the first, [rows arrays]] (server/engine/mtp_pass.py)
         self.mtp_kept: dict[int, list] = {}
@@ -137,6 +143,7 @@ class Engine:
                 # on a kept prefix the state must come from a snapshot (SnapStep.RESTORE)
                 self.fixed_at[step.stream] = None if step.kept else 0
                 self.pending.pop(step.stream, None)
+                self.fixed_kept.pop(step.stream, None)
         elif isinstance(step, SnapStep):
             self.snap(step)
         elif isinstance(step, EndStep):
@@ -144,6 +151,7 @@ class Engine:
             self.mtp_kept.pop(step.stream, None)
             self.fixed_at.pop(step.stream, None)
             self.pending.pop(step.stream, None)
+            self.fixed_kept.pop(step.stream, None)
         elif isinstance(step, PoolStep):
             self.make_pool(step)
         elif isinstance(step, CopyStep):
@@ -218,6 +226,19 @@ class Engine:
         b = (start + n - 1) // P * P
         return (slot, b - start) if b >= start and b > 0 else ()
 
+    def _roll_back(self, stream: int) -> None:
+        """Drafts refused on a recurrent family (replay): the stream's fixed part := its copy
+        from before its last verify chunk, standing at that chunk's start again; the chunk
+        that asks for it re-feeds the accepted rows (their KV rows rewritten with the same
+        bytes: a chunk of n positions and n single ones compute alike, kernels/gdn_cpu.py)."""
+        at, arrays = self.fixed_kept.pop(stream)
+        if self.kv.index_rings:
+            raise ValueError(f"{self.spec.name or self.spec.arch}: stream {stream}: a replay "
+                             "over index rings is not supported (no drafts on this family)")
+        for a, kept in zip(self.kv.fixed, arrays):
+            a[:, stream] = kept
+        self.fixed_at[stream] = at
+
     def round(self, step: RoundStep):
         chunks = []
         for c in step.chunks:
@@ -234,11 +255,19 @@ class Engine:
                         f"{self.spec.name or self.spec.arch}: stream {c.stream} begins on a kept "
                         "prefix, but no snapshot of its recurrent state was restored "
                         "(SnapStep.RESTORE); its state stands nowhere")
-                if at != c.start:
+                kept = self.fixed_kept.get(c.stream)
+                if at != c.start and kept is not None and kept[0] == c.start < at:
+                    self._roll_back(c.stream)    # a replay after refused drafts
+                elif at != c.start:
                     raise ValueError(
                         f"{self.spec.name or self.spec.arch}: stream {c.stream}'s chunk starts "
                         f"at position {c.start}, but its recurrent state stands at {at}; a "
                         "recurrent layer's state only moves forward, one position at a time")
+            for c in step.chunks:            # a verify chunk: its state before it kept
+                if c.logits == EVERY_ROW and len(c.tokens) > 1:
+                    self.fixed_kept[c.stream] = (c.start, [a[:, c.stream].copy() for a in self.kv.fixed])
+                else:                        # past its last verify: the copy is not needed
+                    self.fixed_kept.pop(c.stream, None)
         logits = self.model.forward(chunks, self.kv)
         for c in step.chunks:
             if self.fixed_at.get(c.stream) is not None:

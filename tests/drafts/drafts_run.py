@@ -15,23 +15,27 @@ from server.step_driver import LocalDriver
 def serve(engine, reqs, *, draft: bool, paged: bool = True, streams: int = 4,
           context: int = 256, page_rows: int = 4, draft_tokens: int = 8, chunk: int = 16,
           together: bool = True, driver=None, row_cost: float = 0.0, cache_pages: int = 0,
-          cached: list | None = None, source: str = "ngram", **sched_kw):
+          cached: list | None = None, source: str = "ngram", snap_slots: int = 0,
+          poison: bool = False, **sched_kw):
     """reqs: [(prompt ids, SamplingParams, extra GenRequest fields)] -> (events per request,
     the scheduler after it stopped). Every run gets a fresh pool on `engine`. row_cost 0:
     every stream drafts as far as it may (server/drafts/pace.py), the most verify work.
     cache_pages: a prompt cache of that many pages (a later request resumes from an earlier
     one's prompt); `cached`, when given, gets each request's cached prompt tokens.
     source: the draft source's kind (server/drafts/source.py): ngram, or mtp on an engine
-    opened with its MTP layer."""
+    opened with its MTP layer; or a DraftSource object (a test's own). snap_slots: a recurrent family's snapshot slots (its prompt
+    cache's states); poison: pages poisoned as they are taken (a read of a row never
+    written shows)."""
     vw = draft_tokens + 1 if draft else 1
     rows = context + vw
     pages = ((rows + page_rows - 1) // page_rows * streams if paged else 0) + cache_pages
     adm = Admission(paged=paged, pages=pages, page_rows=page_rows, streams=streams,
-                    context=context, verify_window=vw, cache_pages=cache_pages)
+                    context=context, verify_window=vw, cache_pages=cache_pages,
+                    snap_slots=snap_slots, poison=poison)
     engine.apply(PoolStep(paged, pages, page_rows, (engine.page_bytes(page_rows),), streams,
-                          context + vw - 1, verify=vw))
+                          context + vw - 1, verify=vw, snaps=snap_slots, poison=poison))
     s = Scheduler(driver or LocalDriver(engine), adm, context=context, prefill_chunk=chunk,
-                  drafts=make_source(source) if draft else None, draft_tokens=draft_tokens,
+                  drafts=(make_source(source) if isinstance(source, str) else source) if draft else None, draft_tokens=draft_tokens,
                   draft_row_cost=row_cost, **sched_kw).start()
 
     async def one(i, prompt, params, extra):

@@ -1,8 +1,8 @@
 """The tiny Kimi-Linear HF folder served by `foldserve serve` (real processes on the CPU):
 greedy replies equal the engine's own in-process continuation at TP=1 and TP=2 (and the
 GGUF of the same weights at TP=2), n=2 choices
-and concurrent requests alike, the prompt cache asked for but off (no snapshot slots yet) and
-drafting off (its KDA states cannot step back). The check is tests/ranks/
+and concurrent requests alike, the prompt cache asked for, and n-gram drafts on (a refused
+draft's KDA state rolled back by a replay). The check is tests/ranks/
 test_qwen3next_serve.py's, run on this folder."""
 from __future__ import annotations
 
@@ -30,9 +30,9 @@ def test_serve_gguf_greedy_equals_in_process(group):
     serve_equals_in_process(kc.build_gguf_once()[0], 2, group)
 
 
-def test_drafts_off():
+def test_drafts_on():
     from server.flags import draft_kind, drafts_for
     from server.shapes.spec import shape
     a = argparse.Namespace(draft=None, device="cpu", draft_tokens=8)
     drafts_for(a, shape("tiny-kimilinear"))
-    assert draft_kind(a) == "off"
+    assert draft_kind(a) == "ngram"
