@@ -119,7 +119,18 @@ def _d16(builder, base, kind=""):
     2026-12-02-cpu-regions). MXFP4: its e8m0 byte 0 as 2^(e - 128) (below)."""
     if kind == "MXFP4":
         return _splat(builder, _e8m0_half(builder, base))
-    return _splat(builder, _halfload(builder, base))
+    return _half16(builder, base)
+
+
+def _half16(builder, base):
+    """The f16 at base widened to float32 in 16 lanes: the 16-bit pattern broadcast first, then
+    one widening of the vector (vpbroadcastw + vcvtph2ps: two instructions; widening one f16
+    and then broadcasting the float took three, vpinsrw + vcvtph2ps + vbroadcastss). The
+    widening is exact, so the same value in every lane either way."""
+    h = builder.load(builder.bitcast(base, _i16.as_pointer()), align=1)
+    v = builder.insert_element(ir.Constant(ir.VectorType(_i16, 16), ir.Undefined), h, ir.Constant(_i32, 0))
+    v = builder.shuffle_vector(v, ir.Constant(v.type, ir.Undefined), ir.Constant(ir.VectorType(_i32, 16), [0] * 16))
+    return builder.fpext(builder.bitcast(v, ir.VectorType(_half, 16)), _v16f)
 
 
 def _e8m0_half(builder, base):
@@ -418,7 +429,11 @@ def side_by_side(xsum, i, k):
 
 
 # x rows a tile takes: 8 (one row of blocks at a time) while their K floats fit in L1d beside
-# the blocks streaming past (8 * K * 4 bytes <= X_L1_BYTES), else 4 against two rows of blocks.
+# the blocks streaming past (8 * K * 4 bytes <= X_L1_BYTES), else 4 against two rows of blocks;
+# 3 or 2 rows left over (a decode round of 2, 3, 6, 7 rows; an expert's group of 2 or 3) take
+# 2x3 / 4x2 tiles, each block formed once for them (one row at a time formed every block
+# again for each row: a GEMV of 2 rows took twice the time of 1; receipt 2026-12-05-q8-speed);
+# 1 row 4x1.
 # One thread, the default model's matrices at 8 x rows, interleaved A/B (receipt
 # 2026-12-02-cpu-tiles): at K = 576, 1x8 as fast as 2x4 or faster; at K = 1536 (down, 48 KiB
 # of x), 2x4 0.63x the time of 1x8.
@@ -432,6 +447,7 @@ def _make_rows(kind, table):
     t11, t41 = _make_tile(kind, 1, 1, table), _make_tile(kind, 4, 1, table)
     t14, t24 = _make_tile(kind, 1, 4, table), _make_tile(kind, 2, 4, table)
     t18 = _make_tile(kind, 1, 8, table)
+    t42, t23 = _make_tile(kind, 4, 2, table), _make_tile(kind, 2, 3, table)
 
     @njit(cache=True, boundscheck=False, nogil=True)
     def rows(x, xsum, data, out, lo, hi):
@@ -459,6 +475,32 @@ def _make_rows(kind, table):
                 for c in range(4):
                     out[i + c, n] = r[c]
             i += 4
+        if M - i == 3:                          # 3 x rows left against two rows of blocks
+            xst = side_by_side(xsum, i, 3)
+            n = lo
+            while n + 2 <= hi:
+                r = t23(data, n, x, i, xst)
+                for a in range(2):
+                    for c in range(3):
+                        out[i + c, n + a] = r[3 * a + c]
+                n += 2
+            for c in range(3):
+                for m in range(n, hi):
+                    out[i + c, m] = t11(data, m, x, i + c, xsum[i + c])
+            i += 3
+        if M - i == 2:                          # 2 x rows left against four rows of blocks
+            xst = side_by_side(xsum, i, 2)
+            n = lo
+            while n + 4 <= hi:
+                r = t42(data, n, x, i, xst)
+                for a in range(4):
+                    for c in range(2):
+                        out[i + c, n + a] = r[2 * a + c]
+                n += 4
+            for c in range(2):
+                for m in range(n, hi):
+                    out[i + c, m] = t11(data, m, x, i + c, xsum[i + c])
+            i += 2
         while i < M:                            # one x row against four rows of blocks
             n = lo
             while n + 4 <= hi:
