@@ -29,13 +29,18 @@ def q8_matrix(rng, n, k):
     return blk.reshape(n, nb * 34)
 
 
+CORES = [0.0]       # the process's CPU seconds over wall seconds in the last med() (its share)
+
+
 def med(fn, reps):
     fn()
     ts = []
+    c0, w0 = time.process_time(), time.perf_counter()
     for _ in range(reps):
         t = time.perf_counter()
         fn()
         ts.append(time.perf_counter() - t)
+    CORES[0] = (time.process_time() - c0) / (time.perf_counter() - w0)
     return float(np.median(ts)), float(min(ts))
 
 
@@ -55,24 +60,19 @@ def main():
     what = a.what.split(",")
     bw = None
     if "bw" in what:
-        @njit(parallel=True, cache=False)
-        def stream(v, parts):
-            # an integer sum (reassociation is legal for integers, so LLVM vectorizes the
-            # loop and it streams; a float sum runs at one add's latency a float, ~5 GB/s)
-            n = v.shape[0]
-            per = n // parts
-            acc = np.zeros(parts, np.int64)
-            for p in prange(parts):
-                s = np.int64(0)
-                for j in range(p * per, (p + 1) * per):
-                    s += v[j]
-                acc[p] = s
-            return acc.sum()
-        v = np.ones(256 << 20, np.int64)          # 2 GiB
-        stream(v[:1 << 20], 64)
-        m, mn = med(lambda: stream(v, 64), a.reps)
+        # numpy's max over uint8 (SIMD, the GIL released) on each thread's half of 2 GiB:
+        # the bytes stream from memory and the loop costs little (numba's prange sum loops
+        # came out at 2-9 GB/s: not vectorized, latency-bound)
+        from concurrent.futures import ThreadPoolExecutor
+        v = np.ones(2 << 30, np.uint8)
+        parts = np.array_split(v, a.threads)
+        pool = ThreadPoolExecutor(a.threads)
+
+        def stream():
+            return list(pool.map(np.max, parts))
+        m, mn = med(stream, a.reps)
         bw = v.nbytes / mn / 1e9
-        print(f"bw: stream sum 2 GiB, {a.threads} threads: {v.nbytes / m / 1e9:.1f} GB/s median, {bw:.1f} best")
+        print(f"bw: stream sum 2 GiB, {a.threads} threads: {v.nbytes / m / 1e9:.1f} GB/s median, {bw:.1f} best, on {CORES[0]:.2f} cores")
         del v
     if "head" in what:
         W = q8_matrix(rng, 154880, 2048)
@@ -81,24 +81,25 @@ def main():
             m, mn = med(lambda: blocks_vec.matmul(x, "Q8_0", W), a.reps)
             gbs = W.nbytes / m / 1e9
             print(f"head 154880x2048 M={M}: {m*1e3:.1f} ms median ({mn*1e3:.1f} best), {gbs:.2f} GB/s"
-                  + (f", {gbs / bw:.2f} of bw" if bw else "") + f", {M*W.shape[0]*2048/m/1e9:.2f} GMAC/s")
+                  + (f", {gbs / bw:.2f} of bw" if bw else "") + f", {M*W.shape[0]*2048/m/1e9:.2f} GMAC/s, on {CORES[0]:.2f} cores")
         del W
     if "l2" in what:
         # the kernel's compute ceiling: a matrix that stays in one core's L2 (512 x 2048, 1.1 MB
         # of blocks; 1M multiply-adds a call: blocks_vec runs it on the calling thread alone)
         W = q8_matrix(rng, 512, 2048)
-        for M in (1, 2, 4, 8):
+        for M in (1, 2, 3, 4, 8):
             x = rng.standard_normal((M, 2048)).astype(np.float32)
             out = np.empty((M, 512), np.float32)
             rows = blocks_vec.ROW_KERNELS["Q8_0"]
             xs = np.zeros((M, 64), np.float32)
 
             def go():
-                for _ in range(20):
-                    rows(x, xs, W, out, 0, 512)
+                for _ in range(20):            # spans of 64 rows, as a crew's pieces
+                    for lo in range(0, 512, 64):
+                        rows(x, xs, W, out, lo, lo + 64)
             m, mn = med(go, a.reps)
             print(f"L2-resident 512x2048 M={M}, one thread: {W.nbytes*20/mn/1e9:.2f} GB/s of blocks (best), "
-                  f"{20*M*512*2048/mn/1e9:.2f} GMAC/s")
+                  f"{20*M*512*2048/mn/1e9:.2f} GMAC/s, on {CORES[0]:.2f} cores")
     if "experts" in what:
         E = 128
         gu = SimpleNamespace(kind="Q8_0", data=np.stack([q8_matrix(rng, 1536, 2048) for _ in range(E)]))
@@ -124,7 +125,7 @@ def main():
             W = q8_matrix(rng, n, k)
             x = rng.standard_normal((512, k)).astype(np.float32)
             m, mn = med(lambda: blocks_vec.matmul(x, "Q8_0", W), a.reps)
-            print(f"gemm 512 x {n}x{k}: {m*1e3:.1f} ms median ({mn*1e3:.1f} best), {512*n*k/m/1e9:.2f} GMAC/s ({512*n*k/mn/1e9:.2f} best)")
+            print(f"gemm 512 x {n}x{k}: {m*1e3:.1f} ms median ({mn*1e3:.1f} best), {512*n*k/m/1e9:.2f} GMAC/s ({512*n*k/mn/1e9:.2f} best), on {CORES[0]:.2f} cores")
 
 
 if __name__ == "__main__":
