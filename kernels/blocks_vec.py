@@ -332,7 +332,7 @@ def stable_pickle(fn, role: str, *args):
 _RECIPE_CLASSES: dict = {}
 
 
-def _make_tile(kind, R, C, table, seg=False):
+def _make_tile(kind, R, C, table):
     """tile(data, n, x, i, xst): R rows of blocks (data[n .. n+R-1], uint8 [N, row bytes]) times
     C x rows (x[i .. i+C-1], float32 [M, K]) -> R*C elements, r-major (element r*C + c: block
     row n + r against x row i + c), each in the module's order. A block of each of the R rows
@@ -343,13 +343,9 @@ def _make_tile(kind, R, C, table, seg=False):
     r*C + c = fma(m_r, xsum_c[b], sm), each lane the same fma as a scalar chain."""
     nbytes = VEC_BYTES[kind]
     q41 = kind == "Q4_1"
-    assert not (seg and q41), "segments carry the 32-lane chains only (Q4_1's min sums not)"
 
     def typer(data, n, x, i, xst):
-        # seg: xst is the chains' store, float32 [R*C, 32] (element r*C + c's 32 lanes): the
-        # chains start from it and end in it (a segment of K: data and x column views of the
-        # same blocks), no tree; returns 0
-        sig = (types.int64 if seg else _ret(R * C))(data, n, x, i, xst)
+        sig = _ret(R * C)(data, n, x, i, xst)
 
         def codegen(context, builder, signature, vals):
             da = _ptr(context, builder, signature.args[0], vals[0])
@@ -365,9 +361,7 @@ def _make_tile(kind, R, C, table, seg=False):
             nb = builder.sdiv(builder.extract_value(xa.shape, 1), ir.Constant(_i64, 32))
             vk = ir.VectorType(_f32, R * C)
             vc = ir.VectorType(_f32, C)
-            # PREFETCH_ROWS rows on: the row stride (a whole row's bytes, or a segment's row
-            # in a view of the matrix's columns)
-            ahead = builder.mul(dstride, ir.Constant(_i64, PREFETCH_ROWS))
+            ahead = builder.mul(nb, ir.Constant(_i64, nbytes * PREFETCH_ROWS))
 
             def body(b, st):
                 bases = [builder.gep(wp, [builder.mul(b, ir.Constant(_i64, nbytes))]) for wp in ws]
@@ -391,13 +385,6 @@ def _make_tile(kind, R, C, table, seg=False):
                                                  ir.Constant(ir.VectorType(_i32, R * C), [c for _ in range(R) for c in range(C)]))
                     out[R * C] = _fma(builder, ms, xsr, st[R * C])
                 return out
-            if seg:
-                accp = [builder.bitcast(builder.gep(stp, [ir.Constant(_i64, 32 * e)]), _v32f.as_pointer())
-                        for e in range(R * C)]
-                st = _loop(builder, nb, [builder.load(p, align=4) for p in accp], body)
-                for p, v in zip(accp, st):
-                    builder.store(v, p, align=4)
-                return ir.Constant(_i64, 0)
             inits = [_ZERO32] * (R * C) + ([ir.Constant(vk, [0.0] * (R * C))] if q41 else [])
             st = _loop(builder, nb, inits, body)
             sms = [builder.extract_element(st[R * C], ir.Constant(_i32, j)) if q41 else _FZERO
@@ -408,7 +395,7 @@ def _make_tile(kind, R, C, table, seg=False):
     @intrinsic
     def tile(typingctx, data, n, x, i, xst):
         return typer(data, n, x, i, xst)
-    return stable_pickle(tile, "tile", kind, R, C, table, seg)
+    return stable_pickle(tile, "tile", kind, R, C, table)
 
 
 @njit(cache=True, boundscheck=False, nogil=True)
@@ -451,12 +438,6 @@ def side_by_side(xsum, i, k):
 # 2026-12-02-cpu-tiles): at K = 576, 1x8 as fast as 2x4 or faster; at K = 1536 (down, 48 KiB
 # of x), 2x4 0.63x the time of 1x8.
 X_L1_BYTES = 24 * 1024
-# Past SEG_BLOCKS blocks a row (K > 768), 4 x rows against two rows of blocks go a segment of
-# K at a time (kinds but Q4_1): the 8 chains' 32 lanes stored after a segment and loaded for
-# the next (exact: the same fma chain, paused), so a segment's 4 x rows (12 KB) stay in L1
-# while the span's rows of blocks pass; whole rows of 4 x rows at K = 2048 (32 KB) came from
-# L2 for every pair of rows of blocks (receipt 2026-12-05-q8-speed).
-SEG_BLOCKS = 24
 
 
 def _make_rows(kind, table):
@@ -467,16 +448,10 @@ def _make_rows(kind, table):
     t14, t24 = _make_tile(kind, 1, 4, table), _make_tile(kind, 2, 4, table)
     t18 = _make_tile(kind, 1, 8, table)
     t42, t23 = _make_tile(kind, 4, 2, table), _make_tile(kind, 2, 3, table)
-    segs = kind != "Q4_1"
-    # (for Q4_1 the segment tiles are the plain ones, never called: the branch is dead there)
-    t24s = _make_tile(kind, 2, 4, table, True) if segs else t24
-    t14s = _make_tile(kind, 1, 4, table, True) if segs else t14
-    nbytes = VEC_BYTES[kind]
 
     @njit(cache=True, boundscheck=False, nogil=True)
     def rows(x, xsum, data, out, lo, hi):
         M, K = x.shape
-        nb = K // 32
         i = 0
         if 8 * K * 4 <= X_L1_BYTES:             # 8 x rows against one row of blocks
             while i + 8 <= M:
@@ -486,33 +461,6 @@ def _make_rows(kind, table):
                     for c in range(8):
                         out[i + c, n] = r[c]
                 i += 8
-        elif segs and nb > SEG_BLOCKS and i + 4 <= M:   # 4 x rows, K a segment at a time
-            acc = np.empty((hi - lo, 8, 32), np.float32)
-            t = np.empty(16, np.float32)
-            while i + 4 <= M:
-                acc[:] = 0
-                for b0 in range(0, nb, SEG_BLOCKS):
-                    b1 = min(nb, b0 + SEG_BLOCKS)
-                    xs = x[:, 32 * b0:32 * b1]
-                    ds = data[:, nbytes * b0:nbytes * b1]
-                    n = lo
-                    while n + 2 <= hi:
-                        t24s(ds, n, xs, i, acc[n - lo])
-                        n += 2
-                    if n < hi:
-                        t14s(ds, n, xs, i, acc[n - lo])
-                for n in range(lo, hi):         # each chain's lanes in the tree of _finish
-                    a = (n - lo) % 2            # row n: pair slot n - lo - a, its row a (a
-                    p = n - lo - a              # row left alone sits at an even slot, a = 0)
-                    for c in range(4):
-                        v = acc[p, 4 * a + c]
-                        for m in range(16):
-                            t[m] = v[m] + v[m + 16]
-                        for w in (8, 4, 2):
-                            for m in range(w):
-                                t[m] = t[m] + t[m + w]
-                        out[i + c, n] = (t[0] + t[1]) + np.float32(0.0)
-                i += 4
         while i + 4 <= M:                       # 4 x rows against two rows of blocks
             xst = side_by_side(xsum, i, 4)
             n = lo

@@ -85,10 +85,8 @@ def test_dense_kernels_match_the_float64_definition(kind):
 def test_a_row_alone_equals_the_row_in_a_batch(kind, cols):
     """Whatever tile a row meets (kernels/blocks_vec.py: 4x1 alone, 1x8 beside 7 others at
     K = 576, 2x4 and 1x4 at K = 1536, where 8 x rows leave L1; 4x2 and 2x3 for 2 or 3 rows
-    left over, and 1x1 past their blocks' rows: 51 rows leave 3 in the last chunk; past
-    blocks_vec.SEG_BLOCKS blocks a row, 4 x rows a segment of K at a time, the chains paused
-    between segments: K = 1536 two of 24 blocks, K = 1600 three, the last of 2), its bytes
-    are the same."""
+    left over, and 1x1 past their blocks' rows: 51 rows leave 3 in the last chunk), its
+    bytes are the same."""
     from kernels.blocks_cpu import TILE, matmul
     w = random_blocks(kind, 51, cols, 7)
     rng = np.random.default_rng(8)
