@@ -433,7 +433,8 @@ def side_by_side(xsum, i, k):
 # 3 or 2 rows left over (a decode round of 2, 3, 6, 7 rows; an expert's group of 2 or 3) take
 # 2x3 / 4x2 tiles, each block formed once for them (one row at a time formed every block
 # again for each row: a GEMV of 2 rows took twice the time of 1; receipt 2026-12-05-q8-speed);
-# 1 row 4x1.
+# 1 row 4x1; a row of blocks left past the pairs (an odd span: N odd) 1x1 (the 1x4 tile it
+# took went, for the compile time of the two new tiles).
 # One thread, the default model's matrices at 8 x rows, interleaved A/B (receipt
 # 2026-12-02-cpu-tiles): at K = 576, 1x8 as fast as 2x4 or faster; at K = 1536 (down, 48 KiB
 # of x), 2x4 0.63x the time of 1x8.
@@ -445,7 +446,7 @@ def _make_rows(kind, table):
     each element through the one chain of `tile` (the piece a chunk of `mm`, or a member of
     kernels/team_cpu's team, computes); the tile shapes change the speed only."""
     t11, t41 = _make_tile(kind, 1, 1, table), _make_tile(kind, 4, 1, table)
-    t14, t24 = _make_tile(kind, 1, 4, table), _make_tile(kind, 2, 4, table)
+    t24 = _make_tile(kind, 2, 4, table)
     t18 = _make_tile(kind, 1, 8, table)
     t42, t23 = _make_tile(kind, 4, 2, table), _make_tile(kind, 2, 3, table)
 
@@ -470,10 +471,9 @@ def _make_rows(kind, table):
                     for c in range(4):
                         out[i + c, n + a] = r[4 * a + c]
                 n += 2
-            if n < hi:
-                r = t14(data, n, x, i, xst)
+            if n < hi:                          # a row of blocks left (N odd): 1x1
                 for c in range(4):
-                    out[i + c, n] = r[c]
+                    out[i + c, n] = t11(data, n, x, i + c, xsum[i + c])
             i += 4
         if M - i == 3:                          # 3 x rows left against two rows of blocks
             xst = side_by_side(xsum, i, 3)

@@ -84,9 +84,9 @@ def test_dense_kernels_match_the_float64_definition(kind):
                                        ("Q4_1", 1536), ("Q8_0", 1536), ("Q4_0", 1600)])
 def test_a_row_alone_equals_the_row_in_a_batch(kind, cols):
     """Whatever tile a row meets (kernels/blocks_vec.py: 4x1 alone, 1x8 beside 7 others at
-    K = 576, 2x4 and 1x4 at K = 1536, where 8 x rows leave L1; 4x2 and 2x3 for 2 or 3 rows
-    left over, and 1x1 past their blocks' rows: 51 rows leave 3 in the last chunk), its
-    bytes are the same."""
+    K = 576, 2x4 at K = 1536, where 8 x rows leave L1; 4x2 and 2x3 for 2 or 3 x rows left
+    over; 1x1 for the rows of blocks past the tiles': 51 rows, an odd span), its bytes are
+    the same."""
     from kernels.blocks_cpu import TILE, matmul
     w = random_blocks(kind, 51, cols, 7)
     rng = np.random.default_rng(8)
