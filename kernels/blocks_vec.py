@@ -119,18 +119,7 @@ def _d16(builder, base, kind=""):
     2026-12-02-cpu-regions). MXFP4: its e8m0 byte 0 as 2^(e - 128) (below)."""
     if kind == "MXFP4":
         return _splat(builder, _e8m0_half(builder, base))
-    return _half16(builder, base)
-
-
-def _half16(builder, base):
-    """The f16 at base widened to float32 in 16 lanes: the 16-bit pattern broadcast first, then
-    one widening of the vector (vpbroadcastw + vcvtph2ps: two instructions; widening one f16
-    and then broadcasting the float took three, vpinsrw + vcvtph2ps + vbroadcastss). The
-    widening is exact, so the same value in every lane either way."""
-    h = builder.load(builder.bitcast(base, _i16.as_pointer()), align=1)
-    v = builder.insert_element(ir.Constant(ir.VectorType(_i16, 16), ir.Undefined), h, ir.Constant(_i32, 0))
-    v = builder.shuffle_vector(v, ir.Constant(v.type, ir.Undefined), ir.Constant(ir.VectorType(_i32, 16), [0] * 16))
-    return builder.fpext(builder.bitcast(v, ir.VectorType(_half, 16)), _v16f)
+    return _splat(builder, _halfload(builder, base))
 
 
 def _e8m0_half(builder, base):
