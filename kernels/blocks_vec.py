@@ -420,7 +420,7 @@ def side_by_side(xsum, i, k):
 # x rows a tile takes: 8 (one row of blocks at a time) while their K floats fit in L1d beside
 # the blocks streaming past (8 * K * 4 bytes <= X_L1_BYTES), else 4 against two rows of blocks;
 # 3 or 2 rows left over (a decode round of 2, 3, 6, 7 rows; an expert's group of 2 or 3) take
-# 2x3 / 4x2 tiles, each block formed once for them (one row at a time formed every block
+# 2x3 / 4x2 tiles (SMALL_TILE_KINDS), each block formed once for them (one row at a time formed every block
 # again for each row: a GEMV of 2 rows took twice the time of 1; receipt 2026-12-05-q8-speed);
 # 1 row 4x1; a row of blocks left past the pairs (an odd span: N odd) 1x1 (the 1x4 tile it
 # took went, for the compile time of the two new tiles).
@@ -428,6 +428,7 @@ def side_by_side(xsum, i, k):
 # 2026-12-02-cpu-tiles): at K = 576, 1x8 as fast as 2x4 or faster; at K = 1536 (down, 48 KiB
 # of x), 2x4 0.63x the time of 1x8.
 X_L1_BYTES = 24 * 1024
+SMALL_TILE_KINDS = ("Q8_0",)    # the kinds whose rows have the 4x2 / 2x3 tiles
 
 
 def _make_rows(kind, table):
@@ -437,7 +438,11 @@ def _make_rows(kind, table):
     t11, t41 = _make_tile(kind, 1, 1, table), _make_tile(kind, 4, 1, table)
     t24 = _make_tile(kind, 2, 4, table)
     t18 = _make_tile(kind, 1, 8, table)
-    t42, t23 = _make_tile(kind, 4, 2, table), _make_tile(kind, 2, 3, table)
+    # 4x2 / 2x3 for 2-3 x rows left: Q8_0 only (the other kinds' rows compile without them:
+    # ~0.6 s of cold compile a kind each; elsewhere the names stand for tiles never called)
+    small = kind in SMALL_TILE_KINDS
+    t42 = _make_tile(kind, 4, 2, table) if small else t41
+    t23 = _make_tile(kind, 2, 3, table) if small else t24
 
     @njit(cache=True, boundscheck=False, nogil=True)
     def rows(x, xsum, data, out, lo, hi):
@@ -464,7 +469,7 @@ def _make_rows(kind, table):
                 for c in range(4):
                     out[i + c, n] = t11(data, n, x, i + c, xsum[i + c])
             i += 4
-        if M - i == 3:                          # 3 x rows left against two rows of blocks
+        if small and M - i == 3:                # 3 x rows left against two rows of blocks
             xst = side_by_side(xsum, i, 3)
             n = lo
             while n + 2 <= hi:
@@ -477,7 +482,7 @@ def _make_rows(kind, table):
                 for m in range(n, hi):
                     out[i + c, m] = t11(data, m, x, i + c, xsum[i + c])
             i += 3
-        if M - i == 2:                          # 2 x rows left against four rows of blocks
+        if small and M - i == 2:                # 2 x rows left against four rows of blocks
             xst = side_by_side(xsum, i, 2)
             n = lo
             while n + 4 <= hi:
