@@ -29,7 +29,8 @@ product with the dequantized weights up to float32 rounding (Q4_1's d*q + m is s
 two sums; tests/model/test_blocks_cpu.py holds every kind to the float64 definition,
 kernels.qmatmul.ref). How many rows go side by side (a tile: R rows of blocks against C x rows,
 w formed once a block for the C rows, each x load used by the R rows: 4x1 for one x row, 1x8
-or 2x4 for several) changes how many chains run at once, never a chain's operations.
+or 2x4 for several, Q8_0's 4x2 / 2x3 for 2 or 3 left over, 1x1 for what remains) changes how
+many chains run at once, never a chain's operations.
 
 The scales are read where the file keeps them (each block's f16 d, and Q4_1's m, widened to
 float32 exactly in the loop: vcvtph2ps; d a row at a time, Q4_1's m the tile's rows in one
