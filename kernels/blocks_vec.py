@@ -29,7 +29,8 @@ product with the dequantized weights up to float32 rounding (Q4_1's d*q + m is s
 two sums; tests/model/test_blocks_cpu.py holds every kind to the float64 definition,
 kernels.qmatmul.ref). How many rows go side by side (a tile: R rows of blocks against C x rows,
 w formed once a block for the C rows, each x load used by the R rows: 4x1 for one x row, 1x8
-or 2x4 for several) changes how many chains run at once, never a chain's operations.
+or 2x4 for several, Q8_0's 4x2 / 2x3 for 2 or 3 left over, 1x1 for what remains) changes how
+many chains run at once, never a chain's operations.
 
 The scales are read where the file keeps them (each block's f16 d, and Q4_1's m, widened to
 float32 exactly in the loop: vcvtph2ps; d a row at a time, Q4_1's m the tile's rows in one
@@ -421,11 +422,17 @@ def side_by_side(xsum, i, k):
 
 
 # x rows a tile takes: 8 (one row of blocks at a time) while their K floats fit in L1d beside
-# the blocks streaming past (8 * K * 4 bytes <= X_L1_BYTES), else 4 against two rows of blocks.
+# the blocks streaming past (8 * K * 4 bytes <= X_L1_BYTES), else 4 against two rows of blocks;
+# 3 or 2 rows left over (a decode round of 2, 3, 6, 7 rows; an expert's group of 2 or 3) take
+# 2x3 / 4x2 tiles (SMALL_TILE_KINDS), each block formed once for them (one row at a time formed every block
+# again for each row: a GEMV of 2 rows took twice the time of 1; receipt 2026-12-05-q8-speed);
+# 1 row 4x1; a row of blocks left past the pairs (an odd span: N odd) 1x1 (the 1x4 tile it
+# took went, for the compile time of the two new tiles).
 # One thread, the default model's matrices at 8 x rows, interleaved A/B (receipt
 # 2026-12-02-cpu-tiles): at K = 576, 1x8 as fast as 2x4 or faster; at K = 1536 (down, 48 KiB
 # of x), 2x4 0.63x the time of 1x8.
 X_L1_BYTES = 24 * 1024
+SMALL_TILE_KINDS = ("Q8_0",)    # the kinds whose rows have the 4x2 / 2x3 tiles
 
 
 def _make_rows(kind, table):
@@ -433,8 +440,13 @@ def _make_rows(kind, table):
     each element through the one chain of `tile` (the piece a chunk of `mm`, or a member of
     kernels/team_cpu's team, computes); the tile shapes change the speed only."""
     t11, t41 = _make_tile(kind, 1, 1, table), _make_tile(kind, 4, 1, table)
-    t14, t24 = _make_tile(kind, 1, 4, table), _make_tile(kind, 2, 4, table)
+    t24 = _make_tile(kind, 2, 4, table)
     t18 = _make_tile(kind, 1, 8, table)
+    # 4x2 / 2x3 for 2-3 x rows left: Q8_0 only (the other kinds' rows compile without them:
+    # ~0.6 s of cold compile a kind each; elsewhere the names stand for tiles never called)
+    small = kind in SMALL_TILE_KINDS
+    t42 = _make_tile(kind, 4, 2, table) if small else t41
+    t23 = _make_tile(kind, 2, 3, table) if small else t24
 
     @njit(cache=True, boundscheck=False, nogil=True)
     def rows(x, xsum, data, out, lo, hi):
@@ -457,11 +469,36 @@ def _make_rows(kind, table):
                     for c in range(4):
                         out[i + c, n + a] = r[4 * a + c]
                 n += 2
-            if n < hi:
-                r = t14(data, n, x, i, xst)
+            if n < hi:                          # a row of blocks left (N odd): 1x1
                 for c in range(4):
-                    out[i + c, n] = r[c]
+                    out[i + c, n] = t11(data, n, x, i + c, xsum[i + c])
             i += 4
+        if small and M - i == 3:                # 3 x rows left against two rows of blocks
+            xst = side_by_side(xsum, i, 3)
+            n = lo
+            while n + 2 <= hi:
+                r = t23(data, n, x, i, xst)
+                for a in range(2):
+                    for c in range(3):
+                        out[i + c, n + a] = r[3 * a + c]
+                n += 2
+            for c in range(3):
+                for m in range(n, hi):
+                    out[i + c, m] = t11(data, m, x, i + c, xsum[i + c])
+            i += 3
+        if small and M - i == 2:                # 2 x rows left against four rows of blocks
+            xst = side_by_side(xsum, i, 2)
+            n = lo
+            while n + 4 <= hi:
+                r = t42(data, n, x, i, xst)
+                for a in range(4):
+                    for c in range(2):
+                        out[i + c, n + a] = r[2 * a + c]
+                n += 4
+            for c in range(2):
+                for m in range(n, hi):
+                    out[i + c, m] = t11(data, m, x, i + c, xsum[i + c])
+            i += 2
         while i < M:                            # one x row against four rows of blocks
             n = lo
             while n + 4 <= hi:

@@ -81,14 +81,16 @@ def test_dense_kernels_match_the_float64_definition(kind):
 
 
 @pytest.mark.parametrize("kind,cols", [("Q4_1", 576), ("Q4_0", 576), ("Q8_0", 576), ("Q6_K", 256),
-                                       ("Q4_1", 1536), ("Q8_0", 1536)])
+                                       ("Q4_1", 1536), ("Q8_0", 1536), ("Q4_0", 1600)])
 def test_a_row_alone_equals_the_row_in_a_batch(kind, cols):
     """Whatever tile a row meets (kernels/blocks_vec.py: 4x1 alone, 1x8 beside 7 others at
-    K = 576, 2x4 and 1x4 at K = 1536, where 8 x rows leave L1), its bytes are the same."""
+    K = 576, 2x4 at K = 1536, where 8 x rows leave L1; 4x2 and 2x3 for 2 or 3 x rows left
+    over; 1x1 for the rows of blocks past the tiles': 51 rows, an odd span), its bytes are
+    the same."""
     from kernels.blocks_cpu import TILE, matmul
     w = random_blocks(kind, 51, cols, 7)
     rng = np.random.default_rng(8)
-    for batch in (5, 8, TILE + 6):
+    for batch in (2, 3, 5, 6, 7, 8, TILE + 6):
         x = rng.standard_normal((batch, cols)).astype(np.float32)
         full = matmul(x, w.kind, w.data)
         for i in (0, 3, batch - 1):
