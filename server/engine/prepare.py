@@ -180,6 +180,12 @@ class Split:
                 np.ascontiguousarray(kv_b[hs, nope:]))
 
     @staticmethod
+    def is_blocks(w) -> bool:
+        """Whether w is kept as the file's blocks (Blocks or MixedBlocks: the backend reads
+        them as stored), not a float array."""
+        return isinstance(w, (Blocks, MixedBlocks))
+
+    @staticmethod
     def f32(w):
         """A tensor as float32 numpy (Blocks dequantized)."""
         w = w.dequantize() if hasattr(w, "dequantize") else w

@@ -194,6 +194,24 @@ def test_gguf_matches_transformers_and_llama_cpp(gguf_ld):
     rc.assert_golden_rule(Engine(ld.spec, ld.tensors.__getitem__), rec)
 
 
+@pytest.fixture(scope="module")
+def q8(tmp_path_factory):
+    """The GGUF's Q8_0 copy (KDA's q / k / v, the MLPs, the experts, the head as Q8_0 blocks;
+    llama-quantize's F32 list kept) and its float32 twin."""
+    from tools.refs import glm53_checkpoint as gc
+    path = tmp_path_factory.mktemp("glm53q8") / "glm53-tiny-Q8_0.gguf"
+    return (path, *rc.q8_0_engines(gc.build_gguf_once()[0], path))
+
+
+def test_q8_0_kda_projections_stay_blocks(q8):
+    rc.assert_kda_blocks_equal_their_floats(q8[1], q8[2])
+
+
+def test_q8_0_paged_equals_window(q8):
+    window = run(q8[1], PROMPT, [5, 11], 6, paged=False)
+    assert run(q8[1], PROMPT, [5, 11], 6, order=[31 - j for j in range(32)]) == window
+
+
 def test_gguf_refusals_by_name(tmp_path):
     """A glm5-next GGUF whose mHC or tail selection foldserve does not serve is refused
     naming the key (the file's keys rewritten with the gguf package)."""
