@@ -15,6 +15,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+import server  # noqa: F401,I001  (first: OPENBLAS_NUM_THREADS=1 before numpy loads its BLAS, as serve runs)
 import numpy as np
 
 
@@ -53,6 +54,8 @@ def instrument(vocab: int, ops):
             w = a[idx]
             rows = getattr(w, "rows", None)
             kind = getattr(w, "kind", None) or ("+".join(p.kind for p in w) if isinstance(w, list) else "f32")
+            if rows is None and getattr(w, "ndim", 0) == 2:     # a float32 matrix [in, out]
+                return f"{what} (f32, {w.shape[0]}x{w.shape[1]})"
             if rows == vocab:
                 return f"head ({kind})"
             return f"{what} ({kind}, {rows} rows)"

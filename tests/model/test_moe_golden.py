@@ -59,7 +59,7 @@ Q4_K_M_NAMES = ["glm4moe-tiny"]
 @pytest.mark.parametrize("name", Q4_K_M_NAMES)
 def test_q4_k_m_file_with_q5_0_blocks_matches_its_reference(name):
     from tools.refs import moe_checkpoint as mc
-    from kernels.blocks import Blocks, ExpertStack
+    from kernels.blocks import Blocks, ExpertGateUp, ExpertStack
     from server.engine.build import open_model
     from server.engine import probe
     rec = record(name)
@@ -70,7 +70,8 @@ def test_q4_k_m_file_with_q5_0_blocks_matches_its_reference(name):
     assert rec["q4_k_m"]["llama_quantize"]["bytes_differ"] == []
     opened = open_model(str(b.gguf["Q4_K_M"]), progress=False)
     layer = opened.engine.weights.layers[-1]          # a MoE layer: its experts as stored, Q5_0
-    assert isinstance(layer.experts_gu, ExpertStack) and layer.experts_gu.kind == "Q5_0"
+    assert isinstance(layer.experts_gu, ExpertGateUp) and layer.experts_gu.kind == "Q5_0"
+    assert isinstance(layer.experts_down, ExpertStack)
     assert isinstance(layer.wo, Blocks) and layer.wo.kind == "Q5_0"
     check_reference(opened, rec, "Q4_K_M", "Q4_K_M")
     for paged in (True, False):                       # solo == concurrent on the file
