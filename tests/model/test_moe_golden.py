@@ -117,7 +117,7 @@ K_QUANT_CASES = [(n, c) for n in K_QUANT_NAMES
 def k_quant_opened():
     import gguf
     from tools.refs import moe_checkpoint as mc
-    from kernels.blocks import Blocks, ExpertStack, MixedBlocks
+    from kernels.blocks import Blocks, ExpertGateUp, ExpertStack, MixedBlocks
     from server.engine.build import open_model
     out = {}
     for name in K_QUANT_NAMES:
@@ -139,7 +139,8 @@ def k_quant_opened():
         assert opened.engine.model.ops.name == "cpu", opened.engine.model.ops.name
         kinds = lambda w: {p.kind for p in w} if isinstance(w, (MixedBlocks, ExpertStack)) else {w.kind}
         layers = opened.engine.weights.layers
-        assert isinstance(layers[1].experts_gu, ExpertStack) and kinds(layers[1].experts_gu) == {"Q4_K"}
+        gu = layers[1].experts_gu                # gate and up: the file's two stacks (ExpertGateUp)
+        assert isinstance(gu, ExpertGateUp) and kinds(gu.gate) | kinds(gu.up) == {"Q4_K"}
         assert isinstance(layers[-1].experts_down, ExpertStack) and kinds(layers[-1].experts_down) == {"Q6_K"}
         assert isinstance(layers[0].wo, Blocks) and layers[0].wo.kind == "Q4_K"
         assert kinds(layers[-1].wqkv) == {"Q4_K", "Q6_K"}              # Q6_K v beside Q4_K q, k
