@@ -15,6 +15,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+import server  # noqa: F401,I001  (first: OPENBLAS_NUM_THREADS=1 before numpy loads its BLAS, as serve runs)
 import numpy as np
 
 
@@ -53,6 +54,8 @@ def instrument(vocab: int, ops):
             w = a[idx]
             rows = getattr(w, "rows", None)
             kind = getattr(w, "kind", None) or ("+".join(p.kind for p in w) if isinstance(w, list) else "f32")
+            if rows is None and getattr(w, "ndim", 0) == 2:     # a float32 matrix [in, out]
+                return f"{what} (f32, {w.shape[0]}x{w.shape[1]})"
             if rows == vocab:
                 return f"head ({kind})"
             return f"{what} ({kind}, {rows} rows)"
@@ -61,7 +64,10 @@ def instrument(vocab: int, ops):
               # gpt-oss (moe_biased, sinks); the recurrent families (gdn_round, its chunk, the
               # full layers' partial rope), where the backend has them
               "moe_biased", "qkv_attend_sinks", "gdn_round", "gdn_chunk", "rms_norm",
-              "add_rms_norm", "sigmoid", "rope_part", "apply_rope"):
+              "add_rms_norm", "sigmoid", "rope_part", "apply_rope",
+              # glm5next / kimilinear (KDA, the DSA's sparse latent attention, mHC, the
+              # dense MLPs' gate|up), the latent attention
+              "kda_round", "dsa_attend", "mhc_pre", "mhc_post", "gate_up_silu", "mla_attend"):
         if hasattr(ops, n):
             wrap(ops, n, lambda a, n=n: f"ops.{n}")
     wrap(ops, "norm_linear", by_weight(4, "ops.norm_linear"))
@@ -116,6 +122,9 @@ def main(argv=None):
     f._end(1)
     import os
     print("load average", os.getloadavg(), flush=True)
+    with open("/proc/self/status") as st:      # resident memory: the file's touched pages + copies
+        print(" ".join(ln.split(":")[0] + " " + ln.split(":")[1].strip() for ln in st
+                       if ln.startswith(("VmRSS", "VmHWM", "RssAnon", "RssFile"))), flush=True)
 
 
 if __name__ == "__main__":

@@ -165,20 +165,71 @@ class MixedBlocks(list):
         return sum(int(p.nbytes) for p in self)
 
 
+def _root(a):
+    """The object that holds a view's memory (the end of its .base chain)."""
+    while isinstance(a, np.ndarray) and a.base is not None:
+        a = a.base
+    return a
+
+
+def _in_place(parts: list):
+    """The experts' bytes as one C-contiguous [n, rows, row_bytes] array without a copy, where
+    every part is a C-contiguous view of one buffer and each follows the one before it with
+    no gap (a GGUF's 3-D expert tensor as mapped, gguf_loader.experts_as_stored): a strided
+    view from the first part over that span; else None."""
+    d0 = parts[0].data
+    if not all(p.data.flags.c_contiguous and p.data.shape == d0.shape and p.data.dtype == d0.dtype
+               and p.data.flags.writeable for p in parts):
+        return None
+    step, root = d0.nbytes, _root(d0)
+    at = d0.__array_interface__["data"][0]
+    for e, p in enumerate(parts):
+        if p.data.__array_interface__["data"][0] != at + e * step or _root(p.data) is not root:
+            return None
+    return np.lib.stride_tricks.as_strided(d0, shape=(len(parts),) + d0.shape,
+                                           strides=(step,) + d0.strides)
+
+
 class ExpertStack(list):
     """A MoE layer's experts of one kind and shape as one array: `data` uint8
     [n_experts, rows, row_bytes], and the list of each expert's Blocks (views of it). The CPU
-    multiplies a round's groups of rows by many experts in one call (kernels/moe_cpu.py)."""
+    multiplies a round's groups of rows by many experts in one call (kernels/moe_cpu.py).
+    Where the experts lie one after another in one buffer (a GGUF's expert tensor as mapped)
+    `data` is a view over them (`in_place`: no copy, the file's pages read where they are);
+    else one contiguous copy."""
 
     def __init__(self, parts: list):
         kinds = {(p.kind, p.rows, p.cols) for p in parts}
         if len(kinds) != 1 or not all(isinstance(p, Blocks) for p in parts):
             raise ValueError(f"ExpertStack: experts differ in kind or shape: {sorted(kinds)}")
         (self.kind, self.rows, self.cols), = kinds
-        self.data = np.ascontiguousarray(np.stack([p.data for p in parts]))
+        view = _in_place(parts)
+        self.in_place = view is not None
+        self.data = view if view is not None else np.ascontiguousarray(np.stack([p.data for p in parts]))
         super().__init__(Blocks(self.kind, self.rows, self.cols, self.data[e])
                          for e in range(len(parts)))
 
     @property
     def nbytes(self) -> int:
         return int(self.data.nbytes)
+
+
+class ExpertGateUp(list):
+    """A MoE layer's gate|up experts kept as the file's two stacks (`gate`, `up`: ExpertStack,
+    each in place where the file's expert tensors allow): each expert's gate|up as a
+    MixedBlocks [gate rows, up rows] (kernels.ops.linear multiplies the parts side by side: the
+    fused matrix's columns), and the CPU's grouped products run on each stack (kernels/ops_cpu.
+    moe: gate then up, each row's dot the one the fused stack gave). Saves the fused copy of
+    every expert's gate|up that one [n, 2 ff, row_bytes] stack needs."""
+
+    def __init__(self, gates: list, ups: list):
+        self.gate, self.up = ExpertStack(gates), ExpertStack(ups)
+        if (self.gate.kind, self.gate.cols) != (self.up.kind, self.up.cols) or \
+                len(self.gate) != len(self.up):
+            raise ValueError("ExpertGateUp: gate and up experts differ in kind, width or count")
+        self.kind, self.rows, self.cols = self.gate.kind, self.gate.rows + self.up.rows, self.gate.cols
+        super().__init__(MixedBlocks([g, u]) for g, u in zip(self.gate, self.up))
+
+    @property
+    def nbytes(self) -> int:
+        return self.gate.nbytes + self.up.nbytes

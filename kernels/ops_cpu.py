@@ -8,7 +8,7 @@ import numpy as np
 from kernels import (attention, dsa, gdn, kda, kv_write, matmul, mhc, mla, qmatmul, rmsnorm, rope,
                      swiglu)
 from kernels import moe as M
-from kernels.blocks import Blocks, ExpertStack, MixedBlocks
+from kernels.blocks import Blocks, ExpertGateUp, ExpertStack, MixedBlocks
 
 
 def recurrent_chunks(rows, fixed, snaps, run, name=""):
@@ -119,13 +119,21 @@ class Ops:
         T, k = ids.shape
         y = np.zeros((T, k, x.shape[1]), np.float32)
         groups = M.groups(ids)
-        if self._grouped(experts_gu) and self._grouped(experts_down):
+        pair = isinstance(experts_gu, ExpertGateUp)
+        if (self._grouped(experts_gu.gate) and self._grouped(experts_gu.up) if pair else
+                self._grouped(experts_gu)) and self._grouped(experts_down):
             # every expert's product in one parallel region (kernels/moe_cpu.py): the same bytes
             rows = np.concatenate([r for _, r, _ in groups])
             slots = np.concatenate([s for _, _, s in groups])
             experts = np.array([e for e, _, _ in groups], np.int64)
             offs = np.cumsum([0] + [len(r) for _, r, _ in groups])
-            gu = self._moe_cpu.grouped_matmul(x[rows], experts_gu, experts, offs, self.kq8)
+            if pair:        # gate's stack, then up's (each row's dot the fused stack's), side by side
+                xr = np.ascontiguousarray(x[rows], dtype=np.float32)
+                gu = np.empty((xr.shape[0], 2 * ff), np.float32)
+                gu[:, :ff] = self._moe_cpu.grouped_matmul(xr, experts_gu.gate, experts, offs, self.kq8)
+                gu[:, ff:] = self._moe_cpu.grouped_matmul(xr, experts_gu.up, experts, offs, self.kq8)
+            else:
+                gu = self._moe_cpu.grouped_matmul(x[rows], experts_gu, experts, offs, self.kq8)
             act = swiglu.limited(gu[:, :ff], gu[:, ff:], limit)
             y[rows, slots] = self._moe_cpu.grouped_matmul(act, experts_down, experts, offs, self.kq8)
         else:

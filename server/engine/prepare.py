@@ -24,8 +24,8 @@ import numpy as np
 
 from server.engine.model import ShardWeights
 from server.shapes.shard import Shard
-from kernels.blocks import BlockSplitError, Blocks, ExpertStack, MixedBlocks, concat_cols, \
-    concat_rows
+from kernels.blocks import BlockSplitError, Blocks, ExpertGateUp, ExpertStack, MixedBlocks, \
+    concat_cols, concat_rows
 from server.engine.weights.loaded import WeightsError
 
 log = logging.getLogger("foldserve")
@@ -136,7 +136,7 @@ class Split:
     heads' rows, a column range, concatenate, orient for the backend, move to the device."""
 
     def __init__(self, get, to_device, out_in: bool, mixed: bool):
-        self.get, self.dev, self.mixed = get, to_device, mixed
+        self.get, self.dev, self.mixed, self.out_in = get, to_device, mixed, out_in
         self.orient = _contig if out_in else (lambda a: _contig(a if isinstance(a, (Blocks, MixedBlocks)) else a.T))
 
     rows = staticmethod(_rows)
@@ -178,6 +178,12 @@ class Split:
         kv_b = np.asarray(w, np.float32).reshape(n_heads, nope + v, c)
         return (np.ascontiguousarray(kv_b[hs, :nope].transpose(0, 2, 1)),
                 np.ascontiguousarray(kv_b[hs, nope:]))
+
+    @staticmethod
+    def is_blocks(w) -> bool:
+        """Whether w is kept as the file's blocks (Blocks or MixedBlocks: the backend reads
+        them as stored), not a float array."""
+        return isinstance(w, (Blocks, MixedBlocks))
 
     @staticmethod
     def f32(w):
@@ -236,6 +242,18 @@ class Split:
                     conv_w=c(cw), A_log=c(f("A_log")[vs]),
                     dt_bias=c(f("dt_bias")[vs]), gnorm=c(f("norm.weight")))
 
+    def experts_gate_up(self, gates: list, ups: list) -> list:
+        """A layer's experts' gate and up (this shard's rows, [out, in]): on the CPU, where
+        they are Blocks of one kind and shape, an ExpertGateUp (the two stacks as the file
+        holds them, no fused copy); else each expert's gate|up fused (as shard_mlp makes it)
+        and `experts` of those."""
+        parts = gates + ups
+        if not self.out_in and parts and all(isinstance(p, Blocks) for p in parts) and \
+                len({(p.kind, p.rows, p.cols) for p in parts}) == 1:
+            return ExpertGateUp(gates, ups)
+        return self.experts([self.dev(self.orient(self.cat([g, u], axis=0, mixed=True)))
+                             for g, u in zip(gates, ups)])
+
     def experts(self, parts: list) -> list:
         """A layer's experts (one matrix each): an ExpertStack where they are Blocks of one
         kind and shape (one array, read by kernels/moe_cpu.py), else the list as it is."""
@@ -292,6 +310,10 @@ def weight_bytes(sw: ShardWeights) -> dict:
             w = getattr(L, f)
             if isinstance(w, ExpertStack):
                 add(w)                               # its views share one array
+                continue
+            if isinstance(w, ExpertGateUp):          # two stacks, each one array
+                add(w.gate)
+                add(w.up)
                 continue
             for part in (w if isinstance(w, list) else [w]):      # MixedBlocks (CPU): each part's kind
                 add(part)

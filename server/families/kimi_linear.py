@@ -11,6 +11,10 @@ renormalised, times routed_scaling_factor, one shared expert).
            q|k|v|b|fa|ga = x [W_q | W_k | W_v | W_b | f_a | g_a]    q, k, v, b by heads
            f = fa f_b;  gate = ga g_b                               (column-parallel), f_a and
                                                                     g_a replicated
+           W_q | W_k | W_v kept as the file's blocks (a GGUF's Q8_0, ...: this rank's heads'
+           rows taken as bytes, kernels.blocks) are multiplied as stored, b | f_a | g_a (F32
+           in llama.cpp's quantized files) beside them as a second product; float32 weights
+           (an HF folder, an F32 file) stay one matrix [q | k | v | b | f_a | g_a]
            out = kda(q|k|v, f, b, gate; the stream's state and conv window)  kernels/kda_cpu.py
            h += o_proj(out)                                         row-parallel + all-reduce
     full:  server/families/deepseek2.py's latent attention, reused as it is, with zero RoPE
@@ -99,7 +103,8 @@ def hf_rename(name: str) -> str:
 class KdaLayerWeights:
     attn_norm: object
     mlp_norm: object
-    w_in: object          # [d, q | k | v (h D each) | b (h) | f_a (D) | g_a (D)]
+    w_in: object          # [d, q | k | v (h D each) | b (h) | f_a (D) | g_a (D)] float32, or
+                          # q | k | v alone as the file's blocks (w_bfg then holds the rest)
     wf_b: object          # [D, h D]  the forget gate's second projection, this shard's rows
     wg_b: object          # [D, h D]  the output gate's
     conv_w: object        # [3 h D, K] float32 (channels q | k | v of this shard's heads)
@@ -108,6 +113,7 @@ class KdaLayerWeights:
     onorm: object         # [D] the gated norm's weight
     wo: object            # [h D, d]
     heads: int = 0        # h: this shard's KDA heads
+    w_bfg: object | None = None   # [d, b (h) | f_a (D) | g_a (D)] where w_in is q | k | v alone
     wgu: object | None = None
     wdown: object | None = None
     router: object | None = None
@@ -158,14 +164,20 @@ def shard_layer(spec, i: int, sp, shard):
     lo, hi = _linear_heads(spec, shard.tp, shard.rank)
     hs = range(lo, hi)
     f = lambda n: sp.f32(sp.get(a + n))
-    rows = lambda n: sp.rows(f(n), hs, D)
-    w_in = sp.stack([rows("q_proj.weight"), rows("k_proj.weight"), rows("v_proj.weight"),
-                     f("b_proj.weight")[lo:hi], f("f_a_proj.weight"), f("g_a_proj.weight")])
+    rows = lambda n: sp.rows(sp.get(a + n), hs, D)       # as stored: Blocks' rows as bytes
+    qkv = [rows(f"{x}_proj.weight") for x in "qkv"]
+    bfg = [sp.take(sp.get(a + "b_proj.weight"), lo, hi), sp.get(a + "f_a_proj.weight"),
+           sp.get(a + "g_a_proj.weight")]
+    if all(sp.is_blocks(w) for w in qkv):                # the file's blocks, multiplied as stored
+        w_in, w_bfg = sp.cat(qkv, mixed=True), sp.dev(sp.orient(sp.cat(bfg, mixed=True)))
+    else:                                                # float32: one matrix, as before
+        w_in, w_bfg = sp.stack([sp.f32(w) for w in qkv + bfg]), None
     conv = sp.stack([f(f"{x}_conv1d.weight")[lo * D:hi * D, 0, :] for x in "qkv"])
     wo = sp.head_cols(sp.get(a + "o_proj.weight"), hs, D, a + "o_proj.weight")
     rec = dict(attn_norm=sp.dev(sp.get(p + "input_layernorm.weight")),
                mlp_norm=sp.dev(sp.get(p + "post_attention_layernorm.weight")),
-               w_in=sp.dev(sp.orient(w_in)), wf_b=sp.dev(sp.orient(rows("f_b_proj.weight"))),
+               w_in=sp.dev(sp.orient(w_in)), w_bfg=w_bfg,
+               wf_b=sp.dev(sp.orient(rows("f_b_proj.weight"))),
                wg_b=sp.dev(sp.orient(rows("g_b_proj.weight"))), conv_w=conv,
                A_log=sp.stack([f("A_log").reshape(-1)[lo:hi]]),
                dt_bias=sp.stack([f("dt_bias")[lo * D:hi * D]]), onorm=f("o_norm.weight"),
@@ -182,12 +194,16 @@ def attend_kda(ops, m, L, li, h, out, r, kv):
     s = m.spec
     x, h = ops.add_norm(out, h, L.attn_norm, s.rms_eps)
     H, D = L.heads, s.lin_k_dim
-    y = ops.linear(x, L.w_in)
     n = 3 * H * D
-    f = ops.linear(ops.contiguous(y[:, n + H:n + H + D]), L.wf_b)
-    gate = ops.linear(ops.contiguous(y[:, n + H + D:]), L.wg_b)
+    if L.w_bfg is None:                        # one float32 matrix [q | k | v | b | f_a | g_a]
+        y = ops.linear(x, L.w_in)
+        qkv, bfg = y[:, :n], y[:, n:]
+    else:                                      # q | k | v as the file's blocks, then the rest
+        qkv, bfg = ops.linear(x, L.w_in), ops.linear(x, L.w_bfg)
+    f = ops.linear(ops.contiguous(bfg[:, H:H + D]), L.wf_b)
+    gate = ops.linear(ops.contiguous(bfg[:, H + D:]), L.wg_b)
     fi = li - s.kv_index(li)                   # index among the KDA layers
-    o = ops.kda_round(ops.contiguous(y[:, :n]), f, ops.contiguous(y[:, n:n + H]), gate,
+    o = ops.kda_round(ops.contiguous(qkv), f, ops.contiguous(bfg[:, :H]), gate,
                       L.conv_w, L.A_log, L.dt_bias, L.onorm, s.rms_eps, kv.fixed_of(fi), r,
                       s.lin_lower_bound, s.name or s.arch, snaps=kv.snaps_of(fi))
     o = ops.linear(o, L.wo)

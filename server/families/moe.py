@@ -113,15 +113,20 @@ def shard_moe_mlp(spec, i: int, sp, shard) -> dict:
     router = sp.dev(sp.orient(sp.get(p + "mlp.gate.weight")))
     bias = sp.dev(sp.get(p + "mlp.gate.e_score_correction_bias")) \
         if spec.router == "sigmoid" else None
-    gus, downs = [], []
-    for e in range(spec.n_experts):
-        gu, down = shard_mlp(expert_prefix(i, e), sp, *shard.expert_ff)
-        gus.append(gu)
-        downs.append(down)
+    gates, ups, downs = [], [], []
+    lo, hi = shard.expert_ff
+    for e in range(spec.n_experts):                    # shard_mlp's parts, gate|up not fused
+        x = expert_prefix(i, e)
+        gates.append(sp.take(sp.get(x + "gate_proj.weight"), lo, hi))
+        ups.append(sp.take(sp.get(x + "up_proj.weight"), lo, hi))
+        downs.append(sp.dev(sp.orient(sp.cols(sp.get(x + "down_proj.weight"), lo, hi,
+                                              x + "down_proj.weight"))))
     sgu = sdown = None
     if spec.n_shared_experts:
         sgu, sdown = shard_mlp(p + "mlp.shared_experts.", sp, *shard.shared_ff)
-    gus, downs = sp.experts(gus), sp.experts(downs)
+    # gate and up as the file's two stacks where the CPU reads blocks (sp.experts_gate_up),
+    # else fused a expert as shard_mlp fuses them
+    gus, downs = sp.experts_gate_up(gates, ups), sp.experts(downs)
     return dict(router=router, router_bias=bias, experts_gu=gus, experts_down=downs,
                 shared_gu=sgu, shared_down=sdown)
 

@@ -172,3 +172,53 @@ def assert_prefill_equals_decode(eng, rec: dict):
     rows1, s1 = prefill(eng, prompt, [len(prompt)], context=128)
     rowsk, sk = prefill(eng, prompt, [1], context=128)
     assert s1 == sk and rows1[len(prompt)] == rowsk[len(prompt)]
+
+
+def q8_0_engines(src, dst):
+    """(engine on src's Q8_0 copy, tools/refs/kimi_checkpoint.q8_0_copy; engine on the same
+    weights dequantized to float32 as they are read: the same values, float32 products)."""
+    from server.engine.engine import Engine
+    from server.engine.weights import load
+    from tools.refs.kimi_checkpoint import q8_0_copy
+    made = q8_0_copy(src, dst)
+    assert any(".attn_q." in n for n in made) and any(".attn_v." in n for n in made)
+    ld = load(str(dst), progress=False)
+
+    def floats(name):
+        a = ld.tensors[name]
+        return a.dequantize() if hasattr(a, "dequantize") else a
+    return Engine(ld.spec, ld.tensors.__getitem__), Engine(ld.spec, floats)
+
+
+def assert_kda_blocks_equal_their_floats(q8, f32):
+    """The KDA layers' q | k | v projections stay the file's Q8_0 blocks (the small b | f_a |
+    g_a beside them float32), the float32 twin's one matrix [q | k | v | b | f_a | g_a]; the
+    same greedy ids and every logits row and state within float32 reordering of the twin's
+    (only which kernel sums the products changes); on the blocks a prompt in rounds of 1, of
+    5 and in one round gives the same bytes."""
+    from kernels.blocks import Blocks
+    kda = [getattr(L, "inner", L) for L in q8.weights.layers]
+    kda = [(i, L) for i, L in enumerate(kda) if hasattr(L, "w_bfg")]
+    twin = [getattr(L, "inner", L) for L in f32.weights.layers]
+    assert kda
+    for i, L in kda:
+        assert isinstance(L.w_in, Blocks) and L.w_in.kind == "Q8_0", i
+        H, D = L.heads, q8.spec.lin_k_dim
+        assert L.w_in.rows == 3 * H * D and L.w_bfg.shape == (q8.spec.d_model, H + 2 * D), i
+        assert twin[i].w_bfg is None and twin[i].w_in.shape == (q8.spec.d_model, 3 * H * D + H + 2 * D)
+        np.testing.assert_array_equal(L.w_in.dequantize().T, twin[i].w_in[:, :3 * H * D])
+        np.testing.assert_array_equal(L.w_bfg, twin[i].w_in[:, 3 * H * D:])
+    prompt = [(i * 37 + 11) % 509 + 3 for i in range(40)]
+    rows, state = prefill(q8, prompt, [len(prompt)], context=256)
+    for sizes in ([1], [5], [3, 7, 1]):
+        r, s = prefill(q8, prompt, sizes, context=256)
+        assert s == state and r[len(prompt)] == rows[len(prompt)], sizes
+    frows, fstate = prefill(f32, prompt, [len(prompt)], context=256)
+    np.testing.assert_allclose(np.frombuffer(rows[len(prompt)], np.float32),
+                               np.frombuffer(frows[len(prompt)], np.float32), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(np.frombuffer(state, np.float32), np.frombuffer(fstate, np.float32),
+                               rtol=1e-3, atol=1e-5)
+    ids, first = greedy_ids(q8, prompt, 8)
+    fids, ffirst = greedy_ids(f32, prompt, 8)
+    assert ids == fids
+    np.testing.assert_allclose(first, ffirst, rtol=1e-4, atol=1e-5)

@@ -194,6 +194,53 @@ def test_gguf_matches_transformers_and_llama_cpp(gguf_ld):
     rc.assert_golden_rule(Engine(ld.spec, ld.tensors.__getitem__), rec)
 
 
+@pytest.fixture(scope="module")
+def q8(tmp_path_factory):
+    """The GGUF's Q8_0 copy (KDA's q / k / v, the MLPs, the experts, the head as Q8_0 blocks;
+    llama-quantize's F32 list kept) and its float32 twin."""
+    from tools.refs import glm53_checkpoint as gc
+    path = tmp_path_factory.mktemp("glm53q8") / "glm53-tiny-Q8_0.gguf"
+    return (path, *rc.q8_0_engines(gc.build_gguf_once()[0], path))
+
+
+def test_q8_0_kda_projections_stay_blocks(q8):
+    rc.assert_kda_blocks_equal_their_floats(q8[1], q8[2])
+
+
+def test_q8_0_paged_equals_window(q8):
+    window = run(q8[1], PROMPT, [5, 11], 6, paged=False)
+    assert run(q8[1], PROMPT, [5, 11], 6, order=[31 - j for j in range(32)]) == window
+
+
+def test_q8_0_experts_read_in_place(q8):
+    """The Q8_0 copy's experts: gate, up and down stacks are views of the mapped file (no copy
+    at load), and the MoE op on them gives the bytes of the fused gate|up stack copied as
+    before and of the expert-by-expert loop, for rounds of 1, 5 and 17 rows."""
+    from kernels.blocks import ExpertGateUp, ExpertStack, _root, concat_rows
+    eng = q8[1]
+    moe = [L.inner for L in eng.weights.layers if L.inner.router is not None]
+    assert moe
+    ops, s, w = eng.model.ops, eng.spec, eng.weights
+    rng = np.random.default_rng(5)
+    for I in moe:
+        gu, down = I.experts_gu, I.experts_down
+        assert isinstance(gu, ExpertGateUp) and isinstance(down, ExpertStack)
+        for st in (gu.gate, gu.up, down):
+            assert st.in_place and not st.data.flags.owndata and isinstance(_root(st.data), type(_root(gu.gate.data)))
+            assert not isinstance(_root(st.data), np.ndarray) or not _root(st.data).flags.owndata
+        fused = ExpertStack([concat_rows([g, u]) for g, u in zip(gu.gate, gu.up)])
+        copied = ExpertStack([type(d)(d.kind, d.rows, d.cols, d.data.copy()) for d in down])
+        assert not fused.in_place and not copied.in_place
+        for T in (1, 5, 17):
+            x = rng.standard_normal((T, s.d_model)).astype(np.float32)
+            args = (w.expert_ff, eng.model.routing, I.shared_gu, I.shared_down, w.shared_ff,
+                    s.swiglu_limit)
+            a = ops.moe(x, I.router, I.router_bias, gu, down, *args)
+            b = ops.moe(x, I.router, I.router_bias, fused, copied, *args)
+            c = ops.moe(x, I.router, I.router_bias, list(gu), list(down), *args)   # the loop
+            assert a.tobytes() == b.tobytes() == c.tobytes(), T
+
+
 def test_gguf_refusals_by_name(tmp_path):
     """A glm5-next GGUF whose mHC or tail selection foldserve does not serve is refused
     naming the key (the file's keys rewritten with the gguf package)."""

@@ -176,6 +176,14 @@ def test_gguf_matches_transformers_and_llama_cpp(gguf_ld):
     rc.assert_golden_rule(Engine(ld.spec, ld.tensors.__getitem__), rec, llama=llama)
 
 
+def test_q8_0_kda_projections_stay_blocks(tmp_path):
+    """The GGUF's Q8_0 copy: KDA's q | k | v as the file's blocks == their float32 values
+    within reordering, byte-equal across rounds (recurrent_checks)."""
+    from tools.refs import kimi_checkpoint as kc
+    rc.assert_kda_blocks_equal_their_floats(
+        *rc.q8_0_engines(kc.build_gguf_once()[0], tmp_path / "kimi-linear-tiny-Q8_0.gguf"))
+
+
 def test_gguf_refusals(gguf_ld):
     """A kimi-linear GGUF whose head_count_kv is not an array a layer, or whose experts are not
     gated by sigmoid, is refused naming the key."""

@@ -109,7 +109,10 @@ def test_gguf_q8_0_experts_stay_blocks(files, name):
     ld = load(str(files[name, "Q8_0"]), progress=False)
     eng = Engine(ld.spec, ld.tensors.__getitem__)
     L = eng.weights.layers[-1]
-    assert all(isinstance(w, Blocks) and w.kind == "Q8_0" for w in L.experts_gu + L.experts_down)
+    # gate|up: each expert's as two parts (kernels.blocks.ExpertGateUp: the file's stacks in place)
+    gu = [p for w in L.experts_gu for p in (w if isinstance(w, list) else [w])]
+    assert all(isinstance(w, Blocks) and w.kind == "Q8_0" for w in gu + list(L.experts_down))
+    assert len(gu) == 2 * len(L.experts_down)
     assert L.experts_gu[0].nbytes == 2 * shape(name).expert_ff * shape(name).d_model // 32 * 34
     r = solo_vs_concurrent(eng, paged=True, context=128)
     assert r["equal_steps"] == r["steps"], r
@@ -151,12 +154,14 @@ def test_cuda_is_refused_in_one_line():
 @pytest.mark.parametrize("name", FAMILIES)
 def test_grouped_experts_give_the_loops_bytes(files, name):
     """kernels/moe_cpu.py's one region for all experts == one product an expert, byte for byte."""
-    from kernels.blocks import ExpertStack
+    from kernels.blocks import ExpertGateUp, ExpertStack
     ld = load(str(files[name, "Q8_0"]), progress=False)
     eng = Engine(ld.spec, ld.tensors.__getitem__)
     ops = eng.model.ops                                    # the backend the engine chose
     L, w = eng.weights.layers[-1], eng.weights
-    assert isinstance(L.experts_gu, ExpertStack) and isinstance(L.experts_down, ExpertStack)
+    # gate and up as the file's two stacks, read in place (kernels.blocks.ExpertGateUp)
+    assert isinstance(L.experts_gu, ExpertGateUp) and isinstance(L.experts_down, ExpertStack)
+    assert L.experts_gu.gate.in_place and L.experts_gu.up.in_place and L.experts_down.in_place
     x = np.random.default_rng(0).standard_normal((13, ld.spec.d_model)).astype(np.float32)
     common = (L.router, L.router_bias)
     stacked = ops.moe(x, *common, L.experts_gu, L.experts_down, w.expert_ff, eng.model.routing,

@@ -59,7 +59,7 @@ Q4_K_M_NAMES = ["glm4moe-tiny"]
 @pytest.mark.parametrize("name", Q4_K_M_NAMES)
 def test_q4_k_m_file_with_q5_0_blocks_matches_its_reference(name):
     from tools.refs import moe_checkpoint as mc
-    from kernels.blocks import Blocks, ExpertStack
+    from kernels.blocks import Blocks, ExpertGateUp, ExpertStack
     from server.engine.build import open_model
     from server.engine import probe
     rec = record(name)
@@ -70,7 +70,8 @@ def test_q4_k_m_file_with_q5_0_blocks_matches_its_reference(name):
     assert rec["q4_k_m"]["llama_quantize"]["bytes_differ"] == []
     opened = open_model(str(b.gguf["Q4_K_M"]), progress=False)
     layer = opened.engine.weights.layers[-1]          # a MoE layer: its experts as stored, Q5_0
-    assert isinstance(layer.experts_gu, ExpertStack) and layer.experts_gu.kind == "Q5_0"
+    assert isinstance(layer.experts_gu, ExpertGateUp) and layer.experts_gu.kind == "Q5_0"
+    assert isinstance(layer.experts_down, ExpertStack)
     assert isinstance(layer.wo, Blocks) and layer.wo.kind == "Q5_0"
     check_reference(opened, rec, "Q4_K_M", "Q4_K_M")
     for paged in (True, False):                       # solo == concurrent on the file
@@ -116,7 +117,7 @@ K_QUANT_CASES = [(n, c) for n in K_QUANT_NAMES
 def k_quant_opened():
     from server.engine.weights.gguf_file import GGUFFile
     from tools.refs import moe_checkpoint as mc
-    from kernels.blocks import Blocks, ExpertStack, MixedBlocks
+    from kernels.blocks import Blocks, ExpertGateUp, ExpertStack, MixedBlocks
     from server.engine.build import open_model
     out = {}
     for name in K_QUANT_NAMES:
@@ -138,7 +139,8 @@ def k_quant_opened():
         assert opened.engine.model.ops.name == "cpu", opened.engine.model.ops.name
         kinds = lambda w: {p.kind for p in w} if isinstance(w, (MixedBlocks, ExpertStack)) else {w.kind}
         layers = opened.engine.weights.layers
-        assert isinstance(layers[1].experts_gu, ExpertStack) and kinds(layers[1].experts_gu) == {"Q4_K"}
+        gu = layers[1].experts_gu                # gate and up: the file's two stacks (ExpertGateUp)
+        assert isinstance(gu, ExpertGateUp) and kinds(gu.gate) | kinds(gu.up) == {"Q4_K"}
         assert isinstance(layers[-1].experts_down, ExpertStack) and kinds(layers[-1].experts_down) == {"Q6_K"}
         assert isinstance(layers[0].wo, Blocks) and layers[0].wo.kind == "Q4_K"
         assert kinds(layers[-1].wqkv) == {"Q4_K", "Q6_K"}              # Q6_K v beside Q4_K q, k

@@ -66,7 +66,8 @@ def test_greedy_and_logprobs_match_llama_cpp(opened):
         from kernels.blocks import Blocks
         q8 = lambda w: isinstance(w, Blocks) and w.kind == "Q8_0"
         L = eng.weights.layers[3]                        # a full layer: its matrices as stored
-        assert all(q8(w) for w in L.experts_gu + L.experts_down)
+        # gate|up: each expert's two parts (kernels.blocks.ExpertGateUp: the file's stacks in place)
+        assert all(q8(p) for w in L.experts_gu for p in w) and all(q8(w) for w in L.experts_down)
         assert q8(L.wqkvg) and q8(L.wo)
         for L in eng.weights.layers[:3]:                 # the linear layers' joined projections
             assert q8(L.wqkvz) and q8(L.wba), arch

@@ -7,6 +7,7 @@ and the same greedy ids under the golden rule (tests/ranks/test_moe_tp.py's chec
 prompt and steps (16 + 12 rows) run past the dense pass (19 rows at index_topk 16, kpool 4)."""
 from __future__ import annotations
 
+import pytest
 from test_moe_tp import tp_equals_tp1
 
 
@@ -21,3 +22,15 @@ def test_checkpoint_tp3_equals_tp1():
     """TP=3: 4 KDA heads 2 + 1 + 1, 4 latent heads 2 + 1 + 1, experts of 96 columns 32 + 32 + 32."""
     from tools.refs import glm53_checkpoint as gc
     tp_equals_tp1(str(gc.build_once()[0]), 3)
+
+
+@pytest.mark.parametrize("tp", [2])
+def test_q8_0_copy_tp_equals_tp1(tp, tmp_path):
+    """The GGUF's Q8_0 copy (tools/refs/kimi_checkpoint.q8_0_copy): the KDA layers' q | k | v
+    kept as Q8_0 blocks, each rank's heads' rows taken as bytes (TP=3 would cut the dense MLP's
+    128 columns out of whole blocks: refused at load, by name)."""
+    from tools.refs import glm53_checkpoint as gc
+    from tools.refs.kimi_checkpoint import q8_0_copy
+    path = tmp_path / "glm53-tiny-Q8_0.gguf"
+    q8_0_copy(gc.build_gguf_once()[0], path)
+    tp_equals_tp1(str(path), tp)

@@ -40,3 +40,14 @@ def test_tp3_refused_by_name():
     from server.engine.build import open_model
     with pytest.raises(ValueError, match="linear-attention key heads"):
         open_model("dummy:tiny-kimilinear", tp=3, rank=0, progress=False)
+
+
+@pytest.mark.parametrize("tp", [2])
+def test_q8_0_copy_tp_equals_tp1(tp, tmp_path):
+    """The GGUF's Q8_0 copy (kimi_checkpoint.q8_0_copy): the KDA layers' q | k | v kept as
+    Q8_0 blocks, each rank's heads' rows taken as bytes (TP=3 would cut the dense MLP's
+    128 columns out of whole blocks: refused at load, by name)."""
+    from tools.refs import kimi_checkpoint as kc
+    path = tmp_path / "kimi-linear-tiny-Q8_0.gguf"
+    kc.q8_0_copy(kc.build_gguf_once()[0], path)
+    tp_equals_tp1(str(path), tp)

@@ -270,6 +270,47 @@ def write_gguf(folder, path) -> str:
     return th.sha256_file(path)
 
 
+# tensors a Q8_0 copy keeps F32: llama-quantize's kept-F32 list for kimi-linear / glm5-next
+# (bench/moe_cpu.py's _GLM53_F32: the mHC, the indexer, KDA's small projections, kv_a, kv_b),
+# norms and the router; and attn_output, whose heads of 16 columns (the tiny checkpoints') are
+# half a Q8_0 block, so a TP split by heads would cut a block (refused at load)
+Q8_0_KEEP_F32 = ("hc_", "indexer", "ssm_", "attn_kv_a_mqa", "attn_k_b", "attn_v_b", "attn_kv_b",
+                 "ffn_gate_inp", "norm", "attn_output")
+
+
+def q8_0_copy(src, dst) -> list[str]:
+    """src (an F32 GGUF) with its weight matrices as Q8_0 blocks (gguf-py's quantizer), those
+    named in Q8_0_KEEP_F32 or not a whole number of 32-column blocks kept F32: the layout
+    llama-quantize writes for these archs, at the tiny checkpoints' sizes. Returns the names
+    made Q8_0."""
+    import gguf
+    r = gguf.GGUFReader(str(src))
+    f = r.fields["general.architecture"]
+    w = gguf.GGUFWriter(str(dst), bytes(f.parts[f.data[0]]).decode())
+    for f in r.fields.values():
+        if f.name.startswith("GGUF.") or f.name == "general.architecture":
+            continue
+        if f.types[0] == gguf.GGUFValueType.ARRAY:
+            w.add_key_value(f.name, f.contents(), f.types[0], sub_type=f.types[1])
+        else:
+            w.add_key_value(f.name, f.contents(), f.types[0])
+    made = []
+    for t in r.tensors:
+        a = np.asarray(t.data, np.float32).reshape([int(x) for x in reversed(t.shape)])
+        if t.name.endswith(".weight") and a.ndim >= 2 and a.shape[-1] % 32 == 0 \
+                and not any(k in t.name for k in Q8_0_KEEP_F32):
+            w.add_tensor(t.name, gguf.quants.quantize(a, gguf.GGMLQuantizationType.Q8_0),
+                         raw_dtype=gguf.GGMLQuantizationType.Q8_0)
+            made.append(t.name)
+        else:
+            w.add_tensor(t.name, a)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return made
+
+
 _BUILT: dict = {}
 
 
