@@ -453,7 +453,11 @@ def _make_rows(kind, vnni):
     t24, t14 = _make_tile(kind, 2, 4, vnni), _make_tile(kind, 1, 4, vnni)
     t41, t11 = _make_tile(kind, 4, 1, vnni), _make_tile(kind, 1, 1, vnni)
 
-    @njit(cache=True, boundscheck=False, nogil=True)
+    # inline="always": compiled into the crew member that calls it (numba's IR inliner), not
+    # as a function of its own then linked in and optimized again with the member (numba
+    # optimizes a linked module once more "to allow for inlining"): the tiles' code goes through
+    # LLVM once fewer (cold compile, see the receipt 2026-12-05-kq-speed)
+    @njit(boundscheck=False, nogil=True, inline="always")
     def rows(q, dx, gs, data, out, lo, hi):
         M, K = q.shape
         M4 = M - M % 4
