@@ -55,6 +55,10 @@ from numba.core import cgutils  # noqa: E402
 from numba.extending import intrinsic  # noqa: E402
 
 from kernels import blocks_vec as V  # noqa: E402
+# the crew member's helpers as module globals, not as closure cells of _make_crew: numba keys a
+# cached closure by its cells pickled, and a dispatcher pickles with a uuid drawn afresh in each
+# process, so the member missed the cache in every new process and compiled again (~1.3 s a kind)
+from kernels.team_cpu import finish as _finish, region_piece as _region_piece, wait as _wait  # noqa: E402
 from kernels.vec_ir import half as _halfload, prefetch_l2 as _prefetch_l2, ptr as _ptr  # noqa: E402
 from kernels.vec_ir import splat as _splat, tree as _tree  # noqa: E402
 
@@ -493,7 +497,6 @@ def _make_rows(kind, vnni):
 
 
 def _make_crew(kind, vnni):
-    from kernels.team_cpu import finish, region_piece, wait
     rows = V._made("q8rows", kind, vnni)
     span = V.CREW_CHUNKS * V.ROWS
 
@@ -508,7 +511,7 @@ def _make_crew(kind, vnni):
         per = (P + n - 1) // n
         for k in range(n):
             r = (m + k) % n
-            p = region_piece(ctr, 0, r, per, k > 0)
+            p = _region_piece(ctr, 0, r, per, k > 0)
             while p >= 0:
                 if p < P:
                     g = p // per_g
@@ -516,9 +519,9 @@ def _make_crew(kind, vnni):
                     a = offs[g]
                     b = offs[g + 1]
                     rows(q[a:b], dx[a:b], gs[a:b], stack[experts[g]], out[a:b], lo, min(lo + span, N))
-                    finish(ctr, 0)
-                p = region_piece(ctr, 0, r, per, k > 0)
-        wait(ctr, 0, P)
+                    _finish(ctr, 0)
+                p = _region_piece(ctr, 0, r, per, k > 0)
+        _wait(ctr, 0, P)
     return V.stable_pickle(member, "q8crew", kind, vnni)
 
 
