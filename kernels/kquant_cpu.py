@@ -389,9 +389,7 @@ def _make_tile(kind, R, C, vnni):
                         for off in range(0, nbytes, 64):
                             _prefetch_l2(builder, builder.gep(base, [builder.add(ahead, _c(off, _i64))]))
                 wts = [(_q6k_weights if q6 else _q4k_weights)(builder, base) for base in bases]
-                if vnni and q6:     # lane L: -32 sc_L (int16 in its low half; |32 sc| <= 4096)
-                    sneg = [builder.sub(zi, builder.shl(w[3], ir.Constant(_v16i32, [5] * 16))) for w in wts]
-                elif vnni:          # lane L < 8: the int16 pair (m_L, m_L); 8..15: 0
+                if vnni and not q6:     # lane L < 8: the int16 pair (m_L, m_L); 8..15: 0
                     mpair = [builder.or_(w[3], builder.shl(w[3], ir.Constant(_v16i32, [16] * 16))) for w in wts]
                 for c in range(C):
                     X = [_load(builder, qps[c], builder.add(builder.mul(b, _c(256, _i64)), _c(64 * k, _i64)), _v64i8)
@@ -399,13 +397,10 @@ def _make_tile(kind, R, C, vnni):
                     dxb = builder.load(builder.gep(xps[c], [b]))
                     g = builder.load(builder.bitcast(builder.gep(gps[c], [builder.mul(b, _c(16, _i64))]),
                                                      _v16i32.as_pointer()), align=4)
-                    if vnni:            # the x row's sums as vpdpwssd reads them (below)
-                        if q6:          # lane L: gs[L] in its low int16, 0 in its high
-                            gw = builder.and_(g, ir.Constant(_v16i32, [0xFFFF] * 16))
-                        else:           # lane L < 8: the int16 pair (gs[2L], gs[2L+1]); 8..15: 0
-                            g16 = builder.bitcast(builder.trunc(g, ir.VectorType(ir.IntType(16), 16)), _v8i32)
-                            gw = builder.shuffle_vector(g16, ir.Constant(_v8i32, [0] * 8),
-                                                        ir.Constant(_v16i32, list(range(16))))
+                    if vnni and not q6:     # lane L < 8: the int16 pair (gs[2L], gs[2L+1]); 8..15: 0
+                        g16 = builder.bitcast(builder.trunc(g, ir.VectorType(ir.IntType(16), 16)), _v8i32)
+                        gw = builder.shuffle_vector(g16, ir.Constant(_v8i32, [0] * 8),
+                                                    ir.Constant(_v16i32, list(range(16))))
                     elif not q6:        # gs[2L] + gs[2L+1] in lanes 0..7, 0 in 8..15
                         zg = ir.Constant(_v16i32, [0] * 16)
                         g2 = builder.add(
@@ -416,10 +411,7 @@ def _make_tile(kind, R, C, vnni):
                         e = r * C + c
                         if q6:
                             scv, d = wts[r][3], wts[r][4]
-                            if vnni:    # -32 sc_L gs[L] in one vpdpwssd (int16 products, exact)
-                                T = _dpwssd(builder, zi, gw, sneg[r])
-                            else:
-                                T = builder.sub(zi, builder.shl(builder.mul(scv, g), ir.Constant(_v16i32, [5] * 16)))
+                            T = builder.sub(zi, builder.shl(builder.mul(scv, g), ir.Constant(_v16i32, [5] * 16)))
                         else:
                             mv, d, dmin = wts[r][3], wts[r][4], wts[r][5]
                             T = zi
