@@ -92,6 +92,26 @@ def _host_vnni() -> bool:
 VNNI = _host_vnni()
 
 
+def _host_gfni() -> bool:
+    """The host has GFNI (gf2p8affineqb) at 512 bits: the Q4_K nibble split in one instruction."""
+    from numba.core import config
+    if config.CPU_NAME:
+        return False
+    import llvmlite.binding as ll
+    try:
+        f = ll.get_host_cpu_features()
+        return bool(f.get("gfni") and f.get("avx512bw"))
+    except Exception:
+        return False
+
+
+GFNI = _host_gfni()
+# gf2p8affineqb's matrix a qword: result bit i = parity(x & byte (7 - i)). Bytes 0..3 of a
+# position run (low nibbles) and 4..7 (high nibbles, shifted down): one matrix each half.
+_LO_NIB = 0x0102040800000000
+_HI_NIB = 0x1020408000000000
+
+
 # ---------------------------------------------------------------- x -> int8 blocks
 @njit(cache=True, boundscheck=False, nogil=True)
 def quantize_rows(x, q, dx, gs):
@@ -289,6 +309,20 @@ def _dpwssd(builder, T, a, b):
     return builder.call(dp, [T, a, b])
 
 
+def _nibbles(builder, qv):
+    """<64 x i8>: the 32 bytes' low nibbles, then their high nibbles (GGUF's position order for
+    a Q4_K run of 64). With GFNI: the 32 bytes in both halves (one broadcast load) through one
+    gf2p8affineqb whose matrix is the low-nibble mask in the low half and the 4-bit shift in
+    the high half: the same bytes as the and / shift / concat."""
+    if not GFNI:
+        return _concat(builder, builder.and_(qv, _bvec(15, 32)), builder.lshr(qv, _bvec(4, 32)))
+    both = _concat(builder, qv, qv)
+    mat = builder.bitcast(ir.Constant(ir.VectorType(_i64, 8), [_LO_NIB] * 4 + [_HI_NIB] * 4), _v64i8)
+    gf = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_v64i8, [_v64i8, _v64i8, _i8]),
+                                        "llvm.x86.vgf2p8affineqb.512")
+    return builder.call(gf, [both, mat, _c(0, _i8)])
+
+
 def _q4k_weights(builder, base):
     """A Q4_K block's (W_c for c < 4: <64 x i8> unsigned nibbles in position order, S_c
     <16 x i32> run scales a lane, m <8 x i32> the mins, d, dmin)."""
@@ -312,7 +346,7 @@ def _q4k_weights(builder, base):
     W, S = [], []
     for c in range(4):
         qv = _load(builder, base, 16 + 32 * c, _v32i8)
-        W.append(_concat(builder, builder.and_(qv, _bvec(15, 32)), builder.lshr(qv, _bvec(4, 32))))
+        W.append(_nibbles(builder, qv))
         S.append(builder.shuffle_vector(sv, ir.Constant(_v8i32, ir.Undefined),
                                         ir.Constant(_v16i32, [2 * c] * 8 + [2 * c + 1] * 8)))
     sv16 = builder.zext(sb, ir.VectorType(ir.IntType(16), 8))
