@@ -356,15 +356,46 @@ def _q4k_weights(builder, base):
     return W, S, S16, mv, d, dmin
 
 
-def _q6k_weights(builder, base):
+def _q6k_gfni(builder, base):
+    """A Q6_K block's W_c (as _q6k_weights) with GFNI: per half h, AB = its 64 ql bytes, hh its
+    32 qh bytes in both halves of a vector; W = (AB & 15) | H01 and (AB >> 4) | H23, H the qh
+    bit pair of each quarter moved to bits 4-5 by one gf2p8affineqb (a matrix a half)."""
+    gf = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_v64i8, [_v64i8, _v64i8, _i8]),
+                                        "llvm.x86.vgf2p8affineqb.512")
+
+    def mat(lo, hi):
+        return builder.bitcast(ir.Constant(ir.VectorType(_i64, 8), [lo] * 4 + [hi] * 4), _v64i8)
+    pair = [(1 << (2 * k)) << 24 | (1 << (2 * k + 1)) << 16 for k in range(4)]   # bits 2k, 2k+1 -> 4, 5
+    W = []
+    for h in range(2):
+        ab = _load(builder, base, 64 * h, _v64i8)
+        hh = _load(builder, base, 128 + 32 * h, _v32i8)
+        both = _concat(builder, hh, hh)
+        h01 = builder.call(gf, [both, mat(pair[0], pair[1]), _c(0, _i8)])
+        h23 = builder.call(gf, [both, mat(pair[2], pair[3]), _c(0, _i8)])
+        hi = builder.call(gf, [ab, mat(_HI_NIB, _HI_NIB), _c(0, _i8)])
+        W += [builder.or_(builder.and_(ab, _bvec(15)), h01), builder.or_(hi, h23)]
+    return W
+
+
+def _q6k_weights(builder, base, gfni=False):
     """A Q6_K block's (W_c: <64 x i8> unsigned q + 32 in position order, S_c <16 x i32>, the
-    16 scales <16 x i32>, d)."""
+    16 scales <16 x i32>, d). gfni: the unpack by _q6k_gfni (the same bytes; fewer instructions
+    in the one-x-row tiles, more in the 2x4 loop as LLVM schedules it: used where C == 1)."""
     d = _halfload(builder, builder.gep(base, [_c(208, _i64)]))
     scv = builder.sext(_load(builder, base, 192, _v16i8), _v16i32)
 
     def k(v):
         return _bvec(v, 32)
+    S = [builder.shuffle_vector(scv, ir.Constant(_v16i32, ir.Undefined),
+                                ir.Constant(_v16i32, [4 * c + L // 4 for L in range(16)])) for c in range(4)]
+    sc16 = builder.trunc(scv, ir.VectorType(ir.IntType(16), 16))
+    S16 = [builder.shuffle_vector(sc16, ir.Constant(sc16.type, ir.Undefined),
+                                  ir.Constant(ir.VectorType(_i32, 32), [4 * c + l // 8 for l in range(32)]))
+           for c in range(4)]
     W = []
+    if gfni:
+        return _q6k_gfni(builder, base), S, S16, scv, d
     for h in range(2):
         a, b, hh = (_load(builder, base, 64 * h, _v32i8), _load(builder, base, 64 * h + 32, _v32i8),
                     _load(builder, base, 128 + 32 * h, _v32i8))
@@ -373,12 +404,6 @@ def _q6k_weights(builder, base):
              builder.or_(builder.lshr(a, k(4)), builder.shl(builder.and_(builder.lshr(hh, k(4)), k(3)), k(4))),
              builder.or_(builder.lshr(b, k(4)), builder.shl(builder.lshr(hh, k(6)), k(4)))]
         W += [_concat(builder, u[0], u[1]), _concat(builder, u[2], u[3])]
-    S = [builder.shuffle_vector(scv, ir.Constant(_v16i32, ir.Undefined),
-                                ir.Constant(_v16i32, [4 * c + L // 4 for L in range(16)])) for c in range(4)]
-    sc16 = builder.trunc(scv, ir.VectorType(ir.IntType(16), 16))
-    S16 = [builder.shuffle_vector(sc16, ir.Constant(sc16.type, ir.Undefined),
-                                  ir.Constant(ir.VectorType(_i32, 32), [4 * c + l // 8 for l in range(32)]))
-           for c in range(4)]
     return W, S, S16, scv, d
 
 
@@ -422,7 +447,8 @@ def _make_tile(kind, R, C, vnni):
                     for base in bases:
                         for off in range(0, nbytes, 64):
                             _prefetch_l2(builder, builder.gep(base, [builder.add(ahead, _c(off, _i64))]))
-                wts = [(_q6k_weights if q6 else _q4k_weights)(builder, base) for base in bases]
+                wts = [_q6k_weights(builder, base, GFNI and C == 1) if q6 else _q4k_weights(builder, base)
+                       for base in bases]
                 if vnni and not q6:     # lane L < 8: the int16 pair (m_L, m_L); 8..15: 0
                     mpair = [builder.or_(w[3], builder.shl(w[3], ir.Constant(_v16i32, [16] * 16))) for w in wts]
                 for c in range(C):
