@@ -93,7 +93,7 @@ VNNI = _host_vnni()
 
 
 def _host_gfni() -> bool:
-    """The host has GFNI (gf2p8affineqb) at 512 bits: the Q4_K nibble split in one instruction."""
+    """The host has GFNI (gf2p8affineqb) at 512 bits: the Q6_K unpack of _q6k_gfni."""
     from numba.core import config
     if config.CPU_NAME:
         return False
@@ -106,9 +106,7 @@ def _host_gfni() -> bool:
 
 
 GFNI = _host_gfni()
-# gf2p8affineqb's matrix a qword: result bit i = parity(x & byte (7 - i)). Bytes 0..3 of a
-# position run (low nibbles) and 4..7 (high nibbles, shifted down): one matrix each half.
-_LO_NIB = 0x0102040800000000
+# gf2p8affineqb's matrix a qword: result bit i = parity(x & byte (7 - i)); _HI_NIB: x >> 4
 _HI_NIB = 0x1020408000000000
 
 
@@ -309,20 +307,6 @@ def _dpwssd(builder, T, a, b):
     return builder.call(dp, [T, a, b])
 
 
-def _nibbles(builder, qv):
-    """<64 x i8>: the 32 bytes' low nibbles, then their high nibbles (GGUF's position order for
-    a Q4_K run of 64). With GFNI: the 32 bytes in both halves (one broadcast load) through one
-    gf2p8affineqb whose matrix is the low-nibble mask in the low half and the 4-bit shift in
-    the high half: the same bytes as the and / shift / concat."""
-    if not GFNI:
-        return _concat(builder, builder.and_(qv, _bvec(15, 32)), builder.lshr(qv, _bvec(4, 32)))
-    both = _concat(builder, qv, qv)
-    mat = builder.bitcast(ir.Constant(ir.VectorType(_i64, 8), [_LO_NIB] * 4 + [_HI_NIB] * 4), _v64i8)
-    gf = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_v64i8, [_v64i8, _v64i8, _i8]),
-                                        "llvm.x86.vgf2p8affineqb.512")
-    return builder.call(gf, [both, mat, _c(0, _i8)])
-
-
 def _q4k_weights(builder, base):
     """A Q4_K block's (W_c for c < 4: <64 x i8> unsigned nibbles in position order, S_c
     <16 x i32> run scales a lane, m <8 x i32> the mins, d, dmin)."""
@@ -346,7 +330,7 @@ def _q4k_weights(builder, base):
     W, S = [], []
     for c in range(4):
         qv = _load(builder, base, 16 + 32 * c, _v32i8)
-        W.append(_nibbles(builder, qv))
+        W.append(_concat(builder, builder.and_(qv, _bvec(15, 32)), builder.lshr(qv, _bvec(4, 32))))
         S.append(builder.shuffle_vector(sv, ir.Constant(_v8i32, ir.Undefined),
                                         ir.Constant(_v16i32, [2 * c] * 8 + [2 * c + 1] * 8)))
     sv16 = builder.zext(sb, ir.VectorType(ir.IntType(16), 8))
@@ -509,11 +493,7 @@ def _make_rows(kind, vnni):
     t24, t14 = _make_tile(kind, 2, 4, vnni), _make_tile(kind, 1, 4, vnni)
     t41, t11 = _make_tile(kind, 4, 1, vnni), _make_tile(kind, 1, 1, vnni)
 
-    # inline="always": compiled into the crew member that calls it (numba's IR inliner), not
-    # as a function of its own then linked in and optimized again with the member (numba
-    # optimizes a linked module once more "to allow for inlining"): the tiles' code goes through
-    # LLVM once fewer (cold compile, see the receipt 2026-12-05-kq-speed)
-    @njit(boundscheck=False, nogil=True, inline="always")
+    @njit(cache=True, boundscheck=False, nogil=True)
     def rows(q, dx, gs, data, out, lo, hi):
         M, K = q.shape
         M4 = M - M % 4
