@@ -55,6 +55,10 @@ from numba.core import cgutils  # noqa: E402
 from numba.extending import intrinsic  # noqa: E402
 
 from kernels import blocks_vec as V  # noqa: E402
+# the crew member's helpers as module globals, not as closure cells of _make_crew: numba keys a
+# cached closure by its cells pickled, and a dispatcher pickles with a uuid drawn afresh in each
+# process, so the member missed the cache in every new process and compiled again (~1.3 s a kind)
+from kernels.team_cpu import finish as _finish, region_piece as _region_piece, wait as _wait  # noqa: E402
 from kernels.vec_ir import half as _halfload, prefetch_l2 as _prefetch_l2, ptr as _ptr  # noqa: E402
 from kernels.vec_ir import splat as _splat, tree as _tree  # noqa: E402
 # module globals, not closure cells: a crew member closing over these dispatchers would
@@ -89,6 +93,24 @@ def _host_vnni() -> bool:
 
 
 VNNI = _host_vnni()
+
+
+def _host_gfni() -> bool:
+    """The host has GFNI (gf2p8affineqb) at 512 bits: the Q6_K unpack of _q6k_gfni."""
+    from numba.core import config
+    if config.CPU_NAME:
+        return False
+    import llvmlite.binding as ll
+    try:
+        f = ll.get_host_cpu_features()
+        return bool(f.get("gfni") and f.get("avx512bw"))
+    except Exception:
+        return False
+
+
+GFNI = _host_gfni()
+# gf2p8affineqb's matrix a qword: result bit i = parity(x & byte (7 - i)); _HI_NIB: x >> 4
+_HI_NIB = 0x1020408000000000
 
 
 # ---------------------------------------------------------------- x -> int8 blocks
@@ -280,6 +302,14 @@ def _scaled_dot(builder, T, w, x, s16, s32, vnni):
     return builder.add(T, builder.mul(dp4, s32))
 
 
+def _dpwssd(builder, T, a, b):
+    """T + (lane L: a.lo16 * b.lo16 + a.hi16 * b.hi16, int16 products summed in int32):
+    AVX-512 VNNI's vpdpwssd."""
+    dp = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_v16i32, [_v16i32] * 3),
+                                        "llvm.x86.avx512.vpdpwssd.512")
+    return builder.call(dp, [T, a, b])
+
+
 def _q4k_weights(builder, base):
     """A Q4_K block's (W_c for c < 4: <64 x i8> unsigned nibbles in position order, S_c
     <16 x i32> run scales a lane, m <8 x i32> the mins, d, dmin)."""
@@ -313,15 +343,46 @@ def _q4k_weights(builder, base):
     return W, S, S16, mv, d, dmin
 
 
-def _q6k_weights(builder, base):
+def _q6k_gfni(builder, base):
+    """A Q6_K block's W_c (as _q6k_weights) with GFNI: per half h, AB = its 64 ql bytes, hh its
+    32 qh bytes in both halves of a vector; W = (AB & 15) | H01 and (AB >> 4) | H23, H the qh
+    bit pair of each quarter moved to bits 4-5 by one gf2p8affineqb (a matrix a half)."""
+    gf = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_v64i8, [_v64i8, _v64i8, _i8]),
+                                        "llvm.x86.vgf2p8affineqb.512")
+
+    def mat(lo, hi):
+        return builder.bitcast(ir.Constant(ir.VectorType(_i64, 8), [lo] * 4 + [hi] * 4), _v64i8)
+    pair = [(1 << (2 * k)) << 24 | (1 << (2 * k + 1)) << 16 for k in range(4)]   # bits 2k, 2k+1 -> 4, 5
+    W = []
+    for h in range(2):
+        ab = _load(builder, base, 64 * h, _v64i8)
+        hh = _load(builder, base, 128 + 32 * h, _v32i8)
+        both = _concat(builder, hh, hh)
+        h01 = builder.call(gf, [both, mat(pair[0], pair[1]), _c(0, _i8)])
+        h23 = builder.call(gf, [both, mat(pair[2], pair[3]), _c(0, _i8)])
+        hi = builder.call(gf, [ab, mat(_HI_NIB, _HI_NIB), _c(0, _i8)])
+        W += [builder.or_(builder.and_(ab, _bvec(15)), h01), builder.or_(hi, h23)]
+    return W
+
+
+def _q6k_weights(builder, base, gfni=False):
     """A Q6_K block's (W_c: <64 x i8> unsigned q + 32 in position order, S_c <16 x i32>, the
-    16 scales <16 x i32>, d)."""
+    16 scales <16 x i32>, d). gfni: the unpack by _q6k_gfni (the same bytes; fewer instructions
+    in the one-x-row tiles, more in the 2x4 loop as LLVM schedules it: used where C == 1)."""
     d = _halfload(builder, builder.gep(base, [_c(208, _i64)]))
     scv = builder.sext(_load(builder, base, 192, _v16i8), _v16i32)
 
     def k(v):
         return _bvec(v, 32)
+    S = [builder.shuffle_vector(scv, ir.Constant(_v16i32, ir.Undefined),
+                                ir.Constant(_v16i32, [4 * c + L // 4 for L in range(16)])) for c in range(4)]
+    sc16 = builder.trunc(scv, ir.VectorType(ir.IntType(16), 16))
+    S16 = [builder.shuffle_vector(sc16, ir.Constant(sc16.type, ir.Undefined),
+                                  ir.Constant(ir.VectorType(_i32, 32), [4 * c + l // 8 for l in range(32)]))
+           for c in range(4)]
     W = []
+    if gfni:
+        return _q6k_gfni(builder, base), S, S16, scv, d
     for h in range(2):
         a, b, hh = (_load(builder, base, 64 * h, _v32i8), _load(builder, base, 64 * h + 32, _v32i8),
                     _load(builder, base, 128 + 32 * h, _v32i8))
@@ -330,12 +391,6 @@ def _q6k_weights(builder, base):
              builder.or_(builder.lshr(a, k(4)), builder.shl(builder.and_(builder.lshr(hh, k(4)), k(3)), k(4))),
              builder.or_(builder.lshr(b, k(4)), builder.shl(builder.lshr(hh, k(6)), k(4)))]
         W += [_concat(builder, u[0], u[1]), _concat(builder, u[2], u[3])]
-    S = [builder.shuffle_vector(scv, ir.Constant(_v16i32, ir.Undefined),
-                                ir.Constant(_v16i32, [4 * c + L // 4 for L in range(16)])) for c in range(4)]
-    sc16 = builder.trunc(scv, ir.VectorType(ir.IntType(16), 16))
-    S16 = [builder.shuffle_vector(sc16, ir.Constant(sc16.type, ir.Undefined),
-                                  ir.Constant(ir.VectorType(_i32, 32), [4 * c + l // 8 for l in range(32)]))
-           for c in range(4)]
     return W, S, S16, scv, d
 
 
@@ -379,14 +434,21 @@ def _make_tile(kind, R, C, vnni):
                     for base in bases:
                         for off in range(0, nbytes, 64):
                             _prefetch_l2(builder, builder.gep(base, [builder.add(ahead, _c(off, _i64))]))
-                wts = [(_q6k_weights if q6 else _q4k_weights)(builder, base) for base in bases]
+                wts = [_q6k_weights(builder, base, GFNI and C == 1) if q6 else _q4k_weights(builder, base)
+                       for base in bases]
+                if vnni and not q6:     # lane L < 8: the int16 pair (m_L, m_L); 8..15: 0
+                    mpair = [builder.or_(w[3], builder.shl(w[3], ir.Constant(_v16i32, [16] * 16))) for w in wts]
                 for c in range(C):
                     X = [_load(builder, qps[c], builder.add(builder.mul(b, _c(256, _i64)), _c(64 * k, _i64)), _v64i8)
                          for k in range(4)]
                     dxb = builder.load(builder.gep(xps[c], [b]))
                     g = builder.load(builder.bitcast(builder.gep(gps[c], [builder.mul(b, _c(16, _i64))]),
                                                      _v16i32.as_pointer()), align=4)
-                    if not q6:          # gs[2L] + gs[2L+1] in lanes 0..7, 0 in 8..15
+                    if vnni and not q6:     # lane L < 8: the int16 pair (gs[2L], gs[2L+1]); 8..15: 0
+                        g16 = builder.bitcast(builder.trunc(g, ir.VectorType(ir.IntType(16), 16)), _v8i32)
+                        gw = builder.shuffle_vector(g16, ir.Constant(_v8i32, [0] * 8),
+                                                    ir.Constant(_v16i32, list(range(16))))
+                    elif not q6:        # gs[2L] + gs[2L+1] in lanes 0..7, 0 in 8..15
                         zg = ir.Constant(_v16i32, [0] * 16)
                         g2 = builder.add(
                             builder.shuffle_vector(g, zg, ir.Constant(_v16i32, [2 * j for j in range(8)] + [16] * 8)),
@@ -406,7 +468,10 @@ def _make_tile(kind, R, C, vnni):
                         a = builder.fadd(out[e], builder.fmul(_splat(builder, dd, 16), builder.sitofp(T, _v16f)))
                         if not q6:
                             dm = builder.fmul(dmin, dxb)
-                            mf = builder.sitofp(builder.mul(mv, g2), _v16f)
+                            if vnni:    # m_L gs[2L] + m_L gs[2L+1] in one vpdpwssd (exact)
+                                mf = builder.sitofp(_dpwssd(builder, zi, gw, mpair[r]), _v16f)
+                            else:
+                                mf = builder.sitofp(builder.mul(mv, g2), _v16f)
                             a = builder.fsub(a, builder.fmul(_splat(builder, dm, 16), mf))
                         out[e] = a
                 return out
@@ -481,7 +546,7 @@ def _make_crew(kind, vnni):
         per = (P + n - 1) // n
         for k in range(n):
             r = (m + k) % n
-            p = region_piece(ctr, 0, r, per, k > 0)
+            p = _region_piece(ctr, 0, r, per, k > 0)
             while p >= 0:
                 if p < P:
                     g = p // per_g
@@ -489,9 +554,9 @@ def _make_crew(kind, vnni):
                     a = offs[g]
                     b = offs[g + 1]
                     rows(q[a:b], dx[a:b], gs[a:b], stack[experts[g]], out[a:b], lo, min(lo + span, N))
-                    finish(ctr, 0)
-                p = region_piece(ctr, 0, r, per, k > 0)
-        wait(ctr, 0, P)
+                    _finish(ctr, 0)
+                p = _region_piece(ctr, 0, r, per, k > 0)
+        _wait(ctr, 0, P)
     return V.stable_pickle(member, "q8crew", kind, vnni)
 
 
