@@ -61,9 +61,6 @@ from kernels import blocks_vec as V  # noqa: E402
 from kernels.team_cpu import finish as _finish, region_piece as _region_piece, wait as _wait  # noqa: E402
 from kernels.vec_ir import half as _halfload, prefetch_l2 as _prefetch_l2, ptr as _ptr  # noqa: E402
 from kernels.vec_ir import splat as _splat, tree as _tree  # noqa: E402
-# module globals, not closure cells: a crew member closing over these dispatchers would
-# pickle their per-process uuids into its cache key and compile again in every process
-from kernels.team_cpu import finish, region_piece, wait  # noqa: E402
 
 QK = 256
 K_BYTES = {"Q4_K": 144, "Q6_K": 210}
