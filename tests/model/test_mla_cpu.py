@@ -211,7 +211,8 @@ def test_shapes_refused_by_name():
 
 def test_the_score_tiles_are_dot16s_chains():
     """dot_tile16 (TILE_Q x TILE_R chains at once, smaller tiles at the edges) == dot_rows16
-    (one chain a row) byte for byte, for every count of queries and rows around the tiles."""
+    (sixteen chains at once, then one a row) byte for byte, for every count of queries and
+    rows around the tiles and dot_rows16's sixteen-row blocks."""
     from numba import njit
     from kernels.vec_ir import dot_rows16
 
@@ -225,9 +226,9 @@ def test_the_score_tiles_are_dot16s_chains():
             dot_rows16(qs[a], rows, out[a])
     rng = np.random.default_rng(9)
     for W in (16, 48, 576):
-        big = rng.standard_normal((11, W + 16), dtype=np.float32)
+        big = rng.standard_normal((40, W + 16), dtype=np.float32)
         for na in (1, 2, 3, 5, 9):
-            for n in (1, 3, 4, 7, 9):
+            for n in (1, 3, 4, 7, 9, 16, 17, 33):
                 qs = rng.standard_normal((na, W), dtype=np.float32)
                 rows = big[:n, :W]                    # strided rows, as a page's latent rows
                 a = np.full((na, n + 2), np.nan, np.float32)
