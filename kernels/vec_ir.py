@@ -275,6 +275,62 @@ def axpy_rows16(typingctx, y, w, rows):
     return sig, codegen
 
 
+@intrinsic
+def axpy_heads16(typingctx, y, w, rows):
+    """axpy_rows16(y[a], w[a], rows) for every a (y [A, D], w [A, n], rows [n, D]: 2-D float32,
+    unit-stride rows, D a multiple of 16): each y[a, d] the same fma chain over the rows in
+    order as axpy_rows16's, three heads at a time (a row's lanes loaded once for the three,
+    3 x 4 chains in flight at 64 lanes), the heads past the last three one at a time."""
+    sig = types.void(y, w, rows)
+
+    def codegen(context, builder, signature, args):
+        yb, na, ys = _rows(context, builder, signature.args[0], args[0])
+        wb, _, ws = _rows(context, builder, signature.args[1], args[1])
+        rb, nr, rs = _rows(context, builder, signature.args[2], args[2])
+        D = builder.extract_value(ptr(context, builder, signature.args[0], args[0]).shape, 1)
+
+        def heads(a0, TH):
+            yp = [_row(builder, yb, builder.add(a0, ir.Constant(I64, a)), ys) for a in range(TH)]
+            wp = [_row(builder, wb, builder.add(a0, ir.Constant(I64, a)), ws) for a in range(TH)]
+
+            def pass_(width, first, count):
+                vt = ir.VectorType(F32, width)
+
+                def chunk(c, st):
+                    off = builder.add(first, builder.mul(c, ir.Constant(I64, width)))
+                    ptrs = [builder.bitcast(builder.gep(p, [off]), vt.as_pointer()) for p in yp]
+
+                    def row(r, acc):
+                        x = builder.load(builder.bitcast(builder.gep(_row(builder, rb, r, rs), [off]),
+                                                         vt.as_pointer()), align=4)
+                        return [fma(builder, splat(builder, builder.load(builder.gep(wp[a], [r]), align=4), width),
+                                    x, acc[a]) for a in range(TH)]
+                    acc = _loop_n(builder, nr, row, [builder.load(p, align=4) for p in ptrs])
+                    for p, v in zip(ptrs, acc):
+                        builder.store(v, p, align=4)
+                    return st
+                _count_loop(builder, count, chunk, ir.Constant(I64, 0))
+            n64 = builder.sdiv(D, ir.Constant(I64, 64))
+            pass_(64, ir.Constant(I64, 0), n64)
+            done = builder.mul(n64, ir.Constant(I64, 64))
+            pass_(16, done, builder.sdiv(builder.sub(D, done), ir.Constant(I64, 16)))
+
+        full = builder.sdiv(na, ir.Constant(I64, 3))
+
+        def h3(c, st):
+            heads(builder.mul(c, ir.Constant(I64, 3)), 3)
+            return st
+        _count_loop(builder, full, h3, ir.Constant(I64, 0))
+        first = builder.mul(full, ir.Constant(I64, 3))
+
+        def h1(c, st):
+            heads(builder.add(first, c), 1)
+            return st
+        _count_loop(builder, builder.sub(na, first), h1, ir.Constant(I64, 0))
+        return context.get_dummy_value()
+    return sig, codegen
+
+
 # exp(x) in float32 as named operations (the same in a vector's lanes and in a scalar): x
 # clamped to [-104, 89] (exp underflows to 0 below, overflows to inf above; a NaN stays NaN),
 # n = rint(x log2 e), r = x - n ln 2 in two fused steps (ln 2 = C1 + C2, C1 exact in 9 bits),
