@@ -15,6 +15,9 @@ the same computation without a Python step per chunk, head or query row:
     in a fixed order (kernels.vec_ir.softmax16); out = sum_j w_j v_j in key order, a fused
     multiply-add a key
     (kernels.vec_ir.axpy16; head dims not a multiple of 16: the same order in plain loops).
+    The scores run 16 keys at a time (dot_rows16: their 16 trees as one) and a kv head's q
+    heads' value sums at once (axpy_heads16: each key's value row loaded once for them), each
+    element's operations those of the one-at-a-time forms (receipt 2026-12-05-verify-rows).
 One (row, head)'s arithmetic depends on its position, its q and its stream's keys only:
 never on the other rows of the round, so solo == concurrent and paged == window hold by
 construction (tests/model/test_attention_cpu.py, and the engine-level probes).
