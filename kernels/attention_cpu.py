@@ -15,6 +15,9 @@ the same computation without a Python step per chunk, head or query row:
     in a fixed order (kernels.vec_ir.softmax16); out = sum_j w_j v_j in key order, a fused
     multiply-add a key
     (kernels.vec_ir.axpy16; head dims not a multiple of 16: the same order in plain loops).
+    The scores run 16 keys at a time (dot_rows16: their 16 trees as one) and a kv head's q
+    heads' value sums at once (axpy_heads16: each key's value row loaded once for them), each
+    element's operations those of the one-at-a-time forms (receipt 2026-12-05-verify-rows).
 One (row, head)'s arithmetic depends on its position, its q and its stream's keys only:
 never on the other rows of the round, so solo == concurrent and paged == window hold by
 construction (tests/model/test_attention_cpu.py, and the engine-level probes).
@@ -36,7 +39,7 @@ import numpy as np
 from numba import njit, prange
 
 from kernels import rope
-from kernels.vec_ir import axpy_rows16, dot_rows16, prefetch_rows, softmax16
+from kernels.vec_ir import axpy_heads16, dot_rows16, prefetch_rows, softmax16
 
 
 def plan(chunks, spans, pos, inv):
@@ -228,15 +231,17 @@ def _job(job, owner, qkv, nq, nkv, hd, cos, sin, k_pool, v_pool, spans, starts, 
     while j < L:
         n = min(P, L - j)
         vp = v_pool[tables[c, pi]]
+        if vec:                        # the group's q heads at once, each its own chains
+            axpy_heads16(out[t, h * group:(h + 1) * group], s[:, j:j + n], vp[:n, h])
+            j += n
+            pi += 1
+            continue
         for g in range(group):
             o = out[t, h * group + g]
-            if vec:
-                axpy_rows16(o, s[g, j:j + n], vp[:n, h])
-            else:
-                for r in range(n):
-                    vj = vp[r, h]
-                    for d in range(hd):
-                        o[d] = o[d] + s[g, j + r] * vj[d]
+            for r in range(n):
+                vj = vp[r, h]
+                for d in range(hd):
+                    o[d] = o[d] + s[g, j + r] * vj[d]
         j += n
         pi += 1
 
@@ -312,15 +317,15 @@ def _group_job(job, groups, owner, qkv, nq, nkv, hd, cos, sin, k_pool, v_pool, s
             n = min(P, L0 + r - j)
             if n <= 0:
                 continue
+            if vec:                    # the group's q heads at once, each its own chains
+                axpy_heads16(out[t0 + r, h * group:(h + 1) * group], s[r, :, j:j + n], vp[:n, h])
+                continue
             for g in range(group):
                 o = out[t0 + r, h * group + g]
-                if vec:
-                    axpy_rows16(o, s[r, g, j:j + n], vp[:n, h])
-                else:
-                    for k in range(n):
-                        vj = vp[k, h]
-                        for d in range(hd):
-                            o[d] = o[d] + s[r, g, j + k] * vj[d]
+                for k in range(n):
+                    vj = vp[k, h]
+                    for d in range(hd):
+                        o[d] = o[d] + s[r, g, j + k] * vj[d]
         j += P
         pi += 1
 

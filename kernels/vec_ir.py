@@ -144,10 +144,62 @@ def _row(builder, base, r, stride):
     return builder.bitcast(builder.gep(base, [builder.mul(r, stride)]), F32.as_pointer())
 
 
+def _loop_n(builder, n, body, inits):
+    """for c in 0 .. n-1: state = body(c, state), state a list of LLVM values starting at
+    `inits`; returns the final state (inits when n == 0)."""
+    entry = builder.block
+    loop = builder.append_basic_block("vn_loop")
+    done = builder.append_basic_block("vn_done")
+    builder.cbranch(builder.icmp_signed(">", n, ir.Constant(I64, 0)), loop, done)
+    builder.position_at_end(loop)
+    c = builder.phi(I64)
+    st = [builder.phi(v.type) for v in inits]
+    st2 = body(c, st)
+    c2 = builder.add(c, ir.Constant(I64, 1))
+    end = builder.block
+    builder.cbranch(builder.icmp_signed("<", c2, n), loop, done)
+    c.add_incoming(ir.Constant(I64, 0), entry)
+    c.add_incoming(c2, end)
+    for phi, v0, v in zip(st, inits, st2):
+        phi.add_incoming(v0, entry)
+        phi.add_incoming(v, end)
+    builder.position_at_end(done)
+    out = []
+    for v0, v in zip(inits, st2):
+        phi = builder.phi(v.type)
+        phi.add_incoming(v0, entry)
+        phi.add_incoming(v, end)
+        out.append(phi)
+    return out
+
+
+def trees16(builder, accs):
+    """tree(accs[k]) for 16 V16F accumulators at once, as one V16F (lane k: key k): each level
+    of `tree` (halves added: 8, 4, 2 lanes, then lane 0 + lane 1) done for two accumulators in
+    one vector add, their halves gathered side by side by shuffles. Every lane's adds are the
+    very fadds `tree` makes (the same two operands at each level), so each lane's bytes are
+    tree's."""
+    v, w = list(accs), 8
+    while w >= 1:
+        nxt = []
+        for a, b in zip(v[0::2], v[1::2]):
+            # a and b hold 16 // (2w) keys each, 2w lanes a key: a key's low w lanes + its high w
+            per = 16 // (2 * w)
+            lo = [k * 2 * w + i for k in range(per) for i in range(w)]
+            hi = [k * 2 * w + w + i for k in range(per) for i in range(w)]
+            mlo = ir.Constant(ir.VectorType(I32, 16), lo + [16 + x for x in lo])
+            mhi = ir.Constant(ir.VectorType(I32, 16), hi + [16 + x for x in hi])
+            nxt.append(builder.fadd(builder.shuffle_vector(a, b, mlo), builder.shuffle_vector(a, b, mhi)))
+        v, w = nxt, w // 2
+    return v[0]
+
+
 @intrinsic
 def dot_rows16(typingctx, q, rows, out):
     """out[r] = dot16(q, rows[r]) for every row r of rows (2-D, its rows unit-stride, len q a
-    multiple of 16): each row's the same fma chain and tree as dot16's, q held in registers."""
+    multiple of 16): each row's the same fma chain and tree as dot16's. Sixteen rows at a time
+    (each q chunk loaded once for the 16 chains, the 16 trees as one: trees16), the rest one
+    by one."""
     sig = types.void(q, rows, out)
 
     def codegen(context, builder, signature, args):
@@ -155,14 +207,31 @@ def dot_rows16(typingctx, q, rows, out):
         base, nr, stride = _rows(context, builder, signature.args[1], args[1])
         od = ptr(context, builder, signature.args[2], args[2]).data
         n = builder.sdiv(builder.extract_value(qa.shape, 0), ir.Constant(I64, 16))
+        zero = ir.Constant(V16F, [0.0] * 16)
 
-        def row(r, st):
+        def block(bi, st):
+            r0 = builder.mul(bi, ir.Constant(I64, 16))
+            rps = [_row(builder, base, builder.add(r0, ir.Constant(I64, k)), stride) for k in range(16)]
+
+            def chunk(c, accs):
+                qv = _v16(builder, qa.data, c)
+                return [fma(builder, qv, _v16(builder, rp, c), a) for rp, a in zip(rps, accs)]
+            accs = _loop_n(builder, n, chunk, [zero] * 16)
+            op = builder.bitcast(builder.gep(od, [r0]), V16F.as_pointer())
+            builder.store(trees16(builder, accs), op, align=4)
+            return st
+        nb = builder.sdiv(nr, ir.Constant(I64, 16))
+        _count_loop(builder, nb, block, ir.Constant(I64, 0))
+        first = builder.mul(nb, ir.Constant(I64, 16))
+
+        def row(i, st):
+            r = builder.add(first, i)
             rp = _row(builder, base, r, stride)
             acc = _count_loop(builder, n, lambda c, s: fma(builder, _v16(builder, qa.data, c), _v16(builder, rp, c), s),
-                              ir.Constant(V16F, [0.0] * 16))
+                              zero)
             builder.store(tree(builder, acc), builder.gep(od, [r]), align=4)
             return st
-        _count_loop(builder, nr, row, ir.Constant(I64, 0))
+        _count_loop(builder, builder.sub(nr, first), row, ir.Constant(I64, 0))
         return context.get_dummy_value()
     return sig, codegen
 
@@ -202,6 +271,62 @@ def axpy_rows16(typingctx, y, w, rows):
         pass_(64, ir.Constant(I64, 0), n64)
         done = builder.mul(n64, ir.Constant(I64, 64))
         pass_(16, done, builder.sdiv(builder.sub(hd, done), ir.Constant(I64, 16)))
+        return context.get_dummy_value()
+    return sig, codegen
+
+
+@intrinsic
+def axpy_heads16(typingctx, y, w, rows):
+    """axpy_rows16(y[a], w[a], rows) for every a (y [A, D], w [A, n], rows [n, D]: 2-D float32,
+    unit-stride rows, D a multiple of 16): each y[a, d] the same fma chain over the rows in
+    order as axpy_rows16's, three heads at a time (a row's lanes loaded once for the three,
+    3 x 4 chains in flight at 64 lanes), the heads past the last three one at a time."""
+    sig = types.void(y, w, rows)
+
+    def codegen(context, builder, signature, args):
+        yb, na, ys = _rows(context, builder, signature.args[0], args[0])
+        wb, _, ws = _rows(context, builder, signature.args[1], args[1])
+        rb, nr, rs = _rows(context, builder, signature.args[2], args[2])
+        D = builder.extract_value(ptr(context, builder, signature.args[0], args[0]).shape, 1)
+
+        def heads(a0, TH):
+            yp = [_row(builder, yb, builder.add(a0, ir.Constant(I64, a)), ys) for a in range(TH)]
+            wp = [_row(builder, wb, builder.add(a0, ir.Constant(I64, a)), ws) for a in range(TH)]
+
+            def pass_(width, first, count):
+                vt = ir.VectorType(F32, width)
+
+                def chunk(c, st):
+                    off = builder.add(first, builder.mul(c, ir.Constant(I64, width)))
+                    ptrs = [builder.bitcast(builder.gep(p, [off]), vt.as_pointer()) for p in yp]
+
+                    def row(r, acc):
+                        x = builder.load(builder.bitcast(builder.gep(_row(builder, rb, r, rs), [off]),
+                                                         vt.as_pointer()), align=4)
+                        return [fma(builder, splat(builder, builder.load(builder.gep(wp[a], [r]), align=4), width),
+                                    x, acc[a]) for a in range(TH)]
+                    acc = _loop_n(builder, nr, row, [builder.load(p, align=4) for p in ptrs])
+                    for p, v in zip(ptrs, acc):
+                        builder.store(v, p, align=4)
+                    return st
+                _count_loop(builder, count, chunk, ir.Constant(I64, 0))
+            n64 = builder.sdiv(D, ir.Constant(I64, 64))
+            pass_(64, ir.Constant(I64, 0), n64)
+            done = builder.mul(n64, ir.Constant(I64, 64))
+            pass_(16, done, builder.sdiv(builder.sub(D, done), ir.Constant(I64, 16)))
+
+        full = builder.sdiv(na, ir.Constant(I64, 3))
+
+        def h3(c, st):
+            heads(builder.mul(c, ir.Constant(I64, 3)), 3)
+            return st
+        _count_loop(builder, full, h3, ir.Constant(I64, 0))
+        first = builder.mul(full, ir.Constant(I64, 3))
+
+        def h1(c, st):
+            heads(builder.add(first, c), 1)
+            return st
+        _count_loop(builder, builder.sub(na, first), h1, ir.Constant(I64, 0))
         return context.get_dummy_value()
     return sig, codegen
 

@@ -211,7 +211,8 @@ def test_shapes_refused_by_name():
 
 def test_the_score_tiles_are_dot16s_chains():
     """dot_tile16 (TILE_Q x TILE_R chains at once, smaller tiles at the edges) == dot_rows16
-    (one chain a row) byte for byte, for every count of queries and rows around the tiles."""
+    (sixteen chains at once, then one a row) byte for byte, for every count of queries and
+    rows around the tiles and dot_rows16's sixteen-row blocks."""
     from numba import njit
     from kernels.vec_ir import dot_rows16
 
@@ -225,9 +226,9 @@ def test_the_score_tiles_are_dot16s_chains():
             dot_rows16(qs[a], rows, out[a])
     rng = np.random.default_rng(9)
     for W in (16, 48, 576):
-        big = rng.standard_normal((11, W + 16), dtype=np.float32)
+        big = rng.standard_normal((40, W + 16), dtype=np.float32)
         for na in (1, 2, 3, 5, 9):
-            for n in (1, 3, 4, 7, 9):
+            for n in (1, 3, 4, 7, 9, 16, 17, 33):
                 qs = rng.standard_normal((na, W), dtype=np.float32)
                 rows = big[:n, :W]                    # strided rows, as a page's latent rows
                 a = np.full((na, n + 2), np.nan, np.float32)
@@ -242,14 +243,19 @@ def test_the_score_tiles_are_dot16s_chains():
 
 
 def test_the_value_tiles_are_axpy_rows16s_chains():
-    """axpy_heads16 (AXPY_HEADS heads x AXPY_LANES lanes at once) == axpy_rows16 a head at a
-    time, byte for byte, for head counts around the tile."""
+    """axpy_heads16 (AXPY_HEADS heads x AXPY_LANES lanes at once), and vec_ir's (the GQA
+    attention's: three heads at a time), == axpy_rows16 a head at a time, byte for byte, for
+    head counts around the tiles."""
     from numba import njit
+    from kernels.vec_ir import axpy_heads16 as gqa_heads16
     from kernels.vec_ir import axpy_rows16
 
     @njit
-    def tiles(y, w, rows):
-        mla_cpu.axpy_heads16(y, w, rows)
+    def tiles(y, w, rows, which):          # one function for both: one compile
+        if which == 0:
+            mla_cpu.axpy_heads16(y, w, rows)
+        else:
+            gqa_heads16(y, w, rows)
 
     @njit
     def one_by_one(y, w, rows):
@@ -262,10 +268,12 @@ def test_the_value_tiles_are_axpy_rows16s_chains():
             for n in (1, 5, 9):
                 y0 = rng.standard_normal((na, D), dtype=np.float32)
                 wbig = rng.standard_normal((na, n + 3), dtype=np.float32)
-                a, b = y0.copy(), y0.copy()
-                tiles(a, wbig[:, 1:n + 1], big[:n, :D])
+                b = y0.copy()
                 one_by_one(b, np.ascontiguousarray(wbig[:, 1:n + 1]), big[:n, :D])
-                assert np.array_equal(a, b), (D, na, n)
+                for which in (0, 1):
+                    a = y0.copy()
+                    tiles(a, wbig[:, 1:n + 1], big[:n, :D], which)
+                    assert np.array_equal(a, b), (which, D, na, n)
 
 
 def test_rows_past_several_segments():
