@@ -194,8 +194,8 @@ BREAKS = [
           "tests/model/test_cpu_layer.py::test_a_chunks_rows_equal_each_row_alone"),
     Break("a row group reads its rows' values with the first row's weights", "a chunk's rows equal each row alone (grouped attention)",
           (("kernels/attention_cpu.py",
-            "                    axpy_rows16(o, s[r, g, j:j + n], vp[:n, h])\n",
-            "                    axpy_rows16(o, s[0, g, j:j + n], vp[:n, h])\n"),),
+            "                axpy_heads16(out[t0 + r, h * group:(h + 1) * group], s[r, :, j:j + n], vp[:n, h])\n",
+            "                axpy_heads16(out[t0 + r, h * group:(h + 1) * group], s[0, :, j:j + n], vp[:n, h])\n"),),
           "tests/model/test_cpu_layer.py::test_a_chunks_rows_equal_each_row_alone"),
     # the mixture-of-experts router (kernels/moe.py's route): issue 31
     Break("the router drops the renormalisation", "the chosen weights sum to 1 (norm_topk_prob)",
