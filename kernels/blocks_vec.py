@@ -65,7 +65,7 @@ from numba.extending import intrinsic  # noqa: E402
 
 from kernels.vec_ir import F32 as _f32, V16F as _v16f, V32F as _v32f  # noqa: E402
 from kernels.vec_ir import fma as _fma, half as _halfload, lanes as _lanes, ptr as _ptr  # noqa: E402
-from kernels.vec_ir import prefetch_l2 as _prefetch_l2, splat as _splat  # noqa: E402
+from kernels.vec_ir import _loop_n, prefetch_l2 as _prefetch_l2, splat as _splat  # noqa: E402
 # module globals, not closure cells: a crew member closing over these dispatchers would
 # pickle their per-process uuids into its cache key and compile again in every process
 from kernels.team_cpu import finish, region_piece, wait  # noqa: E402
@@ -223,35 +223,6 @@ def _weights(builder, kind, base, dv, table):
     return builder.shuffle_vector(lo, hi, mask)
 
 
-def _loop(builder, nb, inits, body):
-    """for b in 0 .. nb-1: state = body(b, state), state a list of LLVM values starting at
-    `inits`; returns the final state (inits when nb == 0)."""
-    entry = builder.block
-    loop = builder.append_basic_block("blk_loop")
-    done = builder.append_basic_block("blk_done")
-    builder.cbranch(builder.icmp_signed(">", nb, ir.Constant(_i64, 0)), loop, done)
-    builder.position_at_end(loop)
-    b = builder.phi(_i64)
-    st = [builder.phi(v.type) for v in inits]
-    st2 = body(b, st)
-    b2 = builder.add(b, ir.Constant(_i64, 1))
-    end = builder.block
-    builder.cbranch(builder.icmp_signed("<", b2, nb), loop, done)
-    b.add_incoming(ir.Constant(_i64, 0), entry)
-    b.add_incoming(b2, end)
-    for phi, v0, v in zip(st, inits, st2):
-        phi.add_incoming(v0, entry)
-        phi.add_incoming(v, end)
-    builder.position_at_end(done)
-    out = []
-    for v0, v in zip(inits, st2):
-        phi = builder.phi(v.type)
-        phi.add_incoming(v0, entry)
-        phi.add_incoming(v, end)
-        out.append(phi)
-    return out
-
-
 def _scaled(builder, dv, lo, hi):
     """The block's 32 weights as the sum reads them: d * q in block order (float32 products;
     dv: d splat to 16 lanes)."""
@@ -379,7 +350,7 @@ def _make_tile(kind, R, C, table):
                     out[R * C] = _fma(builder, ms, xsr, st[R * C])
                 return out
             inits = [_ZERO32] * (R * C) + ([ir.Constant(vk, [0.0] * (R * C))] if q41 else [])
-            st = _loop(builder, nb, inits, body)
+            st = _loop_n(builder, nb, body, inits)
             sms = [builder.extract_element(st[R * C], ir.Constant(_i32, j)) if q41 else _FZERO
                    for j in range(R * C)]
             return _result(context, builder, signature, [_finish(builder, st[j], sms[j]) for j in range(R * C)])
@@ -706,7 +677,7 @@ def _make_ktile(kind, R, C, table=False):
                             a = _fma(builder, runs[j], _xblock(builder, xps[c], builder.add(b8, ir.Constant(_i64, j))), a)
                         out[r * C + c] = a
                 return out
-            st = _loop(builder, nb, [_ZERO32] * (R * C), body)
+            st = _loop_n(builder, nb, body, [_ZERO32] * (R * C))
             return _result(context, builder, signature, [_finish32(builder, v) for v in st])
         return sig, codegen
 

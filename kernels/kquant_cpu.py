@@ -472,7 +472,7 @@ def _make_tile(kind, R, C, vnni):
                             a = builder.fsub(a, builder.fmul(_splat(builder, dm, 16), mf))
                         out[e] = a
                 return out
-            st = V._loop(builder, nb, inits, body)
+            st = V._loop_n(builder, nb, body, inits)
             return V._result(context, builder, signature, [_tree(builder, st[e]) for e in range(R * C)])
         return sig, codegen
 

@@ -77,7 +77,7 @@ from numba.extending import intrinsic
 
 from kernels import mla
 from kernels.blocks_cpu import SERIAL_MACS, _noalias
-from kernels.vec_ir import (F32, I64, V16F, _count_loop, _max_tree, _row, _rows, _v16, axpy_rows16,
+from kernels.vec_ir import (F32, I64, V16F, _count_loop, _loop_n, _max_tree, _row, _rows, _v16, axpy_rows16,
                             dot_rows16, exp32, exp_ir, fma, half, ptr, splat, tree)
 
 ROW_BLOCK = 16            # query rows a job takes when a chunk has many
@@ -92,34 +92,6 @@ def fma32(typingctx, a, b, c):
     def codegen(context, builder, signature, args):
         return fma(builder, *args)
     return sig, codegen
-
-
-def _loop_n(builder, n, body, inits):
-    """for c in 0 .. n-1: states = body(c, states) (several values carried); the final states."""
-    entry = builder.block
-    loop = builder.append_basic_block("t_loop")
-    done = builder.append_basic_block("t_done")
-    builder.cbranch(builder.icmp_signed(">", n, ir.Constant(I64, 0)), loop, done)
-    builder.position_at_end(loop)
-    c = builder.phi(I64)
-    sts = [builder.phi(v.type) for v in inits]
-    new = body(c, sts)
-    c2 = builder.add(c, ir.Constant(I64, 1))
-    end = builder.block
-    builder.cbranch(builder.icmp_signed("<", c2, n), loop, done)
-    c.add_incoming(ir.Constant(I64, 0), entry)
-    c.add_incoming(c2, end)
-    for p, v0, v1 in zip(sts, inits, new):
-        p.add_incoming(v0, entry)
-        p.add_incoming(v1, end)
-    builder.position_at_end(done)
-    outs = []
-    for v0, v1 in zip(inits, new):
-        o = builder.phi(v0.type)
-        o.add_incoming(v0, entry)
-        o.add_incoming(v1, end)
-        outs.append(o)
-    return outs
 
 
 def _tile(builder, q, r, o, i0, r0, TA, TR, chunks):
