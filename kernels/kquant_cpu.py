@@ -42,6 +42,11 @@ What it computes is x's quantized copy, dx_b * q, times the weights d * sc * q -
 (Q4_K), d * sc * (q - 32) (Q6_K), up to float32 rounding of the per-block terms: `ref`
 is that definition in float64. The activations' rounding (|error| <= dx_b / 2 an element,
 relative 1/254 of the block's largest) is what llama.cpp's CPU kernels do for these kinds.
+
+Q8_0 weights against x quantized to ggml's q8_0 blocks (32 int8 and an f16 scale) have their own
+definition, Q8_0_DEF (below, `q80_matmul`; `q80_definition` its numpy form): the same rows /
+crew drivers over a tile of its own; the ops backend takes it for the head of the families
+that opt in (HEAD_Q8_0_X8), the others keep float32 x (kernels/blocks_vec.py).
 """
 from __future__ import annotations
 
@@ -482,6 +487,93 @@ def _make_tile(kind, R, C, vnni):
     return V.stable_pickle(tile, "q8tile", kind, R, C, vnni)
 
 
+# ---------------------------------------------------------------- Q8_0 against q8_0 x
+def _make_tile_q80(R, C, vnni):
+    """The Q8_0 tile (Q8_0_DEF): R weight rows (data[n .. n+R-1]) times C x rows (q[i ..
+    i+C-1], dx their block scales; gs unused) -> R*C elements, r-major. Per pair p of blocks
+    (64 values): a weight row's 64 int8 loaded once for the C x rows, an x row's once for the
+    R weight rows; T by one vpdpbusd of |w| (unsigned) against x with w's sign applied (VNNI),
+    or sign-extended products summed 4 a lane (portable): the same int32s."""
+    vp = ir.VectorType(_i32, 64)
+    v16i16 = ir.VectorType(ir.IntType(16), 16)
+    v2f = ir.VectorType(_f32, 2)
+    halves = ir.Constant(_v16i32, [0] * 8 + [1] * 8)
+
+    def typer(data, n, q, i, dx, gs):
+        sig = V._ret(R * C)(data, n, q, i, dx, gs)
+
+        def codegen(context, builder, signature, vals):
+            da = _ptr(context, builder, signature.args[0], vals[0])
+            qa = _ptr(context, builder, signature.args[2], vals[2])
+            xa = _ptr(context, builder, signature.args[4], vals[4])
+            nn, ii = vals[1], vals[3]
+            dstride = builder.extract_value(da.strides, 0)
+            qstride = builder.extract_value(qa.strides, 0)
+            xstride = builder.sdiv(builder.extract_value(xa.strides, 0), _c(4, _i64))
+            d0 = builder.bitcast(da.data, _i8.as_pointer())
+            q0 = builder.bitcast(qa.data, _i8.as_pointer())
+            ws = [builder.gep(d0, [builder.mul(builder.add(nn, _c(r, _i64)), dstride)]) for r in range(R)]
+            rowi = [builder.add(ii, _c(c, _i64)) for c in range(C)]
+            qps = [builder.gep(q0, [builder.mul(r, qstride)]) for r in rowi]
+            xps = [builder.gep(xa.data, [builder.mul(r, xstride)]) for r in rowi]
+            npairs = builder.sdiv(builder.extract_value(qa.shape, 1), _c(64, _i64))
+            ahead = builder.mul(dstride, _c(V.PREFETCH_ROWS, _i64))
+            zi = ir.Constant(_v16i32, [0] * 16)
+            z8 = ir.Constant(_v64i8, [0] * 64)
+            if vnni:
+                dpbusd = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_v16i32, [_v16i32] * 3),
+                                                        "llvm.x86.avx512.vpdpbusd.512")
+
+            def body(p, st):
+                out = list(st)
+                X, NX, DX = [], [], []
+                for c in range(C):
+                    xq = _load(builder, qps[c], builder.mul(p, _c(64, _i64)), _v64i8)
+                    X.append(xq)
+                    if vnni:
+                        NX.append(builder.sub(z8, xq))
+                    d2 = _load(builder, builder.bitcast(xps[c], _i8.as_pointer()), builder.mul(p, _c(8, _i64)), v2f)
+                    DX.append(builder.shuffle_vector(d2, ir.Constant(v2f, ir.Undefined), halves))
+                for r in range(R):
+                    b0 = builder.gep(ws[r], [builder.mul(p, _c(68, _i64))])
+                    if V.PREFETCH_ROWS:
+                        _prefetch_l2(builder, builder.gep(b0, [ahead]))
+                    w = _concat(builder, _load(builder, b0, 2, _v32i8), _load(builder, b0, 36, _v32i8))
+                    h0 = _load(builder, b0, 0, ir.IntType(16))
+                    h1 = _load(builder, b0, 34, ir.IntType(16))
+                    hv = builder.insert_element(ir.Constant(v16i16, ir.Undefined), h0, _c(0))
+                    hv = builder.insert_element(hv, h1, _c(1))
+                    hv = builder.shuffle_vector(hv, ir.Constant(v16i16, ir.Undefined), halves)
+                    dw = builder.fpext(builder.bitcast(hv, ir.VectorType(ir.HalfType(), 16)), _v16f)
+                    if vnni:
+                        neg = builder.icmp_signed("<", w, z8)
+                        u = builder.bitcast(builder.select(neg, builder.sub(z8, w), w), _v16i32)
+                    else:
+                        wi = builder.sext(w, vp)
+                    for c in range(C):
+                        if vnni:
+                            s = builder.select(neg, NX[c], X[c])
+                            T = builder.call(dpbusd, [zi, u, builder.bitcast(s, _v16i32)])
+                        else:
+                            pr = builder.mul(wi, builder.sext(X[c], vp))
+                            parts = [builder.shuffle_vector(pr, ir.Constant(vp, ir.Undefined),
+                                                            ir.Constant(_v16i32, [4 * L + t for L in range(16)]))
+                                     for t in range(4)]
+                            T = builder.add(builder.add(parts[0], parts[1]), builder.add(parts[2], parts[3]))
+                        e = r * C + c
+                        dd = builder.fmul(dw, DX[c])
+                        out[e] = builder.fadd(out[e], builder.fmul(dd, builder.sitofp(T, _v16f)))
+                return out
+            st = V._loop(builder, npairs, [ir.Constant(_v16f, [0.0] * 16)] * (R * C), body)
+            return V._result(context, builder, signature, [_tree(builder, st[e]) for e in range(R * C)])
+        return sig, codegen
+
+    @intrinsic
+    def tile(typingctx, data, n, q, i, dx, gs):
+        return typer(data, n, q, i, dx, gs)
+    return V.stable_pickle(tile, "q8tile", "Q8_0", R, C, vnni)
+
+
 X_BYTES = 1 << 17     # int8 x bytes a pass of `rows` (x rows against every weight row of its span)
 
 
@@ -490,8 +582,8 @@ def _make_rows(kind, vnni):
     lo..hi-1 of the matrix, every element through `tile`'s one definition (tiles: 4 x rows
     against 2 rows of blocks, then 1; the rows left past a multiple of 4 one at a time against
     4 rows of blocks, then 1): the tile shapes change the speed only."""
-    t24, t14 = _make_tile(kind, 2, 4, vnni), _make_tile(kind, 1, 4, vnni)
-    t41, t11 = _make_tile(kind, 4, 1, vnni), _make_tile(kind, 1, 1, vnni)
+    t24, t14 = _make_tile_any(kind, 2, 4, vnni), _make_tile_any(kind, 1, 4, vnni)
+    t41, t11 = _make_tile_any(kind, 4, 1, vnni), _make_tile_any(kind, 1, 1, vnni)
 
     @njit(cache=True, boundscheck=False, nogil=True)
     def rows(q, dx, gs, data, out, lo, hi):
@@ -557,7 +649,11 @@ def _make_crew(kind, vnni):
     return V.stable_pickle(member, "q8crew", kind, vnni)
 
 
-V.MAKERS.update(q8tile=_make_tile, q8rows=_make_rows, q8crew=_make_crew)
+def _make_tile_any(kind, R, C, vnni):
+    return _make_tile_q80(R, C, vnni) if kind == "Q8_0" else _make_tile(kind, R, C, vnni)
+
+
+V.MAKERS.update(q8tile=_make_tile_any, q8rows=_make_rows, q8crew=_make_crew)
 _CREWS: dict = {}
 _ONE = np.zeros(1, np.int64)
 
@@ -625,4 +721,106 @@ def ref(x: np.ndarray, w) -> np.ndarray:
     dequantized weights (kernels.blocks.Blocks.dequantize), in float64, to float32 once."""
     q, dx, _ = quantize(x)
     xq = (q.astype(np.float64).reshape(q.shape[0], -1, QK) * dx.astype(np.float64)[:, :, None]).reshape(q.shape)
+    return (xq @ w.dequantize().astype(np.float64).T).astype(np.float32)
+
+
+# ---------------------------------------------------------------- Q8_0 weights, q8_0 x
+Q8_0_DEF = """Q8_0 weights against x quantized as ggml's q8_0 activations (Q8_0_DEF):
+
+  x's quantization, per block b of 32 (ggml-quants.c quantize_row_q8_0_ref): amax = max |x|
+  (float32), d = amax / 127 (float32), id = 1 / d (0 where d == 0), q[j] = roundf(x[j] * id)
+  (float32 product; half away from zero), dx_b = d as ggml stores it: rounded to float16
+  (nearest even), widened. A block whose amax is not finite (a NaN or an inf in it): q = 0,
+  dx_b = NaN (the outputs it reaches are NaN). (ggml's AVX2 quantize_row_q8_0 takes id =
+  127 / amax and rounds half to even: a q may differ by one at rare ties; the reference is the
+  definition here.)
+
+  One output element, x row i and weight row n (K a multiple of 64): 16 float32 lanes acc,
+  zero; for each pair p of blocks (values 64 p .. 64 p + 63) in order:
+      T[L] (int32) = sum_{t<4} w[64p + 4L + t] * q[64p + 4L + t]      (exact in any order)
+      dd[L] = dw_b * dx_b (float32; b = 2p for L < 8, 2p + 1 for L >= 8; dw_b the weight
+              block's f16 scale widened)
+      acc[L] = acc[L] + dd[L] * float32(T[L])          (fmul then fadd: never fused)
+  out = tree(acc): (L, L+8), then (L, L+4), (L, L+2), (0, 1).
+
+An element's bytes depend on its weight row and its x row alone: every tile shape (4x1, 1x1
+for one x row; 2x4, 1x4 for four) computes this one chain, so a row's bytes are the same
+whatever the round holds (batch invariance; tests/model/test_q8_0_int8.py)."""
+
+
+def quantize_q8_0(x: np.ndarray):
+    """(q int8 [M, K], dx float32 [M, K/32]) of x [M, K] float32 by Q8_0_DEF (numpy: the
+    definition itself; no numba)."""
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    M, K = x.shape
+    if K % 32:
+        raise ValueError(f"kquant_cpu.quantize_q8_0: K = {K} is not a multiple of 32")
+    b = x.reshape(M, K // 32, 32)
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        amax = np.abs(b).max(axis=2)
+        bad = ~np.isfinite(amax)
+        d = (amax / np.float32(127)).astype(np.float32)
+        idd = np.where(d != 0, np.float32(1) / np.where(d != 0, d, np.float32(1)), np.float32(0)).astype(np.float32)
+        idd[bad] = 0
+        v = np.where(bad[:, :, None], np.float32(0), b * idd[:, :, None]).astype(np.float32)
+    t = np.trunc(v)
+    f = v - t                                         # exact: the fraction of a float32
+    t = t + (f >= np.float32(0.5)).astype(np.float32) - (f <= np.float32(-0.5)).astype(np.float32)
+    q = t.astype(np.int8).reshape(M, K)
+    dx = d.astype(np.float16).astype(np.float32)
+    dx[bad] = np.float32(np.nan)
+    return q, dx
+
+
+def q80_definition(q: np.ndarray, dx: np.ndarray, data: np.ndarray) -> np.ndarray:
+    """Q8_0_DEF's element chain in numpy float32 (each operation rounded as the definition
+    names it), for quantized x rows (q, dx) times Q8_0 rows `data` (uint8 [N, K/32*34]) ->
+    [M, N]: what the tests hold the numba forms to byte for byte."""
+    M, K = q.shape
+    N = data.shape[0]
+    nb = K // 32
+    if K % 64 or data.shape[1] != nb * 34:
+        raise ValueError(f"kquant_cpu.q80_definition: K = {K} (a multiple of 64) and rows of "
+                         f"{nb * 34} bytes wanted, rows are {data.shape[1]}")
+    blk = data.reshape(N, nb, 34)
+    dw = blk[:, :, :2].copy().view(np.float16).reshape(N, nb).astype(np.float32)
+    w = blk[:, :, 2:].copy().view(np.int8).astype(np.int32)              # [N, nb, 32]
+    out = np.empty((M, N), np.float32)
+    for i in range(M):
+        T = (w * q[i].reshape(nb, 32).astype(np.int32)[None]).reshape(N, nb, 8, 4).sum(axis=3)  # [N, nb, 8]
+        T = T.reshape(N, nb // 2, 16).astype(np.float32)                  # lanes of pair p
+        dd = (dw * dx[i][None]).astype(np.float32)                        # [N, nb]
+        ddl = np.repeat(dd.reshape(N, nb // 2, 2), 8, axis=2)             # [N, nb/2, 16]
+        acc = np.zeros((N, 16), np.float32)
+        for p in range(nb // 2):
+            acc = acc + ddl[:, p] * T[:, p]                               # float32 mul, then add
+        h = 8
+        while h >= 2:
+            acc = acc[:, :h] + acc[:, h:2 * h]
+            h //= 2
+        out[i] = acc[:, 0] + acc[:, 1]
+    return out
+
+
+def q80_matmul(x: np.ndarray, data: np.ndarray, out: np.ndarray | None = None,
+               vnni: bool | None = None) -> np.ndarray:
+    """x [M, K] float32 times the Q8_0 matrix whose rows are `data` (uint8 [N, K/32*34]) ->
+    [M, N] float32 by Q8_0_DEF (x quantized to q8_0; K a multiple of 64). vnni: the VNNI form
+    (default: where the host has it) or the portable one; the same bytes."""
+    q, dx = quantize_q8_0(x)
+    M, K = q.shape
+    if K % 64 or data.shape[1] != K // 32 * 34:
+        raise ValueError(f"kquant_cpu.q80_matmul: K = {K} (a multiple of 64 wanted) against "
+                         f"rows of {data.shape[1]} bytes")
+    if out is None:
+        out = np.empty((M, data.shape[0]), np.float32)
+    gs = np.zeros((M, 1, 16), np.int32)               # unused by the Q8_0 tiles
+    return grouped_q(q, dx, gs, "Q8_0", data[None], _ONE, np.array([0, M], np.int64), out, vnni)
+
+
+def q80_ref(x: np.ndarray, w) -> np.ndarray:
+    """The float64 value Q8_0_DEF rounds: x's q8_0 copy (dx_b * q) times w's dequantized
+    weights, in float64, to float32 once."""
+    q, dx = quantize_q8_0(x)
+    xq = (q.astype(np.float64).reshape(q.shape[0], -1, 32) * dx.astype(np.float64)[:, :, None]).reshape(q.shape)
     return (xq @ w.dequantize().astype(np.float64).T).astype(np.float32)

@@ -43,6 +43,10 @@ class Ops:
     # K-quant (Q4_K, Q6_K) products against int8-quantized x (kernels/kquant_cpu.py, llama.cpp's
     # arithmetic for them) or float32 x (kernels/blocks_vec.py): the definitions keep float32
     kq8 = False
+    # the one Blocks object (the model's head, set by server/engine/model.Model where the
+    # family opts in: its HEAD_Q8_0_X8) multiplied against x quantized to q8_0
+    # (kernels/kquant_cpu.Q8_0_DEF); None: every Q8_0 product against float32 x
+    q80_head = None
 
     def __init__(self):
         self.numba, self.why_not = qmatmul.available()
@@ -73,7 +77,7 @@ class Ops:
 
     def linear(self, x, w, bias=None):
         if isinstance(w, Blocks):                      # numba over the blocks as stored
-            return qmatmul.cpu(x, w, bias, self.kq8)
+            return qmatmul.cpu(x, w, bias, self.kq8, q80=w is self.q80_head)
         if isinstance(w, MixedBlocks):                 # each part as stored, side by side
             y = np.concatenate([qmatmul.cpu(x, p, q8=self.kq8) for p in w], axis=1)
             if bias is not None:

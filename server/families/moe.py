@@ -24,6 +24,9 @@ from server.families.llama import GGUF_ATTENTION, GGUF_MLP, attention_extras, at
     attend, mlp_shapes, shard_attention, shard_mlp
 
 NAME = "moe"
+# the CPU head (a Q8_0 matrix, cols a multiple of 64) against x quantized to q8_0 as
+# llama.cpp does (kernels/kquant_cpu.Q8_0_DEF; server/engine/model.Model reads this)
+HEAD_Q8_0_X8 = True
 
 GGUF_LAYER = {
     **GGUF_ATTENTION,

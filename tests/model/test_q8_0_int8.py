@@ -1,0 +1,155 @@
+"""kernels/kquant_cpu.py's Q8_0 against q8_0 x (Q8_0_DEF): the head of the families that opt in.
+
+- x's quantization is ggml's quantize_row_q8_0_ref (transcribed here from ggml-quants.c:
+  d = amax / 127, id = 1 / d, q = roundf(x * id), d stored as float16), bit for bit, ties
+  away from zero, a zero block, a NaN block;
+- the vector forms (VNNI where the host has it, the portable IR everywhere) give the numpy
+  definition's bytes (kquant_cpu.q80_definition) at every tile shape and pass (1..9 x rows,
+  70: two passes of X_BYTES, 512), through the crew and on the caller alone, and a row's
+  bytes alone == in its batch (batch invariance);
+- within float32 rounding of the float64 value of x's quantized copy times the weights;
+- the switch: the MoE / MLA families' Q8_0 head takes it (ops.q80_head), the llama family
+  does not.
+Random blocks: every int8 quant uniform (-128 included), f16 scales in [1e-3, 1e-2]."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from kernels import qmatmul
+
+ok, why = qmatmul.available()
+pytestmark = pytest.mark.skipif(not ok, reason=why)
+
+
+def q8_rows(rng, rows, cols):
+    data = rng.integers(0, 256, (rows, cols // 32, 34), dtype=np.uint8)
+    data[:, :, 0:2] = rng.uniform(1e-3, 1e-2, (rows, cols // 32, 1)).astype(np.float16).view(np.uint8)
+    return np.ascontiguousarray(data.reshape(rows, -1))
+
+
+def ggml_q8_0(x):
+    """ggml-quants.c quantize_row_q8_0_ref, one row, transcribed: (q int8, d float32 of f16)."""
+    nb = x.shape[0] // 32
+    q = np.zeros(x.shape[0], np.int8)
+    d = np.zeros(nb, np.float32)
+    for i in range(nb):
+        xb = x[32 * i:32 * i + 32]
+        amax = np.float32(0)
+        for v in xb:
+            amax = max(amax, np.float32(abs(v)))
+        dd = np.float32(amax / np.float32(127))
+        idd = np.float32(np.float32(1.0) / dd) if dd else np.float32(0)
+        d[i] = np.float32(np.float16(dd))
+        for j in range(32):
+            v = float(np.float32(xb[j] * idd))
+            q[32 * i + j] = int(math.copysign(math.floor(abs(v) + 0.5), v))      # roundf
+    return q, d
+
+
+def test_quantization_is_ggmls_q8_0():
+    from kernels import kquant_cpu as KQ
+    rng = np.random.default_rng(1)
+    x = (rng.standard_normal((3, 256)) * rng.uniform(1e-3, 30, (3, 1))).astype(np.float32)
+    x[0, :32] = 0                                               # amax 0: d = 0, q = 0
+    x[1, 32] = 127                                              # d = 1: x * id = x, ties
+    x[1, 33:64] = np.arange(31) - 15.5                          # .5 exactly: away from zero
+    q, dx = KQ.quantize_q8_0(x)
+    for i in range(3):
+        gq, gd = ggml_q8_0(x[i])
+        assert np.array_equal(q[i], gq), i
+        assert np.array_equal(dx[i].view(np.uint32), gd.view(np.uint32)), i
+    assert q[1, 33] == -16 and q[1, 34] == -15 and q[1, 63] == 15 and q[1, 48] == -1 and q[1, 49] == 1   # -15.5, -14.5, 14.5, -0.5, 0.5
+    x[2, 70] = np.nan
+    q, dx = KQ.quantize_q8_0(x)
+    assert np.isnan(dx[2, 2]) and not q[2, 64:96].any() and not np.isnan(dx[2, [0, 1, 3]]).any()
+    with pytest.raises(ValueError, match="K = 48"):
+        KQ.quantize_q8_0(np.zeros((1, 48), np.float32))
+
+
+def _forms():
+    from kernels import kquant_cpu as KQ
+    return (False, True) if KQ.VNNI else (False,)
+
+
+@pytest.mark.parametrize("vnni", _forms(), ids=lambda v: "vnni" if v else "portable")
+def test_vector_forms_equal_the_definition_at_every_round_shape(vnni):
+    from kernels import kquant_cpu as KQ
+    rng = np.random.default_rng(2)
+    for K, N, sizes in ((2048, 51, (1, 2, 3, 4, 5, 8, 9, 70)), (128, 13, (512,))):
+        data = q8_rows(rng, N, K)
+        x = rng.standard_normal((max(sizes), K)).astype(np.float32)
+        q, dx = KQ.quantize_q8_0(x)
+        want = KQ.q80_definition(q, dx, data)
+        for M in sizes:
+            got = KQ.q80_matmul(x[:M], data, vnni=vnni)
+            assert np.array_equal(got.view(np.uint32), want[:M].view(np.uint32)), (K, M)
+        for i in (0, 3, min(sizes[-1], 70) - 1):                 # a row alone == in its round
+            one = KQ.q80_matmul(x[i:i + 1], data, vnni=vnni)
+            assert np.array_equal(one.view(np.uint32), want[i:i + 1].view(np.uint32)), (K, i)
+
+
+@pytest.mark.parametrize("vnni", _forms(), ids=lambda v: "vnni" if v else "portable")
+def test_the_crew_gives_the_same_bytes(vnni):
+    """Past blocks_vec.CREW_SERIAL_MACS the rows go to a crew (numba's threads); 2 x rows."""
+    import numba
+
+    from kernels import blocks_vec
+    from kernels import kquant_cpu as KQ
+    rng = np.random.default_rng(3)
+    K, N = 2048, 10 * blocks_vec.CREW_CHUNKS * blocks_vec.ROWS + 5
+    assert 2 * N * K > blocks_vec.CREW_SERIAL_MACS
+    data = q8_rows(rng, N, K)
+    x = rng.standard_normal((2, K)).astype(np.float32)
+    q, dx = KQ.quantize_q8_0(x)
+    want = KQ.q80_definition(q, dx, data)
+    old = numba.get_num_threads()
+    try:
+        for n in sorted({1, min(2, numba.config.NUMBA_NUM_THREADS)}):
+            numba.set_num_threads(n)
+            got = KQ.q80_matmul(x, data, vnni=vnni)
+            assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), n
+    finally:
+        numba.set_num_threads(old)
+
+
+def test_within_float32_rounding_of_the_quantized_product():
+    from kernels import kquant_cpu as KQ
+    from kernels.blocks import Blocks
+    rng = np.random.default_rng(4)
+    K, N = 2048, 40
+    data = q8_rows(rng, N, K)
+    w = Blocks("Q8_0", N, K, data)
+    x = rng.standard_normal((3, K)).astype(np.float32)
+    got = KQ.q80_matmul(x, data)
+    ref = KQ.q80_ref(x, w)
+    scale = np.abs(ref).max()
+    assert np.abs(got - ref).max() <= 1e-5 * scale, np.abs(got - ref).max() / scale
+    # against float32 x: the activations' rounding, |err| <= sum_b dx_b / 2 * sum |w_b|
+    _, dx = KQ.quantize_q8_0(x)
+    wf = w.dequantize().astype(np.float64)
+    exact = x.astype(np.float64) @ wf.T
+    bound = (dx.astype(np.float64)[:, None, :] / 2 * np.abs(wf).reshape(N, -1, 32).sum(2)[None]).sum(2)
+    assert (np.abs(got - exact) <= bound * (1 + 1e-4) + 1e-6 * scale).all()
+    with pytest.raises(ValueError, match="K = 96"):
+        KQ.q80_matmul(np.zeros((1, 96), np.float32), q8_rows(rng, 2, 96))
+
+
+def test_the_switch_is_the_familys():
+    """The MoE / MLA families' Q8_0 head is multiplied against q8_0 x (ops.q80_head, its
+    product qmatmul.cpu's q80 form); the llama family keeps float32 x."""
+    from kernels import kquant_cpu as KQ
+    from kernels.blocks import Blocks
+    from server.engine.engine import Engine
+    from server.engine.weights import load
+    from tools.refs import moe_checkpoint as mc
+    ld = load(str(mc.build_once("qwen3moe-tiny").gguf["Q8_0"]), progress=False)
+    m = Engine(ld.spec, ld.tensors.__getitem__).model
+    head = m.w.lm_head
+    assert m.ops.q80_head is head and isinstance(head, Blocks) and head.kind == "Q8_0"
+    x = np.random.default_rng(5).standard_normal((2, head.cols)).astype(np.float32)
+    assert np.array_equal(m.ops.linear(x, head), KQ.q80_matmul(x, head.data))
+    from server.families import family
+    assert not getattr(family("llama"), "HEAD_Q8_0_X8", False)
