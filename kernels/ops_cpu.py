@@ -44,8 +44,9 @@ class Ops:
     # arithmetic for them) or float32 x (kernels/blocks_vec.py): the definitions keep float32
     kq8 = False
     # the one Blocks object (the model's head, set by server/engine/model.Model where the
-    # family opts in: its HEAD_Q8_0_X8) multiplied against x quantized to q8_0
-    # (kernels/kquant_cpu.Q8_0_DEF); None: every Q8_0 product against float32 x
+    # family opts in: its HEAD_Q8_0_X8; either CPU backend, numba present) multiplied against
+    # x quantized to q8_0 (kernels/kquant_cpu.Q8_0_DEF); None: every Q8_0 product against
+    # float32 x
     q80_head = None
 
     def __init__(self):

@@ -151,5 +151,9 @@ def test_the_switch_is_the_familys():
     assert m.ops.q80_head is head and isinstance(head, Blocks) and head.kind == "Q8_0"
     x = np.random.default_rng(5).standard_normal((2, head.cols)).astype(np.float32)
     assert np.array_equal(m.ops.linear(x, head), KQ.q80_matmul(x, head.data))
+    # the MLA family serves on the "numpy" backend (no wqkv); its head takes q8_0 x too
+    ld = load(str(mc.build_once("glm47flash-tiny").gguf["Q8_0"]), progress=False)
+    m = Engine(ld.spec, ld.tensors.__getitem__).model
+    assert m.ops.name == "numpy" and m.ops.q80_head is m.w.lm_head
     from server.families import family
     assert not getattr(family("llama"), "HEAD_Q8_0_X8", False)

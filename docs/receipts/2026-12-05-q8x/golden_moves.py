@@ -57,8 +57,13 @@ def moe():
                 got, want = lg[ref["ids"]], np.array(ref["logits"], np.float64)
                 rel = float(np.max(np.abs(got - want) / np.abs(want)))
                 ok = out[:n] == case["greedy_ids"][:n]
+                at = ""
+                if fd is not None and fd < len(case["top5"]) and case["top5"][fd] is not None:
+                    t = case["top5"][fd]
+                    v = t.get("logits") or t.get("logprobs")
+                    at = f" (the reference's top-1 - top-2 there: {v[0] - v[1]:.4f}; ours {out[fd]} is its #{t['ids'].index(out[fd]) + 1 if out[fd] in t['ids'] else '>5'})"
                 print(f"  {mode:9s} {case['name']:12s} exact_prefix {n:2d} near_tie {case['near_tie_step']} "
-                      f"first differing step {fd}; ids through the prefix {'equal' if ok else 'DIFFER'}; "
+                      f"first differing step {fd}{at}; ids through the prefix {'equal' if ok else 'DIFFER'}; "
                       f"top-5 step 0 max rel err {rel:.2e} ({'<' if rel < 1e-3 else '>='} 1e-3); "
                       f"min top-1 margin {case['min_top1_margin']:.4f}")
         for case in rec["references"]["Q8_0"]["cases"]:
