@@ -536,8 +536,9 @@ def _make_tile_q80(R, C, vnni):
                     DX.append(builder.shuffle_vector(d2, ir.Constant(v2f, ir.Undefined), halves))
                 for r in range(R):
                     b0 = builder.gep(ws[r], [builder.mul(p, _c(68, _i64))])
-                    if V.PREFETCH_ROWS:
+                    if V.PREFETCH_ROWS:     # the pair's 68 bytes: both lines they may touch
                         _prefetch_l2(builder, builder.gep(b0, [ahead]))
+                        _prefetch_l2(builder, builder.gep(b0, [builder.add(ahead, _c(64, _i64))]))
                     w = _concat(builder, _load(builder, b0, 2, _v32i8), _load(builder, b0, 36, _v32i8))
                     h0 = _load(builder, b0, 0, ir.IntType(16))
                     h1 = _load(builder, b0, 34, ir.IntType(16))
