@@ -583,8 +583,8 @@ def _make_rows(kind, vnni):
     lo..hi-1 of the matrix, every element through `tile`'s one definition (tiles: 4 x rows
     against 2 rows of blocks, then 1; the rows left past a multiple of 4 one at a time against
     4 rows of blocks, then 1): the tile shapes change the speed only."""
-    t24, t14 = _make_tile_any(kind, 2, 4, vnni), _make_tile_any(kind, 1, 4, vnni)
-    t41, t11 = _make_tile_any(kind, 4, 1, vnni), _make_tile_any(kind, 1, 1, vnni)
+    t24, t14 = _make_tile(kind, 2, 4, vnni), _make_tile(kind, 1, 4, vnni)
+    t41, t11 = _make_tile(kind, 4, 1, vnni), _make_tile(kind, 1, 1, vnni)
 
     @njit(cache=True, boundscheck=False, nogil=True)
     def rows(q, dx, gs, data, out, lo, hi):
@@ -621,6 +621,79 @@ def _make_rows(kind, vnni):
     return V.stable_pickle(rows, "q8rows", kind, vnni)
 
 
+def _make_rows_q80(vnni):
+    """The Q8_0 rows (as _make_rows: the same signature, every element through Q8_0_DEF's one
+    chain) with tiles for the rows past a multiple of 4: 2 of them against 4 rows of blocks
+    (then 1), 3 against 2 (then 1), 1 against 4 (then 1): a decode round of 2 or 3 reads the
+    weights once."""
+    t24, t14 = _make_tile_q80(2, 4, vnni), _make_tile_q80(1, 4, vnni)
+    t41, t11 = _make_tile_q80(4, 1, vnni), _make_tile_q80(1, 1, vnni)
+    t42, t12 = _make_tile_q80(4, 2, vnni), _make_tile_q80(1, 2, vnni)
+    t23, t13 = _make_tile_q80(2, 3, vnni), _make_tile_q80(1, 3, vnni)
+
+    @njit(cache=True, boundscheck=False, nogil=True)
+    def rows(q, dx, gs, data, out, lo, hi):
+        M, K = q.shape
+        M4 = M - M % 4
+        xb = max(4, (X_BYTES // K) // 4 * 4)        # x rows a pass: their int8 stay in L2
+        for i0 in range(0, M4, xb):
+            i1 = min(i0 + xb, M4)
+            n = lo
+            while n + 2 <= hi:
+                for i in range(i0, i1, 4):
+                    r = t24(data, n, q, i, dx, gs)
+                    for a in range(2):
+                        for c in range(4):
+                            out[i + c, n + a] = r[4 * a + c]
+                n += 2
+            if n < hi:
+                for i in range(i0, i1, 4):
+                    r = t14(data, n, q, i, dx, gs)
+                    for c in range(4):
+                        out[i + c, n] = r[c]
+        i = M4
+        left = M - M4
+        n = lo
+        if left == 3:
+            while n + 2 <= hi:
+                r = t23(data, n, q, i, dx, gs)
+                for a in range(2):
+                    for c in range(3):
+                        out[i + c, n + a] = r[3 * a + c]
+                n += 2
+            while n < hi:
+                r = t13(data, n, q, i, dx, gs)
+                for c in range(3):
+                    out[i + c, n] = r[c]
+                n += 1
+        elif left == 2:
+            while n + 4 <= hi:
+                r = t42(data, n, q, i, dx, gs)
+                for a in range(4):
+                    for c in range(2):
+                        out[i + c, n + a] = r[2 * a + c]
+                n += 4
+            while n < hi:
+                r = t12(data, n, q, i, dx, gs)
+                for c in range(2):
+                    out[i + c, n] = r[c]
+                n += 1
+        elif left == 1:
+            while n + 4 <= hi:
+                r = t41(data, n, q, i, dx, gs)
+                for a in range(4):
+                    out[i, n + a] = r[a]
+                n += 4
+            while n < hi:
+                out[i, n] = t11(data, n, q, i, dx, gs)
+                n += 1
+    return V.stable_pickle(rows, "q8rows", "Q8_0", vnni)
+
+
+def _make_rows_any(kind, vnni):
+    return _make_rows_q80(vnni) if kind == "Q8_0" else _make_rows(kind, vnni)
+
+
 def _make_crew(kind, vnni):
     rows = V._made("q8rows", kind, vnni)
     span = V.CREW_CHUNKS * V.ROWS
@@ -654,7 +727,7 @@ def _make_tile_any(kind, R, C, vnni):
     return _make_tile_q80(R, C, vnni) if kind == "Q8_0" else _make_tile(kind, R, C, vnni)
 
 
-V.MAKERS.update(q8tile=_make_tile_any, q8rows=_make_rows, q8crew=_make_crew)
+V.MAKERS.update(q8tile=_make_tile_any, q8rows=_make_rows_any, q8crew=_make_crew)
 _CREWS: dict = {}
 _ONE = np.zeros(1, np.int64)
 
