@@ -44,15 +44,19 @@ is that definition in float64. The activations' rounding (|error| <= dx_b / 2 an
 relative 1/254 of the block's largest) is what llama.cpp's CPU kernels do for these kinds.
 
 Q8_0 weights against x quantized to ggml's q8_0 blocks (32 int8 and an f16 scale) have their own
-definition, Q8_0_DEF (below, `q80_matmul`; `q80_definition` its numpy form): the same rows /
-crew drivers over a tile of its own; the ops backend takes it for the head of the families
-that opt in (HEAD_Q8_0_X8), the others keep float32 x (kernels/blocks_vec.py).
+definition, Q8_0_DEF (below, `q80_matmul`, `q80_grouped`; `q80_definition` its numpy form,
+`quantize_q8_0` the numpy form of x's quantization, `quantize_q80` its numba form): the same
+rows / crew drivers over a tile of its own; the ops backends take it for every Q8_0 product of
+the families that opt in (their Q8_0_X8: kernels/ops_cpu.Ops.q80), the others keep float32 x
+(kernels/blocks_vec.py).
 """
 from __future__ import annotations
 
 from kernels import require_init  # noqa: E402
 
 require_init(__name__)           # kernels.init() first: numba's cache folder, its env
+import math  # noqa: E402
+
 import numpy as np  # noqa: E402
 from llvmlite import ir  # noqa: E402
 from numba import njit  # noqa: E402
@@ -809,6 +813,9 @@ Q8_0_DEF = """Q8_0 weights against x quantized as ggml's q8_0 activations (Q8_0_
   127 / amax and rounds half to even: a q may differ by one at rare ties; the reference is the
   definition here.)
 
+  A K of an odd number of blocks: x and every weight row get one zero block more (q = 0,
+  dx = 0; quants 0, scale 0), so K is a whole number of pairs (the pad adds dd = 0 times T = 0).
+
   One output element, x row i and weight row n (K a multiple of 64): 16 float32 lanes acc,
   zero; for each pair p of blocks (values 64 p .. 64 p + 63) in order:
       T[L] (int32) = sum_{t<4} w[64p + 4L + t] * q[64p + 4L + t]      (exact in any order)
@@ -876,16 +883,128 @@ def q80_definition(q: np.ndarray, dx: np.ndarray, data: np.ndarray) -> np.ndarra
     return out
 
 
+@njit(cache=True, boundscheck=False, nogil=True)
+def _f16_round(d):
+    """d (float32, finite, >= 0) rounded to the nearest float16 (ties to even), as float32;
+    past float16's largest (65504) inf. Exact: float64 scaling by powers of two."""
+    if d == 0:
+        return np.float32(0.0)
+    m, e = math.frexp(np.float64(d))                 # d = m 2^e, m in [0.5, 1)
+    quantum = math.ldexp(1.0, max(e - 11, -24))     # float16's spacing there (subnormals 2^-24)
+    r = np.rint(np.float64(d) / quantum) * quantum
+    if r > 65504.0:
+        return np.float32(np.inf)
+    return np.float32(r)
+
+
+@njit(cache=True, boundscheck=False, nogil=True)
+def quantize_q80_rows(x, q, dx):
+    """x [M, K] float32 -> q [M, Kp] int8, dx [M, Kp/32] float32 by Q8_0_DEF's quantization
+    (quantize_q8_0's bytes); Kp >= K (a multiple of 64): the blocks past K are the zero pad
+    (q = 0, dx = 0)."""
+    M, K = x.shape
+    nb = q.shape[1] // 32
+    for i in range(M):
+        for b in range(nb):
+            o = 32 * b
+            if o >= K:
+                for j in range(32):
+                    q[i, o + j] = 0
+                dx[i, b] = np.float32(0.0)
+                continue
+            amax = np.float32(0.0)
+            bad = False
+            for j in range(32):
+                v = x[i, o + j]
+                if not np.isfinite(v):
+                    bad = True
+                a = abs(v)
+                if a > amax:
+                    amax = a
+            if bad:
+                for j in range(32):
+                    q[i, o + j] = 0
+                dx[i, b] = np.float32(np.nan)
+                continue
+            d = np.float32(amax / np.float32(127.0))
+            idd = np.float32(np.float32(1.0) / d) if d != 0 else np.float32(0.0)
+            for j in range(32):
+                v = np.float64(np.float32(x[i, o + j] * idd))
+                t = np.floor(abs(v) + 0.5)                     # roundf: half away from zero
+                q[i, o + j] = np.int8(t if v >= 0 else -t)
+            dx[i, b] = _f16_round(d)
+
+
+def quantize_q80(x: np.ndarray):
+    """(q int8 [M, Kp], dx float32 [M, Kp/32]) of x [M, K] float32 (K a multiple of 32) by
+    Q8_0_DEF, in numba (quantize_q8_0's bytes), zero-padded to Kp = K rounded up to 64 (a
+    whole number of pairs: the pad block adds exactly 0 to every lane it reaches)."""
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    M, K = x.shape
+    if K % 32:
+        raise ValueError(f"kquant_cpu.quantize_q80: K = {K} is not a multiple of 32")
+    Kp = (K + 63) // 64 * 64
+    q = np.empty((M, Kp), np.int8)
+    dx = np.empty((M, Kp // 32), np.float32)
+    quantize_q80_rows(x, q, dx)
+    return q, dx
+
+
+_PADDED: dict = {}       # id(data) -> (data, its rows with one zero block more)
+
+
+def q80_padded(data: np.ndarray) -> np.ndarray:
+    """Q8_0 rows (uint8 [..., nb * 34]) as Q8_0_DEF reads them: nb even, as they are; nb odd,
+    one zero block (scale 0, quants 0) appended to each row (a copy, made once an array and
+    kept: only shapes whose width is an odd number of blocks, the tiny test shapes; every
+    width of the served models is a multiple of 64)."""
+    nb = data.shape[-1] // 34
+    if nb % 2 == 0:
+        return data
+    got = _PADDED.get(id(data))
+    if got is not None and got[0] is data:
+        return got[1]
+    pad = np.zeros(data.shape[:-1] + ((nb + 1) * 34,), np.uint8)
+    pad[..., :nb * 34] = data
+    _PADDED[id(data)] = (data, pad)
+    return pad
+
+
+def q80_grouped_q(q, dx, stack: np.ndarray, experts, offs, vnni=None) -> np.ndarray:
+    """Quantized x rows (quantize_q80's q, dx; grouped: group g = rows offs[g]:offs[g+1])
+    times the Q8_0 stack uint8 [E, N, nb * 34] -> [R, N]: every row's bytes those of
+    q80_matmul(x_row, stack[experts[g]]). One quantized x serves several stacks (a MoE
+    layer's gate and up)."""
+    data = q80_padded(stack)
+    M, Kp = q.shape
+    if data.shape[-1] != Kp // 32 * 34:
+        raise ValueError(f"kquant_cpu.q80_grouped_q: x of {Kp} values (padded) against rows of "
+                         f"{stack.shape[-1]} bytes")
+    out = np.empty((M, data.shape[1]), np.float32)
+    gs = np.zeros((M, 1, 16), np.int32)               # unused by the Q8_0 tiles
+    return grouped_q(q, dx, gs, "Q8_0", data, np.ascontiguousarray(experts, np.int64),
+                     np.ascontiguousarray(offs, np.int64), out, vnni)
+
+
+def q80_grouped(x: np.ndarray, stack: np.ndarray, experts, offs, vnni=None) -> np.ndarray:
+    """x [R, K] (rows grouped by expert) times the Q8_0 stack [E, N, K/32*34] -> [R, N], by
+    Q8_0_DEF (x quantized once)."""
+    q, dx = quantize_q80(x)
+    return q80_grouped_q(q, dx, stack, experts, offs, vnni)
+
+
 def q80_matmul(x: np.ndarray, data: np.ndarray, out: np.ndarray | None = None,
                vnni: bool | None = None) -> np.ndarray:
     """x [M, K] float32 times the Q8_0 matrix whose rows are `data` (uint8 [N, K/32*34]) ->
-    [M, N] float32 by Q8_0_DEF (x quantized to q8_0; K a multiple of 64). vnni: the VNNI form
-    (default: where the host has it) or the portable one; the same bytes."""
-    q, dx = quantize_q8_0(x)
-    M, K = q.shape
-    if K % 64 or data.shape[1] != K // 32 * 34:
-        raise ValueError(f"kquant_cpu.q80_matmul: K = {K} (a multiple of 64 wanted) against "
-                         f"rows of {data.shape[1]} bytes")
+    [M, N] float32 by Q8_0_DEF (x quantized to q8_0 by quantize_q80; an odd number of blocks
+    padded with a zero one on both sides). vnni: the VNNI form (default: where the host has
+    it) or the portable one; the same bytes."""
+    q, dx = quantize_q80(x)
+    M, Kp = q.shape
+    if data.shape[1] != x.shape[1] // 32 * 34:
+        raise ValueError(f"kquant_cpu.q80_matmul: K = {x.shape[1]} against rows of "
+                         f"{data.shape[1]} bytes")
+    data = q80_padded(data)
     if out is None:
         out = np.empty((M, data.shape[0]), np.float32)
     gs = np.zeros((M, 1, 16), np.int32)               # unused by the Q8_0 tiles

@@ -1,4 +1,4 @@
-"""kernels/kquant_cpu.py's Q8_0 against q8_0 x (Q8_0_DEF): the head of the families that opt in.
+"""kernels/kquant_cpu.py's Q8_0 against q8_0 x (Q8_0_DEF): every Q8_0 product of the families that opt in.
 
 - x's quantization is ggml's quantize_row_q8_0_ref (transcribed here from ggml-quants.c:
   d = amax / 127, id = 1 / d, q = roundf(x * id), d stored as float16), bit for bit, ties
@@ -8,8 +8,10 @@
   70: two passes of X_BYTES, 512), through the crew and on the caller alone, and a row's
   bytes alone == in its batch (batch invariance);
 - within float32 rounding of the float64 value of x's quantized copy times the weights;
-- the switch: the MoE / MLA families' Q8_0 head takes it (ops.q80_head), the llama family
-  does not.
+- x's quantization in numba (quantize_q80) == the numpy definition byte for byte; an odd
+  number of blocks padded with a zero one; the experts' grouped path == each row alone;
+- the switch: every Q8_0 product of the MoE / MLA / hybrid families takes it (ops.q80), the
+  llama family and the others do not.
 Random blocks: every int8 quant uniform (-128 included), f16 scales in [1e-3, 1e-2]."""
 from __future__ import annotations
 
@@ -67,6 +69,37 @@ def test_quantization_is_ggmls_q8_0():
     assert np.isnan(dx[2, 2]) and not q[2, 64:96].any() and not np.isnan(dx[2, [0, 1, 3]]).any()
     with pytest.raises(ValueError, match="K = 48"):
         KQ.quantize_q8_0(np.zeros((1, 48), np.float32))
+
+
+def test_the_numba_quantizer_gives_the_definitions_bytes():
+    """quantize_q80 (numba, what the products use) == quantize_q8_0 (numpy, the definition)
+    byte for byte, the pad block zero: ties, zero and NaN / inf blocks, scales across float16's
+    range (subnormal d, rounding up to a new binade, past 65504 -> inf)."""
+    from kernels import kquant_cpu as KQ
+    rng = np.random.default_rng(11)
+    x = (rng.standard_normal((6, 320)) * rng.uniform(1e-3, 30, (6, 1))).astype(np.float32)
+    x[0, :32] = 0
+    x[1, 32] = 127
+    x[1, 33:64] = np.arange(31) - 15.5
+    x[2, 70] = np.nan
+    x[2, 100] = np.inf
+    x[3] *= np.float32(1e-5)                         # d below float16's normals (6.1e-5)
+    x[3, 64:96] *= np.float32(1e-3)
+    x[4, :32] = np.float32(127 * 65519.0)            # d rounds down to 65504
+    x[4, 32:64] = np.float32(127 * 65520.0)          # d rounds to inf
+    x[5] = rng.uniform(-1, 1, 320).astype(np.float32) * np.float32(127 * 2047.9)   # binade edges
+    for K in (320, 288, 64):                         # 10 blocks, 9 (padded), 2
+        q, dx = KQ.quantize_q8_0(x[:, :K])
+        nq, ndx = KQ.quantize_q80(x[:, :K])
+        assert nq.shape[1] == (K + 63) // 64 * 64
+        assert np.array_equal(nq[:, :K], q) and not nq[:, K:].any(), K
+        assert np.array_equal(ndx[:, :K // 32].view(np.uint32), dx.view(np.uint32)), K
+        assert not ndx[:, K // 32:].any()
+    many = (rng.standard_normal((64, 2048)) * np.exp(rng.uniform(-14, 12, (64, 64, 1)))
+            .repeat(32, axis=2).reshape(64, 2048)).astype(np.float32)
+    q, dx = KQ.quantize_q8_0(many)
+    nq, ndx = KQ.quantize_q80(many)
+    assert np.array_equal(nq, q) and np.array_equal(ndx.view(np.uint32), dx.view(np.uint32))
 
 
 def _forms():
@@ -134,26 +167,80 @@ def test_within_float32_rounding_of_the_quantized_product():
     bound = (dx.astype(np.float64)[:, None, :] / 2 * np.abs(wf).reshape(N, -1, 32).sum(2)[None]).sum(2)
     assert (np.abs(got - exact) <= bound * (1 + 1e-4) + 1e-6 * scale).all()
     with pytest.raises(ValueError, match="K = 96"):
-        KQ.q80_matmul(np.zeros((1, 96), np.float32), q8_rows(rng, 2, 96))
+        KQ.q80_matmul(np.zeros((1, 96), np.float32), q8_rows(rng, 2, 64))
+
+
+@pytest.mark.parametrize("vnni", _forms(), ids=lambda v: "vnni" if v else "portable")
+def test_an_odd_number_of_blocks_is_padded_with_a_zero_one(vnni):
+    """K = 96 (3 blocks): the product is the definition's on x and the rows each padded with a
+    zero block, at every round shape; within float32 rounding of the quantized product."""
+    from kernels import kquant_cpu as KQ
+    from kernels.blocks import Blocks
+    rng = np.random.default_rng(12)
+    K, N = 96, 21
+    data = q8_rows(rng, N, K)
+    x = rng.standard_normal((9, K)).astype(np.float32)
+    q, dx = KQ.quantize_q80(x)
+    pad = np.zeros((N, 4 * 34), np.uint8)
+    pad[:, :3 * 34] = data
+    want = KQ.q80_definition(q, dx, pad)
+    for M in range(1, 10):
+        got = KQ.q80_matmul(x[:M], data, vnni=vnni)
+        assert np.array_equal(got.view(np.uint32), want[:M].view(np.uint32)), M
+    ref = KQ.q80_ref(x, Blocks("Q8_0", N, K, data))
+    assert np.abs(want - ref).max() <= 1e-5 * np.abs(ref).max()
+
+
+@pytest.mark.parametrize("K", (2048, 96))
+def test_the_experts_grouped_path_equals_each_row_alone(K):
+    """kernels/moe_cpu.grouped_matmul / gate_up with q80 (one crew round over every group, x
+    quantized once) == each row alone through qmatmul.cpu(q80=True) against its expert."""
+    from kernels import moe_cpu
+    from kernels.blocks import Blocks, ExpertStack
+    rng = np.random.default_rng(13)
+    E, N = 6, 40
+    gate = ExpertStack([Blocks("Q8_0", N, K, q8_rows(rng, N, K)) for _ in range(E)])
+    up = ExpertStack([Blocks("Q8_0", N, K, q8_rows(rng, N, K)) for _ in range(E)])
+    experts = np.array([0, 2, 3, 5], np.int64)
+    offs = np.array([0, 5, 6, 19, 21], np.int64)
+    x = rng.standard_normal((21, K)).astype(np.float32)
+    got = moe_cpu.grouped_matmul(x, gate, experts, offs, q8=True, q80=True)
+    gu = moe_cpu.gate_up(x, gate, up, experts, offs, q8=True, q80=True)
+    for g, e in enumerate(experts):
+        for i in range(offs[g], offs[g + 1]):
+            one = qmatmul.cpu(x[i:i + 1], gate[e], q80=True)
+            assert np.array_equal(got[i:i + 1].view(np.uint32), one.view(np.uint32)), (g, i)
+            assert np.array_equal(gu[i:i + 1, :N].view(np.uint32), one.view(np.uint32)), (g, i)
+            two = qmatmul.cpu(x[i:i + 1], up[e], q80=True)
+            assert np.array_equal(gu[i:i + 1, N:].view(np.uint32), two.view(np.uint32)), (g, i)
+    # the float32 form is another arithmetic: the switch changes the bytes
+    flt = moe_cpu.grouped_matmul(x, gate, experts, offs, q8=True, q80=False)
+    assert not np.array_equal(flt, got)
 
 
 def test_the_switch_is_the_familys():
-    """The MoE / MLA families' Q8_0 head is multiplied against q8_0 x (ops.q80_head, its
-    product qmatmul.cpu's q80 form); the llama family keeps float32 x."""
+    """The MoE / MLA / hybrid families multiply every Q8_0 matrix against q8_0 x (ops.q80, set
+    from the family's Q8_0_X8: the head, the attention and FFN matrices, the experts); the llama
+    family and the families not listed keep float32 x."""
     from kernels import kquant_cpu as KQ
     from kernels.blocks import Blocks
     from server.engine.engine import Engine
     from server.engine.weights import load
+    from server.families import family
     from tools.refs import moe_checkpoint as mc
     ld = load(str(mc.build_once("qwen3moe-tiny").gguf["Q8_0"]), progress=False)
     m = Engine(ld.spec, ld.tensors.__getitem__).model
-    head = m.w.lm_head
-    assert m.ops.q80_head is head and isinstance(head, Blocks) and head.kind == "Q8_0"
+    head, L = m.w.lm_head, m.w.layers[0]
+    assert m.ops.q80 and isinstance(head, Blocks) and head.kind == "Q8_0"
     x = np.random.default_rng(5).standard_normal((2, head.cols)).astype(np.float32)
     assert np.array_equal(m.ops.linear(x, head), KQ.q80_matmul(x, head.data))
-    # the MLA family serves on the "numpy" backend (no wqkv); its head takes q8_0 x too
+    assert isinstance(L.wqkv, Blocks) and L.wqkv.kind == "Q8_0"
+    assert np.array_equal(m.ops.linear(x, L.wqkv), KQ.q80_matmul(x, L.wqkv.data))
+    # the MLA family serves on the "numpy" backend (no wqkv); it takes q8_0 x too
     ld = load(str(mc.build_once("glm47flash-tiny").gguf["Q8_0"]), progress=False)
     m = Engine(ld.spec, ld.tensors.__getitem__).model
-    assert m.ops.name == "numpy" and m.ops.q80_head is m.w.lm_head
-    from server.families import family
-    assert not getattr(family("llama"), "HEAD_Q8_0_X8", False)
+    assert m.ops.name == "numpy" and m.ops.q80
+    for name in ("qwen3moe", "glm4moe", "deepseek2", "qwen3next"):
+        assert family(name).Q8_0_X8 is True, name
+    for name in ("llama", "qwen3", "gptoss", "kimilinear", "glm5next"):
+        assert not getattr(family(name), "Q8_0_X8", False), name
