@@ -78,9 +78,9 @@ class Ops:
 
     def linear(self, x, w, bias=None):
         if isinstance(w, Blocks):                      # numba over the blocks as stored
-            return qmatmul.cpu(x, w, bias, self.kq8, self.q80)
+            return qmatmul.cpu(x, w, bias, q8=self.kq8, q80=self.q80)
         if isinstance(w, MixedBlocks):                 # each part as stored, side by side
-            y = np.concatenate([qmatmul.cpu(x, p, self.kq8, q80=self.q80) for p in w], axis=1)
+            y = np.concatenate([qmatmul.cpu(x, p, q8=self.kq8, q80=self.q80) for p in w], axis=1)
             if bias is not None:
                 y += bias
             return y
