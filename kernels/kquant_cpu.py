@@ -496,8 +496,9 @@ def _make_tile_q80(R, C, vnni):
     """The Q8_0 tile (Q8_0_DEF): R weight rows (data[n .. n+R-1]) times C x rows (q[i ..
     i+C-1], dx their block scales; gs unused) -> R*C elements, r-major. Per pair p of blocks
     (64 values): a weight row's 64 int8 loaded once for the C x rows, an x row's once for the
-    R weight rows; T by one vpdpbusd of |w| (unsigned) against x with w's sign applied (VNNI),
-    or sign-extended products summed 4 a lane (portable): the same int32s."""
+    R weight rows; T by one vpdpbusd of x + 128 (unsigned) against w (signed) started from
+    -128 * (w's 4 a lane, one vpdpbusd a weight row), one instruction an (r, c) (VNNI), or
+    sign-extended products summed 4 a lane (portable): the same int32s."""
     vp = ir.VectorType(_i32, 64)
     v16i16 = ir.VectorType(ir.IntType(16), 16)
     v2f = ir.VectorType(_f32, 2)
@@ -523,7 +524,8 @@ def _make_tile_q80(R, C, vnni):
             npairs = builder.sdiv(builder.extract_value(qa.shape, 1), _c(64, _i64))
             ahead = builder.mul(dstride, _c(V.PREFETCH_ROWS, _i64))
             zi = ir.Constant(_v16i32, [0] * 16)
-            z8 = ir.Constant(_v64i8, [0] * 64)
+            b80 = ir.Constant(_v64i8, [-128] * 64)
+            b80i = builder.bitcast(b80, _v16i32)
             if vnni:
                 dpbusd = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_v16i32, [_v16i32] * 3),
                                                         "llvm.x86.avx512.vpdpbusd.512")
@@ -534,8 +536,8 @@ def _make_tile_q80(R, C, vnni):
                 for c in range(C):
                     xq = _load(builder, qps[c], builder.mul(p, _c(64, _i64)), _v64i8)
                     X.append(xq)
-                    if vnni:
-                        NX.append(builder.sub(z8, xq))
+                    if vnni:            # x + 128 as unsigned bytes (x in -127..127: 1..255)
+                        NX.append(builder.xor(xq, b80))
                     d2 = _load(builder, builder.bitcast(xps[c], _i8.as_pointer()), builder.mul(p, _c(8, _i64)), v2f)
                     DX.append(builder.shuffle_vector(d2, ir.Constant(v2f, ir.Undefined), halves))
                 for r in range(R):
@@ -550,15 +552,14 @@ def _make_tile_q80(R, C, vnni):
                     hv = builder.insert_element(hv, h1, _c(1))
                     hv = builder.shuffle_vector(hv, ir.Constant(v16i16, ir.Undefined), halves)
                     dw = builder.fpext(builder.bitcast(hv, ir.VectorType(ir.HalfType(), 16)), _v16f)
-                    if vnni:
-                        neg = builder.icmp_signed("<", w, z8)
-                        u = builder.bitcast(builder.select(neg, builder.sub(z8, w), w), _v16i32)
+                    if vnni:            # -128 sum_{t<4} w (a lane), once for the C x rows
+                        wv = builder.bitcast(w, _v16i32)
+                        corr = builder.sub(zi, builder.call(dpbusd, [zi, b80i, wv]))
                     else:
                         wi = builder.sext(w, vp)
                     for c in range(C):
-                        if vnni:
-                            s = builder.select(neg, NX[c], X[c])
-                            T = builder.call(dpbusd, [zi, u, builder.bitcast(s, _v16i32)])
+                        if vnni:        # sum (x + 128) w - 128 sum w: the same int32s
+                            T = builder.call(dpbusd, [corr, builder.bitcast(NX[c], _v16i32), wv])
                         else:
                             pr = builder.mul(wi, builder.sext(X[c], vp))
                             parts = [builder.shuffle_vector(pr, ir.Constant(vp, ir.Undefined),
