@@ -885,20 +885,6 @@ def q80_definition(q: np.ndarray, dx: np.ndarray, data: np.ndarray) -> np.ndarra
 
 
 @njit(cache=True, boundscheck=False, nogil=True)
-def _f16_round(d):
-    """d (float32, finite, >= 0) rounded to the nearest float16 (ties to even), as float32;
-    past float16's largest (65504) inf. Exact: float64 scaling by powers of two."""
-    if d == 0:
-        return np.float32(0.0)
-    m, e = math.frexp(np.float64(d))                 # d = m 2^e, m in [0.5, 1)
-    quantum = math.ldexp(1.0, max(e - 11, -24))     # float16's spacing there (subnormals 2^-24)
-    r = np.rint(np.float64(d) / quantum) * quantum
-    if r > 65504.0:
-        return np.float32(np.inf)
-    return np.float32(r)
-
-
-@njit(cache=True, boundscheck=False, nogil=True)
 def quantize_q80_rows(x, q, dx):
     """x [M, K] float32 -> q [M, Kp] int8, dx [M, Kp/32] float32 by Q8_0_DEF's quantization
     (quantize_q8_0's bytes); Kp >= K (a multiple of 64): the blocks past K are the zero pad
@@ -933,7 +919,15 @@ def quantize_q80_rows(x, q, dx):
                 v = np.float64(np.float32(x[i, o + j] * idd))
                 t = np.floor(abs(v) + 0.5)                     # roundf: half away from zero
                 q[i, o + j] = np.int8(t if v >= 0 else -t)
-            dx[i, b] = _f16_round(d)
+            # d rounded to the nearest float16 (ties to even), widened; past 65504 inf: exact
+            # in float64 (d = m 2^e, m in [0.5, 1): float16's spacing there 2^(e - 11), 2^-24
+            # for its subnormals)
+            r = np.float64(0.0)
+            if d != 0:
+                m, e = math.frexp(np.float64(d))
+                quantum = math.ldexp(1.0, max(e - 11, -24))
+                r = np.rint(np.float64(d) / quantum) * quantum
+            dx[i, b] = np.float32(np.inf) if r > 65504.0 else np.float32(r)
 
 
 def quantize_q80(x: np.ndarray):
