@@ -524,6 +524,8 @@ def _make_tile_q80(R, C, vnni):
             npairs = builder.sdiv(builder.extract_value(qa.shape, 1), _c(64, _i64))
             ahead = builder.mul(dstride, _c(V.PREFETCH_ROWS, _i64))
             zi = ir.Constant(_v16i32, [0] * 16)
+            fma = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_v16f, [_v16f] * 3),
+                                                 "llvm.fma.v16f32")
             b80 = ir.Constant(_v64i8, [-128] * 64)
             b80i = builder.bitcast(b80, _v16i32)
             if vnni:
@@ -568,7 +570,7 @@ def _make_tile_q80(R, C, vnni):
                             T = builder.add(builder.add(parts[0], parts[1]), builder.add(parts[2], parts[3]))
                         e = r * C + c
                         dd = builder.fmul(dw, DX[c])
-                        out[e] = builder.fadd(out[e], builder.fmul(dd, builder.sitofp(T, _v16f)))
+                        out[e] = builder.call(fma, [dd, builder.sitofp(T, _v16f), out[e]])   # one rounding
                 return out
             st = V._loop(builder, npairs, [ir.Constant(_v16f, [0.0] * 16)] * (R * C), body)
             return V._result(context, builder, signature, [_tree(builder, st[e]) for e in range(R * C)])
@@ -822,7 +824,7 @@ Q8_0_DEF = """Q8_0 weights against x quantized as ggml's q8_0 activations (Q8_0_
       T[L] (int32) = sum_{t<4} w[64p + 4L + t] * q[64p + 4L + t]      (exact in any order)
       dd[L] = dw_b * dx_b (float32; b = 2p for L < 8, 2p + 1 for L >= 8; dw_b the weight
               block's f16 scale widened)
-      acc[L] = acc[L] + dd[L] * float32(T[L])          (fmul then fadd: never fused)
+      acc[L] = fma(dd[L], float32(T[L]), acc[L])      (one rounding: a fused multiply-add)
   out = tree(acc): (L, L+8), then (L, L+4), (L, L+2), (0, 1).
 
 An element's bytes depend on its weight row and its x row alone: every tile shape (4x1, 1x1
@@ -854,6 +856,22 @@ def quantize_q8_0(x: np.ndarray):
     return q, dx
 
 
+def fma32(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """a * b + c of float32 arrays rounded once to float32 (an IEEE fused multiply-add), in
+    numpy: a * b is exact in float64, the sum's error exact by TwoSum, the float64 sum rounded
+    to odd (its last bit set where the sum was inexact and it is even), then to float32: with
+    53 >= 24 + 2 bits the double rounding is the single one."""
+    p = a.astype(np.float64) * b.astype(np.float64)
+    c = c.astype(np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        s = p + c
+        bp = s - c
+        err = (p - bp) + (c - (s - bp))
+        fix = np.isfinite(s) & (err != 0) & ((s.view(np.int64) & 1) == 0)
+        s = np.where(fix, np.nextafter(s, np.where(err > 0, np.inf, -np.inf)), s)
+    return s.astype(np.float32)
+
+
 def q80_definition(q: np.ndarray, dx: np.ndarray, data: np.ndarray) -> np.ndarray:
     """Q8_0_DEF's element chain in numpy float32 (each operation rounded as the definition
     names it), for quantized x rows (q, dx) times Q8_0 rows `data` (uint8 [N, K/32*34]) ->
@@ -875,7 +893,7 @@ def q80_definition(q: np.ndarray, dx: np.ndarray, data: np.ndarray) -> np.ndarra
         ddl = np.repeat(dd.reshape(N, nb // 2, 2), 8, axis=2)             # [N, nb/2, 16]
         acc = np.zeros((N, 16), np.float32)
         for p in range(nb // 2):
-            acc = acc + ddl[:, p] * T[:, p]                               # float32 mul, then add
+            acc = fma32(ddl[:, p], T[:, p], acc)                          # one rounding
         h = 8
         while h >= 2:
             acc = acc[:, :h] + acc[:, h:2 * h]

@@ -102,6 +102,42 @@ def test_the_numba_quantizer_gives_the_definitions_bytes():
     assert np.array_equal(nq, q) and np.array_equal(ndx.view(np.uint32), dx.view(np.uint32))
 
 
+def _round32(f):
+    """The float32 nearest the Fraction f (ties to even), by exact comparisons."""
+    from fractions import Fraction
+    c = np.float32(float(f))
+    best = None
+    for v in (np.nextafter(c, np.float32(-np.inf)), c, np.nextafter(c, np.float32(np.inf))):
+        dist = abs(Fraction(float(v)) - f)
+        key = (dist, int(np.array(v).view(np.uint32)) & 1)
+        if best is None or key < best[0]:
+            best = (key, v)
+    return best[1]
+
+
+def test_fma32_rounds_once():
+    """kquant_cpu.fma32 (the definition's fused multiply-add, in numpy) == a * b + c computed
+    exactly and rounded once to float32, on random triples and on products that land on a
+    float32 midpoint with a tiny c (where a float64 sum rounded twice would be wrong)."""
+    from fractions import Fraction
+
+    from kernels import kquant_cpu as KQ
+    rng = np.random.default_rng(14)
+    a = (rng.standard_normal(3000) * np.exp(rng.uniform(-20, 20, 3000))).astype(np.float32)
+    b = rng.integers(-65024, 65025, 3000).astype(np.float32)              # T's range
+    c = (rng.standard_normal(3000) * np.exp(rng.uniform(-30, 30, 3000))).astype(np.float32)
+    # (1 + 2^-12)^2 = 1 + 2^-11 + 2^-24: a float32 midpoint (the spacing above 1 is 2^-23)
+    a = np.append(a, np.float32(1 + 2.0 ** -12) * np.ones(4, np.float32))
+    b = np.append(b, np.float32(1 + 2.0 ** -12) * np.ones(4, np.float32))
+    c = np.append(c, np.array([2.0 ** -60, -2.0 ** -60, 0.0, 2.0 ** -48], np.float32))
+    got = KQ.fma32(a, b, c)
+    naive = (a.astype(np.float64) * b + c).astype(np.float32)          # rounded twice
+    assert (naive[-4:-2] != got[-4:-2]).any()                          # the midpoints tell
+    for i in range(a.shape[0]):
+        want = _round32(Fraction(float(a[i])) * Fraction(float(b[i])) + Fraction(float(c[i])))
+        assert np.array([got[i]]).view(np.uint32)[0] == np.array([want]).view(np.uint32)[0], i
+
+
 def _forms():
     from kernels import kquant_cpu as KQ
     return (False, True) if KQ.VNNI else (False,)
