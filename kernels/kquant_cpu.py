@@ -42,12 +42,21 @@ What it computes is x's quantized copy, dx_b * q, times the weights d * sc * q -
 (Q4_K), d * sc * (q - 32) (Q6_K), up to float32 rounding of the per-block terms: `ref`
 is that definition in float64. The activations' rounding (|error| <= dx_b / 2 an element,
 relative 1/254 of the block's largest) is what llama.cpp's CPU kernels do for these kinds.
+
+Q8_0 weights against x quantized to ggml's q8_0 blocks (32 int8 and an f16 scale) have their own
+definition, Q8_0_DEF (below, `q80_matmul`, `q80_grouped`; `q80_definition` its numpy form,
+`quantize_q8_0` the numpy form of x's quantization, `quantize_q80` its numba form): the same
+rows / crew drivers over a tile of its own; the ops backends take it for every Q8_0 product of
+the families that opt in (their Q8_0_X8: kernels/ops_cpu.Ops.q80), the others keep float32 x
+(kernels/blocks_vec.py).
 """
 from __future__ import annotations
 
 from kernels import require_init  # noqa: E402
 
 require_init(__name__)           # kernels.init() first: numba's cache folder, its env
+import math  # noqa: E402
+
 import numpy as np  # noqa: E402
 from llvmlite import ir  # noqa: E402
 from numba import njit  # noqa: E402
@@ -482,6 +491,97 @@ def _make_tile(kind, R, C, vnni):
     return V.stable_pickle(tile, "q8tile", kind, R, C, vnni)
 
 
+# ---------------------------------------------------------------- Q8_0 against q8_0 x
+def _make_tile_q80(R, C, vnni):
+    """The Q8_0 tile (Q8_0_DEF): R weight rows (data[n .. n+R-1]) times C x rows (q[i ..
+    i+C-1], dx their block scales; gs unused) -> R*C elements, r-major. Per pair p of blocks
+    (64 values): a weight row's 64 int8 loaded once for the C x rows, an x row's once for the
+    R weight rows; T by one vpdpbusd of x + 128 (unsigned) against w (signed) started from
+    -128 * (w's 4 a lane, one vpdpbusd a weight row), one instruction an (r, c) (VNNI), or
+    sign-extended products summed 4 a lane (portable): the same int32s."""
+    vp = ir.VectorType(_i32, 64)
+    v16i16 = ir.VectorType(ir.IntType(16), 16)
+    v2f = ir.VectorType(_f32, 2)
+    halves = ir.Constant(_v16i32, [0] * 8 + [1] * 8)
+
+    def typer(data, n, q, i, dx, gs):
+        sig = V._ret(R * C)(data, n, q, i, dx, gs)
+
+        def codegen(context, builder, signature, vals):
+            da = _ptr(context, builder, signature.args[0], vals[0])
+            qa = _ptr(context, builder, signature.args[2], vals[2])
+            xa = _ptr(context, builder, signature.args[4], vals[4])
+            nn, ii = vals[1], vals[3]
+            dstride = builder.extract_value(da.strides, 0)
+            qstride = builder.extract_value(qa.strides, 0)
+            xstride = builder.sdiv(builder.extract_value(xa.strides, 0), _c(4, _i64))
+            d0 = builder.bitcast(da.data, _i8.as_pointer())
+            q0 = builder.bitcast(qa.data, _i8.as_pointer())
+            ws = [builder.gep(d0, [builder.mul(builder.add(nn, _c(r, _i64)), dstride)]) for r in range(R)]
+            rowi = [builder.add(ii, _c(c, _i64)) for c in range(C)]
+            qps = [builder.gep(q0, [builder.mul(r, qstride)]) for r in rowi]
+            xps = [builder.gep(xa.data, [builder.mul(r, xstride)]) for r in rowi]
+            npairs = builder.sdiv(builder.extract_value(qa.shape, 1), _c(64, _i64))
+            ahead = builder.mul(dstride, _c(V.PREFETCH_ROWS, _i64))
+            zi = ir.Constant(_v16i32, [0] * 16)
+            fma = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_v16f, [_v16f] * 3),
+                                                 "llvm.fma.v16f32")
+            b80 = ir.Constant(_v64i8, [-128] * 64)
+            b80i = builder.bitcast(b80, _v16i32)
+            if vnni:
+                dpbusd = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_v16i32, [_v16i32] * 3),
+                                                        "llvm.x86.avx512.vpdpbusd.512")
+
+            def body(p, st):
+                out = list(st)
+                X, NX, DX = [], [], []
+                for c in range(C):
+                    xq = _load(builder, qps[c], builder.mul(p, _c(64, _i64)), _v64i8)
+                    X.append(xq)
+                    if vnni:            # x + 128 as unsigned bytes (x in -127..127: 1..255)
+                        NX.append(builder.xor(xq, b80))
+                    d2 = _load(builder, builder.bitcast(xps[c], _i8.as_pointer()), builder.mul(p, _c(8, _i64)), v2f)
+                    DX.append(builder.shuffle_vector(d2, ir.Constant(v2f, ir.Undefined), halves))
+                for r in range(R):
+                    b0 = builder.gep(ws[r], [builder.mul(p, _c(68, _i64))])
+                    if V.PREFETCH_ROWS:     # the pair's 68 bytes: both lines they may touch
+                        _prefetch_l2(builder, builder.gep(b0, [ahead]))
+                        _prefetch_l2(builder, builder.gep(b0, [builder.add(ahead, _c(64, _i64))]))
+                    w = _concat(builder, _load(builder, b0, 2, _v32i8), _load(builder, b0, 36, _v32i8))
+                    h0 = _load(builder, b0, 0, ir.IntType(16))
+                    h1 = _load(builder, b0, 34, ir.IntType(16))
+                    hv = builder.insert_element(ir.Constant(v16i16, ir.Undefined), h0, _c(0))
+                    hv = builder.insert_element(hv, h1, _c(1))
+                    hv = builder.shuffle_vector(hv, ir.Constant(v16i16, ir.Undefined), halves)
+                    dw = builder.fpext(builder.bitcast(hv, ir.VectorType(ir.HalfType(), 16)), _v16f)
+                    if vnni:            # -128 sum_{t<4} w (a lane), once for the C x rows
+                        wv = builder.bitcast(w, _v16i32)
+                        corr = builder.sub(zi, builder.call(dpbusd, [zi, b80i, wv]))
+                    else:
+                        wi = builder.sext(w, vp)
+                    for c in range(C):
+                        if vnni:        # sum (x + 128) w - 128 sum w: the same int32s
+                            T = builder.call(dpbusd, [corr, builder.bitcast(NX[c], _v16i32), wv])
+                        else:
+                            pr = builder.mul(wi, builder.sext(X[c], vp))
+                            parts = [builder.shuffle_vector(pr, ir.Constant(vp, ir.Undefined),
+                                                            ir.Constant(_v16i32, [4 * L + t for L in range(16)]))
+                                     for t in range(4)]
+                            T = builder.add(builder.add(parts[0], parts[1]), builder.add(parts[2], parts[3]))
+                        e = r * C + c
+                        dd = builder.fmul(dw, DX[c])
+                        out[e] = builder.call(fma, [dd, builder.sitofp(T, _v16f), out[e]])   # one rounding
+                return out
+            st = V._loop(builder, npairs, [ir.Constant(_v16f, [0.0] * 16)] * (R * C), body)
+            return V._result(context, builder, signature, [_tree(builder, st[e]) for e in range(R * C)])
+        return sig, codegen
+
+    @intrinsic
+    def tile(typingctx, data, n, q, i, dx, gs):
+        return typer(data, n, q, i, dx, gs)
+    return V.stable_pickle(tile, "q8tile", "Q8_0", R, C, vnni)
+
+
 X_BYTES = 1 << 17     # int8 x bytes a pass of `rows` (x rows against every weight row of its span)
 
 
@@ -528,6 +628,79 @@ def _make_rows(kind, vnni):
     return V.stable_pickle(rows, "q8rows", kind, vnni)
 
 
+def _make_rows_q80(vnni):
+    """The Q8_0 rows (as _make_rows: the same signature, every element through Q8_0_DEF's one
+    chain) with tiles for the rows past a multiple of 4: 2 of them against 4 rows of blocks
+    (then 1), 3 against 2 (then 1), 1 against 4 (then 1): a decode round of 2 or 3 reads the
+    weights once."""
+    t24, t14 = _make_tile_q80(2, 4, vnni), _make_tile_q80(1, 4, vnni)
+    t41, t11 = _make_tile_q80(4, 1, vnni), _make_tile_q80(1, 1, vnni)
+    t42, t12 = _make_tile_q80(4, 2, vnni), _make_tile_q80(1, 2, vnni)
+    t23, t13 = _make_tile_q80(2, 3, vnni), _make_tile_q80(1, 3, vnni)
+
+    @njit(cache=True, boundscheck=False, nogil=True)
+    def rows(q, dx, gs, data, out, lo, hi):
+        M, K = q.shape
+        M4 = M - M % 4
+        xb = max(4, (X_BYTES // K) // 4 * 4)        # x rows a pass: their int8 stay in L2
+        for i0 in range(0, M4, xb):
+            i1 = min(i0 + xb, M4)
+            n = lo
+            while n + 2 <= hi:
+                for i in range(i0, i1, 4):
+                    r = t24(data, n, q, i, dx, gs)
+                    for a in range(2):
+                        for c in range(4):
+                            out[i + c, n + a] = r[4 * a + c]
+                n += 2
+            if n < hi:
+                for i in range(i0, i1, 4):
+                    r = t14(data, n, q, i, dx, gs)
+                    for c in range(4):
+                        out[i + c, n] = r[c]
+        i = M4
+        left = M - M4
+        n = lo
+        if left == 3:
+            while n + 2 <= hi:
+                r = t23(data, n, q, i, dx, gs)
+                for a in range(2):
+                    for c in range(3):
+                        out[i + c, n + a] = r[3 * a + c]
+                n += 2
+            while n < hi:
+                r = t13(data, n, q, i, dx, gs)
+                for c in range(3):
+                    out[i + c, n] = r[c]
+                n += 1
+        elif left == 2:
+            while n + 4 <= hi:
+                r = t42(data, n, q, i, dx, gs)
+                for a in range(4):
+                    for c in range(2):
+                        out[i + c, n + a] = r[2 * a + c]
+                n += 4
+            while n < hi:
+                r = t12(data, n, q, i, dx, gs)
+                for c in range(2):
+                    out[i + c, n] = r[c]
+                n += 1
+        elif left == 1:
+            while n + 4 <= hi:
+                r = t41(data, n, q, i, dx, gs)
+                for a in range(4):
+                    out[i, n + a] = r[a]
+                n += 4
+            while n < hi:
+                out[i, n] = t11(data, n, q, i, dx, gs)
+                n += 1
+    return V.stable_pickle(rows, "q8rows", "Q8_0", vnni)
+
+
+def _make_rows_any(kind, vnni):
+    return _make_rows_q80(vnni) if kind == "Q8_0" else _make_rows(kind, vnni)
+
+
 def _make_crew(kind, vnni):
     rows = V._made("q8rows", kind, vnni)
     span = V.CREW_CHUNKS * V.ROWS
@@ -557,7 +730,11 @@ def _make_crew(kind, vnni):
     return V.stable_pickle(member, "q8crew", kind, vnni)
 
 
-V.MAKERS.update(q8tile=_make_tile, q8rows=_make_rows, q8crew=_make_crew)
+def _make_tile_any(kind, R, C, vnni):
+    return _make_tile_q80(R, C, vnni) if kind == "Q8_0" else _make_tile(kind, R, C, vnni)
+
+
+V.MAKERS.update(q8tile=_make_tile_any, q8rows=_make_rows_any, q8crew=_make_crew)
 _CREWS: dict = {}
 _ONE = np.zeros(1, np.int64)
 
@@ -625,4 +802,231 @@ def ref(x: np.ndarray, w) -> np.ndarray:
     dequantized weights (kernels.blocks.Blocks.dequantize), in float64, to float32 once."""
     q, dx, _ = quantize(x)
     xq = (q.astype(np.float64).reshape(q.shape[0], -1, QK) * dx.astype(np.float64)[:, :, None]).reshape(q.shape)
+    return (xq @ w.dequantize().astype(np.float64).T).astype(np.float32)
+
+
+# ---------------------------------------------------------------- Q8_0 weights, q8_0 x
+Q8_0_DEF = """Q8_0 weights against x quantized as ggml's q8_0 activations (Q8_0_DEF):
+
+  x's quantization, per block b of 32 (ggml-quants.c quantize_row_q8_0_ref): amax = max |x|
+  (float32), d = amax / 127 (float32), id = 1 / d (0 where d == 0), q[j] = roundf(x[j] * id)
+  (float32 product; half away from zero), dx_b = d as ggml stores it: rounded to float16
+  (nearest even), widened. A block whose amax is not finite (a NaN or an inf in it): q = 0,
+  dx_b = NaN (the outputs it reaches are NaN). (ggml's AVX2 quantize_row_q8_0 takes id =
+  127 / amax and rounds half to even: a q may differ by one at rare ties; the reference is the
+  definition here.)
+
+  A K of an odd number of blocks: x and every weight row get one zero block more (q = 0,
+  dx = 0; quants 0, scale 0), so K is a whole number of pairs (the pad adds dd = 0 times T = 0).
+
+  One output element, x row i and weight row n (K a multiple of 64): 16 float32 lanes acc,
+  zero; for each pair p of blocks (values 64 p .. 64 p + 63) in order:
+      T[L] (int32) = sum_{t<4} w[64p + 4L + t] * q[64p + 4L + t]      (exact in any order)
+      dd[L] = dw_b * dx_b (float32; b = 2p for L < 8, 2p + 1 for L >= 8; dw_b the weight
+              block's f16 scale widened)
+      acc[L] = fma(dd[L], float32(T[L]), acc[L])      (one rounding: a fused multiply-add)
+  out = tree(acc): (L, L+8), then (L, L+4), (L, L+2), (0, 1).
+
+An element's bytes depend on its weight row and its x row alone: every tile shape (4x1, 1x1
+for one x row; 2x4, 1x4 for four) computes this one chain, so a row's bytes are the same
+whatever the round holds (batch invariance; tests/model/test_q8_0_int8.py)."""
+
+
+def quantize_q8_0(x: np.ndarray):
+    """(q int8 [M, K], dx float32 [M, K/32]) of x [M, K] float32 by Q8_0_DEF (numpy: the
+    definition itself; no numba)."""
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    M, K = x.shape
+    if K % 32:
+        raise ValueError(f"kquant_cpu.quantize_q8_0: K = {K} is not a multiple of 32")
+    b = x.reshape(M, K // 32, 32)
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        amax = np.abs(b).max(axis=2)
+        bad = ~np.isfinite(amax)
+        d = (amax / np.float32(127)).astype(np.float32)
+        idd = np.where(d != 0, np.float32(1) / np.where(d != 0, d, np.float32(1)), np.float32(0)).astype(np.float32)
+        idd[bad] = 0
+        v = np.where(bad[:, :, None], np.float32(0), b * idd[:, :, None]).astype(np.float32)
+    t = np.trunc(v)
+    f = v - t                                         # exact: the fraction of a float32
+    t = t + (f >= np.float32(0.5)).astype(np.float32) - (f <= np.float32(-0.5)).astype(np.float32)
+    q = t.astype(np.int8).reshape(M, K)
+    dx = d.astype(np.float16).astype(np.float32)
+    dx[bad] = np.float32(np.nan)
+    return q, dx
+
+
+def fma32(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """a * b + c of float32 arrays rounded once to float32 (an IEEE fused multiply-add), in
+    numpy: a * b is exact in float64, the sum's error exact by TwoSum, the float64 sum rounded
+    to odd (its last bit set where the sum was inexact and it is even), then to float32: with
+    53 >= 24 + 2 bits the double rounding is the single one."""
+    p = a.astype(np.float64) * b.astype(np.float64)
+    c = c.astype(np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        s = p + c
+        bp = s - c
+        err = (p - bp) + (c - (s - bp))
+        fix = np.isfinite(s) & (err != 0) & ((s.view(np.int64) & 1) == 0)
+        s = np.where(fix, np.nextafter(s, np.where(err > 0, np.inf, -np.inf)), s)
+    return s.astype(np.float32)
+
+
+def q80_definition(q: np.ndarray, dx: np.ndarray, data: np.ndarray) -> np.ndarray:
+    """Q8_0_DEF's element chain in numpy float32 (each operation rounded as the definition
+    names it), for quantized x rows (q, dx) times Q8_0 rows `data` (uint8 [N, K/32*34]) ->
+    [M, N]: what the tests hold the numba forms to byte for byte."""
+    M, K = q.shape
+    N = data.shape[0]
+    nb = K // 32
+    if K % 64 or data.shape[1] != nb * 34:
+        raise ValueError(f"kquant_cpu.q80_definition: K = {K} (a multiple of 64) and rows of "
+                         f"{nb * 34} bytes wanted, rows are {data.shape[1]}")
+    blk = data.reshape(N, nb, 34)
+    dw = blk[:, :, :2].copy().view(np.float16).reshape(N, nb).astype(np.float32)
+    w = blk[:, :, 2:].copy().view(np.int8).astype(np.int32)              # [N, nb, 32]
+    out = np.empty((M, N), np.float32)
+    for i in range(M):
+        T = (w * q[i].reshape(nb, 32).astype(np.int32)[None]).reshape(N, nb, 8, 4).sum(axis=3)  # [N, nb, 8]
+        T = T.reshape(N, nb // 2, 16).astype(np.float32)                  # lanes of pair p
+        dd = (dw * dx[i][None]).astype(np.float32)                        # [N, nb]
+        ddl = np.repeat(dd.reshape(N, nb // 2, 2), 8, axis=2)             # [N, nb/2, 16]
+        acc = np.zeros((N, 16), np.float32)
+        for p in range(nb // 2):
+            acc = fma32(ddl[:, p], T[:, p], acc)                          # one rounding
+        h = 8
+        while h >= 2:
+            acc = acc[:, :h] + acc[:, h:2 * h]
+            h //= 2
+        out[i] = acc[:, 0] + acc[:, 1]
+    return out
+
+
+@njit(cache=True, boundscheck=False, nogil=True)
+def quantize_q80_rows(x, q, dx):
+    """x [M, K] float32 -> q [M, Kp] int8, dx [M, Kp/32] float32 by Q8_0_DEF's quantization
+    (quantize_q8_0's bytes); Kp >= K (a multiple of 64): the blocks past K are the zero pad
+    (q = 0, dx = 0)."""
+    M, K = x.shape
+    nb = q.shape[1] // 32
+    for i in range(M):
+        for b in range(nb):
+            o = 32 * b
+            if o >= K:
+                for j in range(32):
+                    q[i, o + j] = 0
+                dx[i, b] = np.float32(0.0)
+                continue
+            amax = np.float32(0.0)
+            bad = False
+            for j in range(32):
+                v = x[i, o + j]
+                if not np.isfinite(v):
+                    bad = True
+                a = abs(v)
+                if a > amax:
+                    amax = a
+            if bad:
+                for j in range(32):
+                    q[i, o + j] = 0
+                dx[i, b] = np.float32(np.nan)
+                continue
+            d = np.float32(amax / np.float32(127.0))
+            idd = np.float32(np.float32(1.0) / d) if d != 0 else np.float32(0.0)
+            for j in range(32):
+                v = np.float64(np.float32(x[i, o + j] * idd))
+                t = np.floor(abs(v) + 0.5)                     # roundf: half away from zero
+                q[i, o + j] = np.int8(t if v >= 0 else -t)
+            # d rounded to the nearest float16 (ties to even), widened; past 65504 inf: exact
+            # in float64 (d = m 2^e, m in [0.5, 1): float16's spacing there 2^(e - 11), 2^-24
+            # for its subnormals)
+            r = np.float64(0.0)
+            if d != 0:
+                m, e = math.frexp(np.float64(d))
+                quantum = math.ldexp(1.0, max(e - 11, -24))
+                r = np.rint(np.float64(d) / quantum) * quantum
+            dx[i, b] = np.float32(np.inf) if r > 65504.0 else np.float32(r)
+
+
+def quantize_q80(x: np.ndarray):
+    """(q int8 [M, Kp], dx float32 [M, Kp/32]) of x [M, K] float32 (K a multiple of 32) by
+    Q8_0_DEF, in numba (quantize_q8_0's bytes), zero-padded to Kp = K rounded up to 64 (a
+    whole number of pairs: the pad block adds exactly 0 to every lane it reaches)."""
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    M, K = x.shape
+    if K % 32:
+        raise ValueError(f"kquant_cpu.quantize_q80: K = {K} is not a multiple of 32")
+    Kp = (K + 63) // 64 * 64
+    q = np.empty((M, Kp), np.int8)
+    dx = np.empty((M, Kp // 32), np.float32)
+    quantize_q80_rows(x, q, dx)
+    return q, dx
+
+
+_PADDED: dict = {}       # id(data) -> (data, its rows with one zero block more)
+
+
+def q80_padded(data: np.ndarray) -> np.ndarray:
+    """Q8_0 rows (uint8 [..., nb * 34]) as Q8_0_DEF reads them: nb even, as they are; nb odd,
+    one zero block (scale 0, quants 0) appended to each row (a copy, made once an array and
+    kept: only shapes whose width is an odd number of blocks, the tiny test shapes; every
+    width of the served models is a multiple of 64)."""
+    nb = data.shape[-1] // 34
+    if nb % 2 == 0:
+        return data
+    got = _PADDED.get(id(data))
+    if got is not None and got[0] is data:
+        return got[1]
+    pad = np.zeros(data.shape[:-1] + ((nb + 1) * 34,), np.uint8)
+    pad[..., :nb * 34] = data
+    _PADDED[id(data)] = (data, pad)
+    return pad
+
+
+def q80_grouped_q(q, dx, stack: np.ndarray, experts, offs, vnni=None) -> np.ndarray:
+    """Quantized x rows (quantize_q80's q, dx; grouped: group g = rows offs[g]:offs[g+1])
+    times the Q8_0 stack uint8 [E, N, nb * 34] -> [R, N]: every row's bytes those of
+    q80_matmul(x_row, stack[experts[g]]). One quantized x serves several stacks (a MoE
+    layer's gate and up)."""
+    data = q80_padded(stack)
+    M, Kp = q.shape
+    if data.shape[-1] != Kp // 32 * 34:
+        raise ValueError(f"kquant_cpu.q80_grouped_q: x of {Kp} values (padded) against rows of "
+                         f"{stack.shape[-1]} bytes")
+    out = np.empty((M, data.shape[1]), np.float32)
+    gs = np.zeros((M, 1, 16), np.int32)               # unused by the Q8_0 tiles
+    return grouped_q(q, dx, gs, "Q8_0", data, np.ascontiguousarray(experts, np.int64),
+                     np.ascontiguousarray(offs, np.int64), out, vnni)
+
+
+def q80_grouped(x: np.ndarray, stack: np.ndarray, experts, offs, vnni=None) -> np.ndarray:
+    """x [R, K] (rows grouped by expert) times the Q8_0 stack [E, N, K/32*34] -> [R, N], by
+    Q8_0_DEF (x quantized once)."""
+    q, dx = quantize_q80(x)
+    return q80_grouped_q(q, dx, stack, experts, offs, vnni)
+
+
+def q80_matmul(x: np.ndarray, data: np.ndarray, out: np.ndarray | None = None,
+               vnni: bool | None = None) -> np.ndarray:
+    """x [M, K] float32 times the Q8_0 matrix whose rows are `data` (uint8 [N, K/32*34]) ->
+    [M, N] float32 by Q8_0_DEF (x quantized to q8_0 by quantize_q80; an odd number of blocks
+    padded with a zero one on both sides). vnni: the VNNI form (default: where the host has
+    it) or the portable one; the same bytes."""
+    q, dx = quantize_q80(x)
+    M, Kp = q.shape
+    if data.shape[1] != x.shape[1] // 32 * 34:
+        raise ValueError(f"kquant_cpu.q80_matmul: K = {x.shape[1]} against rows of "
+                         f"{data.shape[1]} bytes")
+    data = q80_padded(data)
+    if out is None:
+        out = np.empty((M, data.shape[0]), np.float32)
+    gs = np.zeros((M, 1, 16), np.int32)               # unused by the Q8_0 tiles
+    return grouped_q(q, dx, gs, "Q8_0", data[None], _ONE, np.array([0, M], np.int64), out, vnni)
+
+
+def q80_ref(x: np.ndarray, w) -> np.ndarray:
+    """The float64 value Q8_0_DEF rounds: x's q8_0 copy (dx_b * q) times w's dequantized
+    weights, in float64, to float32 once."""
+    q, dx = quantize_q8_0(x)
+    xq = (q.astype(np.float64).reshape(q.shape[0], -1, 32) * dx.astype(np.float64)[:, :, None]).reshape(q.shape)
     return (xq @ w.dequantize().astype(np.float64).T).astype(np.float32)

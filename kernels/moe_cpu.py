@@ -58,11 +58,36 @@ def fits(stack) -> bool:
     return stack.kind in blocks_cpu.GROUPED
 
 
+def gate_up(x: np.ndarray, gate, up, experts: np.ndarray, offs: np.ndarray, q8: bool = False,
+            q80: bool = False) -> np.ndarray:
+    """A MoE layer's gate and up stacks (kernels.blocks.ExpertGateUp's) on the grouped rows x
+    [R, K] -> [R, 2 N]: gate's products, then up's, side by side (each row's bytes those of
+    grouped_matmul on each stack). q80 with two Q8_0 stacks: x quantized to q8_0 once for
+    both."""
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    N = gate.data.shape[1]
+    gu = np.empty((x.shape[0], 2 * N), np.float32)
+    if q80 and gate.kind == "Q8_0" and up.kind == "Q8_0":
+        from kernels import kquant_cpu
+        q, dx = kquant_cpu.quantize_q80(x)
+        gu[:, :N] = kquant_cpu.q80_grouped_q(q, dx, gate.data, experts, offs)
+        gu[:, N:] = kquant_cpu.q80_grouped_q(q, dx, up.data, experts, offs)
+        return gu
+    gu[:, :N] = grouped_matmul(x, gate, experts, offs, q8, q80)
+    gu[:, N:] = grouped_matmul(x, up, experts, offs, q8, q80)
+    return gu
+
+
 def grouped_matmul(x: np.ndarray, stack, experts: np.ndarray, offs: np.ndarray,
-                   q8: bool = False) -> np.ndarray:
+                   q8: bool = False, q80: bool = False) -> np.ndarray:
     """x [R, K] (rows grouped by expert, group g = rows offs[g]:offs[g+1]) -> [R, N]. q8: a
     K-quant stack against x quantized to int8 (kernels/kquant_cpu.py: each row's bytes those of
-    kernels.qmatmul.cpu(x_row, expert, q8=True))."""
+    kernels.qmatmul.cpu(x_row, expert, q8=True)); q80: a Q8_0 stack against x quantized to
+    q8_0 (kernels/kquant_cpu.Q8_0_DEF: each row's bytes those of qmatmul.cpu(x_row, expert,
+    q80=True))."""
+    if q80 and stack.kind == "Q8_0":
+        from kernels import kquant_cpu
+        return kquant_cpu.q80_grouped(x, stack.data, experts, offs)
     if q8 and stack.kind in ("Q4_K", "Q6_K"):
         from kernels import kquant_cpu
         return kquant_cpu.grouped_matmul(x, stack.kind, stack.data, experts, offs)

@@ -43,6 +43,11 @@ class Ops:
     # K-quant (Q4_K, Q6_K) products against int8-quantized x (kernels/kquant_cpu.py, llama.cpp's
     # arithmetic for them) or float32 x (kernels/blocks_vec.py): the definitions keep float32
     kq8 = False
+    # every Q8_0 product (Blocks, MixedBlocks parts, the experts' stacks) against x quantized
+    # to q8_0 (kernels/kquant_cpu.Q8_0_DEF, llama.cpp's arithmetic for Q8_0): set on the
+    # instance by server/engine/model.Model where the family opts in (its Q8_0_X8; either CPU
+    # backend, numba present); False: float32 x (kernels/blocks_vec.py)
+    q80 = False
 
     def __init__(self):
         self.numba, self.why_not = qmatmul.available()
@@ -73,9 +78,9 @@ class Ops:
 
     def linear(self, x, w, bias=None):
         if isinstance(w, Blocks):                      # numba over the blocks as stored
-            return qmatmul.cpu(x, w, bias, self.kq8)
+            return qmatmul.cpu(x, w, bias, q8=self.kq8, q80=self.q80)
         if isinstance(w, MixedBlocks):                 # each part as stored, side by side
-            y = np.concatenate([qmatmul.cpu(x, p, q8=self.kq8) for p in w], axis=1)
+            y = np.concatenate([qmatmul.cpu(x, p, q8=self.kq8, q80=self.q80) for p in w], axis=1)
             if bias is not None:
                 y += bias
             return y
@@ -128,14 +133,14 @@ class Ops:
             experts = np.array([e for e, _, _ in groups], np.int64)
             offs = np.cumsum([0] + [len(r) for _, r, _ in groups])
             if pair:        # gate's stack, then up's (each row's dot the fused stack's), side by side
-                xr = np.ascontiguousarray(x[rows], dtype=np.float32)
-                gu = np.empty((xr.shape[0], 2 * ff), np.float32)
-                gu[:, :ff] = self._moe_cpu.grouped_matmul(xr, experts_gu.gate, experts, offs, self.kq8)
-                gu[:, ff:] = self._moe_cpu.grouped_matmul(xr, experts_gu.up, experts, offs, self.kq8)
+                gu = self._moe_cpu.gate_up(x[rows], experts_gu.gate, experts_gu.up, experts, offs,
+                                           self.kq8, self.q80)
             else:
-                gu = self._moe_cpu.grouped_matmul(x[rows], experts_gu, experts, offs, self.kq8)
+                gu = self._moe_cpu.grouped_matmul(x[rows], experts_gu, experts, offs, self.kq8,
+                                                  self.q80)
             act = swiglu.limited(gu[:, :ff], gu[:, ff:], limit)
-            y[rows, slots] = self._moe_cpu.grouped_matmul(act, experts_down, experts, offs, self.kq8)
+            y[rows, slots] = self._moe_cpu.grouped_matmul(act, experts_down, experts, offs, self.kq8,
+                                                          self.q80)
         else:
             for e, rows, slots in groups:
                 act = self.gate_up_silu(np.ascontiguousarray(x[rows]), experts_gu[e], ff, limit)

@@ -35,10 +35,17 @@ def ref(x: np.ndarray, w, bias=None) -> np.ndarray:
     return y.astype(np.float32)
 
 
-def cpu(x: np.ndarray, w, bias=None, q8: bool = False) -> np.ndarray:
+def cpu(x: np.ndarray, w, bias=None, q8: bool = False, q80: bool = False) -> np.ndarray:
     """x times w as stored. q8: a K-quant (Q4_K, Q6_K) against x quantized to int8
-    (kernels/kquant_cpu.py: integer dots, llama.cpp's arithmetic for these kinds); else, and
-    for every other kind, the float32 kernels of kernels/blocks_cpu.py."""
+    (kernels/kquant_cpu.py: integer dots, llama.cpp's arithmetic for these kinds); q80: a Q8_0
+    matrix against x quantized to q8_0 (kernels/kquant_cpu.Q8_0_DEF, llama.cpp's arithmetic
+    for Q8_0); else, and for every other kind, the float32 kernels of kernels/blocks_cpu.py."""
+    if q80 and w.kind == "Q8_0":
+        from kernels import kquant_cpu
+        y = kquant_cpu.q80_matmul(x, w.data)
+        if bias is not None:
+            y += bias
+        return y
     if q8 and w.kind in Q8_KINDS:
         from kernels import kquant_cpu
         y = kquant_cpu.matmul(x, w.kind, w.data)

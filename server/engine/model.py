@@ -69,6 +69,12 @@ class Model:
         self.fused = None
         if self.fast:
             self.fused = self._fused(weights, all_reduce)
+        # the family's Q8_0 products against q8_0 x (kernels/kquant_cpu.Q8_0_DEF, llama.cpp's
+        # arithmetic: every Q8_0 matrix kept as blocks, dense and experts) on either CPU backend
+        # where numba runs the blocks (the MLA and hybrid families serve on "numpy": no wqkv):
+        # families opt in (Q8_0_X8); the others keep float32 x
+        if xp is np and getattr(self.ops, "numba", False) and getattr(self.family, "Q8_0_X8", False):
+            self.ops.q80 = True
         if xp is not np:
             from kernels.matmul_packed_cuda import pack_weights
             pack_weights(weights)                       # GEMM matrices in mma fragment order

@@ -24,6 +24,11 @@ from server.families import llama, moe
 from server.families.llama import mlp_shapes, shard_mlp
 
 NAME = "deepseek2"
+# on the CPU every product against a Q8_0 matrix kept as blocks (dense, head, experts;
+# not MLA's kv_b halves) takes x quantized to q8_0 as llama.cpp does
+# (kernels/kquant_cpu.Q8_0_DEF; server/engine/model.Model reads this; the list:
+# docs/receipts/2026-12-05-q8all/README.md)
+Q8_0_X8 = True
 
 GGUF_LAYER = {
     "attn_norm.weight": "input_layernorm.weight",
