@@ -128,7 +128,8 @@ def q8_0_activations(model, float_x=FLOAT_X, perms=None):
         quant = p.shape[-1] % 32 == 0 and not any(re.search(r, name) for r in float_x)
         spans.append((p.data_ptr(), p.data_ptr() + p.numel() * p.element_size(), name, quant))
     orig = Fn.linear
-    counts: dict = {"q8_0 x": {}, "float x": {}}
+    counts: dict = {"q8_0 x": {}, "float x": {}, "never": []}
+    called = set()
 
     def linear(x, w, b=None):
         ptr = w.data_ptr()
@@ -136,6 +137,7 @@ def q8_0_activations(model, float_x=FLOAT_X, perms=None):
         if hit is None:
             raise RuntimeError(f"q8_0_activations: a product on a weight {tuple(w.shape)} that is no parameter")
         _, _, name, quant = hit
+        called.add(name)
         side = counts["q8_0 x" if quant else "float x"]
         side[_pattern(name)] = side.get(_pattern(name), 0) + 1
         if quant:
@@ -148,6 +150,16 @@ def q8_0_activations(model, float_x=FLOAT_X, perms=None):
         yield counts
     finally:
         Fn.linear = orig
+        counts["never"] = sorted({_pattern(n) for _, _, n, _ in spans if n not in called})
+
+
+def check_coverage(counts) -> None:
+    """Every matrix of the model went through the patched product but the embedding (a row
+    gather) and the GDN layers' short convolution (F32 in the file): a product computed
+    another way (e.g. transformers' grouped experts kernels) would have escaped the rounding."""
+    assert counts["q8_0 x"] and counts["float x"], counts
+    assert set(counts["never"]) <= {"model.embed_tokens.weight", "model.layers.N.linear_attn.conv1d.weight"}, \
+        counts["never"]
 
 
 def _roundtrip(path: Path, dumps) -> dict:
@@ -177,6 +189,7 @@ def _block(rm, cases, counts, float_x, reference, lcpp_cases, float_cases, comma
                            "step0_top5_max_abs_logit_diff": _step0_diff(c, f)}
     return {"reference": reference,
             "products": {"q8_0 x": counts["q8_0 x"], "float x": counts["float x"],
+                         "not a product": counts["never"],
                          "float_x_rule": "input width not a multiple of 32 (F16 / F32 in the file), or a "
                                          "name matching " + ", ".join(float_x),
                          **({"x rounded in the file's column order": sorted({_pattern(n) for n in perms})}
@@ -214,7 +227,7 @@ def record_moe(name: str, a, rm, vers) -> None:
     print(f"[{name}] transformers greedy, Q8_0 products on q8_0 x", flush=True)
     with q8_0_activations(model, fx) as counts:
         cases = rm.reference_cases(model, tok, spec, prompts)
-    assert counts["q8_0 x"] and counts["float x"], counts
+    check_coverage(counts)
     ref = (f"transformers {vers['transformers']} float32 CPU (eager attention, eager experts) on the Q8_0 "
            "GGUF weights dequantized (hf-Q8_0-dequant/, as references.Q8_0), every product whose weight is "
            "Q8_0 in the file taking its input rounded through q8_0 first (tools/refs/record_q8ref.py "
@@ -237,62 +250,72 @@ def _trace(ng, nc, arch: str) -> tuple[dict, dict]:
         idx[k] = np.arange(off, off + v.size, dtype=np.float64).reshape(v.shape)
         off += v.size
     assert off < 2 ** 24, off                     # exact through gguf_tensors' float32
-    out = {n: t.astype(np.int64) for n, t in ng.gguf_tensors(idx, arch)}
+    with np.errstate(all="ignore"):             # ssm_a's exp of an index: an F32 tensor, unused
+        out = {n: t.astype(np.int64) for n, t in ng.gguf_tensors(idx, arch)}
     return out, {k: (int(idx[k].flat[0]), v.shape) for k, v in w.items()}
 
 
-def record_next(name: str, a, rm, vers) -> None:
-    fx = float_x_of(name, a.float_x)
+def next_model(name: str, fx: list[str], rec: dict, out_next: Path, t: Path):
+    """(transformers Qwen3NextForCausalLM on the Q8_0 GGUF's weights, the file's column orders
+    of the products taking q8_0 x {parameter: permutation}, the number of Q8_0 tensors); the
+    HF folder and the GGUF are written under t and checked against the records' sha256."""
     import gguf
     arch = NEXT[name]
     nc = _by_path("next_checkpoint")
     ng = _by_path("next_gguf")
+    rm = _by_path("record_moe")
+    base = json.loads((Path(out_next) / "qwen3next-tiny.json").read_text())
+    hf = t / "hf"
+    assert {f"hf/{f}": h for f, h in nc.write(hf).items()} == base["checkpoint"]["sha256"], \
+        "not the recorded Qwen3-Next checkpoint"
+    q8 = t / f"{name}-Q8_0.gguf"
+    assert ng.write_gguf(q8, "Q8_0", hf, arch=arch) == rec["files"][q8.name], f"{q8.name} is not the recorded file"
+    w = {k: v.copy() for k, v in nc.weights().items()}
+    flat = {k: v.reshape(-1) for k, v in w.items()}
+    where, start = _trace(ng, nc, arch)
+    order = sorted((s, k) for k, (s, _) in start.items())
+    firsts = np.array([s for s, _ in order])
+    owner = lambda i: order[int(np.searchsorted(firsts, i, side="right")) - 1][1]
+    perms, n_q8 = {}, 0
+    for tensor in gguf.GGUFReader(str(q8)).tensors:
+        if tensor.tensor_type != gguf.GGMLQuantizationType.Q8_0:
+            continue
+        n_q8 += 1
+        ix = where[tensor.name]
+        deq = gguf.quants.dequantize(np.asarray(tensor.data), tensor.tensor_type).reshape(ix.shape)
+        hname = owner(ix.min())
+        assert owner(ix.max()) == hname, tensor.name             # one HF weight (or part of one)
+        local = ix - start[hname][0]
+        assert len(np.unique(local)) == local.size, tensor.name
+        flat[hname][local.reshape(-1)] = deq.reshape(-1).astype(np.float32)
+        cols = w[hname].shape[-1]
+        col = (local % cols).reshape(-1, ix.shape[-1])
+        assert (col == col[0]).all(), tensor.name
+        if not np.array_equal(col[0], np.arange(cols)):
+            assert sorted(col[0].tolist()) == list(range(cols)), tensor.name
+            perms[hname] = col[0].copy()
+    # x in the file's column order only where the product takes q8_0 x
+    perms = {k: v for k, v in perms.items() if not any(re.search(r, k) for r in fx)}
+    model, info = rm.load_hf(hf)          # eager experts: their products through F.linear
+    assert not any(v for v in info.values()), info
+    params = dict(model.named_parameters())
+    with torch.no_grad():
+        for k, v in w.items():
+            params[k].copy_(torch.from_numpy(v))
+    return model, perms, n_q8
+
+
+def record_next(name: str, a, rm, vers) -> None:
+    fx = float_x_of(name, a.float_x)
     rq = _by_path("record_qwen3next")
     dumps = lambda r: json.dumps(r, indent=1) + "\n"
     path = Path(a.out_next) / f"{name}-gguf.json"
     rec = _roundtrip(path, dumps)
-    base = json.loads((Path(a.out_next) / "qwen3next-tiny.json").read_text())
     if KEY in rec.get("references", {}) and not a.replace:
         print(f"[{name}] already has {KEY!r}; --replace to record it again", flush=True)
         return
     with tempfile.TemporaryDirectory() as t:
-        t = Path(t)
-        hf = t / "hf"
-        assert nc.write(hf) == base["checkpoint"]["sha256"], "not the recorded Qwen3-Next checkpoint"
-        q8 = t / f"{name}-Q8_0.gguf"
-        assert ng.write_gguf(q8, "Q8_0", hf, arch=arch) == rec["files"][q8.name], f"{q8.name} is not the recorded file"
-        w = {k: v.copy() for k, v in nc.weights().items()}
-        flat = {k: v.reshape(-1) for k, v in w.items()}
-        where, start = _trace(ng, nc, arch)
-        order = sorted((s, k) for k, (s, _) in start.items())
-        firsts = np.array([s for s, _ in order])
-        owner = lambda i: order[int(np.searchsorted(firsts, i, side="right")) - 1][1]
-        perms, n_q8 = {}, 0
-        for tensor in gguf.GGUFReader(str(q8)).tensors:
-            if tensor.tensor_type != gguf.GGMLQuantizationType.Q8_0:
-                continue
-            n_q8 += 1
-            ix = where[tensor.name]
-            deq = gguf.quants.dequantize(np.asarray(tensor.data), tensor.tensor_type).reshape(ix.shape)
-            hname = owner(ix.min())
-            assert owner(ix.max()) == hname, tensor.name             # one HF weight (or part of one)
-            local = ix - start[hname][0]
-            assert len(np.unique(local)) == local.size, tensor.name
-            flat[hname][local.reshape(-1)] = deq.reshape(-1).astype(np.float32)
-            cols = w[hname].shape[-1]
-            col = (local % cols).reshape(-1, ix.shape[-1])
-            assert (col == col[0]).all(), tensor.name
-            if not np.array_equal(col[0], np.arange(cols)):
-                assert sorted(col[0].tolist()) == list(range(cols)), tensor.name
-                perms[hname] = col[0].copy()
-        # x in the file's column order only where the product takes q8_0 x
-        perms = {k: v for k, v in perms.items() if not any(re.search(r, k) for r in fx)}
-        model, info = rq.load_hf(hf)
-        assert not any(v for v in info.values()), info
-        params = dict(model.named_parameters())
-        with torch.no_grad():
-            for k, v in w.items():
-                params[k].copy_(torch.from_numpy(v))
+        model, perms, n_q8 = next_model(name, fx, rec, Path(a.out_next), Path(t))
         prompts = [{"name": p["name"], "text": None, "prompt_ids": p["prompt_ids"]} for p in rq.PROMPTS]
         print(f"[{name}] transformers greedy, Q8_0 products on q8_0 x ({n_q8} Q8_0 tensors, "
               f"x in the file's column order for {sorted(perms)})", flush=True)
@@ -308,8 +331,8 @@ def record_next(name: str, a, rm, vers) -> None:
                               "min_top1_margin": float(min(margins)),
                               "router_margin": rq.router_margin(model, p["prompt_ids"] + g["greedy_ids"][:-1]),
                               "logsumexp": g["logsumexp"]})
-    assert counts["q8_0 x"] and counts["float x"], counts
-    ref = (f"transformers {vers['transformers']} float32 CPU (eager attention; Qwen3NextForCausalLM) on the "
+    check_coverage(counts)
+    ref = (f"transformers {vers['transformers']} float32 CPU (eager attention, eager experts; Qwen3NextForCausalLM) on the "
            f"{name}-Q8_0.gguf file's weights dequantized (read from the file, each element put back in its HF "
            "place), every product whose weight is Q8_0 in the file taking its input rounded through q8_0 first "
            "(tools/refs/record_q8ref.py q8_0_activations; `products` lists which)")
