@@ -159,6 +159,14 @@ def test_the_record_shows_the_converters_bytes(arch):
     for c in rec["llama_cpp"]["F32"]["cases"]:
         a = c["agreement_with_transformers"]
         assert a["within_rule"] and a["exact_prefix_met"] and a["max_abs_logprob_diff"] < 1e-3, c["name"]
+    q8 = rec["references"]["Q8_0 q8_0"]          # tools/refs/record_q8ref.py
+    assert set(q8["products"]["float x"]) == {"model.layers.N.mlp.gate.weight",
+                                              "model.layers.N.mlp.shared_expert_gate.weight"} | (
+        {"model.layers.N.linear_attn.out_proj.weight"} if arch == "qwen35moe" else set())
+    if arch == "qwen3next":      # llama.cpp's own Q8_0 run follows it (qwen35moe: llama.cpp also
+        for c in ("short", "medium"):   # rounds ssm_out's input, which foldserve dequantizes)
+            ag = q8["llama_cpp_Q8_0_agreement"][c]
+            assert ag["within_rule"] and ag["max_abs_logprob_diff"] < 1e-5, (c, ag)
     if arch == "qwen35moe":              # transformers' Qwen3.5 class on the regrouped weights
         t = rec["transformers"]
         assert t["class"] == "Qwen3_5MoeForCausalLM" and t["loading_problems"] == {}

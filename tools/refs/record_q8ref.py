@@ -56,6 +56,8 @@ import torch
 ROOT = Path(__file__).resolve().parents[2]
 MOE = ["qwen3moe-tiny", "glm4moe-tiny", "deepseek3-tiny", "glm47flash-tiny", "deepseek2lite-tiny"]
 NEXT = {"qwen3next-tiny": "qwen3next", "qwen35moe-tiny": "qwen35moe"}
+# the Q4_K_M files of those families holding Q8_0 tensors (references["Q4_K_M q8_0"])
+Q4KM = ["glm4moe-tiny-Q4_K_M"]
 KEY = "Q8_0 q8_0"
 # weights whose product keeps float32 x (regexes on the transformers parameter name)
 FLOAT_X = [r"\.mlp\.gate\.weight$", r"\.shared_expert_gate\.weight$", r"\.kv_b_proj\.weight$"]
@@ -113,11 +115,12 @@ def _pattern(name: str) -> str:
 
 
 @contextlib.contextmanager
-def q8_0_activations(model, float_x=FLOAT_X, perms=None):
+def q8_0_activations(model, float_x=FLOAT_X, perms=None, only=None):
     """Within: every F.linear whose weight (or a slice of it: the experts' 3-D weights) is a
     parameter of `model` with an input width that is a multiple of 32 and a name matching none
     of `float_x` takes its input through q8_0 first (perms: {parameter name: the file's column
-    order}); the others keep float32. Yields {"q8_0 x": {pattern: calls}, "float x": {...}}; a
+    order}); the others keep float32. only: a set of parameter names, the products taking q8_0
+    x then being exactly those (a file of mixed types). Yields {"q8_0 x": {pattern: calls}, "float x": {...}}; a
     call on a weight that is no parameter of the model is refused."""
     import torch.nn.functional as Fn
     perms = perms or {}
@@ -126,6 +129,8 @@ def q8_0_activations(model, float_x=FLOAT_X, perms=None):
         if p.dim() < 2:
             continue
         quant = p.shape[-1] % 32 == 0 and not any(re.search(r, name) for r in float_x)
+        if only is not None:
+            quant = name in only
         spans.append((p.data_ptr(), p.data_ptr() + p.numel() * p.element_size(), name, quant))
     orig = Fn.linear
     counts: dict = {"q8_0 x": {}, "float x": {}, "never": []}
@@ -238,6 +243,69 @@ def record_moe(name: str, a, rm, vers) -> None:
                                     rec["references"]["Q8_0"]["cases"], cmd)
     path.write_text(rm.dumps(rec), encoding="utf-8")
     _report(name, rec["references"][KEY])
+
+
+def q8_0_params(mc, spec, qtype: str) -> set[str]:
+    """The transformers parameter names whose GGUF tensor is Q8_0 in the `qtype` file
+    (moe_checkpoint's gguf_layout and gguf_type; per-expert names folded into the fused
+    experts' parameters, which must then be Q8_0 for every part)."""
+    w = mc.hf_weights(spec)
+    kinds: dict = {}
+    for (g, hs), (_, arr) in zip(mc.gguf_layout(spec), mc.gguf_tensors(spec, w)):
+        t = mc.gguf_type(g, arr, qtype, spec.n_layer)
+        for h in hs:
+            h = re.sub(r"\.experts\.\d+\.(gate|up)_proj\.weight$", ".experts.gate_up_proj", h)
+            h = re.sub(r"\.experts\.\d+\.down_proj\.weight$", ".experts.down_proj", h)
+            kinds.setdefault(h, set()).add(t)
+    mixed = {h: k for h, k in kinds.items() if "Q8_0" in k and len(k) > 1}
+    assert not mixed, mixed
+    return {h for h, k in kinds.items() if k == {"Q8_0"}}
+
+
+def record_q4km(name: str, a, rm, vers) -> None:
+    """references["Q4_K_M q8_0"]: transformers on the Q4_K_M file's weights dequantized (as
+    references.Q4_K_M), the products whose weight is Q8_0 in that file (llama-quantize's Q6_K
+    fallback at rows not a multiple of 256) taking q8_0 x, the Q5_0 ones float x: foldserve's
+    arithmetic with its int8-x switch (llama.cpp rounds the Q5_0 products' x to q8_0 too)."""
+    mc = _by_path("moe_checkpoint")
+    path = Path(a.out_moe) / f"{name}.json"
+    rec = _roundtrip(path, rm.dumps)
+    key = "Q4_K_M q8_0"
+    if key in rec["references"] and not a.replace:
+        print(f"[{name}] already has {key!r}; --replace to record it again", flush=True)
+        return
+    work = Path(a.work)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    r = rm.sh([a.writer_python, "-m", "tools.refs.moe_checkpoint", str(work), "--family", name,
+               "--qtype", "F32", "Q8_0", "Q4_K_M", "--dequant-hf", "Q4_K_M"], cwd=ROOT, env=env)
+    for line in r.stdout.splitlines():
+        h, p = line.split("  ", 1)
+        rel = str(Path(p).relative_to(work / name))
+        if rel in rec["checkpoint"]["sha256"] or rel.endswith(".gguf"):
+            assert rec["checkpoint"]["sha256"].get(rel) == h, f"{name}: {rel} is not the recorded file"
+    root = work / name
+    spec = mc.spec_dict(mc.FAMILIES[name])
+    only = q8_0_params(mc, mc.FAMILIES[name], "Q4_K_M")
+    from transformers import AutoTokenizer
+    tok = AutoTokenizer.from_pretrained(str(root / "hf"))
+    model, _ = rm.load_hf(root / "hf-Q4_K_M-dequant")
+    print(f"[{name}] Q4_K_M: transformers greedy, its Q8_0 products ({sorted(only)}) on q8_0 x", flush=True)
+    with q8_0_activations(model, [], only=only) as counts:
+        cases = rm.reference_cases(model, tok, spec, rm.golden_prompts())
+    check_coverage(counts)
+    ref = (f"transformers {vers['transformers']} float32 CPU (eager attention, eager experts) on the Q4_K_M "
+           "GGUF weights dequantized (hf-Q4_K_M-dequant/, as references.Q4_K_M), the products whose weight is "
+           "Q8_0 in that file taking their input rounded through q8_0 first, the Q5_0 ones float32 "
+           "(tools/refs/record_q8ref.py; `products` lists which)")
+    blk = _block(rm, cases, counts, ["(the file's Q5_0 and F32 tensors)"], ref,
+                 rec["llama_cpp"]["Q4_K_M"]["cases"], rec["references"]["Q4_K_M"]["cases"],
+                 f"{a.python_name} tools/refs/record_q8ref.py --family {name}-Q4_K_M")
+    blk["products"]["float_x_rule"] = "every tensor not Q8_0 in the Q4_K_M file (Q5_0: llama-quantize's Q4_K fallback)"
+    blk["llama_cpp_Q8_0_agreement_note"] = ("llama_cpp.Q4_K_M's run; its Q5_0 products round x to q8_0 too, "
+                                           "which this reference (and foldserve) keeps float32")
+    rec["references"][key] = blk
+    path.write_text(rm.dumps(rec), encoding="utf-8")
+    _report(name, blk)
 
 
 def _trace(ng, nc, arch: str) -> tuple[dict, dict]:
@@ -373,7 +441,8 @@ def _report(name, blk) -> None:
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--family", nargs="+", default=MOE + list(NEXT), choices=MOE + list(NEXT))
+    ap.add_argument("--family", nargs="+", default=MOE + list(NEXT) + Q4KM,
+                    choices=MOE + list(NEXT) + Q4KM)
     ap.add_argument("--float-x", nargs="*", default=None,
                     help="regexes on transformers parameter names whose products keep float32 x "
                          "(default: FLOAT_X and the record's FAMILY_FLOAT_X)")
@@ -391,7 +460,10 @@ def main(argv=None) -> None:
     shutil.rmtree(a.work, ignore_errors=True)
     Path(a.work).mkdir(parents=True)
     for name in a.family:
-        (record_moe if name in MOE else record_next)(name, a, rm, vers)
+        if name in Q4KM:
+            record_q4km(name[:-len("-Q4_K_M")], a, rm, vers)
+        else:
+            (record_moe if name in MOE else record_next)(name, a, rm, vers)
 
 
 if __name__ == "__main__":

@@ -1,9 +1,9 @@
-"""How far the "Q8_0 q8_0" reference moves when every q8_0-rounded input is moved by one float32
-ulp up or down at random before rounding (a float32 summation order's size of difference),
+"""How far the "Q8_0 q8_0" reference moves when every q8_0-rounded input is moved by one (ULPS)
+float32 ulp up or down at random before rounding (a float32 summation order's size of difference),
 teacher-forced on its own greedy path: per prompt and trial, the max |top-5 logit change| over
 the 24 steps and the first step over 1e-3.
 
-    /work/venv-ref/bin/python docs/receipts/2026-12-05-q8ref/perturb.py NAME [TRIALS]
+    /work/venv-ref/bin/python docs/receipts/2026-12-05-q8ref/perturb.py NAME [TRIALS [ULPS]]
 """
 import importlib.util
 import json
@@ -20,6 +20,7 @@ rq = importlib.util.module_from_spec(spec); spec.loader.exec_module(rq)
 rm = rq._by_path("record_moe")
 name = sys.argv[1]
 trials = int(sys.argv[2]) if len(sys.argv) > 2 else 3
+ulps = int(sys.argv[3]) if len(sys.argv) > 3 else 1        # how many ulps each input moves
 perms = {}
 fx = rq.float_x_of(name, None)
 if name in rq.NEXT:
@@ -38,7 +39,8 @@ def jitter(x, perm=None):
     if noise["on"]:
         a = x.detach().float().numpy()
         step = rng.choice(np.array([-1, 1], np.int32), size=a.shape)
-        a = np.nextafter(a, np.where(step > 0, np.float32(np.inf), np.float32(-np.inf))).astype(np.float32)
+        for _ in range(ulps):
+            a = np.nextafter(a, np.where(step > 0, np.float32(np.inf), np.float32(-np.inf))).astype(np.float32)
         x = torch.from_numpy(a)
     return orig(x, perm)
 
