@@ -572,7 +572,7 @@ def _make_tile_q80(R, C, vnni):
                         dd = builder.fmul(dw, DX[c])
                         out[e] = builder.call(fma, [dd, builder.sitofp(T, _v16f), out[e]])   # one rounding
                 return out
-            st = V._loop(builder, npairs, [ir.Constant(_v16f, [0.0] * 16)] * (R * C), body)
+            st = V._loop_n(builder, npairs, body, [ir.Constant(_v16f, [0.0] * 16)] * (R * C))
             return V._result(context, builder, signature, [_tree(builder, st[e]) for e in range(R * C)])
         return sig, codegen
 
