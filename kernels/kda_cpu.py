@@ -9,11 +9,10 @@ the same bytes (tests/model/test_kda.py), and a row's bytes never depend on othe
 the round. No fastmath: LLVM may vectorize the loops over v dims (independent lanes), never
 reassociate.
 
-Loop order: heads in parallel (numba's prange; a head's q, k and v channels, its window
-columns, state and output are its own). A head's conv, q/k norms and per-channel decays
-position by position, then its recurrence over the chunk's positions (its state [D, D] stays
-in cache over a prefill chunk; heads are independent, so this is the position-major order's
-arithmetic element for element, whatever the threads, and decode runs the same code). Two passes over a head's
+Loop order: the conv, the q/k norms and the per-channel decays position by position, then the
+recurrence a head at a time over the chunk's positions (a head's state [D, D] stays in cache
+over a prefill chunk; heads are independent, so this is the position-major order's
+arithmetic element for element, and decode runs the same code). Two passes over a head's
 state a position (decay with S^T k, update with S^T q), each element's arithmetic that of
 the definition's four steps.
 """
@@ -25,10 +24,10 @@ require_init(__name__)           # kernels.init() first: numba's cache folder, i
 import math
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
 
-@njit(cache=True, boundscheck=False, nogil=True, parallel=True)
+@njit(cache=True, boundscheck=False, nogil=True)
 def _chunk(mix, f, b, gate, conv_w, A_log, dt_bias, norm_w, eps, window, state, safe, lb, out):
     n, C = mix.shape
     K = conv_w.shape[1]
@@ -40,30 +39,26 @@ def _chunk(mix, f, b, gate, conv_w, A_log, dt_bias, norm_w, eps, window, state, 
     q = np.empty((n, H, D), np.float32)
     k = np.empty((n, H, D), np.float32)
     dec = np.empty((n, H, D), np.float32)
-    v0 = 2 * H * D
-    # heads in parallel: a head's channels (its q, k and v columns), positions, state and
-    # output are its own, so each head's arithmetic is the serial order's element for element
-    for h in prange(H):
-        # 1. the short causal convolution over [window | mix] of the head's channels, position
-        #    by position; the window moves on after each
-        for g in range(3):
-            c0 = h * D if g == 0 else (H * D + h * D if g == 1 else v0 + h * Dv)
-            c1 = c0 + (Dv if g == 2 else D)
-            for t in range(n):
-                for c in range(c0, c1):
-                    acc = np.float32(0.0)
-                    for j in range(K - 1):
-                        acc += conv_w[c, j] * window[j, c]
-                    acc += conv_w[c, K - 1] * mix[t, c]
-                    y[t, c] = acc / (one + np.float32(math.exp(-acc)))
-                for j in range(K - 2):
-                    for c in range(c0, c1):
-                        window[j, c] = window[j + 1, c]
-                for c in range(c0, c1):
-                    window[K - 2, c] = mix[t, c]
-        # 2. q, k: l2-normed, q scaled; each channel's decay exp(g) (each position alone)
-        A = np.float32(math.exp(A_log[h]))
-        for t in range(n):
+    kv = np.empty(Dv, np.float32)
+    d = np.empty(Dv, np.float32)
+    o = np.empty(Dv, np.float32)
+    # 1. the short causal convolution over [window | mix], position by position; the window
+    #    moves on after each
+    for t in range(n):
+        for c in range(C):
+            acc = np.float32(0.0)
+            for j in range(K - 1):
+                acc += conv_w[c, j] * window[j, c]
+            acc += conv_w[c, K - 1] * mix[t, c]
+            y[t, c] = acc / (one + np.float32(math.exp(-acc)))
+        for j in range(K - 2):
+            for c in range(C):
+                window[j, c] = window[j + 1, c]
+        for c in range(C):
+            window[K - 2, c] = mix[t, c]
+    # 2. q, k: l2-normed per head, q scaled; each channel's decay exp(g) (each position alone)
+    for t in range(n):
+        for h in range(H):
             sq = np.float32(0.0)
             sk = np.float32(0.0)
             for i in range(D):
@@ -73,21 +68,21 @@ def _chunk(mix, f, b, gate, conv_w, A_log, dt_bias, norm_w, eps, window, state, 
                 sk += vk * vk
             iq = one / np.float32(math.sqrt(sq + l2eps))
             ik = one / np.float32(math.sqrt(sk + l2eps))
+            A = np.float32(math.exp(A_log[h]))
             for i in range(D):
                 q[t, h, i] = (y[t, h * D + i] * iq) * scale
                 k[t, h, i] = y[t, H * D + h * D + i] * ik
                 x = f[t, h * D + i] + dt_bias[h * D + i]
                 if safe:
-                    gg = lb * (one / (one + np.float32(math.exp(-(A * x)))))
+                    g = lb * (one / (one + np.float32(math.exp(-(A * x)))))
                 else:
                     sp = x if x > np.float32(20.0) else np.float32(math.log1p(math.exp(x)))
-                    gg = -(A * sp)
-                dec[t, h, i] = np.float32(math.exp(gg))
-        # 3. the recurrence over the chunk's positions, then the gated norm
+                    g = -(A * sp)
+                dec[t, h, i] = np.float32(math.exp(g))
+    # 3. the recurrence, a head at a time over the chunk's positions, then the gated norm
+    v0 = 2 * H * D
+    for h in range(H):
         S = state[h]
-        kv = np.empty(Dv, np.float32)
-        d = np.empty(Dv, np.float32)
-        o = np.empty(Dv, np.float32)
         for t in range(n):
             beta = one / (one + np.float32(math.exp(-b[t, h])))
             # two passes over S a position: decay and S^T k together, then the update and

@@ -120,26 +120,3 @@ def test_one_recurrence_order_at_the_op(which, case):
             got = _run(fn, x, p, c, s0)
             for g, r in zip(got, ref):
                 assert g.tobytes() == r.tobytes(), c
-
-
-@pytest.mark.parametrize("case", CASES)
-def test_the_numba_form_is_the_same_bytes_on_any_threads(case):
-    """kernels/kda_cpu.py runs its heads in parallel: one thread and two (and every cut of the
-    positions on two) leave the same output, state and window bytes, from a nonzero state."""
-    import numba
-    fn = _fns()["numba"]
-    p = record()["cases"][case]["params"]
-    x = kda_inputs(p)
-    assert p["H"] >= 2
-    start = np.random.default_rng(5).standard_normal((p["H"], p["D"], p["D"])).astype(np.float32)
-    was = numba.get_num_threads()
-    try:
-        numba.set_num_threads(1)
-        one = _run(fn, x, p, [], start)
-        numba.set_num_threads(min(2, numba.config.NUMBA_NUM_THREADS))
-        for cuts in ([], [1, 2, 3], [5, 17]):
-            two = _run(fn, x, p, cuts, start)
-            for a, b in zip(one, two):
-                assert a.tobytes() == b.tobytes(), cuts
-    finally:
-        numba.set_num_threads(was)
