@@ -76,6 +76,20 @@ def instrument(vocab: int, ops):
         wrap(M, n, lambda a, n=n: f"moe: {n}")
     wrap(moe_cpu, "grouped_matmul", lambda a: f"moe: grouped {a[1].kind} N={a[1].rows}")
     wrap(swiglu, "ref", lambda a: "swiglu")
+    # the sparse latent attention's parts (kernels/dsa_cpu.py; inside "ops.dsa_attend")
+    from kernels import dsa, mla
+    try:
+        from kernels import dsa_cpu
+    except ImportError:
+        dsa_cpu = None
+    if dsa_cpu is not None:
+        wrap(dsa_cpu, "index_query", lambda a: "dsa: index_query (q heads, w)")
+        wrap(dsa_cpu, "_choose", lambda a: "dsa: choose (pool scores, top pools)")
+        wrap(dsa_cpu, "_attend_par", lambda a: "dsa: attend (W_UK, rows, softmax, W_UV)")
+        wrap(dsa_cpu, "_attend_ser", lambda a: "dsa: attend (W_UK, rows, softmax, W_UV)")
+    wrap(dsa, "index_keys", lambda a: "dsa: index_keys (k, gate)")
+    wrap(dsa, "write", lambda a: "dsa: write (pooled keys, ring)")
+    wrap(mla, "write", lambda a: "dsa: write (latent rows)")
     return acc, calls, outer
 
 
@@ -85,6 +99,7 @@ def main(argv=None):
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--steps", type=int, default=8)
     ap.add_argument("--prefill", type=int, default=512)
+    ap.add_argument("--no-b8", action="store_true", help="decode at batch 1 only")
     a = ap.parse_args(argv)
     from bench.moe_cpu import Foldserve
     from server.ranks.steps import Chunk, RoundStep
@@ -99,7 +114,7 @@ def main(argv=None):
         print(f"  {'other (Python between the ops)':44s} {(dt - outer[0]) / n * 1e3:9.2f} ms  "
               f"{(dt - outer[0]) / dt:6.1%}", flush=True)
 
-    for b in (1, 8):
+    for b in ((1,) if a.no_b8 else (1, 8)):
         for s in range(b):
             f._begin(s)
         lg = f.eng.apply(RoundStep(tuple(Chunk(s, 0, (1 + s,)) for s in range(b))))

@@ -16,7 +16,8 @@ For each query row t at position p, alone (never depending on another row, the r
 chunk, where the pages lie or how many heads this rank holds):
 
     n        = (p + 1) // kpool complete pools, K = topk // kpool
-    rows     = 0 .. p when n <= K (dense); else
+    rows     = 0 .. p when n <= K (dense: a round whose every row is dense computes no query
+               heads and no scores, `all_dense`; what it writes and chooses is the same); else
     sh[h]    = dot16(pooled_m, q[h])        every pool m < n, every indexer head h
     score_m  = w[0] relu(sh[0] Di^-0.5) + w[1] relu(sh[1] Di^-0.5) + ...   (in head order)
     pools    = the K best by score, ties: the earlier pool (a stable sort of -score), then in
@@ -217,6 +218,15 @@ def cut(T: int, H: int, threads: int) -> tuple[int, int]:
     return -(-H // HB), HB
 
 
+DENSE_SHORTCUT = True     # tests turn it off to compare with the scored path
+
+
+def all_dense(pos, topk: int, kpool: int) -> bool:
+    """Whether every row (positions pos) is in the dense pass: (p + 1) // kpool complete pools
+    at most topk // kpool (kernels/dsa.choose's rule), so its rows are 0 .. p."""
+    return bool(((pos + 1) // kpool <= topk // kpool).all())
+
+
 def round_attend(q, ckv, kv_norm, eps, w_uk, w_uv_t, N, pool, rows, scale, ix, x, q_resid,
                  pooled, rings, n_heads, topk, kpool, choices_in=None, cut_to=None,
                  parallel=None):
@@ -232,16 +242,15 @@ def round_attend(q, ckv, kv_norm, eps, w_uk, w_uv_t, N, pool, rows, scale, ix, x
         raise ValueError(f"dsa_cpu: W_UK {w_uk.shape} / W_UV^T {w_uv_t.shape} are not "
                          f"[{H}, {N}, C] / [{H}, C, V]")
     lat = rmsnorm.ref(np.ascontiguousarray(ckv[:, :C]), kv_norm, eps)[:, None, :]
-    if ix is not None:
-        k, g = dsa.index_keys(x, ix.wk_t, ix.ln_w, ix.ln_b, ix.gate_t)
-        iq, iw = index_query(q_resid, ix.wq_t, x, ix.wproj_t, n_heads)
-    elif choices_in is None:
+    if ix is None and choices_in is None:
         raise ValueError("dsa: a shared indexer layer ran before any full one this round")
     chunks = list(rows.chunks)
     width = max(len(c.table) for c in chunks)
     tables = np.zeros((len(chunks), width), np.int64)
     owner = np.empty(T, np.int64)
     pos = np.empty(T, np.int64)
+    if ix is not None:
+        k, g = dsa.index_keys(x, ix.wk_t, ix.ln_w, ix.ln_b, ix.gate_t)
     for i, ((a, b), c) in enumerate(zip(rows.spans, chunks)):
         tables[i, :len(c.table)] = c.table
         owner[a:b] = i
@@ -253,7 +262,15 @@ def round_attend(q, ckv, kv_norm, eps, w_uk, w_uv_t, N, pool, rows, scale, ix, x
                                  "index ring is kept a stream (RoundChunk.slot)")
             dsa.write(pooled, rings[c.slot], c.table, c.page_rows, c.start, k[a:b], g[a:b], ix.ape)
     page_rows = np.asarray([c.page_rows for c in chunks], np.int64)
-    if ix is not None:
+    if ix is not None and DENSE_SHORTCUT and T and all_dense(pos, topk, kpool):
+        # every row's pass is dense (rows 0 .. p): the query heads and pool scores would
+        # choose nothing, so they are not computed (the same choices, the same bytes)
+        count = pos + 1
+        out_pos = np.broadcast_to(np.arange(int(count.max()), dtype=np.int64),
+                                  (T, int(count.max()))).copy()
+        choices = [out_pos[t, :count[t]] for t in range(T)]
+    elif ix is not None:
+        iq, iw = index_query(q_resid, ix.wq_t, x, ix.wproj_t, n_heads)
         lmax = min(int(pos.max()) + 1, topk + kpool - 1) if T else 0
         out_pos = np.empty((T, max(lmax, 1)), np.int64)
         count = np.empty(T, np.int64)

@@ -216,3 +216,30 @@ def test_index_query_heads_within_rounding_and_a_row_alone_equals_it_in_a_batch(
     for t in range(T_):
         one, _ = dsa_cpu.index_query(qr[t:t + 1], wq_t, h[t:t + 1], wproj_t, Hi_)
         assert same(one[0], q2[t]), t
+
+
+@pytest.mark.parametrize("chunks", [[1] * T, [KP * (TOPK // KP + 1) - 1, 1, 1, T - KP * (TOPK // KP + 1) - 1],
+                                    [KP * (TOPK // KP + 1), T - KP * (TOPK // KP + 1)]])
+def test_a_dense_round_skips_the_scores_with_the_same_bytes(w, chunks, monkeypatch):
+    """A round whose every row is in the dense pass ((p + 1) // kpool <= topk // kpool: rows
+    0 .. p) computes no query heads and no pool scores (dsa_cpu.all_dense); the first round
+    with a row past it does. Pages, pooled keys, choices and outputs equal the scored path's
+    (DENSE_SHORTCUT off) byte for byte, and the choices the definition's."""
+    last_dense = KP * (TOPK // KP + 1) - 2          # the last position of the dense pass
+    assert dsa_cpu.all_dense(np.array([last_dense]), TOPK, KP)
+    assert not dsa_cpu.all_dense(np.array([last_dense + 1]), TOPK, KP)
+    assert not dsa_cpu.all_dense(np.array([0, last_dense + 1]), TOPK, KP)
+    monkeypatch.setattr(dsa_cpu, "DENSE_SHORTCUT", False)
+    o0, c0, pool0, pooled0 = run(dsa_cpu, w, PAGED, chunks)
+    monkeypatch.setattr(dsa_cpu, "DENSE_SHORTCUT", True)
+    seen = []
+    inner = dsa_cpu.index_query
+    monkeypatch.setattr(dsa_cpu, "index_query", lambda q_resid, *a: seen.append(len(q_resid)) or inner(q_resid, *a))
+    o1, c1, pool1, pooled1 = run(dsa_cpu, w, PAGED, chunks)
+    assert same(o0, o1) and same(pool0, pool1) and same(pooled0, pooled1)
+    assert all(np.array_equal(a, b) for a, b in zip(c0, c1)) and len(c0) == len(c1) == T
+    _, cd, _, _ = run(dsa, w, PAGED, [T])
+    assert [c.tolist() for c in cd] == [c.tolist() for c in c1]
+    # the scored rounds: exactly those holding a row past the dense pass
+    ends = np.cumsum(chunks)
+    assert seen == [n for n, e in zip(chunks, ends) if e - 1 > last_dense]
