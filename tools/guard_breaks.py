@@ -273,6 +273,18 @@ BREAKS = [
             "        return (rows - 1) // self.page_rows if rows > 0 else 0\n",
             "        return (rows - 1) // self.page_rows + 1 if rows > 0 else 0\n"),),
           "tests/model/test_qwen3next_snap.py::test_three_turns_resumed_equal_cold"),
+    # Q8_0 products against q8_0 x (kernels/kquant_cpu.py: the switched families' Q8_0_X8)
+    Break("x's q8_0 block scale taken over the round's rows", "a row's q8_0 x is its own (solo == concurrent)",
+          (("kernels/kquant_cpu.py",
+            "            amax = np.float32(0.0)\n"
+            "            bad = False\n"
+            "            for j in range(32):\n"
+            "                v = x[i, o + j]\n",
+            "            amax = np.float32(0.0)\n"
+            "            bad = False\n"
+            "            for j in range(32 * M):\n"
+            "                v = x[j // 32, o + j % 32]\n"),),
+          "tests/model/test_q8_0_int8.py::test_the_experts_grouped_path_equals_each_row_alone"),
 ]
 
 
