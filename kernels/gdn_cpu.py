@@ -52,16 +52,25 @@ def _conv(mix, conv_t, window, y, c0, c1):
     one = np.float32(1.0)
     for t in range(n):
         yt = y[t]
-        for j in range(K):
-            s = t + j - (K - 1)
-            src = mix[s] if s >= 0 else window[t + j]
-            wj = conv_t[j]
-            if j == 0:
-                for c in range(c0, c1):
-                    yt[c] = np.float32(0.0) + wj[c] * src[c]
-            else:
-                for c in range(c0, c1):
-                    yt[c] += wj[c] * src[c]
+        if K == 4:                           # the models' kernel: the four taps in one pass
+            x0 = mix[t - 3] if t >= 3 else window[t]
+            x1 = mix[t - 2] if t >= 2 else window[t + 1]
+            x2 = mix[t - 1] if t >= 1 else window[t + 2]
+            x3 = mix[t]
+            w0, w1, w2, w3 = conv_t[0], conv_t[1], conv_t[2], conv_t[3]
+            for c in range(c0, c1):
+                yt[c] = (((np.float32(0.0) + w0[c] * x0[c]) + w1[c] * x1[c]) + w2[c] * x2[c]) + w3[c] * x3[c]
+        else:
+            for j in range(K):
+                s = t + j - (K - 1)
+                src = mix[s] if s >= 0 else window[t + j]
+                wj = conv_t[j]
+                if j == 0:
+                    for c in range(c0, c1):
+                        yt[c] = np.float32(0.0) + wj[c] * src[c]
+                else:
+                    for c in range(c0, c1):
+                        yt[c] += wj[c] * src[c]
         for c in range(c0, c1):
             acc = yt[c]
             yt[c] = acc / (one + np.float32(math.exp(-acc)))
