@@ -5,16 +5,20 @@ One fixed arithmetic per position: the conv's taps summed in tap order, each red
 l2 norms, S^T k, S^T q, the gated norm's mean) a sequential sum in index order, scalar exp /
 log1p of libm; position t's work reads only the stream's window and state as position t - 1
 left them. So a chunk of n positions and n single-position calls give the same bytes
-(tests/model/test_gdn.py), and a row's bytes never depend on other streams or the round.
+(tests/model/test_qwen3next.py), and a row's bytes never depend on other streams or the round.
 No fastmath: LLVM may vectorize the loops over v dims (independent lanes), never reassociate.
 
 Loop order: the conv and the q/k norms position by position, then the recurrence a v head at
 a time over the chunk's positions. A prefill chunk runs as one crew round (both cores: the
 conv's channels, the norms' positions and the v heads are independent pieces, each computed
-by the same code whoever takes it), decode on the caller alone. A head's state depends on no other head, so this is the
-position-major order's arithmetic element for element (a single position, decode, runs the
-same code), while a head's state [dk, dv] (64 KiB at 128 x 128) stays in cache over a
-prefill chunk instead of streaming every head's state through memory at each position.
+by the same code whoever takes it); a chunk under CREW_SERIAL on the caller alone. A head's
+state depends on no other head, and a state column on no other column (S^T k, the delta and
+S^T q of column j read column j alone), so a head runs 32 columns at a time over the
+chunk's positions (_cols16: the block's [dk, 32], 16 KiB at dk 128, in L1, its two sums in
+registers, and the walk that adds position t's k delta^T also applying position t + 1's
+decay and summing its S^T k). That is the position-major order's arithmetic element for
+element: a single position (decode) runs the same code, and a chunk of any size ends in the
+same bytes (tests/model/test_qwen3next.py: every cut, the crew against the caller).
 """
 from __future__ import annotations
 
