@@ -1,4 +1,5 @@
 #!/bin/bash
+# /tmp/gdnpp/ab.py: ab.py of this folder; /tmp/gdnpp/{base,new}: git archive f54632e / 271df9a
 for r in 1 2 3; do
 for T in /tmp/gdnpp/base /tmp/gdnpp/new; do
   echo "round $r $(cat $T/COMMIT) load $(cat /proc/loadavg)"

@@ -1,4 +1,5 @@
 #!/bin/bash
+# /tmp/gdnpp/new, /tmp/gdnpp/base: git archive 271df9a / f54632e (a COMMIT file in each)
 # r33.sh of docs/receipts/2026-12-05-quiet-recheck, on tree $1, rounds $2, port $3
 T=$1; R=$2; P=$3
 PY=/work/main/.venv/bin/python; LB=/work/peers-build/llama.cpp/build-cpu/bin
