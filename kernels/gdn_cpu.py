@@ -5,16 +5,20 @@ One fixed arithmetic per position: the conv's taps summed in tap order, each red
 l2 norms, S^T k, S^T q, the gated norm's mean) a sequential sum in index order, scalar exp /
 log1p of libm; position t's work reads only the stream's window and state as position t - 1
 left them. So a chunk of n positions and n single-position calls give the same bytes
-(tests/model/test_gdn.py), and a row's bytes never depend on other streams or the round.
+(tests/model/test_qwen3next.py), and a row's bytes never depend on other streams or the round.
 No fastmath: LLVM may vectorize the loops over v dims (independent lanes), never reassociate.
 
 Loop order: the conv and the q/k norms position by position, then the recurrence a v head at
 a time over the chunk's positions. A prefill chunk runs as one crew round (both cores: the
 conv's channels, the norms' positions and the v heads are independent pieces, each computed
-by the same code whoever takes it), decode on the caller alone. A head's state depends on no other head, so this is the
-position-major order's arithmetic element for element (a single position, decode, runs the
-same code), while a head's state [dk, dv] (64 KiB at 128 x 128) stays in cache over a
-prefill chunk instead of streaming every head's state through memory at each position.
+by the same code whoever takes it); a chunk under CREW_SERIAL on the caller alone. A head's
+state depends on no other head, and a state column on no other column (S^T k, the delta and
+S^T q of column j read column j alone), so a head runs 32 columns at a time over the
+chunk's positions (_cols16: the block's [dk, 32], 16 KiB at dk 128, in L1, its two sums in
+registers, and the walk that adds position t's k delta^T also applying position t + 1's
+decay and summing its S^T k). That is the position-major order's arithmetic element for
+element: a single position (decode) runs the same code, and a chunk of any size ends in the
+same bytes (tests/model/test_qwen3next.py: every cut, the crew against the caller).
 """
 from __future__ import annotations
 
@@ -24,7 +28,12 @@ require_init(__name__)           # kernels.init() first: numba's cache folder, i
 import math
 
 import numpy as np
-from numba import njit
+from llvmlite import ir
+from numba import njit, types
+from numba.extending import intrinsic
+
+from kernels.vec_ir import F32, I64, _loop_n, _row, _rows, ptr
+from kernels.vec_ir import splat as _splat
 
 from kernels.team_cpu import finish, next_piece, wait
 
@@ -35,25 +44,44 @@ CREW_SERIAL = 1 << 18   # at most this many state elements x positions: the call
 
 
 @njit(cache=True, boundscheck=False, nogil=True)
-def _conv(mix, conv_w, window, y, c0, c1):
-    """1. the short causal convolution of channels [c0, c1) over [window | mix], position by
-    position (each channel's taps summed in tap order), then silu; the window moves on after
-    each position. Channels are independent: any split of them gives the same bytes."""
+def _conv(mix, conv_t, window, y, c0, c1):
+    """1. the short causal convolution of channels [c0, c1) over [window | mix] (conv_t
+    [K, C]: the taps transposed), position by position, each channel's taps summed in tap
+    order from 0.0, then silu; the window becomes the last K - 1 rows of [window | mix].
+    Channels are independent: any split of them gives the same bytes. The taps read the
+    rows in place (no window moved a position), a tap's products over the channels a
+    vector loop; the sums' order is the definition's."""
     n = mix.shape[0]
-    K = conv_w.shape[1]
+    K = conv_t.shape[0]
     one = np.float32(1.0)
     for t in range(n):
-        for c in range(c0, c1):
-            acc = np.float32(0.0)
-            for j in range(K - 1):
-                acc += conv_w[c, j] * window[j, c]
-            acc += conv_w[c, K - 1] * mix[t, c]
-            y[t, c] = acc / (one + np.float32(math.exp(-acc)))
-        for j in range(K - 2):
+        yt = y[t]
+        if K == 4:                           # the models' kernel: the four taps in one pass
+            x0 = mix[t - 3] if t >= 3 else window[t]
+            x1 = mix[t - 2] if t >= 2 else window[t + 1]
+            x2 = mix[t - 1] if t >= 1 else window[t + 2]
+            x3 = mix[t]
+            w0, w1, w2, w3 = conv_t[0], conv_t[1], conv_t[2], conv_t[3]
             for c in range(c0, c1):
-                window[j, c] = window[j + 1, c]
+                yt[c] = (((np.float32(0.0) + w0[c] * x0[c]) + w1[c] * x1[c]) + w2[c] * x2[c]) + w3[c] * x3[c]
+        else:
+            for j in range(K):
+                s = t + j - (K - 1)
+                src = mix[s] if s >= 0 else window[t + j]
+                wj = conv_t[j]
+                if j == 0:
+                    for c in range(c0, c1):
+                        yt[c] = np.float32(0.0) + wj[c] * src[c]
+                else:
+                    for c in range(c0, c1):
+                        yt[c] += wj[c] * src[c]
         for c in range(c0, c1):
-            window[K - 2, c] = mix[t, c]
+            acc = yt[c]
+            yt[c] = acc / (one + np.float32(math.exp(-acc)))
+    for j in range(K - 1):                   # ascending: row n + j > j is not yet overwritten
+        s = n + j - (K - 1)
+        for c in range(c0, c1):
+            window[j, c] = mix[s, c] if s >= 0 else window[n + j, c]
 
 
 @njit(cache=True, boundscheck=False, nogil=True)
@@ -78,59 +106,178 @@ def _norms(y, nk, dk, q, k, t0, t1):
                 k[t, h, i] = y[t, nk * dk + h * dk + i] * ik
 
 
+def _cols_ir(builder, S, ss, k, ks, q, qs, v, vs, dec, bet, o, os_, n, dk, j0, w):
+    """The recurrence of w (16 or 32) state columns [j0, j0 + w) over the chunk's n >= 1
+    positions (_cols16's doc), each float operation named (fmul, fadd, fsub: no fma, no
+    reassociation), so every lane's arithmetic is the scalar form's element for element."""
+    VT = ir.VectorType(F32, w)
+    z16 = ir.Constant(VT, [0.0] * w)
+
+    def splat(builder, x):
+        return _splat(builder, x, w)
+
+    def col(base, stride, r):                          # <w x float>* at row r, column j0
+        return builder.bitcast(builder.gep(_row(builder, base, r, stride), [j0]), VT.as_pointer())
+
+    def scal(base, stride, t, i):                      # base[t, i] (a float32 row-major view)
+        return builder.load(builder.gep(_row(builder, base, t, stride), [i]), align=4)
+
+    def gate(p, t):
+        return splat(builder, builder.load(builder.gep(p, [t]), align=4))
+
+    def pass_a(t):                                     # S *= decay_t;  kv = S^T k_t
+        dv = gate(dec, t)
+
+        def body(i, st):
+            sp = col(S, ss, i)
+            sd = builder.fmul(builder.load(sp, align=4), dv)
+            builder.store(sd, sp, align=4)
+            return [builder.fadd(st[0], builder.fmul(sd, splat(builder, scal(k, ks, t, i))))]
+        return _loop_n(builder, dk, body, [z16])[0]
+
+    def delta(t, kv):                                  # (v_t - kv) * beta_t
+        vv = builder.load(col(v, vs, t), align=4)
+        return builder.fmul(builder.fsub(vv, kv), gate(bet, t))
+
+    one = ir.Constant(I64, 1)
+    kv0 = pass_a(ir.Constant(I64, 0))
+
+    def position(t, st):
+        # S += k_t d^T, o_t = S^T q_t, then position t + 1's decay and S^T k in the same walk
+        d = delta(t, st[0])
+        t1 = builder.add(t, one)
+        dn = gate(dec, t1)
+
+        def body(i, acc):
+            sp = col(S, ss, i)
+            su = builder.fadd(builder.load(sp, align=4), builder.fmul(splat(builder, scal(k, ks, t, i)), d))
+            oo = builder.fadd(acc[0], builder.fmul(su, splat(builder, scal(q, qs, t, i))))
+            sd = builder.fmul(su, dn)
+            builder.store(sd, sp, align=4)
+            return [oo, builder.fadd(acc[1], builder.fmul(sd, splat(builder, scal(k, ks, t1, i))))]
+        oo, kv = _loop_n(builder, dk, body, [z16, z16])
+        builder.store(oo, col(o, os_, t), align=4)
+        return [kv]
+    last = builder.sub(n, one)
+    kv = _loop_n(builder, last, position, [kv0])[0]
+    d = delta(last, kv)
+
+    def body(i, acc):
+        sp = col(S, ss, i)
+        su = builder.fadd(builder.load(sp, align=4), builder.fmul(splat(builder, scal(k, ks, last, i)), d))
+        builder.store(su, sp, align=4)
+        return [builder.fadd(acc[0], builder.fmul(su, splat(builder, scal(q, qs, last, i))))]
+    builder.store(_loop_n(builder, dk, body, [z16])[0], col(o, os_, last), align=4)
+
+
+@intrinsic
+def _cols16(typingctx, S, k, q, v, dec, bet, o):
+    """For every column j of S in the blocks of 32, then of 16 (S [dk, dv] float32, one v
+    head's state; the columns past the last whole 16 are left to the caller): over positions t = 0 .. n-1 of
+    k, q [n, dk] (the head's k head), v [n, >= dv] (its v), dec, bet [n] (its decay, beta),
+
+        S[:, j] *= dec[t];  kv = sum_i S[i, j] k[t, i]          (i in order, from 0.0)
+        d = (v[t, j] - kv) * bet[t]
+        S[:, j] += k[t] d;  o[t, j] = sum_i S[i, j] q[t, i]       (i in order, from 0.0)
+
+    A state column depends on no other column, so this is the scan's arithmetic (kernels/
+    gdn.py) element for element; a block's [dk, 32] (16 KiB at dk 128) stays in L1 over the
+    positions, its kv and o sums in registers, and the walk that adds position t's k d^T also
+    applies position t + 1's decay and sums its S^T k (one walk a position). Every array 2-D
+    or 1-D float32 with unit-stride rows."""
+    sig = types.void(S, k, q, v, dec, bet, o)
+
+    def codegen(context, builder, signature, args):
+        Sb, dk, ss = _rows(context, builder, signature.args[0], args[0])
+        dv = builder.extract_value(ptr(context, builder, signature.args[0], args[0]).shape, 1)
+        kb, n, ks = _rows(context, builder, signature.args[1], args[1])
+        qb, _, qs = _rows(context, builder, signature.args[2], args[2])
+        vb, _, vs = _rows(context, builder, signature.args[3], args[3])
+        dec = ptr(context, builder, signature.args[4], args[4]).data
+        bet = ptr(context, builder, signature.args[5], args[5]).data
+        ob, _, os_ = _rows(context, builder, signature.args[6], args[6])
+
+        def block(c, st):                              # 32 columns at a time (16 KiB at dk 128)
+            _cols_ir(builder, Sb, ss, kb, ks, qb, qs, vb, vs, dec, bet, ob, os_, n, dk,
+                     builder.mul(c, ir.Constant(I64, 32)), 32)
+            return st
+        n32 = builder.sdiv(dv, ir.Constant(I64, 32))
+        _loop_n(builder, n32, block, [ir.Constant(I64, 0)])
+        j0 = builder.mul(n32, ir.Constant(I64, 32))
+
+        def block16(c, st):                            # then 16 if 16 are left
+            _cols_ir(builder, Sb, ss, kb, ks, qb, qs, vb, vs, dec, bet, ob, os_, n, dk, j0, 16)
+            return st
+        _loop_n(builder, builder.sdiv(builder.sub(dv, j0), ir.Constant(I64, 16)), block16,
+                [ir.Constant(I64, 0)])
+        return context.get_dummy_value()
+    return sig, codegen
+
+
 @njit(cache=True, boundscheck=False, nogil=True)
 def _head(h, y, z, b, a, A_log, dt_bias, norm_w, eps, state, nk, q, k, out):
     """3. v head h's recurrence over the chunk's positions, then its gated norm (a head's
-    state depends on no other head: the position-major order's arithmetic element for
-    element, the head's state kept in cache over the chunk)."""
+    state depends on no other head, nor a state column on another: the position-major
+    order's arithmetic element for element, the head's state kept in cache over the chunk,
+    16 columns at a time in L1 (_cols16); the columns past the last 16 in the same order
+    here)."""
     n = y.shape[0]
     nv, dk, dv = state.shape
     r = nv // nk
     one = np.float32(1.0)
-    kv = np.empty(dv, np.float32)
-    d = np.empty(dv, np.float32)
-    o = np.empty(dv, np.float32)
     v0 = 2 * nk * dk
     kh = h // r
     A = np.float32(math.exp(A_log[h]))
     S = state[h]
+    dec = np.empty(n, np.float32)
+    bet = np.empty(n, np.float32)
+    o = np.empty((n, dv), np.float32)
     for t in range(n):
         x = a[t, h] + dt_bias[h]
         sp = x if x > np.float32(20.0) else np.float32(math.log1p(math.exp(x)))
-        decay = np.float32(math.exp(-(A * sp)))
-        beta = one / (one + np.float32(math.exp(-b[t, h])))
-        # two walks of the state a position: the decay fused with S^T k, the update with
-        # S^T q (each element's arithmetic and each sum's order those of the four steps)
-        for j in range(dv):
-            kv[j] = np.float32(0.0)
-        for i in range(dk):
-            ki = k[t, kh, i]
-            for j in range(dv):
-                sd = S[i, j] * decay
-                S[i, j] = sd
-                kv[j] += sd * ki
-        for j in range(dv):
-            d[j] = (y[t, v0 + h * dv + j] - kv[j]) * beta
-        for j in range(dv):
-            o[j] = np.float32(0.0)
-        for i in range(dk):
-            ki = k[t, kh, i]
-            qi = q[t, kh, i]
-            for j in range(dv):
-                su = S[i, j] + ki * d[j]
-                S[i, j] = su
-                o[j] += su * qi
+        dec[t] = np.float32(math.exp(-(A * sp)))
+        bet[t] = one / (one + np.float32(math.exp(-b[t, h])))
+    kk = k[:, kh, :]
+    qq = q[:, kh, :]
+    vv = y[:, v0 + h * dv:v0 + (h + 1) * dv]
+    if n > 0:
+        _cols16(S, kk, qq, vv, dec, bet, o)
+    j0 = dv - dv % 16
+    if j0 < dv:
+        kv = np.empty(dv, np.float32)
+        d = np.empty(dv, np.float32)
+        for t in range(n):
+            decay = dec[t]
+            for j in range(j0, dv):
+                kv[j] = np.float32(0.0)
+            for i in range(dk):
+                ki = kk[t, i]
+                for j in range(j0, dv):
+                    sd = S[i, j] * decay
+                    S[i, j] = sd
+                    kv[j] += sd * ki
+            for j in range(j0, dv):
+                d[j] = (vv[t, j] - kv[j]) * bet[t]
+                o[t, j] = np.float32(0.0)
+            for i in range(dk):
+                ki = kk[t, i]
+                qi = qq[t, i]
+                for j in range(j0, dv):
+                    su = S[i, j] + ki * d[j]
+                    S[i, j] = su
+                    o[t, j] += su * qi
+    for t in range(n):
         ss = np.float32(0.0)
         for j in range(dv):
-            ss += o[j] * o[j]
+            ss += o[t, j] * o[t, j]
         rr = one / np.float32(math.sqrt(ss / np.float32(dv) + eps))
         for j in range(dv):
             zz = z[t, h * dv + j]
-            out[t, h * dv + j] = ((o[j] * rr) * norm_w[j]) * (zz / (one + np.float32(math.exp(-zz))))
+            out[t, h * dv + j] = ((o[t, j] * rr) * norm_w[j]) * (zz / (one + np.float32(math.exp(-zz))))
 
 
 @njit(cache=True, boundscheck=False, nogil=True)
-def _member(m, nm, ctr, mix, z, b, a, conv_w, A_log, dt_bias, norm_w, eps, window, state, nk,
+def _member(m, nm, ctr, mix, z, b, a, conv_t, A_log, dt_bias, norm_w, eps, window, state, nk,
             y, q, k, out):
     """Member m of a crew of nm (kernels/team_cpu.py): the conv's channel spans (stage 0),
     the norms' position spans (stage 1), the v heads (stage 2), each stage's pieces taken
@@ -141,7 +288,7 @@ def _member(m, nm, ctr, mix, z, b, a, conv_w, A_log, dt_bias, norm_w, eps, windo
     P0 = (C + CONV_SPAN - 1) // CONV_SPAN
     p = next_piece(ctr, 0)
     while p < P0:
-        _conv(mix, conv_w, window, y, p * CONV_SPAN, min(C, (p + 1) * CONV_SPAN))
+        _conv(mix, conv_t, window, y, p * CONV_SPAN, min(C, (p + 1) * CONV_SPAN))
         finish(ctr, 0)
         p = next_piece(ctr, 0)
     wait(ctr, 0, P0)
@@ -180,8 +327,9 @@ def chunk(mix, z, b, a, conv_w, A_log, dt_bias, norm_w, eps, window, state, nk: 
     k = np.empty((n, nk, dk), np.float32)
     c = np.ascontiguousarray
     ctr = np.zeros((4, WIDTH), np.int64)                 # three stages, the abort row
+    conv_t = np.ascontiguousarray(conv_w.T)              # [K, C]: a tap's weights a row
     args = (ctr, c(mix, np.float32), c(z, np.float32), c(b, np.float32), c(a, np.float32),
-            conv_w, A_log, dt_bias, norm_w, np.float32(eps), window, state, nk, y, q, k, out)
+            conv_t, A_log, dt_bias, norm_w, np.float32(eps), window, state, nk, y, q, k, out)
     nm = min(numba.get_num_threads(), 16)
     if nm == 1 or n * nv * dk * dv <= CREW_SERIAL:
         _member(0, 1, *args)

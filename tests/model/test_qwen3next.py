@@ -140,6 +140,42 @@ def test_the_crew_round_gives_the_callers_bytes(monkeypatch):
     assert run([7, 40, 41]) == crew
 
 
+@pytest.mark.parametrize("rot", [8, 24, 40])
+def test_state_columns_by_block_equal_the_scalar_columns(rot):
+    """kernels/gdn_cpu.py runs a head's state 32 columns at a time, then 16, then the rest one
+    by one (dv 56: one block of each). A state column depends on its own v channel alone, so
+    the v columns rotated by `rot` within each head (the conv's channels, the window and the
+    state with them) leave the state rotated, byte for byte: each column computed once by a
+    block and once by another block or the scalar tail, over every cut of the positions."""
+    from kernels import gdn_cpu
+    rng = np.random.default_rng(11)
+    nk, nv, dk, dv, K, n = 2, 4, 16, 56, 4, 9
+    C = 2 * nk * dk + nv * dv
+    f = lambda *s: rng.standard_normal(s).astype(np.float32)
+    mix, z, b, a = f(n, C), f(n, nv * dv), f(n, nv), f(n, nv)
+    conv_w, A_log, dt_bias, norm_w = f(C, K) * 0.5, f(nv) * 0.3, f(nv), f(dv)
+    state0, window0 = f(nv, dk, dv) * 0.1, f(K - 1, C)
+    ch = np.arange(C)                                   # the rotated channel order
+    v0 = 2 * nk * dk
+    for h in range(nv):
+        ch[v0 + h * dv:v0 + (h + 1) * dv] = v0 + h * dv + np.roll(np.arange(dv), -rot)
+
+    def run(mix, conv_w, window, state, cuts):
+        lo = 0
+        for hi in list(cuts) + [n]:
+            gdn_cpu.chunk(mix[lo:hi], z[lo:hi], b[lo:hi], a[lo:hi], conv_w, A_log, dt_bias,
+                          norm_w, 1e-6, window, state, nk)
+            lo = hi
+        return state
+    for cuts in ([], range(1, n), [2, 7]):
+        want = run(mix, conv_w, window0.copy(), state0.copy(), cuts)
+        got = run(np.ascontiguousarray(mix[:, ch]), np.ascontiguousarray(conv_w[ch]),
+                  np.ascontiguousarray(window0[:, ch]),
+                  np.ascontiguousarray(np.roll(state0, -rot, axis=2)), cuts)
+        assert got.tobytes() == np.ascontiguousarray(np.roll(want, -rot, axis=2)).tobytes(), cuts
+        assert not np.array_equal(want, state0)
+
+
 @pytest.fixture(scope="module")
 def eng():
     return engine_of(f"dummy:{NAME}")
