@@ -39,6 +39,8 @@ SETTINGS = (
             "and mtime (unset: ~/.cache/foldserve)"),
     Setting("TF_KV_PAGES", "auto", "auto | on (all) | off (0): pages, or a whole window a stream"),
     Setting("TF_KV_POISON", "0", "1: NaN-fill pages before use (debugging)"),
+    Setting("TF_Q8_0_X", "auto", "auto: the family's Q8_0 products against q8_0 x where it opts "
+            "in (llama.cpp's arithmetic); float: every Q8_0 product against float32 x"),
     Setting("TF_ROOM_GIB", None, "a cap on the room (GiB) this rank reports"),
     Setting("TF_CUDA_GRAPHS", "1", "0: every GPU round eager, no CUDA graphs (debugging)"),
     Setting("TF_PDL", "1", "0: no programmatic dependent launch in CUDA graphs (scheduling only)"),
@@ -80,6 +82,17 @@ def _get(e, name: str, default: str | None) -> str | None:
         _warned.add(old)
         log.warning("%s is a renamed setting: read as %s; set %s instead", old, name, name)
     return e[old]
+
+
+Q8_0_X_VALUES = ("auto", "float")
+
+
+def q8_0_x(environ=None) -> str:
+    """TF_Q8_0_X resolved: "auto" or "float"; another value is refused by name."""
+    v = (setting("TF_Q8_0_X", environ) or "auto").strip().lower() or "auto"
+    if v not in Q8_0_X_VALUES:
+        raise ConfigError(f"TF_Q8_0_X={v!r} is not allowed; use {' or '.join(Q8_0_X_VALUES)}")
+    return v
 
 
 def setting(name: str, environ=None) -> str | None:

@@ -334,6 +334,7 @@ def _serve_rank(args, env, rank, world, mhost, mport) -> int:
         lays = layouts(spec, world, KV_BYTES[args.device], args.page_rows, args.prefill_chunk)
         ident = dict(opened.identity)
         ident.setdefault("content_hash", ident.get("sha256"))
+        from server.config import q8_0_x
         fp = fingerprint.make(
             rank=rank, model=ident, tp=world,
             shard=str(shard_of(spec, world, rank)),
@@ -343,7 +344,7 @@ def _serve_rank(args, env, rank, world, mhost, mport) -> int:
                                                              else opened.engine.kv_dtype),
             context=context, parallel=parallel, prefill_chunk=args.prefill_chunk,
             prompt_cache_gib=args.prompt_cache_gib, verify_window=verify_window(args),
-            seed_salt=args.seed_salt)
+            seed_salt=args.seed_salt, q8_0_x=q8_0_x())
         if comm:
             shards = [str(shard_of(spec, world, r))
                       for r in range(world)]
@@ -379,6 +380,7 @@ def _serve_rank(args, env, rank, world, mhost, mport) -> int:
 
 
 def _early_fingerprint(args, env, comm, rank, world) -> None:
+    from server.config import q8_0_x
     from server.engine.locate import resolve
     from server.flags import resolve_context, verify_window
     from server.ranks import fingerprint
@@ -392,7 +394,7 @@ def _early_fingerprint(args, env, comm, rank, world) -> None:
         kv_pages=env.kv_pages_static, kv_poison=env.kv_poison, page_rows=args.page_rows,
         context=context, parallel=int(args.parallel), prefill_chunk=args.prefill_chunk,
         prompt_cache_gib=args.prompt_cache_gib, verify_window=verify_window(args),
-            seed_salt=args.seed_salt)
+        seed_salt=args.seed_salt, q8_0_x=q8_0_x())
     fingerprint.exchange_and_check(comm, fp)
 
 

@@ -72,8 +72,11 @@ class Model:
         # the family's Q8_0 products against q8_0 x (kernels/kquant_cpu.Q8_0_DEF, llama.cpp's
         # arithmetic: every Q8_0 matrix kept as blocks, dense and experts) on either CPU backend
         # where numba runs the blocks (the MLA and hybrid families serve on "numpy": no wqkv):
-        # families opt in (Q8_0_X8); the others keep float32 x
-        if xp is np and getattr(self.ops, "numba", False) and getattr(self.family, "Q8_0_X8", False):
+        # families opt in (Q8_0_X8); the others keep float32 x, and TF_Q8_0_X=float turns it
+        # off for every family (the ranks compare it: the fingerprint)
+        from server.config import q8_0_x
+        if (xp is np and getattr(self.ops, "numba", False) and getattr(self.family, "Q8_0_X8", False)
+                and q8_0_x() == "auto"):
             self.ops.q80 = True
         if xp is not np:
             from kernels.matmul_packed_cuda import pack_weights

@@ -45,6 +45,7 @@ FIELDS = {
     "tp": ("TP size", "has", _flag("--tp")),
     "kv_pages": ("TF_KV_PAGES", "resolved", SAME_ENV),
     "kv_poison": ("TF_KV_POISON", "has", SAME_ENV),
+    "q8_0_x": ("TF_Q8_0_X", "has", SAME_ENV),
     "page_rows": ("page rows", "has", _flag("--page-rows")),
     "page_bytes": ("page bytes", "has", f"{SAME_MODEL}, with the same KV dtype and --page-rows"),
     "kv_dtype": ("KV dtype", "has", f"{_flag('--device')} and KV dtype"),
@@ -68,7 +69,8 @@ def digest(value) -> str:
 
 def make(*, rank: int, model: dict, tp: int, shard: str, kv_pages: str, kv_poison: bool,
          page_rows: int, page_bytes: list[int], kv_dtype: str, context: int, parallel: int,
-         prefill_chunk: int, prompt_cache_gib: float, verify_window: int, seed_salt: int) -> dict:
+         prefill_chunk: int, prompt_cache_gib: float, verify_window: int, seed_salt: int,
+         q8_0_x: str = "auto") -> dict:
     """This rank's fingerprint. `model` holds architecture, config, tensors (names, shapes,
     dtypes) and content_hash; large values travel as digests. `kv_pages` is the resolved
     mode (on/off), `page_bytes` the bytes of one page for each rank's shard, in rank order."""
@@ -79,7 +81,8 @@ def make(*, rank: int, model: dict, tp: int, shard: str, kv_pages: str, kv_poiso
     for k in MODEL_KEYS:
         v = model[k]
         fp["model." + k] = v if isinstance(v, (str, int, float, bool)) else digest(v)
-    fp.update(tp=tp, kv_pages=kv_pages, kv_poison=int(bool(kv_poison)), page_rows=page_rows,
+    fp.update(tp=tp, kv_pages=kv_pages, kv_poison=int(bool(kv_poison)), q8_0_x=q8_0_x,
+              page_rows=page_rows,
               page_bytes=[int(b) for b in page_bytes], kv_dtype=str(kv_dtype), context=context,
               parallel=parallel, prefill_chunk=prefill_chunk,
               prompt_cache_gib=float(prompt_cache_gib), verify_window=verify_window,
@@ -112,11 +115,11 @@ def file_identity(source: str) -> str:
 def make_early(*, rank: int, tp: int, model_file: str, device: str, kv_pages: str,
                kv_poison: bool, page_rows: int, context: int | None, parallel: int,
                prefill_chunk: int, prompt_cache_gib: float, verify_window: int,
-               seed_salt: int) -> dict:
+               seed_salt: int, q8_0_x: str = "auto") -> dict:
     """What the ranks compare before the model loads (the same keys as `make` where they
     overlap; compare() passes over keys that no rank has). context None: not known yet."""
     fp = {"protocol": PROTOCOL, "version": server.__version__, "model.file": model_file,
-          "tp": tp, "kv_pages": kv_pages, "kv_poison": int(bool(kv_poison)),
+          "tp": tp, "kv_pages": kv_pages, "kv_poison": int(bool(kv_poison)), "q8_0_x": q8_0_x,
           "page_rows": page_rows, "device": device, "context": context, "parallel": parallel,
           "prefill_chunk": prefill_chunk, "prompt_cache_gib": float(prompt_cache_gib),
           "verify_window": verify_window, "seed_salt": seed_salt, "rank": rank}

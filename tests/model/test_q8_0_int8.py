@@ -280,3 +280,23 @@ def test_the_switch_is_the_familys():
         assert family(name).Q8_0_X8 is True, name
     for name in ("llama", "qwen3", "gptoss", "kimilinear", "glm5next"):
         assert not getattr(family(name), "Q8_0_X8", False), name
+
+
+def test_tf_q8_0_x_float_keeps_float_x_for_every_family(monkeypatch):
+    """TF_Q8_0_X=float: a family that opts in multiplies its Q8_0 matrices against float32 x
+    (blocks_cpu's kernels, not Q8_0_DEF); another value is refused by name."""
+    from kernels.blocks_cpu import matmul
+    from server.config import ConfigError
+    from server.engine.engine import Engine
+    from server.engine.weights import load
+    from tools.refs import moe_checkpoint as mc
+    ld = load(str(mc.build_once("qwen3moe-tiny").gguf["Q8_0"]), progress=False)
+    monkeypatch.setenv("TF_Q8_0_X", "float")
+    m = Engine(ld.spec, ld.tensors.__getitem__).model
+    assert not getattr(m.ops, "q80", False)
+    head = m.w.lm_head
+    x = np.random.default_rng(5).standard_normal((2, head.cols)).astype(np.float32)
+    assert np.array_equal(m.ops.linear(x, head), matmul(x, head.kind, head.data))
+    monkeypatch.setenv("TF_Q8_0_X", "int8")
+    with pytest.raises(ConfigError, match="TF_Q8_0_X"):
+        Engine(ld.spec, ld.tensors.__getitem__)

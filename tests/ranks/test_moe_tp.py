@@ -76,10 +76,15 @@ def test_tp_equals_tp1(name, tp):
 
 @pytest.mark.parametrize("tp", [2, 3])
 @pytest.mark.parametrize("name", ["glm47flash-tiny", "deepseek2lite-tiny"])
-def test_mla_checkpoint_tp_equals_tp1(name, tp):
+def test_mla_checkpoint_tp_equals_tp1(name, tp, monkeypatch):
     """The GLM-4.7-Flash- and DeepSeek-V2-Lite-shaped checkpoints' Q8_0 GGUFs (their
     references recorded in tests/data/moe/): 6 heads split 3+3 / 2+2+2 (4 heads: 2+2,
-    2+1+1), experts of 3 Q8_0 blocks split on them, the latent replicated."""
+    2+1+1), experts of 3 Q8_0 blocks split on them, the latent replicated. Float32 x
+    (TF_Q8_0_X=float, the ranks inherit it): a row-parallel product's partial sums meet in
+    the all-reduce in another order than TP=1's one chain, and on q8_0 x (the default) one
+    ulp of that can turn a q8_0 rounding of the next product's input (deepseek2lite's 27
+    layers do, at TP=2 and 3): TP=N equals TP=1 within float32 reordering on float x."""
+    monkeypatch.setenv("TF_Q8_0_X", "float")
     from tools.refs import moe_checkpoint as mc
     spec = mc.FAMILIES[name]
     # float32 reordering grows with depth: deepseek2lite-tiny has 27 layers, 9x the others'
