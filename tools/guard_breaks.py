@@ -247,9 +247,11 @@ BREAKS = [
           "tests/model/test_moe_engine.py::test_solo_equals_concurrent"),
     Break("a grouped product's row depends on the other rows", "an expert's row is its own (solo == concurrent)",
           (("kernels/moe_cpu.py",
-            "    x = np.ascontiguousarray(x, dtype=np.float32)\n",
             "    x = np.ascontiguousarray(x, dtype=np.float32)\n"
-            "    x = (x * np.abs(x).max()) / np.abs(x).max()    # a scale shared by the round\n"),),
+            "    out = np.empty((x.shape[0], stack.data.shape[1]), np.float32)\n",
+            "    x = np.ascontiguousarray(x, dtype=np.float32)\n"
+            "    x = (x * np.abs(x).max()) / np.abs(x).max()    # a scale shared by the round\n"
+            "    out = np.empty((x.shape[0], stack.data.shape[1]), np.float32)\n"),),
           "tests/model/test_moe_engine.py::test_grouped_experts_give_the_loops_bytes"),
     Break("an MoE layer's partial sum not all-reduced", "TP=2/3 == TP=1",
           (("server/families/moe.py",

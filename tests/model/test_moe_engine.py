@@ -151,12 +151,16 @@ def test_cuda_is_refused_in_one_line():
     assert "\n" not in msg and "glm4moe family (mixture of experts)" in msg and "--device cpu" in msg
 
 
+@pytest.mark.parametrize("x_form", ["auto", "float"])
 @pytest.mark.parametrize("name", FAMILIES)
-def test_grouped_experts_give_the_loops_bytes(files, name):
-    """kernels/moe_cpu.py's one region for all experts == one product an expert, byte for byte."""
+def test_grouped_experts_give_the_loops_bytes(files, name, x_form, monkeypatch):
+    """kernels/moe_cpu.py's one region for all experts == one product an expert, byte for byte,
+    on q8_0 x (the family's default) and on float32 x (TF_Q8_0_X=float: blocks_vec's path)."""
     from kernels.blocks import ExpertGateUp, ExpertStack
+    monkeypatch.setenv("TF_Q8_0_X", x_form)
     ld = load(str(files[name, "Q8_0"]), progress=False)
     eng = Engine(ld.spec, ld.tensors.__getitem__)
+    assert bool(getattr(eng.model.ops, "q80", False)) == (x_form == "auto")
     ops = eng.model.ops                                    # the backend the engine chose
     L, w = eng.weights.layers[-1], eng.weights
     # gate and up as the file's two stacks, read in place (kernels.blocks.ExpertGateUp)
