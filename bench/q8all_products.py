@@ -15,29 +15,10 @@ the weights' GB/s and GMAC/s, and int8 / float time ratio. Random weights.
 from __future__ import annotations
 
 import argparse
-import time
 
 import numpy as np
 
-
-def q8_matrix(rng, n, k):
-    nb = k // 32
-    d = (rng.random((n, nb), np.float32) * 0.01 + 0.001).astype(np.float16)
-    q = rng.integers(-127, 128, (n, nb, 32), dtype=np.int8)
-    blk = np.empty((n, nb, 34), np.uint8)
-    blk[:, :, :2] = d.view(np.uint8).reshape(n, nb, 2)
-    blk[:, :, 2:] = q.view(np.uint8)
-    return blk.reshape(n, nb * 34)
-
-
-def med(fn, reps):
-    fn()
-    ts = []
-    for _ in range(reps):
-        t = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t)
-    return float(np.median(ts)), float(min(ts))
+from bench.q8_kernels import med, q8_matrix   # random Q8_0 blocks; median (best) of reps
 
 
 def line(name, tf, ti, nbytes, macs):
