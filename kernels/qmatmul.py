@@ -43,17 +43,12 @@ def cpu(x: np.ndarray, w, bias=None, q8: bool = False, q80: bool = False) -> np.
     if q80 and w.kind == "Q8_0":
         from kernels import kquant_cpu
         y = kquant_cpu.q80_matmul(x, w.data)
-        if bias is not None:
-            y += bias
-        return y
-    if q8 and w.kind in Q8_KINDS:
+    elif q8 and w.kind in Q8_KINDS:
         from kernels import kquant_cpu
         y = kquant_cpu.matmul(x, w.kind, w.data)
-        if bias is not None:
-            y += bias
-        return y
-    from kernels.blocks_cpu import matmul
-    y = matmul(x, w.kind, w.data)
+    else:
+        from kernels.blocks_cpu import matmul
+        y = matmul(x, w.kind, w.data)
     if bias is not None:
         y += bias
     return y

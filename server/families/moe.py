@@ -24,8 +24,8 @@ from server.families.llama import GGUF_ATTENTION, GGUF_MLP, attention_extras, at
     attend, mlp_shapes, shard_attention, shard_mlp
 
 NAME = "moe"
-# on the CPU every product against a Q8_0 matrix kept as blocks (dense, head, experts;
-# not MLA's kv_b halves) takes x quantized to q8_0 as llama.cpp does
+# on the CPU every product against a Q8_0 matrix kept as blocks (dense, head, experts)
+# takes x quantized to q8_0 as llama.cpp does
 # (kernels/kquant_cpu.Q8_0_DEF; server/engine/model.Model reads this; the list:
 # docs/receipts/2026-12-05-q8all/README.md)
 Q8_0_X8 = True

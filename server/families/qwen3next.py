@@ -34,8 +34,8 @@ from server.shapes.kv_layout import gdn_fixed_part
 from server.shapes.shard import linear_heads as _linear_heads
 
 NAME = "qwen3next"
-# on the CPU every product against a Q8_0 matrix kept as blocks (dense, head, experts;
-# not MLA's kv_b halves) takes x quantized to q8_0 as llama.cpp does
+# on the CPU every product against a Q8_0 matrix kept as blocks (dense, head, experts)
+# takes x quantized to q8_0 as llama.cpp does
 # (kernels/kquant_cpu.Q8_0_DEF; server/engine/model.Model reads this; the list:
 # docs/receipts/2026-12-05-q8all/README.md)
 Q8_0_X8 = True
