@@ -214,6 +214,62 @@ def _cols16(typingctx, S, k, q, v, dec, bet, o):
     return sig, codegen
 
 
+def _one_ir(builder, S, ss, k, q, v, dec, bet, o, dk, j0, w):
+    """One position (a decode step) over w state columns [j0, j0 + w) (w a multiple of 16: 128
+    keeps eight 16-lane sums in flight, where 32 columns over several positions keep two):
+    _cols_ir's arithmetic for n = 1 element for element (the decay applied where S is read,
+    S*decay recomputed, not stored, between the two walks: the same fmul, the same bits)."""
+    VT = ir.VectorType(F32, w)
+    z = ir.Constant(VT, [0.0] * w)
+    dv_, bt = _splat(builder, dec, w), _splat(builder, bet, w)
+
+    def col(i):
+        return builder.bitcast(builder.gep(_row(builder, S, i, ss), [j0]), VT.as_pointer())
+
+    def at(p, i):
+        return _splat(builder, builder.load(builder.gep(p, [i]), align=4), w)
+
+    def pass_a(i, st):                                 # kv = sum_i (S[i] * decay) k[i]
+        sd = builder.fmul(builder.load(col(i), align=4), dv_)
+        return [builder.fadd(st[0], builder.fmul(sd, at(k, i)))]
+    kv = _loop_n(builder, dk, pass_a, [z])[0]
+    vv = builder.load(builder.bitcast(builder.gep(v, [j0]), VT.as_pointer()), align=4)
+    d = builder.fmul(builder.fsub(vv, kv), bt)         # (v - kv) * beta
+
+    def pass_b(i, st):                                 # S[i] = S[i] decay + k[i] d; o += S[i] q[i]
+        sp = col(i)
+        su = builder.fadd(builder.fmul(builder.load(sp, align=4), dv_), builder.fmul(at(k, i), d))
+        builder.store(su, sp, align=4)
+        return [builder.fadd(st[0], builder.fmul(su, at(q, i)))]
+    oo = _loop_n(builder, dk, pass_b, [z])[0]
+    builder.store(oo, builder.bitcast(builder.gep(o, [j0]), VT.as_pointer()), align=4)
+
+
+@intrinsic
+def _cols_one(typingctx, S, k, q, v, dec, bet, o):
+    """One position of v head's state S [dk, dv] (unit-stride rows): k, q [dk], v, o [>= dv]
+    1-D contiguous float32, dec and bet float32 scalars; _cols16's arithmetic for n = 1
+    (_one_ir), the columns in blocks of 128, then 32, then 16 (the columns past the last whole
+    16 are left to the caller)."""
+    sig = types.void(S, k, q, v, dec, bet, o)
+
+    def codegen(context, builder, signature, args):
+        Sb, dk, ss = _rows(context, builder, signature.args[0], args[0])
+        dv = builder.extract_value(ptr(context, builder, signature.args[0], args[0]).shape, 1)
+        kb, qb, vb, ob = (ptr(context, builder, signature.args[i], args[i]).data for i in (1, 2, 3, 6))
+        j = ir.Constant(I64, 0)
+        for w in (128, 32, 16):
+            def block(c, st, w=w, j=j):
+                _one_ir(builder, Sb, ss, kb, qb, vb, args[4], args[5], ob, dk,
+                        builder.add(j, builder.mul(c, ir.Constant(I64, w))), w)
+                return st
+            nb = builder.sdiv(builder.sub(dv, j), ir.Constant(I64, w))
+            _loop_n(builder, nb, block, [ir.Constant(I64, 0)])
+            j = builder.add(j, builder.mul(nb, ir.Constant(I64, w)))
+        return context.get_dummy_value()
+    return sig, codegen
+
+
 @njit(cache=True, boundscheck=False, nogil=True)
 def _head(h, y, z, b, a, A_log, dt_bias, norm_w, eps, state, nk, q, k, out):
     """3. v head h's recurrence over the chunk's positions, then its gated norm (a head's
@@ -229,20 +285,27 @@ def _head(h, y, z, b, a, A_log, dt_bias, norm_w, eps, state, nk, q, k, out):
     kh = h // r
     A = np.float32(math.exp(A_log[h]))
     S = state[h]
+    o = out[:, h * dv:(h + 1) * dv]          # S^T q here, then the gated norm in place
+    kk = k[:, kh, :]
+    qq = q[:, kh, :]
+    vv = y[:, v0 + h * dv:v0 + (h + 1) * dv]
+    j0 = dv - dv % 16
+    if n == 1 and j0 == dv:                  # a decode step: one walk pair, 128 columns at once
+        x = a[0, h] + dt_bias[h]
+        sp = x if x > np.float32(20.0) else np.float32(math.log1p(math.exp(x)))
+        _cols_one(S, kk[0], qq[0], vv[0], np.float32(math.exp(-(A * sp))),
+                  one / (one + np.float32(math.exp(-b[0, h]))), o[0])
+        _gated_norm(h, o, z, norm_w, eps, out)
+        return
     dec = np.empty(n, np.float32)
     bet = np.empty(n, np.float32)
-    o = np.empty((n, dv), np.float32)
     for t in range(n):
         x = a[t, h] + dt_bias[h]
         sp = x if x > np.float32(20.0) else np.float32(math.log1p(math.exp(x)))
         dec[t] = np.float32(math.exp(-(A * sp)))
         bet[t] = one / (one + np.float32(math.exp(-b[t, h])))
-    kk = k[:, kh, :]
-    qq = q[:, kh, :]
-    vv = y[:, v0 + h * dv:v0 + (h + 1) * dv]
     if n > 0:
         _cols16(S, kk, qq, vv, dec, bet, o)
-    j0 = dv - dv % 16
     if j0 < dv:
         kv = np.empty(dv, np.float32)
         d = np.empty(dv, np.float32)
@@ -266,7 +329,16 @@ def _head(h, y, z, b, a, A_log, dt_bias, norm_w, eps, state, nk, q, k, out):
                     su = S[i, j] + ki * d[j]
                     S[i, j] = su
                     o[t, j] += su * qi
-    for t in range(n):
+    _gated_norm(h, o, z, norm_w, eps, out)
+
+
+@njit(cache=True, boundscheck=False, nogil=True)
+def _gated_norm(h, o, z, norm_w, eps, out):
+    """v head h's gated RMSNorm of its S^T q rows o [n, dv] (a view of out's head columns,
+    overwritten in place): a sequential sum of squares, then ((o * rr) * w) * silu(z)."""
+    one = np.float32(1.0)
+    dv = o.shape[1]
+    for t in range(o.shape[0]):
         ss = np.float32(0.0)
         for j in range(dv):
             ss += o[t, j] * o[t, j]
@@ -308,6 +380,16 @@ def _member(m, nm, ctr, mix, z, b, a, conv_t, A_log, dt_bias, norm_w, eps, windo
 
 
 _CREW = []
+_CONV_T = {}         # id(conv_w) -> (conv_w, its taps transposed [K, C]): made once a layer
+
+
+def _taps(conv_w):
+    """conv_w [C, K] as [K, C] (a tap's weights a row), kept for the array's life (a layer's
+    weight: the same object every round)."""
+    got = _CONV_T.get(id(conv_w))
+    if got is None or got[0] is not conv_w:
+        got = _CONV_T[id(conv_w)] = (conv_w, np.ascontiguousarray(conv_w.T))
+    return got[1]
 
 
 def chunk(mix, z, b, a, conv_w, A_log, dt_bias, norm_w, eps, window, state, nk: int):
@@ -327,7 +409,7 @@ def chunk(mix, z, b, a, conv_w, A_log, dt_bias, norm_w, eps, window, state, nk: 
     k = np.empty((n, nk, dk), np.float32)
     c = np.ascontiguousarray
     ctr = np.zeros((4, WIDTH), np.int64)                 # three stages, the abort row
-    conv_t = np.ascontiguousarray(conv_w.T)              # [K, C]: a tap's weights a row
+    conv_t = _taps(conv_w)                                # [K, C]: a tap's weights a row
     args = (ctr, c(mix, np.float32), c(z, np.float32), c(b, np.float32), c(a, np.float32),
             conv_t, A_log, dt_bias, norm_w, np.float32(eps), window, state, nk, y, q, k, out)
     nm = min(numba.get_num_threads(), 16)

@@ -52,14 +52,15 @@ class Ops:
     def __init__(self):
         self.numba, self.why_not = qmatmul.available()
         if self.numba:
-            from kernels import dsa_cpu, gdn_cpu, kda_cpu, mhc_cpu, mla_cpu, moe_cpu
+            from kernels import dsa_cpu, gdn_cpu, kda_cpu, mhc_cpu, mla_cpu, moe_cpu, rmsnorm_cpu
             self._gdn_chunk, self._moe_cpu = gdn_cpu.chunk, moe_cpu
+            self._np_norms = rmsnorm_cpu
             self._kda_chunk, self._mla_cpu = kda_cpu.chunk, mla_cpu
             self._dsa_cpu, self._mhc_cpu = dsa_cpu, mhc_cpu
         else:
             self._gdn_chunk, self._moe_cpu = gdn.chunk, None
             self._kda_chunk, self._mla_cpu = kda.chunk, None
-            self._dsa_cpu = self._mhc_cpu = None
+            self._dsa_cpu = self._mhc_cpu = self._np_norms = None
         self._fn_rows = {}                 # id(hc.fn_t) -> (fn_t, fn rows): mhc_cpu's layout
 
     def __repr__(self) -> str:
@@ -67,8 +68,9 @@ class Ops:
 
     def describe(self) -> str:
         """One line for the startup log: the backend and what it runs."""
-        return ("numpy definitions" + ("; GGUF blocks and the recurrent scans by numba"
-                                       if self.numba else f"; {self.why_not}"))
+        return ("numpy definitions" + ("; GGUF blocks, the recurrent scans and the norms "
+                                       "(numpy's order) by numba" if self.numba
+                                       else f"; {self.why_not}"))
 
     def embed(self, table, ids):
         # table: [vocab, d] -> [T, d] float32
@@ -86,10 +88,27 @@ class Ops:
             return y
         return matmul.ref(x, w, bias)
 
+    def _np_order(self, x, w) -> bool:
+        """Whether the norm runs as one numba call in numpy's own order (rmsnorm_cpu.np_rms_norm:
+        rmsnorm.ref's bytes, a fraction of its time on a decode row): numba present, float32
+        rows [M, D] and weight [D]."""
+        return (self._np_norms is not None and x.ndim == 2 and x.dtype == np.float32
+                and w.dtype == np.float32 and w.shape == (x.shape[1],))
+
     def rms_norm(self, x, w, eps):
+        if self._np_order(x, w):
+            y = np.empty(x.shape, np.float32)
+            self._np_norms.np_rms_norm(np.ascontiguousarray(x), w, np.float32(eps), y)
+            return y
         return rmsnorm.ref(x, w, eps)
 
     def add_rms_norm(self, x, residual, w, eps):
+        if (self._np_order(x, w) and residual.shape == x.shape
+                and residual.dtype == np.float32):
+            y, h = np.empty(x.shape, np.float32), np.empty(x.shape, np.float32)
+            self._np_norms.np_add_rms_norm(np.ascontiguousarray(x), np.ascontiguousarray(residual),
+                                           w, np.float32(eps), y, h)
+            return y, h
         return rmsnorm.add_ref(x, residual, w, eps)
 
     def apply_rope(self, x, positions, inv):

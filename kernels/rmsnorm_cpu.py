@@ -56,6 +56,115 @@ def add_rms_norm(x, residual, w, eps, y, h):
         _norm_row(h[i], w, eps, y[i])
 
 
+# ---- numpy's own order (the "numpy" ops backend's norms, kernels/rmsnorm.ref, byte for byte)
+@njit(cache=True, boundscheck=False, nogil=True)
+def _leaf_sq(x, a, n):
+    """numpy's pairwise leaf (n <= 128) of x[a:a+n] ** 2: fewer than 8 values in turn; else
+    8 running sums over the first n - n % 8, combined ((0+1)+(2+3))+((4+5)+(6+7)), the tail
+    added in turn."""
+    if n < 8:
+        res = np.float32(0.0)
+        for i in range(a, a + n):
+            res += x[i] * x[i]
+        return res
+    r0 = x[a] * x[a]
+    r1 = x[a + 1] * x[a + 1]
+    r2 = x[a + 2] * x[a + 2]
+    r3 = x[a + 3] * x[a + 3]
+    r4 = x[a + 4] * x[a + 4]
+    r5 = x[a + 5] * x[a + 5]
+    r6 = x[a + 6] * x[a + 6]
+    r7 = x[a + 7] * x[a + 7]
+    m = n - n % 8
+    i = 8
+    while i < m:
+        b = a + i
+        r0 += x[b] * x[b]
+        r1 += x[b + 1] * x[b + 1]
+        r2 += x[b + 2] * x[b + 2]
+        r3 += x[b + 3] * x[b + 3]
+        r4 += x[b + 4] * x[b + 4]
+        r5 += x[b + 5] * x[b + 5]
+        r6 += x[b + 6] * x[b + 6]
+        r7 += x[b + 7] * x[b + 7]
+        i += 8
+    res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+    while i < n:
+        res += x[a + i] * x[a + i]
+        i += 1
+    return res
+
+
+@njit(cache=True, boundscheck=False, nogil=True)
+def _psum_sq(x, n, fa, fn, fv, fs):
+    """sum(x[:n] ** 2) in float32 in numpy's pairwise order (numpy's reduce of a contiguous
+    float32 row, loops_utils.h's pairwise sum): a span of at most 128 is a leaf (_leaf_sq),
+    a longer one split at half rounded down to a multiple of 8, its halves' sums added. The
+    squares are float32 products, as numpy's x * x; numpy adds the sum to its identity 0, the
+    same for a sum of squares. The recursion walked with an explicit stack (fa, fn, fv, fs:
+    scratch of 64; numba's cache mishandles a recursive function)."""
+    top = 0
+    fa[0], fn[0], fs[0] = 0, n, 0
+    while True:
+        a, m = fa[top], fn[top]
+        if m > 128:                                    # descend into the left half
+            h = m // 2
+            h -= h % 8
+            fs[top] = 0
+            top += 1
+            fa[top], fn[top], fs[top] = a, h, 0
+            continue
+        ret = _leaf_sq(x, a, m)
+        while True:                                    # up, adding finished right halves
+            if top == 0:
+                return ret
+            top -= 1
+            if fs[top] == 0:                           # a left half: keep it, go right
+                fv[top], fs[top] = ret, 1
+                h = fn[top] // 2
+                h -= h % 8
+                top += 1
+                fa[top], fn[top], fs[top] = fa[top - 1] + h, fn[top - 1] - h, 0
+                break
+            ret = fv[top] + ret                        # a right half: left + right
+
+
+@njit(cache=True, boundscheck=False, nogil=True)
+def _stack():
+    return (np.empty(64, np.int64), np.empty(64, np.int64), np.empty(64, np.float32),
+            np.empty(64, np.int64))
+
+
+@njit(cache=True, boundscheck=False, nogil=True)
+def _np_norm_row(h, w, eps, y, st):
+    D = h.shape[0]
+    r = np.float32(1.0) / np.sqrt(_psum_sq(h, D, st[0], st[1], st[2], st[3]) / np.float32(D) + eps)
+    for k in range(D):
+        y[k] = (h[k] * r) * w[k]
+
+
+@njit(cache=True, boundscheck=False, nogil=True)
+def np_rms_norm(x, w, eps, y):
+    """y = kernels/rmsnorm.ref(x, w, eps) byte for byte (x, y [M, D], w [D] float32, eps a
+    float32; numpy's pairwise sum of squares, _psum_sq; the mean's division by D and
+    (x * (1 / sqrt(mean + eps))) * w each one float32 operation, as numpy rounds them).
+    tests/model/test_norm_np_order.py holds it to numpy's bytes."""
+    st = _stack()
+    for i in range(x.shape[0]):
+        _np_norm_row(x[i], w, eps, y[i], st)
+
+
+@njit(cache=True, boundscheck=False, nogil=True)
+def np_add_rms_norm(x, residual, w, eps, y, h):
+    """h = x + residual; y = np_rms_norm(h): kernels/rmsnorm.add_ref byte for byte."""
+    D = x.shape[1]
+    st = _stack()
+    for i in range(x.shape[0]):
+        for k in range(D):
+            h[i, k] = x[i, k] + residual[i, k]
+        _np_norm_row(h[i], w, eps, y[i], st)
+
+
 SWIGLU_PARALLEL_FROM = 2      # rows from which SwiGLU runs prange (one row: serial)
 
 

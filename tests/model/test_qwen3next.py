@@ -176,6 +176,39 @@ def test_state_columns_by_block_equal_the_scalar_columns(rot):
         assert not np.array_equal(want, state0)
 
 
+def test_a_decode_step_walks_wide_blocks_with_the_chunks_bytes():
+    """One position a call (a decode step) runs a head's state in blocks of 128 columns, then
+    32, then 16 (kernels/gdn_cpu._cols_one; dv 176: one of each), a chunk of several
+    positions 32 and 16 at a time (_cols16): token by token == one chunk == uneven cuts, in
+    output, state and window bytes, from a nonzero state; the numpy definition within
+    rounding."""
+    from kernels import gdn, gdn_cpu
+    rng = np.random.default_rng(13)
+    nk, nv, dk, dv, K, n = 1, 2, 24, 176, 4, 6
+    C = 2 * nk * dk + nv * dv
+    f = lambda *s: rng.standard_normal(s).astype(np.float32)
+    mix, z, b, a = f(n, C), f(n, nv * dv), f(n, nv), f(n, nv)
+    conv_w, A_log, dt_bias, norm_w = f(C, K) * 0.5, f(nv) * 0.3, f(nv), f(dv)
+    state0, window0 = f(nv, dk, dv) * 0.1, f(K - 1, C)
+
+    def run(fn, cuts):
+        state, window = state0.copy(), window0.copy()
+        outs, lo = [], 0
+        for hi in list(cuts) + [n]:
+            outs.append(fn(mix[lo:hi], z[lo:hi], b[lo:hi], a[lo:hi], conv_w, A_log, dt_bias,
+                           norm_w, 1e-6, window, state, nk))
+            lo = hi
+        return np.concatenate(outs), state, window
+    one = run(gdn_cpu.chunk, range(1, n))
+    for cuts in ([], [2, 3]):
+        got = run(gdn_cpu.chunk, cuts)
+        assert all(x.tobytes() == y.tobytes() for x, y in zip(got, one)), cuts
+    want = run(gdn.chunk, [])
+    for x, y in zip(one, want):
+        np.testing.assert_allclose(x, y, rtol=1e-4, atol=1e-5)
+    assert not np.array_equal(one[1], state0)
+
+
 @pytest.fixture(scope="module")
 def eng():
     return engine_of(f"dummy:{NAME}")
