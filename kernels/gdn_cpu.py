@@ -35,7 +35,9 @@ from numba.extending import intrinsic
 from kernels.vec_ir import F32, I64, _loop_n, _row, _rows, ptr
 from kernels.vec_ir import splat as _splat
 
-from kernels.team_cpu import finish, next_piece, wait
+import numba
+
+from kernels.team_cpu import WIDTH, Crew, finish, next_piece, wait
 
 
 CONV_SPAN = 256         # channels a piece of the conv stage
@@ -392,29 +394,29 @@ def _taps(conv_w):
     return got[1]
 
 
+def _f32(x):
+    """x as a C-contiguous float32 array (itself where it is one: a decode row's slices)."""
+    return x if x.dtype == np.float32 and x.flags.c_contiguous else np.ascontiguousarray(x, np.float32)
+
+
 def chunk(mix, z, b, a, conv_w, A_log, dt_bias, norm_w, eps, window, state, nk: int):
     """kernels/gdn.chunk's contract, in numba: out [n, nv dv]; window and state in place
     (both must be C-contiguous float32 views of the stream's fixed part). A chunk of more
     than CREW_SERIAL state elements x positions runs as one crew round of numba's thread
     count (kernels/team_cpu.Crew: the conv by channels, the norms by positions, the
     recurrence by v heads); the same pieces on the caller alone below it: the same bytes."""
-    import numba
-
-    from kernels.team_cpu import WIDTH, Crew
     n, C = mix.shape
     nv, dk, dv = state.shape
     out = np.empty((n, nv * dv), np.float32)
     y = np.empty((n, C), np.float32)
     q = np.empty((n, nk, dk), np.float32)
     k = np.empty((n, nk, dk), np.float32)
-    c = np.ascontiguousarray
+    c = _f32
     ctr = np.zeros((4, WIDTH), np.int64)                 # three stages, the abort row
-    conv_t = _taps(conv_w)                                # [K, C]: a tap's weights a row
-    args = (ctr, c(mix, np.float32), c(z, np.float32), c(b, np.float32), c(a, np.float32),
-            conv_t, A_log, dt_bias, norm_w, np.float32(eps), window, state, nk, y, q, k, out)
-    nm = min(numba.get_num_threads(), 16)
-    if nm == 1 or n * nv * dk * dv <= CREW_SERIAL:
-        _member(0, 1, *args)
+    args = (ctr, c(mix), c(z), c(b), c(a), _taps(conv_w), A_log, dt_bias, norm_w,
+            np.float32(eps), window, state, nk, y, q, k, out)
+    if n * nv * dk * dv <= CREW_SERIAL or (nm := min(numba.get_num_threads(), 16)) == 1:
+        _member(0, 1, *args)                             # a decode step: the caller alone
         return out
     if not _CREW:
         _CREW.append(Crew(_member))

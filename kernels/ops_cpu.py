@@ -348,6 +348,11 @@ class Ops:
         snapshots taken where a chunk asks (`recurrent_chunks`)."""
         state, conv = fixed
         nv, C = A_log.shape[0], conv_w.shape[0]
+        one = rows.chunks[0] if len(rows.chunks) == 1 else None
+        if (one is not None and rows.spans[0] == (0, qkvz.shape[0]) and not getattr(one, "snap", ())
+                and getattr(one, "slot", -1) >= 0):    # one stream's round (a decode step): its out
+            return self.gdn_chunk(qkvz[:, :C], qkvz[:, C:], ba[:, :nv], ba[:, nv:], conv_w, A_log,
+                                  dt_bias, norm_w, eps, conv[one.slot], state[one.slot], nk)
         o = np.empty((qkvz.shape[0], nv * state.shape[-1]), np.float32)
 
         def run(a, b, slot):

@@ -148,6 +148,16 @@ class Split:
         return _cat(parts, axis=axis, mixed=mixed and self.mixed)
 
     @staticmethod
+    def join_rows(a, b):
+        """(a | b as one matrix, then a and b as views of its rows) where both are Blocks of
+        one kind and width: one product then reads both, each output element still its own
+        row's one chain (kernels/blocks_cpu.py), so the same bytes; else None."""
+        if isinstance(a, Blocks) and isinstance(b, Blocks) and a.kind == b.kind and a.cols == b.cols:
+            j = concat_rows([a, b])
+            return j, j.take_rows(slice(0, a.rows)), j.take_rows(slice(a.rows, j.rows))
+        return None
+
+    @staticmethod
     def kv_b_dense(w_ukt, w_uv, nope: int, c: int):
         """kv_b_heads' pair (W_UK transposed [H, C, N], W_UV [H, V, C]; float32 or Q8_0 rows
         as stored) -> (W_UK [H, N, C], W_UV transposed [H, C, V]) float32, contiguous: the

@@ -73,6 +73,10 @@ class NextLayerWeights:
     # a linear layer (this shard's k heads and their v heads)
     wqkvz: object | None = None      # [d, q | k | v | z]
     wba: object | None = None        # [d, b | a]
+    # where in_proj_qkvz and in_proj_ba are Blocks of one kind: the two as one matrix (one
+    # product, x quantized once), wqkvz and wba views of its rows, nqkvz wqkvz's rows
+    wqkvzba: object | None = None
+    nqkvz: int = 0
     conv_w: object | None = None     # [C, K] float32 (channels q | k | v)
     A_log: object | None = None      # [nv]
     dt_bias: object | None = None    # [nv]
@@ -160,8 +164,12 @@ def shard_layer(spec, i: int, sp, shard) -> NextLayerWeights:
         r = nv // nk
         wout = sp.head_cols(get(a + "out_proj.weight"), range(lo * r, hi * r), dv,
                             a + "out_proj.weight")
-        rec.update(linear=True, wqkvz=dev(sp.orient(t.pop("wqkvz"))),
-                   wba=dev(sp.orient(t.pop("wba"))), wout=dev(sp.orient(wout)), nk=hi - lo, **t)
+        wq, wb = dev(sp.orient(t.pop("wqkvz"))), dev(sp.orient(t.pop("wba")))
+        joined = sp.join_rows(wq, wb)
+        if joined is not None:
+            rec.update(wqkvzba=joined[0], nqkvz=joined[1].shape[0])
+            wq, wb = joined[1:]
+        rec.update(linear=True, wqkvz=wq, wba=wb, wout=dev(sp.orient(wout)), nk=hi - lo, **t)
     else:
         hd = spec.head_dim
         wq, wg = sp.gated_q(get(p + "self_attn.q_proj.weight"), spec.n_heads, shard.q_heads, hd)
@@ -200,8 +208,12 @@ def attend_linear(ops, m, L, li, h, out, r, kv):
     """The Gated DeltaNet layer: each chunk through its stream's fixed part (slot c.slot)."""
     s = m.spec
     x, h = ops.add_norm(out, h, L.attn_norm, s.rms_eps)
-    qkvz = ops.linear(x, L.wqkvz)
-    ba = ops.linear(x, L.wba)
+    if L.wqkvzba is not None:                  # q | k | v | z | b | a in one product
+        y = ops.linear(x, L.wqkvzba)
+        qkvz, ba = y[:, :L.nqkvz], y[:, L.nqkvz:]
+    else:
+        qkvz = ops.linear(x, L.wqkvz)
+        ba = ops.linear(x, L.wba)
     fi = li - s.kv_index(li)                   # index among the linear layers
     o = ops.gdn_round(qkvz, ba, L.conv_w, L.A_log, L.dt_bias, L.gnorm, s.rms_eps, L.nk,
                       kv.fixed_of(fi), r, s.name or s.arch, snaps=kv.snaps_of(fi))

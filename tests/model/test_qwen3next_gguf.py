@@ -79,6 +79,10 @@ def test_greedy_and_logprobs_match_llama_cpp(opened):
         assert q8(L.wqkvg) and q8(L.wo)
         for L in eng.weights.layers[:3]:                 # the linear layers' joined projections
             assert q8(L.wqkvz) and q8(L.wba), arch
+            # one product for both (x quantized once): the two are views of its rows
+            assert q8(L.wqkvzba) and L.nqkvz == L.wqkvz.rows, arch
+            assert np.shares_memory(L.wqkvz.data, L.wqkvzba.data) and \
+                np.shares_memory(L.wba.data, L.wqkvzba.data), arch
             # qwen35moe's out_proj columns are untiled by v heads of 16: half a Q8_0 block, so
             # float32 there (the bench shape's heads of 128 stay blocks: test_join_keeps_blocks)
             assert q8(L.wout) == (arch == "qwen3next"), arch
