@@ -26,13 +26,15 @@ from kernels import require_init  # noqa: E402
 
 require_init(__name__)           # kernels.init() first: numba's cache folder, its env
 import math
+import struct
 
 import numpy as np
 from llvmlite import ir
 from numba import njit, types
+from numba.core import cgutils
 from numba.extending import intrinsic
 
-from kernels.vec_ir import F32, I64, _loop_n, _row, _rows, ptr
+from kernels.vec_ir import F32, I32, I64, _loop_n, _row, _rows, ptr
 from kernels.vec_ir import splat as _splat
 
 import numba
@@ -43,6 +45,129 @@ from kernels.team_cpu import WIDTH, Crew, finish, next_piece, wait
 CONV_SPAN = 256         # channels a piece of the conv stage
 NORM_SPAN = 8           # positions a piece of the q/k norm stage
 CREW_SERIAL = 1 << 18   # at most this many state elements x positions: the caller alone
+
+
+# ---- expf, 16 lanes: glibc's expf (sysdeps/ieee754/flt-32/e_expf.c, its x86-64 FMA build, the
+# one the loader picks on a CPU with FMA) operation for operation, so each lane's bits are
+# math.exp's (numba's float32 exp calls libm's expf). In double: kd = fma(N/ln2, x, SHIFT),
+# r = fma(N/ln2, x, -(kd - SHIFT)), s = T[k % 32] + k << 47, z = fma(r, C0, C1),
+# y = fma(z, r * r, fma(r, C2, 1)), (float)(y * s); the edges as libm's (NaN: x + x, above
+# 0x1.62e42ep6: inf, below -0x1.9fe368p6: 0, below -0x1.9d1d9ep6: 2^-149). Checked against
+# this host's math.exp at every float32 (docs/receipts/2026-12-05-gdnstep) and against the
+# algorithm in exact arithmetic (tests/model/test_gdn_expf.py).
+_T = [0x3ff0000000000000, 0x3fefd9b0d3158574, 0x3fefb5586cf9890f, 0x3fef9301d0125b51, 0x3fef72b83c7d517b, 0x3fef54873168b9aa, 0x3fef387a6e756238, 0x3fef1e9df51fdee1, 0x3fef06fe0a31b715, 0x3feef1a7373aa9cb, 0x3feedea64c123422, 0x3feece086061892d, 0x3feebfdad5362a27, 0x3feeb42b569d4f82, 0x3feeab07dd485429, 0x3feea47eb03a5585, 0x3feea09e667f3bcd, 0x3fee9f75e8ec5f74, 0x3feea11473eb0187, 0x3feea589994cce13, 0x3feeace5422aa0db, 0x3feeb737b0cdc5e5, 0x3feec49182a3f090, 0x3feed503b23e255d, 0x3feee89f995ad3ad, 0x3feeff76f2fb5e47, 0x3fef199bdd85529c, 0x3fef3720dcef9069, 0x3fef5818dcfba487, 0x3fef7c97337b9b5f, 0x3fefa4afa2a490da, 0x3fefd0765b6e4540]
+EXPF_C = (0x40471547652b82fe, 0x4338000000000000, 0x3ebc6af84b912394, 0x3f2ebfce50fac4f3,
+          0x3f962e42ff0c52d6)         # N/ln2, SHIFT, C0, C1, C2 (double bits)
+EXPF_EDGES = (88.72283172607422, -103.97207641601562, -103.27892303466797)
+
+
+def _d(bits):
+    return struct.unpack("<d", struct.pack("<Q", bits))[0]
+
+
+def _expf_ir(builder, x, n=16):
+    """<n x float> x -> expf lane by lane (see above)."""
+    DT = ir.DoubleType()
+    DV, IV, FV = ir.VectorType(DT, n), ir.VectorType(I64, n), ir.VectorType(F32, n)
+    c = lambda v: ir.Constant(DV, [v] * n)
+    fma = cgutils.get_or_insert_function(builder.module, ir.FunctionType(DV, [DV, DV, DV]),
+                                         f"llvm.fma.v{n}f64")
+    gv = builder.module.globals.get("gdn_expf_tab")
+    if gv is None:
+        at = ir.ArrayType(I64, 32)
+        gv = ir.GlobalVariable(builder.module, at, "gdn_expf_tab")
+        gv.global_constant = True
+        gv.linkage = "internal"
+        gv.initializer = ir.Constant(at, _T)
+    inv, sh, c0, c1, c2 = (c(_d(b)) for b in EXPF_C)
+    xd = builder.fpext(x, DV)
+    kd = builder.call(fma, [inv, xd, sh])
+    ki = builder.bitcast(kd, IV)
+    kd = builder.fsub(kd, sh)
+    r = builder.call(fma, [inv, xd, builder.fmul(kd, c(-1.0))])
+    idx = builder.and_(ki, ir.Constant(IV, [31] * n))
+    tv = ir.Constant(IV, [0] * n)
+    for i in range(n):
+        e = builder.extract_element(idx, ir.Constant(I32, i))
+        tv = builder.insert_element(tv, builder.load(builder.gep(gv, [ir.Constant(I64, 0), e])),
+                                    ir.Constant(I32, i))
+    s = builder.bitcast(builder.add(tv, builder.shl(ki, ir.Constant(IV, [47] * n))), DV)
+    z = builder.call(fma, [r, c0, c1])
+    y = builder.call(fma, [z, builder.fmul(r, r), builder.call(fma, [r, c2, c(1.0)])])
+    y = builder.fptrunc(builder.fmul(y, s), FV)
+    fc = lambda v: ir.Constant(FV, [v] * n)
+    hi, lo, lo2 = EXPF_EDGES
+    y = builder.select(builder.fcmp_ordered("<", x, fc(lo2)), fc(struct.unpack("<f", struct.pack("<I", 1))[0]), y)
+    y = builder.select(builder.fcmp_ordered("<", x, fc(lo)), fc(0.0), y)
+    y = builder.select(builder.fcmp_ordered(">", x, fc(hi)), fc(float("inf")), y)
+    return builder.select(builder.fcmp_unordered("uno", x, x), builder.fadd(x, x), y)
+
+
+def _vec(builder, base, j):
+    return builder.bitcast(builder.gep(base, [j]), ir.VectorType(F32, 16).as_pointer())
+
+
+@intrinsic
+def _exp16(typingctx, src, dst, j):
+    """dst[j:j+16] = expf(src[j:j+16]) (1-D float32, unit stride): _expf_ir's lanes."""
+    sig = types.void(src, dst, j)
+
+    def codegen(context, builder, signature, args):
+        s = ptr(context, builder, signature.args[0], args[0]).data
+        d = ptr(context, builder, signature.args[1], args[1]).data
+        builder.store(_expf_ir(builder, builder.load(_vec(builder, s, args[2]), align=4)),
+                      _vec(builder, d, args[2]), align=4)
+        return context.get_dummy_value()
+    return sig, codegen
+
+
+@intrinsic
+def _silu16(typingctx, row, c0, m):
+    """row[c0 + 16 i + l] = v / (1 + expf(-v)) for i < m (1-D float32, unit stride, in
+    place): the scalar form's float32 operations lane by lane."""
+    sig = types.void(row, c0, m)
+
+    def codegen(context, builder, signature, args):
+        base = ptr(context, builder, signature.args[0], args[0]).data
+        FV = ir.VectorType(F32, 16)
+        one, neg = ir.Constant(FV, [1.0] * 16), ir.Constant(FV, [-1.0] * 16)
+
+        def body(i, st):
+            p = _vec(builder, base, builder.add(args[1], builder.mul(i, ir.Constant(I64, 16))))
+            v = builder.load(p, align=4)
+            e = _expf_ir(builder, builder.fmul(v, neg))
+            builder.store(builder.fdiv(v, builder.fadd(one, e)), p, align=4)
+            return st
+        _loop_n(builder, args[2], body, [ir.Constant(I64, 0)])
+        return context.get_dummy_value()
+    return sig, codegen
+
+
+@intrinsic
+def _gate16(typingctx, o, z, w, rr, m):
+    """o[16 i + l] = ((o * rr) * w) * (z / (1 + expf(-z))) for i < m (o, z, w 1-D float32,
+    unit stride; o in place): the gated norm's scalar float32 operations lane by lane."""
+    sig = types.void(o, z, w, rr, m)
+
+    def codegen(context, builder, signature, args):
+        ob, zb, wb = (ptr(context, builder, signature.args[i], args[i]).data for i in (0, 1, 2))
+        FV = ir.VectorType(F32, 16)
+        one, neg = ir.Constant(FV, [1.0] * 16), ir.Constant(FV, [-1.0] * 16)
+        r = _splat(builder, args[3], 16)
+
+        def body(i, st):
+            j = builder.mul(i, ir.Constant(I64, 16))
+            po = _vec(builder, ob, j)
+            zz = builder.load(_vec(builder, zb, j), align=4)
+            sz = builder.fdiv(zz, builder.fadd(one, _expf_ir(builder, builder.fmul(zz, neg))))
+            ow = builder.fmul(builder.fmul(builder.load(po, align=4), r),
+                              builder.load(_vec(builder, wb, j), align=4))
+            builder.store(builder.fmul(ow, sz), po, align=4)
+            return st
+        _loop_n(builder, args[4], body, [ir.Constant(I64, 0)])
+        return context.get_dummy_value()
+    return sig, codegen
+
 
 
 @njit(cache=True, boundscheck=False, nogil=True)
@@ -77,7 +202,9 @@ def _conv(mix, conv_t, window, y, c0, c1):
                 else:
                     for c in range(c0, c1):
                         yt[c] += wj[c] * src[c]
-        for c in range(c0, c1):
+        m = (c1 - c0) // 16                  # silu 16 lanes at a time (libm's expf bits)
+        _silu16(yt, c0, m)
+        for c in range(c0 + 16 * m, c1):
             acc = yt[c]
             yt[c] = acc / (one + np.float32(math.exp(-acc)))
     for j in range(K - 1):                   # ascending: row n + j > j is not yet overwritten
@@ -345,7 +472,9 @@ def _gated_norm(h, o, z, norm_w, eps, out):
         for j in range(dv):
             ss += o[t, j] * o[t, j]
         rr = one / np.float32(math.sqrt(ss / np.float32(dv) + eps))
-        for j in range(dv):
+        m = dv // 16                         # 16 lanes at a time (libm's expf bits), the rest below
+        _gate16(out[t, h * dv:(h + 1) * dv], z[t, h * dv:(h + 1) * dv], norm_w, rr, m)
+        for j in range(16 * m, dv):
             zz = z[t, h * dv + j]
             out[t, h * dv + j] = ((o[t, j] * rr) * norm_w[j]) * (zz / (one + np.float32(math.exp(-zz))))
 
