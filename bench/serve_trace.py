@@ -41,19 +41,17 @@ sys.path.insert(0, TREE)
 
 # ---------------------------------------------------------------- the traced server (child)
 def _tasks() -> dict:
-    """{tid: (name, cpu seconds)} of every thread of this process."""
-    tck = os.sysconf("SC_CLK_TCK")
+    """{tid: (name, cpu seconds)} of every thread of this process (schedstat: nanoseconds)."""
     out = {}
     for tid in os.listdir("/proc/self/task"):
         try:
-            with open(f"/proc/self/task/{tid}/stat") as f:
-                s = f.read()
+            with open(f"/proc/self/task/{tid}/schedstat") as f:
+                ns = int(f.read().split()[0])
             with open(f"/proc/self/task/{tid}/comm") as f:
                 name = f.read().strip()
         except OSError:
             continue
-        rest = s[s.rindex(")") + 2:].split()
-        out[int(tid)] = (name, (int(rest[11]) + int(rest[12])) / tck)
+        out[int(tid)] = (name, ns / 1e9)
     return out
 
 
@@ -83,8 +81,12 @@ def child(argv: list[str], dump: str) -> None:
         cur.build = pc() - t
         return r
 
+    eprof = None
+    if os.environ.get("SERVE_TRACE_PROFILE") == "engine":
+        import cProfile
+        eprof = cProfile.Profile()
     prof = None
-    if os.environ.get("SERVE_TRACE_PROFILE"):     # cProfile of take_round, in the window
+    if os.environ.get("SERVE_TRACE_PROFILE") == "take":     # cProfile of take_round
         import cProfile
         prof = cProfile.Profile()
 
@@ -109,6 +111,15 @@ def child(argv: list[str], dump: str) -> None:
         return r
 
     def _round(self):
+        if eprof is not None:                     # the engine thread's whole rounds
+            if rec["on"] and not cur.__dict__.get("prof_on"):
+                eprof.enable()
+                cur.prof_on = True
+            elif not rec["on"] and cur.__dict__.get("prof_on"):
+                eprof.disable()
+                cur.prof_on = False
+                eprof.dump_stats(dump + ".engine.prof")
+                eprof.clear()
         t = pc()
         cur.emit = 0.0
         n0 = self.generation_tokens_done
@@ -132,7 +143,7 @@ def child(argv: list[str], dump: str) -> None:
     D.LocalDriver.run = run_rows
 
     lprof = None
-    if os.environ.get("SERVE_TRACE_PROFILE"):     # cProfile of the main thread (the event loop)
+    if os.environ.get("SERVE_TRACE_PROFILE") == "loop":     # cProfile of the main thread (the event loop)
         import cProfile
         lprof = cProfile.Profile()
 
@@ -312,7 +323,7 @@ def serve_phase(a) -> dict:
                     break
                 time.sleep(0.05)
             time.sleep(0.1)
-            for kind in ("", ".loop"):          # SERVE_TRACE_PROFILE's files, by window
+            for kind in ("", ".loop", ".engine"):          # SERVE_TRACE_PROFILE's files, by window
                 if os.path.exists(f"{dump}{kind}.prof"):
                     os.replace(f"{dump}{kind}.prof", f"/tmp/serve_trace.{tag}{kind}.prof")
             with open(dump) as f:
