@@ -123,6 +123,7 @@ def child(argv: list[str], dump: str) -> None:
         t = pc()
         cur.emit = 0.0
         n0 = self.generation_tokens_done
+        pre = any(a.prefilling for a in self.active.values())
         round0(self)
         e = pc()
         rec["engine_tid"] = threading.get_native_id()
@@ -131,7 +132,7 @@ def child(argv: list[str], dump: str) -> None:
             rec["rounds"].append({"start": t, "end": e, "step0": cur.step[0], "step1": cur.step[1],
                                   "build": cur.build, "take": cur.take,
                                   "streams": len(self.active), "rows": rows, "emit": cur.emit,
-                                  "tokens": self.generation_tokens_done - n0})
+                                  "tokens": self.generation_tokens_done - n0, "prefill": pre})
 
     def run_rows(self, step):                 # remember the round's rows (decode rounds: 1)
         if isinstance(step, RoundStep):
@@ -241,12 +242,11 @@ def _median(xs):
 
 
 def analyse(d: dict, tokens: int) -> dict:
-    """One window's rounds -> a token's time and its parts. Decode rounds: those after a
-    stream's prefill (fewer than 32 rows: a decode row, or a verify chunk of it and its
-    drafts); one round's period: its start to the next decode round's start (pairs of the
+    """One window's rounds -> a token's time and its parts. Decode rounds: those no stream
+    prefilled in (a decode row, or a verify chunk of it and its drafts); one round's period: its start to the next decode round's start (pairs of the
     same request, both decode rounds). ms a token = the periods' sum / their tokens."""
     rs = d["rounds"]
-    dec = lambda r: r["rows"] < 32 and r["tokens"] >= 1   # noqa: E731
+    dec = lambda r: (not r.get("prefill", r["rows"] >= 32)) and r["tokens"] >= 1   # noqa: E731
     pairs = [(a, b) for a, b in zip(rs, rs[1:]) if dec(a) and dec(b) and a["streams"] == 1]
     one = [r for r in rs if dec(r) and r["rows"] == 1]
     ms = lambda xs: round(_median(xs) * 1e3, 3)   # noqa: E731
