@@ -277,7 +277,27 @@ def analyse(d: dict, tokens: int) -> dict:
 def serve_phase(a) -> dict:
     import httpx
 
-    from bench.cpu_serve import ours
+    from bench.cpu_serve import ours as greedy_b1
+
+    def ours(url, concurrency, requests, input_len, output_len, seed):
+        """cpu_serve's b1 client (foldserve bench), with --sampling's fields where given."""
+        if not a.sampling:
+            return greedy_b1(url, concurrency, requests, input_len, output_len, seed)
+        import asyncio
+
+        from server.bench import add_arguments, bench
+        p = argparse.ArgumentParser()
+        add_arguments(p)
+        extra = []
+        for k, v in json.loads(a.sampling).items():
+            extra += [f"--{k.replace('_', '-')}", str(v)]
+        s = asyncio.run(bench(p.parse_args([
+            "--url", url, "--concurrency", str(concurrency), "--requests", str(requests),
+            "--input-len", str(input_len), "--output-len", str(output_len), "--seed", str(seed),
+            "--endpoint", "/v1/completions", *extra])))
+        if s["failed"]:
+            raise RuntimeError(f"bench: {s['failed']} failed: {s['errors']}")
+        return s
     dump = f"/tmp/serve_trace.{os.getpid()}.json"
     env = dict(os.environ, NUMBA_NUM_THREADS=str(a.threads), PYTHONPATH=TREE,
                SERVE_TRACE_TREE=TREE)
@@ -349,7 +369,7 @@ def serve_phase(a) -> dict:
                         t = time.perf_counter()
                         r = c.post(f"{url}/v1/completions", json={
                             "model": model, "prompt": p, "max_tokens": n, "ignore_eos": True,
-                            "temperature": 0})
+                            "temperature": 0, **json.loads(a.sampling or "{}")})
                         r.raise_for_status()
                         out.append((n, time.perf_counter() - t))
             return out
@@ -433,6 +453,8 @@ def main():
                     "sleeps this long a round (the host's cost alone; --model-file: the tokenizer)")
     ap.add_argument("--out", default=None)
     ap.add_argument("--raw", action="store_true", help="keep every round's record in --out")
+    ap.add_argument("--sampling", default=None, help='the requests\' sampling fields as JSON, '
+                    'e.g. \'{"temperature": 0.7, "top_p": 0.95}\' (default: greedy)')
     a = ap.parse_args()
     res = {"model": a.model_file or "default", "threads": a.threads,
            "loadavg0": os.getloadavg()}
@@ -469,6 +491,7 @@ def _args():
     ap.add_argument("--stub-ms", type=float, default=None)
     ap.add_argument("--out", default=None)
     ap.add_argument("--raw", action="store_true")
+    ap.add_argument("--sampling", default=None)
     return ap.parse_args()
 
 

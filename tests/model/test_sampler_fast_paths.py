@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from server.engine import sampler as S
-from server.engine.sampler import SamplerState, top_ids, top_p_keep
+from server.engine.sampler import SamplerState, draw, top_ids, top_p_keep
 from server.requests import SamplingParams
 
 
@@ -132,6 +132,26 @@ def test_top_p_keep_where_a_prefix_sum_meets_the_target(vocab):
             want = np.zeros_like(probs)
             want[order[:int(np.searchsorted(cum, top_p * cum[-1])) + 1]] = 1.0
             assert np.array_equal(top_p_keep(probs, top_p), want)
+
+
+def test_draw_is_rng_choice():
+    """The same tokens as numpy's Generator.choice from the same seeds, over dense and
+    sparse (cut) distributions, and its errors where the mass is broken."""
+    r = np.random.default_rng(5)
+    for trial in range(600):
+        n = int(r.integers(2, 3000))
+        p = np.exp(r.standard_normal(n) * r.uniform(0.1, 5))
+        if trial % 2:
+            p[r.random(n) < 0.8] = 0.0
+            p[int(r.integers(n))] = 1.0
+        p /= p.sum()
+        seed = int(r.integers(1 << 62))
+        a, b = np.random.default_rng([seed, 1]), np.random.default_rng([seed, 1])
+        for _ in range(4):
+            assert draw(a, p) == int(b.choice(n, p=p))
+    for broken in (np.array([0.5, np.nan, 0.5]), np.zeros(3)):
+        with pytest.raises(ValueError):
+            draw(np.random.default_rng(1), broken)
 
 
 def test_non_finite_rows_are_refused_as_before():
