@@ -244,9 +244,12 @@ def top_p_keep(probs: np.ndarray, top_p: float) -> np.ndarray:
     band = total * 1e-9                               # >> n u S for any n numpy holds here
     lo, hi = top_p * (total - band), top_p * (total + band)
     cut = None
+    need = lo / vals.max()                            # ids the cut takes at the least
     for k in (4096, 32768):
         if k >= m:
             break
+        if need >= k:                                 # a flat row: its k largest fall short
+            continue
         desc = np.partition(vals, m - k)[m - k:]      # the k largest values
         desc = np.sort(desc)[::-1]
         cum = np.cumsum(desc)
