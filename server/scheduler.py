@@ -21,6 +21,9 @@ server/round_build.py (3); sampling and verifying it server/round_take.py (4); t
 tokens and finishing server/finishing.py (5). Rank 0's sampling is the driver's
 `sampling` (server/host_sampling.py).
 
+Events reach the front end's event loops through `Wake` (below), a thread of its own, so
+the engine thread never waits on an event loop between two steps.
+
 A shutdown (server/api/drain.py) closes admission with `stop_admitting`: every request
 still waiting, and any that arrives later, ends at once with a 503 `shutting_down`; the
 running ones go on until they finish or `end_running` ends them with the same error.
@@ -51,6 +54,61 @@ from server.round_build import build_round
 from server.round_take import take_round
 
 log = logging.getLogger("foldserve")
+
+
+class Wake:
+    """Hands the engine thread's events to their event loops from a thread of its own.
+
+    `loop.call_soon_threadsafe` writes to the loop's self-pipe, a system call that lets the
+    GIL go. With the step's threads keeping the cores busy the woken loop then often takes
+    the core and the GIL and runs the token's whole way out (detokenizing, the SSE chunk,
+    the socket write) before the engine thread has either back: each token's delivery sat
+    between two steps (0.03-0.4 ms a token at batch 1 on the 2-core host, more the busier
+    the box: receipt 2026-12-05-servehot). `put` only appends to a SimpleQueue (no system
+    call while the GIL is held, the GIL kept); this thread makes the call as soon as it
+    holds the GIL, at the latest when the engine thread enters its next step, which runs
+    without the GIL. One thread, first in first out: each request's events reach its queue
+    in the order they were put. A loop that is gone drops its events (as before). Once
+    stopped, `put` hands an event over itself (an engine thread stuck past stop() still
+    answers its requests)."""
+
+    def __init__(self):
+        self._q: queue.SimpleQueue = queue.SimpleQueue()
+        self._lock = threading.Lock()        # uncontended but for stop(): keeps the GIL
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, name="foldserve-wake", daemon=True)
+        self._thread.start()
+
+    def put(self, loop, fn, ev) -> None:
+        with self._lock:
+            if not self._closed:
+                self._q.put((loop, fn, ev))
+                return
+        self._hand(loop, fn, ev)
+
+    @staticmethod
+    def _hand(loop, fn, ev) -> None:
+        try:
+            loop.call_soon_threadsafe(fn, ev)
+        except RuntimeError:                 # its event loop is gone
+            pass
+
+    def _run(self) -> None:
+        while True:
+            item = self._q.get()
+            if item is None:
+                return
+            try:
+                self._hand(*item)
+            except Exception:                # never take the thread down: the next still goes
+                log.exception("handing an event to its event loop")
+
+    def stop(self, wait_s: float) -> None:
+        """Deliver what was put, then end (waits up to wait_s); later events go at once."""
+        with self._lock:
+            self._closed = True
+            self._q.put(None)
+        self._thread.join(timeout=wait_s)
 
 
 class Scheduler:
@@ -106,9 +164,13 @@ class Scheduler:
         self._stop = threading.Event()
         self._host = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="foldserve-masks")
         self._thread = threading.Thread(target=self._run, name="foldserve-engine", daemon=True)
+        # the events' way to the event loops once the engine thread runs (start); before
+        # that (tests that drive the rounds themselves) _emit hands them over at once
+        self._wake: Wake | None = None
 
     # ---- front end side (any thread / the event loop) ----
     def start(self):
+        self._wake = Wake()
         self._thread.start()
         return self
 
@@ -116,6 +178,8 @@ class Scheduler:
         self._stop.set()
         self.inbox.put(("wake", None))
         self._thread.join(timeout=self.STOP_WAIT_S)
+        if self._wake is not None:
+            self._wake.stop(self.STOP_WAIT_S / 10)
         self._host.shutdown(wait=False)
         self.driver.close()
 
@@ -180,6 +244,9 @@ class Scheduler:
         loop, q = sink
         if ev.finish_reason is not None:
             self.sinks.pop(req_id, None)
+        if self._wake is not None:
+            self._wake.put(loop, q.put_nowait, ev)
+            return
         try:
             loop.call_soon_threadsafe(q.put_nowait, ev)
         except RuntimeError:               # its event loop is gone

@@ -13,22 +13,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from server.engine.sampler import _log_softmax
+from server.engine.sampler import _log_softmax, top_ids
 
 log_softmax = _log_softmax
-
-
-def top_ids(ls: np.ndarray, k: int) -> np.ndarray:
-    """The k highest ids of ls, highest first, ties by the lower id: what a stable argsort
-    of -ls gives (the sampler's order), without sorting the whole vocabulary."""
-    if k <= 0:
-        return np.zeros(0, dtype=np.int64)
-    if k >= ls.size:
-        return np.argsort(-ls, kind="stable")
-    kth = np.partition(ls, ls.size - k)[ls.size - k]
-    cand = np.flatnonzero(ls >= kth)                  # every id tied with the k-th too
-    order = np.lexsort((cand, -ls[cand]))             # by value, then by id
-    return cand[order[:k]]
+__all__ = ["log_softmax", "prompt_logprobs", "top_ids"]
 
 
 def prompt_logprobs(logits, first: int, targets, k: int) -> list:
