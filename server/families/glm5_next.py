@@ -30,6 +30,14 @@ from server.families import deepseek2, kimi_linear, llama, moe
 from server.families.llama import mlp_shapes
 
 NAME = "glm5next"
+# on the CPU every product against a Q8_0 matrix kept as blocks takes x quantized to q8_0 as
+# llama.cpp does (kernels/kquant_cpu.Q8_0_DEF; server/engine/model.Model reads this): the
+# head, KDA's q | k | v (and b | f_a | g_a, f_b, g_b, o where the file has them Q8_0), the
+# sparse layers' q_a, q_b, kv_a, o, the dense MLPs, the routed and shared experts. Float32 x:
+# the router (F32), the mHC fn and the DSA indexer (read as float32: sp.f32), the absorbed
+# kv_b halves W_UK / W_UV (float32: prepare.Split.kv_b_dense), anything the loader
+# dequantized. The list: docs/receipts/2026-12-05-glm5q8/README.md
+Q8_0_X8 = True
 
 # llama.cpp's glm5-next names (src/models/glm5-next.cpp, llama-arch.cpp): kimi-linear's KDA
 # and deepseek2's latent attention names, the mHC and the indexer's

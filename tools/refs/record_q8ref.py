@@ -121,7 +121,8 @@ def q8_0_activations(model, float_x=FLOAT_X, perms=None, only=None):
     of `float_x` takes its input through q8_0 first (perms: {parameter name: the file's column
     order}); the others keep float32. only: a set of parameter names, the products taking q8_0
     x then being exactly those (a file of mixed types). Yields {"q8_0 x": {pattern: calls}, "float x": {...}}; a
-    call on a weight that is no parameter of the model is refused."""
+    call on a weight that is no parameter of the model is refused. On leaving, counts["never"]: the
+    patterns of the matrices no call used; counts["called"]: the names of those that were."""
     import torch.nn.functional as Fn
     perms = perms or {}
     spans = []
@@ -156,6 +157,7 @@ def q8_0_activations(model, float_x=FLOAT_X, perms=None, only=None):
     finally:
         Fn.linear = orig
         counts["never"] = sorted({_pattern(n) for _, _, n, _ in spans if n not in called})
+        counts["called"] = sorted(called)
 
 
 def check_coverage(counts) -> None:
@@ -427,6 +429,204 @@ def record_next(name: str, a, rm, vers) -> None:
     _report(name, blk)
 
 
+# ------------------------------------------------------------------ glm5_next (GLM-5.3-Flash)
+GLM53 = "glm53-tiny"
+# matrices of the glm5_next model that are no product's weight (the embedding, a row gather; the
+# KDA short convolutions; the indexer's pool position table, added) or belong to the image
+# part the text model never runs
+GLM53_NOT_PRODUCTS = (r"\.embed_tokens\.weight$", r"\.conv1d\.weight$", r"\.index_kpool_compress_ape$",
+                      r"^model\.visual\.")
+
+
+def glm53_model(rec: dict, t: Path):
+    """(transformers Glm5NextForConditionalGeneration on the Q8_0 copy's weights, the parameter
+    names whose GGUF tensor is Q8_0 in it, the Q8_0 file, {tensor: kind}): the tiny checkpoint
+    (tools/refs/glm53_checkpoint.py) and its F32 GGUF are written under t and checked against
+    the record's sha256, the Q8_0 copy made by tools/refs/kimi_checkpoint.q8_0_copy (the tests'
+    glm53-tiny-Q8_0.gguf), every Q8_0 tensor's elements traced back to their HF place
+    (glm53_checkpoint.gguf_tensors on index arrays) and replaced by the file's dequantized values;
+    the HF folder of those weights written and loaded (eager attention, eager experts: every
+    product an F.linear)."""
+    import gguf
+    from transformers import Glm5NextForConditionalGeneration
+    gc = _by_path("glm53_checkpoint")
+    kc = _by_path("kimi_checkpoint")
+    hf = t / "hf"
+    assert {f"hf/{k}": v for k, v in gc.write(hf).items()} == rec["checkpoint"]["sha256"], \
+        "not the recorded GLM-5.3 checkpoint"
+    f32 = t / rec["gguf"]["file"]
+    assert gc.write_gguf(hf, f32) == rec["gguf"]["sha256"], f"{f32.name} is not the recorded file"
+    q8 = t / f"{gc.NAME}-Q8_0.gguf"
+    made = kc.q8_0_copy(f32, q8)
+    w = gc.weights()
+    idx, off = {}, 0
+    for k, v in w.items():
+        idx[k] = np.arange(off, off + v.size, dtype=np.float64).reshape(v.shape)
+        off += v.size
+    with np.errstate(all="ignore"):              # ssm_a's -exp(index): F32, 1-D, not traced
+        where = {n: a for n, a in gc.gguf_tensors(idx)}
+    order = sorted((int(a.flat[0]), k) for k, a in idx.items())
+    firsts = np.array([s for s, _ in order])
+    owner = lambda i: order[int(np.searchsorted(firsts, i, side="right")) - 1][1]
+    flat = {k: v.copy().reshape(-1) for k, v in w.items()}
+    kinds, parts = {}, {}
+    for tensor in gguf.GGUFReader(str(q8)).tensors:
+        kinds[tensor.name] = tensor.tensor_type.name
+        if tensor.tensor_type != gguf.GGMLQuantizationType.Q8_0:
+            continue
+        ix = where[tensor.name].astype(np.int64)
+        deq = gguf.quants.dequantize(np.asarray(tensor.data), tensor.tensor_type).reshape(ix.shape)
+        names = {owner(int(i)) for i in np.unique(ix)}
+        for hname in names:
+            parts.setdefault(hname, set()).add(tensor.name)
+        for hname in names:                       # a stack of experts: one HF weight each
+            lo = idx[hname].flat[0]
+            sel = (ix >= lo) & (ix < lo + w[hname].size)
+            local = (ix[sel] - int(lo)).reshape(-1)
+            assert len(np.unique(local)) == local.size == w[hname].size, (tensor.name, hname)
+            flat[hname][local] = deq[sel].reshape(-1).astype(np.float32)
+    assert sorted(made) == sorted(n for n, k in kinds.items() if k == "Q8_0"), "q8_0_copy's list"
+    wq = {k: v.reshape(w[k].shape) for k, v in flat.items()}
+    deq_dir = t / "hf-Q8_0-dequant"
+    gc.th.write_folder(deq_dir, gc.CONFIG, wq, gc.nc.write_tokenizer)
+    model, info = Glm5NextForConditionalGeneration.from_pretrained(
+        str(deq_dir), dtype=torch.float32, output_loading_info=True, attn_implementation="eager",
+        experts_implementation="eager")
+    model.eval()
+    missing = [n for v in info.values() if isinstance(v, (set, list)) for n in v if "visual" not in str(n)]
+    assert not missing, missing
+    # the saved names -> the model's parameters (experts.E.gate / up -> experts.gate_up_proj,
+    # experts.E.down -> experts.down_proj, hc_attn_fn -> attn_hc.fn, q / k / v_conv1d -> conv1d,
+    # f_a / f_b / A_log / dt_bias -> forget_gate.*), Q8_0 where every saved
+    # weight behind it is
+    params = dict(model.named_parameters())
+    only: dict[str, set] = {}
+    for k in w:
+        if w[k].ndim < 2:                          # norms, biases, A_log: F32, no product
+            assert k not in parts, k
+            continue
+        pname = re.sub(r"\.experts\.\d+\.(gate|up)_proj\.weight$", ".experts.gate_up_proj", k)
+        pname = re.sub(r"\.experts\.\d+\.down_proj\.weight$", ".experts.down_proj", pname)
+        pname = re.sub(r"\.hc_(attn|ffn)_(fn|base|scale)$", r".\1_hc.\2", pname)
+        pname = re.sub(r"\.self_attn\.[qkv]_conv1d\.weight$", ".self_attn.conv1d.weight", pname)
+        pname = re.sub(r"\.self_attn\.(f_a_proj\.weight|f_b_proj\.weight|A_log|dt_bias)$",
+                       r".self_attn.forget_gate.\1", pname)
+        assert pname in params, (k, pname)
+        only.setdefault(pname, set()).add(k in parts)
+    mixed = {p: v for p, v in only.items() if len(v) > 1}
+    assert not mixed, f"a parameter part Q8_0, part not: {sorted(mixed)}"
+    # the embedding is Q8_0 in the file but a row gather (no product, no x to round)
+    q8_params = {p for p, v in only.items() if v == {True}
+                 and not any(re.search(r, p) for r in GLM53_NOT_PRODUCTS)}
+    for k in parts:                                # the values as loaded are the file's
+        if ".experts." not in k:
+            assert np.array_equal(params[k].detach().numpy(), wq[k]), k
+    return model, q8_params, q8, kinds, gc.th.sha256_file(q8)
+
+
+def check_coverage_glm53(counts, called: set, q8_params: set) -> None:
+    """Refuses a run where a Q8_0 matrix escaped the rounding: every parameter that is Q8_0 in
+    the file went through the patched F.linear (so took q8_0 x), and every matrix never seen
+    by it is one of GLM53_NOT_PRODUCTS (a product computed another way, e.g. a grouped experts
+    kernel or a matmul on the weight, would have escaped)."""
+    escaped = sorted(q8_params - called)
+    assert not escaped, f"Q8_0 matrices whose products escaped the q8_0 rounding: {escaped}"
+    assert counts["q8_0 x"] and counts["float x"], counts
+    bad = [n for n in counts["never"] if not any(re.search(r, n) for r in GLM53_NOT_PRODUCTS)]
+    assert not bad, f"matrices never multiplied through F.linear: {bad}"
+
+
+def glm53_cases(model, rm, rg, rq, q8_params=None, float_x=()):
+    """The golden-format cases (record_glm53's: greedy with the cache, near ties, the indexer's
+    pool ties) on the model; with q8_params, inside q8_0_activations(only=q8_params).
+    Returns (cases, counts or None, called parameter names)."""
+    cases, counts, called = [], None, set()
+    cm = (q8_0_activations(model, list(float_x), only=q8_params) if q8_params is not None
+          else contextlib.nullcontext())
+    with cm as counts, torch.no_grad():
+        for p in rq.PROMPTS:
+            with rg.IndexTies() as ties:
+                g = rm.greedy_hf(model, p["prompt_ids"], rq.N_STEPS)
+            greedy, top5 = g["greedy_ids"], g["top5"]
+            margins = [s["logits"][0] - s["logits"][1] for s in top5]
+            tie = next((i for i, m in enumerate(margins) if m < rq.NEAR_TIE), None)
+            exact = rq.N_STEPS if tie is None else tie + 1
+            if ties.first_round is not None:       # record_glm53: the indexer's pool tie
+                exact = min(exact, ties.first_round)
+            cases.append({"name": p["name"], "prompt_ids": p["prompt_ids"], "greedy_ids": greedy,
+                          "top5": top5, "near_tie_step": tie, "index_tie_step": ties.first_round,
+                          "exact_prefix": exact, "min_top1_margin": float(min(margins)),
+                          "logsumexp": g["logsumexp"]})
+    if counts is not None:
+        called = set(counts["called"])
+    return cases, counts, called
+
+
+def record_glm53(a, rm, vers) -> None:
+    """tests/data/glm53/glm53-tiny.json's `q8_0` block: the Q8_0 copy (its sha256 and Q8_0
+    tensors), transformers float32 on its weights dequantized with float x (references.Q8_0:
+    what foldserve's TF_Q8_0_X=float computes) and with every product whose weight is Q8_0 in
+    the file taking q8_0 x (references["Q8_0 q8_0"]: foldserve's default), and llama-server's
+    own run on the Q8_0 file (it rounds x to q8_0 for its Q8_0 products)."""
+    rg = _by_path("record_glm53")
+    rq = _by_path("record_qwen3next")
+    dumps = lambda r: json.dumps(r, indent=1) + "\n"
+    path = Path(a.out_glm53) / f"{GLM53}.json"
+    rec = _roundtrip(path, dumps)
+    if "q8_0" in rec and not a.replace:
+        print(f"[{GLM53}] already has its q8_0 block; --replace to record it again", flush=True)
+        return
+    fx = list(a.float_x) if a.float_x is not None else []
+    with tempfile.TemporaryDirectory() as t:
+        model, q8_params, q8, kinds, sha = glm53_model(rec, Path(t))
+        q8_params -= {p for p in q8_params if any(re.search(r, p) for r in fx)}
+        print(f"[{GLM53}] Q8_0 parameters: {sorted({_pattern(p) for p in q8_params})}", flush=True)
+        print(f"[{GLM53}] transformers greedy on the Q8_0 weights, float x", flush=True)
+        fcases, _, _ = glm53_cases(model, rm, rg, rq)
+        print(f"[{GLM53}] transformers greedy on the Q8_0 weights, Q8_0 products on q8_0 x", flush=True)
+        cases, counts, called = glm53_cases(model, rm, rg, rq, q8_params)
+        check_coverage_glm53(counts, called, q8_params)
+        print(f"[{GLM53}] llama-server on the Q8_0 copy", flush=True)
+        llama = rg.llama_cpp_cases(q8, cases)
+    made_cmd = f"{a.python_name} tools/refs/record_q8ref.py --family {GLM53}" + (
+        " --float-x " + " ".join(repr(r) for r in fx) if fx else "")
+    base = (f"transformers {vers['transformers']} float32 CPU (eager attention, eager experts; "
+            "Glm5NextForConditionalGeneration) on the Q8_0 copy's weights dequantized (each Q8_0 "
+            "tensor's elements put back in their HF place)")
+    ag = {}
+    for c, g in zip(cases, llama["cases"]):
+        ag[c["name"]] = rm.agreement(c, g)
+    rec["q8_0"] = {
+        "file": q8.name, "sha256": sha,
+        "written_by": "tools/refs/kimi_checkpoint.py q8_0_copy of the F32 GGUF (gguf-py's Q8_0 quantizer; "
+                      "Q8_0_KEEP_F32 kept F32)",
+        "tensor_types": {k: v for k, v in sorted(kinds.items()) if v != "F32"},
+        "references": {
+            "Q8_0": {"reference": base + ", every product on float32 x (foldserve's TF_Q8_0_X=float)",
+                     "command": made_cmd, "cases": fcases},
+            KEY: {"reference": base + ", every product whose weight is Q8_0 in the file taking its input "
+                                      "rounded through q8_0 first (tools/refs/record_q8ref.py "
+                                      "q8_0_activations; `products` lists which)",
+                  "products": {"q8_0 x": counts["q8_0 x"], "float x": counts["float x"],
+                               "not a product": counts["never"],
+                               "float_x_rule": "every weight not Q8_0 in the file (F32: Q8_0_KEEP_F32, or a "
+                                               "width not a multiple of 32)" + (
+                                                   ", or a name matching " + ", ".join(fx) if fx else "")},
+                  "rounding": "kernels/kquant_cpu.py quantize_q8_0 (its source, run by tools/refs/"
+                              "record_q8ref.py): per 32 values d = amax / 127, q = round half away from "
+                              "zero (x / d), x read as q * f16(d)",
+                  "command": made_cmd, "cases": cases,
+                  "float_reference_agreement": {
+                      c["name"]: {"same_ids_through": next((i for i, (p, q) in enumerate(
+                          zip(c["greedy_ids"], f["greedy_ids"])) if p != q), len(c["greedy_ids"])),
+                          "step0_top5_max_abs_logit_diff": _step0_diff(c, f)}
+                      for c, f in zip(cases, fcases)}}},
+        "llama_cpp": {**llama, "agreement_with_Q8_0_q8_0": ag},
+    }
+    path.write_text(dumps(rec), encoding="utf-8")
+    _report(GLM53, rec["q8_0"]["references"][KEY] | {"llama_cpp_Q8_0_agreement": ag})
+
+
 def _report(name, blk) -> None:
     print(f"[{name}] {KEY}: q8_0 x {blk['products']['q8_0 x']}", flush=True)
     print(f"[{name}] float x {blk['products']['float x']}", flush=True)
@@ -441,14 +641,15 @@ def _report(name, blk) -> None:
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--family", nargs="+", default=MOE + list(NEXT) + Q4KM,
-                    choices=MOE + list(NEXT) + Q4KM)
+    ap.add_argument("--family", nargs="+", default=MOE + list(NEXT) + Q4KM + [GLM53],
+                    choices=MOE + list(NEXT) + Q4KM + [GLM53])
     ap.add_argument("--float-x", nargs="*", default=None,
                     help="regexes on transformers parameter names whose products keep float32 x "
                          "(default: FLOAT_X and the record's FAMILY_FLOAT_X)")
     ap.add_argument("--work", default="/tmp/q8ref-work")
     ap.add_argument("--out-moe", default=str(ROOT / "tests/data/moe"))
     ap.add_argument("--out-next", default=str(ROOT / "tests/data/qwen3next"))
+    ap.add_argument("--out-glm53", default=str(ROOT / "tests/data/glm53"))
     ap.add_argument("--writer-python", default="/work/main/.venv/bin/python")
     ap.add_argument("--replace", action="store_true", help="record a case that has the block again")
     a = ap.parse_args(argv)
@@ -462,6 +663,8 @@ def main(argv=None) -> None:
     for name in a.family:
         if name in Q4KM:
             record_q4km(name[:-len("-Q4_K_M")], a, rm, vers)
+        elif name == GLM53:
+            record_glm53(a, rm, vers)
         else:
             (record_moe if name in MOE else record_next)(name, a, rm, vers)
 
