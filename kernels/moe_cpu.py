@@ -216,35 +216,64 @@ ROUTERS = {"softmax": 0, "sigmoid": 1, "topk_softmax": 2}
 
 
 @njit(cache=True, nogil=True, boundscheck=False)
-def _pairwise(a, lo, n):
-    """numpy's pairwise sum of a[lo:lo + n] (float64, contiguous: its add.reduce's order)."""
+def _pairwise_leaf(a, lo, n):
+    """numpy's pairwise sum of a[lo:lo + n], n <= 128 (its add.reduce's order, float64)."""
     if n < 8:
         res = 0.0
         for i in range(n):
             res += a[lo + i]
         return res
+    r0, r1, r2, r3 = a[lo], a[lo + 1], a[lo + 2], a[lo + 3]
+    r4, r5, r6, r7 = a[lo + 4], a[lo + 5], a[lo + 6], a[lo + 7]
+    i = 8
+    while i < n - n % 8:
+        r0 += a[lo + i]
+        r1 += a[lo + i + 1]
+        r2 += a[lo + i + 2]
+        r3 += a[lo + i + 3]
+        r4 += a[lo + i + 4]
+        r5 += a[lo + i + 5]
+        r6 += a[lo + i + 6]
+        r7 += a[lo + i + 7]
+        i += 8
+    res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+    while i < n:
+        res += a[lo + i]
+        i += 1
+    return res
+
+
+# numpy's split of a longer run (n2 = n / 2 rounded down to a multiple of 8), one level a
+# function: numba's cache keeps no self-recursive function safely (a cached recursive call
+# crashed on its reload here)
+@njit(cache=True, nogil=True, boundscheck=False)
+def _pairwise_2(a, lo, n):                       # n up to 256
     if n <= 128:
-        r0, r1, r2, r3 = a[lo], a[lo + 1], a[lo + 2], a[lo + 3]
-        r4, r5, r6, r7 = a[lo + 4], a[lo + 5], a[lo + 6], a[lo + 7]
-        i = 8
-        while i < n - n % 8:
-            r0 += a[lo + i]
-            r1 += a[lo + i + 1]
-            r2 += a[lo + i + 2]
-            r3 += a[lo + i + 3]
-            r4 += a[lo + i + 4]
-            r5 += a[lo + i + 5]
-            r6 += a[lo + i + 6]
-            r7 += a[lo + i + 7]
-            i += 8
-        res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
-        while i < n:
-            res += a[lo + i]
-            i += 1
-        return res
+        return _pairwise_leaf(a, lo, n)
     n2 = n // 2
     n2 -= n2 % 8
-    return _pairwise(a, lo, n2) + _pairwise(a, lo + n2, n - n2)
+    return _pairwise_leaf(a, lo, n2) + _pairwise_leaf(a, lo + n2, n - n2)
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def _pairwise_3(a, lo, n):                       # 512
+    if n <= 128:
+        return _pairwise_leaf(a, lo, n)
+    n2 = n // 2
+    n2 -= n2 % 8
+    return _pairwise_2(a, lo, n2) + _pairwise_2(a, lo + n2, n - n2)
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def _pairwise(a, lo, n):                         # MAX_EXPERTS
+    if n <= 128:
+        return _pairwise_leaf(a, lo, n)
+    n2 = n // 2
+    n2 -= n2 % 8
+    return _pairwise_3(a, lo, n2) + _pairwise_3(a, lo + n2, n - n2)
+
+
+MAX_EXPERTS = 1024
 
 
 @njit(cache=True, nogil=True, boundscheck=False)
@@ -399,7 +428,9 @@ def route_group(logits: np.ndarray, routing, bias=None):
     """(ids, weights, rows, slots, experts, offs, pos) of a round's router logits [T, E]: the
     numba form of kernels/moe.route and kernels/moe.groups (their grouped rows concatenated,
     offs the groups' bounds, pos[t, j] the grouped row of token t's j-th expert); None where
-    a logit is not finite (the caller takes the definition)."""
+    a logit is not finite or past MAX_EXPERTS experts (the caller takes the definition)."""
+    if logits.shape[1] > MAX_EXPERTS:
+        return None
     b = _NO_BIAS if bias is None or routing.kind != "sigmoid" else np.ascontiguousarray(bias, np.float64)
     got = _route_group(np.ascontiguousarray(logits, np.float32), ROUTERS[routing.kind], routing.k,
                        bool(routing.norm), float(routing.scale), int(routing.n_group),
