@@ -78,6 +78,60 @@ def gate_up(x: np.ndarray, gate, up, experts: np.ndarray, offs: np.ndarray, q8: 
     return gu
 
 
+def gate_up_halves(x: np.ndarray, rows: np.ndarray, gate, up, experts: np.ndarray,
+                   offs: np.ndarray, q8: bool = False, q80: bool = False):
+    """(gate's products, up's products) [R, N] each of the grouped rows x[rows] (x [T, K]):
+    gate_up's bytes. q80 with two Q8_0 stacks: x's T rows quantized once, the quantized rows
+    gathered (a row's quantization is its own: the same bytes as quantizing x[rows]); where
+    up's stack lies right after gate's (the file's layout: `_pair`), both in one crew round,
+    up's experts numbered E + e."""
+    if q80 and gate.kind == "Q8_0" and up.kind == "Q8_0":
+        from kernels import kquant_cpu
+        q, dx = kquant_cpu.quantize_q80(x)
+        q, dx = q[rows], dx[rows]
+        R = q.shape[0]
+        both = _pair(gate.data, up.data)
+        if both is not None and R:
+            E = gate.data.shape[0]
+            y = kquant_cpu.q80_grouped_q(np.concatenate([q, q]), np.concatenate([dx, dx]), both,
+                                         np.concatenate([experts, experts + E]),
+                                         np.concatenate([offs, offs[1:] + R]))
+            return y[:R], y[R:]
+        return (kquant_cpu.q80_grouped_q(q, dx, gate.data, experts, offs),
+                kquant_cpu.q80_grouped_q(q, dx, up.data, experts, offs))
+    xg = np.ascontiguousarray(x[rows], dtype=np.float32)
+    return (grouped_matmul(xg, gate, experts, offs, q8, q80),
+            grouped_matmul(xg, up, experts, offs, q8, q80))
+
+
+_PAIRS: dict = {}        # (id(gate), id(up)) -> (gate, up, the [2E, N, row bytes] view or None)
+
+
+def _pair(a: np.ndarray, b: np.ndarray):
+    """Where the file put up's stack right after gate's (the same shape, dtype and flags, both
+    C-contiguous, an even number of Q8_0 blocks a row: no pad copy), one [2E, N, row bytes]
+    view over both (expert e's gate at e, its up at E + e: the same bytes of the same rows,
+    so each product's bytes are unchanged; the same array type, so no new specialisation);
+    else None. Decided once a pair (branch dec's 10be7b5)."""
+    key = (id(a), id(b))
+    got = _PAIRS.get(key)
+    if got is not None and got[0] is a and got[1] is b:
+        return got[2]
+    v = None
+    if (a.shape == b.shape and a.dtype == b.dtype and a.ndim == 3 and a.flags.c_contiguous
+            and b.flags.c_contiguous and a.flags.writeable == b.flags.writeable
+            and a.flags.aligned and b.flags.aligned and (a.shape[-1] // 34) % 2 == 0
+            and b.__array_interface__["data"][0] == a.__array_interface__["data"][0] + a.nbytes):
+        v = np.lib.stride_tricks.as_strided(a, (2 * a.shape[0],) + a.shape[1:], a.strides,
+                                            writeable=a.flags.writeable)
+        if not v.flags.c_contiguous:
+            v = None
+    if len(_PAIRS) >= 1024:
+        _PAIRS.clear()
+    _PAIRS[key] = (a, b, v)
+    return v
+
+
 def grouped_matmul(x: np.ndarray, stack, experts: np.ndarray, offs: np.ndarray,
                    q8: bool = False, q80: bool = False) -> np.ndarray:
     """x [R, K] (rows grouped by expert, group g = rows offs[g]:offs[g+1]) -> [R, N]. q8: a

@@ -145,13 +145,13 @@ class Ops:
                 ids, wts = M.route(logits, routing, router_bias)
                 got = (ids, wts) + _grouped_rows(ids)
             ids, wts, rows, slots, experts, offs, pos = got
-            xg = x[rows]
-            if pair:        # gate's stack, then up's (each row's dot the fused stack's), side by side
-                gu = G.gate_up(xg, experts_gu.gate, experts_gu.up, experts, offs, self.kq8,
-                               self.q80)
+            if pair:        # gate's stack and up's (each row's dot the fused stack's)
+                g, u = G.gate_up_halves(x, rows, experts_gu.gate, experts_gu.up, experts, offs,
+                                        self.kq8, self.q80)
             else:
-                gu = G.grouped_matmul(xg, experts_gu, experts, offs, self.kq8, self.q80)
-            act = swiglu.limited(gu[:, :ff], gu[:, ff:], limit)
+                gu = G.grouped_matmul(x[rows], experts_gu, experts, offs, self.kq8, self.q80)
+                g, u = gu[:, :ff], gu[:, ff:]
+            act = swiglu.limited(g, u, limit)
             out = G.combine_grouped(G.grouped_matmul(act, experts_down, experts, offs, self.kq8,
                                                      self.q80), pos, wts)
         else:
@@ -235,28 +235,36 @@ class Ops:
         under TP): logits = x Wr + br, routed by kernels/moe.route (topk_softmax); each chosen
         expert's y = down(clamped_swiglu(x gate|up + b_gu)) + b_down (b_down None: a rank past
         0), grouped by expert, summed per token in ascending expert id (kernels/moe.combine)."""
+        if self._grouped(experts_gu) and self._grouped(experts_down):
+            # the router, route, grouping and combine as numba calls (kernels/moe_cpu.py: the
+            # definition's bytes), every expert's product in one crew round, each group's
+            # biases added as the loop below adds them (the same float32 adds): its bytes
+            G = self._moe_cpu
+            if G.router_fits(router, x):
+                logits = G.router_logits(x, router)
+                if router_bias is not None:
+                    logits += router_bias                           # qmatmul.cpu's one add
+            else:
+                logits = self.linear(x, router, router_bias)        # [T, E]
+            got = G.route_group(logits, routing)
+            if got is None:                 # a non-finite logit: the definition's order
+                ids, wts = M.route(logits, routing)
+                got = (ids, wts) + _grouped_rows(ids)
+            ids, wts, rows, slots, experts, offs, pos = got
+            gu = G.grouped_matmul(x[rows], experts_gu, experts, offs, self.kq8)
+            for g, e in enumerate(experts):
+                gu[offs[g]:offs[g + 1]] += gu_bias[e]
+            yd = G.grouped_matmul(swiglu.clamped(gu[:, :ff], gu[:, ff:], limit, alpha),
+                                  experts_down, experts, offs, self.kq8)
+            if down_bias is not None:
+                for g, e in enumerate(experts):
+                    yd[offs[g]:offs[g + 1]] += down_bias[e]
+            return G.combine_grouped(yd, pos, wts)
         logits = self.linear(x, router, router_bias)                # [T, E]
         ids, wts = M.route(logits, routing)
         T, k = ids.shape
         y = np.zeros((T, k, x.shape[1]), np.float32)
         groups = M.groups(ids)
-        if self._grouped(experts_gu) and self._grouped(experts_down):
-            # every expert's product in one crew round (kernels/moe_cpu.py), each group's
-            # biases added as the loop below adds them (the same float32 adds): its bytes
-            rows = np.concatenate([r for _, r, _ in groups])
-            slots = np.concatenate([s for _, _, s in groups])
-            experts = np.array([e for e, _, _ in groups], np.int64)
-            offs = np.cumsum([0] + [len(r) for _, r, _ in groups])
-            gu = self._moe_cpu.grouped_matmul(x[rows], experts_gu, experts, offs, self.kq8)
-            for g, e in enumerate(experts):
-                gu[offs[g]:offs[g + 1]] += gu_bias[e]
-            yd = self._moe_cpu.grouped_matmul(swiglu.clamped(gu[:, :ff], gu[:, ff:], limit, alpha),
-                                              experts_down, experts, offs, self.kq8)
-            if down_bias is not None:
-                for g, e in enumerate(experts):
-                    yd[offs[g]:offs[g + 1]] += down_bias[e]
-            y[rows, slots] = yd
-            return M.combine(y, wts)
         for e, rows, slots in groups:
             gu = self.linear(np.ascontiguousarray(x[rows]), experts_gu[e], gu_bias[e])
             act = swiglu.clamped(gu[:, :ff], gu[:, ff:], limit, alpha)

@@ -100,3 +100,40 @@ def test_combine_grouped_is_combine_bytes(T, k):
     y = np.zeros((T, k, 96), np.float32)
     y[rows, slots] = yd
     assert moe_cpu.combine_grouped(yd, pos, w).tobytes() == combine(y, w).tobytes()
+
+
+def _q8_rows(rng, rows, cols):
+    data = rng.integers(0, 256, (rows, cols // 32, 34), dtype=np.uint8)
+    data[:, :, 0:2] = rng.uniform(1e-3, 1e-2, (rows, cols // 32, 1)).astype(np.float16).view(np.uint8)
+    return np.ascontiguousarray(data.reshape(rows, -1))
+
+
+@pytest.mark.parametrize("adjacent", [True, False])
+@pytest.mark.parametrize("K", [2048, 96])
+def test_gate_up_halves_is_gate_up_bytes(adjacent, K):
+    """x's rows quantized once and gathered, and (up's stack right after gate's) both stacks in
+    one crew round: gate_up's bytes on x[rows]; refused to one round when not adjacent or an
+    odd number of blocks a row (K 96)."""
+    from kernels.blocks import ExpertGateUp
+    rng = np.random.default_rng(K + adjacent)
+    E, N = 6, 40
+    if adjacent:
+        buf = np.stack([_q8_rows(rng, N, K) for _ in range(2 * E)])
+        gates, ups = buf[:E], buf[E:]
+    else:
+        gates = np.stack([_q8_rows(rng, N, K) for _ in range(E)])
+        ups = np.stack([_q8_rows(rng, N, K) for _ in range(E)])
+    gu = ExpertGateUp([Blocks("Q8_0", N, K, gates[e]) for e in range(E)],
+                      [Blocks("Q8_0", N, K, ups[e]) for e in range(E)])
+    assert (moe_cpu._pair(gu.gate.data, gu.up.data) is not None) == (adjacent and K == 2048)
+    x = rng.standard_normal((4, K)).astype(np.float32)
+    logits = rng.standard_normal((4, E)).astype(np.float32)
+    ids, w, rows, slots, experts, offs, pos = moe_cpu.route_group(logits, Routing("softmax", 3, True, 1.0))
+    g, u = moe_cpu.gate_up_halves(x, rows, gu.gate, gu.up, experts, offs, q8=True, q80=True)
+    want = moe_cpu.gate_up(x[rows], gu.gate, gu.up, experts, offs, q8=True, q80=True)
+    assert g.tobytes() == np.ascontiguousarray(want[:, :N]).tobytes()
+    assert u.tobytes() == np.ascontiguousarray(want[:, N:]).tobytes()
+    g, u = moe_cpu.gate_up_halves(x, rows, gu.gate, gu.up, experts, offs, q8=True, q80=False)
+    want = moe_cpu.gate_up(x[rows], gu.gate, gu.up, experts, offs, q8=True, q80=False)
+    assert g.tobytes() == np.ascontiguousarray(want[:, :N]).tobytes()
+    assert u.tobytes() == np.ascontiguousarray(want[:, N:]).tobytes()
