@@ -137,3 +137,15 @@ def test_gate_up_halves_is_gate_up_bytes(adjacent, K):
     want = moe_cpu.gate_up(x[rows], gu.gate, gu.up, experts, offs, q8=True, q80=False)
     assert g.tobytes() == np.ascontiguousarray(want[:, :N]).tobytes()
     assert u.tobytes() == np.ascontiguousarray(want[:, N:]).tobytes()
+
+
+def test_swiglu_in_one_buffer_is_the_written_formula():
+    from kernels import swiglu
+    rng = np.random.default_rng(3)
+    gu = (rng.standard_normal((9, 2 * 1000)) * 6).astype(np.float32)
+    gu[0, :4] = [np.inf, -np.inf, 100.0, -100.0]
+    g, u = gu[:, :1000], gu[:, 1000:]
+    with np.errstate(over="ignore", invalid="ignore"):
+        want = (g / (np.float32(1.0) + np.exp(-g)) * u).astype(np.float32)
+        got = swiglu.ref(g, u)
+    assert got.dtype == np.float32 and got.tobytes() == want.tobytes()
