@@ -20,8 +20,8 @@ def main():
     rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 5
     calls = int(sys.argv[3]) if len(sys.argv) > 3 else 40
     from bench.moe_cpu import Foldserve
+    f = Foldserve(path, 2)                     # kernels.init() on the way
     from kernels import moe_cpu
-    f = Foldserve(path, 2)
     m = f.eng.model
     ops, w = m.ops, m.w
     layers = [L for L in w.layers if getattr(L, "router", None) is not None]
