@@ -36,6 +36,19 @@ def recurrent_chunks(rows, fixed, snaps, run, name=""):
             run(a, b, slot)
 
 
+def _grouped_rows(ids):
+    """(rows, slots, experts, offs, pos) of kernels/moe.groups(ids) concatenated: the grouped
+    rows, each group's bounds, pos[t, j] the grouped row of token t's slot j."""
+    groups = M.groups(ids)
+    rows = np.concatenate([r for _, r, _ in groups]).astype(np.int64)
+    slots = np.concatenate([s for _, _, s in groups]).astype(np.int64)
+    experts = np.array([e for e, _, _ in groups], np.int64)
+    offs = np.cumsum([0] + [len(r) for _, r, _ in groups]).astype(np.int64)
+    pos = np.empty(ids.shape, np.int64)
+    pos[rows, slots] = np.arange(rows.shape[0])
+    return rows, slots, experts, offs, pos
+
+
 class Ops:
     """The "numpy" backend: the definitions; the base the others override op by op."""
 
@@ -138,33 +151,37 @@ class Ops:
         partial sum under TP): the router (replicated), each token's chosen experts in
         ascending id, tokens grouped by expert for the products, then + the shared expert
         (kernels/moe.py)."""
-        logits = self.linear(x, router)                             # [T, E]
-        ids, wts = M.route(logits, routing, router_bias)
-        T, k = ids.shape
-        y = np.zeros((T, k, x.shape[1]), np.float32)
-        groups = M.groups(ids)
         pair = isinstance(experts_gu, ExpertGateUp)
         if (self._grouped(experts_gu.gate) and self._grouped(experts_gu.up) if pair else
                 self._grouped(experts_gu)) and self._grouped(experts_down):
-            # every expert's product in one parallel region (kernels/moe_cpu.py): the same bytes
-            rows = np.concatenate([r for _, r, _ in groups])
-            slots = np.concatenate([s for _, _, s in groups])
-            experts = np.array([e for e, _, _ in groups], np.int64)
-            offs = np.cumsum([0] + [len(r) for _, r, _ in groups])
-            if pair:        # gate's stack, then up's (each row's dot the fused stack's), side by side
-                gu = self._moe_cpu.gate_up(x[rows], experts_gu.gate, experts_gu.up, experts, offs,
-                                           self.kq8, self.q80)
+            # the router, route, grouping and combine as numba calls and every expert's
+            # product in one crew round each (kernels/moe_cpu.py): the definition's bytes
+            G = self._moe_cpu
+            logits = (G.router_logits(x, router) if G.router_fits(router, x)
+                      else self.linear(x, router))                  # [T, E]
+            got = G.route_group(logits, routing, router_bias)
+            if got is None:                 # a non-finite logit: the definition's order
+                ids, wts = M.route(logits, routing, router_bias)
+                got = (ids, wts) + _grouped_rows(ids)
+            ids, wts, rows, slots, experts, offs, pos = got
+            if pair:        # gate's stack and up's (each row's dot the fused stack's)
+                g, u = G.gate_up_halves(x, rows, experts_gu.gate, experts_gu.up, experts, offs,
+                                        self.kq8, self.q80)
             else:
-                gu = self._moe_cpu.grouped_matmul(x[rows], experts_gu, experts, offs, self.kq8,
-                                                  self.q80)
-            act = swiglu.limited(gu[:, :ff], gu[:, ff:], limit)
-            y[rows, slots] = self._moe_cpu.grouped_matmul(act, experts_down, experts, offs, self.kq8,
-                                                          self.q80)
+                gu = G.grouped_matmul(x[rows], experts_gu, experts, offs, self.kq8, self.q80)
+                g, u = gu[:, :ff], gu[:, ff:]
+            act = swiglu.limited(g, u, limit)
+            out = G.combine_grouped(G.grouped_matmul(act, experts_down, experts, offs, self.kq8,
+                                                     self.q80), pos, wts)
         else:
-            for e, rows, slots in groups:
+            logits = self.linear(x, router)                         # [T, E]
+            ids, wts = M.route(logits, routing, router_bias)
+            T, k = ids.shape
+            y = np.zeros((T, k, x.shape[1]), np.float32)
+            for e, rows, slots in M.groups(ids):
                 act = self.gate_up_silu(np.ascontiguousarray(x[rows]), experts_gu[e], ff, limit)
                 y[rows, slots] = self.linear(act, experts_down[e])
-        out = M.combine(y, wts)
+            out = M.combine(y, wts)
         if shared_gu is not None:
             out += self.linear(self.gate_up_silu(x, shared_gu, shared_ff, limit), shared_down)
         return out
@@ -237,28 +254,36 @@ class Ops:
         under TP): logits = x Wr + br, routed by kernels/moe.route (topk_softmax); each chosen
         expert's y = down(clamped_swiglu(x gate|up + b_gu)) + b_down (b_down None: a rank past
         0), grouped by expert, summed per token in ascending expert id (kernels/moe.combine)."""
+        if self._grouped(experts_gu) and self._grouped(experts_down):
+            # the router, route, grouping and combine as numba calls (kernels/moe_cpu.py: the
+            # definition's bytes), every expert's product in one crew round, each group's
+            # biases added as the loop below adds them (the same float32 adds): its bytes
+            G = self._moe_cpu
+            if G.router_fits(router, x):
+                logits = G.router_logits(x, router)
+                if router_bias is not None:
+                    logits += router_bias                           # qmatmul.cpu's one add
+            else:
+                logits = self.linear(x, router, router_bias)        # [T, E]
+            got = G.route_group(logits, routing)
+            if got is None:                 # a non-finite logit: the definition's order
+                ids, wts = M.route(logits, routing)
+                got = (ids, wts) + _grouped_rows(ids)
+            ids, wts, rows, slots, experts, offs, pos = got
+            gu = G.grouped_matmul(x[rows], experts_gu, experts, offs, self.kq8)
+            for g, e in enumerate(experts):
+                gu[offs[g]:offs[g + 1]] += gu_bias[e]
+            yd = G.grouped_matmul(swiglu.clamped(gu[:, :ff], gu[:, ff:], limit, alpha),
+                                  experts_down, experts, offs, self.kq8)
+            if down_bias is not None:
+                for g, e in enumerate(experts):
+                    yd[offs[g]:offs[g + 1]] += down_bias[e]
+            return G.combine_grouped(yd, pos, wts)
         logits = self.linear(x, router, router_bias)                # [T, E]
         ids, wts = M.route(logits, routing)
         T, k = ids.shape
         y = np.zeros((T, k, x.shape[1]), np.float32)
         groups = M.groups(ids)
-        if self._grouped(experts_gu) and self._grouped(experts_down):
-            # every expert's product in one crew round (kernels/moe_cpu.py), each group's
-            # biases added as the loop below adds them (the same float32 adds): its bytes
-            rows = np.concatenate([r for _, r, _ in groups])
-            slots = np.concatenate([s for _, _, s in groups])
-            experts = np.array([e for e, _, _ in groups], np.int64)
-            offs = np.cumsum([0] + [len(r) for _, r, _ in groups])
-            gu = self._moe_cpu.grouped_matmul(x[rows], experts_gu, experts, offs, self.kq8)
-            for g, e in enumerate(experts):
-                gu[offs[g]:offs[g + 1]] += gu_bias[e]
-            yd = self._moe_cpu.grouped_matmul(swiglu.clamped(gu[:, :ff], gu[:, ff:], limit, alpha),
-                                              experts_down, experts, offs, self.kq8)
-            if down_bias is not None:
-                for g, e in enumerate(experts):
-                    yd[offs[g]:offs[g + 1]] += down_bias[e]
-            y[rows, slots] = yd
-            return M.combine(y, wts)
         for e, rows, slots in groups:
             gu = self.linear(np.ascontiguousarray(x[rows]), experts_gu[e], gu_bias[e])
             act = swiglu.clamped(gu[:, :ff], gu[:, ff:], limit, alpha)

@@ -5,8 +5,13 @@ import numpy as np
 
 
 def ref(gate: np.ndarray, up: np.ndarray) -> np.ndarray:
-    # gate, up: [M, F] -> [M, F]
-    return (gate / (np.float32(1.0) + np.exp(-gate)) * up).astype(np.float32)
+    """gate, up: [M, F] -> [M, F]: gate / (1 + exp(-gate)) * up, each step rounded as written
+    (in one buffer: the same operations, no temporaries)."""
+    t = np.exp(-gate)
+    t += np.float32(1.0)
+    np.divide(gate, t, out=t)
+    t *= up
+    return t.astype(np.float32, copy=False)
 
 
 def clamped(gate: np.ndarray, up: np.ndarray, limit: float = 7.0, alpha: float = 1.702) -> np.ndarray:
