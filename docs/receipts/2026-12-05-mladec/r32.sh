@@ -6,5 +6,5 @@ T=$1; B=$2; O=$3
 PY=/work/main/.venv/bin/python
 mkdir -p $O; cd $T
 echo "r32 start $(date -u +%T) load $(cat /proc/loadavg)" >> $O/load.txt
-PYTHONPATH=$T timeout 460 $PY -m bench.mla_cpu --dir /tmp/mla-bench --stages bench --rounds 2 --base $B --out $O/r32_mla.json > $O/r32_mla.txt 2>&1
+PYTHONPATH=$T timeout ${TMO:-460} $PY -m bench.mla_cpu --dir /tmp/mla-bench --stages bench --rounds ${ROUNDS:-2} --base $B --out $O/r32_mla.json > $O/r32_mla.txt 2>&1
 echo "r32 done $(date -u +%T) load $(cat /proc/loadavg)" >> $O/load.txt
