@@ -739,10 +739,23 @@ _CREWS: dict = {}
 _ONE = np.zeros(1, np.int64)
 
 
+# A product of at most SOLO_ROWS x rows (a decode step at batch 1: a weight read for one dot
+# each) against at most SOLO_BYTES of weights runs on the calling thread alone: it is bound by
+# memory, and on the 2-core host one core streams ~33 of the ~35 GB/s both reach (receipt
+# 2026-12-05-mladec), so a helper adds its wake, the counters and a wait for its last piece (on
+# a busy host a descheduled helper's piece) for little: the layers' matrices measured the same
+# or 5-15% faster alone. The LM head (337 MB on GLM-4.7-Flash) keeps the crew: its second
+# stream gained ~10% where the helper had a core (and lost ~8% where it had not). SOLO_ROWS 0:
+# every round past CREW_SERIAL_MACS on the crew. The cut changes no byte (one chain an element).
+SOLO_ROWS = 1
+SOLO_BYTES = 1 << 27
+
+
 def grouped_q(q, dx, gs, kind, stack, experts, offs, out, vnni=None):
     """out[offs[g]:offs[g+1]] = quantized x rows offs[g]:offs[g+1] times stack[experts[g]]^T
     (stack uint8 [E, N, row bytes] of `kind`), one crew round of numba's thread count (the
-    caller alone at most blocks_vec.CREW_SERIAL_MACS)."""
+    caller alone at most blocks_vec.CREW_SERIAL_MACS, or at most SOLO_ROWS x rows against at
+    most SOLO_BYTES of weights)."""
     import numba
 
     from kernels.team_cpu import WIDTH, Crew
@@ -751,7 +764,8 @@ def grouped_q(q, dx, gs, kind, stack, experts, offs, out, vnni=None):
     ctr = np.zeros((2, WIDTH), np.int64)
     args = (ctr, q, dx, gs, stack, experts, offs, out)
     n = min(numba.get_num_threads(), 16)
-    if n == 1 or q.shape[0] * stack.shape[1] * q.shape[1] <= V.CREW_SERIAL_MACS:
+    if (n == 1 or (q.shape[0] <= SOLO_ROWS and stack.shape[1] * stack.shape[2] <= SOLO_BYTES)
+            or q.shape[0] * stack.shape[1] * q.shape[1] <= V.CREW_SERIAL_MACS):
         member(0, 1, *args)
         return out
     key = (kind, vnni)

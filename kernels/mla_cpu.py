@@ -62,7 +62,15 @@ take half the keys each), then (rows, head block) jobs merge each row's segments
 and expand: the same functions in the same order, so the same bytes (tested). The cut
 changes the speed only (tested: any cut, serial or parallel, split or not, the same bytes).
 Rounds of few multiply-adds run on the calling thread (entering a parallel region costs more
-than they do on a loaded machine: kernels/blocks_cpu.SERIAL_MACS).
+than they do on a loaded machine: kernels/blocks_cpu.SERIAL_MACS). A parallel round that is
+not split runs on a **crew** (kernels/team_cpu.Crew; _run's mode 3): the caller and a helper
+take jobs one at a time from a counter (heads cut into at least CREW_JOBS jobs a thread), and
+the caller never waits at a barrier for a helper that has taken none. A parallel region
+(prange, libgomp's static schedule) waits for every thread: on the shared 2-core host, with
+other processes runnable, a decode step's latent attention measured 8.6-9.7 ms a layer
+instead of 0.55 (its second thread queued behind them for a time slice); on the crew 1.0 ms
+there, and 0.64 against the region's 0.57 when the host is quieter (receipt
+2026-12-05-mladec). Split mode keeps the region (its three stages would each wait).
 """
 from __future__ import annotations
 
@@ -77,6 +85,7 @@ from numba.extending import intrinsic
 
 from kernels import mla
 from kernels.blocks_cpu import SERIAL_MACS, _noalias
+from kernels.team_cpu import finish, next_piece, wait
 from kernels.vec_ir import (F32, I64, V16F, _count_loop, _loop_n, _max_tree, _row, _rows, _v16, axpy_rows16,
                             dot_rows16, exp32, exp_ir, fma, half, ptr, splat, tree)
 
@@ -594,19 +603,32 @@ def _split_seg(job, nseg, qa_all, pos, owner, tables, page_rows, pool, scale, pm
                     po[t0 + tl, sg, h, d] = seg[qi, d]
 
 
-@njit(cache=True, boundscheck=False, parallel=True)
-def _run(mode, n_jobs, n_hb, HB, nseg, qn, qpe, w_ukt, w_uv, quant, pool, pos, owner, tables,
-         page_rows, scale, out):
+@njit(cache=True, boundscheck=False, parallel=True, nogil=True)
+def _run(mode, m, ctr, n_jobs, n_hb, HB, nseg, qn, qpe, w_ukt, w_uv, quant, pool, pos, owner,
+         tables, page_rows, scale, out):
     """The round's jobs, one compiled function for every mode (numba compiles the whole tree
-    of functions again for each caller, so one caller, not three): mode 0 serial (_job after
+    of functions again for each caller, so one caller, not four): mode 0 serial (_job after
     _job on the calling thread: no parallel region entered), mode 1 parallel (_job by
-    prange), mode 2 split.
+    prange), mode 2 split, mode 3 a crew member (kernels/team_cpu.Crew: member m takes the
+    next job nobody has taken from ctr's stage 0 until none is left; member 0, the caller,
+    then waits for the jobs in flight; a helper that finds none left returns at once: no
+    barrier, so a helper the machine has descheduled holds up only a job in its hands).
 
     Split mode (few rows, long contexts: both cores on one row's keys): absorb every
     (row block, head block); each (row block, segment) job's state over all heads, the
     latent rows read once for every head; then each (row block, head block) merges its
     rows' segments in order and expands. The same functions and order as _job: the same
     bytes."""
+    if mode == 3:
+        job = next_piece(ctr, 0)
+        while job < n_jobs:
+            _job(job, n_hb, HB, qn, qpe, w_ukt, w_uv, quant, pool, pos, owner, tables,
+                 page_rows, scale, out)
+            finish(ctr, 0)
+            job = next_piece(ctr, 0)
+        if m == 0:
+            wait(ctr, 0, n_jobs)
+        return
     if mode == 0:
         for job in range(n_jobs):
             _job(job, n_hb, HB, qn, qpe, w_ukt, w_uv, quant, pool, pos, owner, tables,
@@ -685,16 +707,52 @@ def macs(T: int, H: int, N: int, C: int, R: int, V: int, pos) -> int:
 SPLIT_BYTES = 1 << 26     # split mode's segment states at most (64 MiB)
 
 
+CREW_JOBS = 2             # a crew round's jobs a thread at least, where heads allow (heads cut
+                          # finer than cut's: a member the machine descheduled holds up one
+                          # job, not half the round; finer still measured slower at a decode
+                          # row: each job reads its rows' latent rows and scratch again)
+
+
+def crew_cut(T: int, H: int, threads: int) -> tuple[int, int]:
+    """(head blocks, heads a block) of a crew round: at least CREW_JOBS jobs a thread where
+    the heads allow (each job reads its rows' latent rows once: cheap at the contexts that are
+    not split)."""
+    n_rb = -(-T // ROW_BLOCK)
+    n_hb = max(1, min(H, -(-CREW_JOBS * threads // n_rb)))
+    HB = -(-H // n_hb)
+    return -(-H // HB), HB
+
+
+_CREW = []                # the latent attention's Crew (team_cpu), made on first use
+
+
+def _member(m, n, ctr, *args):
+    """A crew member's call (Crew.run's member(m, n, *args)): _run's mode 3; compiled, where
+    it first compiles, with noalias as on the caller's thread (blocks_cpu._noalias is a
+    thread's own flag)."""
+    with _noalias():
+        _run(3, m, ctr, *args)
+
+
+def _crew():
+    if not _CREW:
+        from kernels.team_cpu import Crew
+        _CREW.append(Crew(_member))
+    return _CREW[0]
+
+
 def round_attend(q, ckv, kv_norm, eps, w_ukt, w_uv, N, pool, rows, inv, scale, cut_to=None,
-                 parallel=None, split=None):
+                 parallel=None, split=None, crew=None):
     """kernels/mla.round_attend's contract, this file's arithmetic: q [T, H, N + R] (this
     rank's heads), ckv [T, C + R], W_UK transposed [H, C, N] and W_UV [H, V, C] (float32, or
     uint8 rows of Q8_0 blocks: [H, C, N / 32 * 34], [H, V, C / 32 * 34], the same bytes out as
     their float32 values) -> [T, H V]; the round's latent rows written to pool ([pages, P, 1,
     C + R]) through each chunk's table first (a row reads rows 0 .. p of its own stream, which
     no other chunk of the round writes). `cut_to` (head blocks, heads a block) and `parallel`
-    override the job cut and the region choice, `split` the split mode's (tests: the same
-    bytes). Split mode where a round's rows are one row block on several threads and a row
+    override the job cut and the region choice, `split` the split mode's, `crew` whether a
+    parallel round that is not split runs on a crew (kernels/team_cpu.Crew: jobs handed out
+    one at a time, the caller never waiting for a helper that has no job; the default) or as
+    a parallel region (prange) (tests: the same bytes). Split mode where a round's rows are one row block on several threads and a row
     reads more than one segment: the segments of its keys spread over the threads, every
     head at once, then merged in order (_run's mode 2)."""
     T, H, _ = q.shape
@@ -733,20 +791,32 @@ def round_attend(q, ckv, kv_norm, eps, w_ukt, w_uv, N, pool, rows, inv, scale, c
                              f"must be {c.start}, {c.start} + 1, ... (got {pos[a:b][:4]}...)")
     page_rows = np.asarray([c.page_rows for c in chunks], np.int64)
     threads = numba.get_num_threads()
-    n_hb, HB = cut_to or cut(T, H, threads)
-    n_jobs = -(-T // ROW_BLOCK) * n_hb
-    if parallel is None:
-        parallel = threads > 1 and n_jobs > 1 and macs(T, H, N, C, R, V, pos) > SERIAL_MACS
     nseg = int(pos.max()) // SEG + 1 if T else 1
+    if parallel is None:
+        n_hb, _ = cut_to or cut(T, H, threads)
+        parallel = (threads > 1 and -(-T // ROW_BLOCK) * n_hb > 1
+                    and macs(T, H, N, C, R, V, pos) > SERIAL_MACS)
     if split is None:
         split = (parallel and T <= ROW_BLOCK and nseg > 1
                  and T * nseg * H * C * 4 <= SPLIT_BYTES)
+    if crew is None:
+        crew = True
+    crew = parallel and not split and crew
+    n_hb, HB = cut_to or (crew_cut if crew else cut)(T, H, threads)
+    n_jobs = -(-T // ROW_BLOCK) * n_hb
     out = np.empty((T, H * V), np.float32)
     # the weights as their bytes (float32 or Q8_0 alike: one compiled signature for both)
     w_ukt = np.ascontiguousarray(w_ukt).view(np.uint8)
     w_uv = np.ascontiguousarray(w_uv).view(np.uint8)
-    mode = 2 if split else 1 if parallel else 0
+    args = (n_jobs, n_hb, HB, nseg, qn, qpe, w_ukt, w_uv, quant, pool, pos, owner, tables,
+            page_rows, np.float32(scale), out)
+    if crew:
+        from kernels.team_cpu import WIDTH
+        _crew().run(min(threads, 16), (np.zeros((2, WIDTH), np.int64),) + args)
+        return out
     with _noalias():
-        _run(mode, n_jobs, n_hb, HB, nseg, qn, qpe, w_ukt, w_uv, quant, pool, pos, owner,
-             tables, page_rows, np.float32(scale), out)
+        _run(2 if split else 1 if parallel else 0, 0, _NO_CTR, *args)
     return out
+
+
+_NO_CTR = np.zeros((2, 32), np.int64)     # _run's counters where no crew runs (unread)

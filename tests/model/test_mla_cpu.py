@@ -109,10 +109,19 @@ def test_any_job_cut_gives_the_same_bytes(shape):
                parallel=False)
     for n_hb in range(1, k.H + 1):
         HB = -(-k.H // n_hb)
-        for par in (False, True):
+        for par, crew in ((False, False), (True, False), (True, True)):
             got = run(mla_cpu.round_attend, k, q, ckv, pool_of(5, 8, k), rows,
-                      cut_to=(-(-k.H // HB), HB), parallel=par)
-            assert np.array_equal(got, base), (n_hb, par)
+                      cut_to=(-(-k.H // HB), HB), parallel=par, crew=crew)
+            assert np.array_equal(got, base), (n_hb, par, crew)
+    # a decode row on the crew, its default cut and every other, == the row serial
+    one = rows_of([((4, 1, 3, 0, 2), 8, T - 1, 1)])
+    pool = pool_of(5, 8, k)
+    run(mla_cpu.round_attend, k, q[:T - 1], ckv[:T - 1], pool, rows_of([((4, 1, 3, 0, 2), 8, 0, T - 1)]))
+    want = run(mla_cpu.round_attend, k, q[T - 1:], ckv[T - 1:], pool.copy(), one, parallel=False)
+    for cut in (None,) + tuple((-(-k.H // hb), hb) for hb in range(1, k.H + 1)):
+        got = run(mla_cpu.round_attend, k, q[T - 1:], ckv[T - 1:], pool.copy(), one,
+                  parallel=True, crew=True, cut_to=cut)
+        assert np.array_equal(got, want), cut
 
 
 def test_a_row_alone_equals_it_in_a_round_and_by_decode():

@@ -184,6 +184,26 @@ def test_the_crew_gives_the_same_bytes(vnni):
         numba.set_num_threads(old)
 
 
+@pytest.mark.parametrize("vnni", _forms(), ids=lambda v: "vnni" if v else "portable")
+def test_one_row_solo_or_on_the_crew_gives_the_same_bytes(vnni, monkeypatch):
+    """A product of one x row runs on the caller alone (kquant_cpu.SOLO_ROWS, the decode
+    step's memory-bound products); with SOLO_ROWS 0 it goes to the crew: the same bytes, the
+    definition's."""
+    from kernels import blocks_vec
+    from kernels import kquant_cpu as KQ
+    rng = np.random.default_rng(4)
+    K, N = 2048, 20 * blocks_vec.CREW_CHUNKS * blocks_vec.ROWS + 5
+    assert N * K > blocks_vec.CREW_SERIAL_MACS and KQ.SOLO_ROWS >= 1
+    data = q8_rows(rng, N, K)
+    x = rng.standard_normal((1, K)).astype(np.float32)
+    q, dx = KQ.quantize_q8_0(x)
+    want = KQ.q80_definition(q, dx, data)
+    for solo in (1, 0):
+        monkeypatch.setattr(KQ, "SOLO_ROWS", solo)
+        got = KQ.q80_matmul(x, data, vnni=vnni)
+        assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), solo
+
+
 def test_within_float32_rounding_of_the_quantized_product():
     from kernels import kquant_cpu as KQ
     from kernels.blocks import Blocks
