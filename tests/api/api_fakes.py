@@ -62,6 +62,7 @@ class FakeScheduler:
         self.metrics = None             # create_app wires its Metrics in here
         self.cancelled: list[str] = []
         self.started: list = []
+        self.produced: dict[str, int] = {}     # request id -> token events yielded
         self.active: set[str] = set()
         self.state = {"ranks": 1, "ranks_ok": True, "streams_busy": 0, "streams_total": 4,
                       "pages_free": 60, "pages_total": 64, "queue": 0, "context": 256}
@@ -152,6 +153,7 @@ class FakeScheduler:
                     plp = tuple((t, -1.0 - j, 1 + j % 3,
                                  tuple((t + m, -0.25 - m) for m in range(p.prompt_logprobs)))
                                 for j, t in enumerate(req.prompt_ids[1:]))
+                self.produced[req.id] = i + 1
                 yield TokenEvent(tok, logprob=-0.5, top_logprobs=top, prompt_tokens=n,
                                  cached_tokens=c, finish_reason=finish if self.inline_finish else None,
                                  prompt_logprobs=plp)

@@ -143,7 +143,9 @@ def test_a_stream_nobody_reads_is_cut_after_the_write_timeout(live):
     try:
         assert sched.cancelled[before:] == [rid], "the stalled stream was never ended"
         assert limits.write_late == late0 + 1
-        assert took < 10, took
+        # the cut ends the generation before its 500,000 tokens (counted, not timed: how
+        # long the cut takes depends on the machine's load, bounded by the wait above)
+        assert rid not in sched.finished and sched.produced[rid] < 500_000, sched.produced[rid]
         s.settimeout(5)
         got = b""
         try:
@@ -164,7 +166,8 @@ def test_a_stream_nobody_reads_is_cut_after_the_write_timeout(live):
                                     pause=0.3 * WRITE_TIMEOUT)
     assert got.endswith(b"data: [DONE]\n\n\r\n0\r\n\r\n"), got[-200:]   # the last chunk
     assert limits.write_late == late and pauses >= 3, pauses
-    print(f"stalled stream cut {took:.2f} s after its request (write timeout {WRITE_TIMEOUT} s)")
+    print(f"stalled stream cut {took:.2f} s after its request, {sched.produced[rid]} tokens"
+          f" (write timeout {WRITE_TIMEOUT} s)")
 
 
 def _read_with_pauses(port: int, body: dict, every: int, pause: float) -> tuple[bytes, int]:
