@@ -125,7 +125,7 @@ LAYER = ("norm", "qkv", "attend", "o", "norm", "gate_up_swiglu", "down")   # the
 # The records a form reads (fields are numba-typed: a record's type is its fields' types)
 Bufs = namedtuple("Bufs", "h h2 x out qkv att gu act xs_d xs_a xs_f os_ hs xs hs2 xs_s logits")
 Weights = namedtuple("Weights", "norms final_norm eps wqkv wo wgu wdown wh nq nkv hd ff bqkv")
-Rows = namedtuple("Rows", "K V owner cos sin spans starts tables page_rows scale sel")
+Rows = namedtuple("Rows", "K V owner cos sin spans starts tables page_rows scale sel split")
 
 
 def compose(stages, kinds) -> tuple:
@@ -228,7 +228,8 @@ def _attend(ctr, s, flags, b, w, r, li, n):
     writes its own row's K, V first: no other job reads them), then att's block sums where the
     next matrix reads them (SUMS; per job where heads are whole 32-blocks). A round of chunks
     longer than a row with fewer than SPLIT_BELOW jobs a member of the n (one stream's verify
-    chunk: one row group, nkv jobs) runs a job a (row group, q head) instead: each head's
+    chunk: one row group, nkv jobs; SPLIT_BELOW, the round's r.split) runs a job a (row group,
+    q head) instead: each head's
     arithmetic is its own either way (attention_cpu.group_heads), so the same bytes; the
     group's keys are read once a q head (from cache: the kv head's pages, just read)."""
     T = b.h.shape[0]
@@ -252,7 +253,7 @@ def _attend(ctr, s, flags, b, w, r, li, n):
     groups = row_groups(r.spans)          # the attention's jobs: row groups x kv heads
     gjobs = groups.shape[0] * nkv
     group = nq // nkv
-    if not one_row and gjobs < SPLIT_BELOW * n:   # a few groups (a verify chunk): each q head
+    if not one_row and gjobs < r.split * n:      # a few groups (a verify chunk): each q head
         j = next_piece(ctr, s)                    # its own job, the members' shares even
         while j < gjobs * group:
             gi = j // (nkv * group)
@@ -442,6 +443,7 @@ class Fused:
                          *(mats(r) for r in ROLES), np.ascontiguousarray(w.lm_head.data),
                          w.nq, w.nkv, spec.head_dim, w.ff, bqkv)
         self.vocab = w.lm_head.rows
+        self.split = SPLIT_BELOW      # a round's attention split by q head below this (0: never)
 
     @staticmethod
     def fits(w, all_reduce, stages) -> bool:
@@ -484,7 +486,7 @@ class Fused:
                  np.empty((S, D), f32), np.empty((S, D // 32), f32),
                  np.empty((S, self.vocab), f32))
         rows = Rows(kv.K, kv.V, attention_cpu.owners(spans, T), cos, sin, spans, starts, tables,
-                    page_rows, f32(scale), sel)
+                    page_rows, f32(scale), sel, np.int64(self.split))
         ctr = np.zeros((self.counters, WIDTH), np.int64)        # + the abort row
         self.team.run(min(numba.get_num_threads(), WIDTH - REGION), (ctr, self.prog, b, w, rows))
         return None if r.sel is None else b.logits
