@@ -79,9 +79,7 @@ def main(argv=None) -> int:
     progs["head"] = np.zeros_like(fused.prog)
     nthreads = min(numba.get_num_threads(), WIDTH - REGION)
 
-    has_split = "split" in fc.Rows._fields     # kernels/forward_cpu's attention split by q head
-
-    def run_prog(k, prog, sel, split=None):
+    def run_prog(k, prog, sel):
         chunks, kv = prep[k]
         r = model.rows(chunks)
         h = np.ascontiguousarray(model.ops.embed(model.w.embed, r.ids), np.float32)
@@ -100,9 +98,7 @@ def main(argv=None) -> int:
         cos, sin, spans, starts, tables, page_rows = r.cpu
         rows = fc.Rows(kv.K, kv.V, fc.attention_cpu.owners(spans, T), cos, sin, spans, starts,
                        tables, page_rows, f32(model.scale),
-                       np.zeros(0, np.int64) if sel is None else np.asarray(sel, np.int64),
-                       **({"split": np.int64(fused.split if split is None else split)}
-                          if has_split else {}))
+                       np.zeros(0, np.int64) if sel is None else np.asarray(sel, np.int64))
         ctr = np.zeros((fused.counters, WIDTH), np.int64)
         t0 = time.perf_counter()
         fused.team.run(nthreads, (ctr, prog, b, w, rows))
@@ -131,8 +127,6 @@ def main(argv=None) -> int:
             cases["head alone, every row"] = lambda k, p=p: run_prog(k, p, list(range(k)))
         else:
             cases[f"{name} alone"] = lambda k, p=p: run_prog(k, p, None)
-        if name == "attend" and has_split:
-            cases["attend alone, a job a kv head"] = lambda k, p=p: run_prog(k, p, None, 0)
     times = {c: {k: [] for k in sizes} for c in cases}
     for c, f in cases.items():                               # warm
         for k in sizes:

@@ -255,23 +255,11 @@ def _group_job(job, groups, owner, qkv, nq, nkv, hd, cos, sin, k_pool, v_pool, s
     gi = job // nkv
     h = job % nkv
     t0 = groups[gi, 0]
-    if groups[gi, 1] - t0 == 1:
+    R = groups[gi, 1] - t0
+    if R == 1:
         _job(t0 * nkv + h, owner, qkv, nq, nkv, hd, cos, sin, k_pool, v_pool, spans, starts,
              tables, page_rows, scale, out)
         return
-    group_heads(gi, h, 0, group, groups, owner, qkv, nq, nkv, hd, cos, sin, k_pool, v_pool,
-                spans, starts, tables, page_rows, scale, out)
-
-
-@njit(cache=True, boundscheck=False, nogil=True)
-def group_heads(gi, h, g0, g1, groups, owner, qkv, nq, nkv, hd, cos, sin, k_pool, v_pool, spans,
-                starts, tables, page_rows, scale, out):
-    """Row group gi's q heads g0 .. g1 - 1 of kv head h (`_group_job`'s arithmetic for each of
-    them: a head's scores, softmax and value sums are its own, so a job of some of a kv head's
-    q heads writes the bytes the job of all of them writes for those heads)."""
-    group = g1 - g0
-    t0 = groups[gi, 0]
-    R = groups[gi, 1] - t0
     c = owner[t0]
     P = page_rows[c]
     L0 = starts[c] + t0 - spans[c, 0] + 1           # row r of the group reads L0 + r keys
@@ -281,7 +269,7 @@ def group_heads(gi, h, g0, g1, groups, owner, qkv, nq, nkv, hd, cos, sin, k_pool
     acc = np.empty(16, np.float32)
     for r in range(R):
         for g in range(group):
-            hq = h * (nq // nkv) + g0 + g
+            hq = h * group + g
             _rotate(qkv[t0 + r, hq * hd:(hq + 1) * hd], cos[t0 + r], sin[t0 + r], q[r, g])
     s = np.empty((R, group, Lp), np.float32)
     vec = hd % 16 == 0
@@ -318,7 +306,7 @@ def group_heads(gi, h, g0, g1, groups, owner, qkv, nq, nkv, hd, cos, sin, k_pool
             for k in range(L, Lr):
                 sg[k] = -np.inf
             softmax16(sg, sc)
-            o = out[t0 + r, h * (nq // nkv) + g0 + g]
+            o = out[t0 + r, h * group + g]
             for d in range(hd):
                 o[d] = 0.0
     j = 0
@@ -330,10 +318,10 @@ def group_heads(gi, h, g0, g1, groups, owner, qkv, nq, nkv, hd, cos, sin, k_pool
             if n <= 0:
                 continue
             if vec:                    # the group's q heads at once, each its own chains
-                axpy_heads16(out[t0 + r, h * (nq // nkv) + g0:h * (nq // nkv) + g1], s[r, :, j:j + n], vp[:n, h])
+                axpy_heads16(out[t0 + r, h * group:(h + 1) * group], s[r, :, j:j + n], vp[:n, h])
                 continue
             for g in range(group):
-                o = out[t0 + r, h * (nq // nkv) + g0 + g]
+                o = out[t0 + r, h * group + g]
                 for k in range(n):
                     vj = vp[k, h]
                     for d in range(hd):

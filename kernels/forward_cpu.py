@@ -59,7 +59,7 @@ import numpy as np
 from numba import njit
 
 from kernels import attention_cpu, blocks_vec
-from kernels.attention_cpu import _group_job, group_heads, row_groups, write_row
+from kernels.attention_cpu import _group_job, row_groups, write_row
 from kernels.blocks_vec import block_sums, block_sums_span
 from kernels.rmsnorm_cpu import add_rms_norm, rms_norm, swiglu_span
 from kernels.team_cpu import REGION, WIDTH, Crew, finish, next_piece, region_piece, take, wait
@@ -69,9 +69,6 @@ PIECE_ACTS = 256       # SwiGLU activations a piece (a multiple of 32: its block
 PIECES = 4             # a matrix's pieces a member at least (a region a member)
 PIECE_BYTES = 64 << 10   # a matrix piece's weight bytes at most (the head's: 229 a member of 2)
 HEAD_STAGES = 2        # counter stages of the final norm and the head
-SPLIT_BELOW = 2        # attention jobs a member below which a round of chunks longer than a
-                       # row runs a job a q head (a verify chunk's one row group has nkv jobs:
-                       # the default model's 3 left one of 2 members idle a third of the stage)
 
 # The names families list their CPU stages by (server/families: cpu_stages), each what the op
 # path runs for it. FORMS: the ones with a fused form.
@@ -125,7 +122,7 @@ LAYER = ("norm", "qkv", "attend", "o", "norm", "gate_up_swiglu", "down")   # the
 # The records a form reads (fields are numba-typed: a record's type is its fields' types)
 Bufs = namedtuple("Bufs", "h h2 x out qkv att gu act xs_d xs_a xs_f os_ hs xs hs2 xs_s logits")
 Weights = namedtuple("Weights", "norms final_norm eps wqkv wo wgu wdown wh nq nkv hd ff bqkv")
-Rows = namedtuple("Rows", "K V owner cos sin spans starts tables page_rows scale sel split")
+Rows = namedtuple("Rows", "K V owner cos sin spans starts tables page_rows scale sel")
 
 
 def compose(stages, kinds) -> tuple:
@@ -221,17 +218,12 @@ def _norm(ctr, s, flags, b, h, h2, nw, eps):
 
 
 @njit(cache=True, boundscheck=False, nogil=True)
-def _attend(ctr, s, flags, b, w, r, li, n):
+def _attend(ctr, s, flags, b, w, r, li):
     """attend (counter stages s, s+1, s+2): the round's K, V rows written (a round of chunks
     longer than a row), then each (row group, kv head) job's RoPE'd q against its keys into att
     (a group's rows share each key read, each row's arithmetic its own; a decode round's job
     writes its own row's K, V first: no other job reads them), then att's block sums where the
-    next matrix reads them (SUMS; per job where heads are whole 32-blocks). A round of chunks
-    longer than a row with fewer than SPLIT_BELOW jobs a member of the n (one stream's verify
-    chunk: one row group, nkv jobs; SPLIT_BELOW, the round's r.split) runs a job a (row group,
-    q head) instead: each head's
-    arithmetic is its own either way (attention_cpu.group_heads), so the same bytes; the
-    group's keys are read once a q head (from cache: the kv head's pages, just read)."""
+    next matrix reads them (SUMS; per job where heads are whole 32-blocks)."""
     T = b.h.shape[0]
     nq, nkv, hd = w.nq, w.nkv, w.hd
     att2 = b.att.reshape(T, nq * hd)
@@ -252,29 +244,6 @@ def _attend(ctr, s, flags, b, w, r, li, n):
     s += 1
     groups = row_groups(r.spans)          # the attention's jobs: row groups x kv heads
     gjobs = groups.shape[0] * nkv
-    group = nq // nkv
-    if not one_row and gjobs < r.split * n:      # a few groups (a verify chunk): each q head
-        j = next_piece(ctr, s)                    # its own job, the members' shares even
-        while j < gjobs * group:
-            gi = j // (nkv * group)
-            hh = j % (nkv * group)
-            h, g = hh // group, hh % group
-            group_heads(gi, h, g, g + 1, groups, r.owner, b.qkv, nq, nkv, hd, r.cos, r.sin, kl,
-                        vl, r.spans, r.starts, r.tables, r.page_rows, r.scale, b.att)
-            if sums and hd % 32 == 0:
-                q0 = hh * hd
-                for t in range(groups[gi, 0], groups[gi, 1]):
-                    block_sums_span(att2, t, q0 // 32, (q0 + hd) // 32, b.xs_a)
-            finish(ctr, s)
-            j = next_piece(ctr, s)
-        wait(ctr, s, gjobs * group)
-        s += 1
-        if sums and hd % 32 != 0:
-            if take(ctr, s):
-                block_sums(att2, b.xs_a)
-                finish(ctr, s)
-            wait(ctr, s, 1)
-        return
     j = next_piece(ctr, s)                               # each (row group, kv head) attends
     while j < gjobs:
         t0 = groups[j // nkv, 0]
@@ -379,7 +348,7 @@ def _make(kinds):
                     _add_bias(ctr, s, b.qkv, w.bqkv[li])
                     s += 1
                 elif c == _ATTEND:
-                    _attend(ctr, s, flags, b, w, r, li, n)
+                    _attend(ctr, s, flags, b, w, r, li)
                     s += 3
                 elif c == _O:
                     mo(ctr, s, m, n, att2, b.xs_a, w.wo[li], b.out)
@@ -443,7 +412,6 @@ class Fused:
                          *(mats(r) for r in ROLES), np.ascontiguousarray(w.lm_head.data),
                          w.nq, w.nkv, spec.head_dim, w.ff, bqkv)
         self.vocab = w.lm_head.rows
-        self.split = SPLIT_BELOW      # a round's attention split by q head below this (0: never)
 
     @staticmethod
     def fits(w, all_reduce, stages) -> bool:
@@ -486,7 +454,7 @@ class Fused:
                  np.empty((S, D), f32), np.empty((S, D // 32), f32),
                  np.empty((S, self.vocab), f32))
         rows = Rows(kv.K, kv.V, attention_cpu.owners(spans, T), cos, sin, spans, starts, tables,
-                    page_rows, f32(scale), sel, np.int64(self.split))
+                    page_rows, f32(scale), sel)
         ctr = np.zeros((self.counters, WIDTH), np.int64)        # + the abort row
         self.team.run(min(numba.get_num_threads(), WIDTH - REGION), (ctr, self.prog, b, w, rows))
         return None if r.sel is None else b.logits
