@@ -1,4 +1,11 @@
-"""Tile plans A/B, one thread, the default model's real matrices (30 layers each role + head)."""
+"""Tile plans A/B on the default model's real matrices (30 layers of each role, then the head),
+one thread, in the crew's 64 KB pieces, thread CPU time, plans alternated (order rotated each
+rep); "old" is the tree's own blocks_vec rows (run it in main's tree), "final" drafts35's plan
+for 1-9 x rows run group by group from Python, "2x4s" the same with 8 rows as 2x4 + 2x4.
+Bytes are checked equal to "old" for every plan, matrix and M first.
+
+  NUMBA_NUM_THREADS=1 PYTHONPATH=$PWD python tiles.py 1,2,3,4,5,6,7,8,9 11
+"""
 import sys, time, statistics, os
 import numpy as np
 import kernels
