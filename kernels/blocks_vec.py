@@ -392,18 +392,25 @@ def side_by_side(xsum, i, k):
     return t
 
 
-# x rows a tile takes: 8 (one row of blocks at a time) while their K floats fit in L1d beside
-# the blocks streaming past (8 * K * 4 bytes <= X_L1_BYTES), else 4 against two rows of blocks;
-# 3 or 2 rows left over (a decode round of 2, 3, 6, 7 rows; an expert's group of 2 or 3) take
-# 2x3 / 4x2 tiles (SMALL_TILE_KINDS), each block formed once for them (one row at a time formed every block
-# again for each row: a GEMV of 2 rows took twice the time of 1; receipt 2026-12-05-q8-speed);
-# 1 row 4x1; a row of blocks left past the pairs (an odd span: N odd) 1x1 (the 1x4 tile it
-# took went, for the compile time of the two new tiles).
-# One thread, the default model's matrices at 8 x rows, interleaved A/B (receipt
-# 2026-12-02-cpu-tiles): at K = 576, 1x8 as fast as 2x4 or faster; at K = 1536 (down, 48 KiB
-# of x), 2x4 0.63x the time of 1x8.
+# x rows a tile takes. Long runs (a prompt chunk's rows): 8 at a time (one row of blocks at a
+# time) while their K floats fit in L1d beside the blocks streaming past (8 * K * 4 bytes <=
+# X_L1_BYTES), else 4 against two rows of blocks (at K = 1536, down, 2x4 took 0.63x the time
+# of 1x8, one thread, receipt 2026-12-02-cpu-tiles), until at most 9 are left. The last 1-9
+# (a decode round of a few streams, a verify chunk of a stream: its token and up to 8 drafts)
+# go in the fewest passes over the blocks (VERIFY_TILE_KINDS): each pass forms every block's
+# weights again for its rows (at one x row that forming, not the multiply-adds, is most of
+# the time), so a row a pass of its own costs nearly a one-row product, and a row joining a
+# pass only its multiply-adds:
+#   1: 4x1   2: 4x2   3: 2x3   4: 2x4   5: 2x5   6: 2x6   7: 2x4 + 2x3   8: as a long run
+#   (1x8 in L1, else 2x4 + 2x4)   9: 2x4 + 2x5
+# (2 rows of blocks against up to 6 x rows: 12 chains of 32 lanes in AVX-512's 32 registers;
+# 2x7 measured no faster than 2x4 + 2x3, 2x8 slower than 2x4 + 2x4.) One thread, the default
+# model's 30 layers and head in the crew's pieces, thread time, min of 9 (receipt
+# 2026-12-05-drafts35, tiles.txt): 3 rows 13.5 ms against 20.5 one row at a time, 5 rows 17.7
+# against 21.1, 6 rows 20.9 against 27.2, 9 rows 31.2 against 34.3; 1 and 4 rows unchanged.
+# Other kinds (VEC_BYTES past BLOCK_BYTES) keep 4x1 for every row left past the 4s.
 X_L1_BYTES = 24 * 1024
-SMALL_TILE_KINDS = ("Q8_0",)    # the kinds whose rows have the 4x2 / 2x3 tiles
+VERIFY_TILE_KINDS = tuple(BLOCK_BYTES)   # the kinds whose rows have the 4x2 .. 2x6 tiles
 
 
 def _make_rows(kind, table):
@@ -413,63 +420,107 @@ def _make_rows(kind, table):
     t11, t41 = _make_tile(kind, 1, 1, table), _make_tile(kind, 4, 1, table)
     t24 = _make_tile(kind, 2, 4, table)
     t18 = _make_tile(kind, 1, 8, table)
-    # 4x2 / 2x3 for 2-3 x rows left: Q8_0 only (the other kinds' rows compile without them:
-    # ~0.6 s of cold compile a kind each; elsewhere the names stand for tiles never called)
-    small = kind in SMALL_TILE_KINDS
-    t42 = _make_tile(kind, 4, 2, table) if small else t41
-    t23 = _make_tile(kind, 2, 3, table) if small else t24
+    # the few-row tiles: VERIFY_TILE_KINDS only (~0.6 s of cold compile a tile and kind;
+    # elsewhere the names stand for tiles never called)
+    few = kind in VERIFY_TILE_KINDS
+    t42 = _make_tile(kind, 4, 2, table) if few else t41
+    t23 = _make_tile(kind, 2, 3, table) if few else t24
+    t25 = _make_tile(kind, 2, 5, table) if few else t24
+    t26 = _make_tile(kind, 2, 6, table) if few else t24
 
     @njit(cache=True, boundscheck=False, nogil=True)
     def rows(x, xsum, data, out, lo, hi):
         M, K = x.shape
         i = 0
-        if 8 * K * 4 <= X_L1_BYTES:             # 8 x rows against one row of blocks
-            while i + 8 <= M:
+        l1 = 8 * K * 4 <= X_L1_BYTES
+        while M - i >= 10 or (M - i == 8 and l1) or (not few and M - i >= 4):
+            if l1 and M - i >= 8:               # 8 x rows against one row of blocks
                 xst = side_by_side(xsum, i, 8)
                 for n in range(lo, hi):
                     r = t18(data, n, x, i, xst)
                     for c in range(8):
                         out[i + c, n] = r[c]
                 i += 8
-        while i + 4 <= M:                       # 4 x rows against two rows of blocks
-            xst = side_by_side(xsum, i, 4)
-            n = lo
-            while n + 2 <= hi:
-                r = t24(data, n, x, i, xst)
-                for a in range(2):
+            else:
+                xst = side_by_side(xsum, i, 4)
+                n = lo
+                while n + 2 <= hi:
+                    r = t24(data, n, x, i, xst)
+                    for a in range(2):
+                        for c in range(4):
+                            out[i + c, n + a] = r[4 * a + c]
+                    n += 2
+                if n < hi:                          # a row of blocks left (hi - lo odd): 1x1
                     for c in range(4):
-                        out[i + c, n + a] = r[4 * a + c]
-                n += 2
-            if n < hi:                          # a row of blocks left (N odd): 1x1
-                for c in range(4):
-                    out[i + c, n] = t11(data, n, x, i + c, xsum[i + c])
-            i += 4
-        if small and M - i == 3:                # 3 x rows left against two rows of blocks
-            xst = side_by_side(xsum, i, 3)
-            n = lo
-            while n + 2 <= hi:
-                r = t23(data, n, x, i, xst)
-                for a in range(2):
+                        out[i + c, n] = t11(data, n, x, i + c, xsum[i + c])
+                i += 4
+        while few and M - i >= 2:               # the last 2-9 x rows in one or two passes
+            left = M - i
+            if left == 2:                       # 2 x rows against four rows of blocks
+                xst = side_by_side(xsum, i, 2)
+                n = lo
+                while n + 4 <= hi:
+                    r = t42(data, n, x, i, xst)
+                    for a in range(4):
+                        for c in range(2):
+                            out[i + c, n + a] = r[2 * a + c]
+                    n += 4
+                for c in range(2):
+                    for m in range(n, hi):
+                        out[i + c, m] = t11(data, m, x, i + c, xsum[i + c])
+                i += 2
+            elif left == 3:
+                xst = side_by_side(xsum, i, 3)
+                n = lo
+                while n + 2 <= hi:
+                    r = t23(data, n, x, i, xst)
+                    for a in range(2):
+                        for c in range(3):
+                            out[i + c, n + a] = r[3 * a + c]
+                    n += 2
+                if n < hi:                          # a row of blocks left (hi - lo odd): 1x1
                     for c in range(3):
-                        out[i + c, n + a] = r[3 * a + c]
-                n += 2
-            for c in range(3):
-                for m in range(n, hi):
-                    out[i + c, m] = t11(data, m, x, i + c, xsum[i + c])
-            i += 3
-        if small and M - i == 2:                # 2 x rows left against four rows of blocks
-            xst = side_by_side(xsum, i, 2)
-            n = lo
-            while n + 4 <= hi:
-                r = t42(data, n, x, i, xst)
-                for a in range(4):
-                    for c in range(2):
-                        out[i + c, n + a] = r[2 * a + c]
-                n += 4
-            for c in range(2):
-                for m in range(n, hi):
-                    out[i + c, m] = t11(data, m, x, i + c, xsum[i + c])
-            i += 2
+                        out[i + c, n] = t11(data, n, x, i + c, xsum[i + c])
+                i += 3
+            elif left == 5:
+                xst = side_by_side(xsum, i, 5)
+                n = lo
+                while n + 2 <= hi:
+                    r = t25(data, n, x, i, xst)
+                    for a in range(2):
+                        for c in range(5):
+                            out[i + c, n + a] = r[5 * a + c]
+                    n += 2
+                if n < hi:                          # a row of blocks left (hi - lo odd): 1x1
+                    for c in range(5):
+                        out[i + c, n] = t11(data, n, x, i + c, xsum[i + c])
+                i += 5
+            elif left == 6:
+                xst = side_by_side(xsum, i, 6)
+                n = lo
+                while n + 2 <= hi:
+                    r = t26(data, n, x, i, xst)
+                    for a in range(2):
+                        for c in range(6):
+                            out[i + c, n + a] = r[6 * a + c]
+                    n += 2
+                if n < hi:                          # a row of blocks left (hi - lo odd): 1x1
+                    for c in range(6):
+                        out[i + c, n] = t11(data, n, x, i + c, xsum[i + c])
+                i += 6
+            else:                               # 4, 7, 8 (out of L1), 9: 4 now
+                xst = side_by_side(xsum, i, 4)
+                n = lo
+                while n + 2 <= hi:
+                    r = t24(data, n, x, i, xst)
+                    for a in range(2):
+                        for c in range(4):
+                            out[i + c, n + a] = r[4 * a + c]
+                    n += 2
+                if n < hi:                          # a row of blocks left (hi - lo odd): 1x1
+                    for c in range(4):
+                        out[i + c, n] = t11(data, n, x, i + c, xsum[i + c])
+                i += 4
         while i < M:                            # one x row against four rows of blocks
             n = lo
             while n + 4 <= hi:

@@ -1,8 +1,9 @@
 """The one-call forward (kernels/forward_cpu.py) against the op-by-op path it replaces, on the
 default model's own blocks: the same logits and the same K/V pools, byte for byte, for
 prefill chunks, decode rounds of one and several streams, mixed rounds, rows without logits,
-pages and windows. Fails when the fused forward's arithmetic departs from the op-by-op
-functions' in any row."""
+one stream's verify chunks (5, 6 and 9 rows: kernels/blocks_vec's few-row tiles), pages and
+windows. Fails when the fused forward's arithmetic departs from the op-by-op functions' in
+any row."""
 from __future__ import annotations
 
 import numpy as np
@@ -37,6 +38,9 @@ def _rounds(eng, paged, fused):
             (Chunk(0, 21, (7,), True),),                            # decode, one stream
             (Chunk(0, 22, (8,), True), Chunk(1, 9, (9,), True), Chunk(2, 14, (10,), True)),
             (Chunk(1, 10, (11, 12, 13), True), Chunk(2, 15, (14,), True)),
+            (Chunk(1, 13, tuple(range(30, 39)), 2),),               # a verify chunk: 9 rows
+            (Chunk(0, 23, (40, 41, 42, 43, 44), 2),),               # 5: a 2x5 tile
+            (Chunk(2, 16, (45, 46, 47, 48, 49, 50), 2),),           # 6: a 2x6 tile
         ]
         for chunks in script:
             lg = eng.apply(RoundStep(chunks))
