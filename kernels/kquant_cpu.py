@@ -59,6 +59,7 @@ import math  # noqa: E402
 
 import numpy as np  # noqa: E402
 from llvmlite import ir  # noqa: E402
+import numba as _numba  # noqa: E402
 from numba import njit  # noqa: E402
 from numba.core import cgutils  # noqa: E402
 from numba.extending import intrinsic  # noqa: E402
@@ -67,6 +68,7 @@ from kernels import blocks_vec as V  # noqa: E402
 # the crew member's helpers as module globals, not as closure cells of _make_crew: numba keys a
 # cached closure by its cells pickled, and a dispatcher pickles with a uuid drawn afresh in each
 # process, so the member missed the cache in every new process and compiled again (~1.3 s a kind)
+from kernels.team_cpu import WIDTH as _WIDTH  # noqa: E402
 from kernels.team_cpu import finish as _finish, region_piece as _region_piece, wait as _wait  # noqa: E402
 from kernels.vec_ir import half as _halfload, prefetch_l2 as _prefetch_l2, ptr as _ptr  # noqa: E402
 from kernels.vec_ir import splat as _splat, tree as _tree  # noqa: E402
@@ -756,24 +758,26 @@ def grouped_q(q, dx, gs, kind, stack, experts, offs, out, vnni=None):
     (stack uint8 [E, N, row bytes] of `kind`), one crew round of numba's thread count (the
     caller alone at most blocks_vec.CREW_SERIAL_MACS, or at most SOLO_ROWS x rows against at
     most SOLO_BYTES of weights)."""
-    import numba
-
-    from kernels.team_cpu import WIDTH, Crew
     vnni = VNNI if vnni is None else vnni
-    member = V._made("q8crew", kind, vnni)
-    ctr = np.zeros((2, WIDTH), np.int64)
-    args = (ctr, q, dx, gs, stack, experts, offs, out)
-    n = min(numba.get_num_threads(), 16)
+    key = (kind, vnni)
+    member = _MEMBERS.get(key)
+    if member is None:
+        member = _MEMBERS[key] = V._made("q8crew", kind, vnni)
+    args = (np.zeros((2, _WIDTH), np.int64), q, dx, gs, stack, experts, offs, out)
+    n = min(_numba.get_num_threads(), 16)
     if (n == 1 or (q.shape[0] <= SOLO_ROWS and stack.shape[1] * stack.shape[2] <= SOLO_BYTES)
             or q.shape[0] * stack.shape[1] * q.shape[1] <= V.CREW_SERIAL_MACS):
         member(0, 1, *args)
         return out
-    key = (kind, vnni)
     crew = _CREWS.get(key)
     if crew is None:
+        from kernels.team_cpu import Crew
         crew = _CREWS[key] = Crew(member)
     crew.run(n, args)
     return out
+
+
+_MEMBERS: dict = {}      # (kind, vnni) -> the compiled crew member (V._made's, looked up once)
 
 
 def matmul(x: np.ndarray, kind: str, data: np.ndarray, out: np.ndarray | None = None,
@@ -1034,8 +1038,15 @@ def q80_matmul(x: np.ndarray, data: np.ndarray, out: np.ndarray | None = None,
     data = q80_padded(data)
     if out is None:
         out = np.empty((M, data.shape[0]), np.float32)
-    gs = np.zeros((M, 1, 16), np.int32)               # unused by the Q8_0 tiles
-    return grouped_q(q, dx, gs, "Q8_0", data[None], _ONE, np.array([0, M], np.int64), out, vnni)
+    got = _Q80_AUX.get(M)
+    if got is None:          # gs (unused by the Q8_0 tiles: zeros, never written) and offs
+        got = (np.zeros((M, 1, 16), np.int32), np.array([0, M], np.int64))
+        if M <= 64:
+            _Q80_AUX[M] = got
+    return grouped_q(q, dx, got[0], "Q8_0", data[None], _ONE, got[1], out, vnni)
+
+
+_Q80_AUX: dict = {}      # M -> (gs, offs) of q80_matmul's M-row products, M <= 64
 
 
 def q80_ref(x: np.ndarray, w) -> np.ndarray:
