@@ -742,15 +742,17 @@ _ONE = np.zeros(1, np.int64)
 
 
 # A product of at most SOLO_ROWS x rows (a decode step at batch 1: a weight read for one dot
-# each) against at most SOLO_BYTES of weights runs on the calling thread alone: it is bound by
-# memory, and on the 2-core host one core streams ~33 of the ~35 GB/s both reach (receipt
-# 2026-12-05-mladec), so a helper adds its wake, the counters and a wait for its last piece (on
-# a busy host a descheduled helper's piece) for little: the layers' matrices measured the same
-# or 5-15% faster alone. The LM head (337 MB on GLM-4.7-Flash) keeps the crew: its second
-# stream gained ~10% where the helper had a core (and lost ~8% where it had not). SOLO_ROWS 0:
-# every round past CREW_SERIAL_MACS on the crew. The cut changes no byte (one chain an element).
+# each) against at most SOLO_BYTES of weights runs on the calling thread alone. Off (0 bytes)
+# since receipt 2026-12-05-mla32: on this 2-core host one core's share of the memory bandwidth
+# moves between episodes (~33 of ~35 GB/s in receipt 2026-12-05-mladec, where alone measured
+# 0-15% faster under load; 16-20 of 31-35 GB/s in mla32's, where a 142 MB product ran at 20 GB/s
+# alone and 35 on the crew, and a GLM-4.7-Flash-shaped decode step took 0.90x the time with
+# every product past 4 MiB on the crew, 0.87x with all of them; with the helper denied a core
+# (load 4) the crew cost nothing: 0.99x). The crew's caller never waits for a helper that has
+# taken no piece (kernels/team_cpu.Crew), so its cost is bounded where alone's is not. The cut
+# changes no byte (one chain an element).
 SOLO_ROWS = 1
-SOLO_BYTES = 1 << 27
+SOLO_BYTES = 0
 
 
 def grouped_q(q, dx, gs, kind, stack, experts, offs, out, vnni=None):
