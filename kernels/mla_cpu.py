@@ -12,8 +12,10 @@ solo == concurrent, resumed == fresh and TP 2 / 3 == TP 1 tested on these bytes
 ops.mla_attend runs the definition instead (other bytes, the same numbers within rounding).
 
 What is the definition's, byte for byte: the latent row a token stores (rmsnorm of c_kv,
-interleaved RoPE of k_pe: kernels/mla.latent_rows, numpy) and its write through the table,
-and q's RoPE'd part (kernels/mla.rope_interleaved). Then, for each (query row t, head h),
+interleaved RoPE of k_pe: kernels/mla.latent_rows) and its write through the table, and q's
+RoPE'd part (kernels/mla.rope_interleaved): numpy's operations, here in one numba call a
+round (_prep: the norm in numpy's summation order, rmsnorm_cpu._np_norm_row; each RoPE
+product and sum one float32 operation; cos / sin numpy's, made once a round). Then, for each (query row t, head h),
 alone (never depending on another row or head):
 
     qa[c]   = q_nope . W_UK[h][:, c]  a dot16: 16 lanes (lane l: n = l, l + 16, ... in an
@@ -700,9 +702,9 @@ def cut(T: int, H: int, threads: int) -> tuple[int, int]:
     return -(-H // HB), HB
 
 
-def macs(T: int, H: int, N: int, C: int, R: int, V: int, pos) -> int:
-    """A round's multiply-adds: absorb, scores, o_lat, expand."""
-    keys = int(np.sum(np.asarray(pos, np.int64) + 1))
+def macs(T: int, H: int, N: int, C: int, R: int, V: int, keys: int) -> int:
+    """A round's multiply-adds: absorb, scores, o_lat, expand (keys: the keys its rows read,
+    the sum of their positions + 1)."""
     return T * H * (N * C + C * V) + keys * H * (2 * C + R)
 
 
@@ -872,7 +874,7 @@ def round_attend(q, ckv, kv_norm, eps, w_ukt, w_uv, N, pool, rows, inv, scale, c
     if parallel is None:
         n_hb, _ = cut_to or cut(T, H, threads)
         parallel = (threads > 1 and -(-T // ROW_BLOCK) * n_hb > 1
-                    and T * H * (N * C + C * V) + keys * H * (2 * C + R) > SERIAL_MACS)
+                    and macs(T, H, N, C, R, V, keys) > SERIAL_MACS)
     if split is None:
         split = (parallel and T <= ROW_BLOCK and nseg > 1
                  and T * nseg * H * C * 4 <= SPLIT_BYTES)
