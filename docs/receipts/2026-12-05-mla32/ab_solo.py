@@ -17,6 +17,7 @@ ap = argparse.ArgumentParser()
 ap.add_argument("--a", type=int, default=1 << 27)
 ap.add_argument("--b", type=int, default=0)
 ap.add_argument("--steps", type=int, default=100)
+ap.add_argument("--depth", type=int, default=0, help="both streams prefilled to this depth first")
 ap.add_argument("--file", default="/tmp/mla-bench/glm-4.7-flash-L4-Q8_0.gguf")
 a = ap.parse_args()
 import kernels
@@ -25,12 +26,16 @@ from kernels import kquant_cpu
 from bench.mla_cpu import Deep
 from server.ranks.steps import BeginStep, Chunk, RoundStep
 
-e = Deep(Path(a.file), 2, max(a.steps + 8, 64))
+e = Deep(Path(a.file), 2, max(a.depth + a.steps + 8, 64))
 pages = e.ctx // 16
 nxt = {}
+toks = [int(t) for t in np.random.default_rng(a.depth).integers(0, e.spec.vocab, max(a.depth, 1))]
 for s in (0, 1):
     e.eng.apply(BeginStep(s, tuple(range(s * pages, (s + 1) * pages))))
-    nxt[s] = int(np.argmax(e.eng.apply(RoundStep((Chunk(s, 0, (1,)),)))[0]))
+    for c in range(0, len(toks), 512):
+        lg = e.eng.apply(RoundStep((Chunk(s, c, tuple(toks[c:c + 512]), True),)))
+    nxt[s] = int(np.argmax(lg[0]))
+D = len(toks) - 1
 ts = {a.a: [], a.b: []}
 same = True
 c0 = time.process_time()
@@ -39,12 +44,12 @@ for k in range(a.steps):
     for s, sb in ((0, a.a), (1, a.b)) if k % 2 == 0 else ((1, a.b), (0, a.a)):
         kquant_cpu.SOLO_BYTES = sb
         t = time.perf_counter()
-        lgs[s] = e.eng.apply(RoundStep((Chunk(s, 1 + k, (nxt[s],)),)))
+        lgs[s] = e.eng.apply(RoundStep((Chunk(s, D + 1 + k, (nxt[s],)),)))
         ts[sb].append(time.perf_counter() - t)
     same &= lgs[0].tobytes() == lgs[1].tobytes()
     nxt[0] = nxt[1] = int(np.argmax(lgs[0][0]))
 A, B = np.array(ts[a.a]) * 1e3, np.array(ts[a.b]) * 1e3
-print(f"{a.steps} steps each, alternating; load {os.getloadavg()}")
+print(f"depth {D + 1}, {a.steps} steps each, alternating; load {os.getloadavg()}")
 for name, v in ((f"SOLO_BYTES {a.a}", A), (f"SOLO_BYTES {a.b}", B)):
     print(f"  {name:22s} median {np.median(v):.2f} ms  q1 {np.percentile(v, 25):.2f}  q3 {np.percentile(v, 75):.2f}")
 print(f"  B/A of medians {np.median(B) / np.median(A):.3f}; median of paired ratios "
