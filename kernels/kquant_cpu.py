@@ -59,6 +59,7 @@ import math  # noqa: E402
 
 import numpy as np  # noqa: E402
 from llvmlite import ir  # noqa: E402
+import numba as _numba  # noqa: E402
 from numba import njit  # noqa: E402
 from numba.core import cgutils  # noqa: E402
 from numba.extending import intrinsic  # noqa: E402
@@ -67,6 +68,7 @@ from kernels import blocks_vec as V  # noqa: E402
 # the crew member's helpers as module globals, not as closure cells of _make_crew: numba keys a
 # cached closure by its cells pickled, and a dispatcher pickles with a uuid drawn afresh in each
 # process, so the member missed the cache in every new process and compiled again (~1.3 s a kind)
+from kernels.team_cpu import WIDTH as _WIDTH  # noqa: E402
 from kernels.team_cpu import finish as _finish, region_piece as _region_piece, wait as _wait  # noqa: E402
 from kernels.vec_ir import half as _halfload, prefetch_l2 as _prefetch_l2, ptr as _ptr  # noqa: E402
 from kernels.vec_ir import splat as _splat, tree as _tree  # noqa: E402
@@ -740,15 +742,17 @@ _ONE = np.zeros(1, np.int64)
 
 
 # A product of at most SOLO_ROWS x rows (a decode step at batch 1: a weight read for one dot
-# each) against at most SOLO_BYTES of weights runs on the calling thread alone: it is bound by
-# memory, and on the 2-core host one core streams ~33 of the ~35 GB/s both reach (receipt
-# 2026-12-05-mladec), so a helper adds its wake, the counters and a wait for its last piece (on
-# a busy host a descheduled helper's piece) for little: the layers' matrices measured the same
-# or 5-15% faster alone. The LM head (337 MB on GLM-4.7-Flash) keeps the crew: its second
-# stream gained ~10% where the helper had a core (and lost ~8% where it had not). SOLO_ROWS 0:
-# every round past CREW_SERIAL_MACS on the crew. The cut changes no byte (one chain an element).
+# each) against at most SOLO_BYTES of weights runs on the calling thread alone. Off (0 bytes)
+# since receipt 2026-12-05-mla32: on this 2-core host one core's share of the memory bandwidth
+# moves between episodes (~33 of ~35 GB/s in receipt 2026-12-05-mladec, where alone measured
+# 0-15% faster under load; 16-20 of 31-35 GB/s in mla32's, where a 142 MB product ran at 20 GB/s
+# alone and 35 on the crew, and a GLM-4.7-Flash-shaped decode step took 0.90x the time with
+# every product past 4 MiB on the crew, 0.87x with all of them; with the helper denied a core
+# (load 4) the crew cost nothing: 0.99x). The crew's caller never waits for a helper that has
+# taken no piece (kernels/team_cpu.Crew), so its cost is bounded where alone's is not. The cut
+# changes no byte (one chain an element).
 SOLO_ROWS = 1
-SOLO_BYTES = 1 << 27
+SOLO_BYTES = 0
 
 
 def grouped_q(q, dx, gs, kind, stack, experts, offs, out, vnni=None):
@@ -756,24 +760,26 @@ def grouped_q(q, dx, gs, kind, stack, experts, offs, out, vnni=None):
     (stack uint8 [E, N, row bytes] of `kind`), one crew round of numba's thread count (the
     caller alone at most blocks_vec.CREW_SERIAL_MACS, or at most SOLO_ROWS x rows against at
     most SOLO_BYTES of weights)."""
-    import numba
-
-    from kernels.team_cpu import WIDTH, Crew
     vnni = VNNI if vnni is None else vnni
-    member = V._made("q8crew", kind, vnni)
-    ctr = np.zeros((2, WIDTH), np.int64)
-    args = (ctr, q, dx, gs, stack, experts, offs, out)
-    n = min(numba.get_num_threads(), 16)
+    key = (kind, vnni)
+    member = _MEMBERS.get(key)
+    if member is None:
+        member = _MEMBERS[key] = V._made("q8crew", kind, vnni)
+    args = (np.zeros((2, _WIDTH), np.int64), q, dx, gs, stack, experts, offs, out)
+    n = min(_numba.get_num_threads(), 16)
     if (n == 1 or (q.shape[0] <= SOLO_ROWS and stack.shape[1] * stack.shape[2] <= SOLO_BYTES)
             or q.shape[0] * stack.shape[1] * q.shape[1] <= V.CREW_SERIAL_MACS):
         member(0, 1, *args)
         return out
-    key = (kind, vnni)
     crew = _CREWS.get(key)
     if crew is None:
+        from kernels.team_cpu import Crew
         crew = _CREWS[key] = Crew(member)
     crew.run(n, args)
     return out
+
+
+_MEMBERS: dict = {}      # (kind, vnni) -> the compiled crew member (V._made's, looked up once)
 
 
 def matmul(x: np.ndarray, kind: str, data: np.ndarray, out: np.ndarray | None = None,
@@ -1034,8 +1040,15 @@ def q80_matmul(x: np.ndarray, data: np.ndarray, out: np.ndarray | None = None,
     data = q80_padded(data)
     if out is None:
         out = np.empty((M, data.shape[0]), np.float32)
-    gs = np.zeros((M, 1, 16), np.int32)               # unused by the Q8_0 tiles
-    return grouped_q(q, dx, gs, "Q8_0", data[None], _ONE, np.array([0, M], np.int64), out, vnni)
+    got = _Q80_AUX.get(M)
+    if got is None:          # gs (unused by the Q8_0 tiles: zeros, never written) and offs
+        got = (np.zeros((M, 1, 16), np.int32), np.array([0, M], np.int64))
+        if M <= 64:
+            _Q80_AUX[M] = got
+    return grouped_q(q, dx, got[0], "Q8_0", data[None], _ONE, got[1], out, vnni)
+
+
+_Q80_AUX: dict = {}      # M -> (gs, offs) of q80_matmul's M-row products, M <= 64
 
 
 def q80_ref(x: np.ndarray, w) -> np.ndarray:

@@ -12,8 +12,10 @@ solo == concurrent, resumed == fresh and TP 2 / 3 == TP 1 tested on these bytes
 ops.mla_attend runs the definition instead (other bytes, the same numbers within rounding).
 
 What is the definition's, byte for byte: the latent row a token stores (rmsnorm of c_kv,
-interleaved RoPE of k_pe: kernels/mla.latent_rows, numpy) and its write through the table,
-and q's RoPE'd part (kernels/mla.rope_interleaved). Then, for each (query row t, head h),
+interleaved RoPE of k_pe: kernels/mla.latent_rows) and its write through the table, and q's
+RoPE'd part (kernels/mla.rope_interleaved): numpy's operations, here in one numba call a
+round (_prep: the norm in numpy's summation order, rmsnorm_cpu._np_norm_row; each RoPE
+product and sum one float32 operation; cos / sin numpy's, made once a round). Then, for each (query row t, head h),
 alone (never depending on another row or head):
 
     qa[c]   = q_nope . W_UK[h][:, c]  a dot16: 16 lanes (lane l: n = l, l + 16, ... in an
@@ -85,6 +87,8 @@ from numba.extending import intrinsic
 
 from kernels import mla
 from kernels.blocks_cpu import SERIAL_MACS, _noalias
+from kernels.rmsnorm_cpu import _np_norm_row
+from kernels.rmsnorm_cpu import _stack as _norm_stack
 from kernels.team_cpu import finish, next_piece, wait
 from kernels.vec_ir import (F32, I64, V16F, _count_loop, _loop_n, _max_tree, _row, _rows, _v16, axpy_rows16,
                             dot_rows16, exp32, exp_ir, fma, half, ptr, splat, tree)
@@ -698,9 +702,9 @@ def cut(T: int, H: int, threads: int) -> tuple[int, int]:
     return -(-H // HB), HB
 
 
-def macs(T: int, H: int, N: int, C: int, R: int, V: int, pos) -> int:
-    """A round's multiply-adds: absorb, scores, o_lat, expand."""
-    keys = int(np.sum(np.asarray(pos, np.int64) + 1))
+def macs(T: int, H: int, N: int, C: int, R: int, V: int, keys: int) -> int:
+    """A round's multiply-adds: absorb, scores, o_lat, expand (keys: the keys its rows read,
+    the sum of their positions + 1)."""
     return T * H * (N * C + C * V) + keys * H * (2 * C + R)
 
 
@@ -741,6 +745,83 @@ def _crew():
     return _CREW[0]
 
 
+def _plan(rows, T: int) -> dict:
+    """The round's own arrays, made once a round and kept on `rows` (every layer of a round
+    passes the same rows object; a round's chunks do not change between its layers): pos
+    [T] int64, the chunks' tables [chunks, width], each row's chunk, each chunk's page rows,
+    the round's keys (the sum of pos + 1); the positions checked to run c.start, c.start + 1,
+    ... within each chunk. Also the RoPE tables made for it (_cos_sin)."""
+    got = getattr(rows, "_mla_plan", None)
+    if got is not None and got["T"] == T:
+        return got
+    pos = np.ascontiguousarray(np.asarray(rows.pos, np.int64))
+    chunks = list(rows.chunks)
+    width = max(len(c.table) for c in chunks)
+    tables = np.zeros((len(chunks), width), np.int64)
+    owner = np.empty(T, np.int64)
+    for i, ((a, b), c) in enumerate(zip(rows.spans, chunks)):
+        tables[i, :len(c.table)] = c.table
+        owner[a:b] = i
+        if b > a and (pos[a] != c.start or np.any(np.diff(pos[a:b]) != 1)):
+            raise ValueError(f"mla_cpu: chunk {i} starts at {c.start}: its rows' positions "
+                             f"must be {c.start}, {c.start} + 1, ... (got {pos[a:b][:4]}...)")
+    page_rows = np.asarray([c.page_rows for c in chunks], np.int64)
+    plan = {"T": T, "base": (pos, tables, owner, page_rows, int(np.sum(pos + 1))), "rope": []}
+    try:
+        rows._mla_plan = plan
+    except AttributeError:          # a rows type that takes no attribute: made each call
+        pass
+    return plan
+
+
+def _cos_sin(plan: dict, pos, inv):
+    """kernels/rope.cos_sin(pos, inv) (numpy's float32 cos and sin: their bytes), kept in
+    the round's plan for each inv array it met (the family's frequencies; kimilinear's NoPE
+    layers pass zeros)."""
+    for i, c, s in plan["rope"]:
+        if i is inv:
+            return c, s
+    from kernels.rope import cos_sin
+    c, s = cos_sin(pos, inv)
+    c, s = np.ascontiguousarray(c), np.ascontiguousarray(s)
+    plan["rope"].append((inv, c, s))
+    return c, s
+
+
+@njit(cache=True, boundscheck=False, nogil=True)
+def _prep(q, ckv, kv_norm, eps, cos, sin, pool, tables, page_rows, owner, pos, qn, qpe):
+    """The round's latent rows written to the pool and q split, as kernels/mla.py computes
+    them, byte for byte: row t's latent row = [rmsnorm(ckv[t, :C]) (rmsnorm.ref's bytes:
+    rmsnorm_cpu._np_norm_row) | interleaved RoPE of ckv[t, C:]] into its chunk's page at its
+    position (mla.write's address); qn = q[:, :, :N]; qpe = the interleaved RoPE of q[:, :,
+    N:] (mla.rope_interleaved: a * cos - b * sin and b * cos + a * sin, each product and sum
+    one float32 operation, as numpy rounds them)."""
+    T, H, N = qn.shape
+    R = qpe.shape[2]
+    C = pool.shape[3] - R
+    half = R // 2
+    st = _norm_stack()
+    for t in range(T):
+        c = owner[t]
+        p = pos[t]
+        P = page_rows[c]
+        row = pool[tables[c, p // P], p % P, 0]
+        _np_norm_row(ckv[t, :C], kv_norm, eps, row[:C], st)
+        for i in range(half):
+            a = ckv[t, C + 2 * i]
+            b = ckv[t, C + 2 * i + 1]
+            row[C + 2 * i] = a * cos[t, i] - b * sin[t, i]
+            row[C + 2 * i + 1] = b * cos[t, i] + a * sin[t, i]
+        for h in range(H):
+            for n in range(N):
+                qn[t, h, n] = q[t, h, n]
+            for i in range(half):
+                a = q[t, h, N + 2 * i]
+                b = q[t, h, N + 2 * i + 1]
+                qpe[t, h, 2 * i] = a * cos[t, i] - b * sin[t, i]
+                qpe[t, h, 2 * i + 1] = b * cos[t, i] + a * sin[t, i]
+
+
 def round_attend(q, ckv, kv_norm, eps, w_ukt, w_uv, N, pool, rows, inv, scale, cut_to=None,
                  parallel=None, split=None, crew=None):
     """kernels/mla.round_attend's contract, this file's arithmetic: q [T, H, N + R] (this
@@ -773,29 +854,27 @@ def round_attend(q, ckv, kv_norm, eps, w_ukt, w_uv, N, pool, rows, inv, scale, c
                          f"heads of nope {N}: W_UK^T {w_ukt.shape} / W_UV {w_uv.shape} "
                          f"({w_ukt.dtype}) are not [H, C, N] / [H, V, C]"
                          + (" of Q8_0 rows" if quant else ""))
-    pos = np.asarray(rows.pos, np.int64)
-    lat = mla.latent_rows(ckv, kv_norm, eps, C, pos, inv)
-    for (a, b), c in zip(rows.spans, rows.chunks):
-        mla.write(pool, c.table, c.page_rows, c.start, lat[a:b])
-    qn = np.ascontiguousarray(q[:, :, :N], dtype=np.float32)
-    qpe = mla.rope_interleaved(np.ascontiguousarray(q[:, :, N:]), pos, inv)
-    chunks = list(rows.chunks)
-    width = max(len(c.table) for c in chunks)
-    tables = np.zeros((len(chunks), width), np.int64)
-    owner = np.empty(T, np.int64)
-    for i, ((a, b), c) in enumerate(zip(rows.spans, chunks)):
-        tables[i, :len(c.table)] = c.table
-        owner[a:b] = i
-        if b > a and (pos[a] != c.start or np.any(np.diff(pos[a:b]) != 1)):
-            raise ValueError(f"mla_cpu: chunk {i} starts at {c.start}: its rows' positions "
-                             f"must be {c.start}, {c.start} + 1, ... (got {pos[a:b][:4]}...)")
-    page_rows = np.asarray([c.page_rows for c in chunks], np.int64)
+    plan = _plan(rows, T)
+    pos, tables, owner, page_rows, keys = plan["base"]
+    cos, sin = _cos_sin(plan, pos, inv)
+    if (q.dtype == ckv.dtype == kv_norm.dtype == pool.dtype == cos.dtype == np.float32
+            and kv_norm.shape == (C,)):
+        qn = np.empty((T, H, N), np.float32)
+        qpe = np.empty((T, H, R), np.float32)
+        _prep(np.ascontiguousarray(q), np.ascontiguousarray(ckv), np.ascontiguousarray(kv_norm),
+              np.float32(eps), cos, sin, pool, tables, page_rows, owner, pos, qn, qpe)
+    else:                                       # kernels/mla.py's numpy, as it is
+        lat = mla.latent_rows(ckv, kv_norm, eps, C, pos, inv)
+        for (a, b), c in zip(rows.spans, rows.chunks):
+            mla.write(pool, c.table, c.page_rows, c.start, lat[a:b])
+        qn = np.ascontiguousarray(q[:, :, :N], dtype=np.float32)
+        qpe = mla.rope_interleaved(np.ascontiguousarray(q[:, :, N:]), pos, inv)
     threads = numba.get_num_threads()
     nseg = int(pos.max()) // SEG + 1 if T else 1
     if parallel is None:
         n_hb, _ = cut_to or cut(T, H, threads)
         parallel = (threads > 1 and -(-T // ROW_BLOCK) * n_hb > 1
-                    and macs(T, H, N, C, R, V, pos) > SERIAL_MACS)
+                    and macs(T, H, N, C, R, V, keys) > SERIAL_MACS)
     if split is None:
         split = (parallel and T <= ROW_BLOCK and nseg > 1
                  and T * nseg * H * C * 4 <= SPLIT_BYTES)

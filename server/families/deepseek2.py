@@ -67,6 +67,11 @@ class MlaLayerWeights:
                                # the GGUF stores them: prepare.Split.kv_b_heads)
     wo: object                 # [H_r V, d]
     mlp_norm: object
+    # q_a and kv_a (both read x) as one matrix where both are Blocks of one kind and width:
+    # one product, x quantized once (Split.join_rows); wq_a and wkv_a are then views of its
+    # rows, nq_a q_a's rows
+    wqkv_a: object | None = None
+    nq_a: int = 0
     wgu: object | None = None
     wdown: object | None = None
     router: object | None = None
@@ -125,10 +130,16 @@ def shard_layer(spec, i: int, sp, shard) -> MlaLayerWeights:
     a = p + "self_attn."
     get, dev, heads = sp.get, sp.dev, shard.q_heads
     N, R, V, C = spec.qk_nope_head_dim, spec.qk_rope_head_dim, spec.v_head_dim, spec.kv_lora_rank
+    wkv_a = dev(sp.orient(get(a + "kv_a_proj_with_mqa.weight")))
+    joined = {}
     if spec.q_lora_rank:
         wq_a = dev(sp.orient(get(a + "q_a_proj.weight")))
         q_a_norm = dev(get(a + "q_a_layernorm.weight"))
         wq = sp.rows(get(a + "q_b_proj.weight"), heads, N + R)
+        j = sp.join_rows(wq_a, wkv_a, views=True)
+        if j is not None:
+            joined = dict(wqkv_a=j[0], nq_a=j[1].rows)
+            wq_a, wkv_a = j[1], j[2]
     else:
         wq_a = q_a_norm = None
         wq = sp.rows(get(a + "q_proj.weight"), heads, N + R)
@@ -136,7 +147,7 @@ def shard_layer(spec, i: int, sp, shard) -> MlaLayerWeights:
     w_ukt, w_uv = sp.kv_b_heads(get(a + "kv_b_proj.weight"), spec.n_heads, heads, N, V, C)
     wo = sp.head_cols(get(a + "o_proj.weight"), heads, V, a + "o_proj.weight")
     rec = dict(attn_norm=dev(get(p + "input_layernorm.weight")), wq_a=wq_a, q_a_norm=q_a_norm,
-               wq=dev(sp.orient(wq)), wkv_a=dev(sp.orient(get(a + "kv_a_proj_with_mqa.weight"))),
+               wq=dev(sp.orient(wq)), wkv_a=wkv_a, **joined,
                kv_a_norm=dev(get(a + "kv_a_layernorm.weight")), w_ukt=w_ukt, w_uv=w_uv,
                wo=dev(sp.orient(wo)), mlp_norm=dev(get(p + "post_attention_layernorm.weight")))
     if not spec.is_moe_layer(i):
@@ -154,12 +165,16 @@ def attend(ops, m, L, li, h, out, r, kv, inv=None):
     s, H = m.spec, m.w.nq
     x, h = ops.add_norm(out, h, L.attn_norm, s.rms_eps)
     T = x.shape[0]
-    if L.wq_a is not None:
-        qa = ops.rms_norm(ops.linear(x, L.wq_a), L.q_a_norm, s.rms_eps)
-        q = ops.linear(qa, L.wq)
+    if L.wqkv_a is not None:                   # q_a | kv_a in one product (the same bytes)
+        y = ops.linear(x, L.wqkv_a)
+        qa, ckv = y[:, :L.nq_a], y[:, L.nq_a:]                              # [T, C + R]
+        q = ops.linear(ops.rms_norm(qa, L.q_a_norm, s.rms_eps), L.wq)
     else:
-        q = ops.linear(x, L.wq)
-    ckv = ops.linear(x, L.wkv_a)                                           # [T, C + R]
+        if L.wq_a is not None:
+            q = ops.linear(ops.rms_norm(ops.linear(x, L.wq_a), L.q_a_norm, s.rms_eps), L.wq)
+        else:
+            q = ops.linear(x, L.wq)
+        ckv = ops.linear(x, L.wkv_a)                                       # [T, C + R]
     att = ops.mla_attend(q.reshape(T, H, s.head_dim), ckv, L.kv_a_norm, s.rms_eps, L.w_ukt,
                          L.w_uv, s.qk_nope_head_dim, kv.k(li), r,
                          m.inv if inv is None else inv, m.scale)

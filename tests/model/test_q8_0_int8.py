@@ -186,8 +186,8 @@ def test_the_crew_gives_the_same_bytes(vnni):
 
 @pytest.mark.parametrize("vnni", _forms(), ids=lambda v: "vnni" if v else "portable")
 def test_one_row_solo_or_on_the_crew_gives_the_same_bytes(vnni, monkeypatch):
-    """A product of one x row runs on the caller alone (kquant_cpu.SOLO_ROWS, the decode
-    step's memory-bound products); with SOLO_ROWS 0 it goes to the crew: the same bytes, the
+    """A product of one x row on the caller alone (kquant_cpu.SOLO_ROWS and SOLO_BYTES let it)
+    or on the crew (SOLO_ROWS 0, or SOLO_BYTES below its weights): the same bytes, the
     definition's."""
     from kernels import blocks_vec
     from kernels import kquant_cpu as KQ
@@ -200,6 +200,7 @@ def test_one_row_solo_or_on_the_crew_gives_the_same_bytes(vnni, monkeypatch):
     want = KQ.q80_definition(q, dx, data)
     for solo in (1, 0):
         monkeypatch.setattr(KQ, "SOLO_ROWS", solo)
+        monkeypatch.setattr(KQ, "SOLO_BYTES", data.nbytes if solo else 0)
         got = KQ.q80_matmul(x, data, vnni=vnni)
         assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), solo
 
