@@ -99,6 +99,14 @@ def gate_up_halves(x: np.ndarray, rows: np.ndarray, gate, up, experts: np.ndarra
             return y[:R], y[R:]
         return (kquant_cpu.q80_grouped_q(q, dx, gate.data, experts, offs),
                 kquant_cpu.q80_grouped_q(q, dx, up.data, experts, offs))
+    if q8 and gate.kind in ("Q4_K", "Q6_K") and up.kind in ("Q4_K", "Q6_K"):
+        # x's T rows quantized once (q8_K, kernels/kquant_cpu.py) for both stacks, the rows
+        # gathered after: a row's quantization is its own, so the bytes of quantizing x[rows]
+        from kernels import kquant_cpu
+        q, dx, gs = kquant_cpu.quantize(x)
+        q, dx, gs = q[rows], dx[rows], gs[rows]
+        return (kquant_cpu.grouped_quantized(q, dx, gs, gate.kind, gate.data, experts, offs),
+                kquant_cpu.grouped_quantized(q, dx, gs, up.kind, up.data, experts, offs))
     xg = np.ascontiguousarray(x[rows], dtype=np.float32)
     return (grouped_matmul(xg, gate, experts, offs, q8, q80),
             grouped_matmul(xg, up, experts, offs, q8, q80))
