@@ -428,44 +428,50 @@ def _dpwssd_asm(builder, T, a, b):
                        [T, builder.bitcast(a, _v16i32), builder.bitcast(b, _v16i32)], False)
 
 
-def _one_row_body(builder, q6, wt, qps, xps, gps, b, out):
-    """One block of one weight row (its unpacked `wt`) against the C x rows of qps / xps / gps
-    (VNNI): the definition's integers and float operations, each lane's as in _make_tile's
-    body, in fewer instructions: T's chain as vpmaddwd then vpdpwssd (asm), d * dx_b as one
-    vector multiply of d's and dx_b's splats (each lane the scalar product), Q4_K's mins as
-    one vpmaddwd (lanes 8..15: the pair (0, 0) times gs: 0)."""
+def _one_row_body(builder, q6, wts, qps, xps, gps, b, out):
+    """One block of the R weight rows (their unpacked `wts`) against the C x rows of qps / xps
+    / gps (VNNI; R == 1 or C == 1): the definition's integers and float operations, each
+    lane's as in _make_tile's body, in fewer instructions: T's chain as vpmaddwd then vpdpwssd
+    (asm), d * dx_b as one vector multiply of d's and dx_b's splats (each lane the scalar
+    product), Q4_K's mins as one vpmaddwd (lanes 8..15: the pair (0, 0) times gs: 0)."""
     mad = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_v32i16, [_v64i8, _v64i8]),
                                          "llvm.x86.avx512.pmaddubs.w.512")
-    W, S16 = wt[0], wt[2]
-    if q6:
-        scv, d = wt[3], wt[4]
-    else:
-        d, dmin = wt[4], wt[5]
-        mpair = builder.or_(wt[3], builder.shl(wt[3], ir.Constant(_v16i32, [16] * 16)))
-        dmv = _opaque(builder, _splat(builder, dmin, 16))
-    dv = _opaque(builder, _splat(builder, d, 16))
+    C = len(qps)
+    rs = []
+    for wt in wts:
+        r = {"W": wt[0], "S16": wt[2], "dv": _opaque(builder, _splat(builder, wt[4], 16))}
+        if q6:
+            r["scv"] = wt[3]
+        else:
+            r["mpair"] = builder.or_(wt[3], builder.shl(wt[3], ir.Constant(_v16i32, [16] * 16)))
+            r["dmv"] = _opaque(builder, _splat(builder, wt[5], 16))
+        rs.append(r)
     out = list(out)
-    for c in range(len(qps)):
+    for c in range(C):
         X = [_load(builder, qps[c], builder.add(builder.mul(b, _c(256, _i64)), _c(64 * k, _i64)), _v64i8)
              for k in range(4)]
         dxv = _splat(builder, builder.load(builder.gep(xps[c], [b])), 16)
         g = builder.load(builder.bitcast(builder.gep(gps[c], [builder.mul(b, _c(16, _i64))]),
                                          _v16i32.as_pointer()), align=4)
-        if q6:
-            T = builder.sub(ir.Constant(_v16i32, [0] * 16),
-                            builder.shl(builder.mul(scv, g), ir.Constant(_v16i32, [5] * 16)))
-            T = _dpwssd_asm(builder, T, builder.call(mad, [W[0], X[0]]), S16[0])
-        else:
-            T = _pmaddwd(builder, builder.call(mad, [W[0], X[0]]), S16[0])
-        for k in range(1, 4):
-            T = _dpwssd_asm(builder, T, builder.call(mad, [W[k], X[k]]), S16[k])
-        a = builder.fadd(out[c], builder.fmul(builder.fmul(dv, dxv), builder.sitofp(T, _v16f)))
         if not q6:
             g16 = builder.bitcast(builder.trunc(g, ir.VectorType(ir.IntType(16), 16)), _v8i32)
             gw = builder.shuffle_vector(g16, ir.Constant(_v8i32, [0] * 8), ir.Constant(_v16i32, list(range(16))))
-            mf = builder.sitofp(_pmaddwd(builder, gw, mpair), _v16f)
-            a = builder.fsub(a, builder.fmul(builder.fmul(dmv, dxv), mf))
-        out[c] = a
+        for ri, r in enumerate(rs):
+            W, S16 = r["W"], r["S16"]
+            if q6:
+                T = builder.sub(ir.Constant(_v16i32, [0] * 16),
+                                builder.shl(builder.mul(r["scv"], g), ir.Constant(_v16i32, [5] * 16)))
+                T = _dpwssd_asm(builder, T, builder.call(mad, [W[0], X[0]]), S16[0])
+            else:
+                T = _pmaddwd(builder, builder.call(mad, [W[0], X[0]]), S16[0])
+            for k in range(1, 4):
+                T = _dpwssd_asm(builder, T, builder.call(mad, [W[k], X[k]]), S16[k])
+            e = ri * C + c
+            a = builder.fadd(out[e], builder.fmul(builder.fmul(r["dv"], dxv), builder.sitofp(T, _v16f)))
+            if not q6:
+                mf = builder.sitofp(_pmaddwd(builder, gw, r["mpair"]), _v16f)
+                a = builder.fsub(a, builder.fmul(builder.fmul(r["dmv"], dxv), mf))
+            out[e] = a
     return out
 
 
@@ -475,7 +481,7 @@ def _make_tile(kind, R, C, vnni):
     block is unpacked once for the C x rows; each x block is loaded once for the R rows."""
     nbytes = K_BYTES[kind]
     q6 = kind == "Q6_K"
-    one = vnni and R == 1 and ONE_ROW_FORM     # the one-weight-row forms (_one_row_ops)
+    one = vnni and R == 1 and ONE_ROW_FORM     # the forms of _one_row_body (measured: no gain at C == 1, R == 4)
 
     def typer(data, n, q, i, dx, gs):
         sig = V._ret(R * C)(data, n, q, i, dx, gs)
@@ -513,7 +519,7 @@ def _make_tile(kind, R, C, vnni):
                 wts = [_q6k_weights(builder, base, GFNI and C == 1) if q6 else _q4k_weights(builder, base)
                        for base in bases]
                 if one:
-                    return _one_row_body(builder, q6, wts[0], qps, xps, gps, b, out)
+                    return _one_row_body(builder, q6, wts, qps, xps, gps, b, out)
                 if vnni and not q6:     # lane L < 8: the int16 pair (m_L, m_L); 8..15: 0
                     mpair = [builder.or_(w[3], builder.shl(w[3], ir.Constant(_v16i32, [16] * 16))) for w in wts]
                 for c in range(C):
