@@ -49,30 +49,7 @@ def _grouped_rows(ids):
     return rows, slots, experts, offs, pos
 
 
-PAIR_FROM = 64       # rows from which NumbaOps runs a row-wise op as two halves on two threads
-_PAIR_POOL: list = []
-
-
-def _threads() -> int:
-    try:
-        import numba
-        return numba.get_num_threads()
-    except Exception:               # noqa: BLE001 (no numba: one thread)
-        return 1
-
-
-def _pair(fn, cut: int, n: int) -> None:
-    """fn(0, cut) on a helper thread and fn(cut, n) on this one; both done on return (the
-    helper's error raised here). fn's rows are its own: what it writes for rows a..b depends
-    on those rows alone, so the bytes are those of fn(0, n)."""
-    if not _PAIR_POOL:
-        from concurrent.futures import ThreadPoolExecutor
-        _PAIR_POOL.append(ThreadPoolExecutor(1, thread_name_prefix="foldserve-ops-half"))
-    f = _PAIR_POOL[0].submit(fn, 0, cut)
-    try:
-        fn(cut, n)
-    finally:
-        f.result()
+from kernels import halves as _halves  # noqa: E402
 
 
 class Ops:
@@ -477,7 +454,7 @@ class NumbaOps(Ops):
                 "the Gated DeltaNet scan")
 
     def _paired(self, rows: int) -> bool:
-        return rows >= PAIR_FROM and _threads() > 1
+        return _halves.wanted(rows)
 
     def rms_norm(self, x, w, eps):
         """Ops.rms_norm's bytes (numpy's order, a row at a time), many rows as two halves on
@@ -487,7 +464,7 @@ class NumbaOps(Ops):
         x = np.ascontiguousarray(x)
         y = np.empty(x.shape, np.float32)
         e = np.float32(eps)
-        _pair(lambda a, b: self._np_norms.np_rms_norm(x[a:b], w, e, y[a:b]), x.shape[0] // 2, x.shape[0])
+        _halves.pair(lambda a, b: self._np_norms.np_rms_norm(x[a:b], w, e, y[a:b]), x.shape[0] // 2, x.shape[0])
         return y
 
     def swiglu_rows(self, gate, up, limit=0.0):
@@ -499,7 +476,7 @@ class NumbaOps(Ops):
 
         def half(a, b):
             out[a:b] = swiglu.limited(gate[a:b], up[a:b], limit)
-        _pair(half, gate.shape[0] // 2, gate.shape[0])
+        _halves.pair(half, gate.shape[0] // 2, gate.shape[0])
         return out
 
     def write_and_attend(self, q, k, v, k_pool, v_pool, rows, scale):
@@ -521,7 +498,7 @@ class NumbaOps(Ops):
             def run(i, j, a=a, c=c):
                 out[a + i:a + j] = attention.ref(q[a + i:a + j], k_pool, v_pool, c.table,
                                                  c.page_rows, c.start + i, scale)
-            _pair(run, cut, n)
+            _halves.pair(run, cut, n)
         return out
 
     def apply_rope(self, x, positions, inv):
