@@ -13,10 +13,13 @@ _POOL: list = []
 
 
 def threads() -> int:
+    """numba's thread count where numba is loaded (the ops that split run next to numba's
+    kernels), else 1; this module imports no numba itself (not one of NUMBA_MODULES)."""
+    import sys
+    nb = sys.modules.get("numba")
     try:
-        import numba
-        return numba.get_num_threads()
-    except Exception:               # noqa: BLE001 (no numba: one thread)
+        return nb.get_num_threads() if nb is not None else 1
+    except Exception:               # noqa: BLE001 (numba's threading layer unavailable: one)
         return 1
 
 

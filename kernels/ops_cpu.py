@@ -7,6 +7,7 @@ import numpy as np
 
 from kernels import (attention, dsa, gdn, kda, kv_write, matmul, mhc, mla, qmatmul, rmsnorm, rope,
                      swiglu)
+from kernels import halves as _halves
 from kernels import moe as M
 from kernels.blocks import Blocks, ExpertGateUp, ExpertStack, MixedBlocks
 
@@ -47,9 +48,6 @@ def _grouped_rows(ids):
     pos = np.empty(ids.shape, np.int64)
     pos[rows, slots] = np.arange(rows.shape[0])
     return rows, slots, experts, offs, pos
-
-
-from kernels import halves as _halves  # noqa: E402
 
 
 class Ops:
