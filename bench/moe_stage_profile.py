@@ -75,6 +75,10 @@ def instrument(vocab: int, ops):
     for n in ("route", "groups", "combine"):
         wrap(M, n, lambda a, n=n: f"moe: {n}")
     wrap(moe_cpu, "grouped_matmul", lambda a: f"moe: grouped {a[1].kind} N={a[1].rows}")
+    from kernels import kquant_cpu      # gate | up on x quantized once (moe_cpu.gate_up_halves)
+    if hasattr(kquant_cpu, "grouped_quantized"):
+        wrap(kquant_cpu, "grouped_quantized", lambda a: f"moe: grouped {a[3]} N={a[4].shape[1]} (x quantized)")
+    wrap(kquant_cpu, "quantize", lambda a: "kquant: quantize x")
     wrap(swiglu, "ref", lambda a: "swiglu")
     # the sparse latent attention's parts (kernels/dsa_cpu.py; inside "ops.dsa_attend")
     from kernels import dsa, mla

@@ -72,6 +72,33 @@ def _rotate(src, cos, sin, dst):
         dst[half + j] = u + w
 
 
+@njit(cache=True, boundscheck=False, nogil=True)
+def rope_rows(x, cos, sin, out):
+    """out[t, h] = x[t, h] rotated by row t's cos / sin ([T, hd/2]): kernels/rope.ref's
+    operations (x1 cos - x2 sin, x2 cos + x1 sin, each product and sum one float32 rounding,
+    no fused multiply-add), so its bytes."""
+    half = x.shape[2] // 2
+    for t in range(x.shape[0]):
+        for h in range(x.shape[1]):
+            for j in range(half):
+                a = x[t, h, j]
+                b = x[t, h, half + j]
+                c = cos[t, j]
+                s = sin[t, j]
+                out[t, h, j] = a * c - b * s
+                out[t, h, half + j] = b * c + a * s
+
+
+def apply_rope(x: np.ndarray, positions, inv: np.ndarray) -> np.ndarray:
+    """kernels/rope.ref(x, positions, inv) (x [T, H, hd] float32) in one numba call: cos and
+    sin from rope.cos_sin (the definition's numpy), the rotation by rope_rows."""
+    cos, sin = rope.cos_sin(np.asarray(positions), inv)
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    out = np.empty(x.shape, np.float32)
+    rope_rows(x, cos, sin, out)
+    return out
+
+
 @njit(cache=True, boundscheck=False, fastmath={"contract"})
 def _dot(q, k, acc):
     """dot16's order where the head dim is not a multiple of 16: lane l sums k = l, l + 16, ...

@@ -169,7 +169,11 @@ def quantize(x: np.ndarray):
     q = np.empty((M, K), np.int8)
     dx = np.empty((M, K // QK), np.float32)
     gs = np.empty((M, K // QK, 16), np.int32)
-    quantize_rows(x, q, dx, gs)
+    from kernels import halves
+    if halves.wanted(M):            # a row's quantization is its own: two halves, two threads
+        halves.pair(lambda a, b: quantize_rows(x[a:b], q[a:b], dx[a:b], gs[a:b]), M // 2, M)
+    else:
+        quantize_rows(x, q, dx, gs)
     return q, dx, gs
 
 
@@ -402,12 +406,88 @@ def _q6k_weights(builder, base, gfni=False):
     return W, S, S16, scv, d
 
 
+ONE_ROW_FORM = True
+try:            # the inline asm of _opaque / _dpwssd_asm: numba's JIT parses it with this
+    import llvmlite.binding as _llb
+    _llb.initialize_native_asmparser()
+except Exception:               # no parser: the forms without asm (_make_tile's body)
+    ONE_ROW_FORM = False
+
+
+def _opaque(builder, v):
+    """v through an empty asm (the same register): LLVM cannot see that it is a splat, so a
+    vector multiply by it stays one vmulps (not a scalar multiply and a broadcast)."""
+    return builder.asm(ir.FunctionType(v.type, [v.type]), "", "=v,0", [v], False)
+
+
+def _pmaddwd(builder, a, b):
+    """lane L: a.lo16 * b.lo16 + a.hi16 * b.hi16 (int16 products summed in int32): vpmaddwd."""
+    fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_v16i32, [_v32i16, _v32i16]),
+                                        "llvm.x86.avx512.pmaddw.d.512")
+    return builder.call(fn, [builder.bitcast(a, _v32i16), builder.bitcast(b, _v32i16)])
+
+
+def _dpwssd_asm(builder, T, a, b):
+    """T + pmaddwd(a, b) as one vpdpwssd in inline asm (the same int32s as _dpwssd): LLVM's
+    tuning for this host otherwise splits a vpdpwssd chain into vpmaddwd + vpaddd."""
+    return builder.asm(ir.FunctionType(_v16i32, [_v16i32] * 3), "vpdpwssd $3, $2, $0", "=v,0,v,v",
+                       [T, builder.bitcast(a, _v16i32), builder.bitcast(b, _v16i32)], False)
+
+
+def _one_row_body(builder, q6, wts, qps, xps, gps, b, out):
+    """One block of the R weight rows (their unpacked `wts`) against the C x rows of qps / xps
+    / gps (VNNI; R == 1 or C == 1): the definition's integers and float operations, each
+    lane's as in _make_tile's body, in fewer instructions: T's chain as vpmaddwd then vpdpwssd
+    (asm), d * dx_b as one vector multiply of d's and dx_b's splats (each lane the scalar
+    product), Q4_K's mins as one vpmaddwd (lanes 8..15: the pair (0, 0) times gs: 0)."""
+    mad = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_v32i16, [_v64i8, _v64i8]),
+                                         "llvm.x86.avx512.pmaddubs.w.512")
+    C = len(qps)
+    rs = []
+    for wt in wts:
+        r = {"W": wt[0], "S16": wt[2], "dv": _opaque(builder, _splat(builder, wt[4], 16))}
+        if q6:
+            r["scv"] = wt[3]
+        else:
+            r["mpair"] = builder.or_(wt[3], builder.shl(wt[3], ir.Constant(_v16i32, [16] * 16)))
+            r["dmv"] = _opaque(builder, _splat(builder, wt[5], 16))
+        rs.append(r)
+    out = list(out)
+    for c in range(C):
+        X = [_load(builder, qps[c], builder.add(builder.mul(b, _c(256, _i64)), _c(64 * k, _i64)), _v64i8)
+             for k in range(4)]
+        dxv = _splat(builder, builder.load(builder.gep(xps[c], [b])), 16)
+        g = builder.load(builder.bitcast(builder.gep(gps[c], [builder.mul(b, _c(16, _i64))]),
+                                         _v16i32.as_pointer()), align=4)
+        if not q6:
+            g16 = builder.bitcast(builder.trunc(g, ir.VectorType(ir.IntType(16), 16)), _v8i32)
+            gw = builder.shuffle_vector(g16, ir.Constant(_v8i32, [0] * 8), ir.Constant(_v16i32, list(range(16))))
+        for ri, r in enumerate(rs):
+            W, S16 = r["W"], r["S16"]
+            if q6:
+                T = builder.sub(ir.Constant(_v16i32, [0] * 16),
+                                builder.shl(builder.mul(r["scv"], g), ir.Constant(_v16i32, [5] * 16)))
+                T = _dpwssd_asm(builder, T, builder.call(mad, [W[0], X[0]]), S16[0])
+            else:
+                T = _pmaddwd(builder, builder.call(mad, [W[0], X[0]]), S16[0])
+            for k in range(1, 4):
+                T = _dpwssd_asm(builder, T, builder.call(mad, [W[k], X[k]]), S16[k])
+            e = ri * C + c
+            a = builder.fadd(out[e], builder.fmul(builder.fmul(r["dv"], dxv), builder.sitofp(T, _v16f)))
+            if not q6:
+                mf = builder.sitofp(_pmaddwd(builder, gw, r["mpair"]), _v16f)
+                a = builder.fsub(a, builder.fmul(builder.fmul(r["dmv"], dxv), mf))
+            out[e] = a
+    return out
+
+
 def _make_tile(kind, R, C, vnni):
     """tile(data, n, q, i, dx, gs): R rows of blocks (data[n .. n+R-1]) times C quantized x
     rows (q[i .. i+C-1]) -> R*C elements, r-major, each by the definition above. A weight
     block is unpacked once for the C x rows; each x block is loaded once for the R rows."""
     nbytes = K_BYTES[kind]
     q6 = kind == "Q6_K"
+    one = vnni and R == 1 and ONE_ROW_FORM     # the forms of _one_row_body (measured: no gain at C == 1, R == 4)
 
     def typer(data, n, q, i, dx, gs):
         sig = V._ret(R * C)(data, n, q, i, dx, gs)
@@ -444,6 +524,8 @@ def _make_tile(kind, R, C, vnni):
                             _prefetch_l2(builder, builder.gep(base, [builder.add(ahead, _c(off, _i64))]))
                 wts = [_q6k_weights(builder, base, GFNI and C == 1) if q6 else _q4k_weights(builder, base)
                        for base in bases]
+                if one:
+                    return _one_row_body(builder, q6, wts, qps, xps, gps, b, out)
                 if vnni and not q6:     # lane L < 8: the int16 pair (m_L, m_L); 8..15: 0
                     mpair = [builder.or_(w[3], builder.shl(w[3], ir.Constant(_v16i32, [16] * 16))) for w in wts]
                 for c in range(C):
@@ -630,6 +712,68 @@ def _make_rows(kind, vnni):
     return V.stable_pickle(rows, "q8rows", kind, vnni)
 
 
+ONE_ROW_C = {"Q4_K": 8, "Q6_K": 4}     # x rows of the main one-weight-row tile, by kind
+# int8 x bytes a pass of the one-weight-row `rows`: the pass's x rows stay in L1 while the
+# span's weight rows (73 KB of Q4_K at K = 2048) stream from L2, each read once a tile of x rows
+# (an x pass of 128 KB read x from L2 at every weight row: Q4_K 768 x 2048 at 32 rows 63.7 ->
+# 70.7 GMAC/s a core with 32 KB)
+X_BYTES_ONE = 1 << 15
+
+
+def _make_rows_one(kind):
+    """rows (as _make_rows: the same signature and elements) from one-weight-row tiles in the
+    VNNI forms (_one_row_body): the x rows in tiles of ONE_ROW_C[kind] against each weight row
+    (its blocks unpacked once for them), then 4 of those left, then 3 or 2 against each weight
+    row, a last single row against 4 weight rows, then 1 (a decode round's groups of 1-3 rows
+    read each weight row once)."""
+    C = ONE_ROW_C[kind]
+    tm, t14 = _make_tile(kind, 1, C, True), _make_tile(kind, 1, 4, True)
+    t13, t12 = _make_tile(kind, 1, 3, True), _make_tile(kind, 1, 2, True)
+    t41, t11 = _make_tile(kind, 4, 1, True), _make_tile(kind, 1, 1, True)
+
+    @njit(cache=True, boundscheck=False, nogil=True)
+    def rows(q, dx, gs, data, out, lo, hi):
+        M, K = q.shape
+        MC = M - M % C
+        xb = max(C, (X_BYTES_ONE // K) // C * C)    # x rows a pass: their int8 stay in L1
+        for i0 in range(0, MC, xb):
+            i1 = min(i0 + xb, MC)
+            for n in range(lo, hi):
+                for i in range(i0, i1, C):
+                    r = tm(data, n, q, i, dx, gs)
+                    for c in range(C):
+                        out[i + c, n] = r[c]
+        i = MC
+        if M - i >= 4:
+            for n in range(lo, hi):
+                r = t14(data, n, q, i, dx, gs)
+                for c in range(4):
+                    out[i + c, n] = r[c]
+            i += 4
+        left = M - i
+        if left == 3:
+            for n in range(lo, hi):
+                r = t13(data, n, q, i, dx, gs)
+                for c in range(3):
+                    out[i + c, n] = r[c]
+        elif left == 2:
+            for n in range(lo, hi):
+                r = t12(data, n, q, i, dx, gs)
+                for c in range(2):
+                    out[i + c, n] = r[c]
+        elif left == 1:
+            n = lo
+            while n + 4 <= hi:
+                r = t41(data, n, q, i, dx, gs)
+                for a in range(4):
+                    out[i, n + a] = r[a]
+                n += 4
+            while n < hi:
+                out[i, n] = t11(data, n, q, i, dx, gs)
+                n += 1
+    return V.stable_pickle(rows, "q8rows", kind, True)
+
+
 def _make_rows_q80(vnni):
     """The Q8_0 rows (as _make_rows: the same signature, every element through Q8_0_DEF's one
     chain) with tiles for the rows past a multiple of 4: 2 of them against 4 rows of blocks
@@ -700,7 +844,9 @@ def _make_rows_q80(vnni):
 
 
 def _make_rows_any(kind, vnni):
-    return _make_rows_q80(vnni) if kind == "Q8_0" else _make_rows(kind, vnni)
+    if kind == "Q8_0":
+        return _make_rows_q80(vnni)
+    return _make_rows_one(kind) if vnni and ONE_ROW_FORM else _make_rows(kind, vnni)
 
 
 def _make_crew(kind, vnni):
@@ -802,6 +948,14 @@ def grouped_matmul(x: np.ndarray, kind: str, stack: np.ndarray, experts: np.ndar
     times stack uint8 [E, N, row bytes] -> [R, N]; every row's bytes those of
     matmul(x_row, kind, stack[e])."""
     q, dx, gs = quantize(x)
+    out = np.empty((q.shape[0], stack.shape[1]), np.float32)
+    return grouped_q(q, dx, gs, kind, stack, np.ascontiguousarray(experts, np.int64),
+                     np.ascontiguousarray(offs, np.int64), out)
+
+
+def grouped_quantized(q, dx, gs, kind: str, stack: np.ndarray, experts, offs) -> np.ndarray:
+    """grouped_matmul of x rows already quantized (quantize's q, dx, gs; grouped as there):
+    one quantized x serves several stacks (a MoE layer's gate and up)."""
     out = np.empty((q.shape[0], stack.shape[1]), np.float32)
     return grouped_q(q, dx, gs, kind, stack, np.ascontiguousarray(experts, np.int64),
                      np.ascontiguousarray(offs, np.int64), out)

@@ -99,6 +99,14 @@ def gate_up_halves(x: np.ndarray, rows: np.ndarray, gate, up, experts: np.ndarra
             return y[:R], y[R:]
         return (kquant_cpu.q80_grouped_q(q, dx, gate.data, experts, offs),
                 kquant_cpu.q80_grouped_q(q, dx, up.data, experts, offs))
+    if q8 and gate.kind in ("Q4_K", "Q6_K") and up.kind in ("Q4_K", "Q6_K"):
+        # x's T rows quantized once (q8_K, kernels/kquant_cpu.py) for both stacks, the rows
+        # gathered after: a row's quantization is its own, so the bytes of quantizing x[rows]
+        from kernels import kquant_cpu
+        q, dx, gs = kquant_cpu.quantize(x)
+        q, dx, gs = q[rows], dx[rows], gs[rows]
+        return (kquant_cpu.grouped_quantized(q, dx, gs, gate.kind, gate.data, experts, offs),
+                kquant_cpu.grouped_quantized(q, dx, gs, up.kind, up.data, experts, offs))
     xg = np.ascontiguousarray(x[rows], dtype=np.float32)
     return (grouped_matmul(xg, gate, experts, offs, q8, q80),
             grouped_matmul(xg, up, experts, offs, q8, q80))
@@ -514,5 +522,9 @@ def combine_grouped(yd: np.ndarray, pos: np.ndarray, wts: np.ndarray) -> np.ndar
     """kernels/moe.combine of the grouped expert outputs yd [R, d] (row pos[t, j] = token t's
     slot j) -> [T, d] float32: its bytes."""
     out = np.empty((pos.shape[0], yd.shape[1]), np.float32)
-    _combine(yd, pos, wts, out)
+    from kernels import halves
+    if halves.wanted(pos.shape[0]):     # a token's sum is its own: two halves, two threads
+        halves.pair(lambda a, b: _combine(yd, pos[a:b], wts[a:b], out[a:b]), pos.shape[0] // 2, pos.shape[0])
+    else:
+        _combine(yd, pos, wts, out)
     return out

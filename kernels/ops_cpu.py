@@ -7,6 +7,7 @@ import numpy as np
 
 from kernels import (attention, dsa, gdn, kda, kv_write, matmul, mhc, mla, qmatmul, rmsnorm, rope,
                      swiglu)
+from kernels import halves as _halves
 from kernels import moe as M
 from kernels.blocks import Blocks, ExpertGateUp, ExpertStack, MixedBlocks
 
@@ -170,7 +171,7 @@ class Ops:
             else:
                 gu = G.grouped_matmul(x[rows], experts_gu, experts, offs, self.kq8, self.q80)
                 g, u = gu[:, :ff], gu[:, ff:]
-            act = swiglu.limited(g, u, limit)
+            act = self.swiglu_rows(g, u, limit)
             out = G.combine_grouped(G.grouped_matmul(act, experts_down, experts, offs, self.kq8,
                                                      self.q80), pos, wts)
         else:
@@ -412,6 +413,10 @@ class Ops:
         recurrent_chunks(rows, fixed, snaps, run, name)
         return o
 
+    def swiglu_rows(self, gate, up, limit=0.0):
+        """swiglu.limited(gate, up, limit) ([R, F] each)."""
+        return swiglu.limited(gate, up, limit)
+
     def sigmoid(self, x):
         """1 / (1 + exp(-x)), float32, elementwise."""
         return np.float32(1) / (np.float32(1) + np.exp(-x))
@@ -445,6 +450,61 @@ class NumbaOps(Ops):
     def describe(self) -> str:
         return ("numba: GGUF blocks (Q4_K, Q6_K against int8 activations), norms, SwiGLU, attention, "
                 "the Gated DeltaNet scan")
+
+    def _paired(self, rows: int) -> bool:
+        return _halves.wanted(rows)
+
+    def rms_norm(self, x, w, eps):
+        """Ops.rms_norm's bytes (numpy's order, a row at a time), many rows as two halves on
+        two threads."""
+        if not (self._np_order(x, w) and self._paired(x.shape[0])):
+            return super().rms_norm(x, w, eps)
+        x = np.ascontiguousarray(x)
+        y = np.empty(x.shape, np.float32)
+        e = np.float32(eps)
+        _halves.pair(lambda a, b: self._np_norms.np_rms_norm(x[a:b], w, e, y[a:b]), x.shape[0] // 2, x.shape[0])
+        return y
+
+    def swiglu_rows(self, gate, up, limit=0.0):
+        """swiglu.limited's bytes (numpy's elementwise operations, the same per element
+        wherever it lies in the array), many rows as two halves on two threads."""
+        if not self._paired(gate.shape[0]) or gate.ndim != 2:
+            return swiglu.limited(gate, up, limit)
+        out = np.empty(gate.shape, np.float32)
+
+        def half(a, b):
+            out[a:b] = swiglu.limited(gate[a:b], up[a:b], limit)
+        _halves.pair(half, gate.shape[0] // 2, gate.shape[0])
+        return out
+
+    def write_and_attend(self, q, k, v, k_pool, v_pool, rows, scale):
+        """Ops.write_and_attend (each chunk's KV written, then its rows attend by
+        attention.ref), a chunk of many rows attending as two runs of its rows on two threads:
+        a row's attention reads its q and its stream's keys up to its position only, so the
+        bytes are the whole chunk's. The cut evens the keys the two runs read."""
+        out = np.empty(q.shape, dtype=q.dtype)
+        for (a, b), c in zip(rows.spans, rows.chunks):
+            kv_write.ref(k_pool, v_pool, c.table, c.page_rows, c.start, k[a:b], v[a:b])
+            n = b - a
+            if not self._paired(n):
+                out[a:b] = attention.ref(q[a:b], k_pool, v_pool, c.table, c.page_rows, c.start, scale)
+                continue
+            keys = np.cumsum(np.arange(c.start + 1, c.start + n + 1, dtype=np.int64))
+            cut = int(np.searchsorted(keys, keys[-1] // 2)) + 1
+            cut = min(max(cut, 1), n - 1)
+
+            def run(i, j, a=a, c=c):
+                out[a + i:a + j] = attention.ref(q[a + i:a + j], k_pool, v_pool, c.table,
+                                                 c.page_rows, c.start + i, scale)
+            _halves.pair(run, cut, n)
+        return out
+
+    def apply_rope(self, x, positions, inv):
+        """rope.ref's bytes in one numba call (kernels/attention_cpu.apply_rope) where x is
+        [T, H, hd] float32 with hd even; else the definition."""
+        if x.ndim == 3 and x.dtype == np.float32 and x.shape[-1] % 2 == 0:
+            return self._attention_cpu.apply_rope(x, positions, inv)
+        return super().apply_rope(x, positions, inv)
 
     def add_norm(self, out, h, norm_w, eps):
         R = self._rmsnorm_cpu
