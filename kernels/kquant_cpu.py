@@ -739,16 +739,33 @@ _CREWS: dict = {}
 _ONE = np.zeros(1, np.int64)
 
 
+def _cpu_vendor() -> str:
+    """The host's CPU vendor as /proc/cpuinfo names it ("AuthenticAMD", "GenuineIntel"), or ""."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("vendor_id"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return ""
+
+
 # A product of at most SOLO_ROWS x rows (a decode step at batch 1: a weight read for one dot
 # each) against at most SOLO_BYTES of weights runs on the calling thread alone: it is bound by
-# memory, and on the 2-core host one core streams ~33 of the ~35 GB/s both reach (receipt
+# memory, so whether a helper pays depends on how much of the host's bandwidth one core reaches.
+# AMD (the Zen 4 guest): one core streams ~33 of the ~35 GB/s both reach (receipt
 # 2026-12-05-mladec), so a helper adds its wake, the counters and a wait for its last piece (on
 # a busy host a descheduled helper's piece) for little: the layers' matrices measured the same
-# or 5-15% faster alone. The LM head (337 MB on GLM-4.7-Flash) keeps the crew: its second
-# stream gained ~10% where the helper had a core (and lost ~8% where it had not). SOLO_ROWS 0:
-# every round past CREW_SERIAL_MACS on the crew. The cut changes no byte (one chain an element).
+# or 5-15% faster alone, and only the LM head (337 MB on GLM-4.7-Flash) keeps the crew (its
+# second stream gained ~10% where the helper had a core, lost ~8% where it had not): 128 MiB.
+# Elsewhere (the Intel guest, receipt 2026-12-05-hyb33): one core streams ~15 GB/s of a cold
+# matrix and two ~25, so a one-row product of 20-27 MB (Qwen3.5-35B's qkvz|ba, its full layers'
+# q|k|v|gate) took 0.61-0.65x the time on the crew (best of 150, load 8-10), one of 8.9 MB the
+# same or slower (the helper's wake is most of its 0.6 ms): 16 MiB. SOLO_ROWS 0: every round
+# past CREW_SERIAL_MACS on the crew. The cut changes no byte (one chain an element).
 SOLO_ROWS = 1
-SOLO_BYTES = 1 << 27
+SOLO_BYTES = 1 << 27 if _cpu_vendor() == "AuthenticAMD" else 1 << 24
 
 
 def grouped_q(q, dx, gs, kind, stack, experts, offs, out, vnni=None):
