@@ -760,12 +760,13 @@ def _cpu_vendor() -> str:
 # or 5-15% faster alone, and only the LM head (337 MB on GLM-4.7-Flash) keeps the crew (its
 # second stream gained ~10% where the helper had a core, lost ~8% where it had not): 128 MiB.
 # Elsewhere (the Intel guest, receipt 2026-12-05-hyb33): one core streams ~15 GB/s of a cold
-# matrix and two ~25, so a one-row product of 20-27 MB (Qwen3.5-35B's qkvz|ba, its full layers'
-# q|k|v|gate) took 0.61-0.65x the time on the crew (best of 150, load 8-10), one of 8.9 MB the
-# same or slower (the helper's wake is most of its 0.6 ms): 16 MiB. SOLO_ROWS 0: every round
-# past CREW_SERIAL_MACS on the crew. The cut changes no byte (one chain an element).
+# matrix and two ~25-30, so a cold one-row product of 8.9 MB (Qwen3.5-35B's out_proj, o) took
+# 0.73x the time on the crew, 20-27 MB (its qkvz|ba, q|k|v|gate) 0.6-0.7x, while one of 4.5 MB
+# or less took 1.1-1.5x (the helper's wake and the last piece's wait are most of its 0.3 ms):
+# 8 MiB. SOLO_ROWS 0: every round past CREW_SERIAL_MACS on the crew. The cut changes no byte
+# (one chain an element).
 SOLO_ROWS = 1
-SOLO_BYTES = 1 << 27 if _cpu_vendor() == "AuthenticAMD" else 1 << 24
+SOLO_BYTES = 1 << 27 if _cpu_vendor() == "AuthenticAMD" else 1 << 23
 
 
 def grouped_q(q, dx, gs, kind, stack, experts, offs, out, vnni=None):
