@@ -6,6 +6,10 @@ Knobs (comma lists of name=value; `base` = the tree's settings):
   solo=N       kernels/kquant_cpu.SOLO_ROWS (0: every product past CREW_SERIAL_MACS on the crew)
   solob=N      kernels/kquant_cpu.SOLO_BYTES
   serial=N     kernels/blocks_vec.CREW_SERIAL_MACS
+  gdn=N        kernels/gdn_cpu.CREW_SERIAL (state elements x positions at most on the caller alone)
+  head=gguf    the LM head read from the GGUF's own map (a second map of the file: the same
+               page-cache pages the loader's map had) instead of the engine's copy
+               (kernels/blocks.hugepage_copy); head=held the engine's
 
     PYTHONPATH=$PWD python -m bench.b1_knobs FILE.gguf [--threads 2] [--steps 16] [--rounds 6]
         [--sets base,solo=0]
@@ -25,16 +29,26 @@ import server  # noqa: F401,I001  (OPENBLAS_NUM_THREADS=1 before numpy, as serve
 import numpy as np
 
 
+HEADS: dict = {}         # "held" / "gguf" -> the head's Blocks; MODEL: the engine's Model
+MODEL: list = []
+
+
 def apply(setting: str, saved: dict):
-    from kernels import blocks_vec, kquant_cpu
+    from kernels import blocks_vec, gdn_cpu, kquant_cpu
     for k, v in saved.items():
         setattr(*k, v)
+    if HEADS:
+        MODEL[0].w.lm_head = HEADS["held"]
     if setting == "base":
         return
     for kv in setting.split("+"):
         name, val = kv.split("=")
+        if name == "head":
+            MODEL[0].w.lm_head = HEADS[val]
+            continue
         mod, attr = {"solo": (kquant_cpu, "SOLO_ROWS"), "solob": (kquant_cpu, "SOLO_BYTES"),
-                     "serial": (blocks_vec, "CREW_SERIAL_MACS")}[name]
+                     "serial": (blocks_vec, "CREW_SERIAL_MACS"),
+                     "gdn": (gdn_cpu, "CREW_SERIAL")}[name]
         setattr(mod, attr, int(val))
 
 
@@ -49,12 +63,21 @@ def main(argv=None):
     import kernels
     kernels.init()
     from bench.moe_cpu import Foldserve
-    from kernels import blocks_vec, kquant_cpu
+    from kernels import blocks_vec, gdn_cpu, kquant_cpu
     from server.ranks.steps import Chunk, RoundStep
     saved = {(kquant_cpu, "SOLO_ROWS"): kquant_cpu.SOLO_ROWS,
              (kquant_cpu, "SOLO_BYTES"): kquant_cpu.SOLO_BYTES,
-             (blocks_vec, "CREW_SERIAL_MACS"): blocks_vec.CREW_SERIAL_MACS}
+             (blocks_vec, "CREW_SERIAL_MACS"): blocks_vec.CREW_SERIAL_MACS,
+             (gdn_cpu, "CREW_SERIAL"): gdn_cpu.CREW_SERIAL}
     f = Foldserve(Path(a.gguf), a.threads)
+    MODEL.append(f.eng.model)
+    if any("head=" in s for s in a.sets.split(",")):
+        from kernels.blocks import Blocks
+        from server.engine.weights.gguf_file import GGUFFile
+        held = f.eng.model.w.lm_head
+        t = next(t for t in GGUFFile(a.gguf).tensors if t.name == "output.weight")
+        HEADS.update(held=held, gguf=Blocks(held.kind, held.rows, held.cols,
+                                            t.data.reshape(held.rows, -1)))
     sets = a.sets.split(",")
     print(f"load {os.getloadavg()}; sets {sets}", flush=True)
     ms = {s: [] for s in sets}

@@ -7,12 +7,13 @@
                crew round of 2 (the served form: the head is past SOLO_BYTES)
   f32 2t       blocks_vec.matmul (float32 x), crew of 2
 
-each over the same bytes held three ways:
+each over the same bytes held three (with --file, four) ways:
+  gguf   the GGUF's own map (server/engine/weights/gguf_file: the pages the loader serves from)
   file   a copy-on-write map of a file (np.memmap mode "c"), as server/engine/weights/gguf_file
          maps a GGUF: page-cache pages, 4 KiB PTEs
-  anon   an anonymous map (no THP advice; this host's THP is "madvise")
-  huge   an anonymous map with madvise(MADV_HUGEPAGE), touched: 2 MiB pages where the kernel
-         has them (AnonHugePages in /proc/self/smaps_rollup is printed)
+  anon   a private anonymous map (no THP advice; this host's THP is "madvise")
+  huge   a private anonymous map with madvise(MADV_HUGEPAGE), touched: 2 MiB pages where the
+         kernel has them (AnonHugePages in /proc/self/smaps_rollup is printed)
 
 Prints ms (median, best) and GB/s of the head's bytes a variant. --file F takes the head
 (output.weight) from a GGUF instead of random blocks.
@@ -40,7 +41,7 @@ def smaps_huge() -> str:
 
 
 def anon_copy(src: np.ndarray, huge: bool) -> np.ndarray:
-    m = mmap.mmap(-1, src.nbytes + (2 << 20))
+    m = mmap.mmap(-1, src.nbytes + (2 << 20), flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
     if huge:
         m.madvise(mmap.MADV_HUGEPAGE)
     a = np.frombuffer(m, np.uint8)
@@ -70,7 +71,8 @@ def main():
         from server.engine.weights.gguf_file import GGUFFile
         g = GGUFFile(a.file)
         t = next(t for t in g.tensors if t.name == "output.weight")
-        src = np.array(t.data).reshape(t.shape[0], -1)
+        gguf_view = t.data.reshape(t.shape[0], -1)
+        src = np.array(gguf_view)
     else:
         from bench.q8_kernels import q8_matrix
         src = q8_matrix(rng, a.rows, a.cols)
@@ -79,6 +81,9 @@ def main():
           f"SOLO_BYTES {kquant_cpu.SOLO_BYTES}; load {os.getloadavg()}", flush=True)
     mats = {}
     what = a.what.split(",")
+    if a.file and "gguf" in what:
+        mats["gguf"] = gguf_view                           # the GGUF's own map, as the loader's
+        np.max(gguf_view)
     if "file" in what:
         fd, path = tempfile.mkstemp(dir=os.environ.get("HEAD_B1_DIR", "/tmp"), suffix=".bin")
         os.write(fd, src.tobytes())
