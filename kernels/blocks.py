@@ -233,3 +233,34 @@ class ExpertGateUp(list):
     @property
     def nbytes(self) -> int:
         return self.gate.nbytes + self.up.nbytes
+
+
+HUGE = 2 << 20           # the x86-64 transparent huge page
+
+
+def hugepage_copy(a: np.ndarray) -> np.ndarray:
+    """A C-contiguous copy of `a` (the same bytes, shape and dtype) in a private anonymous map
+    advised MADV_HUGEPAGE and starting on a 2 MiB boundary, so the kernel backs it with 2 MiB
+    pages where it has them (this host's THP is "madvise": plain numpy arrays get none); `a`
+    itself where the platform has no such advice (the same bytes either way).
+
+    Why: a weight served from the GGUF's map lies in the page cache as the kernel left it; on
+    the 2-core Intel guest, after other files had pushed it out and back, the Qwen3.5-35B
+    head's 540 MB were mapped in 4 KiB pages (FilePmdMapped 28 of 540 MB) and streamed at
+    0.80-0.83x the rate of the same bytes copied here (receipt 2026-12-05-hyb33). For a
+    matrix every decode step reads whole (the LM head); the copy costs its bytes in memory
+    (the file's pages stay reclaimable cache)."""
+    import mmap
+    advice = getattr(mmap, "MADV_HUGEPAGE", None)
+    if advice is None or not hasattr(mmap, "MAP_PRIVATE") or a.nbytes < HUGE:
+        return a
+    m = mmap.mmap(-1, a.nbytes + HUGE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    try:
+        m.madvise(advice)
+    except OSError:
+        pass                                   # no THP in this kernel: a plain copy
+    buf = np.frombuffer(m, np.uint8)
+    off = (-buf.ctypes.data) % HUGE
+    out = buf[off:off + a.nbytes].view(a.dtype).reshape(a.shape)
+    out[...] = a
+    return out

@@ -887,18 +887,32 @@ _CREWS: dict = {}
 _ONE = np.zeros(1, np.int64)
 
 
+def _cpu_vendor() -> str:
+    """The host's CPU vendor as /proc/cpuinfo names it ("AuthenticAMD", "GenuineIntel"), or ""."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("vendor_id"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return ""
+
+
 # A product of at most SOLO_ROWS x rows (a decode step at batch 1: a weight read for one dot
-# each) against at most SOLO_BYTES of weights runs on the calling thread alone. Off (0 bytes)
-# since receipt 2026-12-05-mla32: on this 2-core host one core's share of the memory bandwidth
-# moves between episodes (~33 of ~35 GB/s in receipt 2026-12-05-mladec, where alone measured
-# 0-15% faster under load; 16-20 of 31-35 GB/s in mla32's, where a 142 MB product ran at 20 GB/s
-# alone and 35 on the crew, and a GLM-4.7-Flash-shaped decode step took 0.90x the time with
-# every product past 4 MiB on the crew, 0.87x with all of them; with the helper denied a core
-# (load 4) the crew cost nothing: 0.99x). The crew's caller never waits for a helper that has
-# taken no piece (kernels/team_cpu.Crew), so its cost is bounded where alone's is not. The cut
-# changes no byte (one chain an element).
+# each) against at most SOLO_BYTES of weights runs on the calling thread alone: it is bound by
+# memory, so whether a helper pays depends on how much of the host's bandwidth one core reaches.
+# AMD (the Zen 4 guest): one core streams ~33 of the ~35 GB/s both reach (receipt
+# 2026-12-05-mladec), and the layers' matrices measured the same or 5-15% faster alone; only
+# the LM head keeps the crew: 128 MiB. Elsewhere (the Intel guest): one core streams ~15-20 GB/s
+# of the ~30 both reach; one-row products of 8.9-27 MB took 0.6-0.73x the time on the crew and
+# those of 4.5 MB or less 1.1-1.5x in isolation (receipt 2026-12-05-hyb33), but a whole
+# GLM-4.7-Flash-shaped decode step took 0.90x the time with every product past 4 MiB on the crew
+# and 0.87x with all of them (receipt 2026-12-05-mla32): 0, every one-row product on the crew.
+# The crew's caller never waits for a helper that has taken no piece (kernels/team_cpu.Crew), so
+# a descheduled helper costs little. The cut changes no byte (one chain an element).
 SOLO_ROWS = 1
-SOLO_BYTES = 0
+SOLO_BYTES = 1 << 27 if _cpu_vendor() == "AuthenticAMD" else 0
 
 
 def grouped_q(q, dx, gs, kind, stack, experts, offs, out, vnni=None):

@@ -25,7 +25,7 @@ import numpy as np
 from server.engine.model import ShardWeights
 from server.shapes.shard import Shard
 from kernels.blocks import BlockSplitError, Blocks, ExpertGateUp, ExpertStack, MixedBlocks, \
-    concat_cols, concat_rows
+    concat_cols, concat_rows, hugepage_copy
 from server.engine.weights.loaded import WeightsError
 
 log = logging.getLogger("foldserve")
@@ -291,6 +291,12 @@ def _shard_weights(spec, get, shard, to_device, out_in, mixed=False) -> ShardWei
         lm_head = embed_dev                          # [vocab, d] is already [out, in]
     else:
         lm_head = to_device(orient(head))
+    if isinstance(lm_head, Blocks) and isinstance(lm_head.data, np.ndarray):
+        # the CPU streams the whole head every decode step: its bytes on 2 MiB pages
+        # (kernels/blocks.hugepage_copy; the same bytes)
+        lm_head = Blocks(lm_head.kind, lm_head.rows, lm_head.cols, hugepage_copy(lm_head.data))
+        if spec.tie_embeddings and isinstance(embed_dev, Blocks):
+            embed_dev = lm_head
     norm = get("model.norm.weight")
     if getattr(spec, "zero_centred_norms", False):     # HF Qwen3-Next: (1 + w)
         norm = norm + 1
