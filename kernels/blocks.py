@@ -87,7 +87,8 @@ class Blocks:
         return self.rows * self.row_bytes
 
     def take_rows(self, index) -> "Blocks":
-        """Rows by a slice, a list or an index array (a byte copy)."""
+        """Rows by a slice (a view where the rows are contiguous), a list or an index array (a
+        byte copy)."""
         data = np.ascontiguousarray(self.data[index])
         return Blocks(self.kind, int(data.shape[0]), self.cols, data)
 

@@ -148,16 +148,13 @@ class Split:
         return _cat(parts, axis=axis, mixed=mixed and self.mixed)
 
     @staticmethod
-    def join_rows(a, b, views=False):
-        """(a | b as one matrix, then a and b as its rows) where both are Blocks of one kind
-        and width: one product then reads both, each output element still its own row's one
-        chain (kernels/blocks_cpu.py), so the same bytes; else None. a and b come back as
-        copies of the joined rows, or with `views` as views of them (no second copy held)."""
+    def join_rows(a, b):
+        """(a | b as one matrix, then a and b as views of its rows) where both are Blocks of one
+        kind and width: one product then reads both, each output element still its own row's
+        one chain (kernels/blocks_cpu.py), so the same bytes, and no second copy held; else
+        None."""
         if isinstance(a, Blocks) and isinstance(b, Blocks) and a.kind == b.kind and a.cols == b.cols:
             j = concat_rows([a, b])
-            if views:
-                return (j, Blocks(j.kind, a.rows, j.cols, j.data[:a.rows]),
-                        Blocks(j.kind, b.rows, j.cols, j.data[a.rows:]))
             return j, j.take_rows(slice(0, a.rows)), j.take_rows(slice(a.rows, j.rows))
         return None
 

@@ -136,7 +136,7 @@ def shard_layer(spec, i: int, sp, shard) -> MlaLayerWeights:
         wq_a = dev(sp.orient(get(a + "q_a_proj.weight")))
         q_a_norm = dev(get(a + "q_a_layernorm.weight"))
         wq = sp.rows(get(a + "q_b_proj.weight"), heads, N + R)
-        j = sp.join_rows(wq_a, wkv_a, views=True)
+        j = sp.join_rows(wq_a, wkv_a)
         if j is not None:
             joined = dict(wqkv_a=j[0], nq_a=j[1].rows)
             wq_a, wkv_a = j[1], j[2]
