@@ -65,6 +65,7 @@ from numba.core import cgutils  # noqa: E402
 from numba.extending import intrinsic  # noqa: E402
 
 from kernels import blocks_vec as V  # noqa: E402
+from kernels import halves  # noqa: E402
 # the crew member's helpers as module globals, not as closure cells of _make_crew: numba keys a
 # cached closure by its cells pickled, and a dispatcher pickles with a uuid drawn afresh in each
 # process, so the member missed the cache in every new process and compiled again (~1.3 s a kind)
@@ -169,7 +170,6 @@ def quantize(x: np.ndarray):
     q = np.empty((M, K), np.int8)
     dx = np.empty((M, K // QK), np.float32)
     gs = np.empty((M, K // QK, 16), np.int32)
-    from kernels import halves
     if halves.wanted(M):            # a row's quantization is its own: two halves, two threads
         halves.pair(lambda a, b: quantize_rows(x[a:b], q[a:b], dx[a:b], gs[a:b]), M // 2, M)
     else:

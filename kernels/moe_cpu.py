@@ -20,7 +20,7 @@ require_init(__name__)           # kernels.init() first: numba's cache folder, i
 import numpy as np
 from numba import njit, prange
 
-from kernels import blocks_vec
+from kernels import blocks_vec, halves
 from kernels.blocks_vec import ROWS
 
 
@@ -522,7 +522,6 @@ def combine_grouped(yd: np.ndarray, pos: np.ndarray, wts: np.ndarray) -> np.ndar
     """kernels/moe.combine of the grouped expert outputs yd [R, d] (row pos[t, j] = token t's
     slot j) -> [T, d] float32: its bytes."""
     out = np.empty((pos.shape[0], yd.shape[1]), np.float32)
-    from kernels import halves
     if halves.wanted(pos.shape[0]):     # a token's sum is its own: two halves, two threads
         halves.pair(lambda a, b: _combine(yd, pos[a:b], wts[a:b], out[a:b]), pos.shape[0] // 2, pos.shape[0])
     else:
