@@ -245,12 +245,10 @@ def hugepage_copy(a: np.ndarray) -> np.ndarray:
     pages where it has them (this host's THP is "madvise": plain numpy arrays get none); `a`
     itself where the platform has no such advice (the same bytes either way).
 
-    Why: a weight served from the GGUF's map lies in the page cache as the kernel left it; on
-    the 2-core Intel guest, after other files had pushed it out and back, the Qwen3.5-35B
-    head's 540 MB were mapped in 4 KiB pages (FilePmdMapped 28 of 540 MB) and streamed at
-    0.80-0.83x the rate of the same bytes copied here (receipt 2026-12-05-hyb33). For a
-    matrix every decode step reads whole (the LM head); the copy costs its bytes in memory
-    (the file's pages stay reclaimable cache)."""
+    For a matrix every decode step reads whole (the LM head): a file-mapped weight lies in
+    the page cache in whatever pages the kernel left it (often 4 KiB ones), which stream
+    slower than 2 MiB pages (0.80-0.83x on the 2-core Intel guest, receipt 2026-12-05-hyb33).
+    The copy costs its bytes in memory; the file's pages stay reclaimable cache."""
     import mmap
     advice = getattr(mmap, "MADV_HUGEPAGE", None)
     if advice is None or not hasattr(mmap, "MAP_PRIVATE") or a.nbytes < HUGE:
