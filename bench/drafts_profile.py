@@ -51,7 +51,7 @@ class Timed:
 
 def one(engine, prompt, tokens, drafted, row_cost, draft_tokens):
     import server.scheduler as S
-    from server.drafts.policy import ROW_COST
+    from server.drafts.policy import CHUNK_COST, ROW_COST
     from server.drafts.source import make_source
     from server.planner.admission import Admission
     from server.ranks.steps import PoolStep
@@ -83,7 +83,8 @@ def one(engine, prompt, tokens, drafted, row_cost, draft_tokens):
     drv = Timed(LocalDriver(engine), fwd)
     s = S.Scheduler(drv, adm, context=context, prefill_chunk=256,
                     drafts=make_source("ngram") if drafted else None, draft_tokens=draft_tokens,
-                    draft_row_cost=ROW_COST["cpu"] if row_cost is None else row_cost)
+                    draft_row_cost=ROW_COST["cpu"] if row_cost is None else row_cost,
+                    draft_chunk_cost=CHUNK_COST["cpu"] if row_cost is None else None)
     S.build_round, S.take_round = build, take
     times = {}
 

@@ -181,7 +181,7 @@ def add_plan_flags(p: argparse.ArgumentParser) -> None:
                    help="what one more row of a stream's verify chunk adds to a round, as a "
                         "fraction of a one-row round (server/drafts/pace.py: drafting pays by "
                         "it); default: the device's measured value (server/drafts/policy.py "
-                        "ROW_COST)")
+                        "ROW_COST, and a lone stream's chunk by CHUNK_COST; F replaces both)")
     p.add_argument("--reserve-gib", type=float, default=None,
                    help="GiB of the memory left after the weights kept out of the pool "
                         "(default: max(2 GiB, 5%% of the device); ignored under TF_ROOM_GIB)")

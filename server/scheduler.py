@@ -120,7 +120,8 @@ class Scheduler:
                  token_budget: int | None = None, seed_salt: int = 0, metrics=None,
                  solo_chunk: int | None = None, prefill_keys: int | None = None,
                  drafts=None, draft_tokens: int = 0, draft_rows: int | None = None,
-                 draft_row_cost=ROW_COST["cpu"], snap_rows: int | None = None):
+                 draft_row_cost=ROW_COST["cpu"], draft_chunk_cost=None,
+                 snap_rows: int | None = None):
         self.driver, self.adm = driver, admission
         self.sampling = driver.sampling      # rank 0's sampling (server/host_sampling.py)
         self.context, self.prefill_chunk = context, prefill_chunk
@@ -136,6 +137,7 @@ class Scheduler:
         # and the rows a round may hold before drafting backs off (policy.round_drafts)
         self.draft_source, self.draft_tokens = drafts, draft_tokens
         self.draft_row_cost = draft_row_cost     # server/drafts/pace.py
+        self.draft_chunk_cost = draft_chunk_cost  # a lone stream's chunk costs (policy.CHUNK_COST)
         # a recurrent family's page rows (its drafts replayed after a refusal and kept off
         # page boundaries: server/round_build.py snap_cap), None: not recurrent
         self.snap_rows = snap_rows
@@ -400,7 +402,8 @@ class Scheduler:
         "draft": false, or where the driver cannot draw its verify rows as plain would."""
         if self.draft_source is None or not req.draft or not self.sampling.verifies(st):
             return None
-        return Paced(self.draft_source.stream(req.prompt_ids), self.draft_row_cost)
+        return Paced(self.draft_source.stream(req.prompt_ids), self.draft_row_cost,
+                     self.draft_chunk_cost)
 
     def _run_all(self, steps):
         for st in steps:

@@ -462,7 +462,7 @@ def _serve_front(args, env, opened, comm, beat, lays, rooms, reserves, context, 
     from server.api.app import create_app
     from server.api.http_server import run_uvicorn
     from server.api.state import AppState
-    from server.drafts.policy import ROW_COST
+    from server.drafts.policy import CHUNK_COST, ROW_COST
     from server.drafts.source import make_source
     from server.flags import draft_kind, verify_window
     from server.step_driver import LocalDriver, RankDriver
@@ -509,6 +509,8 @@ def _serve_front(args, env, opened, comm, beat, lays, rooms, reserves, context, 
                       drafts=make_source(draft_kind(args)), draft_tokens=args.draft_tokens,
                       draft_row_cost=ROW_COST[args.device] if getattr(args, "draft_row_cost", None) is None
                       else args.draft_row_cost,
+                      draft_chunk_cost=CHUNK_COST[args.device]
+                      if getattr(args, "draft_row_cost", None) is None else None,
                       snap_rows=adm.page_rows if opened.spec.recurrent else None).start()
     names = tuple(args.served_model_name or ())
     state = AppState(scheduler=sched, tokenizer=opened.tokenizer,

@@ -7,11 +7,18 @@ offer k tokens after it (a run repeating itself): then the first. Two indexes ma
 n-gram to the ends of its first and latest occurrences that have a continuation, kept up
 as tokens arrive: O(MAX_N) a token.
 
+`match` says how far back the chosen occurrence agrees with the text's end (its n-gram,
+extended token by token up to MATCH_CAP): a copied line agrees far back, a chance n-gram
+does not. The pace keeps its record per class of that length (server/drafts/pace.py), so a
+long match may draft the whole window while a chance one drafts little or nothing. A
+function of the prompt and the reply so far, like the proposal.
+
 How far to draft is the pace's (server/drafts/pace.py): this proposes up to what it asks.
 """
 from __future__ import annotations
 
 MIN_N, MAX_N = 2, 4
+MATCH_CAP = 16           # `match` counts back at most this far
 
 
 class NgramSource:
@@ -28,6 +35,7 @@ class NgramDrafts:
         self.first: dict = {}                # n-gram -> end of its first occurrence
         self.done = 0                        # n-grams ending before this are indexed
         self.reply = 0                       # tokens of the reply already in toks
+        self.match = 0                       # the last proposal's match length (0: none)
         self._index()
 
     def _index(self) -> None:
@@ -48,14 +56,20 @@ class NgramDrafts:
             self.reply = len(out)
             self._index()
         t = self.toks
+        self.match = 0
         if k < 1:
             return ()
+        end = len(t) - 1
         for n in range(min(MAX_N, len(t)), MIN_N - 1, -1):
             g = tuple(t[len(t) - n:])
             e = self.latest.get(g)
             if e is not None:
-                if len(t) - 1 - e < k:       # too near the end: the first may offer more
+                if end - e < k:              # too near the end: the first may offer more
                     e = self.first[g]
+                m = n
+                while m < MATCH_CAP and e - m >= 0 and t[e - m] == t[end - m]:
+                    m += 1
+                self.match = m
                 return tuple(t[e + 1:e + 1 + k])
         return ()
 

@@ -26,25 +26,54 @@ deterministic count) before each round.
 
 The source's proposal may be shorter than asked (the match's continuation runs out);
 what is counted is what it proposed and what was taken.
+
+A source that says how good each proposal looks (`match`: the n-gram source's match
+length, server/drafts/ngram.py) is asked for the whole cap first, and the stream keeps one
+record a class of that length (LONG and past: the text agrees beyond the 2-3 tokens a
+chance n-gram shares; shorter: a chance match), so a copied stretch drafts far while the
+chance matches beside it draft little or nothing (on the recorded editing reply of
+docs/receipts/2026-12-05-drafts36: 90 % of the drafts of matches of 16 or more were taken,
+37 % of those of 2-3). The proposal is then cut to the k that pays by its class's record;
+the class and the record are counts, never a clock.
+
+Where the stream's rows are the whole round, k drafts are priced by the measured cost of a
+chunk of k + 1 rows (`chunk_cost`, server/drafts/policy.py CHUNK_COST: a staircase, one
+pass over the blocks up to 6 rows, two for 7-9), not by the line above.
 """
 from __future__ import annotations
 
 DECAY = 0.8            # the weight of the walks before the last
 PROBE = 16             # rounds without drafts after which one token is tried
 PRIOR = (1.0, 2.0)     # (taken, tried): a new stream starts at a = 0.5
+LONG = 4               # a `match` this long or longer: the long class (past the 4-gram)
 
 
 class Paced:
     """A StreamDrafts that drafts only as far as pays (the same interface)."""
 
-    def __init__(self, source, row_cost):
+    def __init__(self, source, row_cost, chunk_cost=None):
         """row_cost: a fraction, or a function of the keys the stream's rows read
-        (server/drafts/policy.py ROW_COST), followed by `at`."""
+        (server/drafts/policy.py ROW_COST), followed by `at`. chunk_cost: what a lone
+        stream's verify chunk of 1, 2, ... rows costs in one-row rounds, measured (a
+        staircase: the kernels take a chunk's rows in tiles, server/drafts/policy.py
+        CHUNK_COST), used where the stream's rows are the round's (rows past its end cost
+        row_cost each); None: 1 + k * row_cost there too."""
         self.source = source
+        self.chunk = chunk_cost
         self.cost = row_cost if callable(row_cost) else None
         self.row_cost = row_cost(0) if callable(row_cost) else row_cost
-        self.taken, self.tried = PRIOR
+        self.taken, self.tried = PRIOR       # the record of the current class
         self.idle = 0
+        self.classed = hasattr(source, "match")
+        self.cls = 0                         # the class of the last proposal
+        self.records = {}                    # the other classes' (taken, tried)
+
+    def _use(self, cls: int) -> None:
+        """Make `cls`'s record the current one (taken, tried, rate, expect read it)."""
+        if cls != self.cls:
+            self.records[self.cls] = (self.taken, self.tried)
+            self.taken, self.tried = self.records.pop(cls, PRIOR)
+            self.cls = cls
 
     def at(self, keys: int) -> None:
         """The stream's rows now read `keys` keys: its row cost there (a fixed one stays)."""
@@ -67,8 +96,13 @@ class Paced:
         rows, tokens = load
         base = 1 + (rows - 1) * self.row_cost          # the round's cost, one-row rounds
         best, gain = 0, tokens / base
+        stair = self.chunk if rows == 1 else None
         for k in range(1, cap + 1):
-            g = (tokens - 1 + self.expect(k)) / (base + k * self.row_cost)
+            if stair is not None:
+                cost = stair[k] if k < len(stair) else stair[-1] + (k + 1 - len(stair)) * self.row_cost
+            else:
+                cost = base + k * self.row_cost
+            g = (tokens - 1 + self.expect(k)) / cost
             if g > gain:
                 best, gain = k, g
         return best
@@ -82,6 +116,8 @@ class Paced:
         return n
 
     def propose(self, out: list, k: int, load: tuple = (1, 1.0)) -> tuple:
+        if self.classed:
+            return self._propose_classed(out, k, load)
         n = self.best(k, load)
         if n == 0:
             self.idle += 1
@@ -90,6 +126,21 @@ class Paced:
             n = 1
         self.idle = 0
         return tuple(self.source.propose(out, n))
+
+    def _propose_classed(self, out: list, k: int, load: tuple) -> tuple:
+        d = tuple(self.source.propose(out, k)) if k >= 1 else ()
+        if not d:
+            self.idle += 1
+            return ()
+        self._use(1 if self.source.match >= LONG else 0)
+        n = self.best(len(d), load)
+        if n == 0:
+            self.idle += 1
+            if self.idle < PROBE:
+                return ()
+            n = 1
+        self.idle = 0
+        return d[:n]
 
     def verified(self, proposed: int, accepted: int) -> None:
         self.source.verified(proposed, accepted)

@@ -96,3 +96,68 @@ def test_the_cpu_row_cost_falls_as_the_stream_grows():
     fixed = Paced(Always(), 0.45)
     fixed.at(1500)
     assert fixed.row_cost == 0.45
+
+
+class Classed:
+    """A source whose proposals carry a match length (as the n-gram source's): `plan` says
+    each round's match; asked k, it proposes k tokens."""
+
+    def __init__(self, plan):
+        self.plan, self.match = list(plan), 0
+
+    def propose(self, out, k):
+        self.match = self.plan.pop(0)
+        return tuple(range(k))
+
+    def verified(self, proposed, accepted):
+        pass
+
+
+def test_long_matches_and_chance_matches_keep_their_own_records():
+    """A stream whose copied stretches (long matches) are always taken and whose chance
+    2-gram matches always miss: the pace drafts the whole cap on a long match and nothing
+    on a short one (one record a class, pace.LONG), where one record for both would draft
+    the same length for either."""
+    from server.drafts.pace import LONG
+    long_, short = LONG + 6, 2
+    p = Paced(Classed([long_, short] * 20 + [long_, short]), row_cost=0.2)
+    for _ in range(20):
+        d = p.propose([], 8)
+        p.verified(len(d), len(d))                  # the long match's drafts: all taken
+        d = p.propose([], 8)
+        if d:
+            p.verified(len(d), 0)                   # the chance match's: none
+    assert len(p.propose([], 8)) == 8
+    assert p.propose([], 8) == ()
+
+
+def test_a_lone_chunk_is_priced_by_the_measured_staircase():
+    """Where the stream's rows are the round, the pace prices k drafts by chunk_cost[k] (the
+    kernels' tiles: one pass up to 6 rows, two past it), so it drafts up to the last row a
+    pass holds; beside other rows (or without a table) the linear row cost stands."""
+    stair = (1.0, 1.1, 1.2, 1.3, 1.4, 1.5, 3.0, 3.1, 3.2)
+    p = Paced(Always(), row_cost=0.45, chunk_cost=stair)
+    q = Paced(Always(), row_cost=0.45)
+    for x in (p, q):
+        x.taken, x.tried = 0.9, 1.0
+    assert p.best(8) == 5                           # 6 rows: the last one-pass chunk
+    assert q.best(8) != 5 and q.best(8) == p.best(8, (2, 2.0))
+
+
+def test_the_ngram_match_counts_how_far_back_the_occurrence_agrees():
+    """NgramDrafts.match: the chosen occurrence's agreement with the text's end, its n-gram
+    extended back token by token up to MATCH_CAP (a copied line: long; a chance n-gram
+    whose tokens before differ: its n)."""
+    from server.drafts.ngram import MATCH_CAP, NgramDrafts
+    line = [10, 11, 12, 13, 14, 15, 16, 17, 18, 19]
+    d = NgramDrafts([1, 2] + line + [3, 4] + [7, 8] + line[:7])
+    assert d.propose([], 3) == (17, 18, 19) and d.match == 7       # 2 != 8 before the line
+    d = NgramDrafts([7, 8] + line + [3, 4] + [7, 8] + line[:7])
+    assert d.propose([], 3) == (17, 18, 19) and d.match == 9       # 7, 8 agree too
+    d = NgramDrafts([1, 15, 16, 30, 31] + [2, 15, 16])
+    assert d.propose([], 2) == (30, 31) and d.match == 2           # a chance 2-gram
+    run = list(range(100, 100 + MATCH_CAP + 5))
+    d = NgramDrafts(run + [0] + run[:-2])
+    assert d.propose([], 2) == tuple(run[-2:]) and d.match == MATCH_CAP
+    d.propose([run[-2]], 1)
+    assert d.match == MATCH_CAP                 # the reply goes on along the same line
