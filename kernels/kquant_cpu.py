@@ -434,12 +434,25 @@ def _dpwssd_asm(builder, T, a, b):
                        [T, builder.bitcast(a, _v16i32), builder.bitcast(b, _v16i32)], False)
 
 
-def _one_row_body(builder, q6, wts, qps, xps, gps, b, out):
+def _store_opaque(builder, v, slot):
+    """*slot = v (a <16 x float> on the stack) by an asm store: LLVM neither forwards the lanes
+    to later loads nor keeps them in registers, so each lane's later splat is a broadcast load
+    folded into its multiply (vmulps m32{1to16}: no shuffle, no extra multiply)."""
+    builder.asm(ir.FunctionType(ir.VoidType(), [v.type, slot.type]), "vmovups $0, ($1)",
+                "v,r,~{memory}", [v, slot], True)
+
+
+def _one_row_body(builder, q6, wts, qps, xps, gps, b, out, packed=False, dslot=None):
     """One block of the R weight rows (their unpacked `wts`) against the C x rows of qps / xps
     / gps (VNNI; R == 1 or C == 1): the definition's integers and float operations, each
     lane's as in _make_tile's body, in fewer instructions: T's chain as vpmaddwd then vpdpwssd
     (asm), d * dx_b as one vector multiply of d's and dx_b's splats (each lane the scalar
-    product), Q4_K's mins as one vpmaddwd (lanes 8..15: the pair (0, 0) times gs: 0)."""
+    product), Q4_K's mins as one vpmaddwd (lanes 8..15: the pair (0, 0) times gs: 0).
+    packed (Q4_K): gps point at `aux` rows (pack_aux: the int16 pairs of gs a block, and at a
+    tile's first row the C rows' dx); dslot (with packed, C == 8): the 8 products d * dx_c and
+    the 8 dmin * dx_c of a block formed by one vector multiply (each lane the scalar product
+    the definition names), stored, and read back as the broadcast operand of each pair's
+    multiply."""
     mad = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_v32i16, [_v64i8, _v64i8]),
                                          "llvm.x86.avx512.pmaddubs.w.512")
     C = len(qps)
@@ -453,13 +466,24 @@ def _one_row_body(builder, q6, wts, qps, xps, gps, b, out):
             r["dmv"] = _opaque(builder, _splat(builder, wt[5], 16))
         rs.append(r)
     out = list(out)
+    gblk = 32 if packed else 16
+    if dslot is not None:           # [d x 8 | dmin x 8] * [dx_0..7 | dx_0..7], lane by lane
+        r = rs[0]
+        dw = builder.shuffle_vector(r["dv"], r["dmv"], ir.Constant(_v16i32, [0] * 8 + [16] * 8))
+        dxp = builder.bitcast(builder.gep(gps[0], [builder.add(builder.mul(b, _c(gblk, _i64)), _c(16, _i64))]),
+                              _v16f.as_pointer())
+        _store_opaque(builder, builder.fmul(dw, builder.load(dxp, align=4)), dslot)
+        dsf = builder.bitcast(dslot, _f32.as_pointer())
     for c in range(C):
         X = [_load(builder, qps[c], builder.add(builder.mul(b, _c(256, _i64)), _c(64 * k, _i64)), _v64i8)
              for k in range(4)]
-        dxv = _splat(builder, builder.load(builder.gep(xps[c], [b])), 16)
-        g = builder.load(builder.bitcast(builder.gep(gps[c], [builder.mul(b, _c(16, _i64))]),
+        if dslot is None:
+            dxv = _splat(builder, builder.load(builder.gep(xps[c], [b])), 16)
+        g = builder.load(builder.bitcast(builder.gep(gps[c], [builder.mul(b, _c(gblk, _i64))]),
                                          _v16i32.as_pointer()), align=4)
-        if not q6:
+        if packed:
+            gw = g
+        elif not q6:
             g16 = builder.bitcast(builder.trunc(g, ir.VectorType(ir.IntType(16), 16)), _v8i32)
             gw = builder.shuffle_vector(g16, ir.Constant(_v8i32, [0] * 8), ir.Constant(_v16i32, list(range(16))))
         for ri, r in enumerate(rs):
@@ -473,21 +497,30 @@ def _one_row_body(builder, q6, wts, qps, xps, gps, b, out):
             for k in range(1, 4):
                 T = _dpwssd_asm(builder, T, builder.call(mad, [W[k], X[k]]), S16[k])
             e = ri * C + c
-            a = builder.fadd(out[e], builder.fmul(builder.fmul(r["dv"], dxv), builder.sitofp(T, _v16f)))
+            if dslot is not None:
+                dd = _splat(builder, builder.load(builder.gep(dsf, [_c(c, _i64)])), 16)
+                dm = _splat(builder, builder.load(builder.gep(dsf, [_c(8 + c, _i64)])), 16)
+            else:
+                dd, dm = builder.fmul(r["dv"], dxv), (builder.fmul(r["dmv"], dxv) if not q6 else None)
+            a = builder.fadd(out[e], builder.fmul(dd, builder.sitofp(T, _v16f)))
             if not q6:
                 mf = builder.sitofp(_pmaddwd(builder, gw, r["mpair"]), _v16f)
-                a = builder.fsub(a, builder.fmul(builder.fmul(r["dmv"], dxv), mf))
+                a = builder.fsub(a, builder.fmul(dm, mf))
             out[e] = a
     return out
 
 
-def _make_tile(kind, R, C, vnni):
+def _make_tile(kind, R, C, vnni, packed=False):
     """tile(data, n, q, i, dx, gs): R rows of blocks (data[n .. n+R-1]) times C quantized x
     rows (q[i .. i+C-1]) -> R*C elements, r-major, each by the definition above. A weight
-    block is unpacked once for the C x rows; each x block is loaded once for the R rows."""
+    block is unpacked once for the C x rows; each x block is loaded once for the R rows.
+    packed (Q4_K, VNNI): gs is pack_aux's [M, nb, 32] (the same integers, laid out for the
+    tile; at C == 8 also the tile's dx, so `dx` is not read)."""
     nbytes = K_BYTES[kind]
     q6 = kind == "Q6_K"
+    packed = packed and vnni and not q6
     one = vnni and R == 1 and ONE_ROW_FORM     # the forms of _one_row_body (measured: no gain at C == 1, R == 4)
+    gblk = 32 if packed else 16
 
     def typer(data, n, q, i, dx, gs):
         sig = V._ret(R * C)(data, n, q, i, dx, gs)
@@ -514,6 +547,7 @@ def _make_tile(kind, R, C, vnni):
             zf = ir.Constant(_v16f, [0.0] * 16)
             inits = [zf] * (R * C)
             zi = ir.Constant(_v16i32, [0] * 16)
+            dslot = cgutils.alloca_once(builder, _v16f) if (packed and one and C == 8) else None
 
             def body(b, st):
                 out = list(st)
@@ -525,16 +559,18 @@ def _make_tile(kind, R, C, vnni):
                 wts = [_q6k_weights(builder, base, GFNI and C == 1) if q6 else _q4k_weights(builder, base)
                        for base in bases]
                 if one:
-                    return _one_row_body(builder, q6, wts, qps, xps, gps, b, out)
+                    return _one_row_body(builder, q6, wts, qps, xps, gps, b, out, packed, dslot)
                 if vnni and not q6:     # lane L < 8: the int16 pair (m_L, m_L); 8..15: 0
                     mpair = [builder.or_(w[3], builder.shl(w[3], ir.Constant(_v16i32, [16] * 16))) for w in wts]
                 for c in range(C):
                     X = [_load(builder, qps[c], builder.add(builder.mul(b, _c(256, _i64)), _c(64 * k, _i64)), _v64i8)
                          for k in range(4)]
                     dxb = builder.load(builder.gep(xps[c], [b]))
-                    g = builder.load(builder.bitcast(builder.gep(gps[c], [builder.mul(b, _c(16, _i64))]),
+                    g = builder.load(builder.bitcast(builder.gep(gps[c], [builder.mul(b, _c(gblk, _i64))]),
                                                      _v16i32.as_pointer()), align=4)
-                    if vnni and not q6:     # lane L < 8: the int16 pair (gs[2L], gs[2L+1]); 8..15: 0
+                    if packed:
+                        gw = g
+                    elif vnni and not q6:     # lane L < 8: the int16 pair (gs[2L], gs[2L+1]); 8..15: 0
                         g16 = builder.bitcast(builder.trunc(g, ir.VectorType(ir.IntType(16), 16)), _v8i32)
                         gw = builder.shuffle_vector(g16, ir.Constant(_v8i32, [0] * 8),
                                                     ir.Constant(_v16i32, list(range(16))))
@@ -572,6 +608,8 @@ def _make_tile(kind, R, C, vnni):
     @intrinsic
     def tile(typingctx, data, n, q, i, dx, gs):
         return typer(data, n, q, i, dx, gs)
+    if packed:
+        return V.stable_pickle(tile, "q8tile", kind, R, C, vnni, "packed")
     return V.stable_pickle(tile, "q8tile", kind, R, C, vnni)
 
 
@@ -727,9 +765,10 @@ def _make_rows_one(kind):
     row, a last single row against 4 weight rows, then 1 (a decode round's groups of 1-3 rows
     read each weight row once)."""
     C = ONE_ROW_C[kind]
-    tm, t14 = _make_tile(kind, 1, C, True), _make_tile(kind, 1, 4, True)
-    t13, t12 = _make_tile(kind, 1, 3, True), _make_tile(kind, 1, 2, True)
-    t41, t11 = _make_tile(kind, 4, 1, True), _make_tile(kind, 1, 1, True)
+    pk = kind in PACKED_KINDS       # gs is pack_aux's aux (every tile here reads it so)
+    tm, t14 = _make_tile(kind, 1, C, True, pk), _make_tile(kind, 1, 4, True, pk)
+    t13, t12 = _make_tile(kind, 1, 3, True, pk), _make_tile(kind, 1, 2, True, pk)
+    t41, t11 = _make_tile(kind, 4, 1, True, pk), _make_tile(kind, 1, 1, True, pk)
 
     @njit(cache=True, boundscheck=False, nogil=True)
     def rows(q, dx, gs, data, out, lo, hi):
@@ -843,6 +882,48 @@ def _make_rows_q80(vnni):
     return V.stable_pickle(rows, "q8rows", "Q8_0", vnni)
 
 
+# Kinds whose one-weight-row `rows` read x's gs as pack_aux lays it out (Q4_K: the mins' int16
+# pairs ready for vpmaddwd, and a C = 8 tile's dx side by side for one multiply a block)
+PACKED_KINDS = ("Q4_K",)
+
+
+@njit(cache=True, boundscheck=False, nogil=True)
+def pack_aux(gs, dx, offs, C, aux):
+    """aux [M, nb, 32] int32 for the packed Q4_K tiles, from x's gs and dx grouped by offs:
+    lanes 0..7 of (i, b) the int16 pair (gs[i, b, 2L], gs[i, b, 2L + 1]) (|gs| <= 16 * 127:
+    exact in int16), lanes 8..15 zero; at each row i that starts a tile of C x rows (i - offs[g]
+    a multiple of C, the C rows within group g: where `rows` starts one), lanes 16 + c and
+    24 + c the float32 bits of dx[i + c, b] (c < C <= 8). The same integers and scales as gs
+    and dx: a layout only."""
+    M, nb = dx.shape
+    for i in range(M):
+        for b in range(nb):
+            for L in range(8):
+                aux[i, b, L] = (np.int32(gs[i, b, 2 * L]) & np.int32(0xFFFF)) | (np.int32(gs[i, b, 2 * L + 1]) << np.int32(16))
+            for L in range(8, 32):
+                aux[i, b, L] = 0
+    dxi = dx.view(np.int32)
+    for g in range(offs.shape[0] - 1):
+        a = offs[g]
+        e = offs[g + 1]
+        i = a
+        while i + C <= e:
+            for b in range(nb):
+                for c in range(C):
+                    aux[i, b, 16 + c] = dxi[i + c, b]
+                    aux[i, b, 24 + c] = dxi[i + c, b]
+            i += C
+
+
+def _aux(kind, vnni, gs, dx, offs):
+    """gs as the kind's `rows` reads it: pack_aux's aux for the packed kinds, else gs."""
+    if kind in PACKED_KINDS and vnni and ONE_ROW_FORM:
+        aux = np.empty((gs.shape[0], gs.shape[1], 32), np.int32)
+        pack_aux(gs, np.ascontiguousarray(dx), offs, ONE_ROW_C[kind], aux)
+        return aux
+    return gs
+
+
 def _make_rows_any(kind, vnni):
     if kind == "Q8_0":
         return _make_rows_q80(vnni)
@@ -878,8 +959,8 @@ def _make_crew(kind, vnni):
     return V.stable_pickle(member, "q8crew", kind, vnni)
 
 
-def _make_tile_any(kind, R, C, vnni):
-    return _make_tile_q80(R, C, vnni) if kind == "Q8_0" else _make_tile(kind, R, C, vnni)
+def _make_tile_any(kind, R, C, vnni, packed=False):
+    return _make_tile_q80(R, C, vnni) if kind == "Q8_0" else _make_tile(kind, R, C, vnni, bool(packed))
 
 
 V.MAKERS.update(q8tile=_make_tile_any, q8rows=_make_rows_any, q8crew=_make_crew)
@@ -921,6 +1002,7 @@ def grouped_q(q, dx, gs, kind, stack, experts, offs, out, vnni=None):
     caller alone at most blocks_vec.CREW_SERIAL_MACS, or at most SOLO_ROWS x rows against at
     most SOLO_BYTES of weights)."""
     vnni = VNNI if vnni is None else vnni
+    gs = _aux(kind, vnni, gs, dx, offs)
     key = (kind, vnni)
     member = _MEMBERS.get(key)
     if member is None:
