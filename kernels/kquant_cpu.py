@@ -461,15 +461,18 @@ def _one_row_body(builder, q6, wts, qps, xps, gps, b, out, packed=False, dslot=N
         r = {"W": wt[0], "S16": wt[2], "dv": _opaque(builder, _splat(builder, wt[4], 16))}
         if q6:
             r["scv"] = wt[3]
+            if packed:      # lane L: the int16 -32 sc_L in its low half, 0 in its high half
+                r["scp"] = builder.and_(builder.mul(wt[3], ir.Constant(_v16i32, [-32] * 16)),
+                                        ir.Constant(_v16i32, [0xFFFF] * 16))
         else:
             r["mpair"] = builder.or_(wt[3], builder.shl(wt[3], ir.Constant(_v16i32, [16] * 16)))
             r["dmv"] = _opaque(builder, _splat(builder, wt[5], 16))
         rs.append(r)
     out = list(out)
     gblk = 32 if packed else 16
-    if dslot is not None:           # [d x 8 | dmin x 8] * [dx_0..7 | dx_0..7], lane by lane
+    if dslot is not None:           # [d x 8 | dmin x 8] * [dx_0..7 | dx_0..7] (Q6_K: d twice), lane by lane
         r = rs[0]
-        dw = builder.shuffle_vector(r["dv"], r["dmv"], ir.Constant(_v16i32, [0] * 8 + [16] * 8))
+        dw = r["dv"] if q6 else builder.shuffle_vector(r["dv"], r["dmv"], ir.Constant(_v16i32, [0] * 8 + [16] * 8))
         dxp = builder.bitcast(builder.gep(gps[0], [builder.add(builder.mul(b, _c(gblk, _i64)), _c(16, _i64))]),
                               _v16f.as_pointer())
         _store_opaque(builder, builder.fmul(dw, builder.load(dxp, align=4)), dslot)
@@ -488,7 +491,10 @@ def _one_row_body(builder, q6, wts, qps, xps, gps, b, out, packed=False, dslot=N
             gw = builder.shuffle_vector(g16, ir.Constant(_v8i32, [0] * 8), ir.Constant(_v16i32, list(range(16))))
         for ri, r in enumerate(rs):
             W, S16 = r["W"], r["S16"]
-            if q6:
+            if q6 and packed:       # -32 sc_L gs[L] by one vpmaddwd (gs's low half, 0 above)
+                T = _pmaddwd(builder, g, r["scp"])
+                T = _dpwssd_asm(builder, T, builder.call(mad, [W[0], X[0]]), S16[0])
+            elif q6:
                 T = builder.sub(ir.Constant(_v16i32, [0] * 16),
                                 builder.shl(builder.mul(r["scv"], g), ir.Constant(_v16i32, [5] * 16)))
                 T = _dpwssd_asm(builder, T, builder.call(mad, [W[0], X[0]]), S16[0])
@@ -499,7 +505,7 @@ def _one_row_body(builder, q6, wts, qps, xps, gps, b, out, packed=False, dslot=N
             e = ri * C + c
             if dslot is not None:
                 dd = _splat(builder, builder.load(builder.gep(dsf, [_c(c, _i64)])), 16)
-                dm = _splat(builder, builder.load(builder.gep(dsf, [_c(8 + c, _i64)])), 16)
+                dm = None if q6 else _splat(builder, builder.load(builder.gep(dsf, [_c(8 + c, _i64)])), 16)
             else:
                 dd, dm = builder.fmul(r["dv"], dxv), (builder.fmul(r["dmv"], dxv) if not q6 else None)
             a = builder.fadd(out[e], builder.fmul(dd, builder.sitofp(T, _v16f)))
@@ -518,7 +524,7 @@ def _make_tile(kind, R, C, vnni, packed=False):
     tile; at C == 8 also the tile's dx, so `dx` is not read)."""
     nbytes = K_BYTES[kind]
     q6 = kind == "Q6_K"
-    packed = packed and vnni and not q6
+    packed = packed and vnni
     one = vnni and R == 1 and ONE_ROW_FORM     # the forms of _one_row_body (measured: no gain at C == 1, R == 4)
     gblk = 32 if packed else 16
 
@@ -568,7 +574,7 @@ def _make_tile(kind, R, C, vnni, packed=False):
                     dxb = builder.load(builder.gep(xps[c], [b]))
                     g = builder.load(builder.bitcast(builder.gep(gps[c], [builder.mul(b, _c(gblk, _i64))]),
                                                      _v16i32.as_pointer()), align=4)
-                    if packed:
+                    if packed and not q6:
                         gw = g
                     elif vnni and not q6:     # lane L < 8: the int16 pair (gs[2L], gs[2L+1]); 8..15: 0
                         g16 = builder.bitcast(builder.trunc(g, ir.VectorType(ir.IntType(16), 16)), _v8i32)
@@ -582,7 +588,11 @@ def _make_tile(kind, R, C, vnni, packed=False):
                     for r in range(R):
                         W, S, S16 = wts[r][0], wts[r][1], wts[r][2]
                         e = r * C + c
-                        if q6:
+                        if q6 and packed:   # -32 sc_L gs[L]: gs's low half times -32 sc_L (int16)
+                            scv, d = wts[r][3], wts[r][4]
+                            T = _pmaddwd(builder, g, builder.and_(builder.mul(scv, ir.Constant(_v16i32, [-32] * 16)),
+                                                                  ir.Constant(_v16i32, [0xFFFF] * 16)))
+                        elif q6:
                             scv, d = wts[r][3], wts[r][4]
                             T = builder.sub(zi, builder.shl(builder.mul(scv, g), ir.Constant(_v16i32, [5] * 16)))
                         else:
@@ -750,7 +760,7 @@ def _make_rows(kind, vnni):
     return V.stable_pickle(rows, "q8rows", kind, vnni)
 
 
-ONE_ROW_C = {"Q4_K": 8, "Q6_K": 4}     # x rows of the main one-weight-row tile, by kind
+ONE_ROW_C = {"Q4_K": 8, "Q6_K": 8}     # x rows of the main one-weight-row tile, by kind
 # int8 x bytes a pass of the one-weight-row `rows`: the pass's x rows stay in L1 while the
 # span's weight rows (73 KB of Q4_K at K = 2048) stream from L2, each read once a tile of x rows
 # (an x pass of 128 KB read x from L2 at every weight row: Q4_K 768 x 2048 at 32 rows 63.7 ->
@@ -884,11 +894,11 @@ def _make_rows_q80(vnni):
 
 # Kinds whose one-weight-row `rows` read x's gs as pack_aux lays it out (Q4_K: the mins' int16
 # pairs ready for vpmaddwd, and a C = 8 tile's dx side by side for one multiply a block)
-PACKED_KINDS = ("Q4_K",)
+PACKED_KINDS = ("Q4_K", "Q6_K")
 
 
 @njit(cache=True, boundscheck=False, nogil=True)
-def pack_aux(gs, dx, offs, C, aux):
+def pack_aux(gs, dx, offs, C, q6, aux):
     """aux [M, nb, 32] int32 for the packed Q4_K tiles, from x's gs and dx grouped by offs:
     lanes 0..7 of (i, b) the int16 pair (gs[i, b, 2L], gs[i, b, 2L + 1]) (|gs| <= 16 * 127:
     exact in int16), lanes 8..15 zero; at each row i that starts a tile of C x rows (i - offs[g]
@@ -898,9 +908,15 @@ def pack_aux(gs, dx, offs, C, aux):
     M, nb = dx.shape
     for i in range(M):
         for b in range(nb):
-            for L in range(8):
-                aux[i, b, L] = (np.int32(gs[i, b, 2 * L]) & np.int32(0xFFFF)) | (np.int32(gs[i, b, 2 * L + 1]) << np.int32(16))
-            for L in range(8, 32):
+            if q6:
+                for L in range(16):
+                    aux[i, b, L] = np.int32(gs[i, b, L]) & np.int32(0xFFFF)
+            else:
+                for L in range(8):
+                    aux[i, b, L] = (np.int32(gs[i, b, 2 * L]) & np.int32(0xFFFF)) | (np.int32(gs[i, b, 2 * L + 1]) << np.int32(16))
+                for L in range(8, 16):
+                    aux[i, b, L] = 0
+            for L in range(16, 32):
                 aux[i, b, L] = 0
     dxi = dx.view(np.int32)
     for g in range(offs.shape[0] - 1):
@@ -919,7 +935,7 @@ def _aux(kind, vnni, gs, dx, offs):
     """gs as the kind's `rows` reads it: pack_aux's aux for the packed kinds, else gs."""
     if kind in PACKED_KINDS and vnni and ONE_ROW_FORM:
         aux = np.empty((gs.shape[0], gs.shape[1], 32), np.int32)
-        pack_aux(gs, np.ascontiguousarray(dx), offs, ONE_ROW_C[kind], aux)
+        pack_aux(gs, np.ascontiguousarray(dx), offs, ONE_ROW_C[kind], kind == "Q6_K", aux)
         return aux
     return gs
 

@@ -162,3 +162,50 @@ def test_the_cpu_backend_multiplies_k_quants_against_int8_x_and_numpy_keeps_floa
     cpu._grouped = lambda experts: False                    # the per-expert loop
     loop = cpu.moe(xs, router, None, gu, down, ff, routing)
     assert np.isfinite(grouped).all() and grouped.tobytes() == loop.tobytes()
+
+
+@pytest.mark.parametrize("kind", ["Q4_K", "Q6_K"])
+def test_grouped_tiles_at_every_group_start_give_the_reference_bytes(kind):
+    """Groups of 1..17 rows starting anywhere (Q4_K's packed tiles read a C-row tile's dx from
+    pack_aux at the group's own tile starts): every row the scalar reference's bytes."""
+    from kernels import kquant_cpu as KQ
+    from kernels.blocks_cpu import F16
+    rng = np.random.default_rng(17)
+    K, N, E = 768, 37, 6
+    stack = np.stack([random_rows(rng, kind, N, K) for _ in range(E)])
+    sizes = np.array([8, 9, 3, 17, 1, 16, 7, 11])
+    offs = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    experts = np.array([0, 1, 2, 3, 4, 5, 1, 3], np.int64)
+    x = rng.standard_normal((int(offs[-1]), K)).astype(np.float32)
+    x[5, 256:512] = 0.0                                 # a zero block: dx 0
+    q, dx, gs = KQ.quantize(x)
+    want = np.empty((x.shape[0], N), np.float32)
+    for g, e in enumerate(experts):
+        a, b = offs[g], offs[g + 1]
+        KQ.matmul_ref_rows(kind == "Q6_K", q[a:b], dx[a:b], gs[a:b], stack[e], F16, want[a:b])
+    for vnni in [False] + ([True] if KQ.VNNI else []):
+        got = np.empty_like(want)
+        KQ.grouped_q(q, dx, gs, kind, stack, experts, offs, got, vnni)
+        assert got.tobytes() == want.tobytes(), (kind, vnni)
+
+
+def test_pack_aux_is_a_layout_of_gs_and_dx():
+    from kernels import kquant_cpu as KQ
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((21, 512)).astype(np.float32) * 30
+    q, dx, gs = KQ.quantize(x)
+    offs = np.array([0, 3, 12, 21], np.int64)
+    for q6 in (False, True):
+        aux = np.empty((21, 2, 32), np.int32)
+        KQ.pack_aux(gs, dx, offs, 8, q6, aux)
+        if q6:      # gs[L] as the int16 low half of lane L, 0 above
+            halves = aux[:, :, :16].view(np.int16).reshape(21, 2, 16, 2)
+            assert halves[..., 0].astype(np.int32).tobytes() == gs.tobytes() and (halves[..., 1] == 0).all()
+        else:       # lane L < 8: the int16 pair (gs[2L], gs[2L + 1]); lanes 8..15 zero
+            pairs = aux[:, :, :8].view(np.int16).reshape(21, 2, 16)
+            assert pairs.astype(np.int32).tobytes() == gs.tobytes()
+            assert (aux[:, :, 8:16] == 0).all()
+        for i in (3, 12):                               # the tile starts: groups of 9 and 9 rows
+            for c in range(8):
+                assert aux[i, :, 16 + c].view(np.float32).tobytes() == dx[i + c].tobytes()
+                assert aux[i, :, 24 + c].view(np.float32).tobytes() == dx[i + c].tobytes()
