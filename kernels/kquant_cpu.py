@@ -34,7 +34,10 @@ The integer sums are exact whatever order computes them (every |T| < 2^31: 256 *
 63 for Q4_K, 256 * 63 * 127 * 128 for Q6_K), so the VNNI form (vpmaddubsw's pairs, then
 vpdpwssd with the scales: T's lanes directly), the portable form and the scalar reference
 (`dot_ref`) give the same int32s; the float operations are the ones above,
-named one by one in the vector IR (no contraction, no reassociation). An element's bytes
+named one by one in the vector IR (no contraction, no reassociation). With VNNI the tiles read
+x's gs and dx as pack_aux lays them out (gs as int16, ready for vpmaddwd; a tile's 8 dx side by
+side, so the 8 products d * dx_c (and dmin * dx_c) of a block are one vector multiply, each
+lane the scalar product): the same integers and float operations. An element's bytes
 depend on its weight row and its x row alone: batch invariance by construction, decode rows
 == prefill rows, a row alone == in its group (tests/model/test_kquant_q8.py).
 
@@ -760,7 +763,9 @@ def _make_rows(kind, vnni):
     return V.stable_pickle(rows, "q8rows", kind, vnni)
 
 
-ONE_ROW_C = {"Q4_K": 8, "Q6_K": 8}     # x rows of the main one-weight-row tile, by kind
+# x rows of the main one-weight-row tile, by kind (8: pack_aux's dx lanes; Q6_K at 8 rather than
+# 4 reads each weight block's unpack for twice the x rows)
+ONE_ROW_C = {"Q4_K": 8, "Q6_K": 8}
 # int8 x bytes a pass of the one-weight-row `rows`: the pass's x rows stay in L1 while the
 # span's weight rows (73 KB of Q4_K at K = 2048) stream from L2, each read once a tile of x rows
 # (an x pass of 128 KB read x from L2 at every weight row: Q4_K 768 x 2048 at 32 rows 63.7 ->
@@ -892,16 +897,20 @@ def _make_rows_q80(vnni):
     return V.stable_pickle(rows, "q8rows", "Q8_0", vnni)
 
 
-# Kinds whose one-weight-row `rows` read x's gs as pack_aux lays it out (Q4_K: the mins' int16
-# pairs ready for vpmaddwd, and a C = 8 tile's dx side by side for one multiply a block)
+# Kinds whose one-weight-row `rows` (VNNI) read x's gs as pack_aux lays it out (Q4_K: the mins'
+# int16 pairs ready for vpmaddwd; Q6_K: gs[L] as the int16 low half of lane L, so -32 sc_L gs[L]
+# is one vpmaddwd, not a vpmulld and a shift; both: a C = 8 tile's dx side by side). One thread,
+# 128 experts at a pp512 grouping, bytes == before: Q4_K 2048x768 49.5-54.2 -> 60.1-62.7 GMAC/s,
+# 768x2048 52.5-53.1 -> 59.9-67.4 (receipt 2026-12-05-kq36)
 PACKED_KINDS = ("Q4_K", "Q6_K")
 
 
 @njit(cache=True, boundscheck=False, nogil=True)
 def pack_aux(gs, dx, offs, C, q6, aux):
-    """aux [M, nb, 32] int32 for the packed Q4_K tiles, from x's gs and dx grouped by offs:
-    lanes 0..7 of (i, b) the int16 pair (gs[i, b, 2L], gs[i, b, 2L + 1]) (|gs| <= 16 * 127:
-    exact in int16), lanes 8..15 zero; at each row i that starts a tile of C x rows (i - offs[g]
+    """aux [M, nb, 32] int32 for the packed tiles, from x's gs and dx grouped by offs: Q4_K
+    (q6 False): lanes 0..7 of (i, b) the int16 pair (gs[i, b, 2L], gs[i, b, 2L + 1])
+    (|gs| <= 16 * 127: exact in int16), lanes 8..15 zero; Q6_K: lane L (< 16) gs[i, b, L] as
+    an int16 in its low half, 0 in its high half; both: at each row i that starts a tile of C x rows (i - offs[g]
     a multiple of C, the C rows within group g: where `rows` starts one), lanes 16 + c and
     24 + c the float32 bits of dx[i + c, b] (c < C <= 8). The same integers and scales as gs
     and dx: a layout only."""
