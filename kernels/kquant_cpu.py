@@ -35,8 +35,8 @@ The integer sums are exact whatever order computes them (every |T| < 2^31: 256 *
 vpdpwssd with the scales: T's lanes directly), the portable form and the scalar reference
 (`dot_ref`) give the same int32s; the float operations are the ones above,
 named one by one in the vector IR (no contraction, no reassociation). With VNNI the tiles read
-x's gs and dx as pack_aux lays them out (gs as int16, ready for vpmaddwd; a tile's 8 dx side by
-side, so the 8 products d * dx_c (and dmin * dx_c) of a block are one vector multiply, each
+x's gs and dx as pack_aux lays them out (Q4_K: gs's pair sums as float32; Q6_K: gs as int16,
+ready for vpmaddwd; a tile's 8 dx side by side, so the 8 products d * dx_c (and dmin * dx_c) of a block are one vector multiply, each
 lane the scalar product): the same integers and float operations. An element's bytes
 depend on its weight row and its x row alone: batch invariance by construction, decode rows
 == prefill rows, a row alone == in its group (tests/model/test_kquant_q8.py).
@@ -469,6 +469,8 @@ def _one_row_body(builder, q6, wts, qps, xps, gps, b, out, packed=False, dslot=N
                                         ir.Constant(_v16i32, [0xFFFF] * 16))
         else:
             r["mpair"] = builder.or_(wt[3], builder.shl(wt[3], ir.Constant(_v16i32, [16] * 16)))
+            if packed:      # the mins as float32 (0 in lanes 8..15): exact
+                r["mwf"] = builder.sitofp(wt[3], _v16f)
             r["dmv"] = _opaque(builder, _splat(builder, wt[5], 16))
         rs.append(r)
     out = list(out)
@@ -512,8 +514,11 @@ def _one_row_body(builder, q6, wts, qps, xps, gps, b, out, packed=False, dslot=N
             else:
                 dd, dm = builder.fmul(r["dv"], dxv), (builder.fmul(r["dmv"], dxv) if not q6 else None)
             a = builder.fadd(out[e], builder.fmul(dd, builder.sitofp(T, _v16f)))
-            if not q6:
+            if not q6 and packed:   # float32(Mv) = m_L * (gs[2L] + gs[2L+1]) as a float product: exact (< 2^24)
+                mf = builder.fmul(r["mwf"], builder.bitcast(gw, _v16f))
+            elif not q6:
                 mf = builder.sitofp(_pmaddwd(builder, gw, r["mpair"]), _v16f)
+            if not q6:
                 a = builder.fsub(a, builder.fmul(dm, mf))
             out[e] = a
     return out
@@ -607,7 +612,9 @@ def _make_tile(kind, R, C, vnni, packed=False):
                         a = builder.fadd(out[e], builder.fmul(_splat(builder, dd, 16), builder.sitofp(T, _v16f)))
                         if not q6:
                             dm = builder.fmul(dmin, dxb)
-                            if vnni:    # m_L gs[2L] + m_L gs[2L+1] in one vpdpwssd (exact)
+                            if packed:  # float32 m_L times float32 (gs[2L] + gs[2L+1]): exact (< 2^24)
+                                mf = builder.fmul(builder.sitofp(mv, _v16f), builder.bitcast(gw, _v16f))
+                            elif vnni:  # m_L gs[2L] + m_L gs[2L+1] in one vpdpwssd (exact)
                                 mf = builder.sitofp(_dpwssd(builder, zi, gw, mpair[r]), _v16f)
                             else:
                                 mf = builder.sitofp(builder.mul(mv, g2), _v16f)
@@ -897,8 +904,9 @@ def _make_rows_q80(vnni):
     return V.stable_pickle(rows, "q8rows", "Q8_0", vnni)
 
 
-# Kinds whose one-weight-row `rows` (VNNI) read x's gs as pack_aux lays it out (Q4_K: the mins'
-# int16 pairs ready for vpmaddwd; Q6_K: gs[L] as the int16 low half of lane L, so -32 sc_L gs[L]
+# Kinds whose one-weight-row `rows` (VNNI) read x's gs as pack_aux lays it out (Q4_K: the
+# mins' pair sums as float32, so float32(Mv) is one exact multiply, not a vpmaddwd and a
+# convert; Q6_K: gs[L] as the int16 low half of lane L, so -32 sc_L gs[L]
 # is one vpmaddwd, not a vpmulld and a shift; both: a C = 8 tile's dx side by side). One thread,
 # 128 experts at a pp512 grouping, bytes == before: Q4_K 2048x768 49.5-54.2 -> 60.1-62.7 GMAC/s,
 # 768x2048 52.5-53.1 -> 59.9-67.4 (receipt 2026-12-05-kq36)
@@ -908,13 +916,15 @@ PACKED_KINDS = ("Q4_K", "Q6_K")
 @njit(cache=True, boundscheck=False, nogil=True)
 def pack_aux(gs, dx, offs, C, q6, aux):
     """aux [M, nb, 32] int32 for the packed tiles, from x's gs and dx grouped by offs: Q4_K
-    (q6 False): lanes 0..7 of (i, b) the int16 pair (gs[i, b, 2L], gs[i, b, 2L + 1])
-    (|gs| <= 16 * 127: exact in int16), lanes 8..15 zero; Q6_K: lane L (< 16) gs[i, b, L] as
-    an int16 in its low half, 0 in its high half; both: at each row i that starts a tile of C x rows (i - offs[g]
+    (q6 False): lanes 0..7 of (i, b) the float32 bits of gs[i, b, 2L] + gs[i, b, 2L + 1]
+    (|sum| <= 32 * 127: exact, and m_L times it < 2^24: float32(Mv[L]) is their float product,
+    exactly), lanes 8..15 zero; Q6_K: lane L (< 16) gs[i, b, L] as an int16 in its low half
+    (|gs| <= 16 * 127), 0 in its high half; both: at each row i that starts a tile of C x rows (i - offs[g]
     a multiple of C, the C rows within group g: where `rows` starts one), lanes 16 + c and
     24 + c the float32 bits of dx[i + c, b] (c < C <= 8). The same integers and scales as gs
     and dx: a layout only."""
     M, nb = dx.shape
+    auxf = aux.view(np.float32)
     for i in range(M):
         for b in range(nb):
             if q6:
@@ -922,7 +932,7 @@ def pack_aux(gs, dx, offs, C, q6, aux):
                     aux[i, b, L] = np.int32(gs[i, b, L]) & np.int32(0xFFFF)
             else:
                 for L in range(8):
-                    aux[i, b, L] = (np.int32(gs[i, b, 2 * L]) & np.int32(0xFFFF)) | (np.int32(gs[i, b, 2 * L + 1]) << np.int32(16))
+                    auxf[i, b, L] = np.float32(np.int32(gs[i, b, 2 * L]) + np.int32(gs[i, b, 2 * L + 1]))
                 for L in range(8, 16):
                     aux[i, b, L] = 0
             for L in range(16, 32):

@@ -201,9 +201,9 @@ def test_pack_aux_is_a_layout_of_gs_and_dx():
         if q6:      # gs[L] as the int16 low half of lane L, 0 above
             halves = aux[:, :, :16].view(np.int16).reshape(21, 2, 16, 2)
             assert halves[..., 0].astype(np.int32).tobytes() == gs.tobytes() and (halves[..., 1] == 0).all()
-        else:       # lane L < 8: the int16 pair (gs[2L], gs[2L + 1]); lanes 8..15 zero
-            pairs = aux[:, :, :8].view(np.int16).reshape(21, 2, 16)
-            assert pairs.astype(np.int32).tobytes() == gs.tobytes()
+        else:       # lane L < 8: float32(gs[2L] + gs[2L + 1]) (exact); lanes 8..15 zero
+            sums = (gs[:, :, 0::2] + gs[:, :, 1::2]).astype(np.float32)
+            assert aux[:, :, :8].view(np.float32).tobytes() == sums.tobytes()
             assert (aux[:, :, 8:16] == 0).all()
         for i in (3, 12):                               # the tile starts: groups of 9 and 9 rows
             for c in range(8):
