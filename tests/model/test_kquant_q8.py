@@ -73,6 +73,14 @@ def test_quantization_is_ggmls_q8_k():
     assert (q[1, :256] == 0).all() and dx[1, 0] == 0
     assert q[2, 300] == -127                           # (-127 / -50) * -50: the extreme is -127
     assert q[3, 512 + 1] == -64 and q[3, 512 + 3] == -62 and q[3, 512 + 129] == 0   # -63.5, -62.5, 0.5: to even
+    y = x.copy()                                       # |x| ties: the first one sets the sign
+    y[0, 256:512] = 0.25
+    y[0, 260], y[0, 270] = -3.0, 3.0
+    y[0, 512:768] = -0.0                               # a block of -0: dx 0, q 0
+    q, dx, gs = KQ.quantize(y[:1])
+    wq, wd, wb = ggml_q8_k(y[0])
+    assert q[0].tobytes() == wq.tobytes() and dx[0].tobytes() == wd.tobytes() and gs[0].tobytes() == wb.tobytes()
+    assert q[0, 260] == -127 and q[0, 270] == 127 and dx[0, 1] > 0 and dx[0, 2] == 0
     x[0, 5] = np.nan
     _, dx, _ = KQ.quantize(x[:1])
     assert np.isnan(dx[0, 0]) and not np.isnan(dx[0, 1])
