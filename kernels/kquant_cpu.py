@@ -452,8 +452,8 @@ def _one_row_body(builder, q6, wts, qps, xps, gps, b, out, packed=False, dslot=N
     (asm), d * dx_b as one vector multiply of d's and dx_b's splats (each lane the scalar
     product), Q4_K's mins as one vpmaddwd (lanes 8..15: the pair (0, 0) times gs: 0).
     packed (Q4_K): gps point at `aux` rows (pack_aux: the int16 pairs of gs a block, and at a
-    tile's first row the C rows' dx); dslot (with packed, C == 8): the 8 products d * dx_c and
-    the 8 dmin * dx_c of a block formed by one vector multiply (each lane the scalar product
+    tile's first row the C rows' dx); dslot (with packed, 2 <= C <= 8): the products d * dx_c and
+    dmin * dx_c of a block formed by one vector multiply (each lane the scalar product
     the definition names), stored, and read back as the broadcast operand of each pair's
     multiply."""
     mad = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_v32i16, [_v64i8, _v64i8]),
@@ -561,7 +561,7 @@ def _make_tile(kind, R, C, vnni, packed=False):
             zf = ir.Constant(_v16f, [0.0] * 16)
             inits = [zf] * (R * C)
             zi = ir.Constant(_v16i32, [0] * 16)
-            dslot = cgutils.alloca_once(builder, _v16f) if (packed and one and C == 8) else None
+            dslot = cgutils.alloca_once(builder, _v16f) if (packed and one and 2 <= C <= 8) else None
 
             def body(b, st):
                 out = list(st)
@@ -919,9 +919,9 @@ def pack_aux(gs, dx, offs, C, q6, aux):
     (q6 False): lanes 0..7 of (i, b) the float32 bits of gs[i, b, 2L] + gs[i, b, 2L + 1]
     (|sum| <= 32 * 127: exact, and m_L times it < 2^24: float32(Mv[L]) is their float product,
     exactly), lanes 8..15 zero; Q6_K: lane L (< 16) gs[i, b, L] as an int16 in its low half
-    (|gs| <= 16 * 127), 0 in its high half; both: at each row i that starts a tile of C x rows (i - offs[g]
-    a multiple of C, the C rows within group g: where `rows` starts one), lanes 16 + c and
-    24 + c the float32 bits of dx[i + c, b] (c < C <= 8). The same integers and scales as gs
+    (|gs| <= 16 * 127), 0 in its high half; both: at each row i where `rows` starts a tile of
+    n x rows within group g (from offs[g]: tiles of C, then one of 4, then one of the rest),
+    lanes 16 + c and 24 + c the float32 bits of dx[i + c, b] (c < n <= 8), 0 elsewhere. The same integers and scales as gs
     and dx: a layout only."""
     M, nb = dx.shape
     auxf = aux.view(np.float32)
@@ -942,12 +942,13 @@ def pack_aux(gs, dx, offs, C, q6, aux):
         a = offs[g]
         e = offs[g + 1]
         i = a
-        while i + C <= e:
+        while i < e:                # the C-row tiles, then `rows`' tail tiles (4, then 3 or 2)
+            n = C if e - i >= C else (4 if e - i >= 4 else e - i)
             for b in range(nb):
-                for c in range(C):
+                for c in range(n):
                     aux[i, b, 16 + c] = dxi[i + c, b]
                     aux[i, b, 24 + c] = dxi[i + c, b]
-            i += C
+            i += n
 
 
 def _aux(kind, vnni, gs, dx, offs):
