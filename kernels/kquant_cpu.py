@@ -528,8 +528,8 @@ def _make_tile(kind, R, C, vnni, packed=False):
     """tile(data, n, q, i, dx, gs): R rows of blocks (data[n .. n+R-1]) times C quantized x
     rows (q[i .. i+C-1]) -> R*C elements, r-major, each by the definition above. A weight
     block is unpacked once for the C x rows; each x block is loaded once for the R rows.
-    packed (Q4_K, VNNI): gs is pack_aux's [M, nb, 32] (the same integers, laid out for the
-    tile; at C == 8 also the tile's dx, so `dx` is not read)."""
+    packed (VNNI): gs is pack_aux's [M, nb, 32] (the same integers, laid out for the tile;
+    in the one-row tiles of 2 <= C <= 8 also the tile's dx, so `dx` is not read)."""
     nbytes = K_BYTES[kind]
     q6 = kind == "Q6_K"
     packed = packed and vnni
