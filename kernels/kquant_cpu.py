@@ -34,7 +34,10 @@ The integer sums are exact whatever order computes them (every |T| < 2^31: 256 *
 63 for Q4_K, 256 * 63 * 127 * 128 for Q6_K), so the VNNI form (vpmaddubsw's pairs, then
 vpdpwssd with the scales: T's lanes directly), the portable form and the scalar reference
 (`dot_ref`) give the same int32s; the float operations are the ones above,
-named one by one in the vector IR (no contraction, no reassociation). An element's bytes
+named one by one in the vector IR (no contraction, no reassociation). With VNNI the tiles read
+x's gs and dx as pack_aux lays them out (Q4_K: gs's pair sums as float32; Q6_K: gs as int16,
+ready for vpmaddwd; a tile's 8 dx side by side, so the 8 products d * dx_c (and dmin * dx_c) of a block are one vector multiply, each
+lane the scalar product): the same integers and float operations. An element's bytes
 depend on its weight row and its x row alone: batch invariance by construction, decode rows
 == prefill rows, a row alone == in its group (tests/model/test_kquant_q8.py).
 
@@ -126,29 +129,29 @@ _HI_NIB = 0x1020408000000000
 @njit(cache=True, boundscheck=False, nogil=True)
 def quantize_rows(x, q, dx, gs):
     """x [M, K] float32 -> q [M, K] int8, dx [M, K/256] float32, gs [M, K/256, 16] int32 (the
-    definition above)."""
+    definition above). A block's largest |x| is found as the largest of x's bits with the sign
+    cleared (an int32 max: it vectorizes; for non-NaN floats the same order), a NaN as bits above
+    inf's, and mx as the first x whose |x| has those bits (the first of the largest |x|)."""
     M, K = x.shape
+    xi = x.view(np.int32)
     for i in range(M):
         for b in range(K // 256):
             o = 256 * b
-            amax = np.float32(0.0)
-            mx = np.float32(0.0)
-            nan = False
+            m = np.int32(0)
             for j in range(256):
-                v = x[i, o + j]
-                if v != v:
-                    nan = True
-                a = abs(v)
-                if a > amax:
-                    amax = a
-                    mx = v
-            if nan or amax == 0:
-                dx[i, b] = np.float32(np.nan) if nan else np.float32(0.0)
+                m = max(m, xi[i, o + j] & np.int32(0x7FFFFFFF))
+            if m > np.int32(0x7F800000) or m == 0:      # a NaN in the block, or every |x| zero
+                dx[i, b] = np.float32(np.nan) if m != 0 else np.float32(0.0)
                 for j in range(256):
                     q[i, o + j] = 0
                 for g in range(16):
                     gs[i, b, g] = 0
                 continue
+            mx = np.float32(0.0)
+            for j in range(256):
+                if (xi[i, o + j] & np.int32(0x7FFFFFFF)) == m:
+                    mx = x[i, o + j]
+                    break
             iscale = np.float32(np.float32(-127.0) / mx)
             for j in range(256):
                 t = np.int32(np.rint(np.float32(iscale * x[i, o + j])))
@@ -434,12 +437,25 @@ def _dpwssd_asm(builder, T, a, b):
                        [T, builder.bitcast(a, _v16i32), builder.bitcast(b, _v16i32)], False)
 
 
-def _one_row_body(builder, q6, wts, qps, xps, gps, b, out):
+def _store_opaque(builder, v, slot):
+    """*slot = v (a <16 x float> on the stack) by an asm store: LLVM neither forwards the lanes
+    to later loads nor keeps them in registers, so each lane's later splat is a broadcast load
+    folded into its multiply (vmulps m32{1to16}: no shuffle, no extra multiply)."""
+    builder.asm(ir.FunctionType(ir.VoidType(), [v.type, slot.type]), "vmovups $0, ($1)",
+                "v,r,~{memory}", [v, slot], True)
+
+
+def _one_row_body(builder, q6, wts, qps, xps, gps, b, out, packed=False, dslot=None):
     """One block of the R weight rows (their unpacked `wts`) against the C x rows of qps / xps
     / gps (VNNI; R == 1 or C == 1): the definition's integers and float operations, each
     lane's as in _make_tile's body, in fewer instructions: T's chain as vpmaddwd then vpdpwssd
     (asm), d * dx_b as one vector multiply of d's and dx_b's splats (each lane the scalar
-    product), Q4_K's mins as one vpmaddwd (lanes 8..15: the pair (0, 0) times gs: 0)."""
+    product), Q4_K's mins as one vpmaddwd (lanes 8..15: the pair (0, 0) times gs: 0).
+    packed (Q4_K): gps point at `aux` rows (pack_aux: the int16 pairs of gs a block, and at a
+    tile's first row the C rows' dx); dslot (with packed, 2 <= C <= 8): the products d * dx_c and
+    dmin * dx_c of a block formed by one vector multiply (each lane the scalar product
+    the definition names), stored, and read back as the broadcast operand of each pair's
+    multiply."""
     mad = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_v32i16, [_v64i8, _v64i8]),
                                          "llvm.x86.avx512.pmaddubs.w.512")
     C = len(qps)
@@ -448,23 +464,42 @@ def _one_row_body(builder, q6, wts, qps, xps, gps, b, out):
         r = {"W": wt[0], "S16": wt[2], "dv": _opaque(builder, _splat(builder, wt[4], 16))}
         if q6:
             r["scv"] = wt[3]
+            if packed:      # lane L: the int16 -32 sc_L in its low half, 0 in its high half
+                r["scp"] = builder.and_(builder.mul(wt[3], ir.Constant(_v16i32, [-32] * 16)),
+                                        ir.Constant(_v16i32, [0xFFFF] * 16))
         else:
             r["mpair"] = builder.or_(wt[3], builder.shl(wt[3], ir.Constant(_v16i32, [16] * 16)))
+            if packed:      # the mins as float32 (0 in lanes 8..15): exact
+                r["mwf"] = builder.sitofp(wt[3], _v16f)
             r["dmv"] = _opaque(builder, _splat(builder, wt[5], 16))
         rs.append(r)
     out = list(out)
+    gblk = 32 if packed else 16
+    if dslot is not None:           # [d x 8 | dmin x 8] * [dx_0..7 | dx_0..7] (Q6_K: d twice), lane by lane
+        r = rs[0]
+        dw = r["dv"] if q6 else builder.shuffle_vector(r["dv"], r["dmv"], ir.Constant(_v16i32, [0] * 8 + [16] * 8))
+        dxp = builder.bitcast(builder.gep(gps[0], [builder.add(builder.mul(b, _c(gblk, _i64)), _c(16, _i64))]),
+                              _v16f.as_pointer())
+        _store_opaque(builder, builder.fmul(dw, builder.load(dxp, align=4)), dslot)
+        dsf = builder.bitcast(dslot, _f32.as_pointer())
     for c in range(C):
         X = [_load(builder, qps[c], builder.add(builder.mul(b, _c(256, _i64)), _c(64 * k, _i64)), _v64i8)
              for k in range(4)]
-        dxv = _splat(builder, builder.load(builder.gep(xps[c], [b])), 16)
-        g = builder.load(builder.bitcast(builder.gep(gps[c], [builder.mul(b, _c(16, _i64))]),
+        if dslot is None:
+            dxv = _splat(builder, builder.load(builder.gep(xps[c], [b])), 16)
+        g = builder.load(builder.bitcast(builder.gep(gps[c], [builder.mul(b, _c(gblk, _i64))]),
                                          _v16i32.as_pointer()), align=4)
-        if not q6:
+        if packed:
+            gw = g
+        elif not q6:
             g16 = builder.bitcast(builder.trunc(g, ir.VectorType(ir.IntType(16), 16)), _v8i32)
             gw = builder.shuffle_vector(g16, ir.Constant(_v8i32, [0] * 8), ir.Constant(_v16i32, list(range(16))))
         for ri, r in enumerate(rs):
             W, S16 = r["W"], r["S16"]
-            if q6:
+            if q6 and packed:       # -32 sc_L gs[L] by one vpmaddwd (gs's low half, 0 above)
+                T = _pmaddwd(builder, g, r["scp"])
+                T = _dpwssd_asm(builder, T, builder.call(mad, [W[0], X[0]]), S16[0])
+            elif q6:
                 T = builder.sub(ir.Constant(_v16i32, [0] * 16),
                                 builder.shl(builder.mul(r["scv"], g), ir.Constant(_v16i32, [5] * 16)))
                 T = _dpwssd_asm(builder, T, builder.call(mad, [W[0], X[0]]), S16[0])
@@ -473,21 +508,33 @@ def _one_row_body(builder, q6, wts, qps, xps, gps, b, out):
             for k in range(1, 4):
                 T = _dpwssd_asm(builder, T, builder.call(mad, [W[k], X[k]]), S16[k])
             e = ri * C + c
-            a = builder.fadd(out[e], builder.fmul(builder.fmul(r["dv"], dxv), builder.sitofp(T, _v16f)))
-            if not q6:
+            if dslot is not None:
+                dd = _splat(builder, builder.load(builder.gep(dsf, [_c(c, _i64)])), 16)
+                dm = None if q6 else _splat(builder, builder.load(builder.gep(dsf, [_c(8 + c, _i64)])), 16)
+            else:
+                dd, dm = builder.fmul(r["dv"], dxv), (builder.fmul(r["dmv"], dxv) if not q6 else None)
+            a = builder.fadd(out[e], builder.fmul(dd, builder.sitofp(T, _v16f)))
+            if not q6 and packed:   # float32(Mv) = m_L * (gs[2L] + gs[2L+1]) as a float product: exact (< 2^24)
+                mf = builder.fmul(r["mwf"], builder.bitcast(gw, _v16f))
+            elif not q6:
                 mf = builder.sitofp(_pmaddwd(builder, gw, r["mpair"]), _v16f)
-                a = builder.fsub(a, builder.fmul(builder.fmul(r["dmv"], dxv), mf))
+            if not q6:
+                a = builder.fsub(a, builder.fmul(dm, mf))
             out[e] = a
     return out
 
 
-def _make_tile(kind, R, C, vnni):
+def _make_tile(kind, R, C, vnni, packed=False):
     """tile(data, n, q, i, dx, gs): R rows of blocks (data[n .. n+R-1]) times C quantized x
     rows (q[i .. i+C-1]) -> R*C elements, r-major, each by the definition above. A weight
-    block is unpacked once for the C x rows; each x block is loaded once for the R rows."""
+    block is unpacked once for the C x rows; each x block is loaded once for the R rows.
+    packed (VNNI): gs is pack_aux's [M, nb, 32] (the same integers, laid out for the tile;
+    in the one-row tiles of 2 <= C <= 8 also the tile's dx, so `dx` is not read)."""
     nbytes = K_BYTES[kind]
     q6 = kind == "Q6_K"
+    packed = packed and vnni
     one = vnni and R == 1 and ONE_ROW_FORM     # the forms of _one_row_body (measured: no gain at C == 1, R == 4)
+    gblk = 32 if packed else 16
 
     def typer(data, n, q, i, dx, gs):
         sig = V._ret(R * C)(data, n, q, i, dx, gs)
@@ -514,6 +561,7 @@ def _make_tile(kind, R, C, vnni):
             zf = ir.Constant(_v16f, [0.0] * 16)
             inits = [zf] * (R * C)
             zi = ir.Constant(_v16i32, [0] * 16)
+            dslot = cgutils.alloca_once(builder, _v16f) if (packed and one and 2 <= C <= 8) else None
 
             def body(b, st):
                 out = list(st)
@@ -525,16 +573,18 @@ def _make_tile(kind, R, C, vnni):
                 wts = [_q6k_weights(builder, base, GFNI and C == 1) if q6 else _q4k_weights(builder, base)
                        for base in bases]
                 if one:
-                    return _one_row_body(builder, q6, wts, qps, xps, gps, b, out)
+                    return _one_row_body(builder, q6, wts, qps, xps, gps, b, out, packed, dslot)
                 if vnni and not q6:     # lane L < 8: the int16 pair (m_L, m_L); 8..15: 0
                     mpair = [builder.or_(w[3], builder.shl(w[3], ir.Constant(_v16i32, [16] * 16))) for w in wts]
                 for c in range(C):
                     X = [_load(builder, qps[c], builder.add(builder.mul(b, _c(256, _i64)), _c(64 * k, _i64)), _v64i8)
                          for k in range(4)]
                     dxb = builder.load(builder.gep(xps[c], [b]))
-                    g = builder.load(builder.bitcast(builder.gep(gps[c], [builder.mul(b, _c(16, _i64))]),
+                    g = builder.load(builder.bitcast(builder.gep(gps[c], [builder.mul(b, _c(gblk, _i64))]),
                                                      _v16i32.as_pointer()), align=4)
-                    if vnni and not q6:     # lane L < 8: the int16 pair (gs[2L], gs[2L+1]); 8..15: 0
+                    if packed and not q6:
+                        gw = g
+                    elif vnni and not q6:     # lane L < 8: the int16 pair (gs[2L], gs[2L+1]); 8..15: 0
                         g16 = builder.bitcast(builder.trunc(g, ir.VectorType(ir.IntType(16), 16)), _v8i32)
                         gw = builder.shuffle_vector(g16, ir.Constant(_v8i32, [0] * 8),
                                                     ir.Constant(_v16i32, list(range(16))))
@@ -546,7 +596,11 @@ def _make_tile(kind, R, C, vnni):
                     for r in range(R):
                         W, S, S16 = wts[r][0], wts[r][1], wts[r][2]
                         e = r * C + c
-                        if q6:
+                        if q6 and packed:   # -32 sc_L gs[L]: gs's low half times -32 sc_L (int16)
+                            scv, d = wts[r][3], wts[r][4]
+                            T = _pmaddwd(builder, g, builder.and_(builder.mul(scv, ir.Constant(_v16i32, [-32] * 16)),
+                                                                  ir.Constant(_v16i32, [0xFFFF] * 16)))
+                        elif q6:
                             scv, d = wts[r][3], wts[r][4]
                             T = builder.sub(zi, builder.shl(builder.mul(scv, g), ir.Constant(_v16i32, [5] * 16)))
                         else:
@@ -558,7 +612,9 @@ def _make_tile(kind, R, C, vnni):
                         a = builder.fadd(out[e], builder.fmul(_splat(builder, dd, 16), builder.sitofp(T, _v16f)))
                         if not q6:
                             dm = builder.fmul(dmin, dxb)
-                            if vnni:    # m_L gs[2L] + m_L gs[2L+1] in one vpdpwssd (exact)
+                            if packed:  # float32 m_L times float32 (gs[2L] + gs[2L+1]): exact (< 2^24)
+                                mf = builder.fmul(builder.sitofp(mv, _v16f), builder.bitcast(gw, _v16f))
+                            elif vnni:  # m_L gs[2L] + m_L gs[2L+1] in one vpdpwssd (exact)
                                 mf = builder.sitofp(_dpwssd(builder, zi, gw, mpair[r]), _v16f)
                             else:
                                 mf = builder.sitofp(builder.mul(mv, g2), _v16f)
@@ -572,6 +628,8 @@ def _make_tile(kind, R, C, vnni):
     @intrinsic
     def tile(typingctx, data, n, q, i, dx, gs):
         return typer(data, n, q, i, dx, gs)
+    if packed:
+        return V.stable_pickle(tile, "q8tile", kind, R, C, vnni, "packed")
     return V.stable_pickle(tile, "q8tile", kind, R, C, vnni)
 
 
@@ -712,7 +770,9 @@ def _make_rows(kind, vnni):
     return V.stable_pickle(rows, "q8rows", kind, vnni)
 
 
-ONE_ROW_C = {"Q4_K": 8, "Q6_K": 4}     # x rows of the main one-weight-row tile, by kind
+# x rows of the main one-weight-row tile, by kind (8: pack_aux's dx lanes; Q6_K at 8 rather than
+# 4 reads each weight block's unpack for twice the x rows)
+ONE_ROW_C = {"Q4_K": 8, "Q6_K": 8}
 # int8 x bytes a pass of the one-weight-row `rows`: the pass's x rows stay in L1 while the
 # span's weight rows (73 KB of Q4_K at K = 2048) stream from L2, each read once a tile of x rows
 # (an x pass of 128 KB read x from L2 at every weight row: Q4_K 768 x 2048 at 32 rows 63.7 ->
@@ -727,9 +787,10 @@ def _make_rows_one(kind):
     row, a last single row against 4 weight rows, then 1 (a decode round's groups of 1-3 rows
     read each weight row once)."""
     C = ONE_ROW_C[kind]
-    tm, t14 = _make_tile(kind, 1, C, True), _make_tile(kind, 1, 4, True)
-    t13, t12 = _make_tile(kind, 1, 3, True), _make_tile(kind, 1, 2, True)
-    t41, t11 = _make_tile(kind, 4, 1, True), _make_tile(kind, 1, 1, True)
+    pk = kind in PACKED_KINDS       # gs is pack_aux's aux (every tile here reads it so)
+    tm, t14 = _make_tile(kind, 1, C, True, pk), _make_tile(kind, 1, 4, True, pk)
+    t13, t12 = _make_tile(kind, 1, 3, True, pk), _make_tile(kind, 1, 2, True, pk)
+    t41, t11 = _make_tile(kind, 4, 1, True, pk), _make_tile(kind, 1, 1, True, pk)
 
     @njit(cache=True, boundscheck=False, nogil=True)
     def rows(q, dx, gs, data, out, lo, hi):
@@ -843,6 +904,62 @@ def _make_rows_q80(vnni):
     return V.stable_pickle(rows, "q8rows", "Q8_0", vnni)
 
 
+# Kinds whose one-weight-row `rows` (VNNI) read x's gs as pack_aux lays it out (Q4_K: the
+# mins' pair sums as float32, so float32(Mv) is one exact multiply, not a vpmaddwd and a
+# convert; Q6_K: gs[L] as the int16 low half of lane L, so -32 sc_L gs[L]
+# is one vpmaddwd, not a vpmulld and a shift; both: a C = 8 tile's dx side by side). One thread,
+# 128 experts at a pp512 grouping, bytes == before: Q4_K 2048x768 49.5-54.2 -> 60.1-62.7 GMAC/s,
+# 768x2048 52.5-53.1 -> 59.9-67.4 (receipt 2026-12-05-kq36)
+PACKED_KINDS = ("Q4_K", "Q6_K")
+
+
+@njit(cache=True, boundscheck=False, nogil=True)
+def pack_aux(gs, dx, offs, C, q6, aux):
+    """aux [M, nb, 32] int32 for the packed tiles, from x's gs and dx grouped by offs: Q4_K
+    (q6 False): lanes 0..7 of (i, b) the float32 bits of gs[i, b, 2L] + gs[i, b, 2L + 1]
+    (|sum| <= 32 * 127: exact, and m_L times it < 2^24: float32(Mv[L]) is their float product,
+    exactly), lanes 8..15 zero; Q6_K: lane L (< 16) gs[i, b, L] as an int16 in its low half
+    (|gs| <= 16 * 127), 0 in its high half; both: at each row i where `rows` starts a tile of
+    n x rows within group g (from offs[g]: tiles of C, then one of 4, then one of the rest),
+    lanes 16 + c and 24 + c the float32 bits of dx[i + c, b] (c < n <= 8), 0 elsewhere. The same integers and scales as gs
+    and dx: a layout only."""
+    M, nb = dx.shape
+    auxf = aux.view(np.float32)
+    for i in range(M):
+        for b in range(nb):
+            if q6:
+                for L in range(16):
+                    aux[i, b, L] = np.int32(gs[i, b, L]) & np.int32(0xFFFF)
+            else:
+                for L in range(8):
+                    auxf[i, b, L] = np.float32(np.int32(gs[i, b, 2 * L]) + np.int32(gs[i, b, 2 * L + 1]))
+                for L in range(8, 16):
+                    aux[i, b, L] = 0
+            for L in range(16, 32):
+                aux[i, b, L] = 0
+    dxi = dx.view(np.int32)
+    for g in range(offs.shape[0] - 1):
+        a = offs[g]
+        e = offs[g + 1]
+        i = a
+        while i < e:                # the C-row tiles, then `rows`' tail tiles (4, then 3 or 2)
+            n = C if e - i >= C else (4 if e - i >= 4 else e - i)
+            for b in range(nb):
+                for c in range(n):
+                    aux[i, b, 16 + c] = dxi[i + c, b]
+                    aux[i, b, 24 + c] = dxi[i + c, b]
+            i += n
+
+
+def _aux(kind, vnni, gs, dx, offs):
+    """gs as the kind's `rows` reads it: pack_aux's aux for the packed kinds, else gs."""
+    if kind in PACKED_KINDS and vnni and ONE_ROW_FORM:
+        aux = np.empty((gs.shape[0], gs.shape[1], 32), np.int32)
+        pack_aux(gs, np.ascontiguousarray(dx), offs, ONE_ROW_C[kind], kind == "Q6_K", aux)
+        return aux
+    return gs
+
+
 def _make_rows_any(kind, vnni):
     if kind == "Q8_0":
         return _make_rows_q80(vnni)
@@ -878,8 +995,8 @@ def _make_crew(kind, vnni):
     return V.stable_pickle(member, "q8crew", kind, vnni)
 
 
-def _make_tile_any(kind, R, C, vnni):
-    return _make_tile_q80(R, C, vnni) if kind == "Q8_0" else _make_tile(kind, R, C, vnni)
+def _make_tile_any(kind, R, C, vnni, packed=False):
+    return _make_tile_q80(R, C, vnni) if kind == "Q8_0" else _make_tile(kind, R, C, vnni, bool(packed))
 
 
 V.MAKERS.update(q8tile=_make_tile_any, q8rows=_make_rows_any, q8crew=_make_crew)
@@ -921,6 +1038,7 @@ def grouped_q(q, dx, gs, kind, stack, experts, offs, out, vnni=None):
     caller alone at most blocks_vec.CREW_SERIAL_MACS, or at most SOLO_ROWS x rows against at
     most SOLO_BYTES of weights)."""
     vnni = VNNI if vnni is None else vnni
+    gs = _aux(kind, vnni, gs, dx, offs)
     key = (kind, vnni)
     member = _MEMBERS.get(key)
     if member is None:

@@ -73,6 +73,14 @@ def test_quantization_is_ggmls_q8_k():
     assert (q[1, :256] == 0).all() and dx[1, 0] == 0
     assert q[2, 300] == -127                           # (-127 / -50) * -50: the extreme is -127
     assert q[3, 512 + 1] == -64 and q[3, 512 + 3] == -62 and q[3, 512 + 129] == 0   # -63.5, -62.5, 0.5: to even
+    y = x.copy()                                       # |x| ties: the first one sets the sign
+    y[0, 256:512] = 0.25
+    y[0, 260], y[0, 270] = -3.0, 3.0
+    y[0, 512:768] = -0.0                               # a block of -0: dx 0, q 0
+    q, dx, gs = KQ.quantize(y[:1])
+    wq, wd, wb = ggml_q8_k(y[0])
+    assert q[0].tobytes() == wq.tobytes() and dx[0].tobytes() == wd.tobytes() and gs[0].tobytes() == wb.tobytes()
+    assert q[0, 260] == -127 and q[0, 270] == 127 and dx[0, 1] > 0 and dx[0, 2] == 0
     x[0, 5] = np.nan
     _, dx, _ = KQ.quantize(x[:1])
     assert np.isnan(dx[0, 0]) and not np.isnan(dx[0, 1])
@@ -162,3 +170,52 @@ def test_the_cpu_backend_multiplies_k_quants_against_int8_x_and_numpy_keeps_floa
     cpu._grouped = lambda experts: False                    # the per-expert loop
     loop = cpu.moe(xs, router, None, gu, down, ff, routing)
     assert np.isfinite(grouped).all() and grouped.tobytes() == loop.tobytes()
+
+
+@pytest.mark.parametrize("kind", ["Q4_K", "Q6_K"])
+def test_grouped_tiles_at_every_group_start_give_the_reference_bytes(kind):
+    """Groups of 1..17 rows starting anywhere (Q4_K's packed tiles read a C-row tile's dx from
+    pack_aux at the group's own tile starts): every row the scalar reference's bytes."""
+    from kernels import kquant_cpu as KQ
+    from kernels.blocks_cpu import F16
+    rng = np.random.default_rng(17)
+    K, N, E = 768, 37, 6
+    stack = np.stack([random_rows(rng, kind, N, K) for _ in range(E)])
+    sizes = np.array([8, 9, 3, 17, 1, 16, 7, 11, 14, 10, 12, 13, 2, 6, 5, 4])   # every tail
+    offs = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    experts = np.array([0, 1, 2, 3, 4, 5, 1, 3, 2, 0, 5, 4, 1, 3, 2, 0], np.int64)
+    x = rng.standard_normal((int(offs[-1]), K)).astype(np.float32)
+    x[5, 256:512] = 0.0                                 # a zero block: dx 0
+    q, dx, gs = KQ.quantize(x)
+    want = np.empty((x.shape[0], N), np.float32)
+    for g, e in enumerate(experts):
+        a, b = offs[g], offs[g + 1]
+        KQ.matmul_ref_rows(kind == "Q6_K", q[a:b], dx[a:b], gs[a:b], stack[e], F16, want[a:b])
+    for vnni in [False] + ([True] if KQ.VNNI else []):
+        got = np.empty_like(want)
+        KQ.grouped_q(q, dx, gs, kind, stack, experts, offs, got, vnni)
+        assert got.tobytes() == want.tobytes(), (kind, vnni)
+
+
+def test_pack_aux_is_a_layout_of_gs_and_dx():
+    from kernels import kquant_cpu as KQ
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((21, 512)).astype(np.float32) * 30
+    q, dx, gs = KQ.quantize(x)
+    offs = np.array([0, 3, 12, 21], np.int64)
+    for q6 in (False, True):
+        aux = np.empty((21, 2, 32), np.int32)
+        KQ.pack_aux(gs, dx, offs, 8, q6, aux)
+        if q6:      # gs[L] as the int16 low half of lane L, 0 above
+            halves = aux[:, :, :16].view(np.int16).reshape(21, 2, 16, 2)
+            assert halves[..., 0].astype(np.int32).tobytes() == gs.tobytes() and (halves[..., 1] == 0).all()
+        else:       # lane L < 8: float32(gs[2L] + gs[2L + 1]) (exact); lanes 8..15 zero
+            sums = (gs[:, :, 0::2] + gs[:, :, 1::2]).astype(np.float32)
+            assert aux[:, :, :8].view(np.float32).tobytes() == sums.tobytes()
+            assert (aux[:, :, 8:16] == 0).all()
+        # the tile starts of groups of 3, 9 and 9 rows: (row, rows) = a 3-row tile, 8 then 1
+        for i, n in ((0, 3), (3, 8), (11, 1), (12, 8), (20, 1)):
+            for c in range(8):
+                want = dx[i + c].tobytes() if c < n else bytes(8)
+                assert aux[i, :, 16 + c].view(np.float32).tobytes() == want, (i, c)
+                assert aux[i, :, 24 + c].view(np.float32).tobytes() == want, (i, c)
