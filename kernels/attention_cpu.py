@@ -39,7 +39,7 @@ import numpy as np
 from numba import njit, prange
 
 from kernels import rope
-from kernels.vec_ir import axpy_heads16, dot_rows16, prefetch_rows, softmax16
+from kernels.vec_ir import axpy_heads16, chain_cols16, dot_rows16, prefetch_rows, softmax16
 
 
 def plan(chunks, spans, pos, inv):
@@ -375,3 +375,241 @@ def _attend_parallel(qkv, nq, nkv, hd, cos, sin, k_pool, v_pool, spans, starts, 
     for job in prange(groups.shape[0] * nkv):
         _group_job(np.int64(job), groups, owner, qkv, nq, nkv, hd, cos, sin, k_pool, v_pool, spans, starts,
                    tables, page_rows, scale, out)
+
+
+# A chunk's rows with kernels/attention.ref's own float operations (the numpy backend's
+# attention, on which the Qwen3 / GLM families' bytes rest), without a Python step a row:
+#   scores  np.matmul(q_g, K) is OpenBLAS's sgemm on C^T = K^T q^T (M = keys, N = G, K = hd),
+#           below REF_MNK = M N K its small-matrix kernel (sgemm_small_kernel_b0, x86-64
+#           AVX-512): the keys in whole 16s, and a last 9..15, each a fused multiply-add chain
+#           over d from 0 (`_chain_scores`); a last 1..8 keys (K >= 32) each 16 chains, lane l
+#           over d = l mod 16, summed as ((l0+l1)+(l2+l3)) + ... in the pairs' order
+#           (`_lane_score`); then times scale (one float32 rounding);
+#   softmax s - max, numpy's exp (called on the round's scores as one array: its bytes for an
+#           element do not depend on where the element lies), the sum in numpy's pairwise
+#           order (`_np_sum`), then w / sum;
+#   values  np.matmul(w, V): C^T = V^T w^T (M = hd, N = G, K = keys): one fused multiply-add
+#           chain over the keys in order from 0 for every (g, d) (vec_ir.axpy_heads16's).
+# `ref_fits` holds the shapes to that kernel's bounds; `ref_agrees` checks this process's
+# numpy against the whole form once (the kernels a numpy build's BLAS picks are its own): the
+# caller falls back to attention.ref wherever either says no.
+REF_MNK = 1_000_000
+REF_KEYS = 2048             # and at most this many keys (bounds ref_agrees' check)
+
+
+@njit(cache=True, boundscheck=False, nogil=True)
+def ref_rows(start, n, G, hd):
+    """The rows 0..r - 1 of a chunk (at positions start..) whose keys fit the small kernel:
+    G hd L <= REF_MNK and L <= REF_KEYS for L = start + i + 1 (hd >= 32, a multiple of 16)."""
+    if hd < 32 or hd % 16 != 0:
+        return 0
+    r = 0
+    while r < n and G * hd * (start + r + 1) <= REF_MNK and start + r + 1 <= REF_KEYS:
+        r += 1
+    return r
+
+
+@njit(cache=True, boundscheck=False, nogil=True, fastmath={"contract"})
+def _lane_score(q, k, acc):
+    """sum_d q[d] k[d] as 16 fma chains (lane l: d = l, l + 16, ...), then
+    ((l0+l1)+(l2+l3)) ... summed pairwise up: REDUCE_M4's order."""
+    for l in range(16):
+        acc[l] = 0.0
+    for d0 in range(0, q.shape[0], 16):
+        for l in range(16):
+            acc[l] += q[d0 + l] * k[d0 + l]
+    for l in range(8):
+        acc[l] = acc[2 * l] + acc[2 * l + 1]
+    for l in range(4):
+        acc[l] = acc[2 * l] + acc[2 * l + 1]
+    return (acc[0] + acc[1]) + (acc[2] + acc[3])
+
+
+@njit(cache=True, boundscheck=False, nogil=True)
+def _np_sum(a, n):
+    """numpy's pairwise sum of a[:n] (float32 add.reduce over a contiguous run)."""
+    if n < 8:
+        res = np.float32(-0.0)
+        for i in range(n):
+            res += a[i]
+        return res
+    if n <= 128:
+        r0 = a[0]
+        r1 = a[1]
+        r2 = a[2]
+        r3 = a[3]
+        r4 = a[4]
+        r5 = a[5]
+        r6 = a[6]
+        r7 = a[7]
+        i = 8
+        while i < n - n % 8:
+            r0 += a[i]
+            r1 += a[i + 1]
+            r2 += a[i + 2]
+            r3 += a[i + 3]
+            r4 += a[i + 4]
+            r5 += a[i + 5]
+            r6 += a[i + 6]
+            r7 += a[i + 7]
+            i += 8
+        res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+        while i < n:
+            res += a[i]
+            i += 1
+        return res
+    n2 = n // 2
+    n2 -= n2 % 8
+    return _np_sum(a, n2) + _np_sum(a[n2:], n - n2)
+
+
+@njit(cache=True, boundscheck=False, nogil=True)
+def ref_gather(k_pool, v_pool, table, P, last, Kt, V):
+    """Kt[h, d, j] = K row j (zero from last to Kt's width, a multiple of 16), V[h, j] = V row
+    j of a stream (j < last), through its table."""
+    for j in range(last):
+        page = table[j // P]
+        off = j % P
+        for h in range(Kt.shape[0]):
+            for d in range(Kt.shape[1]):
+                Kt[h, d, j] = k_pool[page, off, h, d]
+                V[h, j, d] = v_pool[page, off, h, d]
+    for h in range(Kt.shape[0]):
+        for d in range(Kt.shape[1]):
+            for j in range(last, Kt.shape[2]):
+                Kt[h, d, j] = 0.0
+
+
+@njit(cache=True, boundscheck=False, nogil=True)
+def ref_offsets(start, r, nq):
+    """offs[i]: where row i's scores [nq, Lp_i] start in the chunk's flat score buffer (Lp_i:
+    its L_i keys rounded up to 16; the padding -inf, so 0 after exp)."""
+    offs = np.empty(r + 1, np.int64)
+    offs[0] = 0
+    for i in range(r):
+        offs[i + 1] = offs[i] + nq * ((start + i + 16) // 16 * 16)
+    return offs
+
+
+@njit(cache=True, boundscheck=False, nogil=True)
+def _scores_job(job, q, Kt, start, scale, offs, S):
+    """Row i, kv head h: its G heads' scores times scale, less their max, into S."""
+    KV = Kt.shape[0]
+    G = q.shape[1] // KV
+    i = job // KV
+    h = job % KV
+    L = start + i + 1
+    Lp = (L + 15) // 16 * 16
+    s = S[offs[i] + h * G * Lp:offs[i] + (h + 1) * G * Lp].reshape(G, Lp)
+    qg = q[i, h * G:(h + 1) * G]
+    chain_cols16(qg, Kt[h, :, :Lp], s)
+    mm = L % 16
+    if 1 <= mm <= 8:
+        acc = np.empty(16, np.float32)
+        kc = np.empty(Kt.shape[1], np.float32)
+        for j in range(L - mm, L):
+            for d in range(Kt.shape[1]):
+                kc[d] = Kt[h, d, j]
+            for g in range(G):
+                s[g, j] = _lane_score(qg[g], kc, acc)
+    for g in range(G):
+        m = np.float32(-np.inf)
+        for j in range(L):
+            v = s[g, j] * scale
+            s[g, j] = v
+            if v > m:
+                m = v
+        for j in range(L):
+            s[g, j] = s[g, j] - m
+        for j in range(L, Lp):
+            s[g, j] = -np.inf
+
+
+@njit(cache=True, boundscheck=False, nogil=True)
+def _values_job(job, V, start, offs, S, out):
+    """Row i, kv head h: w = exp'd scores / their sum, out = w V (axpy_heads16's chains)."""
+    KV = V.shape[0]
+    G = out.shape[1] // KV
+    i = job // KV
+    h = job % KV
+    L = start + i + 1
+    Lp = (L + 15) // 16 * 16
+    s = S[offs[i] + h * G * Lp:offs[i] + (h + 1) * G * Lp].reshape(G, Lp)
+    for g in range(G):
+        t = _np_sum(s[g], L)
+        for j in range(L):
+            s[g, j] = s[g, j] / t
+        o = out[i, h * G + g]
+        for d in range(o.shape[0]):
+            o[d] = 0.0
+    axpy_heads16(out[i, h * G:(h + 1) * G], s[:, :L], V[h, :L])
+
+
+@njit(cache=True, boundscheck=False, parallel=True)
+def ref_scores(q, Kt, start, scale, offs, S):
+    for job in prange((offs.shape[0] - 1) * Kt.shape[0]):
+        _scores_job(np.int64(job), q, Kt, start, scale, offs, S)
+
+
+@njit(cache=True, boundscheck=False, parallel=True)
+def ref_values(V, start, offs, S, out):
+    for job in prange((offs.shape[0] - 1) * V.shape[0]):
+        _values_job(np.int64(job), V, start, offs, S, out)
+
+
+def _serial(fn, cut, n):
+    fn(0, cut)
+    fn(cut, n)
+
+
+def ref_chunk(q, k_pool, v_pool, table, P, start, scale, out, pair=_serial):
+    """out = kernels/attention.ref(q, k_pool, v_pool, table, P, start, scale) for a chunk whose
+    rows all fit (ref_rows(start, n, G, hd) == n; q [n, nq, hd] float32, contiguous; its K and
+    V rows already written): the stream's keys gathered once (Kt, V), every (row, kv head)'s
+    scores and then its values over both cores (prange), numpy's exp between them on the
+    flat scores, cut in two by `pair` (halves.pair: two threads)."""
+    n, nq, hd = q.shape
+    KV = k_pool.shape[2]
+    last = start + n
+    Kt = np.empty((KV, hd, (last + 15) // 16 * 16), np.float32)
+    V = np.empty((KV, last, hd), np.float32)
+    ref_gather(k_pool, v_pool, table, P, last, Kt, V)
+    offs = ref_offsets(start, n, nq)
+    S = np.empty(offs[-1], np.float32)
+    ref_scores(q, Kt, start, np.float32(scale), offs, S)
+
+    def ex(a, b):
+        np.exp(S[a:b], out=S[a:b])
+    pair(ex, S.shape[0] // 2, S.shape[0])
+    ref_values(V, start, offs, S, out)
+
+
+_AGREES: dict = {}
+
+
+def ref_agrees(G: int, hd: int) -> bool:
+    """Whether ref_chunk gives attention.ref's bytes in this process for G q heads a kv head
+    and head dim hd: both run once on random rows at key counts 1..48 (every remainder of the
+    last 16 keys: the orders change with it) and the last 32 that ref_rows admits for the
+    shape (the bound), compared bit for bit; remembered."""
+    key = (G, hd)
+    if key not in _AGREES:
+        from kernels import attention
+        top = int(ref_rows(0, 1 << 20, G, hd))
+        ok = top > 0
+        rng = np.random.default_rng(31)
+        KV, P = 2, 16
+        pages = (top + P - 1) // P
+        for start, n in ((0, min(48, top)), (max(0, top - 32), min(32, top))):
+            if not ok:
+                break
+            k_pool = rng.standard_normal((pages + 1, P, KV, hd)).astype(np.float32)
+            v_pool = rng.standard_normal((pages + 1, P, KV, hd)).astype(np.float32)
+            table = rng.permutation(pages + 1)[:pages].astype(np.int64)
+            q = (rng.standard_normal((n, KV * G, hd)) * 0.3).astype(np.float32)
+            want = attention.ref(q, k_pool, v_pool, table, P, start, 0.0883883)
+            got = np.empty(want.shape, np.float32)
+            ref_chunk(q, k_pool, v_pool, table, P, start, 0.0883883, got)
+            ok = bool(np.array_equal(want.view(np.int32), got.view(np.int32)))
+        _AGREES[key] = ok
+    return _AGREES[key]

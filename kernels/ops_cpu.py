@@ -478,10 +478,13 @@ class NumbaOps(Ops):
         return out
 
     def write_and_attend(self, q, k, v, k_pool, v_pool, rows, scale):
-        """Ops.write_and_attend (each chunk's KV written, then its rows attend by
-        attention.ref), a chunk of many rows attending as two runs of its rows on two threads:
-        a row's attention reads its q and its stream's keys up to its position only, so the
-        bytes are the whole chunk's. The cut evens the keys the two runs read."""
+        """Ops.write_and_attend's bytes (each chunk's KV written, then its rows attend by
+        attention.ref). A chunk of many rows: its rows whose keys fit
+        (kernels/attention_cpu.ref_rows) by the numba form of attention.ref's own float
+        operations (`_ref_form`) where this process's numpy agrees with it
+        (attention_cpu.ref_agrees), both cores; the rest as two runs of rows on two threads
+        (a row's attention reads its q and its stream's keys up to its position only, so the
+        bytes are the whole chunk's; the cut evens the keys the two runs read)."""
         out = np.empty(q.shape, dtype=q.dtype)
         for (a, b), c in zip(rows.spans, rows.chunks):
             kv_write.ref(k_pool, v_pool, c.table, c.page_rows, c.start, k[a:b], v[a:b])
@@ -489,15 +492,42 @@ class NumbaOps(Ops):
             if not self._paired(n):
                 out[a:b] = attention.ref(q[a:b], k_pool, v_pool, c.table, c.page_rows, c.start, scale)
                 continue
-            keys = np.cumsum(np.arange(c.start + 1, c.start + n + 1, dtype=np.int64))
-            cut = int(np.searchsorted(keys, keys[-1] // 2)) + 1
-            cut = min(max(cut, 1), n - 1)
-
-            def run(i, j, a=a, c=c):
-                out[a + i:a + j] = attention.ref(q[a + i:a + j], k_pool, v_pool, c.table,
-                                                 c.page_rows, c.start + i, scale)
-            _halves.pair(run, cut, n)
+            done = self._ref_form(q[a:b], k_pool, v_pool, c, scale, out[a:b])
+            if done < n:
+                self._ref_halves(q[a + done:b], k_pool, v_pool, c, c.start + done, scale,
+                                 out[a + done:b])
         return out
+
+    def _ref_form(self, q, k_pool, v_pool, c, scale, out) -> int:
+        """attention.ref's bytes for the first r rows of a chunk (q [n, nq, hd] at positions
+        c.start ..) in three numba passes (kernels/attention_cpu.py: scores, numpy's exp on
+        them as one array in two halves, values); returns r (0 where the shapes do not fit or
+        this numpy disagrees)."""
+        A = self._attention_cpu
+        n, nq, hd = q.shape
+        KV = k_pool.shape[2]
+        if q.dtype != np.float32 or k_pool.dtype != np.float32 or nq % KV:
+            return 0
+        r = int(A.ref_rows(c.start, n, nq // KV, hd))
+        if r == 0 or not A.ref_agrees(nq // KV, hd):
+            return 0
+        A.ref_chunk(np.ascontiguousarray(q[:r]), k_pool, v_pool, np.asarray(c.table, np.int64),
+                    c.page_rows, c.start, scale, out[:r], _halves.pair)
+        return r
+
+    def _ref_halves(self, q, k_pool, v_pool, c, start, scale, out):
+        """attention.ref over a chunk's rows (at positions start ..) as two runs on two threads."""
+        n = q.shape[0]
+        if not self._paired(n):
+            out[:] = attention.ref(q, k_pool, v_pool, c.table, c.page_rows, start, scale)
+            return
+        keys = np.cumsum(np.arange(start + 1, start + n + 1, dtype=np.int64))
+        cut = int(np.searchsorted(keys, keys[-1] // 2)) + 1
+        cut = min(max(cut, 1), n - 1)
+
+        def run(i, j):
+            out[i:j] = attention.ref(q[i:j], k_pool, v_pool, c.table, c.page_rows, start + i, scale)
+        _halves.pair(run, cut, n)
 
     def apply_rope(self, x, positions, inv):
         """rope.ref's bytes in one numba call (kernels/attention_cpu.apply_rope) where x is
