@@ -491,70 +491,112 @@ def ref_offsets(start, r, nq):
     return offs
 
 
+REF_GROUP = 8               # a job's rows (they share each key block's reads, in L1)
+REF_VKEYS = 32              # the value rows a block (16 KB at hd 128)
+
+
+@njit(cache=True, boundscheck=False, nogil=True)
+def _row_scores(S, offs, i, h, G, L):
+    Lp = (L + 15) // 16 * 16
+    return S[offs[i] + h * G * Lp:offs[i] + (h + 1) * G * Lp].reshape(G, Lp)
+
+
 @njit(cache=True, boundscheck=False, nogil=True)
 def _scores_job(job, q, Kt, start, scale, offs, S):
-    """Row i, kv head h: its G heads' scores times scale, less their max, into S."""
+    """Rows 8g .. 8g + 7 of the chunk, kv head h: their G heads' scores (each a chain
+    over d, a key block of 16 read once for the rows), the last 1..8 keys' lane sums, times
+    scale, less their max, the padding -inf, into S."""
     KV = Kt.shape[0]
     G = q.shape[1] // KV
-    i = job // KV
+    n = offs.shape[0] - 1
+    t0 = (job // KV) * REF_GROUP
+    t1 = min(n, t0 + REF_GROUP)
     h = job % KV
-    L = start + i + 1
-    Lp = (L + 15) // 16 * 16
-    s = S[offs[i] + h * G * Lp:offs[i] + (h + 1) * G * Lp].reshape(G, Lp)
-    qg = q[i, h * G:(h + 1) * G]
-    chain_cols16(qg, Kt[h, :, :Lp], s)
-    mm = L % 16
-    if 1 <= mm <= 8:
-        acc = np.empty(16, np.float32)
-        kc = np.empty(Kt.shape[1], np.float32)
-        for j in range(L - mm, L):
-            for d in range(Kt.shape[1]):
-                kc[d] = Kt[h, d, j]
-            for g in range(G):
-                s[g, j] = _lane_score(qg[g], kc, acc)
-    for g in range(G):
-        m = np.float32(-np.inf)
-        for j in range(L):
-            v = s[g, j] * scale
-            s[g, j] = v
-            if v > m:
-                m = v
-        for j in range(L):
-            s[g, j] = s[g, j] - m
-        for j in range(L, Lp):
-            s[g, j] = -np.inf
+    Lmax = start + t1
+    for j0 in range(0, Lmax, 16):
+        kb = Kt[h, :, j0:j0 + 16]
+        for i in range(t0, t1):
+            L = start + i + 1
+            if L > j0:
+                s = _row_scores(S, offs, i, h, G, L)
+                chain_cols16(q[i, h * G:(h + 1) * G], kb, s[:, j0:j0 + 16])
+    acc = np.empty(16, np.float32)
+    kc = np.empty(Kt.shape[1], np.float32)
+    for i in range(t0, t1):
+        L = start + i + 1
+        Lp = (L + 15) // 16 * 16
+        s = _row_scores(S, offs, i, h, G, L)
+        qg = q[i, h * G:(h + 1) * G]
+        mm = L % 16
+        if 1 <= mm <= 8:
+            for j in range(L - mm, L):
+                for d in range(Kt.shape[1]):
+                    kc[d] = Kt[h, d, j]
+                for g in range(G):
+                    s[g, j] = _lane_score(qg[g], kc, acc)
+        for g in range(G):
+            m = np.float32(-np.inf)
+            for j in range(L):
+                v = s[g, j] * scale
+                s[g, j] = v
+                if v > m:
+                    m = v
+            for j in range(L):
+                s[g, j] = s[g, j] - m
+            for j in range(L, Lp):
+                s[g, j] = -np.inf
 
 
 @njit(cache=True, boundscheck=False, nogil=True)
 def _values_job(job, V, start, offs, S, out):
-    """Row i, kv head h: w = exp'd scores / their sum, out = w V (axpy_heads16's chains)."""
+    """Rows 8g .. 8g + 7, kv head h: w = exp'd scores / their sum (numpy's pairwise order),
+    out = w V: each (row, head, d) one fma chain over the keys in order (axpy_heads16's, a
+    block of REF_VKEYS value rows read once for the rows)."""
     KV = V.shape[0]
     G = out.shape[1] // KV
-    i = job // KV
+    n = offs.shape[0] - 1
+    t0 = (job // KV) * REF_GROUP
+    t1 = min(n, t0 + REF_GROUP)
     h = job % KV
-    L = start + i + 1
-    Lp = (L + 15) // 16 * 16
-    s = S[offs[i] + h * G * Lp:offs[i] + (h + 1) * G * Lp].reshape(G, Lp)
-    for g in range(G):
-        t = _np_sum(s[g], L)
-        for j in range(L):
-            s[g, j] = s[g, j] / t
-        o = out[i, h * G + g]
-        for d in range(o.shape[0]):
-            o[d] = 0.0
-    axpy_heads16(out[i, h * G:(h + 1) * G], s[:, :L], V[h, :L])
+    for i in range(t0, t1):
+        L = start + i + 1
+        s = _row_scores(S, offs, i, h, G, L)
+        for g in range(G):
+            t = _np_sum(s[g], L)
+            for j in range(L):
+                s[g, j] = s[g, j] / t
+            o = out[i, h * G + g]
+            for d in range(o.shape[0]):
+                o[d] = 0.0
+    Lmax = start + t1
+    for j0 in range(0, Lmax, REF_VKEYS):
+        for i in range(t0, t1):
+            L = start + i + 1
+            if L > j0:
+                j1 = min(L, j0 + REF_VKEYS)
+                s = _row_scores(S, offs, i, h, G, L)
+                axpy_heads16(out[i, h * G:(h + 1) * G], s[:, j0:j1], V[h, j0:j1])
+
+
+@njit(cache=True, boundscheck=False, nogil=True)
+def _jobs(n, KV):
+    return (n + REF_GROUP - 1) // REF_GROUP * KV
 
 
 @njit(cache=True, boundscheck=False, parallel=True)
-def ref_scores(q, Kt, start, scale, offs, S):
-    for job in prange((offs.shape[0] - 1) * Kt.shape[0]):
-        _scores_job(np.int64(job), q, Kt, start, scale, offs, S)
+def ref_scores(q, Kt, start, scale, offs, S, W):
+    J = _jobs(offs.shape[0] - 1, Kt.shape[0])
+    for w in prange(W):                 # job w, w + W, ...: each thread early and late rows
+        for job in range(w, J, W):
+            _scores_job(np.int64(job), q, Kt, start, scale, offs, S)
 
 
 @njit(cache=True, boundscheck=False, parallel=True)
-def ref_values(V, start, offs, S, out):
-    for job in prange((offs.shape[0] - 1) * V.shape[0]):
-        _values_job(np.int64(job), V, start, offs, S, out)
+def ref_values(V, start, offs, S, out, W):
+    J = _jobs(offs.shape[0] - 1, V.shape[0])
+    for w in prange(W):
+        for job in range(w, J, W):
+            _values_job(np.int64(job), V, start, offs, S, out)
 
 
 def _serial(fn, cut, n):
@@ -576,12 +618,14 @@ def ref_chunk(q, k_pool, v_pool, table, P, start, scale, out, pair=_serial):
     ref_gather(k_pool, v_pool, table, P, last, Kt, V)
     offs = ref_offsets(start, n, nq)
     S = np.empty(offs[-1], np.float32)
-    ref_scores(q, Kt, start, np.float32(scale), offs, S)
+    import numba
+    W = max(1, numba.get_num_threads())
+    ref_scores(q, Kt, start, np.float32(scale), offs, S, W)
 
     def ex(a, b):
         np.exp(S[a:b], out=S[a:b])
     pair(ex, S.shape[0] // 2, S.shape[0])
-    ref_values(V, start, offs, S, out)
+    ref_values(V, start, offs, S, out, W)
 
 
 _AGREES: dict = {}
