@@ -446,6 +446,7 @@ class NumbaOps(Ops):
             raise RuntimeError(f"the cpu ops backend needs numba: {self.why_not}")
         from kernels import attention_cpu, rmsnorm_cpu
         self._attention_cpu, self._rmsnorm_cpu = attention_cpu, rmsnorm_cpu
+        attention_cpu.ref_warm()        # write_and_attend's long-chunk form, loaded now
 
     def describe(self) -> str:
         return ("numba: GGUF blocks (Q4_K, Q6_K against int8 activations), norms, SwiGLU, attention, "
