@@ -96,11 +96,24 @@ class Ops:
         if isinstance(w, Blocks):                      # numba over the blocks as stored
             return qmatmul.cpu(x, w, bias, q8=self.kq8, q80=self.q80)
         if isinstance(w, MixedBlocks):                 # each part as stored, side by side
-            y = np.concatenate([qmatmul.cpu(x, p, q8=self.kq8, q80=self.q80) for p in w], axis=1)
+            y = np.concatenate(self._mixed_parts(x, w), axis=1)
             if bias is not None:
                 y += bias
             return y
         return matmul.ref(x, w, bias)
+
+    def _mixed_parts(self, x, w):
+        """Each part's product (qmatmul.cpu's bytes): the K-quant parts against x quantized to
+        int8 once for them all (kquant_cpu.matmul is quantize then that product; a quantized
+        row depends on its x row alone), the rest one by one."""
+        kq = [p.kind in qmatmul.Q8_KINDS for p in w] if self.kq8 else [False] * len(w)
+        if sum(kq) < 2:
+            return [qmatmul.cpu(x, p, q8=self.kq8, q80=self.q80) for p in w]
+        from kernels import kquant_cpu
+        q, dx, gs = kquant_cpu.quantize(x)
+        one, offs = np.zeros(1, np.int64), np.array([0, q.shape[0]], np.int64)
+        return [kquant_cpu.grouped_quantized(q, dx, gs, p.kind, p.data[None], one, offs) if k
+                else qmatmul.cpu(x, p, q8=self.kq8, q80=self.q80) for p, k in zip(w, kq)]
 
     def _np_order(self, x, w) -> bool:
         """Whether the norm runs as one numba call in numpy's own order (rmsnorm_cpu.np_rms_norm:
@@ -487,6 +500,8 @@ class NumbaOps(Ops):
         (a row's attention reads its q and its stream's keys up to its position only, so the
         bytes are the whole chunk's; the cut evens the keys the two runs read)."""
         out = np.empty(q.shape, dtype=q.dtype)
+        if q.ndim == 3 and q.shape[1] % k_pool.shape[2] == 0:   # the check once, at first use
+            self._attention_cpu.ref_agrees(q.shape[1] // k_pool.shape[2], q.shape[2])
         for (a, b), c in zip(rows.spans, rows.chunks):
             kv_write.ref(k_pool, v_pool, c.table, c.page_rows, c.start, k[a:b], v[a:b])
             n = b - a

@@ -103,3 +103,22 @@ def test_write_and_attend_is_the_definition(A, monkeypatch, G, starts):
     assert pools[1][0].tobytes() == kp.tobytes() and pools[1][1].tobytes() == vp.tobytes()
     if A.ref_agrees(G, hd):         # the form ran (not only the fallback)
         assert sum(used) > 0, used
+
+
+def test_mixed_parts_share_one_quantized_x(A):
+    """ops.linear on MixedBlocks (q|k|v of Q4_K_M: K-quant parts of two kinds) with x
+    quantized once == each part's own kquant_cpu.matmul side by side, at a prefill's rows."""
+    from kernels import kquant_cpu as KQ
+    from kernels.blocks import Blocks, MixedBlocks
+    from kernels.ops import backend
+    from tests.model.test_kquant_q8 import random_rows
+    cpu = backend("cpu")
+    rng = np.random.default_rng(36)
+    K = 512
+    parts = [Blocks("Q4_K", 48, K, random_rows(rng, "Q4_K", 48, K)),
+             Blocks("Q6_K", 16, K, random_rows(rng, "Q6_K", 16, K)),
+             Blocks("Q4_K", 32, K, random_rows(rng, "Q4_K", 32, K))]
+    for M in (3, 130):
+        x = rng.standard_normal((M, K)).astype(np.float32)
+        want = np.concatenate([KQ.matmul(x, p.kind, p.data) for p in parts], axis=1)
+        assert cpu.linear(x, MixedBlocks(parts)).tobytes() == want.tobytes(), M
