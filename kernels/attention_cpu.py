@@ -428,41 +428,120 @@ def _lane_score(q, k, acc):
 
 
 @njit(cache=True, boundscheck=False, nogil=True)
-def _np_sum(a, n):
-    """numpy's pairwise sum of a[:n] (float32 add.reduce over a contiguous run)."""
+def _sum_leaf(a, o, n):
+    """numpy's pairwise leaf (n <= 128) of a[o:o+n]: fewer than 8 in turn from -0.0; else 8
+    running sums over the first n - n % 8, ((0+1)+(2+3))+((4+5)+(6+7)), the tail in turn."""
     if n < 8:
         res = np.float32(-0.0)
-        for i in range(n):
+        for i in range(o, o + n):
             res += a[i]
         return res
+    r0 = a[o]
+    r1 = a[o + 1]
+    r2 = a[o + 2]
+    r3 = a[o + 3]
+    r4 = a[o + 4]
+    r5 = a[o + 5]
+    r6 = a[o + 6]
+    r7 = a[o + 7]
+    i = 8
+    while i < n - n % 8:
+        r0 += a[o + i]
+        r1 += a[o + i + 1]
+        r2 += a[o + i + 2]
+        r3 += a[o + i + 3]
+        r4 += a[o + i + 4]
+        r5 += a[o + i + 5]
+        r6 += a[o + i + 6]
+        r7 += a[o + i + 7]
+        i += 8
+    res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+    while i < n:
+        res += a[o + i]
+        i += 1
+    return res
+
+
+@njit(cache=True, boundscheck=False, nogil=True)
+def _sum1(a, o, n):
     if n <= 128:
-        r0 = a[0]
-        r1 = a[1]
-        r2 = a[2]
-        r3 = a[3]
-        r4 = a[4]
-        r5 = a[5]
-        r6 = a[6]
-        r7 = a[7]
-        i = 8
-        while i < n - n % 8:
-            r0 += a[i]
-            r1 += a[i + 1]
-            r2 += a[i + 2]
-            r3 += a[i + 3]
-            r4 += a[i + 4]
-            r5 += a[i + 5]
-            r6 += a[i + 6]
-            r7 += a[i + 7]
-            i += 8
-        res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
-        while i < n:
-            res += a[i]
-            i += 1
-        return res
-    n2 = n // 2
-    n2 -= n2 % 8
-    return _np_sum(a, n2) + _np_sum(a[n2:], n - n2)
+        return _sum_leaf(a, o, n)
+    h = n // 2
+    h -= h % 8
+    return _sum_leaf(a, o, h) + _sum_leaf(a, o + h, n - h)
+
+
+@njit(cache=True, boundscheck=False, nogil=True)
+def _sum2(a, o, n):
+    if n <= 128:
+        return _sum_leaf(a, o, n)
+    h = n // 2
+    h -= h % 8
+    return _sum1(a, o, h) + _sum1(a, o + h, n - h)
+
+
+@njit(cache=True, boundscheck=False, nogil=True)
+def _sum3(a, o, n):
+    if n <= 128:
+        return _sum_leaf(a, o, n)
+    h = n // 2
+    h -= h % 8
+    return _sum2(a, o, h) + _sum2(a, o + h, n - h)
+
+
+@njit(cache=True, boundscheck=False, nogil=True)
+def _sum4(a, o, n):
+    if n <= 128:
+        return _sum_leaf(a, o, n)
+    h = n // 2
+    h -= h % 8
+    return _sum3(a, o, h) + _sum3(a, o + h, n - h)
+
+
+@njit(cache=True, boundscheck=False, nogil=True)
+def _sum5(a, o, n):
+    if n <= 128:
+        return _sum_leaf(a, o, n)
+    h = n // 2
+    h -= h % 8
+    return _sum4(a, o, h) + _sum4(a, o + h, n - h)
+
+
+@njit(cache=True, boundscheck=False, nogil=True)
+def _sum6(a, o, n):
+    if n <= 128:
+        return _sum_leaf(a, o, n)
+    h = n // 2
+    h -= h % 8
+    return _sum5(a, o, h) + _sum5(a, o + h, n - h)
+
+
+@njit(cache=True, boundscheck=False, nogil=True)
+def _sum7(a, o, n):
+    if n <= 128:
+        return _sum_leaf(a, o, n)
+    h = n // 2
+    h -= h % 8
+    return _sum6(a, o, h) + _sum6(a, o + h, n - h)
+
+
+@njit(cache=True, boundscheck=False, nogil=True)
+def _sum8(a, o, n):
+    if n <= 128:
+        return _sum_leaf(a, o, n)
+    h = n // 2
+    h -= h % 8
+    return _sum7(a, o, h) + _sum7(a, o + h, n - h)
+
+
+@njit(cache=True, boundscheck=False, nogil=True)
+def _np_sum(a, n):
+    """numpy's pairwise sum of a[:n] (float32 add.reduce over a contiguous run): spans over 128
+    halved (the left half rounded down to a multiple of 8), leaves by _sum_leaf; written as
+    eight levels, not recursion (numba's cache mishandles a recursive function): n up to
+    2 ** 14 (ref_rows keeps L <= REF_KEYS); added to numpy's identity 0 last (a sum of -0.0s
+    is +0.0, as numpy's)."""
+    return np.float32(0.0) + _sum8(a, 0, n)
 
 
 @njit(cache=True, boundscheck=False, nogil=True)

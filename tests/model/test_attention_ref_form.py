@@ -122,3 +122,11 @@ def test_mixed_parts_share_one_quantized_x(A):
         x = rng.standard_normal((M, K)).astype(np.float32)
         want = np.concatenate([KQ.matmul(x, p.kind, p.data) for p in parts], axis=1)
         assert cpu.linear(x, MixedBlocks(parts)).tobytes() == want.tobytes(), M
+
+
+def test_np_sum_is_numpys_pairwise_sum(A):
+    rng = np.random.default_rng(5)
+    for n in list(range(1, 300)) + [511, 512, 777, 976, 1031, 2047, 2048, 4099]:
+        a = (rng.standard_normal(n) * 10 ** rng.uniform(-3, 3, n)).astype(np.float32)
+        assert np.float32(A._np_sum(a, n)).tobytes() == a.sum().tobytes(), n
+    assert np.float32(A._np_sum(np.array([-0.0], np.float32), 1)).tobytes() == np.array([-0.0], np.float32).sum().tobytes()
