@@ -1,10 +1,12 @@
-"""One engine, pp512 alternating: the ref form on (this branch) / off (_ref_form -> 0: the
+"""One engine, pp512 alternating (argument 3 "all": off also multiplies MixedBlocks parts one
+quantization each, as main): the ref form on (this branch) / off (_ref_form -> 0: the
 halves of attention.ref, main's path for the attention)."""
 import sys, time, os
 import server  # noqa
 from pathlib import Path
 import numpy as np
 from bench.moe_cpu import Foldserve
+ALL = len(sys.argv) > 3 and sys.argv[3] == "all"
 f = Foldserve(Path(sys.argv[1]), 2)
 f.warm()
 ops = f.eng.model.ops
@@ -23,6 +25,10 @@ res = {"on": [], "off": []}
 for k in range(int(sys.argv[2])):
     for mode in (("on", "off") if k % 2 == 0 else ("off", "on")):
         ops._ref_form = (lambda *a: form(ops, *a)) if mode == "on" else (lambda *a: 0)
+        if ALL:   # off: the MixedBlocks parts one product each, as main
+            from kernels import qmatmul
+            ops._mixed_parts = ((lambda x, w: type(ops)._mixed_parts(ops, x, w)) if mode == "on" else
+                                (lambda x, w: [qmatmul.cpu(x, p, q8=ops.kq8, q80=ops.q80) for p in w]))
         tw[0] = 0.0
         pp, _ = f.prefill(512)
         res[mode].append(pp)
