@@ -40,7 +40,7 @@ import threading
 import numpy as np
 from numba import njit, prange
 
-from kernels import rope
+from kernels import rmsnorm_cpu, rope
 from kernels.vec_ir import axpy_heads16, chain_cols16, dot_rows16, prefetch_rows, softmax16
 
 
@@ -769,3 +769,38 @@ def ref_warm():
     kp = np.zeros((1, 16, 1, 32), np.float32)
     out = np.empty((1, 1, 32), np.float32)
     ref_chunk(np.zeros((1, 1, 32), np.float32), kp, kp, np.zeros(1, np.int64), 16, 0, 1.0, out)
+
+
+@njit(cache=True, boundscheck=False, nogil=True)
+def prep_rows(qkv, nq, nkv, hd, r, cos, sin, qw, kw, norm, eps, q, k, v, a, b):
+    """Rows a..b of a round's fused qkv [T, (nq + 2 nkv) hd] -> q [T, nq, hd], k, v [T, nkv,
+    hd]: q and k heads normed (norm: rmsnorm_cpu.np_rms_norm's row, rmsnorm.ref's bytes, with
+    weights qw / kw), then their first r dims rotated by row t's cos / sin (rope_rows'
+    operations: rope.ref's bytes), the rest as they are; v copied. What Ops.qkv_attend does
+    before the attention, a row at a time."""
+    st = rmsnorm_cpu._stack()
+    tmp = np.empty(hd, np.float32)
+    half = r // 2
+    for t in range(a, b):
+        for hh in range(nq + nkv):
+            src = qkv[t, hh * hd:(hh + 1) * hd]
+            dst = q[t, hh] if hh < nq else k[t, hh - nq]
+            if norm:
+                rmsnorm_cpu._np_norm_row(src, qw if hh < nq else kw, eps, tmp, st)
+            else:
+                for d in range(hd):
+                    tmp[d] = src[d]
+            for j in range(half):
+                x1 = tmp[j]
+                x2 = tmp[half + j]
+                c = cos[t, j]
+                s = sin[t, j]
+                dst[j] = x1 * c - x2 * s
+                dst[half + j] = x2 * c + x1 * s
+            for d in range(r, hd):
+                dst[d] = tmp[d]
+        for hh in range(nkv):
+            src = qkv[t, (nq + nkv + hh) * hd:(nq + nkv + hh + 1) * hd]
+            dv = v[t, hh]
+            for d in range(hd):
+                dv[d] = src[d]

@@ -581,5 +581,25 @@ class NumbaOps(Ops):
             self._attention_cpu.round_attend(qkv, nq, nkv, hd, *rows.cpu[:2], k_pool, v_pool,
                                              *rows.cpu[2:], scale, out)
             return out
+        T = qkv.shape[0]
+        r = hd if rot is None else rot
+        if (self._paired(T) and qkv.ndim == 2 and qkv.dtype == np.float32
+                and qkv.shape[1] == (nq + 2 * nkv) * hd and r % 2 == 0 and 0 < r <= hd
+                and (norms is None or all(w.dtype == np.float32 and w.shape == (hd,) for w in norms))):
+            # Ops.qkv_attend's norms, RoPE and copies as one numba pass a row, two halves
+            cos, sin = rope.cos_sin(np.asarray(pos), inv)
+            if cos.shape[1] < r // 2:
+                return super().qkv_attend(qkv, nq, nkv, hd, pos, inv, k_pool, v_pool, rows,
+                                          scale, norms, eps, rot)
+            qkv = np.ascontiguousarray(qkv)
+            q = np.empty((T, nq, hd), np.float32)
+            k = np.empty((T, nkv, hd), np.float32)
+            v = np.empty((T, nkv, hd), np.float32)
+            qw, kw = norms if norms is not None else (cos[0, :1], cos[0, :1])
+            e = np.float32(eps)
+            _halves.pair(lambda a, b: self._attention_cpu.prep_rows(
+                qkv, nq, nkv, hd, r, cos, sin, qw, kw, norms is not None, e, q, k, v, a, b),
+                T // 2, T)
+            return self.write_and_attend(q, k, v, k_pool, v_pool, rows, scale)
         return super().qkv_attend(qkv, nq, nkv, hd, pos, inv, k_pool, v_pool, rows, scale,
                                   norms, eps, rot)

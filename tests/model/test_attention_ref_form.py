@@ -130,3 +130,34 @@ def test_np_sum_is_numpys_pairwise_sum(A):
         a = (rng.standard_normal(n) * 10 ** rng.uniform(-3, 3, n)).astype(np.float32)
         assert np.float32(A._np_sum(a, n)).tobytes() == a.sum().tobytes(), n
     assert np.float32(A._np_sum(np.array([-0.0], np.float32), 1)).tobytes() == np.array([-0.0], np.float32).sum().tobytes()
+
+
+@pytest.mark.parametrize("norms,rot", [(True, None), (False, 64), (True, 32)])
+def test_qkv_attend_prep_is_the_definition(A, monkeypatch, norms, rot):
+    """NumbaOps.qkv_attend (q/k norms, partial RoPE and the copies as attention_cpu.prep_rows a
+    row at a time, two halves) == the numpy backend's Ops.qkv_attend (rmsnorm.ref, rope.ref,
+    kv_write.ref, attention.ref), output and pools."""
+    from kernels import halves, ops_cpu, rope
+    from kernels.ops import backend
+    monkeypatch.setattr(halves, "threads", lambda: 2)
+    cpu, npy = ops_cpu.NumbaOps(), backend("numpy")
+    rng = np.random.default_rng(7)
+    P, nq, nkv, hd = 16, 16, 2, 128
+    spans = [(0, 130), (130, 134)]
+    chunks = [SimpleNamespace(table=np.arange(20 * i, 20 * i + 20)[::-1].copy(), page_rows=P, start=s)
+              for i, s in enumerate((0, 40))]
+    rows = SimpleNamespace(spans=spans, chunks=chunks, cpu=None)
+    T = spans[-1][1]
+    qkv = (rng.standard_normal((T, (nq + 2 * nkv) * hd)) * 2).astype(np.float32)
+    pos = np.concatenate([np.arange(0, 130), np.arange(40, 44)])
+    inv = rope.inv_freq(rot or hd, 1e6)
+    nw = ((rng.standard_normal(hd) * 0.3 + 1).astype(np.float32),
+          (rng.standard_normal(hd) * 0.3 + 1).astype(np.float32)) if norms else None
+    got, want = [], []
+    for ops, out in ((cpu, got), (npy, want)):
+        kp = np.zeros((40, P, nkv, hd), np.float32)
+        vp = np.zeros_like(kp)
+        out.append(ops.qkv_attend(qkv, nq, nkv, hd, pos, inv, kp, vp, rows, 0.09, nw, 1e-6, rot))
+        out += [kp, vp]
+    for g, w in zip(got, want):
+        assert g.tobytes() == w.tobytes()
