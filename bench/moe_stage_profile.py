@@ -67,7 +67,10 @@ def instrument(vocab: int, ops):
               "add_rms_norm", "sigmoid", "rope_part", "apply_rope",
               # glm5next / kimilinear (KDA, the DSA's sparse latent attention, mHC, the
               # dense MLPs' gate|up), the latent attention
-              "kda_round", "dsa_attend", "mhc_pre", "mhc_post", "gate_up_silu", "mla_attend"):
+              "kda_round", "dsa_attend", "mhc_pre", "mhc_post", "gate_up_silu", "mla_attend",
+              # inside qkv_attend where the family has no fused form (Qwen3's q/k norms,
+              # GLM's partial RoPE): the KV write and attention.ref's bytes
+              "write_and_attend"):
         if hasattr(ops, n):
             wrap(ops, n, lambda a, n=n: f"ops.{n}")
     wrap(ops, "norm_linear", by_weight(4, "ops.norm_linear"))
@@ -80,6 +83,11 @@ def instrument(vocab: int, ops):
         wrap(kquant_cpu, "grouped_quantized", lambda a: f"moe: grouped {a[3]} N={a[4].shape[1]} (x quantized)")
     wrap(kquant_cpu, "quantize", lambda a: "kquant: quantize x")
     wrap(swiglu, "ref", lambda a: "swiglu")
+    from kernels import attention_cpu   # attention.ref's operations over a long chunk
+    if hasattr(attention_cpu, "ref_chunk"):
+        wrap(attention_cpu, "ref_chunk", lambda a: "attention: ref_chunk (numba)")
+        for n in ("ref_gather", "ref_scores", "ref_values"):
+            wrap(attention_cpu, n, lambda a, n=n: f"attention: {n}")
     # the sparse latent attention's parts (kernels/dsa_cpu.py; inside "ops.dsa_attend")
     from kernels import dsa, mla
     try:

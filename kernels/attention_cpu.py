@@ -35,11 +35,13 @@ from __future__ import annotations
 from kernels import require_init  # noqa: E402
 
 require_init(__name__)           # kernels.init() first: numba's cache folder, its env
+import threading
+
 import numpy as np
 from numba import njit, prange
 
-from kernels import rope
-from kernels.vec_ir import axpy_heads16, dot_rows16, prefetch_rows, softmax16
+from kernels import rmsnorm_cpu, rope
+from kernels.vec_ir import axpy_heads16, chain_cols16, dot_rows16, prefetch_rows, softmax16
 
 
 def plan(chunks, spans, pos, inv):
@@ -375,3 +377,430 @@ def _attend_parallel(qkv, nq, nkv, hd, cos, sin, k_pool, v_pool, spans, starts, 
     for job in prange(groups.shape[0] * nkv):
         _group_job(np.int64(job), groups, owner, qkv, nq, nkv, hd, cos, sin, k_pool, v_pool, spans, starts,
                    tables, page_rows, scale, out)
+
+
+# A chunk's rows with kernels/attention.ref's own float operations (the numpy backend's
+# attention, on which the Qwen3 / GLM families' bytes rest), without a Python step a row:
+#   scores  np.matmul(q_g, K) is OpenBLAS's sgemm on C^T = K^T q^T (M = keys, N = G, K = hd),
+#           below REF_MNK = M N K its small-matrix kernel (sgemm_small_kernel_b0, x86-64
+#           AVX-512): the keys in whole 16s, and a last 9..15, each a fused multiply-add chain
+#           over d from 0 (`_chain_scores`); a last 1..8 keys (K >= 32) each 16 chains, lane l
+#           over d = l mod 16, summed as ((l0+l1)+(l2+l3)) + ... in the pairs' order
+#           (`_lane_score`); then times scale (one float32 rounding);
+#   softmax s - max, numpy's exp (called on the round's scores as one array: its bytes for an
+#           element do not depend on where the element lies), the sum in numpy's pairwise
+#           order (`_np_sum`), then w / sum;
+#   values  np.matmul(w, V): C^T = V^T w^T (M = hd, N = G, K = keys): one fused multiply-add
+#           chain over the keys in order from 0 for every (g, d) (vec_ir.axpy_heads16's).
+# `ref_fits` holds the shapes to that kernel's bounds; `ref_agrees` checks this process's
+# numpy against the whole form once (the kernels a numpy build's BLAS picks are its own): the
+# caller falls back to attention.ref wherever either says no.
+REF_MNK = 1_000_000
+REF_KEYS = 2048             # and at most this many keys (bounds ref_agrees' check)
+
+
+@njit(cache=True, boundscheck=False, nogil=True)
+def ref_rows(start, n, G, hd):
+    """The rows 0..r - 1 of a chunk (at positions start..) whose keys fit the small kernel:
+    G hd L <= REF_MNK and L <= REF_KEYS for L = start + i + 1 (hd >= 32, a multiple of 16)."""
+    if hd < 32 or hd % 16 != 0:
+        return 0
+    r = 0
+    while r < n and G * hd * (start + r + 1) <= REF_MNK and start + r + 1 <= REF_KEYS:
+        r += 1
+    return r
+
+
+@njit(cache=True, boundscheck=False, nogil=True, fastmath={"contract"})
+def _lane_score(q, k, acc):
+    """sum_d q[d] k[d] as 16 fma chains (lane l: d = l, l + 16, ...), then
+    ((l0+l1)+(l2+l3)) ... summed pairwise up: REDUCE_M4's order."""
+    for l in range(16):
+        acc[l] = 0.0
+    for d0 in range(0, q.shape[0], 16):
+        for l in range(16):
+            acc[l] += q[d0 + l] * k[d0 + l]
+    for l in range(8):
+        acc[l] = acc[2 * l] + acc[2 * l + 1]
+    for l in range(4):
+        acc[l] = acc[2 * l] + acc[2 * l + 1]
+    return (acc[0] + acc[1]) + (acc[2] + acc[3])
+
+
+@njit(cache=True, boundscheck=False, nogil=True)
+def _sum_leaf(a, o, n):
+    """numpy's pairwise leaf (n <= 128) of a[o:o+n]: fewer than 8 in turn from -0.0; else 8
+    running sums over the first n - n % 8, ((0+1)+(2+3))+((4+5)+(6+7)), the tail in turn."""
+    if n < 8:
+        res = np.float32(-0.0)
+        for i in range(o, o + n):
+            res += a[i]
+        return res
+    r0 = a[o]
+    r1 = a[o + 1]
+    r2 = a[o + 2]
+    r3 = a[o + 3]
+    r4 = a[o + 4]
+    r5 = a[o + 5]
+    r6 = a[o + 6]
+    r7 = a[o + 7]
+    i = 8
+    while i < n - n % 8:
+        r0 += a[o + i]
+        r1 += a[o + i + 1]
+        r2 += a[o + i + 2]
+        r3 += a[o + i + 3]
+        r4 += a[o + i + 4]
+        r5 += a[o + i + 5]
+        r6 += a[o + i + 6]
+        r7 += a[o + i + 7]
+        i += 8
+    res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+    while i < n:
+        res += a[o + i]
+        i += 1
+    return res
+
+
+@njit(cache=True, boundscheck=False, nogil=True)
+def _sum1(a, o, n):
+    if n <= 128:
+        return _sum_leaf(a, o, n)
+    h = n // 2
+    h -= h % 8
+    return _sum_leaf(a, o, h) + _sum_leaf(a, o + h, n - h)
+
+
+@njit(cache=True, boundscheck=False, nogil=True)
+def _sum2(a, o, n):
+    if n <= 128:
+        return _sum_leaf(a, o, n)
+    h = n // 2
+    h -= h % 8
+    return _sum1(a, o, h) + _sum1(a, o + h, n - h)
+
+
+@njit(cache=True, boundscheck=False, nogil=True)
+def _sum3(a, o, n):
+    if n <= 128:
+        return _sum_leaf(a, o, n)
+    h = n // 2
+    h -= h % 8
+    return _sum2(a, o, h) + _sum2(a, o + h, n - h)
+
+
+@njit(cache=True, boundscheck=False, nogil=True)
+def _sum4(a, o, n):
+    if n <= 128:
+        return _sum_leaf(a, o, n)
+    h = n // 2
+    h -= h % 8
+    return _sum3(a, o, h) + _sum3(a, o + h, n - h)
+
+
+@njit(cache=True, boundscheck=False, nogil=True)
+def _sum5(a, o, n):
+    if n <= 128:
+        return _sum_leaf(a, o, n)
+    h = n // 2
+    h -= h % 8
+    return _sum4(a, o, h) + _sum4(a, o + h, n - h)
+
+
+@njit(cache=True, boundscheck=False, nogil=True)
+def _sum6(a, o, n):
+    if n <= 128:
+        return _sum_leaf(a, o, n)
+    h = n // 2
+    h -= h % 8
+    return _sum5(a, o, h) + _sum5(a, o + h, n - h)
+
+
+@njit(cache=True, boundscheck=False, nogil=True)
+def _sum7(a, o, n):
+    if n <= 128:
+        return _sum_leaf(a, o, n)
+    h = n // 2
+    h -= h % 8
+    return _sum6(a, o, h) + _sum6(a, o + h, n - h)
+
+
+@njit(cache=True, boundscheck=False, nogil=True)
+def _sum8(a, o, n):
+    if n <= 128:
+        return _sum_leaf(a, o, n)
+    h = n // 2
+    h -= h % 8
+    return _sum7(a, o, h) + _sum7(a, o + h, n - h)
+
+
+@njit(cache=True, boundscheck=False, nogil=True)
+def _np_sum(a, n):
+    """numpy's pairwise sum of a[:n] (float32 add.reduce over a contiguous run): spans over 128
+    halved (the left half rounded down to a multiple of 8), leaves by _sum_leaf; written as
+    eight levels, not recursion (numba's cache mishandles a recursive function): n up to
+    2 ** 14 (ref_rows keeps L <= REF_KEYS); added to numpy's identity 0 last (a sum of -0.0s
+    is +0.0, as numpy's)."""
+    return np.float32(0.0) + _sum8(a, 0, n)
+
+
+@njit(cache=True, boundscheck=False, nogil=True)
+def ref_gather(k_pool, v_pool, table, P, last, Kt, V):
+    """Kt[h, d, j] = K row j (zero from last to Kt's width, a multiple of 16), V[h, j] = V row
+    j of a stream (j < last), through its table."""
+    for j in range(last):
+        page = table[j // P]
+        off = j % P
+        for h in range(Kt.shape[0]):
+            for d in range(Kt.shape[1]):
+                Kt[h, d, j] = k_pool[page, off, h, d]
+                V[h, j, d] = v_pool[page, off, h, d]
+    for h in range(Kt.shape[0]):
+        for d in range(Kt.shape[1]):
+            for j in range(last, Kt.shape[2]):
+                Kt[h, d, j] = 0.0
+
+
+@njit(cache=True, boundscheck=False, nogil=True)
+def ref_offsets(start, r, nq):
+    """offs[i]: where row i's scores [nq, Lp_i] start in the chunk's flat score buffer (Lp_i:
+    its L_i keys rounded up to 16; the padding -inf, so 0 after exp)."""
+    offs = np.empty(r + 1, np.int64)
+    offs[0] = 0
+    for i in range(r):
+        offs[i + 1] = offs[i] + nq * ((start + i + 16) // 16 * 16)
+    return offs
+
+
+REF_GROUP = 8               # a job's rows (they share each key block's reads, in L1)
+REF_VKEYS = 32              # the value rows a block (16 KB at hd 128)
+
+
+@njit(cache=True, boundscheck=False, nogil=True)
+def _row_scores(S, offs, i, h, G, L):
+    Lp = (L + 15) // 16 * 16
+    return S[offs[i] + h * G * Lp:offs[i] + (h + 1) * G * Lp].reshape(G, Lp)
+
+
+@njit(cache=True, boundscheck=False, nogil=True)
+def _scores_job(job, q, Kt, start, scale, offs, S):
+    """Rows 8g .. 8g + 7 of the chunk, kv head h: their G heads' scores (each a chain
+    over d, a key block of 16 read once for the rows), the last 1..8 keys' lane sums, times
+    scale, less their max, the padding -inf, into S."""
+    KV = Kt.shape[0]
+    G = q.shape[1] // KV
+    n = offs.shape[0] - 1
+    t0 = (job // KV) * REF_GROUP
+    t1 = min(n, t0 + REF_GROUP)
+    h = job % KV
+    Lmax = start + t1
+    for j0 in range(0, Lmax, 32):
+        for i in range(t0, t1):
+            L = start + i + 1
+            if L > j0:
+                j1 = min(j0 + 32, (L + 15) // 16 * 16)
+                s = _row_scores(S, offs, i, h, G, L)
+                chain_cols16(q[i, h * G:(h + 1) * G], Kt[h, :, j0:j1], s[:, j0:j1])
+    acc = np.empty(16, np.float32)
+    mx = np.empty(16, np.float32)
+    kc = np.empty(Kt.shape[1], np.float32)
+    for i in range(t0, t1):
+        L = start + i + 1
+        Lp = (L + 15) // 16 * 16
+        s = _row_scores(S, offs, i, h, G, L)
+        qg = q[i, h * G:(h + 1) * G]
+        mm = L % 16
+        if 1 <= mm <= 8:
+            for j in range(L - mm, L):
+                for d in range(Kt.shape[1]):
+                    kc[d] = Kt[h, d, j]
+                for g in range(G):
+                    s[g, j] = _lane_score(qg[g], kc, acc)
+        L16 = L // 16 * 16
+        for g in range(G):           # the max in 16 lanes (a max is the same in any order)
+            sg = s[g]
+            for l in range(16):
+                mx[l] = -np.inf
+            for j0 in range(0, L16, 16):
+                for l in range(16):
+                    v = sg[j0 + l] * scale
+                    sg[j0 + l] = v
+                    mx[l] = max(mx[l], v)
+            m = np.float32(-np.inf)
+            for l in range(16):
+                m = max(m, mx[l])
+            for j in range(L16, L):
+                v = sg[j] * scale
+                sg[j] = v
+                m = max(m, v)
+            for j in range(L):
+                s[g, j] = s[g, j] - m
+            for j in range(L, Lp):
+                s[g, j] = -np.inf
+
+
+@njit(cache=True, boundscheck=False, nogil=True)
+def _values_job(job, V, start, offs, S, out):
+    """Rows 8g .. 8g + 7, kv head h: w = exp'd scores / their sum (numpy's pairwise order),
+    out = w V: each (row, head, d) one fma chain over the keys in order (axpy_heads16's, a
+    block of REF_VKEYS value rows read once for the rows)."""
+    KV = V.shape[0]
+    G = out.shape[1] // KV
+    n = offs.shape[0] - 1
+    t0 = (job // KV) * REF_GROUP
+    t1 = min(n, t0 + REF_GROUP)
+    h = job % KV
+    for i in range(t0, t1):
+        L = start + i + 1
+        s = _row_scores(S, offs, i, h, G, L)
+        for g in range(G):
+            t = _np_sum(s[g], L)
+            for j in range(L):
+                s[g, j] = s[g, j] / t
+            o = out[i, h * G + g]
+            for d in range(o.shape[0]):
+                o[d] = 0.0
+    Lmax = start + t1
+    for j0 in range(0, Lmax, REF_VKEYS):
+        for i in range(t0, t1):
+            L = start + i + 1
+            if L > j0:
+                j1 = min(L, j0 + REF_VKEYS)
+                s = _row_scores(S, offs, i, h, G, L)
+                axpy_heads16(out[i, h * G:(h + 1) * G], s[:, j0:j1], V[h, j0:j1])
+
+
+@njit(cache=True, boundscheck=False, nogil=True)
+def _jobs(n, KV):
+    return (n + REF_GROUP - 1) // REF_GROUP * KV
+
+
+@njit(cache=True, boundscheck=False, parallel=True)
+def ref_scores(q, Kt, start, scale, offs, S, W):
+    J = _jobs(offs.shape[0] - 1, Kt.shape[0])
+    for w in prange(W):                 # job w, w + W, ...: each thread early and late rows
+        for job in range(w, J, W):
+            _scores_job(np.int64(job), q, Kt, start, scale, offs, S)
+
+
+@njit(cache=True, boundscheck=False, parallel=True)
+def ref_values(V, start, offs, S, out, W):
+    J = _jobs(offs.shape[0] - 1, V.shape[0])
+    for w in prange(W):
+        for job in range(w, J, W):
+            _values_job(np.int64(job), V, start, offs, S, out)
+
+
+def _serial(fn, cut, n):
+    fn(0, cut)
+    fn(cut, n)
+
+
+_LOCAL = threading.local()
+
+
+def _scratch(n: int) -> np.ndarray:
+    """n float32 of this thread's score buffer, kept between calls (a prompt chunk's scores
+    are ~17 MB: a fresh array a layer is ~4,000 page faults)."""
+    buf = getattr(_LOCAL, "buf", None)
+    if buf is None or buf.shape[0] < n:
+        buf = _LOCAL.buf = np.empty(max(n, 1 << 16), np.float32)
+    return buf[:n]
+
+
+def ref_chunk(q, k_pool, v_pool, table, P, start, scale, out, pair=_serial):
+    """out = kernels/attention.ref(q, k_pool, v_pool, table, P, start, scale) for a chunk whose
+    rows all fit (ref_rows(start, n, G, hd) == n; q [n, nq, hd] float32, contiguous; its K and
+    V rows already written): the stream's keys gathered once (Kt, V), every (row, kv head)'s
+    scores and then its values over both cores (prange), numpy's exp between them on the
+    flat scores, cut in two by `pair` (halves.pair: two threads)."""
+    n, nq, hd = q.shape
+    KV = k_pool.shape[2]
+    last = start + n
+    Kt = np.empty((KV, hd, (last + 15) // 16 * 16), np.float32)
+    V = np.empty((KV, last, hd), np.float32)
+    ref_gather(k_pool, v_pool, table, P, last, Kt, V)
+    offs = ref_offsets(start, n, nq)
+    S = _scratch(int(offs[-1]))
+    import numba
+    W = max(1, numba.get_num_threads())
+    ref_scores(q, Kt, start, np.float32(scale), offs, S, W)
+
+    def ex(a, b):
+        np.exp(S[a:b], out=S[a:b])
+    pair(ex, S.shape[0] // 2, S.shape[0])
+    ref_values(V, start, offs, S, out, W)
+
+
+_AGREES: dict = {}
+
+
+def ref_agrees(G: int, hd: int) -> bool:
+    """Whether ref_chunk gives attention.ref's bytes in this process for G q heads a kv head
+    and head dim hd: both run once on random rows at key counts 1..48 (every remainder of the
+    last 16 keys: the orders change with it) and the last 32 that ref_rows admits for the
+    shape (the bound), compared bit for bit; remembered."""
+    key = (G, hd)
+    if key not in _AGREES:
+        from kernels import attention
+        top = int(ref_rows(0, 1 << 20, G, hd))
+        ok = top > 0
+        rng = np.random.default_rng(31)
+        KV, P = 2, 16
+        pages = (top + P - 1) // P
+        for start, n in ((0, min(48, top)), (max(0, top - 32), min(32, top))):
+            if not ok:
+                break
+            k_pool = rng.standard_normal((pages + 1, P, KV, hd)).astype(np.float32)
+            v_pool = rng.standard_normal((pages + 1, P, KV, hd)).astype(np.float32)
+            table = rng.permutation(pages + 1)[:pages].astype(np.int64)
+            q = (rng.standard_normal((n, KV * G, hd)) * 0.3).astype(np.float32)
+            want = attention.ref(q, k_pool, v_pool, table, P, start, 0.0883883)
+            got = np.empty(want.shape, np.float32)
+            ref_chunk(q, k_pool, v_pool, table, P, start, 0.0883883, got)
+            ok = bool(np.array_equal(want.view(np.int32), got.view(np.int32)))
+        _AGREES[key] = ok
+    return _AGREES[key]
+
+
+def ref_warm():
+    """Load ref_chunk's numba functions (from numba's cache: ~0.1 s in a fresh process) on a
+    one-row chunk, so the first long prompt does not pay for it."""
+    kp = np.zeros((1, 16, 1, 32), np.float32)
+    out = np.empty((1, 1, 32), np.float32)
+    ref_chunk(np.zeros((1, 1, 32), np.float32), kp, kp, np.zeros(1, np.int64), 16, 0, 1.0, out)
+
+
+@njit(cache=True, boundscheck=False, nogil=True)
+def prep_rows(qkv, nq, nkv, hd, r, cos, sin, qw, kw, norm, eps, q, k, v, a, b):
+    """Rows a..b of a round's fused qkv [T, (nq + 2 nkv) hd] -> q [T, nq, hd], k, v [T, nkv,
+    hd]: q and k heads normed (norm: rmsnorm_cpu.np_rms_norm's row, rmsnorm.ref's bytes, with
+    weights qw / kw), then their first r dims rotated by row t's cos / sin (rope_rows'
+    operations: rope.ref's bytes), the rest as they are; v copied. What Ops.qkv_attend does
+    before the attention, a row at a time."""
+    st = rmsnorm_cpu._stack()
+    tmp = np.empty(hd, np.float32)
+    half = r // 2
+    for t in range(a, b):
+        for hh in range(nq + nkv):
+            src = qkv[t, hh * hd:(hh + 1) * hd]
+            dst = q[t, hh] if hh < nq else k[t, hh - nq]
+            if norm:
+                rmsnorm_cpu._np_norm_row(src, qw if hh < nq else kw, eps, tmp, st)
+            else:
+                for d in range(hd):
+                    tmp[d] = src[d]
+            for j in range(half):
+                x1 = tmp[j]
+                x2 = tmp[half + j]
+                c = cos[t, j]
+                s = sin[t, j]
+                dst[j] = x1 * c - x2 * s
+                dst[half + j] = x2 * c + x1 * s
+            for d in range(r, hd):
+                dst[d] = tmp[d]
+        for hh in range(nkv):
+            src = qkv[t, (nq + nkv + hh) * hd:(nq + nkv + hh + 1) * hd]
+            dv = v[t, hh]
+            for d in range(hd):
+                dv[d] = src[d]

@@ -96,11 +96,24 @@ class Ops:
         if isinstance(w, Blocks):                      # numba over the blocks as stored
             return qmatmul.cpu(x, w, bias, q8=self.kq8, q80=self.q80)
         if isinstance(w, MixedBlocks):                 # each part as stored, side by side
-            y = np.concatenate([qmatmul.cpu(x, p, q8=self.kq8, q80=self.q80) for p in w], axis=1)
+            y = np.concatenate(self._mixed_parts(x, w), axis=1)
             if bias is not None:
                 y += bias
             return y
         return matmul.ref(x, w, bias)
+
+    def _mixed_parts(self, x, w):
+        """Each part's product (qmatmul.cpu's bytes): the K-quant parts against x quantized to
+        int8 once for them all (kquant_cpu.matmul is quantize then that product; a quantized
+        row depends on its x row alone), the rest one by one."""
+        kq = [p.kind in qmatmul.Q8_KINDS for p in w] if self.kq8 else [False] * len(w)
+        if sum(kq) < 2:
+            return [qmatmul.cpu(x, p, q8=self.kq8, q80=self.q80) for p in w]
+        from kernels import kquant_cpu
+        q, dx, gs = kquant_cpu.quantize(x)
+        one, offs = np.zeros(1, np.int64), np.array([0, q.shape[0]], np.int64)
+        return [kquant_cpu.grouped_quantized(q, dx, gs, p.kind, p.data[None], one, offs) if k
+                else qmatmul.cpu(x, p, q8=self.kq8, q80=self.q80) for p, k in zip(w, kq)]
 
     def _np_order(self, x, w) -> bool:
         """Whether the norm runs as one numba call in numpy's own order (rmsnorm_cpu.np_rms_norm:
@@ -446,6 +459,7 @@ class NumbaOps(Ops):
             raise RuntimeError(f"the cpu ops backend needs numba: {self.why_not}")
         from kernels import attention_cpu, rmsnorm_cpu
         self._attention_cpu, self._rmsnorm_cpu = attention_cpu, rmsnorm_cpu
+        attention_cpu.ref_warm()        # write_and_attend's long-chunk form, loaded now
 
     def describe(self) -> str:
         return ("numba: GGUF blocks (Q4_K, Q6_K against int8 activations), norms, SwiGLU, attention, "
@@ -478,26 +492,58 @@ class NumbaOps(Ops):
         return out
 
     def write_and_attend(self, q, k, v, k_pool, v_pool, rows, scale):
-        """Ops.write_and_attend (each chunk's KV written, then its rows attend by
-        attention.ref), a chunk of many rows attending as two runs of its rows on two threads:
-        a row's attention reads its q and its stream's keys up to its position only, so the
-        bytes are the whole chunk's. The cut evens the keys the two runs read."""
+        """Ops.write_and_attend's bytes (each chunk's KV written, then its rows attend by
+        attention.ref). A chunk of many rows: its rows whose keys fit
+        (kernels/attention_cpu.ref_rows) by the numba form of attention.ref's own float
+        operations (`_ref_form`) where this process's numpy agrees with it
+        (attention_cpu.ref_agrees), both cores; the rest as two runs of rows on two threads
+        (a row's attention reads its q and its stream's keys up to its position only, so the
+        bytes are the whole chunk's; the cut evens the keys the two runs read)."""
         out = np.empty(q.shape, dtype=q.dtype)
+        if q.ndim == 3 and q.shape[1] % k_pool.shape[2] == 0:   # the check once, at first use
+            self._attention_cpu.ref_agrees(q.shape[1] // k_pool.shape[2], q.shape[2])
         for (a, b), c in zip(rows.spans, rows.chunks):
             kv_write.ref(k_pool, v_pool, c.table, c.page_rows, c.start, k[a:b], v[a:b])
             n = b - a
             if not self._paired(n):
                 out[a:b] = attention.ref(q[a:b], k_pool, v_pool, c.table, c.page_rows, c.start, scale)
                 continue
-            keys = np.cumsum(np.arange(c.start + 1, c.start + n + 1, dtype=np.int64))
-            cut = int(np.searchsorted(keys, keys[-1] // 2)) + 1
-            cut = min(max(cut, 1), n - 1)
-
-            def run(i, j, a=a, c=c):
-                out[a + i:a + j] = attention.ref(q[a + i:a + j], k_pool, v_pool, c.table,
-                                                 c.page_rows, c.start + i, scale)
-            _halves.pair(run, cut, n)
+            done = self._ref_form(q[a:b], k_pool, v_pool, c, scale, out[a:b])
+            if done < n:
+                self._ref_halves(q[a + done:b], k_pool, v_pool, c, c.start + done, scale,
+                                 out[a + done:b])
         return out
+
+    def _ref_form(self, q, k_pool, v_pool, c, scale, out) -> int:
+        """attention.ref's bytes for the first r rows of a chunk (q [n, nq, hd] at positions
+        c.start ..) in three numba passes (kernels/attention_cpu.py: scores, numpy's exp on
+        them as one array in two halves, values); returns r (0 where the shapes do not fit or
+        this numpy disagrees)."""
+        A = self._attention_cpu
+        n, nq, hd = q.shape
+        KV = k_pool.shape[2]
+        if q.dtype != np.float32 or k_pool.dtype != np.float32 or nq % KV:
+            return 0
+        r = int(A.ref_rows(c.start, n, nq // KV, hd))
+        if r == 0 or not A.ref_agrees(nq // KV, hd):
+            return 0
+        A.ref_chunk(np.ascontiguousarray(q[:r]), k_pool, v_pool, np.asarray(c.table, np.int64),
+                    c.page_rows, c.start, scale, out[:r], _halves.pair)
+        return r
+
+    def _ref_halves(self, q, k_pool, v_pool, c, start, scale, out):
+        """attention.ref over a chunk's rows (at positions start ..) as two runs on two threads."""
+        n = q.shape[0]
+        if not self._paired(n):
+            out[:] = attention.ref(q, k_pool, v_pool, c.table, c.page_rows, start, scale)
+            return
+        keys = np.cumsum(np.arange(start + 1, start + n + 1, dtype=np.int64))
+        cut = int(np.searchsorted(keys, keys[-1] // 2)) + 1
+        cut = min(max(cut, 1), n - 1)
+
+        def run(i, j):
+            out[i:j] = attention.ref(q[i:j], k_pool, v_pool, c.table, c.page_rows, start + i, scale)
+        _halves.pair(run, cut, n)
 
     def apply_rope(self, x, positions, inv):
         """rope.ref's bytes in one numba call (kernels/attention_cpu.apply_rope) where x is
@@ -535,5 +581,25 @@ class NumbaOps(Ops):
             self._attention_cpu.round_attend(qkv, nq, nkv, hd, *rows.cpu[:2], k_pool, v_pool,
                                              *rows.cpu[2:], scale, out)
             return out
+        T = qkv.shape[0]
+        r = hd if rot is None else rot
+        if (self._paired(T) and qkv.ndim == 2 and qkv.dtype == np.float32
+                and qkv.shape[1] == (nq + 2 * nkv) * hd and r % 2 == 0 and 0 < r <= hd
+                and (norms is None or all(w.dtype == np.float32 and w.shape == (hd,) for w in norms))):
+            # Ops.qkv_attend's norms, RoPE and copies as one numba pass a row, two halves
+            cos, sin = rope.cos_sin(np.asarray(pos), inv)
+            if cos.shape[1] < r // 2:
+                return super().qkv_attend(qkv, nq, nkv, hd, pos, inv, k_pool, v_pool, rows,
+                                          scale, norms, eps, rot)
+            qkv = np.ascontiguousarray(qkv)
+            q = np.empty((T, nq, hd), np.float32)
+            k = np.empty((T, nkv, hd), np.float32)
+            v = np.empty((T, nkv, hd), np.float32)
+            qw, kw = norms if norms is not None else (cos[0, :1], cos[0, :1])
+            e = np.float32(eps)
+            _halves.pair(lambda a, b: self._attention_cpu.prep_rows(
+                qkv, nq, nkv, hd, r, cos, sin, qw, kw, norms is not None, e, q, k, v, a, b),
+                T // 2, T)
+            return self.write_and_attend(q, k, v, k_pool, v_pool, rows, scale)
         return super().qkv_attend(qkv, nq, nkv, hd, pos, inv, k_pool, v_pool, rows, scale,
                                   norms, eps, rot)

@@ -498,3 +498,66 @@ def prefetch_rows(typingctx, rows):
         _count_loop(builder, nr, row, ir.Constant(I64, 0))
         return context.get_dummy_value()
     return sig, codegen
+
+
+@intrinsic
+def chain_cols16(typingctx, q, kt, s):
+    """s[g, j] = sum_d q[g, d] kt[d, j] as one fma chain over d = 0, 1, ... from 0, for every
+    g and every j < 16 (W // 16) (q [G, D], kt [D, W], s [G, >= W]: 2-D float32, unit-stride
+    rows, W a multiple of 16): 16 columns a vector, 32 columns and eight rows of q (then four,
+    then one) at a time, each kt row's 32 loaded once for them."""
+    sig = types.void(q, kt, s)
+
+    def codegen(context, builder, signature, args):
+        qb, nq, qs = _rows(context, builder, signature.args[0], args[0])
+        kb, nd, ks = _rows(context, builder, signature.args[1], args[1])
+        sb, _, ss = _rows(context, builder, signature.args[2], args[2])
+        W = builder.extract_value(ptr(context, builder, signature.args[1], args[1]).shape, 1)
+        nb = builder.sdiv(W, ir.Constant(I64, 16))
+        zero = ir.Constant(V16F, [0.0] * 16)
+
+        def heads(g0, TH):
+            qp = [_row(builder, qb, builder.add(g0, ir.Constant(I64, a)), qs) for a in range(TH)]
+            sp = [_row(builder, sb, builder.add(g0, ir.Constant(I64, a)), ss) for a in range(TH)]
+
+            def blocks(j0, NB):         # NB blocks of 16 columns from j0, TH x NB chains
+                def step(d, acc):
+                    krow = _row(builder, kb, d, ks)
+                    kv = [builder.load(builder.bitcast(builder.gep(krow, [builder.add(j0, ir.Constant(I64, 16 * b))]),
+                                                       V16F.as_pointer()), align=4) for b in range(NB)]
+                    out = []
+                    for a in range(TH):
+                        qv = splat(builder, builder.load(builder.gep(qp[a], [d]), align=4))
+                        out += [fma(builder, qv, kv[b], acc[a * NB + b]) for b in range(NB)]
+                    return out
+                acc = _loop_n(builder, nd, step, [zero] * (TH * NB))
+                for a in range(TH):
+                    for b in range(NB):
+                        dst = builder.gep(sp[a], [builder.add(j0, ir.Constant(I64, 16 * b))])
+                        builder.store(acc[a * NB + b], builder.bitcast(dst, V16F.as_pointer()), align=4)
+
+            pairs = builder.sdiv(nb, ir.Constant(I64, 2))
+
+            def two(c, st):
+                blocks(builder.mul(c, ir.Constant(I64, 32)), 2)
+                return st
+            _count_loop(builder, pairs, two, ir.Constant(I64, 0))
+
+            def one(c, st):
+                blocks(builder.mul(pairs, ir.Constant(I64, 32)), 1)
+                return st
+            _count_loop(builder, builder.sub(nb, builder.mul(pairs, ir.Constant(I64, 2))), one,
+                        ir.Constant(I64, 0))
+
+        done = ir.Constant(I64, 0)
+        for TH in (8, 4, 1):
+            cnt = builder.sdiv(builder.sub(nq, done), ir.Constant(I64, TH))
+            first = done
+
+            def grp(c, st, first=first, TH=TH):
+                heads(builder.add(first, builder.mul(c, ir.Constant(I64, TH))), TH)
+                return st
+            _count_loop(builder, cnt, grp, ir.Constant(I64, 0))
+            done = builder.add(done, builder.mul(cnt, ir.Constant(I64, TH)))
+        return context.get_dummy_value()
+    return sig, codegen
