@@ -30,13 +30,13 @@ for path in sorted(glob.glob(f"{D}/bench-*/results.json")):
             extra += f" plain {st.median(y[k]['plain_tps'] for y in r['rounds']):.1f}"
         print(f"  {k:8s} wall {st.median(w):.2f}x ({' '.join(f'{v:.2f}' for v in w)})  "
               f"per CPU s {st.median(c):.2f}x ({' '.join(f'{v:.2f}' for v in c)})  equal={eq}{extra}")
-        side = "new" if run.startswith("bench-new") else \
-            "base" if run.startswith("bench-base") else None
+        side = ("k" if run.startswith("bench-k") else "base" if run.startswith("bench-base")
+                else "new" if run == "bench-new1" else None)     # bench-new2: my tests beside it
         if side:
             pool.setdefault((side, k), ([], []))
             pool[(side, k)][0].extend(w)
             pool[(side, k)][1].extend(c)
-print("pooled, every pair (new = vr36, base = main 7f22113), medians of the rounds:")
+print("pooled (k = vr36 0bb7aed, new = 008269f, bench-new1 only, base = main 7f22113), medians of the rounds:")
 for (side, k), (w, c) in sorted(pool.items()):
     print(f"  {side:4s} {k:8s} wall {st.median(w):.2f}x  per CPU s {st.median(c):.2f}x  "
           f"(wall min {min(w):.2f} max {max(w):.2f})")
