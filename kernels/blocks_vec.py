@@ -483,8 +483,8 @@ def side_by_side(xsum, i, k):
 # weights again for its rows (at one x row that forming, not the multiply-adds, is most of
 # the time), so a row a pass of its own costs nearly a one-row product, and a row joining a
 # pass only its multiply-adds:
-#   1: 4x1   2: 4x2   3: 2x3   4: 2x4   5: 2x5   6: 2x6   7: 2x4 + 2x3   8: as a long run
-#   (1x8 in L1, else 2x4 + 2x4)   9: 2x4 + 2x5
+#   1: 4x1   2: 4x2   3: 2x3   4: 2x4   5: 2x5   6: 2x6   7-9: tile2 where it fits
+#   SPLIT_L1_BYTES (below), else 7: 2x4 + 2x3   8: 2x4 + 2x4   9: 2x4 + 2x5
 # (2 rows of blocks against up to 6 x rows: 12 chains of 32 lanes in AVX-512's 32 registers;
 # 2x7 measured no faster than 2x4 + 2x3, 2x8 slower than 2x4 + 2x4.) One thread, the default
 # model's 30 layers and head in the crew's pieces, thread time, min of 9 (receipt
@@ -494,8 +494,10 @@ def side_by_side(xsum, i, k):
 # 7-9 x rows whose floats and two rows of formed weights fit in SPLIT_L1_BYTES ((C + 2) * K * 4:
 # K <= 744 at 9 rows, the default model's qkv, o, gate_up and head) take one pass of `tile2`:
 # 2 rows of blocks formed once, in a first loop against 3-4 x rows and kept in an L1 scratch
-# for a second loop against the other 4-5 (12-20 chains a loop, no spills). Beyond it (down at
-# K = 1536: the x rows and the scratch spill out of L1) the two passes above. One thread, the
+# for a second loop against the other 4-5 (12-20 chains a loop, no spills); the 8 left of a
+# long run too (tile2 2x(4+4) in place of 1x8). Beyond it (down at K = 1536: the x rows and
+# the scratch spill out of L1) the two passes above. 1x7 / 1x9 (one weight row against 7-9 x
+# rows) were no faster than two passes, and 1x9 at K = 1536 (x from L2) 1.5x slower. One thread, the
 # default model's matrices in the crew's pieces, thread time, min of 11 (receipt
 # 2026-12-05-vr36, tiles*.txt): 7 rows 25.5 against 27.7 ms, 8 25.7 against 27.0, 9 31.0
 # against 32.3 (down included with tile2 there: 9 rows' down 7.2 against 6.1).
