@@ -362,6 +362,88 @@ def _make_tile(kind, R, C, table):
     return stable_pickle(tile, "tile", kind, R, C, table)
 
 
+def _make_tile2(kind, R, C1, C2, table):
+    """tile2(data, n, x, i, xst, ws): `tile`'s R x (C1 + C2) product (the same R*C elements,
+    r-major, element r*C + c, C = C1 + C2) in two loops over the R rows' blocks, for more x rows
+    than one loop holds in registers: the first forms each block's R weights, runs the chains of
+    x rows i .. i+C1-1 and stores the weights in ws (float32, at least K/32 * R * 32), the
+    second loads them for x rows i+C1 .. i+C-1. Each chain is `tile`'s (the same weights,
+    bit for bit, the same fma order a block, the same tree); Q4_1's R*C min sums run in the
+    first loop as R vectors of C lanes, lane c of vector r = fma(m_r, xsum_c[b], sm): `tile`'s
+    lane r*C + c. The weights are formed once for all C rows, and
+    the blocks read from memory once."""
+    nbytes = VEC_BYTES[kind]
+    q41 = kind == "Q4_1"
+    C = C1 + C2
+
+    def typer(data, n, x, i, xst, ws):
+        sig = _ret(R * C)(data, n, x, i, xst, ws)
+
+        def codegen(context, builder, signature, vals):
+            da = _ptr(context, builder, signature.args[0], vals[0])
+            xa = _ptr(context, builder, signature.args[2], vals[2])
+            nn, ii = vals[1], vals[3]
+            stp = _ptr(context, builder, signature.args[4], vals[4]).data
+            wsp = builder.bitcast(_ptr(context, builder, signature.args[5], vals[5]).data, _v32f.as_pointer())
+            dstride = builder.extract_value(da.strides, 0)
+            xstride = builder.sdiv(builder.extract_value(xa.strides, 0), ir.Constant(_i64, 4))
+            d0 = builder.bitcast(da.data, _i8.as_pointer())
+            ws = [builder.gep(d0, [builder.mul(builder.add(nn, ir.Constant(_i64, r)), dstride)]) for r in range(R)]
+            xps = [builder.gep(xa.data, [builder.mul(builder.add(ii, ir.Constant(_i64, c)), xstride)])
+                   for c in range(C)]
+            nb = builder.sdiv(builder.extract_value(xa.shape, 1), ir.Constant(_i64, 32))
+            vc = ir.VectorType(_f32, C)
+            ahead = builder.mul(nb, ir.Constant(_i64, nbytes * PREFETCH_ROWS))
+
+            def slot(b, r):
+                return builder.gep(wsp, [builder.add(builder.mul(b, ir.Constant(_i64, R)), ir.Constant(_i64, r))])
+
+            def body1(b, st):
+                bases = [builder.gep(wp, [builder.mul(b, ir.Constant(_i64, nbytes))]) for wp in ws]
+                if PREFETCH_ROWS:
+                    for base in bases:
+                        _prefetch_l2(builder, builder.gep(base, [ahead]))
+                out = list(st)
+                wts = [_weights(builder, kind, base, _d16(builder, base, kind), table) for base in bases]
+                for r in range(R):
+                    builder.store(wts[r], slot(b, r), align=4)
+                for c in range(C1):
+                    xv = _xblock(builder, xps[c], b)
+                    for r in range(R):
+                        out[r * C1 + c] = _fma(builder, wts[r], xv, st[r * C1 + c])
+                if q41:
+                    sc = _f16s(builder, kind, bases)
+                    sp = builder.bitcast(builder.gep(stp, [builder.mul(b, ir.Constant(_i64, C))]), vc.as_pointer())
+                    xs = builder.load(sp, align=4)
+                    for r in range(R):
+                        ms = builder.shuffle_vector(sc, ir.Constant(sc.type, ir.Undefined),
+                                                    ir.Constant(ir.VectorType(_i32, C), [2 * r + 1] * C))
+                        out[R * C1 + r] = _fma(builder, ms, xs, st[R * C1 + r])
+                return out
+
+            def body2(b, st):
+                out = list(st)
+                wts = [builder.load(slot(b, r), align=4) for r in range(R)]
+                for c in range(C2):
+                    xv = _xblock(builder, xps[C1 + c], b)
+                    for r in range(R):
+                        out[r * C2 + c] = _fma(builder, wts[r], xv, st[r * C2 + c])
+                return out
+            inits = [_ZERO32] * (R * C1) + ([ir.Constant(vc, [0.0] * C)] * R if q41 else [])
+            st1 = _loop_n(builder, nb, body1, inits)
+            st2 = _loop_n(builder, nb, body2, [_ZERO32] * (R * C2))
+            accs = [st1[r * C1 + c] if c < C1 else st2[r * C2 + c - C1] for r in range(R) for c in range(C)]
+            sms = [builder.extract_element(st1[R * C1 + j // C], ir.Constant(_i32, j % C)) if q41 else _FZERO
+                   for j in range(R * C)]
+            return _result(context, builder, signature, [_finish(builder, accs[j], sms[j]) for j in range(R * C)])
+        return sig, codegen
+
+    @intrinsic
+    def tile2(typingctx, data, n, x, i, xst, ws):
+        return typer(data, n, x, i, xst, ws)
+    return stable_pickle(tile2, "tile2", kind, R, C1, C2, table)
+
+
 @njit(cache=True, boundscheck=False, nogil=True)
 def block_sums_span(x, i, b0, b1, out):
     """out[i, b] = x[i, 32b] + x[i, 32b + 1] + ... + x[i, 32b + 31], in that order (float32),
@@ -401,15 +483,26 @@ def side_by_side(xsum, i, k):
 # weights again for its rows (at one x row that forming, not the multiply-adds, is most of
 # the time), so a row a pass of its own costs nearly a one-row product, and a row joining a
 # pass only its multiply-adds:
-#   1: 4x1   2: 4x2   3: 2x3   4: 2x4   5: 2x5   6: 2x6   7: 2x4 + 2x3   8: as a long run
-#   (1x8 in L1, else 2x4 + 2x4)   9: 2x4 + 2x5
+#   1: 4x1   2: 4x2   3: 2x3   4: 2x4   5: 2x5   6: 2x6   7-9: tile2 where it fits
+#   SPLIT_L1_BYTES (below), else 7: 2x4 + 2x3   8: 2x4 + 2x4   9: 2x4 + 2x5
 # (2 rows of blocks against up to 6 x rows: 12 chains of 32 lanes in AVX-512's 32 registers;
 # 2x7 measured no faster than 2x4 + 2x3, 2x8 slower than 2x4 + 2x4.) One thread, the default
 # model's 30 layers and head in the crew's pieces, thread time, min of 9 (receipt
 # 2026-12-05-drafts35, tiles.txt): 3 rows 13.5 ms against 20.5 one row at a time, 5 rows 17.7
 # against 21.1, 6 rows 20.9 against 27.2, 9 rows 31.2 against 34.3; 1 and 4 rows unchanged.
 # Other kinds (VEC_BYTES past BLOCK_BYTES) keep 4x1 for every row left past the 4s.
+# 7-9 x rows whose floats and two rows of formed weights fit in SPLIT_L1_BYTES ((C + 2) * K * 4:
+# K <= 744 at 9 rows, the default model's qkv, o, gate_up and head) take one pass of `tile2`:
+# 2 rows of blocks formed once, in a first loop against 3-4 x rows and kept in an L1 scratch
+# for a second loop against the other 4-5 (12-20 chains a loop, no spills); the 8 left of a
+# long run too (tile2 2x(4+4) in place of 1x8). Beyond it (down at K = 1536: the x rows and
+# the scratch spill out of L1) the two passes above. 1x7 / 1x9 (one weight row against 7-9 x
+# rows) were no faster than two passes, and 1x9 at K = 1536 (x from L2) 1.5x slower. One thread, the
+# default model's matrices in the crew's pieces, thread time, min of 11 (receipt
+# 2026-12-05-vr36, tiles*.txt): 7 rows 25.5 against 27.7 ms, 8 25.7 against 27.0, 9 31.0
+# against 32.3 (down included with tile2 there: 9 rows' down 7.2 against 6.1).
 X_L1_BYTES = 24 * 1024
+SPLIT_L1_BYTES = 32 * 1024
 VERIFY_TILE_KINDS = tuple(BLOCK_BYTES)   # the kinds whose rows have the 4x2 .. 2x6 tiles
 
 
@@ -427,13 +520,16 @@ def _make_rows(kind, table):
     t23 = _make_tile(kind, 2, 3, table) if few else t24
     t25 = _make_tile(kind, 2, 5, table) if few else t24
     t26 = _make_tile(kind, 2, 6, table) if few else t24
+    s7 = _make_tile2(kind, 2, 3, 4, table) if few else None
+    s8 = _make_tile2(kind, 2, 4, 4, table) if few else None
+    s9 = _make_tile2(kind, 2, 4, 5, table) if few else None
 
     @njit(cache=True, boundscheck=False, nogil=True)
     def rows(x, xsum, data, out, lo, hi):
         M, K = x.shape
         i = 0
         l1 = 8 * K * 4 <= X_L1_BYTES
-        while M - i >= 10 or (M - i == 8 and l1) or (not few and M - i >= 4):
+        while M - i >= 10 or (M - i == 8 and l1 and not few) or (not few and M - i >= 4):
             if l1 and M - i >= 8:               # 8 x rows against one row of blocks
                 xst = side_by_side(xsum, i, 8)
                 for n in range(lo, hi):
@@ -495,6 +591,31 @@ def _make_rows(kind, table):
                     for c in range(5):
                         out[i + c, n] = t11(data, n, x, i + c, xsum[i + c])
                 i += 5
+            elif left >= 7 and (left + 2) * K * 4 <= SPLIT_L1_BYTES:   # one pass, two loops
+                xst = side_by_side(xsum, i, left)
+                ws = np.empty(2 * K, np.float32)
+                n = lo
+                while n + 2 <= hi:
+                    if left == 7:
+                        r7 = s7(data, n, x, i, xst, ws)
+                        for a in range(2):
+                            for c in range(7):
+                                out[i + c, n + a] = r7[7 * a + c]
+                    elif left == 8:
+                        r8 = s8(data, n, x, i, xst, ws)
+                        for a in range(2):
+                            for c in range(8):
+                                out[i + c, n + a] = r8[8 * a + c]
+                    else:
+                        r9 = s9(data, n, x, i, xst, ws)
+                        for a in range(2):
+                            for c in range(9):
+                                out[i + c, n + a] = r9[9 * a + c]
+                    n += 2
+                if n < hi:                          # a row of blocks left (hi - lo odd): 1x1
+                    for c in range(left):
+                        out[i + c, n] = t11(data, n, x, i + c, xsum[i + c])
+                i += left
             elif left == 6:
                 xst = side_by_side(xsum, i, 6)
                 n = lo
@@ -559,7 +680,7 @@ def _avx512() -> bool:
 
 
 TABLE = _avx512()          # the nibble table (vpermps); else the portable unpack, the same bytes
-MAKERS.update(tile=_make_tile, rows=_make_rows, mm=_make_mm)
+MAKERS.update(tile=_make_tile, tile2=_make_tile2, rows=_make_rows, mm=_make_mm)
 KERNELS = {k: _make_mm(k, TABLE) for k in BLOCK_BYTES}
 ROW_KERNELS = {k: _made("rows", k, TABLE) for k in BLOCK_BYTES}     # one piece of a matmul
 

@@ -35,14 +35,19 @@ ROW_COST = {"cpu": cpu_row_cost, "cuda": 0.05}
 
 # What a lone stream's verify chunk of 1, 2, ..., 9 rows costs, in one-row rounds: a
 # staircase, not a line, since the block products take a chunk's last rows in tiles (one
-# pass over the blocks up to 6 rows, two for 7-9: kernels/blocks_vec `_make_rows`). CPU:
+# pass over the blocks up to 6 rows; 7-9 one pass of two loops, two passes in down:
+# kernels/blocks_vec `_make_rows`). CPU:
 # the default model on this 2-core host, the scheduler's own forward by the chunk's rows in
 # a drafted editing request (bench/drafts_profile.py, ~1,150-1,550 keys) over the plain
 # request's one-row round: the mean of receipt 2026-12-05-drafts35's quiet profile_ab.txt
 # and docs/receipts/2026-12-05-drafts36/profile_new1.txt rep 1 (bench/verify_rows.py's
 # rounds, whose one-row round costs twice the scheduler's, put the steps 5-15 % lower:
 # sizes_*.txt there). The pace uses it where the stream's rows are the whole round
-# (server/drafts/pace.py); a device without one: None.
+# (server/drafts/pace.py); a device without one: None. 7-9 rows are priced above what they
+# cost now (kernels/blocks_vec `tile2`: 2.79, 3.09, 3.09 against 3.05, 3.39, 3.36 side by
+# side, receipt 2026-12-05-vr36): priced at cost, the pace drafts ~10 % more on the editing
+# set and takes no more (the replay 1.76x against 1.84x; through the server 1.52x against
+# 1.64x), so the table keeps the two-pass prices.
 CHUNK_COST = {"cpu": (1.0, 1.19, 1.46, 1.63, 1.87, 2.19, 2.83, 2.80, 3.0), "cuda": None}
 
 

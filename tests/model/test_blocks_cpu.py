@@ -81,12 +81,14 @@ def test_dense_kernels_match_the_float64_definition(kind):
 
 
 @pytest.mark.parametrize("kind,cols", [("Q4_1", 576), ("Q4_0", 576), ("Q8_0", 576), ("Q6_K", 256),
-                                       ("Q4_1", 1536), ("Q8_0", 1536), ("Q4_0", 1600)])
+                                       ("Q4_1", 1536), ("Q8_0", 1536), ("Q4_0", 1600),
+                                       ("Q4_1", 704), ("Q8_0", 704)])
 def test_a_row_alone_equals_the_row_in_a_batch(kind, cols):
     """Whatever tile a row meets (kernels/blocks_vec.py: 4x1 alone, 1x8 beside 7 others at
     K = 576, 2x4 at K = 1536, where 8 x rows leave L1; the last 2-9 rows in 4x2, 2x3, 2x4,
-    2x5 or 2x6 tiles (2 .. 9, 10 and 11 out of L1, 17 = 8 + 9); 1x1 for the rows of blocks
-    past the tiles': 51 rows, an odd span), its bytes are the same."""
+    2x5 or 2x6 tiles (2 .. 9, 10 and 11 out of L1, 17 = 8 + 9), 7-9 rows at K = 576 and 704
+    in the two-loop tile2 (2x(3+4), 2x(4+4), 2x(4+5)), at K = 1536 in two passes; 1x1 for the
+    rows of blocks past the tiles': 51 rows, an odd span), its bytes are the same."""
     from kernels.blocks_cpu import TILE, matmul
     w = random_blocks(kind, 51, cols, 7)
     rng = np.random.default_rng(8)
@@ -132,14 +134,15 @@ def test_real_model_on_blocks_paged_equals_window(real_model):
 def test_nibble_table_kernels_give_the_unpacked_forms_bytes(kind):
     """kernels/blocks_vec.py picks each weight d * v from a 16-lane table by its nibble where
     AVX-512 is there (vpermps) and unpacks and multiplies elsewhere: the same products, so
-    the same bytes, at every row count the kernels split differently (1, 4, 8 + 5, 6)."""
+    the same bytes, at every row count the kernels split differently (1, 4, 8 + 5, 6, and the
+    two-loop tile2 at 7 and 9)."""
     from kernels import blocks_vec
     if not blocks_vec._avx512():
         pytest.skip("no AVX-512 here: only the unpacked form compiles")
     table, plain = blocks_vec.kernels(True), blocks_vec.kernels(False)
     w = random_blocks(kind, 37, 576, 11)
     rng = np.random.default_rng(12)
-    for m in (1, 4, 13, 6):
+    for m in (1, 4, 13, 6, 7, 9):
         x = rng.standard_normal((m, 576)).astype(np.float32)
         xs = np.empty((m, 18), np.float32)
         blocks_vec.block_sums(x, xs)
