@@ -487,7 +487,15 @@ class NumbaOps(Ops):
         out = np.empty(gate.shape, np.float32)
 
         def half(a, b):
-            out[a:b] = swiglu.limited(gate[a:b], up[a:b], limit)
+            if limit or gate.dtype != np.float32 or up.dtype != np.float32:
+                out[a:b] = swiglu.limited(gate[a:b], up[a:b], limit)
+                return
+            o = out[a:b]            # swiglu.ref's operations in turn, in the half's own rows
+            np.negative(gate[a:b], out=o)
+            np.exp(o, out=o)
+            o += np.float32(1.0)
+            np.divide(gate[a:b], o, out=o)
+            o *= up[a:b]
         _halves.pair(half, gate.shape[0] // 2, gate.shape[0])
         return out
 
