@@ -76,7 +76,7 @@ def instrument(vocab: int, ops):
               "kda_round", "dsa_attend", "mhc_pre", "mhc_post", "gate_up_silu", "mla_attend",
               # inside qkv_attend where the family has no fused form (Qwen3's q/k norms,
               # GLM's partial RoPE): the KV write and attention.ref's bytes
-              "write_and_attend"):
+              "write_and_attend", "swiglu_rows"):
         if hasattr(ops, n):
             wrap(ops, n, lambda a, n=n: f"ops.{n}")
     wrap(ops, "norm_linear", by_weight(4, "ops.norm_linear"))
