@@ -548,13 +548,22 @@ def _np_sum(a, n):
 def ref_gather(k_pool, v_pool, table, P, last, Kt, V):
     """Kt[h, d, j] = K row j (zero from last to Kt's width, a multiple of 16), V[h, j] = V row
     j of a stream (j < last), through its table."""
-    for j in range(last):
+    ref_gather_span(k_pool, v_pool, table, P, last, Kt, V, 0, last)
+
+
+@njit(cache=True, boundscheck=False, nogil=True)
+def ref_gather_span(k_pool, v_pool, table, P, last, Kt, V, a, b):
+    """ref_gather's copies for rows a..b (and the zero padding where b == last): each row's
+    columns of Kt and V its own, so two spans on two threads write what one call does."""
+    for j in range(a, b):
         page = table[j // P]
         off = j % P
         for h in range(Kt.shape[0]):
             for d in range(Kt.shape[1]):
                 Kt[h, d, j] = k_pool[page, off, h, d]
                 V[h, j, d] = v_pool[page, off, h, d]
+    if b != last:
+        return
     for h in range(Kt.shape[0]):
         for d in range(Kt.shape[1]):
             for j in range(last, Kt.shape[2]):
@@ -711,15 +720,17 @@ def _scratch(n: int) -> np.ndarray:
 def ref_chunk(q, k_pool, v_pool, table, P, start, scale, out, pair=_serial):
     """out = kernels/attention.ref(q, k_pool, v_pool, table, P, start, scale) for a chunk whose
     rows all fit (ref_rows(start, n, G, hd) == n; q [n, nq, hd] float32, contiguous; its K and
-    V rows already written): the stream's keys gathered once (Kt, V), every (row, kv head)'s
-    scores and then its values over both cores (prange), numpy's exp between them on the
-    flat scores, cut in two by `pair` (halves.pair: two threads)."""
+    V rows already written): the stream's keys gathered once (Kt, V: two spans of key rows
+    by `pair`), every (row, kv head)'s scores and then its values over both cores (prange),
+    numpy's exp between them on the flat scores, cut in two by `pair` (halves.pair: two
+    threads). The bytes are the same whatever `pair` does (each part's writes its own)."""
     n, nq, hd = q.shape
     KV = k_pool.shape[2]
     last = start + n
     Kt = np.empty((KV, hd, (last + 15) // 16 * 16), np.float32)
     V = np.empty((KV, last, hd), np.float32)
-    ref_gather(k_pool, v_pool, table, P, last, Kt, V)
+    pair(lambda a, b: ref_gather_span(k_pool, v_pool, table, P, last, Kt, V, a, b),
+         last // 32 * 16, last)                      # the keys' rows in two spans
     offs = ref_offsets(start, n, nq)
     S = _scratch(int(offs[-1]))
     import numba

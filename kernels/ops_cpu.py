@@ -487,7 +487,15 @@ class NumbaOps(Ops):
         out = np.empty(gate.shape, np.float32)
 
         def half(a, b):
-            out[a:b] = swiglu.limited(gate[a:b], up[a:b], limit)
+            if limit or gate.dtype != np.float32 or up.dtype != np.float32:
+                out[a:b] = swiglu.limited(gate[a:b], up[a:b], limit)
+                return
+            o = out[a:b]            # swiglu.ref's operations in turn, in the half's own rows
+            np.negative(gate[a:b], out=o)
+            np.exp(o, out=o)
+            o += np.float32(1.0)
+            np.divide(gate[a:b], o, out=o)
+            o *= up[a:b]
         _halves.pair(half, gate.shape[0] // 2, gate.shape[0])
         return out
 
@@ -556,10 +564,18 @@ class NumbaOps(Ops):
         R = self._rmsnorm_cpu
         x = np.empty(h.shape, np.float32)
         if out is None:
-            R.rms_norm(h, norm_w, eps, x)
+            if self._paired(h.shape[0]) and h.ndim == 2:    # a row's norm is its own: two halves
+                _halves.pair(lambda a, b: R.rms_norm(h[a:b], norm_w, eps, x[a:b]),
+                             h.shape[0] // 2, h.shape[0])
+            else:
+                R.rms_norm(h, norm_w, eps, x)
         else:
             h2 = np.empty(h.shape, np.float32)
-            R.add_rms_norm(out, h, norm_w, eps, x, h2)
+            if self._paired(h.shape[0]) and h.ndim == 2:
+                _halves.pair(lambda a, b: R.add_rms_norm(out[a:b], h[a:b], norm_w, eps, x[a:b],
+                                                         h2[a:b]), h.shape[0] // 2, h.shape[0])
+            else:
+                R.add_rms_norm(out, h, norm_w, eps, x, h2)
             h = h2
         return x, h
 
