@@ -546,10 +546,13 @@ class Foldserve:
             self.eng.apply(EndStep(s))
 
     def warm(self):
-        """Compile every kernel a mode uses (numba caches on disk; the first call still loads)."""
+        """Compile every kernel a mode uses (numba caches on disk; the first call still loads),
+        the prefill at the timed 512 tokens: llama-bench's own warm-up runs the whole test once,
+        and a shorter one leaves the long-chunk kernels (and a fresh tree's compiles) inside
+        the timed round."""
         self.decode(1, 2)
         self.decode(8, 2)
-        self.prefill(32)
+        self.prefill(512)
 
     def decode(self, b: int, n_gen: int) -> tuple[float, float]:
         """b streams, a 1-token prompt each, then n_gen greedy steps: (tok/s, MoE share)."""
