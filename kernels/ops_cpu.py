@@ -563,21 +563,21 @@ class NumbaOps(Ops):
     def add_norm(self, out, h, norm_w, eps):
         R = self._rmsnorm_cpu
         x = np.empty(h.shape, np.float32)
+        # a row's norm is its own: many rows [T, D] as two halves on two threads
+        halves = h.ndim == 2 and self._paired(h.shape[0])
         if out is None:
-            if self._paired(h.shape[0]) and h.ndim == 2:    # a row's norm is its own: two halves
-                _halves.pair(lambda a, b: R.rms_norm(h[a:b], norm_w, eps, x[a:b]),
-                             h.shape[0] // 2, h.shape[0])
-            else:
-                R.rms_norm(h, norm_w, eps, x)
+            def run(a, b):
+                R.rms_norm(h[a:b], norm_w, eps, x[a:b])
         else:
             h2 = np.empty(h.shape, np.float32)
-            if self._paired(h.shape[0]) and h.ndim == 2:
-                _halves.pair(lambda a, b: R.add_rms_norm(out[a:b], h[a:b], norm_w, eps, x[a:b],
-                                                         h2[a:b]), h.shape[0] // 2, h.shape[0])
-            else:
-                R.add_rms_norm(out, h, norm_w, eps, x, h2)
-            h = h2
-        return x, h
+
+            def run(a, b):
+                R.add_rms_norm(out[a:b], h[a:b], norm_w, eps, x[a:b], h2[a:b])
+        if halves:
+            _halves.pair(run, h.shape[0] // 2, h.shape[0])
+        else:
+            run(0, h.shape[0])
+        return x, (h if out is None else h2)
 
     def norm_linear(self, out, h, norm_w, eps, w, bias=None, glu_ff=None):
         x, h = self.add_norm(out, h, norm_w, eps)

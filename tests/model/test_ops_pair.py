@@ -37,6 +37,23 @@ def test_norm_and_swiglu_halves_are_the_definitions(ops):
             assert ops.swiglu_rows(g, u, limit).tobytes() == swiglu.limited(g, u, limit).tobytes(), (M, limit)
 
 
+def test_add_norm_halves_equal_the_whole_call(ops):
+    from kernels import halves, rmsnorm_cpu as R
+    rng = np.random.default_rng(3)
+    for M in (halves.PAIR_FROM - 1, halves.PAIR_FROM, 301):
+        h = (rng.standard_normal((M, 128)) * 3).astype(np.float32)
+        out = (rng.standard_normal((M, 128)) * 3).astype(np.float32)
+        w = rng.standard_normal(128).astype(np.float32)
+        x1, h1 = ops.add_norm(None, h, w, 1e-6)
+        x0 = np.empty_like(h)
+        R.rms_norm(h, w, 1e-6, x0)
+        assert x1.tobytes() == x0.tobytes() and h1 is h, M
+        x2, h2 = ops.add_norm(out, h, w, 1e-6)
+        x0, h0 = np.empty_like(h), np.empty_like(h)
+        R.add_rms_norm(out, h, w, 1e-6, x0, h0)
+        assert x2.tobytes() == x0.tobytes() and h2.tobytes() == h0.tobytes(), M
+
+
 def test_rope_is_the_definition(ops):
     rng = np.random.default_rng(1)
     for shape in ((300, 8, 128), (5, 2, 64), (1, 32, 128)):
