@@ -508,8 +508,6 @@ class NumbaOps(Ops):
         (a row's attention reads its q and its stream's keys up to its position only, so the
         bytes are the whole chunk's; the cut evens the keys the two runs read)."""
         out = np.empty(q.shape, dtype=q.dtype)
-        if q.ndim == 3 and q.shape[1] % k_pool.shape[2] == 0:   # the check once, at first use
-            self._attention_cpu.ref_agrees(q.shape[1] // k_pool.shape[2], q.shape[2])
         for (a, b), c in zip(rows.spans, rows.chunks):
             kv_write.ref(k_pool, v_pool, c.table, c.page_rows, c.start, k[a:b], v[a:b])
             n = b - a
