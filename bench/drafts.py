@@ -2,14 +2,29 @@
 against "draft": false on the same server, alternated round by round so both see the same
 noise on a shared machine.
 
-  editing  batch 1: a ~1k-token file returned with one change (tests/drafts/editing.py's
-           diff-like completion prompt), greedy, streamed: decode tokens/s after the first
-           token, and the acceptance (/metrics' spec_decode counters around the run)
+  editing  batch 1, the editing set (tests/drafts/editing.py's EDIT_SET: five ~1k-token
+           files, each to be returned with one change, in its diff-like completion
+           framing; the set and the rule that picked it are that file's docstring), every
+           prompt in turn, greedy, streamed: decode tokens/s after the first token, and
+           the acceptance (/metrics' spec_decode counters around the run)
   prose    batch 1: a short-story chat request, greedy, streamed: the same numbers
   16x      16 different chat requests at once (greedy): completion tokens / wall seconds
 Each drafted reply is compared with its plain twin (text and finish reason) and the
-equality printed. Prints every round, then a JSON summary (medians and ratios); --out DIR
-writes results.json and log.txt there.
+equality printed. The server keeps a 1 GiB prompt cache (23,296 rows; the default 0.25
+GiB, 5,824 rows, holds fewer than the set's five prompts with their replies), and every
+prompt is asked once before the rounds, so neither twin of a pair pays a prefill the other
+skips. Prints every round, then a JSON summary (medians and ratios); --out DIR writes
+results.json and log.txt there.
+
+The editing numbers, printed each on its own line at the end:
+  the old single prompt  pool.py (the set's first, the one prompt of earlier receipts):
+                         the median of its per-round ratios, as before (summary "editing")
+  per prompt             its decode tokens over its decode seconds, summed over the rounds,
+                         each side; the ratio drafted / plain
+  the set's aggregate    every prompt's and round's decode tokens over their decode seconds,
+                         each side (total tokens / total wall), and its ratio: the verdict
+                         line's number (issue 35's target: at least 1.8x); beside it the
+                         geometric mean of the per-prompt ratios
 
   python3 bench/drafts.py [--rounds 3] [--port 8124] [--edit-tokens 400] [--out DIR]
                          [--draft-tokens N] [--draft-row-cost F]
@@ -19,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import signal
 import statistics
@@ -33,7 +49,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "tests", "drafts"))
 
-from editing import PROSE, editing_prompt  # noqa: E402
+from editing import EDIT_SET, PROSE  # noqa: E402
+
+TARGET = 1.8    # issue 35: the editing set at batch 1, drafted / plain decode
 
 TOPICS = ["the moon", "a river", "bread", "winter", "a violin", "trains", "bees", "a city at night",
           "the desert", "a library", "volcanoes", "a garden", "the ocean floor", "a market",
@@ -43,7 +61,7 @@ TOPICS = ["the moon", "a river", "bread", "winter", "a violin", "trains", "bees"
 def start_server(port, extra):
     env = dict(os.environ, PYTHONPATH=ROOT)
     cmd = [sys.executable, "-m", "server.cli", "serve", "--host", "127.0.0.1", "--port", str(port),
-           "--parallel", "16", "--context", "2048", *extra]
+           "--parallel", "16", "--context", "2048", "--prompt-cache-gib", "1", *extra]
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
@@ -100,13 +118,14 @@ def streamed(url, path, body) -> dict:
             if ev.get("usage"):
                 tokens = ev["usage"]["completion_tokens"]
     secs = (last - first) if first and last and last > first else float("nan")
-    return {"text": "".join(text), "finish": finish, "tokens": tokens,
+    return {"text": "".join(text), "finish": finish, "tokens": tokens, "decode_secs": secs,
             "decode_tps": (tokens - 1) / secs if tokens > 1 else float("nan")}
 
 
-def single(url, kind, drafted, edit_tokens, prose_tokens=256):
+def single(url, kind, drafted, edit_tokens, prose_tokens=256, prompt=None):
+    """kind "editing": `prompt` (an editing set's prompt) as a completion; "prose": PROSE."""
     if kind == "editing":
-        path, body = "/v1/completions", {"prompt": editing_prompt(), "max_tokens": edit_tokens,
+        path, body = "/v1/completions", {"prompt": prompt, "max_tokens": edit_tokens,
                                          "temperature": 0}
     else:
         path, body = "/v1/chat/completions", {"messages": PROSE, "max_tokens": prose_tokens,
@@ -116,6 +135,7 @@ def single(url, kind, drafted, edit_tokens, prose_tokens=256):
     before, c0 = counters(url), cpu_seconds()
     r = streamed(url, path, body)
     after, c1 = counters(url), cpu_seconds()
+    r["cpu_secs"] = c1 - c0
     r["cpu_tps"] = r["tokens"] / (c1 - c0) if c1 > c0 else float("nan")
     d = {k: after.get(k, 0) - before.get(k, 0) for k in after}
     r.update(drafts=d.get("num_drafts", 0), draft_tokens=d.get("num_draft_tokens", 0),
@@ -141,10 +161,15 @@ def concurrent(url, drafted, n=16, tokens=64):
             "draft_tokens": after.get("num_draft_tokens", 0) - before.get("num_draft_tokens", 0)}
 
 
+def geomean(xs) -> float:
+    xs = list(xs)
+    return math.exp(sum(math.log(x) for x in xs) / len(xs))
+
+
 def peer(binary, model, port, spec, rounds, edit_tokens) -> list:
     """llama.cpp's llama-server on the same file, with `--spec-type spec` (none: plain):
-    the editing and prose requests, greedy, not streamed; its own timings'
-    predicted_per_second and its texts."""
+    every editing set prompt and the prose request, greedy, not streamed; its own timings
+    (predicted_per_second, predicted_n, predicted_ms) and its texts."""
     cmd = [binary, "-m", model, "--host", "127.0.0.1", "--port", str(port), "-t", "2",
            "-c", "4096", "--spec-type", spec]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -161,17 +186,19 @@ def peer(binary, model, port, spec, rounds, edit_tokens) -> list:
             if time.monotonic() - t0 > 300 or proc.poll() is not None:
                 raise RuntimeError(f"llama-server ({spec}) did not start")
             time.sleep(0.5)
+        asks = [("editing", t.name, "/v1/completions", {"prompt": t.prompt(), "max_tokens": edit_tokens})
+                for t in EDIT_SET]
+        asks.append(("prose", "prose", "/v1/chat/completions", {"messages": PROSE, "max_tokens": 256}))
         out = []
         for _ in range(rounds):
-            for kind, path, body in (
-                    ("editing", "/v1/completions", {"prompt": editing_prompt(), "max_tokens": edit_tokens}),
-                    ("prose", "/v1/chat/completions", {"messages": PROSE, "max_tokens": 256})):
+            for kind, name, path, body in asks:
                 r = httpx.post(url + path, json={**body, "temperature": 0}, timeout=900).json()
-                c = r["choices"][0]
-                out.append({"kind": kind, "spec": spec, "tps": r["timings"]["predicted_per_second"],
+                c, tm = r["choices"][0], r["timings"]
+                out.append({"kind": kind, "prompt": name, "spec": spec,
+                            "tps": tm["predicted_per_second"], "predicted_n": tm["predicted_n"],
+                            "predicted_ms": tm["predicted_ms"],
                             "text": c.get("text") if "text" in c else c["message"]["content"],
-                            "draft_n": r["timings"].get("draft_n"),
-                            "draft_accepted": r["timings"].get("draft_n_accepted")})
+                            "draft_n": tm.get("draft_n"), "draft_accepted": tm.get("draft_n_accepted")})
                 print(json.dumps({k: v for k, v in out[-1].items() if k != "text"}
                                  | {"chars": len(out[-1]["text"]),
                                     "loadavg": os.getloadavg()}), flush=True)
@@ -181,6 +208,16 @@ def peer(binary, model, port, spec, rounds, edit_tokens) -> list:
         proc.wait(timeout=30)
 
 
+def peer_summary(p, d) -> dict:
+    """One prompt's runs, plain `p` and drafted `d`, paired in order."""
+    s = {"plain_tps": statistics.median(r["tps"] for r in p),
+         "drafted_tps": statistics.median(r["tps"] for r in d),
+         "drafted_equals_plain": [x["text"] == y["text"] for x, y in zip(p, d)],
+         "draft_n": [r["draft_n"] for r in d], "accepted": [r["draft_accepted"] for r in d]}
+    s["ratio"] = s["drafted_tps"] / s["plain_tps"]
+    return s
+
+
 def peers(a) -> int:
     from server.engine.locate import resolve
     model = resolve(None)
@@ -188,21 +225,64 @@ def peers(a) -> int:
     for rnd in range(a.rounds):                      # alternate the two servers by round
         for spec in (("none", "ngram-simple") if rnd % 2 == 0 else ("ngram-simple", "none")):
             runs += peer(a.llama_server, model, a.port + 1, spec, 1, a.edit_tokens)
-    summary = {}
-    for kind in ("editing", "prose"):
-        p = [r for r in runs if r["kind"] == kind and r["spec"] == "none"]
-        d = [r for r in runs if r["kind"] == kind and r["spec"] != "none"]
-        summary[kind] = {"plain_tps": statistics.median(r["tps"] for r in p),
-                         "drafted_tps": statistics.median(r["tps"] for r in d),
-                         "drafted_equals_plain": [x["text"] == y["text"] for x, y in zip(p, d)],
-                         "draft_n": [r["draft_n"] for r in d], "accepted": [r["draft_accepted"] for r in d]}
-        summary[kind]["ratio"] = summary[kind]["drafted_tps"] / summary[kind]["plain_tps"]
+    side = {sp: [r for r in runs if r["spec"] == sp] for sp in ("none", "ngram-simple")}
+    per = {name: peer_summary(*([r for r in side[sp] if r["prompt"] == name]
+                                for sp in ("none", "ngram-simple")))
+           for name in [t.name for t in EDIT_SET] + ["prose"]}
+    agg = {}
+    for sp, key in (("none", "plain_tps"), ("ngram-simple", "drafted_tps")):
+        ed = [r for r in side[sp] if r["kind"] == "editing"]
+        agg[key] = sum(r["predicted_n"] for r in ed) / (sum(r["predicted_ms"] for r in ed) / 1e3)
+    agg["ratio"] = agg["drafted_tps"] / agg["plain_tps"]
+    agg["geomean_ratio"] = geomean(per[t.name]["ratio"] for t in EDIT_SET)
+    eq = [e for t in EDIT_SET for e in per[t.name]["drafted_equals_plain"]]
+    agg["drafted_equals_plain"] = f"{sum(eq)} of {len(eq)}"
+    summary = {"editing": per[EDIT_SET[0].name], "prose": per["prose"],
+               "edit_set": {"prompts": {t.name: per[t.name] for t in EDIT_SET}, "aggregate": agg}}
     print(json.dumps(summary, indent=1))
+    for name, s in per.items():
+        print(f"llama-server {name}: plain {s['plain_tps']:.1f} tok/s, ngram-simple "
+              f"{s['drafted_tps']:.1f} tok/s ({s['ratio']:.2f}x), drafted == plain "
+              f"{sum(s['drafted_equals_plain'])} of {len(s['drafted_equals_plain'])}, "
+              f"drafted {s['draft_n']} accepted {s['accepted']}")
+    print(f"llama-server editing set aggregate: plain {agg['plain_tps']:.1f} tok/s, ngram-simple "
+          f"{agg['drafted_tps']:.1f} tok/s ({agg['ratio']:.2f}x; geo-mean of the per-prompt "
+          f"ratios {agg['geomean_ratio']:.2f}x), drafted == plain {agg['drafted_equals_plain']}")
     if a.out:
         os.makedirs(a.out, exist_ok=True)
         with open(os.path.join(a.out, "llama_server.json"), "w") as f:
             json.dump({"runs": runs, "summary": summary, "loadavg": os.getloadavg()}, f, indent=1)
     return 0
+
+
+def pair_row(p, d) -> dict:
+    """One round's plain and drafted replies of one request."""
+    return {"plain_tps": p["decode_tps"], "drafted_tps": d["decode_tps"],
+            "ratio": d["decode_tps"] / p["decode_tps"], "tokens": d["tokens"],
+            "plain_decode_secs": p["decode_secs"], "drafted_decode_secs": d["decode_secs"],
+            "plain_cpu_secs": p["cpu_secs"], "drafted_cpu_secs": d["cpu_secs"],
+            "plain_cpu_tps": p["cpu_tps"], "drafted_cpu_tps": d["cpu_tps"],
+            "cpu_ratio": d["cpu_tps"] / p["cpu_tps"],
+            "equal": (p["text"], p["finish"]) == (d["text"], d["finish"]),
+            "drafts": d["drafts"], "draft_tokens": d["draft_tokens"], "accepted": d["accepted"],
+            "tokens_per_verify": (d["accepted"] + d["drafts"]) / d["drafts"] if d["drafts"] else None}
+
+
+def pooled(cells) -> dict:
+    """Decode tokens over decode seconds summed over `cells` (pair_row dicts), each side;
+    per CPU second the same with completion tokens over the server's CPU seconds."""
+    dec = sum(c["tokens"] - 1 for c in cells)
+    tok = sum(c["tokens"] for c in cells)
+    out = {"plain_tps": dec / sum(c["plain_decode_secs"] for c in cells),
+           "drafted_tps": dec / sum(c["drafted_decode_secs"] for c in cells),
+           "plain_cpu_tps": tok / sum(c["plain_cpu_secs"] for c in cells),
+           "drafted_cpu_tps": tok / sum(c["drafted_cpu_secs"] for c in cells),
+           "tokens": tok, "all_equal": all(c["equal"] for c in cells)}
+    out["ratio"] = out["drafted_tps"] / out["plain_tps"]
+    out["cpu_ratio"] = out["drafted_cpu_tps"] / out["plain_cpu_tps"]
+    acc, dt = sum(c["accepted"] for c in cells), sum(c["draft_tokens"] for c in cells)
+    out["acceptance"] = acc / dt if dt else None
+    return out
 
 
 def main(argv=None) -> int:
@@ -231,33 +311,36 @@ def main(argv=None) -> int:
     proc, url = start_server(a.port, extra)
     SERVER_PID[0] = proc.pid
     rows = []
+    names = [t.name for t in EDIT_SET]
     try:
         # warm: compile, and every prompt into the prompt cache, so neither twin of a pair
         # pays a prefill the other skips
         single(url, "prose", True, 1, prose_tokens=1)
-        single(url, "editing", True, 1)
+        for t in EDIT_SET:
+            single(url, "editing", True, 1, prompt=t.prompt())
         concurrent(url, True, tokens=1)
         for rnd in range(a.rounds):
-            row = {"round": rnd}
-            for kind in ("editing", "prose"):
-                order = (False, True) if rnd % 2 == 0 else (True, False)
-                got = {dr: single(url, kind, dr, a.edit_tokens) for dr in order}
-                p, d = got[False], got[True]
-                row[kind] = {"plain_tps": p["decode_tps"], "drafted_tps": d["decode_tps"],
-                             "ratio": d["decode_tps"] / p["decode_tps"], "tokens": d["tokens"],
-                             "plain_cpu_tps": p["cpu_tps"], "drafted_cpu_tps": d["cpu_tps"],
-                             "cpu_ratio": d["cpu_tps"] / p["cpu_tps"],
-                             "equal": (p["text"], p["finish"]) == (d["text"], d["finish"]),
-                             "drafts": d["drafts"], "draft_tokens": d["draft_tokens"],
-                             "accepted": d["accepted"],
-                             "tokens_per_verify": (d["accepted"] + d["drafts"]) / d["drafts"]
-                             if d["drafts"] else None}
-                say(f"round {rnd} {kind}: plain {p['decode_tps']:.1f} tok/s, drafted "
-                    f"{d['decode_tps']:.1f} tok/s ({row[kind]['ratio']:.2f}x; per CPU second "
-                    f"{p['cpu_tps']:.1f} vs {d['cpu_tps']:.1f}, {row[kind]['cpu_ratio']:.2f}x), {d['tokens']} tokens, "
-                    f"drafted {d['draft_tokens']:.0f} accepted {d['accepted']:.0f} in "
-                    f"{d['drafts']:.0f} verify chunks, equal={row[kind]['equal']}")
+            row = {"round": rnd, "edit_set": {}}
             order = (False, True) if rnd % 2 == 0 else (True, False)
+            for kind, task in [("editing", t) for t in EDIT_SET] + [("prose", None)]:
+                got = {dr: single(url, kind, dr, a.edit_tokens, prompt=task and task.prompt())
+                       for dr in order}
+                p, d = got[False], got[True]
+                cell = pair_row(p, d)
+                if task is None:
+                    row["prose"], label = cell, "prose"
+                else:
+                    row["edit_set"][task.name], label = cell, f"editing {task.name}"
+                say(f"round {rnd} {label}: plain {p['decode_tps']:.1f} tok/s, drafted "
+                    f"{d['decode_tps']:.1f} tok/s ({cell['ratio']:.2f}x; per CPU second "
+                    f"{p['cpu_tps']:.1f} vs {d['cpu_tps']:.1f}, {cell['cpu_ratio']:.2f}x), {d['tokens']} tokens, "
+                    f"drafted {d['draft_tokens']:.0f} accepted {d['accepted']:.0f} in "
+                    f"{d['drafts']:.0f} verify chunks, equal={cell['equal']}")
+            row["editing"] = row["edit_set"][names[0]]       # the old single prompt's, as before
+            s = pooled(row["edit_set"].values())
+            say(f"round {rnd} editing set ({len(names)} prompts): plain {s['plain_tps']:.1f} tok/s, "
+                f"drafted {s['drafted_tps']:.1f} tok/s ({s['ratio']:.2f}x; per CPU second "
+                f"{s['cpu_ratio']:.2f}x), equal={s['all_equal']}, loadavg {os.getloadavg()}")
             got = {dr: concurrent(url, dr) for dr in order}
             p, d = got[False], got[True]
             row["x16"] = {"plain_tps": p["tps"], "drafted_tps": d["tps"], "ratio": d["tps"] / p["tps"],
@@ -284,8 +367,31 @@ def main(argv=None) -> int:
         summary[k]["acceptance"] = acc / dt if dt else None
     for k in ("editing", "prose", "x16"):
         summary[k]["all_equal"] = all(r[k]["equal"] for r in rows)
+    per = {n: pooled([r["edit_set"][n] for r in rows]) for n in names}
+    agg = pooled([r["edit_set"][n] for r in rows for n in names])
+    agg["geomean_ratio"] = geomean(per[n]["ratio"] for n in names)
+    agg["geomean_cpu_ratio"] = geomean(per[n]["cpu_ratio"] for n in names)
+    agg["target"] = TARGET
+    agg["met"] = agg["ratio"] >= TARGET
+    summary["edit_set"] = {"prompts": per, "aggregate": agg}
     out = {"rounds": rows, "summary": summary, "server_flags": extra, "loadavg": os.getloadavg()}
     say(json.dumps(summary))
+    e = summary["editing"]
+    say(f"editing, the old single prompt ({names[0]}): plain {e['plain_tps']:.1f} tok/s, drafted "
+        f"{e['drafted_tps']:.1f} tok/s, median of the per-round ratios {e['ratio']:.2f}x "
+        f"(per CPU second {e['cpu_ratio']:.2f}x), equal={e['all_equal']}")
+    for n in names:
+        s = per[n]
+        say(f"editing set, {n}: plain {s['plain_tps']:.1f} tok/s, drafted {s['drafted_tps']:.1f} "
+            f"tok/s ({s['ratio']:.2f}x; per CPU second {s['cpu_ratio']:.2f}x), {s['tokens']} tokens "
+            f"over {len(rows)} rounds, acceptance {s['acceptance'] or 0:.2f}, equal={s['all_equal']}")
+    say(f"editing set aggregate ({len(names)} prompts x {len(rows)} rounds): plain "
+        f"{agg['plain_tps']:.1f} tok/s, drafted {agg['drafted_tps']:.1f} tok/s: {agg['ratio']:.2f}x "
+        f"(per CPU second {agg['cpu_ratio']:.2f}x); geo-mean of the per-prompt ratios "
+        f"{agg['geomean_ratio']:.2f}x (per CPU second {agg['geomean_cpu_ratio']:.2f}x); "
+        f"equal={agg['all_equal']}")
+    say(f"verdict: editing set aggregate {agg['ratio']:.2f}x plain, target {TARGET}x: "
+        f"{'met' if agg['met'] else 'not met'}; loadavg {os.getloadavg()}")
     if a.out:
         os.makedirs(a.out, exist_ok=True)
         with open(os.path.join(a.out, "results.json"), "w") as f:
