@@ -647,8 +647,10 @@ def _make_tile_q80(R, C, vnni, kind="Q8_0"):
     nibbles in position order (low nibbles of a block's 16 bytes, then its high ones), the
     fifth bits (the 2 little-endian qh as one 64-bit mask, bit k = position k) added as 16
     (a byte-masked add), u = q in 0..31 unsigned; T by one vpdpbusd of u against x (signed)
-    started from -16 * (x's 4 a lane, one vpdpbusd an x row and pair): sum (u - 16) x, the
-    same int32s as the portable form's sign-extended products of w = u - 16."""
+    started from gs[i + c, p, :16] (q5_aux: -16 * x's 4 a lane, formed once a product): sum
+    (u - 16) x, the same int32s as the portable form's sign-extended products of w = u - 16;
+    the pair's 16 dx lanes read as laid out in gs[i + c, p, 16:] (the same float32s as dx's,
+    no shuffle). The portable form reads dx, not gs."""
     q5 = kind == "Q5_0"
     pb = 44 if q5 else 68           # a pair's bytes
     vp = ir.VectorType(_i32, 64)
@@ -664,6 +666,10 @@ def _make_tile_q80(R, C, vnni, kind="Q8_0"):
             qa = _ptr(context, builder, signature.args[2], vals[2])
             xa = _ptr(context, builder, signature.args[4], vals[4])
             nn, ii = vals[1], vals[3]
+            if q5 and vnni:         # gs: q5_aux's int32 [M, pairs, 32]
+                ga = _ptr(context, builder, signature.args[5], vals[5])
+                gstride = builder.extract_value(ga.strides, 0)
+                g0 = builder.bitcast(ga.data, _i8.as_pointer())
             dstride = builder.extract_value(da.strides, 0)
             qstride = builder.extract_value(qa.strides, 0)
             xstride = builder.sdiv(builder.extract_value(xa.strides, 0), _c(4, _i64))
@@ -680,11 +686,47 @@ def _make_tile_q80(R, C, vnni, kind="Q8_0"):
                                                  "llvm.fma.v16f32")
             b80 = ir.Constant(_v64i8, [-128] * 64)
             b80i = builder.bitcast(b80, _v16i32)
-            ones = builder.bitcast(_bvec(1), _v16i32)
-            sh4 = ir.Constant(_v16i32, [4] * 16)
             if vnni:
                 dpbusd = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_v16i32, [_v16i32] * 3),
                                                         "llvm.x86.avx512.vpdpbusd.512")
+
+            def weights(p, r):
+                """Weight row r's pair p: (its 64 values, dw: the 2 f16 scales widened, 8 lanes each)."""
+                b0 = builder.gep(ws[r], [builder.mul(p, _c(pb, _i64))])
+                if V.PREFETCH_ROWS:     # the pair's bytes: both lines they may touch
+                    _prefetch_l2(builder, builder.gep(b0, [ahead]))
+                    _prefetch_l2(builder, builder.gep(b0, [builder.add(ahead, _c(pb - 4, _i64))]))
+                if q5:
+                    w = _q5_pair(builder, b0)
+                    h0 = _load(builder, b0, 0, ir.IntType(16))
+                    h1 = _load(builder, b0, 22, ir.IntType(16))
+                else:
+                    w = _concat(builder, _load(builder, b0, 2, _v32i8), _load(builder, b0, 36, _v32i8))
+                    h0 = _load(builder, b0, 0, ir.IntType(16))
+                    h1 = _load(builder, b0, 34, ir.IntType(16))
+                hv = builder.insert_element(ir.Constant(v16i16, ir.Undefined), h0, _c(0))
+                hv = builder.insert_element(hv, h1, _c(1))
+                hv = builder.shuffle_vector(hv, ir.Constant(v16i16, ir.Undefined), halves)
+                return w, builder.fpext(builder.bitcast(hv, ir.VectorType(ir.HalfType(), 16)), _v16f)
+
+            def body_q5(p, st):
+                """The Q5_0 VNNI form: the R rows unpacked, then x row by x row (its q, T's
+                start and dx lanes read once for the R rows, none held across x rows)."""
+                out = list(st)
+                U, DW = [], []
+                for r in range(R):
+                    u, dw = weights(p, r)
+                    U.append(builder.bitcast(u, _v16i32))
+                    DW.append(dw)
+                for c in range(C):
+                    xq = builder.bitcast(_load(builder, qps[c], builder.mul(p, _c(64, _i64)), _v64i8), _v16i32)
+                    gp = builder.gep(g0, [builder.add(builder.mul(rowi[c], gstride), builder.mul(p, _c(128, _i64)))])
+                    for r in range(R):
+                        T = builder.call(dpbusd, [_load(builder, gp, 0, _v16i32), U[r], xq])
+                        dd = builder.fmul(DW[r], _load(builder, gp, 64, _v16f))
+                        e = r * C + c
+                        out[e] = builder.call(fma, [dd, builder.sitofp(T, _v16f), out[e]])   # one rounding
+                return out
 
             def body(p, st):
                 out = list(st)
@@ -692,40 +734,19 @@ def _make_tile_q80(R, C, vnni, kind="Q8_0"):
                 for c in range(C):
                     xq = _load(builder, qps[c], builder.mul(p, _c(64, _i64)), _v64i8)
                     X.append(xq)
-                    if vnni and q5:     # -16 * (x's 4 a lane): T's start, one an x row
-                        NX.append(builder.sub(zi, builder.shl(builder.call(dpbusd, [zi, ones, builder.bitcast(xq, _v16i32)]), sh4)))
-                    elif vnni:          # x + 128 as unsigned bytes (x in -127..127: 1..255)
+                    if vnni:            # x + 128 as unsigned bytes (x in -127..127: 1..255)
                         NX.append(builder.xor(xq, b80))
                     d2 = _load(builder, builder.bitcast(xps[c], _i8.as_pointer()), builder.mul(p, _c(8, _i64)), v2f)
                     DX.append(builder.shuffle_vector(d2, ir.Constant(v2f, ir.Undefined), halves))
                 for r in range(R):
-                    b0 = builder.gep(ws[r], [builder.mul(p, _c(pb, _i64))])
-                    if V.PREFETCH_ROWS:     # the pair's bytes: both lines they may touch
-                        _prefetch_l2(builder, builder.gep(b0, [ahead]))
-                        _prefetch_l2(builder, builder.gep(b0, [builder.add(ahead, _c(pb - 4, _i64))]))
-                    if q5:
-                        u = _q5_pair(builder, b0)
-                        h0 = _load(builder, b0, 0, ir.IntType(16))
-                        h1 = _load(builder, b0, 22, ir.IntType(16))
-                    else:
-                        w = _concat(builder, _load(builder, b0, 2, _v32i8), _load(builder, b0, 36, _v32i8))
-                        h0 = _load(builder, b0, 0, ir.IntType(16))
-                        h1 = _load(builder, b0, 34, ir.IntType(16))
-                    hv = builder.insert_element(ir.Constant(v16i16, ir.Undefined), h0, _c(0))
-                    hv = builder.insert_element(hv, h1, _c(1))
-                    hv = builder.shuffle_vector(hv, ir.Constant(v16i16, ir.Undefined), halves)
-                    dw = builder.fpext(builder.bitcast(hv, ir.VectorType(ir.HalfType(), 16)), _v16f)
-                    if vnni and q5:
-                        uv = builder.bitcast(u, _v16i32)
-                    elif vnni:          # -128 sum_{t<4} w (a lane), once for the C x rows
+                    w, dw = weights(p, r)   # Q5_0 (the portable form here): u in 0..31
+                    if vnni:            # -128 sum_{t<4} w (a lane), once for the C x rows
                         wv = builder.bitcast(w, _v16i32)
                         corr = builder.sub(zi, builder.call(dpbusd, [zi, b80i, wv]))
                     else:
-                        wi = builder.sext(builder.sub(u, _bvec(16)) if q5 else w, vp)
+                        wi = builder.sext(builder.sub(w, _bvec(16)) if q5 else w, vp)
                     for c in range(C):
-                        if vnni and q5:  # sum u x - 16 sum x = sum (u - 16) x: the same int32s
-                            T = builder.call(dpbusd, [NX[c], uv, builder.bitcast(X[c], _v16i32)])
-                        elif vnni:      # sum (x + 128) w - 128 sum w: the same int32s
+                        if vnni:        # sum (x + 128) w - 128 sum w: the same int32s
                             T = builder.call(dpbusd, [corr, builder.bitcast(NX[c], _v16i32), wv])
                         else:
                             pr = builder.mul(wi, builder.sext(X[c], vp))
@@ -737,7 +758,8 @@ def _make_tile_q80(R, C, vnni, kind="Q8_0"):
                         dd = builder.fmul(dw, DX[c])
                         out[e] = builder.call(fma, [dd, builder.sitofp(T, _v16f), out[e]])   # one rounding
                 return out
-            st = V._loop_n(builder, npairs, body, [ir.Constant(_v16f, [0.0] * 16)] * (R * C))
+            st = V._loop_n(builder, npairs, body_q5 if (q5 and vnni) else body,
+                           [ir.Constant(_v16f, [0.0] * 16)] * (R * C))
             return V._result(context, builder, signature, [_tree(builder, st[e]) for e in range(R * C)])
         return sig, codegen
 
@@ -875,6 +897,99 @@ def _make_rows_one(kind):
     return V.stable_pickle(rows, "q8rows", kind, True)
 
 
+# x rows of the Q5_0 rows' main tile (2 weight rows, each pair unpacked once for Q5_C x rows;
+# 0: the Q8_0 rows). One thread, 128 experts at a pp512 grouping (4096 rows), N 4096, K 1408:
+# 2 x 8 with q5_aux 54.6 GMAC/s (Q8_0's 2 x 4 beside it 54.0; 1 x 8 46-49; the float32 form 32)
+Q5_C = 8
+X_BYTES_Q5 = 1 << 14     # int8 x bytes a pass of the Q5_0 rows (with q5_aux's 2x: in L1)
+
+
+def _make_rows_q5(vnni):
+    """The Q5_0 rows (as _make_rows_q80: the same signature and elements): the x rows in tiles
+    of Q5_C against 2 weight rows (each pair's 5-bit unpack once for them; a last odd row
+    alone), then 4 of those left against 2 weight rows (then 1), then the Q8_0 rows' tails
+    (3 against 2 rows of blocks, 2 against 4, 1 against 4, then 1)."""
+    C = Q5_C
+    kind = "Q5_0"
+    tm = _make_tile_q80(1, C, vnni, kind)
+    t2m = _make_tile_q80(2, C, vnni, kind)
+    t24, t14 = _make_tile_q80(2, 4, vnni, kind), _make_tile_q80(1, 4, vnni, kind)
+    t41, t11 = _make_tile_q80(4, 1, vnni, kind), _make_tile_q80(1, 1, vnni, kind)
+    t42, t12 = _make_tile_q80(4, 2, vnni, kind), _make_tile_q80(1, 2, vnni, kind)
+    t23, t13 = _make_tile_q80(2, 3, vnni, kind), _make_tile_q80(1, 3, vnni, kind)
+
+    @njit(cache=True, boundscheck=False, nogil=True)
+    def rows(q, dx, gs, data, out, lo, hi):
+        M, K = q.shape
+        MC = M - M % C
+        xb = max(C, (X_BYTES_Q5 // K) // C * C)     # x rows a pass: their int8 stay in L1
+        for i0 in range(0, MC, xb):
+            i1 = min(i0 + xb, MC)
+            n = lo
+            while n + 2 <= hi:
+                for i in range(i0, i1, C):
+                    r = t2m(data, n, q, i, dx, gs)
+                    for a in range(2):
+                        for c in range(C):
+                            out[i + c, n + a] = r[C * a + c]
+                n += 2
+            if n < hi:
+                for i in range(i0, i1, C):
+                    r = tm(data, n, q, i, dx, gs)
+                    for c in range(C):
+                        out[i + c, n] = r[c]
+        i = MC
+        if M - i >= 4:
+            n = lo
+            while n + 2 <= hi:
+                r = t24(data, n, q, i, dx, gs)
+                for a in range(2):
+                    for c in range(4):
+                        out[i + c, n + a] = r[4 * a + c]
+                n += 2
+            if n < hi:
+                r = t14(data, n, q, i, dx, gs)
+                for c in range(4):
+                    out[i + c, n] = r[c]
+            i += 4
+        left = M - i
+        n = lo
+        if left == 3:
+            while n + 2 <= hi:
+                r = t23(data, n, q, i, dx, gs)
+                for a in range(2):
+                    for c in range(3):
+                        out[i + c, n + a] = r[3 * a + c]
+                n += 2
+            while n < hi:
+                r = t13(data, n, q, i, dx, gs)
+                for c in range(3):
+                    out[i + c, n] = r[c]
+                n += 1
+        elif left == 2:
+            while n + 4 <= hi:
+                r = t42(data, n, q, i, dx, gs)
+                for a in range(4):
+                    for c in range(2):
+                        out[i + c, n + a] = r[2 * a + c]
+                n += 4
+            while n < hi:
+                r = t12(data, n, q, i, dx, gs)
+                for c in range(2):
+                    out[i + c, n] = r[c]
+                n += 1
+        elif left == 1:
+            while n + 4 <= hi:
+                r = t41(data, n, q, i, dx, gs)
+                for a in range(4):
+                    out[i, n + a] = r[a]
+                n += 4
+            while n < hi:
+                out[i, n] = t11(data, n, q, i, dx, gs)
+                n += 1
+    return V.stable_pickle(rows, "q8rows", kind, vnni)
+
+
 def _make_rows_q80(vnni, kind="Q8_0"):
     """The Q8_0 rows (as _make_rows: the same signature, every element through Q8_0_DEF's one
     chain) with tiles for the rows past a multiple of 4: 2 of them against 4 rows of blocks
@@ -1001,6 +1116,8 @@ def _aux(kind, vnni, gs, dx, offs):
 
 
 def _make_rows_any(kind, vnni):
+    if kind == "Q5_0" and Q5_C:
+        return _make_rows_q5(vnni)
     if kind in Q80_KINDS:
         return _make_rows_q80(vnni, kind)
     return _make_rows_one(kind) if vnni and ONE_ROW_FORM else _make_rows(kind, vnni)
@@ -1362,6 +1479,34 @@ def q80_padded(data: np.ndarray, kind: str = "Q8_0") -> np.ndarray:
     return pad
 
 
+@njit(cache=True, boundscheck=False, nogil=True)
+def q5_aux(q, dx, gs):
+    """gs [M, Kp/64, 32] int32 for the Q5_0 tiles (VNNI), a layout of x's q and dx: lane L < 16
+    of (i, p) -16 * (q[i, 64 p + 4 L] + ... + q[i, 64 p + 4 L + 3]) (T's start: sum u x - 16
+    sum x = sum (q - 16) x over a lane's 4 values), lanes 16 + L the float32 bits of dx[i, 2 p]
+    (L < 8) and dx[i, 2 p + 1] (L >= 8): once an x row and pair rather than once a tile."""
+    M, Kp = q.shape
+    dxi = dx.view(np.int32)
+    for i in range(M):
+        for p in range(Kp // 64):
+            for L in range(16):
+                o = 64 * p + 4 * L
+                gs[i, p, L] = np.int32(-16) * (np.int32(q[i, o]) + np.int32(q[i, o + 1])
+                                               + np.int32(q[i, o + 2]) + np.int32(q[i, o + 3]))
+            for L in range(8):
+                gs[i, p, 16 + L] = dxi[i, 2 * p]
+                gs[i, p, 24 + L] = dxi[i, 2 * p + 1]
+
+
+def _q80_gs(q, dx, kind):
+    """The tiles' gs: Q5_0's q5_aux; Q8_0 reads none (zeros, one row's worth)."""
+    if kind == "Q5_0":
+        gs = np.empty((q.shape[0], q.shape[1] // 64, 32), np.int32)
+        q5_aux(q, np.ascontiguousarray(dx), gs)
+        return gs
+    return np.zeros((q.shape[0], 1, 16), np.int32)
+
+
 def q80_grouped_q(q, dx, stack: np.ndarray, experts, offs, vnni=None, kind: str = "Q8_0") -> np.ndarray:
     """Quantized x rows (quantize_q80's q, dx; grouped: group g = rows offs[g]:offs[g+1])
     times the Q8_0 (kind Q5_0: Q5_0) stack uint8 [E, N, nb * 34 (22)] -> [R, N]: every row's
@@ -1373,7 +1518,7 @@ def q80_grouped_q(q, dx, stack: np.ndarray, experts, offs, vnni=None, kind: str 
         raise ValueError(f"kquant_cpu.q80_grouped_q: x of {Kp} values (padded) against rows of "
                          f"{stack.shape[-1]} bytes")
     out = np.empty((M, data.shape[1]), np.float32)
-    gs = np.zeros((M, 1, 16), np.int32)               # unused by the Q8_0 tiles
+    gs = _q80_gs(q, dx, kind)
     return grouped_q(q, dx, gs, kind, data, np.ascontiguousarray(experts, np.int64),
                      np.ascontiguousarray(offs, np.int64), out, vnni)
 
@@ -1404,7 +1549,8 @@ def q80_matmul(x: np.ndarray, data: np.ndarray, out: np.ndarray | None = None,
         got = (np.zeros((M, 1, 16), np.int32), np.array([0, M], np.int64))
         if M <= 64:
             _Q80_AUX[M] = got
-    return grouped_q(q, dx, got[0], kind, data[None], _ONE, got[1], out, vnni)
+    gs = _q80_gs(q, dx, kind) if kind == "Q5_0" else got[0]
+    return grouped_q(q, dx, gs, kind, data[None], _ONE, got[1], out, vnni)
 
 
 _Q80_AUX: dict = {}      # M -> (gs, offs) of q80_matmul's M-row products, M <= 64

@@ -5,6 +5,7 @@ block, the fifth bit unpacked in registers).
 - the repack (kquant_cpu.q5_0_as_q8_0, the numpy form the definition is stated on) holds
   exactly the values ggml's dequantize_row_q5_0 scales: dequantized, gguf-py's Q5_0 values
   bit for bit, on blocks with every qh bit pattern;
+- q5_aux (the VNNI tiles' x side: T's start -16 sum x, the dx lanes) is a layout of q, dx;
 - the vector forms (VNNI where the host has it, the portable IR everywhere) give the numpy
   definition's bytes (q80_definition on the repack) at every round shape, an odd number of
   blocks (the zero pad block), through the crew and on the caller alone;
@@ -57,6 +58,22 @@ def test_the_repack_holds_the_q5_0_values():
     got = Blocks("Q8_0", 7, 256, r8).dequantize()
     want = Blocks("Q5_0", 7, 256, data).dequantize()
     assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+def test_q5_aux_is_a_layout_of_q_and_dx():
+    """q5_aux: lane L < 16 of (i, p) -16 times the sum of q's 4 values of lane L of pair p
+    (exact int32), lanes 16..23 dx[i, 2p]'s float32 bits, 24..31 dx[i, 2p + 1]'s."""
+    from kernels import kquant_cpu as KQ
+    rng = np.random.default_rng(28)
+    x = rng.standard_normal((5, 320)).astype(np.float32) * 30
+    x[2, :32] = 0
+    q, dx = KQ.quantize_q80(x)                                   # 320 -> 384: 6 pairs
+    gs = np.empty((5, 6, 32), np.int32)
+    KQ.q5_aux(q, dx, gs)
+    sums = q.astype(np.int32).reshape(5, 6, 16, 4).sum(axis=3)
+    assert gs[:, :, :16].tobytes() == (-16 * sums).astype(np.int32).tobytes()
+    lanes = np.repeat(dx.reshape(5, 6, 2), 8, axis=2)
+    assert gs[:, :, 16:].view(np.float32).tobytes() == lanes.tobytes()
 
 
 @pytest.mark.parametrize("vnni", _forms(), ids=lambda v: "vnni" if v else "portable")
