@@ -65,14 +65,14 @@ def test_q5_aux_is_a_layout_of_q_and_dx():
     (exact int32), lanes 16..23 dx[i, 2p]'s float32 bits, 24..31 dx[i, 2p + 1]'s."""
     from kernels import kquant_cpu as KQ
     rng = np.random.default_rng(28)
-    x = rng.standard_normal((5, 320)).astype(np.float32) * 30
+    x = rng.standard_normal((5, 288)).astype(np.float32) * 30
     x[2, :32] = 0
-    q, dx = KQ.quantize_q80(x)                                   # 320 -> 384: 6 pairs
-    gs = np.empty((5, 6, 32), np.int32)
+    q, dx = KQ.quantize_q80(x)                                   # 288 -> 320 (the pad): 5 pairs
+    gs = np.empty((5, 5, 32), np.int32)
     KQ.q5_aux(q, dx, gs)
-    sums = q.astype(np.int32).reshape(5, 6, 16, 4).sum(axis=3)
+    sums = q.astype(np.int32).reshape(5, 5, 16, 4).sum(axis=3)
     assert gs[:, :, :16].tobytes() == (-16 * sums).astype(np.int32).tobytes()
-    lanes = np.repeat(dx.reshape(5, 6, 2), 8, axis=2)
+    lanes = np.repeat(dx.reshape(5, 5, 2), 8, axis=2)
     assert gs[:, :, 16:].view(np.float32).tobytes() == lanes.tobytes()
 
 
