@@ -1403,6 +1403,9 @@ def quantize_q80_rows(x, q, dx):
     (q = 0, dx = 0)."""
     M, K = x.shape
     nb = q.shape[1] // 32
+    bits = x.view(np.int32)          # x C-contiguous (quantize_q80)
+    one = np.empty(1, np.int32)
+    onef = one.view(np.float32)
     for i in range(M):
         for b in range(nb):
             o = 32 * b
@@ -1411,26 +1414,29 @@ def quantize_q80_rows(x, q, dx):
                     q[i, o + j] = 0
                 dx[i, b] = np.float32(0.0)
                 continue
-            amax = np.float32(0.0)
-            bad = False
+            # amax: the largest |x| as the largest of x's bits with the sign cleared (for
+            # finite floats the same order: an integer max, which vectorises); an inf or a
+            # NaN has bits >= inf's
+            m = np.int32(0)
             for j in range(32):
-                v = x[i, o + j]
-                if not np.isfinite(v):
-                    bad = True
-                a = abs(v)
-                if a > amax:
-                    amax = a
-            if bad:
+                m = max(m, bits[i, o + j] & np.int32(0x7FFFFFFF))
+            if m >= np.int32(0x7F800000):
                 for j in range(32):
                     q[i, o + j] = 0
                 dx[i, b] = np.float32(np.nan)
                 continue
+            one[0] = m
+            amax = onef[0]
             d = np.float32(amax / np.float32(127.0))
             idd = np.float32(np.float32(1.0) / d) if d != 0 else np.float32(0.0)
             for j in range(32):
-                v = np.float64(np.float32(x[i, o + j] * idd))
-                t = np.floor(abs(v) + 0.5)                     # roundf: half away from zero
-                q[i, o + j] = np.int8(t if v >= 0 else -t)
+                v = np.float32(x[i, o + j] * idd)
+                t = np.float32(np.trunc(v))
+                f = v - t                                      # exact: v's fraction
+                # roundf: half away from zero
+                r = t + (np.float32(1.0) if f >= np.float32(0.5) else np.float32(0.0)) \
+                    - (np.float32(1.0) if f <= np.float32(-0.5) else np.float32(0.0))
+                q[i, o + j] = np.int8(r)
             # d rounded to the nearest float16 (ties to even), widened; past 65504 inf: exact
             # in float64 (d = m 2^e, m in [0.5, 1): float16's spacing there 2^(e - 11), 2^-24
             # for its subnormals)
