@@ -49,9 +49,10 @@ relative 1/254 of the block's largest) is what llama.cpp's CPU kernels do for th
 Q8_0 weights against x quantized to ggml's q8_0 blocks (32 int8 and an f16 scale) have their own
 definition, Q8_0_DEF (below, `q80_matmul`, `q80_grouped`; `q80_definition` its numpy form,
 `quantize_q8_0` the numpy form of x's quantization, `quantize_q80` its numba form): the same
-rows / crew drivers over a tile of its own; the ops backends take it for every Q8_0 product of
-the families that opt in (their Q8_0_X8: kernels/ops_cpu.Ops.q80), the others keep float32 x
-(kernels/blocks_vec.py).
+rows / crew drivers over a tile of its own; Q5_0 weights take the same definition on their
+Q8_0 repack (`q5_0_as_q8_0`; tiles reading the Q5_0 blocks as stored). The ops backends take
+it for every Q8_0 and Q5_0 product of the families that opt in (their Q8_0_X8:
+kernels/ops_cpu.Ops.q80), the others keep float32 x (kernels/blocks_vec.py).
 """
 from __future__ import annotations
 
