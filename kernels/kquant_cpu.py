@@ -49,9 +49,10 @@ relative 1/254 of the block's largest) is what llama.cpp's CPU kernels do for th
 Q8_0 weights against x quantized to ggml's q8_0 blocks (32 int8 and an f16 scale) have their own
 definition, Q8_0_DEF (below, `q80_matmul`, `q80_grouped`; `q80_definition` its numpy form,
 `quantize_q8_0` the numpy form of x's quantization, `quantize_q80` its numba form): the same
-rows / crew drivers over a tile of its own; the ops backends take it for every Q8_0 product of
-the families that opt in (their Q8_0_X8: kernels/ops_cpu.Ops.q80), the others keep float32 x
-(kernels/blocks_vec.py).
+rows / crew drivers over a tile of its own; Q5_0 weights take the same definition on their
+Q8_0 repack (`q5_0_as_q8_0`; tiles reading the Q5_0 blocks as stored). The ops backends take
+it for every Q8_0 and Q5_0 product of the families that opt in (their Q8_0_X8:
+kernels/ops_cpu.Ops.q80), the others keep float32 x (kernels/blocks_vec.py).
 """
 from __future__ import annotations
 
@@ -634,13 +635,25 @@ def _make_tile(kind, R, C, vnni, packed=False):
 
 
 # ---------------------------------------------------------------- Q8_0 against q8_0 x
-def _make_tile_q80(R, C, vnni):
+def _make_tile_q80(R, C, vnni, kind="Q8_0"):
     """The Q8_0 tile (Q8_0_DEF): R weight rows (data[n .. n+R-1]) times C x rows (q[i ..
     i+C-1], dx their block scales; gs unused) -> R*C elements, r-major. Per pair p of blocks
     (64 values): a weight row's 64 int8 loaded once for the C x rows, an x row's once for the
     R weight rows; T by one vpdpbusd of x + 128 (unsigned) against w (signed) started from
     -128 * (w's 4 a lane, one vpdpbusd a weight row), one instruction an (r, c) (VNNI), or
-    sign-extended products summed 4 a lane (portable): the same int32s."""
+    sign-extended products summed 4 a lane (portable): the same int32s.
+
+    kind "Q5_0" (Q5_0 rows, Q8_0_DEF with w = q - 16, the block's f16 d as dw): a pair's 44
+    bytes unpacked in registers, no copy of the weights: the 2 x 16 nibble bytes as 64
+    nibbles in position order (low nibbles of a block's 16 bytes, then its high ones), the
+    fifth bits (the 2 little-endian qh as one 64-bit mask, bit k = position k) added as 16
+    (a byte-masked add), u = q in 0..31 unsigned; T by one vpdpbusd of u against x (signed)
+    started from gs[i + c, p, :16] (q5_aux: -16 * x's 4 a lane, formed once a product): sum
+    (u - 16) x, the same int32s as the portable form's sign-extended products of w = u - 16;
+    the pair's 16 dx lanes read as laid out in gs[i + c, p, 16:] (the same float32s as dx's,
+    no shuffle). The portable form reads dx, not gs."""
+    q5 = kind == "Q5_0"
+    pb = 44 if q5 else 68           # a pair's bytes
     vp = ir.VectorType(_i32, 64)
     v16i16 = ir.VectorType(ir.IntType(16), 16)
     v2f = ir.VectorType(_f32, 2)
@@ -654,6 +667,10 @@ def _make_tile_q80(R, C, vnni):
             qa = _ptr(context, builder, signature.args[2], vals[2])
             xa = _ptr(context, builder, signature.args[4], vals[4])
             nn, ii = vals[1], vals[3]
+            if q5 and vnni:         # gs: q5_aux's int32 [M, pairs, 32]
+                ga = _ptr(context, builder, signature.args[5], vals[5])
+                gstride = builder.extract_value(ga.strides, 0)
+                g0 = builder.bitcast(ga.data, _i8.as_pointer())
             dstride = builder.extract_value(da.strides, 0)
             qstride = builder.extract_value(qa.strides, 0)
             xstride = builder.sdiv(builder.extract_value(xa.strides, 0), _c(4, _i64))
@@ -674,6 +691,44 @@ def _make_tile_q80(R, C, vnni):
                 dpbusd = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_v16i32, [_v16i32] * 3),
                                                         "llvm.x86.avx512.vpdpbusd.512")
 
+            def weights(p, r):
+                """Weight row r's pair p: (its 64 values, dw: the 2 f16 scales widened, 8 lanes each)."""
+                b0 = builder.gep(ws[r], [builder.mul(p, _c(pb, _i64))])
+                if V.PREFETCH_ROWS:     # the pair's bytes: both lines they may touch
+                    _prefetch_l2(builder, builder.gep(b0, [ahead]))
+                    _prefetch_l2(builder, builder.gep(b0, [builder.add(ahead, _c(pb - 4, _i64))]))
+                if q5:
+                    w = _q5_pair(builder, b0)
+                    h0 = _load(builder, b0, 0, ir.IntType(16))
+                    h1 = _load(builder, b0, 22, ir.IntType(16))
+                else:
+                    w = _concat(builder, _load(builder, b0, 2, _v32i8), _load(builder, b0, 36, _v32i8))
+                    h0 = _load(builder, b0, 0, ir.IntType(16))
+                    h1 = _load(builder, b0, 34, ir.IntType(16))
+                hv = builder.insert_element(ir.Constant(v16i16, ir.Undefined), h0, _c(0))
+                hv = builder.insert_element(hv, h1, _c(1))
+                hv = builder.shuffle_vector(hv, ir.Constant(v16i16, ir.Undefined), halves)
+                return w, builder.fpext(builder.bitcast(hv, ir.VectorType(ir.HalfType(), 16)), _v16f)
+
+            def body_q5(p, st):
+                """The Q5_0 VNNI form: the R rows unpacked, then x row by x row (its q, T's
+                start and dx lanes read once for the R rows, none held across x rows)."""
+                out = list(st)
+                U, DW = [], []
+                for r in range(R):
+                    u, dw = weights(p, r)
+                    U.append(builder.bitcast(u, _v16i32))
+                    DW.append(dw)
+                for c in range(C):
+                    xq = builder.bitcast(_load(builder, qps[c], builder.mul(p, _c(64, _i64)), _v64i8), _v16i32)
+                    gp = builder.gep(g0, [builder.add(builder.mul(rowi[c], gstride), builder.mul(p, _c(128, _i64)))])
+                    for r in range(R):
+                        T = builder.call(dpbusd, [_load(builder, gp, 0, _v16i32), U[r], xq])
+                        dd = builder.fmul(DW[r], _load(builder, gp, 64, _v16f))
+                        e = r * C + c
+                        out[e] = builder.call(fma, [dd, builder.sitofp(T, _v16f), out[e]])   # one rounding
+                return out
+
             def body(p, st):
                 out = list(st)
                 X, NX, DX = [], [], []
@@ -685,22 +740,12 @@ def _make_tile_q80(R, C, vnni):
                     d2 = _load(builder, builder.bitcast(xps[c], _i8.as_pointer()), builder.mul(p, _c(8, _i64)), v2f)
                     DX.append(builder.shuffle_vector(d2, ir.Constant(v2f, ir.Undefined), halves))
                 for r in range(R):
-                    b0 = builder.gep(ws[r], [builder.mul(p, _c(68, _i64))])
-                    if V.PREFETCH_ROWS:     # the pair's 68 bytes: both lines they may touch
-                        _prefetch_l2(builder, builder.gep(b0, [ahead]))
-                        _prefetch_l2(builder, builder.gep(b0, [builder.add(ahead, _c(64, _i64))]))
-                    w = _concat(builder, _load(builder, b0, 2, _v32i8), _load(builder, b0, 36, _v32i8))
-                    h0 = _load(builder, b0, 0, ir.IntType(16))
-                    h1 = _load(builder, b0, 34, ir.IntType(16))
-                    hv = builder.insert_element(ir.Constant(v16i16, ir.Undefined), h0, _c(0))
-                    hv = builder.insert_element(hv, h1, _c(1))
-                    hv = builder.shuffle_vector(hv, ir.Constant(v16i16, ir.Undefined), halves)
-                    dw = builder.fpext(builder.bitcast(hv, ir.VectorType(ir.HalfType(), 16)), _v16f)
+                    w, dw = weights(p, r)   # Q5_0 (the portable form here): u in 0..31
                     if vnni:            # -128 sum_{t<4} w (a lane), once for the C x rows
                         wv = builder.bitcast(w, _v16i32)
                         corr = builder.sub(zi, builder.call(dpbusd, [zi, b80i, wv]))
                     else:
-                        wi = builder.sext(w, vp)
+                        wi = builder.sext(builder.sub(w, _bvec(16)) if q5 else w, vp)
                     for c in range(C):
                         if vnni:        # sum (x + 128) w - 128 sum w: the same int32s
                             T = builder.call(dpbusd, [corr, builder.bitcast(NX[c], _v16i32), wv])
@@ -714,14 +759,32 @@ def _make_tile_q80(R, C, vnni):
                         dd = builder.fmul(dw, DX[c])
                         out[e] = builder.call(fma, [dd, builder.sitofp(T, _v16f), out[e]])   # one rounding
                 return out
-            st = V._loop_n(builder, npairs, body, [ir.Constant(_v16f, [0.0] * 16)] * (R * C))
+            st = V._loop_n(builder, npairs, body_q5 if (q5 and vnni) else body,
+                           [ir.Constant(_v16f, [0.0] * 16)] * (R * C))
             return V._result(context, builder, signature, [_tree(builder, st[e]) for e in range(R * C)])
         return sig, codegen
 
     @intrinsic
     def tile(typingctx, data, n, q, i, dx, gs):
         return typer(data, n, q, i, dx, gs)
-    return V.stable_pickle(tile, "q8tile", "Q8_0", R, C, vnni)
+    return V.stable_pickle(tile, "q8tile", kind, R, C, vnni)
+
+
+def _q5_pair(builder, b0):
+    """A Q5_0 pair's (two blocks at b0, 44 bytes) 64 values q in 0..31 as <64 x i8>, position
+    order: per block its 16 bytes' low nibbles (values 0..15) then their high ones (16..31),
+    each + 16 where the block's qh (little-endian uint32 after d) has bit j of value j."""
+    v = _concat(builder, _load(builder, b0, 6, _v16i8), _load(builder, b0, 28, _v16i8))   # 32 bytes
+    lo = builder.and_(v, _bvec(15, 32))
+    hi = builder.bitcast(builder.lshr(builder.bitcast(v, ir.VectorType(ir.IntType(16), 16)),
+                                      ir.Constant(ir.VectorType(ir.IntType(16), 16), [4] * 16)), _v32i8)
+    hi = builder.and_(hi, _bvec(15, 32))
+    nib = builder.shuffle_vector(lo, hi, ir.Constant(_v64i32, list(range(16)) + list(range(32, 48))
+                                                     + list(range(16, 32)) + list(range(48, 64))))
+    qh0 = builder.zext(_load(builder, b0, 2, _i32), _i64)
+    qh1 = builder.zext(_load(builder, b0, 24, _i32), _i64)
+    m = builder.bitcast(builder.or_(qh0, builder.shl(qh1, _c(32, _i64))), ir.VectorType(ir.IntType(1), 64))
+    return builder.select(m, builder.add(nib, _bvec(16)), nib)
 
 
 X_BYTES = 1 << 17     # int8 x bytes a pass of `rows` (x rows against every weight row of its span)
@@ -835,15 +898,108 @@ def _make_rows_one(kind):
     return V.stable_pickle(rows, "q8rows", kind, True)
 
 
-def _make_rows_q80(vnni):
+# x rows of the Q5_0 rows' main tile (2 weight rows, each pair unpacked once for Q5_C x rows;
+# 0: the Q8_0 rows). One thread, 128 experts at a pp512 grouping (4096 rows), N 4096, K 1408:
+# 2 x 8 with q5_aux 54.6 GMAC/s (Q8_0's 2 x 4 beside it 54.0; 1 x 8 46-49; the float32 form 32)
+Q5_C = 8
+X_BYTES_Q5 = 1 << 14     # int8 x bytes a pass of the Q5_0 rows (with q5_aux's 2x: in L1)
+
+
+def _make_rows_q5(vnni):
+    """The Q5_0 rows (as _make_rows_q80: the same signature and elements): the x rows in tiles
+    of Q5_C against 2 weight rows (each pair's 5-bit unpack once for them; a last odd row
+    alone), then 4 of those left against 2 weight rows (then 1), then the Q8_0 rows' tails
+    (3 against 2 rows of blocks, 2 against 4, 1 against 4, then 1)."""
+    C = Q5_C
+    kind = "Q5_0"
+    tm = _make_tile_q80(1, C, vnni, kind)
+    t2m = _make_tile_q80(2, C, vnni, kind)
+    t24, t14 = _make_tile_q80(2, 4, vnni, kind), _make_tile_q80(1, 4, vnni, kind)
+    t41, t11 = _make_tile_q80(4, 1, vnni, kind), _make_tile_q80(1, 1, vnni, kind)
+    t42, t12 = _make_tile_q80(4, 2, vnni, kind), _make_tile_q80(1, 2, vnni, kind)
+    t23, t13 = _make_tile_q80(2, 3, vnni, kind), _make_tile_q80(1, 3, vnni, kind)
+
+    @njit(cache=True, boundscheck=False, nogil=True)
+    def rows(q, dx, gs, data, out, lo, hi):
+        M, K = q.shape
+        MC = M - M % C
+        xb = max(C, (X_BYTES_Q5 // K) // C * C)     # x rows a pass: their int8 stay in L1
+        for i0 in range(0, MC, xb):
+            i1 = min(i0 + xb, MC)
+            n = lo
+            while n + 2 <= hi:
+                for i in range(i0, i1, C):
+                    r = t2m(data, n, q, i, dx, gs)
+                    for a in range(2):
+                        for c in range(C):
+                            out[i + c, n + a] = r[C * a + c]
+                n += 2
+            if n < hi:
+                for i in range(i0, i1, C):
+                    r = tm(data, n, q, i, dx, gs)
+                    for c in range(C):
+                        out[i + c, n] = r[c]
+        i = MC
+        if M - i >= 4:
+            n = lo
+            while n + 2 <= hi:
+                r = t24(data, n, q, i, dx, gs)
+                for a in range(2):
+                    for c in range(4):
+                        out[i + c, n + a] = r[4 * a + c]
+                n += 2
+            if n < hi:
+                r = t14(data, n, q, i, dx, gs)
+                for c in range(4):
+                    out[i + c, n] = r[c]
+            i += 4
+        left = M - i
+        n = lo
+        if left == 3:
+            while n + 2 <= hi:
+                r = t23(data, n, q, i, dx, gs)
+                for a in range(2):
+                    for c in range(3):
+                        out[i + c, n + a] = r[3 * a + c]
+                n += 2
+            while n < hi:
+                r = t13(data, n, q, i, dx, gs)
+                for c in range(3):
+                    out[i + c, n] = r[c]
+                n += 1
+        elif left == 2:
+            while n + 4 <= hi:
+                r = t42(data, n, q, i, dx, gs)
+                for a in range(4):
+                    for c in range(2):
+                        out[i + c, n + a] = r[2 * a + c]
+                n += 4
+            while n < hi:
+                r = t12(data, n, q, i, dx, gs)
+                for c in range(2):
+                    out[i + c, n] = r[c]
+                n += 1
+        elif left == 1:
+            while n + 4 <= hi:
+                r = t41(data, n, q, i, dx, gs)
+                for a in range(4):
+                    out[i, n + a] = r[a]
+                n += 4
+            while n < hi:
+                out[i, n] = t11(data, n, q, i, dx, gs)
+                n += 1
+    return V.stable_pickle(rows, "q8rows", kind, vnni)
+
+
+def _make_rows_q80(vnni, kind="Q8_0"):
     """The Q8_0 rows (as _make_rows: the same signature, every element through Q8_0_DEF's one
     chain) with tiles for the rows past a multiple of 4: 2 of them against 4 rows of blocks
     (then 1), 3 against 2 (then 1), 1 against 4 (then 1): a decode round of 2 or 3 reads the
-    weights once."""
-    t24, t14 = _make_tile_q80(2, 4, vnni), _make_tile_q80(1, 4, vnni)
-    t41, t11 = _make_tile_q80(4, 1, vnni), _make_tile_q80(1, 1, vnni)
-    t42, t12 = _make_tile_q80(4, 2, vnni), _make_tile_q80(1, 2, vnni)
-    t23, t13 = _make_tile_q80(2, 3, vnni), _make_tile_q80(1, 3, vnni)
+    weights once. kind: the weights' kind (Q80_KINDS: Q8_0, or Q5_0 as its Q8_0 repack)."""
+    t24, t14 = _make_tile_q80(2, 4, vnni, kind), _make_tile_q80(1, 4, vnni, kind)
+    t41, t11 = _make_tile_q80(4, 1, vnni, kind), _make_tile_q80(1, 1, vnni, kind)
+    t42, t12 = _make_tile_q80(4, 2, vnni, kind), _make_tile_q80(1, 2, vnni, kind)
+    t23, t13 = _make_tile_q80(2, 3, vnni, kind), _make_tile_q80(1, 3, vnni, kind)
 
     @njit(cache=True, boundscheck=False, nogil=True)
     def rows(q, dx, gs, data, out, lo, hi):
@@ -901,7 +1057,7 @@ def _make_rows_q80(vnni):
             while n < hi:
                 out[i, n] = t11(data, n, q, i, dx, gs)
                 n += 1
-    return V.stable_pickle(rows, "q8rows", "Q8_0", vnni)
+    return V.stable_pickle(rows, "q8rows", kind, vnni)
 
 
 # Kinds whose one-weight-row `rows` (VNNI) read x's gs as pack_aux lays it out (Q4_K: the
@@ -961,8 +1117,10 @@ def _aux(kind, vnni, gs, dx, offs):
 
 
 def _make_rows_any(kind, vnni):
-    if kind == "Q8_0":
-        return _make_rows_q80(vnni)
+    if kind == "Q5_0" and Q5_C:
+        return _make_rows_q5(vnni)
+    if kind in Q80_KINDS:
+        return _make_rows_q80(vnni, kind)
     return _make_rows_one(kind) if vnni and ONE_ROW_FORM else _make_rows(kind, vnni)
 
 
@@ -996,7 +1154,7 @@ def _make_crew(kind, vnni):
 
 
 def _make_tile_any(kind, R, C, vnni, packed=False):
-    return _make_tile_q80(R, C, vnni) if kind == "Q8_0" else _make_tile(kind, R, C, vnni, bool(packed))
+    return _make_tile_q80(R, C, vnni, kind) if kind in Q80_KINDS else _make_tile(kind, R, C, vnni, bool(packed))
 
 
 V.MAKERS.update(q8tile=_make_tile_any, q8rows=_make_rows_any, q8crew=_make_crew)
@@ -1133,9 +1291,37 @@ Q8_0_DEF = """Q8_0 weights against x quantized as ggml's q8_0 activations (Q8_0_
       acc[L] = fma(dd[L], float32(T[L]), acc[L])      (one rounding: a fused multiply-add)
   out = tree(acc): (L, L+8), then (L, L+4), (L, L+2), (0, 1).
 
+Q5_0 weights (ggml's block_q5_0: f16 d, 32 fifth bits qh, 16 bytes of nibbles) take the same
+definition on their Q8_0 repack (`q5_0_as_q8_0`: each block the same f16 d and the 32 integers
+q - 16 in [-16, 15] as int8, 34 bytes): dw_b = d, w = q - 16, exactly the values ggml's
+dequantize_row_q5_0 scales; llama.cpp multiplies Q5_0 against q8_0 x too (ggml_vec_dot_q5_0_q8_0).
+The tiles read the Q5_0 blocks as stored (22 bytes, unpacked in registers: no repack kept).
+
 An element's bytes depend on its weight row and its x row alone: every tile shape (4x1, 1x1
 for one x row; 2x4, 1x4 for four) computes this one chain, so a row's bytes are the same
-whatever the round holds (batch invariance; tests/model/test_q8_0_int8.py)."""
+whatever the round holds (batch invariance; tests/model/test_q8_0_int8.py,
+tests/model/test_q5_0_int8.py)."""
+# the weight kinds Q8_0_DEF multiplies (their block bytes); the ops backends' q80 switch takes
+# every product of these kinds
+Q80_BLOCK = {"Q8_0": 34, "Q5_0": 22}
+Q80_KINDS = tuple(Q80_BLOCK)
+
+
+def q5_0_as_q8_0(data: np.ndarray) -> np.ndarray:
+    """Q5_0 rows (uint8 [..., nb * 22]) as Q8_0 rows (uint8 [..., nb * 34]): each block the same
+    f16 d (its 2 bytes), then the 32 values q - 16 (q = nibble | fifth bit << 4, ggml's
+    dequantize_row_q5_0 order) as int8. The numpy form Q8_0_DEF's Q5_0 reading is defined by."""
+    nb = data.shape[-1] // 22
+    blk = np.ascontiguousarray(data).reshape(-1, nb, 22)
+    qh = blk[:, :, 2:6].copy().view("<u4").astype(np.int64)            # [rows, nb, 1]
+    qs = blk[:, :, 6:22].astype(np.int64)                              # [rows, nb, 16]
+    j = np.arange(16)
+    lo = (qs & 15) | (((qh >> j) & 1) << 4)
+    hi = (qs >> 4) | (((qh >> (j + 16)) & 1) << 4)
+    out = np.empty((blk.shape[0], nb, 34), np.uint8)
+    out[:, :, :2] = blk[:, :, :2]
+    out[:, :, 2:] = (np.concatenate([lo, hi], axis=2) - 16).astype(np.int8).view(np.uint8)
+    return out.reshape(data.shape[:-1] + (nb * 34,))
 
 
 def quantize_q8_0(x: np.ndarray):
@@ -1178,10 +1364,13 @@ def fma32(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     return s.astype(np.float32)
 
 
-def q80_definition(q: np.ndarray, dx: np.ndarray, data: np.ndarray) -> np.ndarray:
+def q80_definition(q: np.ndarray, dx: np.ndarray, data: np.ndarray, kind: str = "Q8_0") -> np.ndarray:
     """Q8_0_DEF's element chain in numpy float32 (each operation rounded as the definition
-    names it), for quantized x rows (q, dx) times Q8_0 rows `data` (uint8 [N, K/32*34]) ->
-    [M, N]: what the tests hold the numba forms to byte for byte."""
+    names it), for quantized x rows (q, dx) times Q8_0 rows `data` (uint8 [N, K/32*34]; kind
+    "Q5_0": Q5_0 rows [N, K/32*22], read as their Q8_0 repack) -> [M, N]: what the tests hold
+    the numba forms to byte for byte."""
+    if kind == "Q5_0":
+        data = q5_0_as_q8_0(data)
     M, K = q.shape
     N = data.shape[0]
     nb = K // 32
@@ -1215,6 +1404,9 @@ def quantize_q80_rows(x, q, dx):
     (q = 0, dx = 0)."""
     M, K = x.shape
     nb = q.shape[1] // 32
+    bits = x.view(np.int32)          # x C-contiguous (quantize_q80)
+    one = np.empty(1, np.int32)
+    onef = one.view(np.float32)
     for i in range(M):
         for b in range(nb):
             o = 32 * b
@@ -1223,26 +1415,29 @@ def quantize_q80_rows(x, q, dx):
                     q[i, o + j] = 0
                 dx[i, b] = np.float32(0.0)
                 continue
-            amax = np.float32(0.0)
-            bad = False
+            # amax: the largest |x| as the largest of x's bits with the sign cleared (for
+            # finite floats the same order: an integer max, which vectorises); an inf or a
+            # NaN has bits >= inf's
+            m = np.int32(0)
             for j in range(32):
-                v = x[i, o + j]
-                if not np.isfinite(v):
-                    bad = True
-                a = abs(v)
-                if a > amax:
-                    amax = a
-            if bad:
+                m = max(m, bits[i, o + j] & np.int32(0x7FFFFFFF))
+            if m >= np.int32(0x7F800000):
                 for j in range(32):
                     q[i, o + j] = 0
                 dx[i, b] = np.float32(np.nan)
                 continue
+            one[0] = m
+            amax = onef[0]
             d = np.float32(amax / np.float32(127.0))
             idd = np.float32(np.float32(1.0) / d) if d != 0 else np.float32(0.0)
             for j in range(32):
-                v = np.float64(np.float32(x[i, o + j] * idd))
-                t = np.floor(abs(v) + 0.5)                     # roundf: half away from zero
-                q[i, o + j] = np.int8(t if v >= 0 else -t)
+                v = np.float32(x[i, o + j] * idd)
+                t = np.float32(np.trunc(v))
+                f = v - t                                      # exact: v's fraction
+                # roundf: half away from zero
+                r = t + (np.float32(1.0) if f >= np.float32(0.5) else np.float32(0.0)) \
+                    - (np.float32(1.0) if f <= np.float32(-0.5) else np.float32(0.0))
+                q[i, o + j] = np.int8(r)
             # d rounded to the nearest float16 (ties to even), widened; past 65504 inf: exact
             # in float64 (d = m 2^e, m in [0.5, 1): float16's spacing there 2^(e - 11), 2^-24
             # for its subnormals)
@@ -1272,58 +1467,88 @@ def quantize_q80(x: np.ndarray):
 _PADDED: dict = {}       # id(data) -> (data, its rows with one zero block more)
 
 
-def q80_padded(data: np.ndarray) -> np.ndarray:
-    """Q8_0 rows (uint8 [..., nb * 34]) as Q8_0_DEF reads them: nb even, as they are; nb odd,
-    one zero block (scale 0, quants 0) appended to each row (a copy, made once an array and
-    kept: only shapes whose width is an odd number of blocks, the tiny test shapes; every
-    width of the served models is a multiple of 64)."""
-    nb = data.shape[-1] // 34
+def q80_padded(data: np.ndarray, kind: str = "Q8_0") -> np.ndarray:
+    """Q8_0 (Q5_0) rows (uint8 [..., nb * 34 (22)]) as Q8_0_DEF reads them: nb even, as they
+    are; nb odd, one zero block (scale 0, quants 0: Q5_0's values -16, times the pad's x 0)
+    appended to each row (a copy, made once an array and kept: only shapes whose width is an
+    odd number of blocks, the tiny test shapes; every width of the served models is a
+    multiple of 64)."""
+    bb = Q80_BLOCK[kind]
+    nb = data.shape[-1] // bb
     if nb % 2 == 0:
         return data
     got = _PADDED.get(id(data))
     if got is not None and got[0] is data:
         return got[1]
-    pad = np.zeros(data.shape[:-1] + ((nb + 1) * 34,), np.uint8)
-    pad[..., :nb * 34] = data
+    pad = np.zeros(data.shape[:-1] + ((nb + 1) * bb,), np.uint8)
+    pad[..., :nb * bb] = data
     _PADDED[id(data)] = (data, pad)
     return pad
 
 
-def q80_grouped_q(q, dx, stack: np.ndarray, experts, offs, vnni=None) -> np.ndarray:
-    """Quantized x rows (quantize_q80's q, dx; grouped: group g = rows offs[g]:offs[g+1])
-    times the Q8_0 stack uint8 [E, N, nb * 34] -> [R, N]: every row's bytes those of
-    q80_matmul(x_row, stack[experts[g]]). One quantized x serves several stacks (a MoE
-    layer's gate and up)."""
-    data = q80_padded(stack)
+@njit(cache=True, boundscheck=False, nogil=True)
+def q5_aux(q, dx, gs):
+    """gs [M, Kp/64, 32] int32 for the Q5_0 tiles (VNNI), a layout of x's q and dx: lane L < 16
+    of (i, p) -16 * (q[i, 64 p + 4 L] + ... + q[i, 64 p + 4 L + 3]) (T's start: sum u x - 16
+    sum x = sum (q - 16) x over a lane's 4 values), lanes 16 + L the float32 bits of dx[i, 2 p]
+    (L < 8) and dx[i, 2 p + 1] (L >= 8): once an x row and pair rather than once a tile."""
     M, Kp = q.shape
-    if data.shape[-1] != Kp // 32 * 34:
+    dxi = dx.view(np.int32)
+    for i in range(M):
+        for p in range(Kp // 64):
+            for L in range(16):
+                o = 64 * p + 4 * L
+                gs[i, p, L] = np.int32(-16) * (np.int32(q[i, o]) + np.int32(q[i, o + 1])
+                                               + np.int32(q[i, o + 2]) + np.int32(q[i, o + 3]))
+            for L in range(8):
+                gs[i, p, 16 + L] = dxi[i, 2 * p]
+                gs[i, p, 24 + L] = dxi[i, 2 * p + 1]
+
+
+def _q80_gs(q, dx, kind):
+    """The tiles' gs: Q5_0's q5_aux; Q8_0 reads none (zeros, one row's worth)."""
+    if kind == "Q5_0":
+        gs = np.empty((q.shape[0], q.shape[1] // 64, 32), np.int32)
+        q5_aux(q, np.ascontiguousarray(dx), gs)
+        return gs
+    return np.zeros((q.shape[0], 1, 16), np.int32)
+
+
+def q80_grouped_q(q, dx, stack: np.ndarray, experts, offs, vnni=None, kind: str = "Q8_0") -> np.ndarray:
+    """Quantized x rows (quantize_q80's q, dx; grouped: group g = rows offs[g]:offs[g+1])
+    times the Q8_0 (kind Q5_0: Q5_0) stack uint8 [E, N, nb * 34 (22)] -> [R, N]: every row's
+    bytes those of q80_matmul(x_row, stack[experts[g]], kind=kind). One quantized x serves
+    several stacks (a MoE layer's gate and up)."""
+    data = q80_padded(stack, kind)
+    M, Kp = q.shape
+    if data.shape[-1] != Kp // 32 * Q80_BLOCK[kind]:
         raise ValueError(f"kquant_cpu.q80_grouped_q: x of {Kp} values (padded) against rows of "
                          f"{stack.shape[-1]} bytes")
     out = np.empty((M, data.shape[1]), np.float32)
-    gs = np.zeros((M, 1, 16), np.int32)               # unused by the Q8_0 tiles
-    return grouped_q(q, dx, gs, "Q8_0", data, np.ascontiguousarray(experts, np.int64),
+    gs = _q80_gs(q, dx, kind)
+    return grouped_q(q, dx, gs, kind, data, np.ascontiguousarray(experts, np.int64),
                      np.ascontiguousarray(offs, np.int64), out, vnni)
 
 
-def q80_grouped(x: np.ndarray, stack: np.ndarray, experts, offs, vnni=None) -> np.ndarray:
-    """x [R, K] (rows grouped by expert) times the Q8_0 stack [E, N, K/32*34] -> [R, N], by
-    Q8_0_DEF (x quantized once)."""
+def q80_grouped(x: np.ndarray, stack: np.ndarray, experts, offs, vnni=None, kind: str = "Q8_0") -> np.ndarray:
+    """x [R, K] (rows grouped by expert) times the Q8_0 (Q5_0) stack [E, N, K/32*34 (22)] ->
+    [R, N], by Q8_0_DEF (x quantized once)."""
     q, dx = quantize_q80(x)
-    return q80_grouped_q(q, dx, stack, experts, offs, vnni)
+    return q80_grouped_q(q, dx, stack, experts, offs, vnni, kind)
 
 
 def q80_matmul(x: np.ndarray, data: np.ndarray, out: np.ndarray | None = None,
-               vnni: bool | None = None) -> np.ndarray:
-    """x [M, K] float32 times the Q8_0 matrix whose rows are `data` (uint8 [N, K/32*34]) ->
-    [M, N] float32 by Q8_0_DEF (x quantized to q8_0 by quantize_q80; an odd number of blocks
-    padded with a zero one on both sides). vnni: the VNNI form (default: where the host has
-    it) or the portable one; the same bytes."""
+               vnni: bool | None = None, kind: str = "Q8_0") -> np.ndarray:
+    """x [M, K] float32 times the Q8_0 matrix whose rows are `data` (uint8 [N, K/32*34]; kind
+    "Q5_0": Q5_0 rows [N, K/32*22]) -> [M, N] float32 by Q8_0_DEF (x quantized to q8_0 by
+    quantize_q80; an odd number of blocks padded with a zero one on both sides). vnni: the
+    VNNI form (default: where the host has it) or the portable one; the same bytes."""
     q, dx = quantize_q80(x)
     M, Kp = q.shape
-    if data.shape[1] != x.shape[1] // 32 * 34:
+    if data.shape[1] != x.shape[1] // 32 * Q80_BLOCK[kind]:
         raise ValueError(f"kquant_cpu.q80_matmul: K = {x.shape[1]} against rows of "
                          f"{data.shape[1]} bytes")
-    data = q80_padded(data)
+    data = q80_padded(data, kind)
     if out is None:
         out = np.empty((M, data.shape[0]), np.float32)
     got = _Q80_AUX.get(M)
@@ -1331,7 +1556,8 @@ def q80_matmul(x: np.ndarray, data: np.ndarray, out: np.ndarray | None = None,
         got = (np.zeros((M, 1, 16), np.int32), np.array([0, M], np.int64))
         if M <= 64:
             _Q80_AUX[M] = got
-    return grouped_q(q, dx, got[0], "Q8_0", data[None], _ONE, got[1], out, vnni)
+    gs = _q80_gs(q, dx, kind) if kind == "Q5_0" else got[0]
+    return grouped_q(q, dx, gs, kind, data[None], _ONE, got[1], out, vnni)
 
 
 _Q80_AUX: dict = {}      # M -> (gs, offs) of q80_matmul's M-row products, M <= 64

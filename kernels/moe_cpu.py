@@ -22,6 +22,7 @@ from numba import njit, prange
 
 from kernels import blocks_vec, halves
 from kernels.blocks_vec import ROWS
+from kernels.qmatmul import Q80_KINDS
 
 
 def _make_grouped(kind, table):
@@ -62,16 +63,16 @@ def gate_up(x: np.ndarray, gate, up, experts: np.ndarray, offs: np.ndarray, q8: 
             q80: bool = False) -> np.ndarray:
     """A MoE layer's gate and up stacks (kernels.blocks.ExpertGateUp's) on the grouped rows x
     [R, K] -> [R, 2 N]: gate's products, then up's, side by side (each row's bytes those of
-    grouped_matmul on each stack). q80 with two Q8_0 stacks: x quantized to q8_0 once for
-    both."""
+    grouped_matmul on each stack). q80 with two stacks of Q80_KINDS (Q8_0, Q5_0): x quantized
+    to q8_0 once for both."""
     x = np.ascontiguousarray(x, dtype=np.float32)
     N = gate.data.shape[1]
     gu = np.empty((x.shape[0], 2 * N), np.float32)
-    if q80 and gate.kind == "Q8_0" and up.kind == "Q8_0":
+    if q80 and gate.kind in Q80_KINDS and up.kind in Q80_KINDS:
         from kernels import kquant_cpu
         q, dx = kquant_cpu.quantize_q80(x)
-        gu[:, :N] = kquant_cpu.q80_grouped_q(q, dx, gate.data, experts, offs)
-        gu[:, N:] = kquant_cpu.q80_grouped_q(q, dx, up.data, experts, offs)
+        gu[:, :N] = kquant_cpu.q80_grouped_q(q, dx, gate.data, experts, offs, kind=gate.kind)
+        gu[:, N:] = kquant_cpu.q80_grouped_q(q, dx, up.data, experts, offs, kind=up.kind)
         return gu
     gu[:, :N] = grouped_matmul(x, gate, experts, offs, q8, q80)
     gu[:, N:] = grouped_matmul(x, up, experts, offs, q8, q80)
@@ -81,24 +82,24 @@ def gate_up(x: np.ndarray, gate, up, experts: np.ndarray, offs: np.ndarray, q8: 
 def gate_up_halves(x: np.ndarray, rows: np.ndarray, gate, up, experts: np.ndarray,
                    offs: np.ndarray, q8: bool = False, q80: bool = False):
     """(gate's products, up's products) [R, N] each of the grouped rows x[rows] (x [T, K]):
-    gate_up's bytes. q80 with two Q8_0 stacks: x's T rows quantized once, the quantized rows
-    gathered (a row's quantization is its own: the same bytes as quantizing x[rows]); where
-    up's stack lies right after gate's (the file's layout: `_pair`), both in one crew round,
-    up's experts numbered E + e."""
-    if q80 and gate.kind == "Q8_0" and up.kind == "Q8_0":
+    gate_up's bytes. q80 with two stacks of Q80_KINDS (Q8_0, Q5_0): x's T rows quantized once,
+    the quantized rows gathered (a row's quantization is its own: the same bytes as quantizing
+    x[rows]); where up's stack lies right after gate's, of one kind (the file's layout:
+    `_pair`), both in one crew round, up's experts numbered E + e."""
+    if q80 and gate.kind in Q80_KINDS and up.kind in Q80_KINDS:
         from kernels import kquant_cpu
         q, dx = kquant_cpu.quantize_q80(x)
         q, dx = q[rows], dx[rows]
         R = q.shape[0]
-        both = _pair(gate.data, up.data)
+        both = _pair(gate.data, up.data, gate.kind) if gate.kind == up.kind else None
         if both is not None and R:
             E = gate.data.shape[0]
             y = kquant_cpu.q80_grouped_q(np.concatenate([q, q]), np.concatenate([dx, dx]), both,
                                          np.concatenate([experts, experts + E]),
-                                         np.concatenate([offs, offs[1:] + R]))
+                                         np.concatenate([offs, offs[1:] + R]), kind=gate.kind)
             return y[:R], y[R:]
-        return (kquant_cpu.q80_grouped_q(q, dx, gate.data, experts, offs),
-                kquant_cpu.q80_grouped_q(q, dx, up.data, experts, offs))
+        return (kquant_cpu.q80_grouped_q(q, dx, gate.data, experts, offs, kind=gate.kind),
+                kquant_cpu.q80_grouped_q(q, dx, up.data, experts, offs, kind=up.kind))
     if q8 and gate.kind in ("Q4_K", "Q6_K") and up.kind in ("Q4_K", "Q6_K"):
         # x's T rows quantized once (q8_K, kernels/kquant_cpu.py) for both stacks, the rows
         # gathered after: a row's quantization is its own, so the bytes of quantizing x[rows]
@@ -115,9 +116,9 @@ def gate_up_halves(x: np.ndarray, rows: np.ndarray, gate, up, experts: np.ndarra
 _PAIRS: dict = {}        # (id(gate), id(up)) -> (gate, up, the [2E, N, row bytes] view or None)
 
 
-def _pair(a: np.ndarray, b: np.ndarray):
+def _pair(a: np.ndarray, b: np.ndarray, kind: str = "Q8_0"):
     """Where the file put up's stack right after gate's (the same shape, dtype and flags, both
-    C-contiguous, an even number of Q8_0 blocks a row: no pad copy), one [2E, N, row bytes]
+    C-contiguous, an even number of `kind` blocks a row (Q8_0, Q5_0): no pad copy), one [2E, N, row bytes]
     view over both (expert e's gate at e, its up at E + e: the same bytes of the same rows,
     so each product's bytes are unchanged; the same array type, so no new specialisation);
     else None. Decided once a pair (branch dec's 10be7b5)."""
@@ -128,7 +129,8 @@ def _pair(a: np.ndarray, b: np.ndarray):
     v = None
     if (a.shape == b.shape and a.dtype == b.dtype and a.ndim == 3 and a.flags.c_contiguous
             and b.flags.c_contiguous and a.flags.writeable == b.flags.writeable
-            and a.flags.aligned and b.flags.aligned and (a.shape[-1] // 34) % 2 == 0
+            and a.flags.aligned and b.flags.aligned
+            and (a.shape[-1] // {"Q8_0": 34, "Q5_0": 22}[kind]) % 2 == 0
             and b.__array_interface__["data"][0] == a.__array_interface__["data"][0] + a.nbytes):
         v = np.lib.stride_tricks.as_strided(a, (2 * a.shape[0],) + a.shape[1:], a.strides,
                                             writeable=a.flags.writeable)
@@ -144,12 +146,12 @@ def grouped_matmul(x: np.ndarray, stack, experts: np.ndarray, offs: np.ndarray,
                    q8: bool = False, q80: bool = False) -> np.ndarray:
     """x [R, K] (rows grouped by expert, group g = rows offs[g]:offs[g+1]) -> [R, N]. q8: a
     K-quant stack against x quantized to int8 (kernels/kquant_cpu.py: each row's bytes those of
-    kernels.qmatmul.cpu(x_row, expert, q8=True)); q80: a Q8_0 stack against x quantized to
-    q8_0 (kernels/kquant_cpu.Q8_0_DEF: each row's bytes those of qmatmul.cpu(x_row, expert,
-    q80=True))."""
-    if q80 and stack.kind == "Q8_0":
+    kernels.qmatmul.cpu(x_row, expert, q8=True)); q80: a Q8_0 or Q5_0 stack against x
+    quantized to q8_0 (kernels/kquant_cpu.Q8_0_DEF: each row's bytes those of
+    qmatmul.cpu(x_row, expert, q80=True))."""
+    if q80 and stack.kind in Q80_KINDS:
         from kernels import kquant_cpu
-        return kquant_cpu.q80_grouped(x, stack.data, experts, offs)
+        return kquant_cpu.q80_grouped(x, stack.data, experts, offs, kind=stack.kind)
     if q8 and stack.kind in ("Q4_K", "Q6_K"):
         from kernels import kquant_cpu
         return kquant_cpu.grouped_matmul(x, stack.kind, stack.data, experts, offs)

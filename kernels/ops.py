@@ -11,9 +11,9 @@
   multiplied against int8-quantized activations (kernels/kquant_cpu.py, llama.cpp's
   arithmetic for them; "numpy" keeps them in float32): the CPU over GGUF blocks.
 - On either CPU backend, a family that opts in (its Q8_0_X8: moe, deepseek2, qwen3next,
-  glm5_next) has every Q8_0 product against x quantized to q8_0 (Ops.q80, set by
-  server/engine/model.Model; kernels/kquant_cpu.Q8_0_DEF, llama.cpp's arithmetic for Q8_0); the
-  others keep float32 x.
+  glm5_next) has every Q8_0 and Q5_0 product against x quantized to q8_0 (Ops.q80, set by
+  server/engine/model.Model; kernels/kquant_cpu.Q8_0_DEF, llama.cpp's arithmetic for Q8_0, and
+  for Q5_0 on its Q8_0 repack); the others keep float32 x.
 - "cuda" (kernels/ops_cuda.CudaOps): cupy arrays, each op's CUDA form; imported on this
   path only (cupy is absent where no GPU is).
 

@@ -57,8 +57,9 @@ class Ops:
     # K-quant (Q4_K, Q6_K) products against int8-quantized x (kernels/kquant_cpu.py, llama.cpp's
     # arithmetic for them) or float32 x (kernels/blocks_vec.py): the definitions keep float32
     kq8 = False
-    # every Q8_0 product (Blocks, MixedBlocks parts, the experts' stacks) against x quantized
-    # to q8_0 (kernels/kquant_cpu.Q8_0_DEF, llama.cpp's arithmetic for Q8_0): set on the
+    # every Q8_0 and Q5_0 product (Blocks, MixedBlocks parts, the experts' stacks) against x
+    # quantized to q8_0 (kernels/kquant_cpu.Q8_0_DEF, llama.cpp's arithmetic for Q8_0, Q5_0 on
+    # its Q8_0 repack: kquant_cpu.Q80_KINDS): set on the
     # instance by server/engine/model.Model where the family opts in (its Q8_0_X8; either CPU
     # backend, numba present); False: float32 x (kernels/blocks_vec.py)
     q80 = False

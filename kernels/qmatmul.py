@@ -13,6 +13,7 @@ import numpy as np
 
 _why_not: str | None = None
 Q8_KINDS = ("Q4_K", "Q6_K")      # the kinds kernels/kquant_cpu.py multiplies against int8 x
+Q80_KINDS = ("Q8_0", "Q5_0")     # the kinds its Q8_0_DEF multiplies against q8_0 x (kquant_cpu.Q80_KINDS)
 _checked = False
 
 
@@ -38,11 +39,12 @@ def ref(x: np.ndarray, w, bias=None) -> np.ndarray:
 def cpu(x: np.ndarray, w, bias=None, q8: bool = False, q80: bool = False) -> np.ndarray:
     """x times w as stored. q8: a K-quant (Q4_K, Q6_K) against x quantized to int8
     (kernels/kquant_cpu.py: integer dots, llama.cpp's arithmetic for these kinds); q80: a Q8_0
-    matrix against x quantized to q8_0 (kernels/kquant_cpu.Q8_0_DEF, llama.cpp's arithmetic
-    for Q8_0); else, and for every other kind, the float32 kernels of kernels/blocks_cpu.py."""
-    if q80 and w.kind == "Q8_0":
+    or Q5_0 matrix against x quantized to q8_0 (kernels/kquant_cpu.Q8_0_DEF, llama.cpp's
+    arithmetic for both); else, and for every other kind, the float32 kernels of
+    kernels/blocks_cpu.py."""
+    if q80 and w.kind in Q80_KINDS:
         from kernels import kquant_cpu
-        y = kquant_cpu.q80_matmul(x, w.data)
+        y = kquant_cpu.q80_matmul(x, w.data, kind=w.kind)
     elif q8 and w.kind in Q8_KINDS:
         from kernels import kquant_cpu
         y = kquant_cpu.matmul(x, w.kind, w.data)

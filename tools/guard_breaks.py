@@ -278,15 +278,21 @@ BREAKS = [
     # Q8_0 products against q8_0 x (kernels/kquant_cpu.py: the switched families' Q8_0_X8)
     Break("x's q8_0 block scale taken over the round's rows", "a row's q8_0 x is its own (solo == concurrent)",
           (("kernels/kquant_cpu.py",
-            "            amax = np.float32(0.0)\n"
-            "            bad = False\n"
             "            for j in range(32):\n"
-            "                v = x[i, o + j]\n",
-            "            amax = np.float32(0.0)\n"
-            "            bad = False\n"
+            "                m = max(m, bits[i, o + j] & np.int32(0x7FFFFFFF))\n",
             "            for j in range(32 * M):\n"
-            "                v = x[j // 32, o + j % 32]\n"),),
+            "                m = max(m, bits[j // 32, o + j % 32] & np.int32(0x7FFFFFFF))\n"),),
           "tests/model/test_q8_0_int8.py::test_the_experts_grouped_path_equals_each_row_alone"),
+    Break("a Q5_0 pair's second block read with the first's fifth bits", "Q5_0 on q8_0 x is Q8_0_DEF on its repack",
+          (("kernels/kquant_cpu.py",
+            "    qh1 = builder.zext(_load(builder, b0, 24, _i32), _i64)\n",
+            "    qh1 = builder.zext(_load(builder, b0, 2, _i32), _i64)\n"),),
+          "tests/model/test_q5_0_int8.py::test_grouped_tiles_at_every_group_start_give_the_definitions_bytes"),
+    Break("the Q5_0 products left on float32 x", "a switched family's Q5_0 products take q8_0 x",
+          (("kernels/qmatmul.py",
+            'Q80_KINDS = ("Q8_0", "Q5_0")',
+            'Q80_KINDS = ("Q8_0",)'),),
+          "tests/model/test_q5_0_int8.py::test_a_q4_k_m_files_q5_0_products_take_q8_0_x"),
 ]
 
 

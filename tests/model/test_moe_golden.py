@@ -8,7 +8,8 @@ Q8_0 file is held both ways: served with its family's int8-x switch on (every Q8
 against x rounded through q8_0, llama.cpp's arithmetic), per prompt to the record's "Q8_0 q8_0"
 reference (tools/refs/record_q8ref.py); with the switch off, to the float "Q8_0" one. The
 GLM record also holds a Q4_K_M file (Q5_0 and Q8_0 blocks at these widths), held the same way
-to transformers on its weights dequantized, and solo == concurrent on it. glm4moe-k256's
+to transformers on its weights dequantized (with the switch, every Q8_0 and Q5_0 product's x
+rounded through q8_0: "Q4_K_M q8_0"), and solo == concurrent on it. glm4moe-k256's
 Q4_K_M file holds real Q4_K and Q6_K blocks (widths of 256), served on the cpu backend's int8
 K-quant path, held the same way."""
 from __future__ import annotations
@@ -117,27 +118,48 @@ def test_q8_0_file_on_q8_0_x_matches_its_reference(name, case):
 # multiple of 256), as GLM-4.5-Air's FF-1408 rows are; the writer's file is byte-equal to
 # llama-quantize's (the record's q4_k_m.llama_quantize), held to transformers on its weights
 Q4_K_M_NAMES = ["glm4moe-tiny"]
+# (record, prompt) pairs known to fail the golden rule against "Q4_K_M q8_0" with the int8-x
+# switch on, each with its measured cause (docs/receipts/2026-12-06-q5x/): strict
+Q4_K_M_Q8_0_KNOWN_FAILURES: dict = {
+    ("glm4moe-tiny", "unicode"): "a q8_0 rounding flip in the prompt: step-0 logits 0.054 off "
+    "(the other six prompts 2e-6..8e-6), greedy ids equal through 24; the reference itself moves "
+    "0.05-0.13 from step 0 under a one-ulp jitter of its q8_0 inputs in 3 of 3 trials "
+    "(perturb_q4km.txt; llama.cpp follows the reference there, 4e-5, and parts from it on "
+    "long-story and chat-gpu, where foldserve does not)",
+}
+_Q4KM_OPENED: dict = {}
 
 
-@pytest.mark.parametrize("name", Q4_K_M_NAMES)
-def test_q4_k_m_file_with_q5_0_blocks_matches_its_reference(name):
+def _q4_k_m_file(name):
     from tools.refs import moe_checkpoint as mc
-    from kernels.blocks import Blocks, ExpertGateUp, ExpertStack
-    from server.engine.build import open_model
-    from server.engine import probe
     rec = record(name)
     assert "Q4_K_M" in rec["references"], f"{name}: no Q4_K_M reference recorded"
     b = mc.build_once(name, ("F32", "Q8_0", "Q4_K_M"), hf=False)
     for rel, digest in b.sha256.items():
         assert rec["checkpoint"]["sha256"][rel] == digest, rel
     assert rec["q4_k_m"]["llama_quantize"]["bytes_differ"] == []
+    return rec, b
+
+
+@pytest.mark.parametrize("name", Q4_K_M_NAMES)
+def test_q4_k_m_file_with_q5_0_blocks_matches_its_reference(name):
+    """The Q4_K_M file with the int8-x switch off, held to "Q4_K_M" (float32 x throughout);
+    as the family sets it (every Q8_0 and Q5_0 product on q8_0 x), solo == concurrent, and
+    the record's "Q4_K_M q8_0" block is of that rule (its per-prompt check:
+    test_q4_k_m_file_on_q8_0_x_matches_its_reference)."""
+    from kernels.blocks import Blocks, ExpertGateUp, ExpertStack
+    from server.engine.build import open_model
+    from server.engine import probe
+    rec, b = _q4_k_m_file(name)
     from .q8_0_x import float_x, is_float_x, on_q8_0_x
     with float_x():                                   # the int8-x switch off: float32 x throughout
         opened = open_model(str(b.gguf["Q4_K_M"]), progress=False)
     assert is_float_x(opened.engine.model)
     check_reference(opened, rec, "Q4_K_M", "Q4_K_M")
-    # as the family sets it: with the switch, the file's four Q8_0 tensors (the head, layer 2's
-    # v and down projections) multiply q8_0 x, its Q5_0 ones float32 x: "Q4_K_M q8_0"
+    # as the family sets it: with the switch, every product of the file's Q8_0 tensors (the
+    # head, layer 2's v and down projections) and Q5_0 ones (the rest: attention, the
+    # experts, the shared expert) multiplies q8_0 x (kernels/kquant_cpu.Q8_0_DEF, Q5_0 read as
+    # its Q8_0 repack): "Q4_K_M q8_0", re-recorded with that rule (docs/receipts/2026-12-06-q5x)
     opened = open_model(str(b.gguf["Q4_K_M"]), progress=False)
     layer = opened.engine.weights.layers[-1]          # a MoE layer: its experts as stored, Q5_0
     assert isinstance(layer.experts_gu, ExpertGateUp) and layer.experts_gu.kind == "Q5_0"
@@ -146,11 +168,34 @@ def test_q4_k_m_file_with_q5_0_blocks_matches_its_reference(name):
     for paged in (True, False):                       # solo == concurrent on the file
         got = probe.solo_vs_concurrent(opened.engine, paged=paged, steps=6, context=64)
         assert got["equal_steps"] == 6 and got["first_diff_step"] is None, got
-    q8 = on_q8_0_x(opened.engine.model)
-    assert rec["references"]["Q4_K_M q8_0"]["products"]["q8_0 x"], "no Q8_0 product in the record"
-    if not q8 and not is_float_x(opened.engine.model):
+    blk = rec["references"]["Q4_K_M q8_0"]["products"]
+    kinds = {k for v in blk["kinds"].values() for k in v}
+    assert kinds == {"Q8_0", "Q5_0"}, kinds           # the record's q8_0-x products: both kinds
+    assert "model.layers.N.mlp.experts.gate_up_proj" in blk["q8_0 x"]       # Q5_0 in the file
+    assert set(blk["float x"]) == {"model.layers.N.mlp.gate.weight"}        # the F32 router alone
+    if not on_q8_0_x(opened.engine.model) and not is_float_x(opened.engine.model):
         pytest.skip("a head-only int8-x switch (q8x): neither reference holds it")
-    check_reference(opened, rec, "Q4_K_M q8_0" if q8 else "Q4_K_M", "Q4_K_M")
+
+
+@pytest.mark.parametrize("name,case", [
+    pytest.param(n, c, marks=pytest.mark.xfail(strict=True, reason=Q4_K_M_Q8_0_KNOWN_FAILURES[(n, c)]))
+    if (n, c) in Q4_K_M_Q8_0_KNOWN_FAILURES else (n, c) for n in Q4_K_M_NAMES for c in PROMPTS])
+def test_q4_k_m_file_on_q8_0_x_matches_its_reference(name, case):
+    """The Q4_K_M file served as its family sets it (its Q8_0 and Q5_0 products on q8_0 x),
+    held per prompt to the record's "Q4_K_M q8_0" (transformers on the file's weights, every
+    Q8_0 and Q5_0 product's input rounded through q8_0: tools/refs/record_q8ref.py; llama.cpp's
+    own Q4_K_M run follows it: the block's llama_cpp_Q8_0_agreement). Skipped where the
+    switch is not built."""
+    from server.engine.build import open_model
+    from .q8_0_x import on_q8_0_x
+    rec, b = _q4_k_m_file(name)
+    if name not in _Q4KM_OPENED:
+        _Q4KM_OPENED.clear()
+        _Q4KM_OPENED[name] = open_model(str(b.gguf["Q4_K_M"]), progress=False)
+    opened = _Q4KM_OPENED[name]
+    if not on_q8_0_x(opened.engine.model):
+        pytest.skip("the family's products do not take q8_0 x here (no Q8_0_X8 switch on this branch)")
+    check_reference(opened, rec, "Q4_K_M q8_0", "Q4_K_M", only=case)
 
 
 # the records whose Q4_K_M file holds real K-quant blocks (every weight row a multiple of 256:

@@ -247,10 +247,16 @@ def record_moe(name: str, a, rm, vers) -> None:
     _report(name, rec["references"][KEY])
 
 
-def q8_0_params(mc, spec, qtype: str) -> set[str]:
-    """The transformers parameter names whose GGUF tensor is Q8_0 in the `qtype` file
-    (moe_checkpoint's gguf_layout and gguf_type; per-expert names folded into the fused
-    experts' parameters, which must then be Q8_0 for every part)."""
+# the GGUF kinds whose products take q8_0 x (foldserve's kernels/kquant_cpu.Q80_KINDS: Q8_0, and
+# Q5_0 read as its Q8_0 repack; llama.cpp's ggml_vec_dot_q8_0_q8_0 / q5_0_q8_0)
+Q80_KINDS = ("Q8_0", "Q5_0")
+
+
+def q8_0_params(mc, spec, qtype: str, kinds_x8=Q80_KINDS) -> dict[str, set]:
+    """{transformers parameter name: its GGUF kinds} for the parameters whose GGUF tensors in
+    the `qtype` file are all of `kinds_x8` (moe_checkpoint's gguf_layout and gguf_type;
+    per-expert names folded into the fused experts' parameters, which must then be of those
+    kinds for every part)."""
     w = mc.hf_weights(spec)
     kinds: dict = {}
     for (g, hs), (_, arr) in zip(mc.gguf_layout(spec), mc.gguf_tensors(spec, w)):
@@ -259,16 +265,17 @@ def q8_0_params(mc, spec, qtype: str) -> set[str]:
             h = re.sub(r"\.experts\.\d+\.(gate|up)_proj\.weight$", ".experts.gate_up_proj", h)
             h = re.sub(r"\.experts\.\d+\.down_proj\.weight$", ".experts.down_proj", h)
             kinds.setdefault(h, set()).add(t)
-    mixed = {h: k for h, k in kinds.items() if "Q8_0" in k and len(k) > 1}
+    mixed = {h: k for h, k in kinds.items() if k & set(kinds_x8) and not k <= set(kinds_x8)}
     assert not mixed, mixed
-    return {h for h, k in kinds.items() if k == {"Q8_0"}}
+    return {h: k for h, k in kinds.items() if k <= set(kinds_x8)}
 
 
 def record_q4km(name: str, a, rm, vers) -> None:
     """references["Q4_K_M q8_0"]: transformers on the Q4_K_M file's weights dequantized (as
-    references.Q4_K_M), the products whose weight is Q8_0 in that file (llama-quantize's Q6_K
-    fallback at rows not a multiple of 256) taking q8_0 x, the Q5_0 ones float x: foldserve's
-    arithmetic with its int8-x switch (llama.cpp rounds the Q5_0 products' x to q8_0 too)."""
+    references.Q4_K_M), every product whose weight is Q8_0 or Q5_0 in that file (llama-quantize's
+    Q6_K and Q4_K fallbacks at rows not a multiple of 256) taking q8_0 x: foldserve's
+    arithmetic with its int8-x switch (kernels/kquant_cpu.Q8_0_DEF, Q5_0 read as its Q8_0
+    repack) and llama.cpp's (ggml_vec_dot_q8_0_q8_0, q5_0_q8_0)."""
     mc = _by_path("moe_checkpoint")
     path = Path(a.out_moe) / f"{name}.json"
     rec = _roundtrip(path, rm.dumps)
@@ -287,24 +294,27 @@ def record_q4km(name: str, a, rm, vers) -> None:
             assert rec["checkpoint"]["sha256"].get(rel) == h, f"{name}: {rel} is not the recorded file"
     root = work / name
     spec = mc.spec_dict(mc.FAMILIES[name])
-    only = q8_0_params(mc, mc.FAMILIES[name], "Q4_K_M")
+    by_kind = q8_0_params(mc, mc.FAMILIES[name], "Q4_K_M")
+    only = set(by_kind)
+    assert any("Q5_0" in k for k in by_kind.values()), "no Q5_0 product: not the file this records"
     from transformers import AutoTokenizer
     tok = AutoTokenizer.from_pretrained(str(root / "hf"))
     model, _ = rm.load_hf(root / "hf-Q4_K_M-dequant")
-    print(f"[{name}] Q4_K_M: transformers greedy, its Q8_0 products ({sorted(only)}) on q8_0 x", flush=True)
+    print(f"[{name}] Q4_K_M: transformers greedy, its Q8_0 and Q5_0 products ({sorted(only)}) on q8_0 x", flush=True)
     with q8_0_activations(model, [], only=only) as counts:
         cases = rm.reference_cases(model, tok, spec, rm.golden_prompts())
     check_coverage(counts)
     ref = (f"transformers {vers['transformers']} float32 CPU (eager attention, eager experts) on the Q4_K_M "
-           "GGUF weights dequantized (hf-Q4_K_M-dequant/, as references.Q4_K_M), the products whose weight is "
-           "Q8_0 in that file taking their input rounded through q8_0 first, the Q5_0 ones float32 "
-           "(tools/refs/record_q8ref.py; `products` lists which)")
-    blk = _block(rm, cases, counts, ["(the file's Q5_0 and F32 tensors)"], ref,
+           "GGUF weights dequantized (hf-Q4_K_M-dequant/, as references.Q4_K_M), every product whose weight is "
+           "Q8_0 or Q5_0 in that file taking its input rounded through q8_0 first "
+           "(tools/refs/record_q8ref.py; `products` lists which, `kinds` their GGUF kinds)")
+    blk = _block(rm, cases, counts, ["(the file's F32 tensors)"], ref,
                  rec["llama_cpp"]["Q4_K_M"]["cases"], rec["references"]["Q4_K_M"]["cases"],
                  f"{a.python_name} tools/refs/record_q8ref.py --family {name}-Q4_K_M")
-    blk["products"]["float_x_rule"] = "every tensor not Q8_0 in the Q4_K_M file (Q5_0: llama-quantize's Q4_K fallback)"
-    blk["llama_cpp_Q8_0_agreement_note"] = ("llama_cpp.Q4_K_M's run; its Q5_0 products round x to q8_0 too, "
-                                           "which this reference (and foldserve) keeps float32")
+    blk["products"]["float_x_rule"] = "every tensor neither Q8_0 nor Q5_0 in the Q4_K_M file (F32)"
+    blk["products"]["kinds"] = {h: sorted(k) for h, k in sorted(by_kind.items())}
+    blk["llama_cpp_Q8_0_agreement_note"] = ("llama_cpp.Q4_K_M's run; it rounds x to q8_0 for its Q8_0 and "
+                                           "Q5_0 products, as this reference (and foldserve) does")
     rec["references"][key] = blk
     path.write_text(rm.dumps(rec), encoding="utf-8")
     _report(name, blk)
