@@ -29,12 +29,13 @@ what is counted is what it proposed and what was taken.
 
 A source that says how good each proposal looks (`match`: the n-gram source's match
 length, server/drafts/ngram.py) is asked for the whole cap first, and the stream keeps one
-record a class of that length (LONG and past: the text agrees beyond the 2-3 tokens a
-chance n-gram shares; shorter: a chance match), so a copied stretch drafts far while the
-chance matches beside it draft little or nothing (on the recorded editing reply of
-docs/receipts/2026-12-05-drafts36: 90 % of the drafts of matches of 16 or more were taken,
-37 % of those of 2-3). The proposal is then cut to the k that pays by its class's record;
-the class and the record are counts, never a clock.
+record a class of that length (shorter than LONG: a chance match, the 2-3 tokens a chance
+n-gram shares; LONG up to MID: a short agreement; MID and past: a copied stretch), so a
+copied stretch drafts far while the chance and short matches beside it draft little or
+nothing (on the recorded editing reply of docs/receipts/2026-12-05-drafts36: 90 % of the
+drafts of matches of 16 or more were taken, 58 % of 8-15, 25 % of 4-7, 37 % of 2-3). The
+proposal is then cut to the k that pays by its class's record; the class and the record
+are counts, never a clock.
 
 Where the stream's rows are the whole round, k drafts are priced by the measured cost of a
 chunk of k + 1 rows (`chunk_cost`, server/drafts/policy.py CHUNK_COST: a staircase, one
@@ -45,7 +46,8 @@ from __future__ import annotations
 DECAY = 0.8            # the weight of the walks before the last
 PROBE = 16             # rounds without drafts after which one token is tried
 PRIOR = (1.0, 2.0)     # (taken, tried): a new stream starts at a = 0.5
-LONG = 4               # a `match` this long or longer: the long class (past the 4-gram)
+LONG = 4               # a `match` this long or longer: past a chance match (the 4-gram)
+MID = 8                # this long or longer: the copied-stretch class (4 .. MID - 1: a short one)
 
 
 class Paced:
@@ -132,7 +134,8 @@ class Paced:
         if not d:
             self.idle += 1
             return ()
-        self._use(1 if self.source.match >= LONG else 0)
+        m = self.source.match
+        self._use((m >= LONG) + (m >= MID))
         n = self.best(len(d), load)
         if n == 0:
             self.idle += 1

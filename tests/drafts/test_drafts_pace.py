@@ -131,6 +131,24 @@ def test_long_matches_and_chance_matches_keep_their_own_records():
     assert p.propose([], 8) == ()
 
 
+def test_short_matches_and_copied_stretches_keep_their_own_records():
+    """Past a chance match, a short agreement (LONG .. MID - 1 tokens) and a copied stretch
+    (MID and past) keep their own records too: a stream whose copied stretches are always
+    taken and whose short matches always miss drafts the cap on the first and nothing on
+    the second, where one record for both would draft the same length for either."""
+    from server.drafts.pace import LONG, MID
+    copied, short = MID + 4, LONG
+    p = Paced(Classed([copied, short] * 20 + [copied, short]), row_cost=0.2)
+    for _ in range(20):
+        d = p.propose([], 8)
+        p.verified(len(d), len(d))                  # the copied stretch's drafts: all taken
+        d = p.propose([], 8)
+        if d:
+            p.verified(len(d), 0)                   # the short match's: none
+    assert len(p.propose([], 8)) == 8
+    assert p.propose([], 8) == ()
+
+
 def test_a_lone_chunk_is_priced_by_the_measured_staircase():
     """Where the stream's rows are the round, the pace prices k drafts by chunk_cost[k] (the
     kernels' tiles: one pass up to 6 rows, two past it), so it drafts up to the last row a
