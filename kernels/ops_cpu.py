@@ -446,9 +446,9 @@ class Ops:
         return out
 
 
-# swiglu_rows' elements a block (each of gate, up and out 256 KB of float32: the five passes
+# swiglu_rows' elements a block (each of gate, up and out 512 KB of float32: the five passes
 # over a block stay in the core's L2, not five trips through memory a half)
-SWIGLU_BLOCK = 1 << 16
+SWIGLU_BLOCK = 1 << 17
 
 
 class NumbaOps(Ops):
