@@ -1401,7 +1401,55 @@ def q80_definition(q: np.ndarray, dx: np.ndarray, data: np.ndarray, kind: str = 
 def quantize_q80_rows(x, q, dx):
     """x [M, K] float32 -> q [M, Kp] int8, dx [M, Kp/32] float32 by Q8_0_DEF's quantization
     (quantize_q8_0's bytes); Kp >= K (a multiple of 64): the blocks past K are the zero pad
-    (q = 0, dx = 0)."""
+    (q = 0, dx = 0). A block's largest |x| is the largest of x's bits with the sign cleared
+    (an int32 max: it vectorizes; for finite floats the same order as |x|'s), a bits value
+    from inf's up meaning an inf or a NaN in the block; each q the same float32 product, float64
+    floor(|v| + 0.5) and sign as quantize_q80_rows_ref's (its loop without a branch a value)."""
+    M, K = x.shape
+    nb = q.shape[1] // 32
+    xi = x.view(np.int32)
+    bits = np.empty(1, np.int32)
+    amaxf = bits.view(np.float32)
+    for i in range(M):
+        for b in range(nb):
+            o = 32 * b
+            if o >= K:
+                for j in range(32):
+                    q[i, o + j] = 0
+                dx[i, b] = np.float32(0.0)
+                continue
+            m = np.int32(0)
+            for j in range(32):
+                m = max(m, xi[i, o + j] & np.int32(0x7FFFFFFF))
+            if m >= np.int32(0x7F800000):                  # an inf or a NaN in the block
+                for j in range(32):
+                    q[i, o + j] = 0
+                dx[i, b] = np.float32(np.nan)
+                continue
+            bits[0] = m
+            amax = amaxf[0]
+            d = np.float32(amax / np.float32(127.0))
+            idd = np.float32(np.float32(1.0) / d) if d != 0 else np.float32(0.0)
+            for j in range(32):
+                v = np.float64(np.float32(x[i, o + j] * idd))
+                t = np.floor(abs(v) + 0.5)                     # roundf: half away from zero
+                q[i, o + j] = np.int8(t if v >= 0 else -t)
+            # d rounded to the nearest float16 (ties to even), widened; past 65504 inf: exact
+            # in float64 (d = m 2^e, m in [0.5, 1): float16's spacing there 2^(e - 11), 2^-24
+            # for its subnormals)
+            r = np.float64(0.0)
+            if d != 0:
+                mm, e = math.frexp(np.float64(d))
+                quantum = math.ldexp(1.0, max(e - 11, -24))
+                r = np.rint(np.float64(d) / quantum) * quantum
+            dx[i, b] = np.float32(np.inf) if r > 65504.0 else np.float32(r)
+
+
+@njit(cache=True, boundscheck=False, nogil=True)
+def quantize_q80_rows_ref(x, q, dx):
+    """quantize_q80_rows' scalar form (a branch a value: the largest |x| and the finite check
+    as float compares): what tests/model/test_q8_0_int8.py holds quantize_q80_rows to byte for
+    byte, beside the numpy definition quantize_q8_0."""
     M, K = x.shape
     nb = q.shape[1] // 32
     bits = x.view(np.int32)          # x C-contiguous (quantize_q80)
@@ -1460,7 +1508,10 @@ def quantize_q80(x: np.ndarray):
     Kp = (K + 63) // 64 * 64
     q = np.empty((M, Kp), np.int8)
     dx = np.empty((M, Kp // 32), np.float32)
-    quantize_q80_rows(x, q, dx)
+    if halves.wanted(M):            # a row's quantization is its own: two halves, two threads
+        halves.pair(lambda a, b: quantize_q80_rows(x[a:b], q[a:b], dx[a:b]), M // 2, M)
+    else:
+        quantize_q80_rows(x, q, dx)
     return q, dx
 
 

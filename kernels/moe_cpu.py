@@ -184,6 +184,7 @@ def grouped_matmul(x: np.ndarray, stack, experts: np.ndarray, offs: np.ndarray,
 # batch, the piece or the thread.
 from kernels.blocks_cpu import _jit as _jit_noalias  # noqa: E402
 from kernels.team_cpu import finish as _finish, region_piece as _region_piece, wait as _wait  # noqa: E402
+from kernels.vec_ir import dots32 as _dots32  # noqa: E402
 
 ROUTER_PIECE = 16        # rows of W a piece (128 KB of F32 at K = 2048)
 
@@ -232,15 +233,46 @@ def _f32_member(m, n, ctr, x, w, out):
     _wait(ctr, 0, P)
 
 
-ROUTER_ROWS = 16         # x rows at most for this form (beyond: blocks_cpu's chunked product)
+ROUTER_ROWS = 16         # x rows at most for the W-row pieces above (beyond: the x-row tiles)
 ROUTER_SERIAL_BYTES = 0  # W bytes at most on the caller alone (0: always a crew round)
 _ROUTER_CREW = []
+_ROUTER_XCREW = []
+
+# A prompt's round (more than ROUTER_ROWS x rows, K a multiple of 32): pieces of ROUTER_XPIECE
+# x rows, each against every W row by kernels/vec_ir.dots32 (register tiles of x rows by W
+# rows, every chunk of 32 loaded once for the tile): each element the same chain and tree as
+# blocks_cpu's `chunk` (tests/model/test_moe_glue.py holds it to blocks_cpu.matmul's bytes).
+# blocks_cpu's product kept each lane in memory: 512 x 2048 x 128 took 23-25 ms at 1.5-1.8
+# cores (receipt 2026-12-05-pp37).
+ROUTER_XPIECE = 16
+
+
+@_jit_noalias(nogil=True)
+def _f32_xmember(m, n, ctr, x, w, out):
+    """Member m of a crew of n: out = x w^T, pieces of ROUTER_XPIECE x rows against every W row
+    (vec_ir.dots32), a region a member."""
+    M = x.shape[0]
+    P = (M + ROUTER_XPIECE - 1) // ROUTER_XPIECE
+    per = (P + n - 1) // n
+    for k in range(n):
+        r = (m + k) % n
+        p = _region_piece(ctr, 0, r, per, k > 0)
+        while p >= 0:
+            if p < P:
+                lo = p * ROUTER_XPIECE
+                hi = min(lo + ROUTER_XPIECE, M)
+                _dots32(x[lo:hi], w, out[lo:hi])
+                _finish(ctr, 0)
+            p = _region_piece(ctr, 0, r, per, k > 0)
+    _wait(ctr, 0, P)
 
 
 def router_fits(w, x) -> bool:
-    """A router this form multiplies: F32 rows as stored, a decode-sized round."""
-    return (getattr(w, "kind", None) == "F32" and x.shape[0] <= ROUTER_ROWS
-            and w.data.dtype == np.uint8 and w.data.flags.c_contiguous)
+    """A router this form multiplies: F32 rows as stored, a decode-sized round (W-row pieces)
+    or any round whose K is a multiple of 32 (x-row pieces)."""
+    return (getattr(w, "kind", None) == "F32" and w.data.dtype == np.uint8
+            and w.data.flags.c_contiguous
+            and (x.shape[0] <= ROUTER_ROWS or x.shape[1] % 32 == 0))
 
 
 def router_logits(x: np.ndarray, w) -> np.ndarray:
@@ -256,6 +288,14 @@ def router_logits(x: np.ndarray, w) -> np.ndarray:
     ctr = np.zeros((2, WIDTH), np.int64)
     args = (ctr, x, wf, out)
     n = min(numba.get_num_threads(), 16)
+    if x.shape[0] > ROUTER_ROWS:                  # a prompt's round: pieces of x rows
+        if n == 1:
+            _f32_xmember(0, 1, *args)
+            return out
+        if not _ROUTER_XCREW:
+            _ROUTER_XCREW.append(Crew(_f32_xmember))
+        _ROUTER_XCREW[0].run(n, args)
+        return out
     with blocks_cpu._noalias():
         if n == 1 or w.data.nbytes <= ROUTER_SERIAL_BYTES:
             _f32_member(0, 1, *args)

@@ -447,6 +447,11 @@ class Ops:
         return out
 
 
+# swiglu_rows' elements a block (each of gate, up and out 512 KB of float32: the five passes
+# over a block stay in the core's L2, not five trips through memory a half)
+SWIGLU_BLOCK = 1 << 17
+
+
 class NumbaOps(Ops):
     """The "cpu" backend: the definitions' numba forms for the norms, SwiGLU and attention
     (kernels/rmsnorm_cpu.py, attention_cpu.py), the CPU engine over GGUF blocks."""
@@ -491,12 +496,15 @@ class NumbaOps(Ops):
             if limit or gate.dtype != np.float32 or up.dtype != np.float32:
                 out[a:b] = swiglu.limited(gate[a:b], up[a:b], limit)
                 return
-            o = out[a:b]            # swiglu.ref's operations in turn, in the half's own rows
-            np.negative(gate[a:b], out=o)
-            np.exp(o, out=o)
-            o += np.float32(1.0)
-            np.divide(gate[a:b], o, out=o)
-            o *= up[a:b]
+            step = max(1, SWIGLU_BLOCK // max(1, gate.shape[1]))
+            for r in range(a, b, step):     # swiglu.ref's operations in turn, a block of rows
+                e = min(b, r + step)        # at a time (its three arrays' rows in L2)
+                o = out[r:e]
+                np.negative(gate[r:e], out=o)
+                np.exp(o, out=o)
+                o += np.float32(1.0)
+                np.divide(gate[r:e], o, out=o)
+                o *= up[r:e]
         _halves.pair(half, gate.shape[0] // 2, gate.shape[0])
         return out
 

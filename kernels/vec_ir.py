@@ -561,3 +561,78 @@ def chain_cols16(typingctx, q, kt, s):
             done = builder.add(done, builder.mul(cnt, ir.Constant(I64, TH)))
         return context.get_dummy_value()
     return sig, codegen
+
+
+DOTS32_TILE = (4, 2)        # dots32's tile: x rows x w rows (2 TR TC chains of 16 lanes in flight)
+
+
+def _dots32_codegen(TR, TC):
+    def codegen(context, builder, signature, args):
+        xb, nx, xs = _rows(context, builder, signature.args[0], args[0])
+        wb, nw, ws = _rows(context, builder, signature.args[1], args[1])
+        ob, _, os_ = _rows(context, builder, signature.args[2], args[2])
+        K = builder.extract_value(ptr(context, builder, signature.args[0], args[0]).shape, 1)
+        nk = builder.sdiv(K, ir.Constant(I64, 32))
+        zero = ir.Constant(V16F, [0.0] * 16)
+
+        def tile(i0, R, n0, C):
+            xp = [_row(builder, xb, builder.add(i0, ir.Constant(I64, a)), xs) for a in range(R)]
+            wp = [_row(builder, wb, builder.add(n0, ir.Constant(I64, b)), ws) for b in range(C)]
+
+            def step(c, acc):
+                k0 = builder.mul(c, ir.Constant(I64, 2))
+                k1 = builder.add(k0, ir.Constant(I64, 1))
+                xv = [(_v16(builder, p, k0), _v16(builder, p, k1)) for p in xp]
+                out = []
+                for b in range(C):
+                    w0, w1 = _v16(builder, wp[b], k0), _v16(builder, wp[b], k1)
+                    for a in range(R):
+                        j = 2 * (a * C + b)
+                        out += [fma(builder, w0, xv[a][0], acc[j]), fma(builder, w1, xv[a][1], acc[j + 1])]
+                return [out[[2 * (a * C + b) + h for b in range(C) for a in range(R) for h in (0, 1)].index(j)]
+                        for j in range(2 * R * C)]
+            acc = _loop_n(builder, nk, step, [zero] * (2 * R * C))
+            for a in range(R):
+                orow = _row(builder, ob, builder.add(i0, ir.Constant(I64, a)), os_)
+                for b in range(C):
+                    j = 2 * (a * C + b)
+                    builder.store(tree(builder, builder.fadd(acc[j], acc[j + 1])),
+                                  builder.gep(orow, [builder.add(n0, ir.Constant(I64, b))]), align=4)
+
+        def rows_of(i0, R):
+            done = ir.Constant(I64, 0)
+            for C in (TC, 1):
+                cnt = builder.sdiv(builder.sub(nw, done), ir.Constant(I64, C))
+                first = done
+
+                def cols(c, st, first=first, C=C):
+                    tile(i0, R, builder.add(first, builder.mul(c, ir.Constant(I64, C))), C)
+                    return st
+                _count_loop(builder, cnt, cols, ir.Constant(I64, 0))
+                done = builder.add(done, builder.mul(cnt, ir.Constant(I64, C)))
+
+        done = ir.Constant(I64, 0)
+        for R in (TR, 1):
+            cnt = builder.sdiv(builder.sub(nx, done), ir.Constant(I64, R))
+            first = done
+
+            def rws(c, st, first=first, R=R):
+                rows_of(builder.add(first, builder.mul(c, ir.Constant(I64, R))), R)
+                return st
+            _count_loop(builder, cnt, rws, ir.Constant(I64, 0))
+            done = builder.add(done, builder.mul(cnt, ir.Constant(I64, R)))
+        return context.get_dummy_value()
+    return codegen
+
+
+@intrinsic
+def dots32(typingctx, x, w, out):
+    """out[i, n] = sum_k x[i, k] w[n, k] for every row i of x and n of w (x [M, K], w [N, K],
+    out [M, >= N]: 2-D float32, unit-stride rows, K a multiple of 32) in kernels/blocks_cpu's
+    order for F32 rows: 32 lanes, lane l one fma chain over k = l, l + 32, ... from 0 (two
+    16-lane vectors), then lane l + 16 added to lane l and the 16 in `tree`'s order ((l, l+8),
+    (l, l+4), (l, l+2), (0, 1)): blocks_cpu.chunk's fixed tree. DOTS32_TILE x rows by w rows
+    at a time (each x and w chunk loaded once for the tile's chains), the rest one by one; an
+    element's operations depend on K alone."""
+    sig = types.void(x, w, out)
+    return sig, _dots32_codegen(*DOTS32_TILE)

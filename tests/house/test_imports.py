@@ -187,6 +187,36 @@ print('ok', len(plain))
     assert out.stdout.split()[0] == "ok" and int(out.stdout.split()[1]) >= 10
 
 
+def test_init_keeps_freed_large_blocks_unless_the_user_set_glibcs_own():
+    """After kernels.init() a freed 24 MB array's pages serve the next one (no new page
+    faults: kernels.keep_freed_blocks); with MALLOC_MMAP_THRESHOLD_ set, init leaves malloc
+    alone and the same reallocation faults its pages in again."""
+    code = """
+import resource, sys
+import kernels
+import numpy as np
+kernels.init()
+def faults():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+a = np.ones(6 << 20, np.float32)
+del a
+f0 = faults()
+b = np.ones(6 << 20, np.float32)
+print(faults() - f0)
+"""
+    got = {}
+    for user in (None, str(1 << 20)):
+        env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "HOME": str(Path.home())}
+        if user:
+            env["MALLOC_MMAP_THRESHOLD_"] = user
+        out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                             text=True, env=env)
+        assert out.returncode == 0, out.stderr + out.stdout
+        got[user] = int(out.stdout.split()[-1])
+    assert got[None] < 16, got                          # the freed block's pages, reused
+    assert got[str(1 << 20)] > 100, got                 # mapped afresh: its pages faulted again
+
+
 def test_ops_dispatch_by_backend_not_by_sniffing():
     """kernels.ops: the backend chosen once (kernels.ops.backend); no hasattr sniffing and no
     import by string in the op modules, and the CUDA backend's module (cupy) imported only by

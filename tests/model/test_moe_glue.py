@@ -47,7 +47,35 @@ def test_router_product_is_blocks_cpu_bytes_at_every_batch(n, k):
             assert moe_cpu.router_logits(x[:1], w).tobytes() == full[:1].tobytes()
         finally:
             moe_cpu.ROUTER_SERIAL_BYTES = old
-    assert not moe_cpu.router_fits(w, np.zeros((moe_cpu.ROUTER_ROWS + 1, k), np.float32))
+    if k % 32:
+        assert not moe_cpu.router_fits(w, np.zeros((moe_cpu.ROUTER_ROWS + 1, k), np.float32))
+
+
+@pytest.mark.parametrize("n,k", [(128, 2048), (7, 64), (130, 96), (3, 4096), (9, 32)])
+def test_router_prompt_rounds_are_blocks_cpu_bytes(n, k):
+    """A prompt's round (x-row pieces, vec_ir.dots32's tiles of x rows by W rows and every
+    tail of both): blocks_cpu.matmul's bytes at every row count past ROUTER_ROWS, on the crew
+    and on one thread, a row's bytes those of the row alone; zeros, a -0 and an inf too."""
+    import numba
+    rng = np.random.default_rng(n * 7 + k)
+    w = _f32(rng, n, k)
+    x = rng.standard_normal((moe_cpu.ROUTER_ROWS + 40, k)).astype(np.float32)
+    x[3] = 0.0
+    x[4, 5] = -0.0
+    x[5, 1] = np.inf
+    full = blocks_cpu.matmul(x, "F32", w.data)
+    for T in list(range(moe_cpu.ROUTER_ROWS + 1, x.shape[0] + 1, 3)) + [x.shape[0]]:
+        assert moe_cpu.router_fits(w, x[:T])
+        got = moe_cpu.router_logits(x[:T], w)
+        assert got.tobytes() == full[:T].tobytes()
+    old = numba.get_num_threads()
+    numba.set_num_threads(1)
+    try:
+        assert moe_cpu.router_logits(x, w).tobytes() == full.tobytes()
+    finally:
+        numba.set_num_threads(old)
+    one = moe_cpu.router_logits(x[7:8], w)                    # the decode form, one row
+    assert one.tobytes() == full[7:8].tobytes()
 
 
 def _ulps(a, b):

@@ -37,6 +37,25 @@ def test_norm_and_swiglu_halves_are_the_definitions(ops):
             assert ops.swiglu_rows(g, u, limit).tobytes() == swiglu.limited(g, u, limit).tobytes(), (M, limit)
 
 
+def test_swiglu_halves_in_blocks_of_rows_are_the_definition(ops, monkeypatch):
+    """swiglu_rows' halves cut into blocks of rows (ops_cpu.SWIGLU_BLOCK elements: here small,
+    so blocks of 1, 3 and 7 rows and a short last one; and the engine's size): swiglu.ref's
+    bytes, gate and up strided (a fused gate|up's halves) or contiguous; overflowing exps
+    (inf), -inf, NaN and -0 among them."""
+    from kernels import ops_cpu
+    rng = np.random.default_rng(5)
+    M, F = 301, 96
+    gu = (rng.standard_normal((M, 2 * F)) * 30).astype(np.float32)
+    gu[7, :4] = [np.inf, -np.inf, np.nan, -0.0]
+    gu[8, 5] = -100.0
+    g, u = gu[:, :F], gu[:, F:]
+    want = swiglu.ref(g, u).tobytes()
+    for block in (1, 3 * F, 7 * F + 5, ops_cpu.SWIGLU_BLOCK):
+        monkeypatch.setattr(ops_cpu, "SWIGLU_BLOCK", block)
+        assert ops.swiglu_rows(g, u, 0.0).tobytes() == want, block
+        assert ops.swiglu_rows(np.ascontiguousarray(g), np.ascontiguousarray(u), 0.0).tobytes() == want, block
+
+
 def test_add_norm_halves_equal_the_whole_call(ops):
     from kernels import halves, rmsnorm_cpu as R
     rng = np.random.default_rng(3)

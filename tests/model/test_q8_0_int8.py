@@ -102,6 +102,41 @@ def test_the_numba_quantizer_gives_the_definitions_bytes():
     assert np.array_equal(nq, q) and np.array_equal(ndx.view(np.uint32), dx.view(np.uint32))
 
 
+def test_quantize_q80_rows_is_its_scalar_form():
+    """quantize_q80_rows (the int max over x's bits, no branch a value) == quantize_q80_rows_ref
+    (the scalar loop) byte for byte: ties of |x| of both signs, a block of -0, of zeros, of
+    denormals (1 / d past float32: idd inf, 0 * inf a NaN product), an inf, a NaN, x * idd on
+    .5 ties; one call and quantize_q80's two halves (rows from halves.PAIR_FROM)."""
+    from kernels import halves
+    from kernels import kquant_cpu as KQ
+    rng = np.random.default_rng(80)
+    M, K = max(halves.PAIR_FROM, 64) + 5, 352
+    x = (rng.standard_normal((M, K)) * np.exp(rng.uniform(-20, 12, (M, K // 32, 1)))
+         .repeat(32, axis=2).reshape(M, K)).astype(np.float32)
+    x[0, :32] = -0.0
+    x[0, 32:64] = 0.0
+    x[1, :32] = np.float32(1e-45) * rng.integers(-3, 4, 32).astype(np.float32)    # denormals
+    x[1, 32:64] = np.float32(2e-38) * rng.standard_normal(32).astype(np.float32)
+    x[1, 40] = 0.0                                               # 0 * inf
+    x[2, 5], x[2, 6] = 3.0, -3.0                                 # a tie of |x|, both signs
+    x[2, :5] = 0.5
+    x[3, 40] = np.inf
+    x[3, 70] = -np.inf
+    x[3, 100] = np.nan
+    x[4, :32] = (np.arange(32) - 16).astype(np.float32) * np.float32(127 / 16) / 2   # .5 ties
+    Kp = (K + 63) // 64 * 64
+    want_q, want_dx = np.empty((M, Kp), np.int8), np.empty((M, Kp // 32), np.float32)
+    KQ.quantize_q80_rows_ref(x, want_q, want_dx)
+    got_q, got_dx = np.empty((M, Kp), np.int8), np.empty((M, Kp // 32), np.float32)
+    KQ.quantize_q80_rows(x, got_q, got_dx)
+    assert np.array_equal(got_q, want_q)
+    assert np.array_equal(got_dx.view(np.uint32), want_dx.view(np.uint32))
+    hq, hdx = KQ.quantize_q80(x)                                  # two halves where wanted
+    assert np.array_equal(hq, want_q) and np.array_equal(hdx.view(np.uint32), want_dx.view(np.uint32))
+    q, dx = KQ.quantize_q8_0(x[4:])                               # the numpy definition's rows
+    assert np.array_equal(hq[4:, :K], q)
+
+
 def _round32(f):
     """The float32 nearest the Fraction f (ties to even), by exact comparisons."""
     from fractions import Fraction
