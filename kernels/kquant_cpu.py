@@ -1403,8 +1403,9 @@ def quantize_q80_rows(x, q, dx):
     (quantize_q8_0's bytes); Kp >= K (a multiple of 64): the blocks past K are the zero pad
     (q = 0, dx = 0). A block's largest |x| is the largest of x's bits with the sign cleared
     (an int32 max: it vectorizes; for finite floats the same order as |x|'s), a bits value
-    from inf's up meaning an inf or a NaN in the block; each q the same float32 product, float64
-    floor(|v| + 0.5) and sign as quantize_q80_rows_ref's (its loop without a branch a value)."""
+    from inf's up meaning an inf or a NaN in the block; each q the same float32 product
+    rounded half away from zero as quantize_q80_rows_ref's, by its exact fraction in float32
+    (no float64, no branch a value)."""
     M, K = x.shape
     nb = q.shape[1] // 32
     xi = x.view(np.int32)
@@ -1431,9 +1432,13 @@ def quantize_q80_rows(x, q, dx):
             d = np.float32(amax / np.float32(127.0))
             idd = np.float32(np.float32(1.0) / d) if d != 0 else np.float32(0.0)
             for j in range(32):
-                v = np.float64(np.float32(x[i, o + j] * idd))
-                t = np.floor(abs(v) + 0.5)                     # roundf: half away from zero
-                q[i, o + j] = np.int8(t if v >= 0 else -t)
+                v = np.float32(x[i, o + j] * idd)
+                t = np.float32(np.trunc(v))
+                f = v - t                                      # exact: v's fraction
+                # roundf: half away from zero
+                r = t + (np.float32(1.0) if f >= np.float32(0.5) else np.float32(0.0)) \
+                    - (np.float32(1.0) if f <= np.float32(-0.5) else np.float32(0.0))
+                q[i, o + j] = np.int8(r)
             # d rounded to the nearest float16 (ties to even), widened; past 65504 inf: exact
             # in float64 (d = m 2^e, m in [0.5, 1): float16's spacing there 2^(e - 11), 2^-24
             # for its subnormals)
@@ -1452,9 +1457,6 @@ def quantize_q80_rows_ref(x, q, dx):
     byte, beside the numpy definition quantize_q8_0."""
     M, K = x.shape
     nb = q.shape[1] // 32
-    bits = x.view(np.int32)          # x C-contiguous (quantize_q80)
-    one = np.empty(1, np.int32)
-    onef = one.view(np.float32)
     for i in range(M):
         for b in range(nb):
             o = 32 * b
@@ -1463,29 +1465,26 @@ def quantize_q80_rows_ref(x, q, dx):
                     q[i, o + j] = 0
                 dx[i, b] = np.float32(0.0)
                 continue
-            # amax: the largest |x| as the largest of x's bits with the sign cleared (for
-            # finite floats the same order: an integer max, which vectorises); an inf or a
-            # NaN has bits >= inf's
-            m = np.int32(0)
+            amax = np.float32(0.0)
+            bad = False
             for j in range(32):
-                m = max(m, bits[i, o + j] & np.int32(0x7FFFFFFF))
-            if m >= np.int32(0x7F800000):
+                v = x[i, o + j]
+                if not np.isfinite(v):
+                    bad = True
+                a = abs(v)
+                if a > amax:
+                    amax = a
+            if bad:
                 for j in range(32):
                     q[i, o + j] = 0
                 dx[i, b] = np.float32(np.nan)
                 continue
-            one[0] = m
-            amax = onef[0]
             d = np.float32(amax / np.float32(127.0))
             idd = np.float32(np.float32(1.0) / d) if d != 0 else np.float32(0.0)
             for j in range(32):
-                v = np.float32(x[i, o + j] * idd)
-                t = np.float32(np.trunc(v))
-                f = v - t                                      # exact: v's fraction
-                # roundf: half away from zero
-                r = t + (np.float32(1.0) if f >= np.float32(0.5) else np.float32(0.0)) \
-                    - (np.float32(1.0) if f <= np.float32(-0.5) else np.float32(0.0))
-                q[i, o + j] = np.int8(r)
+                v = np.float64(np.float32(x[i, o + j] * idd))
+                t = np.floor(abs(v) + 0.5)                     # roundf: half away from zero
+                q[i, o + j] = np.int8(t if v >= 0 else -t)
             # d rounded to the nearest float16 (ties to even), widened; past 65504 inf: exact
             # in float64 (d = m 2^e, m in [0.5, 1): float16's spacing there 2^(e - 11), 2^-24
             # for its subnormals)
