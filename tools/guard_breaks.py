@@ -279,9 +279,9 @@ BREAKS = [
     Break("x's q8_0 block scale taken over the round's rows", "a row's q8_0 x is its own (solo == concurrent)",
           (("kernels/kquant_cpu.py",
             "            for j in range(32):\n"
-            "                m = max(m, bits[i, o + j] & np.int32(0x7FFFFFFF))\n",
+            "                m = max(m, xi[i, o + j] & np.int32(0x7FFFFFFF))\n",
             "            for j in range(32 * M):\n"
-            "                m = max(m, bits[j // 32, o + j % 32] & np.int32(0x7FFFFFFF))\n"),),
+            "                m = max(m, xi[j // 32, o + j % 32] & np.int32(0x7FFFFFFF))\n"),),
           "tests/model/test_q8_0_int8.py::test_the_experts_grouped_path_equals_each_row_alone"),
     Break("a Q5_0 pair's second block read with the first's fifth bits", "Q5_0 on q8_0 x is Q8_0_DEF on its repack",
           (("kernels/kquant_cpu.py",
