@@ -55,3 +55,24 @@ def pytest_sessionfinish(session, exitstatus):
     run_tmp.remove(left)
     if session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def _dev_null_is_a_device() -> bool:
+    import stat
+    try:
+        return stat.S_ISCHR(os.stat("/dev/null").st_mode)
+    except OSError:
+        return False
+
+
+@pytest.fixture(autouse=True, scope="module")
+def dev_null_stays_a_device(request):
+    """/dev/null is a character device before and after every test module: the deploy tests
+    source FOLDSERVE_ENV=/dev/null, and a module that replaced it (an atomic write aimed at
+    it, an rm) would fail them later under another name; this names the module instead."""
+    if not _dev_null_is_a_device():
+        pytest.fail("/dev/null is not a character device before this module "
+                    "(restore it: mknod -m 666 /dev/null c 1 3)")
+    yield
+    if not _dev_null_is_a_device():
+        pytest.fail(f"/dev/null stopped being a character device during {request.module.__name__}")
