@@ -908,16 +908,14 @@ X_BYTES_Q5 = 1 << 14     # int8 x bytes a pass of the Q5_0 rows (with q5_aux's 2
 def _make_rows_q5(vnni):
     """The Q5_0 rows (as _make_rows_q80: the same signature and elements): the x rows in tiles
     of Q5_C against 2 weight rows (each pair's 5-bit unpack once for them; a last odd row
-    alone), then 4 of those left against 2 weight rows (then 1), then the Q8_0 rows' tails
-    (3 against 2 rows of blocks, 2 against 4, 1 against 4, then 1)."""
+    alone), then 4 of those left against 2 weight rows (then 1), then the Q8_0 rows' tail for
+    the last 1-3 (_make_tail_q80)."""
     C = Q5_C
     kind = "Q5_0"
     tm = _make_tile_q80(1, C, vnni, kind)
     t2m = _make_tile_q80(2, C, vnni, kind)
     t24, t14 = _make_tile_q80(2, 4, vnni, kind), _make_tile_q80(1, 4, vnni, kind)
-    t41, t11 = _make_tile_q80(4, 1, vnni, kind), _make_tile_q80(1, 1, vnni, kind)
-    t42, t12 = _make_tile_q80(4, 2, vnni, kind), _make_tile_q80(1, 2, vnni, kind)
-    t23, t13 = _make_tile_q80(2, 3, vnni, kind), _make_tile_q80(1, 3, vnni, kind)
+    tail = V._made("q8tail", kind, vnni)
 
     @njit(cache=True, boundscheck=False, nogil=True)
     def rows(q, dx, gs, data, out, lo, hi):
@@ -953,7 +951,23 @@ def _make_rows_q5(vnni):
                 for c in range(4):
                     out[i + c, n] = r[c]
             i += 4
-        left = M - i
+        tail(q, dx, gs, data, out, lo, hi, i)
+    return V.stable_pickle(rows, "q8rows", kind, vnni)
+
+
+def _make_tail_q80(kind, vnni):
+    """tail(q, dx, gs, data, out, lo, hi, i): out[i:M, lo:hi] for the M - i < 4 x rows past
+    the Q8_0 / Q5_0 rows' main tiles (M = q's rows), every element through Q8_0_DEF's one
+    chain: 3 of them against 2 rows of blocks (then 1), 2 against 4 (then 1), 1 against 4
+    (then 1): a decode round of 1-3 reads the weights once. Shared by _make_rows_q80 and
+    _make_rows_q5."""
+    t41, t11 = _make_tile_q80(4, 1, vnni, kind), _make_tile_q80(1, 1, vnni, kind)
+    t42, t12 = _make_tile_q80(4, 2, vnni, kind), _make_tile_q80(1, 2, vnni, kind)
+    t23, t13 = _make_tile_q80(2, 3, vnni, kind), _make_tile_q80(1, 3, vnni, kind)
+
+    @njit(inline="always", boundscheck=False, nogil=True)     # into each rows' own body
+    def tail(q, dx, gs, data, out, lo, hi, i):
+        left = q.shape[0] - i
         n = lo
         if left == 3:
             while n + 2 <= hi:
@@ -988,18 +1002,16 @@ def _make_rows_q5(vnni):
             while n < hi:
                 out[i, n] = t11(data, n, q, i, dx, gs)
                 n += 1
-    return V.stable_pickle(rows, "q8rows", kind, vnni)
+    return V.stable_pickle(tail, "q8tail", kind, vnni)
 
 
 def _make_rows_q80(vnni, kind="Q8_0"):
     """The Q8_0 rows (as _make_rows: the same signature, every element through Q8_0_DEF's one
-    chain) with tiles for the rows past a multiple of 4: 2 of them against 4 rows of blocks
-    (then 1), 3 against 2 (then 1), 1 against 4 (then 1): a decode round of 2 or 3 reads the
-    weights once. kind: the weights' kind (Q80_KINDS: Q8_0, or Q5_0 as its Q8_0 repack)."""
+    chain) with tiles for the rows past a multiple of 4 (_make_tail_q80): 2 of them against 4
+    rows of blocks (then 1), 3 against 2 (then 1), 1 against 4 (then 1): a decode round of 2
+    or 3 reads the weights once. kind: the weights' kind (Q80_KINDS: Q8_0, or Q5_0 as its Q8_0 repack)."""
     t24, t14 = _make_tile_q80(2, 4, vnni, kind), _make_tile_q80(1, 4, vnni, kind)
-    t41, t11 = _make_tile_q80(4, 1, vnni, kind), _make_tile_q80(1, 1, vnni, kind)
-    t42, t12 = _make_tile_q80(4, 2, vnni, kind), _make_tile_q80(1, 2, vnni, kind)
-    t23, t13 = _make_tile_q80(2, 3, vnni, kind), _make_tile_q80(1, 3, vnni, kind)
+    tail = V._made("q8tail", kind, vnni)
 
     @njit(cache=True, boundscheck=False, nogil=True)
     def rows(q, dx, gs, data, out, lo, hi):
@@ -1021,42 +1033,7 @@ def _make_rows_q80(vnni, kind="Q8_0"):
                     r = t14(data, n, q, i, dx, gs)
                     for c in range(4):
                         out[i + c, n] = r[c]
-        i = M4
-        left = M - M4
-        n = lo
-        if left == 3:
-            while n + 2 <= hi:
-                r = t23(data, n, q, i, dx, gs)
-                for a in range(2):
-                    for c in range(3):
-                        out[i + c, n + a] = r[3 * a + c]
-                n += 2
-            while n < hi:
-                r = t13(data, n, q, i, dx, gs)
-                for c in range(3):
-                    out[i + c, n] = r[c]
-                n += 1
-        elif left == 2:
-            while n + 4 <= hi:
-                r = t42(data, n, q, i, dx, gs)
-                for a in range(4):
-                    for c in range(2):
-                        out[i + c, n + a] = r[2 * a + c]
-                n += 4
-            while n < hi:
-                r = t12(data, n, q, i, dx, gs)
-                for c in range(2):
-                    out[i + c, n] = r[c]
-                n += 1
-        elif left == 1:
-            while n + 4 <= hi:
-                r = t41(data, n, q, i, dx, gs)
-                for a in range(4):
-                    out[i, n + a] = r[a]
-                n += 4
-            while n < hi:
-                out[i, n] = t11(data, n, q, i, dx, gs)
-                n += 1
+        tail(q, dx, gs, data, out, lo, hi, M4)
     return V.stable_pickle(rows, "q8rows", kind, vnni)
 
 
@@ -1157,7 +1134,8 @@ def _make_tile_any(kind, R, C, vnni, packed=False):
     return _make_tile_q80(R, C, vnni, kind) if kind in Q80_KINDS else _make_tile(kind, R, C, vnni, bool(packed))
 
 
-V.MAKERS.update(q8tile=_make_tile_any, q8rows=_make_rows_any, q8crew=_make_crew)
+V.MAKERS.update(q8tile=_make_tile_any, q8rows=_make_rows_any, q8crew=_make_crew,
+                q8tail=_make_tail_q80)
 _CREWS: dict = {}
 _ONE = np.zeros(1, np.int64)
 

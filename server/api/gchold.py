@@ -14,7 +14,8 @@ Those objects hold no cycles: reference counting frees them when the request end
 * `freeze_startup()`, once before serving: the objects alive after start-up (modules, the
   app, schemas, templates; 117,000 here) move to the permanent generation, which no pass
   walks again (gc.freeze);
-* `LargeBody()`, around the app's handling of a body past LARGE_BODY (server/api/bodylimit.py):
+* `LargeBody()`, around the app's handling of a body past LARGE_BODY (server/api/bodylimit.py)
+  and around the building of a large reply (textwork.json_reply: prompt_logprobs, logprobs):
   while any such request is in the app, no full pass starts (the oldest generation's
   threshold is out of reach); the young generations are still collected, their passes
   bounded by their thresholds. When the last one leaves, the threshold is as it was, and the

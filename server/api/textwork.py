@@ -7,6 +7,16 @@ tokenizer (server/text/tokenizer.py) encodes through a call of the `tokenizers` 
 that lets go of the GIL while it works, and the workers run at a lower CPU priority, so
 the loop keeps answering.
 
+A large JSON reply is built and rendered in Python, holding the GIL throughout but for its
+switches: it runs on threads of its own at the loop's priority (`run_holding`). A niced
+thread that holds the GIL gains the loop nothing (while it holds it, the loop waits for it)
+and on a busy host it is the last to get a core back and let the GIL go: with two CPU
+hogs on two cores, a 7,000-token prompt_logprobs reply built at nice 10 kept /health from
+answering for a median 179 ms a run (the slowest of 40 polls), at the loop's priority 40 ms
+(docs/receipts/2026-12-06-tidy39). Full garbage collections are held off while it is built
+(gchold.LargeBody): its objects hold no cycles, and a full pass over them, holding the GIL,
+would stop the loop as long as it walks.
+
 `refuse_sure_overflow` is the per-request token bound checked before the expensive part:
 no token covers more characters than the longest one in the vocabulary, so a text longer
 than context x that many characters is over the context whatever it tokenizes to.
@@ -23,6 +33,7 @@ from starlette.responses import Response
 
 from . import slicedjson
 from .errors import ApiError
+from .gchold import LargeBody
 
 
 def default_workers() -> int:
@@ -32,6 +43,8 @@ def default_workers() -> int:
 # The workers run this much nicer than the event loop (Linux sets it per thread): on a
 # busy host four long tokenizations otherwise take the cores the loop needs to answer.
 WORKER_NICE = 10
+# Threads for work that holds the GIL (run_holding): more would only take turns at it.
+HOLDING_WORKERS = 2
 
 
 def _lower_priority() -> None:
@@ -46,13 +59,21 @@ class TextWork:
         self.workers = workers or default_workers()
         self.pool = ThreadPoolExecutor(self.workers, thread_name_prefix="foldserve-text",
                                        initializer=_lower_priority)
+        self.holding = ThreadPoolExecutor(HOLDING_WORKERS, thread_name_prefix="foldserve-reply")
 
     async def run(self, fn, *args, **kwargs):
+        """fn on a niced worker: for work that lets the GIL go (tokenizing)."""
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self.pool, functools.partial(fn, *args, **kwargs))
 
+    async def run_holding(self, fn, *args, **kwargs):
+        """fn on a worker at the loop's priority: for Python work that holds the GIL."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self.holding, functools.partial(fn, *args, **kwargs))
+
     def close(self) -> None:
         self.pool.shutdown(wait=False, cancel_futures=True)
+        self.holding.shutdown(wait=False, cancel_futures=True)
 
 
 def text_work(request) -> TextWork:
@@ -60,14 +81,15 @@ def text_work(request) -> TextWork:
 
 
 def _rendered(build) -> bytes:
-    return slicedjson.dumps(build())
+    with LargeBody():           # no full collection walks the reply as it grows
+        return slicedjson.dumps(build())
 
 
 async def json_reply(request, build) -> Response:
-    """The JSON reply build() makes, built and rendered on a worker: for replies that
-    can be megabytes (logprobs, prompt_logprobs), whose building and json.dumps held
-    the event loop for seconds."""
-    body = await text_work(request).run(_rendered, build)
+    """The JSON reply build() makes, built and rendered on a worker at the loop's priority,
+    full collections held off meanwhile: for replies that can be megabytes (logprobs,
+    prompt_logprobs), whose building and json.dumps held the event loop for seconds."""
+    body = await text_work(request).run_holding(_rendered, build)
     return Response(body, media_type="application/json")
 
 

@@ -70,6 +70,13 @@ class FakeScheduler:
         self.closed: str | None = None
         self.ended: str | None = None
 
+    def prompt_logprobs(self, req) -> tuple:
+        """The entries for prompt tokens 1..n-1: token j + 1 has logprob -1 - j, rank
+        j % 3 + 1 and alternatives (t + m, -0.25 - m) for m < prompt_logprobs."""
+        k = req.params.prompt_logprobs
+        return tuple((t, -1.0 - j, 1 + j % 3, tuple((t + m, -0.25 - m) for m in range(k)))
+                     for j, t in enumerate(req.prompt_ids[1:]))
+
     def check(self, prompt_len: int, max_tokens: int) -> None:
         if self.check_error is not None:
             raise self.check_error
@@ -148,11 +155,9 @@ class FakeScheduler:
                     finish = "length" if last else None
                 top = tuple((tok + k, -0.5 - k) for k in range(p.logprobs or 0))
                 n, c = len(req.prompt_ids), self.cached_tokens
-                plp = None                      # prompt token j + 1: logprob -1 - j, rank j % 3 + 1
+                plp = None
                 if i == 0 and p.prompt_logprobs is not None:
-                    plp = tuple((t, -1.0 - j, 1 + j % 3,
-                                 tuple((t + m, -0.25 - m) for m in range(p.prompt_logprobs)))
-                                for j, t in enumerate(req.prompt_ids[1:]))
+                    plp = self.prompt_logprobs(req)
                 self.produced[req.id] = i + 1
                 yield TokenEvent(tok, logprob=-0.5, top_logprobs=top, prompt_tokens=n,
                                  cached_tokens=c, finish_reason=finish if self.inline_finish else None,

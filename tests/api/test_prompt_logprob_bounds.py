@@ -28,11 +28,8 @@ class ReadyLogprobs(FakeScheduler):
         self.plp = tuple((t, -1.0 - j, 1 + j % 3, tuple((t + m, -0.25 - m) for m in range(k)))
                          for j, t in enumerate(prompt_ids[1:]))
 
-    async def generate(self, req):
-        async for ev in super().generate(req):
-            if ev.prompt_logprobs is not None:
-                ev = ev.__class__(**{**ev.__dict__, "prompt_logprobs": self.plp})
-            yield ev
+    def prompt_logprobs(self, req) -> tuple:
+        return self.plp
 
 
 def _app(sched, context=16384):
