@@ -636,3 +636,30 @@ def dots32(typingctx, x, w, out):
     element's operations depend on K alone."""
     sig = types.void(x, w, out)
     return sig, _dots32_codegen(*DOTS32_TILE)
+
+
+@intrinsic
+def call_f_f_loop(typingctx, addr, x, n):
+    """Call a numpy ufunc's one-in one-out inner loop (`void loop(char **args, npy_intp
+    *dims, npy_intp *steps, void *data)`, its address `addr` an int64: attention_cpu.np_exp_loop)
+    in place on x[:n] (x 1-D float32, unit stride), data NULL: what the ufunc does on a
+    contiguous float32 array, so the values are the ufunc's."""
+    sig = types.void(addr, x, n)
+
+    def codegen(context, builder, signature, args):
+        fa, xa, na = args
+        xd = builder.bitcast(ptr(context, builder, signature.args[1], xa).data, ir.IntType(8).as_pointer())
+        i8pp = ir.IntType(8).as_pointer().as_pointer()
+        argv = cgutils.alloca_once(builder, ir.IntType(8).as_pointer(), size=2)
+        builder.store(xd, argv)
+        builder.store(xd, builder.gep(argv, [ir.Constant(I32, 1)]))
+        dims = cgutils.alloca_once(builder, I64, size=1)
+        builder.store(na, dims)
+        steps = cgutils.alloca_once(builder, I64, size=2)
+        builder.store(ir.Constant(I64, 4), steps)
+        builder.store(ir.Constant(I64, 4), builder.gep(steps, [ir.Constant(I32, 1)]))
+        fty = ir.FunctionType(ir.VoidType(), [i8pp, I64.as_pointer(), I64.as_pointer(), ir.IntType(8).as_pointer()])
+        fn = builder.inttoptr(fa, fty.as_pointer())
+        builder.call(fn, [argv, dims, steps, ir.Constant(ir.IntType(8).as_pointer(), None)])
+        return context.get_dummy_value()
+    return sig, codegen
