@@ -279,8 +279,10 @@ def axpy_rows16(typingctx, y, w, rows):
 def axpy_heads16(typingctx, y, w, rows):
     """axpy_rows16(y[a], w[a], rows) for every a (y [A, D], w [A, n], rows [n, D]: 2-D float32,
     unit-stride rows, D a multiple of 16): each y[a, d] the same fma chain over the rows in
-    order as axpy_rows16's, three heads at a time (a row's lanes loaded once for the three,
-    3 x 4 chains in flight at 64 lanes), the heads past the last three one at a time."""
+    order as axpy_rows16's, four heads at a time where A is a multiple of 4 (a row's lanes
+    loaded once for the four, 4 x 4 chains in flight at 64 lanes), else three at a time (3 x
+    4 chains) and the heads past the last three one at a time. How heads are grouped changes
+    no chain."""
     sig = types.void(y, w, rows)
 
     def codegen(context, builder, signature, args):
@@ -315,18 +317,26 @@ def axpy_heads16(typingctx, y, w, rows):
             done = builder.mul(n64, ir.Constant(I64, 64))
             pass_(16, done, builder.sdiv(builder.sub(D, done), ir.Constant(I64, 16)))
 
-        full = builder.sdiv(na, ir.Constant(I64, 3))
+        by4 = builder.icmp_signed("==", builder.srem(na, ir.Constant(I64, 4)), ir.Constant(I64, 0))
+        with builder.if_else(by4) as (four, other):
+            with four:
+                def h4(c, st):
+                    heads(builder.mul(c, ir.Constant(I64, 4)), 4)
+                    return st
+                _count_loop(builder, builder.sdiv(na, ir.Constant(I64, 4)), h4, ir.Constant(I64, 0))
+            with other:
+                full = builder.sdiv(na, ir.Constant(I64, 3))
 
-        def h3(c, st):
-            heads(builder.mul(c, ir.Constant(I64, 3)), 3)
-            return st
-        _count_loop(builder, full, h3, ir.Constant(I64, 0))
-        first = builder.mul(full, ir.Constant(I64, 3))
+                def h3(c, st):
+                    heads(builder.mul(c, ir.Constant(I64, 3)), 3)
+                    return st
+                _count_loop(builder, full, h3, ir.Constant(I64, 0))
+                first = builder.mul(full, ir.Constant(I64, 3))
 
-        def h1(c, st):
-            heads(builder.add(first, c), 1)
-            return st
-        _count_loop(builder, builder.sub(na, first), h1, ir.Constant(I64, 0))
+                def h1(c, st):
+                    heads(builder.add(first, c), 1)
+                    return st
+                _count_loop(builder, builder.sub(na, first), h1, ir.Constant(I64, 0))
         return context.get_dummy_value()
     return sig, codegen
 
