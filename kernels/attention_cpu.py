@@ -41,7 +41,7 @@ from numba import njit, prange
 
 from kernels import rmsnorm_cpu, rope
 from kernels.vec_ir import (axpy_heads16, call_f_f_loop, chain_cols16, dot_rows16, prefetch_rows,
-                            softmax16)
+                            scale_max16, softmax16, sum_leaf8)
 
 
 def plan(chunks, spans, pos, inv):
@@ -430,36 +430,14 @@ def _lane_score(q, k, acc):
 @njit(cache=True, boundscheck=False, nogil=True)
 def _sum_leaf(a, o, n):
     """numpy's pairwise leaf (n <= 128) of a[o:o+n]: fewer than 8 in turn from -0.0; else 8
-    running sums over the first n - n % 8, ((0+1)+(2+3))+((4+5)+(6+7)), the tail in turn."""
+    running sums over the first n - n % 8, ((0+1)+(2+3))+((4+5)+(6+7)), the tail in turn
+    (vec_ir.sum_leaf8: the 8 sums as one vector's lanes)."""
     if n < 8:
         res = np.float32(-0.0)
         for i in range(o, o + n):
             res += a[i]
         return res
-    r0 = a[o]
-    r1 = a[o + 1]
-    r2 = a[o + 2]
-    r3 = a[o + 3]
-    r4 = a[o + 4]
-    r5 = a[o + 5]
-    r6 = a[o + 6]
-    r7 = a[o + 7]
-    i = 8
-    while i < n - n % 8:
-        r0 += a[o + i]
-        r1 += a[o + i + 1]
-        r2 += a[o + i + 2]
-        r3 += a[o + i + 3]
-        r4 += a[o + i + 4]
-        r5 += a[o + i + 5]
-        r6 += a[o + i + 6]
-        r7 += a[o + i + 7]
-        i += 8
-    res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
-    while i < n:
-        res += a[o + i]
-        i += 1
-    return res
+    return sum_leaf8(a, o, n)
 
 
 @njit(cache=True, boundscheck=False, nogil=True)
@@ -591,7 +569,6 @@ def _job_scores(t0, t1, qj, Kb, start, scale, S, offs):
                 s = S[offs[i - t0]:offs[i - t0] + G * Lp].reshape(G, Lp)
                 chain_cols16(qj[i - t0], kb[:, :j1 - j0], s[:, j0:j1])
     acc = np.empty(16, np.float32)
-    mx = np.empty(16, np.float32)
     kc = np.empty(hd, np.float32)
     for i in range(t0, t1):
         L = start + i + 1
@@ -606,18 +583,9 @@ def _job_scores(t0, t1, qj, Kb, start, scale, S, offs):
                 for g in range(G):
                     s[g, j] = _lane_score(qg[g], kc, acc)
         L16 = L // 16 * 16
-        for g in range(G):           # the max in 16 lanes (a max is the same in any order)
+        for g in range(G):           # the max in 16 lanes (vec_ir.scale_max16)
             sg = s[g]
-            for l in range(16):
-                mx[l] = -np.inf
-            for j0 in range(0, L16, 16):
-                for l in range(16):
-                    v = sg[j0 + l] * scale
-                    sg[j0 + l] = v
-                    mx[l] = max(mx[l], v)
-            m = np.float32(-np.inf)
-            for l in range(16):
-                m = max(m, mx[l])
+            m = scale_max16(sg, scale, L16)
             for j in range(L16, L):
                 v = sg[j] * scale
                 sg[j] = v

@@ -673,3 +673,67 @@ def call_f_f_loop(typingctx, addr, x, n):
         builder.call(fn, [argv, dims, steps, ir.Constant(ir.IntType(8).as_pointer(), None)])
         return context.get_dummy_value()
     return sig, codegen
+
+
+@intrinsic
+def scale_max16(typingctx, s, scale, n):
+    """s[j] = s[j] * scale for j < n (s 1-D float32, unit stride, n a multiple of 16), and
+    their max: lane l keeps m_l = v if v > m_l else m_l over j = l, l + 16, ... in order
+    (from -inf), then m = m_l if m_l > m else m over l = 0 .. 15 (from -inf): Python's max
+    (numba's select on an ordered >) in that order, so a NaN is passed over and of +0 / -0
+    the first stays."""
+    sig = types.float32(s, scale, n)
+
+    def codegen(context, builder, signature, args):
+        sd = ptr(context, builder, signature.args[0], args[0]).data
+        sc = splat(builder, args[1])
+        ninf = ir.Constant(F32, float("-inf"))
+        init = ir.Constant(V16F, [float("-inf")] * 16)
+
+        def body(c, m):
+            p = builder.bitcast(builder.gep(sd, [builder.mul(c, ir.Constant(I64, 16))]), V16F.as_pointer())
+            v = builder.fmul(builder.load(p, align=4), sc)
+            builder.store(v, p, align=4)
+            return builder.select(builder.fcmp_ordered(">", v, m), v, m)
+        mv = _count_loop(builder, builder.sdiv(args[2], ir.Constant(I64, 16)), body, init)
+        m = ninf
+        for lane in range(16):
+            x = builder.extract_element(mv, ir.Constant(I32, lane))
+            m = builder.select(builder.fcmp_ordered(">", x, m), x, m)
+        return m
+    return sig, codegen
+
+
+V8F = ir.VectorType(F32, 8)
+
+
+@intrinsic
+def sum_leaf8(typingctx, a, o, n):
+    """numpy's pairwise-sum leaf of a[o:o+n] for 8 <= n (a 1-D float32, unit stride): 8
+    running sums r_k = a[o+k] + a[o+8+k] + ... in order over the first n - n % 8, then
+    ((r0+r1)+(r2+r3))+((r4+r5)+(r6+r7)), then the last n % 8 added in turn: the running sums
+    as the lanes of one 8-lane vector, each lane's adds those of numpy's."""
+    sig = types.float32(a, o, n)
+
+    def codegen(context, builder, signature, args):
+        ad = ptr(context, builder, signature.args[0], args[0]).data
+        base = builder.gep(ad, [args[1]])
+        n8 = builder.sdiv(args[2], ir.Constant(I64, 8))
+
+        def v8(c):
+            return builder.load(builder.bitcast(builder.gep(base, [builder.mul(c, ir.Constant(I64, 8))]),
+                                                V8F.as_pointer()), align=4)
+        first = v8(ir.Constant(I64, 0))
+
+        def body(c, r):
+            return builder.fadd(r, v8(builder.add(c, ir.Constant(I64, 1))))
+        r = _count_loop(builder, builder.sub(n8, ir.Constant(I64, 1)), body, first)
+        x = [builder.extract_element(r, ir.Constant(I32, k)) for k in range(8)]
+        res = builder.fadd(builder.fadd(builder.fadd(x[0], x[1]), builder.fadd(x[2], x[3])),
+                           builder.fadd(builder.fadd(x[4], x[5]), builder.fadd(x[6], x[7])))
+        done = builder.mul(n8, ir.Constant(I64, 8))
+
+        def tail(c, acc):
+            return builder.fadd(acc, builder.load(builder.gep(base, [builder.add(done, c)]), align=4))
+        return _count_loop(builder, builder.sub(args[2], done), tail, res)
+    return sig, codegen
