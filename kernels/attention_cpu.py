@@ -387,12 +387,13 @@ def _attend_parallel(qkv, nq, nkv, hd, cos, sin, k_pool, v_pool, spans, starts, 
 #           over d from 0 (`_chain_scores`); a last 1..8 keys (K >= 32) each 16 chains, lane l
 #           over d = l mod 16, summed as ((l0+l1)+(l2+l3)) + ... in the pairs' order
 #           (`_lane_score`); then times scale (one float32 rounding);
-#   softmax s - max, numpy's exp (called on the round's scores as one array: its bytes for an
-#           element do not depend on where the element lies), the sum in numpy's pairwise
-#           order (`_np_sum`), then w / sum;
+#   softmax s - max, numpy's exp (its own float32 inner loop, called on a job's scores in
+#           place: np_exp_loop; its bytes for an element do not depend on where the element
+#           lies), the sum in numpy's pairwise order (`_np_sum`), then w / sum;
 #   values  np.matmul(w, V): C^T = V^T w^T (M = hd, N = G, K = keys): one fused multiply-add
 #           chain over the keys in order from 0 for every (g, d) (vec_ir.axpy_heads16's).
-# `ref_fits` holds the shapes to that kernel's bounds; `ref_agrees` checks this process's
+# A job is 8 rows and one kv head, whole (scores, exp, sums, values: its scores stay in L2).
+# `ref_rows` holds the shapes to that kernel's bounds; `ref_agrees` checks this process's
 # numpy against the whole form once (the kernels a numpy build's BLAS picks are its own): the
 # caller falls back to attention.ref wherever either says no.
 REF_MNK = 1_000_000
