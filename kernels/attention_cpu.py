@@ -384,8 +384,8 @@ def _attend_parallel(qkv, nq, nkv, hd, cos, sin, k_pool, v_pool, spans, starts, 
 #   scores  np.matmul(q_g, K) is OpenBLAS's sgemm on C^T = K^T q^T (M = keys, N = G, K = hd),
 #           below REF_MNK = M N K its small-matrix kernel (sgemm_small_kernel_b0, x86-64
 #           AVX-512): the keys in whole 16s, and a last 9..15, each a fused multiply-add chain
-#           over d from 0 (`vec_ir.chain_cols16`); a last 1..8 keys (K >= 32) each 16 chains, lane l
-#           over d = l mod 16, summed as ((l0+l1)+(l2+l3)) + ... in the pairs' order
+#           over d from 0 (`vec_ir.chain_cols16`); a last 1..8 keys (K >= 32) each 16 chains,
+#           lane l over d = l mod 16, summed as ((l0+l1)+(l2+l3)) + ... in the pairs' order
 #           (`_lane_score`); then times scale (one float32 rounding);
 #   softmax s - max, numpy's exp (its own float32 inner loop, called on a job's scores in
 #           place: np_exp_loop; its bytes for an element do not depend on where the element

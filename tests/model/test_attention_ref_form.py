@@ -189,7 +189,8 @@ def test_scale_max16_is_the_scalar_loop(A):
     cases = [rng.standard_normal(n).astype(np.float32) for n in (0, 16, 48, 512)]
     z = np.zeros(64, np.float32)
     z[::3] = -0.0
-    cases += [z, -z, np.full(32, np.nan, np.float32), np.where(rng.random(64) < 0.3, np.nan, rng.standard_normal(64)).astype(np.float32)]
+    holes = np.where(rng.random(64) < 0.3, np.nan, rng.standard_normal(64)).astype(np.float32)
+    cases += [z, -z, np.full(32, np.nan, np.float32), holes]
     for x in cases:
         a, b = x.copy(), x.copy()
         ma, mb = scalar(a, np.float32(0.3), x.shape[0]), vec(b, np.float32(0.3), x.shape[0])
