@@ -95,7 +95,7 @@ def instrument(vocab: int, ops):
     from kernels import attention_cpu   # attention.ref's operations over a long chunk
     if hasattr(attention_cpu, "ref_chunk"):
         wrap(attention_cpu, "ref_chunk", lambda a: "attention: ref_chunk (numba)")
-        for n in ("ref_gather", "ref_gather_span", "ref_scores", "ref_values"):
+        for n in ("ref_gather", "ref_gather_span", "ref_scores", "ref_values", "ref_attend"):
             if hasattr(attention_cpu, n):
                 wrap(attention_cpu, n, lambda a, n=n: f"attention: {n}")
     # the sparse latent attention's parts (kernels/dsa_cpu.py; inside "ops.dsa_attend")

@@ -35,13 +35,13 @@ from __future__ import annotations
 from kernels import require_init  # noqa: E402
 
 require_init(__name__)           # kernels.init() first: numba's cache folder, its env
-import threading
 
 import numpy as np
 from numba import njit, prange
 
 from kernels import rmsnorm_cpu, rope
-from kernels.vec_ir import axpy_heads16, chain_cols16, dot_rows16, prefetch_rows, softmax16
+from kernels.vec_ir import (axpy_heads16, call_f_f_loop, chain_cols16, dot_rows16, prefetch_rows,
+                            scale_max16, softmax16, sum_leaf8)
 
 
 def plan(chunks, spans, pos, inv):
@@ -384,15 +384,16 @@ def _attend_parallel(qkv, nq, nkv, hd, cos, sin, k_pool, v_pool, spans, starts, 
 #   scores  np.matmul(q_g, K) is OpenBLAS's sgemm on C^T = K^T q^T (M = keys, N = G, K = hd),
 #           below REF_MNK = M N K its small-matrix kernel (sgemm_small_kernel_b0, x86-64
 #           AVX-512): the keys in whole 16s, and a last 9..15, each a fused multiply-add chain
-#           over d from 0 (`_chain_scores`); a last 1..8 keys (K >= 32) each 16 chains, lane l
-#           over d = l mod 16, summed as ((l0+l1)+(l2+l3)) + ... in the pairs' order
+#           over d from 0 (`vec_ir.chain_cols16`); a last 1..8 keys (K >= 32) each 16 chains,
+#           lane l over d = l mod 16, summed as ((l0+l1)+(l2+l3)) + ... in the pairs' order
 #           (`_lane_score`); then times scale (one float32 rounding);
-#   softmax s - max, numpy's exp (called on the round's scores as one array: its bytes for an
-#           element do not depend on where the element lies), the sum in numpy's pairwise
-#           order (`_np_sum`), then w / sum;
+#   softmax s - max, numpy's exp (its own float32 inner loop, called on a job's scores in
+#           place: np_exp_loop; its bytes for an element do not depend on where the element
+#           lies), the sum in numpy's pairwise order (`_np_sum`), then w / sum;
 #   values  np.matmul(w, V): C^T = V^T w^T (M = hd, N = G, K = keys): one fused multiply-add
 #           chain over the keys in order from 0 for every (g, d) (vec_ir.axpy_heads16's).
-# `ref_fits` holds the shapes to that kernel's bounds; `ref_agrees` checks this process's
+# A job is 8 rows and one kv head, whole (scores, exp, sums, values: its scores stay in L2).
+# `ref_rows` holds the shapes to that kernel's bounds; `ref_agrees` checks this process's
 # numpy against the whole form once (the kernels a numpy build's BLAS picks are its own): the
 # caller falls back to attention.ref wherever either says no.
 REF_MNK = 1_000_000
@@ -430,36 +431,14 @@ def _lane_score(q, k, acc):
 @njit(cache=True, boundscheck=False, nogil=True)
 def _sum_leaf(a, o, n):
     """numpy's pairwise leaf (n <= 128) of a[o:o+n]: fewer than 8 in turn from -0.0; else 8
-    running sums over the first n - n % 8, ((0+1)+(2+3))+((4+5)+(6+7)), the tail in turn."""
+    running sums over the first n - n % 8, ((0+1)+(2+3))+((4+5)+(6+7)), the tail in turn
+    (vec_ir.sum_leaf8: the 8 sums as one vector's lanes)."""
     if n < 8:
         res = np.float32(-0.0)
         for i in range(o, o + n):
             res += a[i]
         return res
-    r0 = a[o]
-    r1 = a[o + 1]
-    r2 = a[o + 2]
-    r3 = a[o + 3]
-    r4 = a[o + 4]
-    r5 = a[o + 5]
-    r6 = a[o + 6]
-    r7 = a[o + 7]
-    i = 8
-    while i < n - n % 8:
-        r0 += a[o + i]
-        r1 += a[o + i + 1]
-        r2 += a[o + i + 2]
-        r3 += a[o + i + 3]
-        r4 += a[o + i + 4]
-        r5 += a[o + i + 5]
-        r6 += a[o + i + 6]
-        r7 += a[o + i + 7]
-        i += 8
-    res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
-    while i < n:
-        res += a[o + i]
-        i += 1
-    return res
+    return sum_leaf8(a, o, n)
 
 
 @njit(cache=True, boundscheck=False, nogil=True)
@@ -545,128 +524,95 @@ def _np_sum(a, n):
 
 
 @njit(cache=True, boundscheck=False, nogil=True)
-def ref_gather(k_pool, v_pool, table, P, last, Kt, V):
-    """Kt[h, d, j] = K row j (zero from last to Kt's width, a multiple of 16), V[h, j] = V row
-    j of a stream (j < last), through its table."""
-    ref_gather_span(k_pool, v_pool, table, P, last, Kt, V, 0, last)
-
-
-@njit(cache=True, boundscheck=False, nogil=True)
-def ref_gather_span(k_pool, v_pool, table, P, last, Kt, V, a, b):
-    """ref_gather's copies for rows a..b (and the zero padding where b == last): each row's
-    columns of Kt and V its own, so two spans on two threads write what one call does."""
+def ref_gather_span(k_pool, v_pool, table, P, last, Kb, V, a, b):
+    """A stream's key rows a..b through its table: K row j into Kb[h, j // REF_KB, :, j %
+    REF_KB] (a block of REF_KB keys' columns, [hd, REF_KB], one run of memory), V row j into
+    V[h, j]; where b == last also Kb's columns from last on set to zero. Each row's places
+    its own, so two spans on two threads write what one call does."""
     for j in range(a, b):
         page = table[j // P]
         off = j % P
-        for h in range(Kt.shape[0]):
-            for d in range(Kt.shape[1]):
-                Kt[h, d, j] = k_pool[page, off, h, d]
+        jb = j // REF_KB
+        jc = j % REF_KB
+        for h in range(Kb.shape[0]):
+            for d in range(Kb.shape[2]):
+                Kb[h, jb, d, jc] = k_pool[page, off, h, d]
                 V[h, j, d] = v_pool[page, off, h, d]
     if b != last:
         return
-    for h in range(Kt.shape[0]):
-        for d in range(Kt.shape[1]):
-            for j in range(last, Kt.shape[2]):
-                Kt[h, d, j] = 0.0
-
-
-@njit(cache=True, boundscheck=False, nogil=True)
-def ref_offsets(start, r, nq):
-    """offs[i]: where row i's scores [nq, Lp_i] start in the chunk's flat score buffer (Lp_i:
-    its L_i keys rounded up to 16; the padding -inf, so 0 after exp)."""
-    offs = np.empty(r + 1, np.int64)
-    offs[0] = 0
-    for i in range(r):
-        offs[i + 1] = offs[i] + nq * ((start + i + 16) // 16 * 16)
-    return offs
+    for h in range(Kb.shape[0]):
+        for j in range(last, Kb.shape[1] * REF_KB):
+            for d in range(Kb.shape[2]):
+                Kb[h, j // REF_KB, d, j % REF_KB] = 0.0
 
 
 REF_GROUP = 8               # a job's rows (they share each key block's reads, in L1)
+REF_KB = 32                 # the keys of a score block (16 KB of K at hd 128, in L1)
 REF_VKEYS = 32              # the value rows a block (16 KB at hd 128)
 
 
 @njit(cache=True, boundscheck=False, nogil=True)
-def _row_scores(S, offs, i, h, G, L):
-    Lp = (L + 15) // 16 * 16
-    return S[offs[i] + h * G * Lp:offs[i] + (h + 1) * G * Lp].reshape(G, Lp)
-
-
-@njit(cache=True, boundscheck=False, nogil=True)
-def _scores_job(job, q, Kt, start, scale, offs, S):
-    """Rows 8g .. 8g + 7 of the chunk, kv head h: their G heads' scores (each a chain
-    over d, a key block of 16 read once for the rows), the last 1..8 keys' lane sums, times
-    scale, less their max, the padding -inf, into S."""
-    KV = Kt.shape[0]
-    G = q.shape[1] // KV
-    n = offs.shape[0] - 1
-    t0 = (job // KV) * REF_GROUP
-    t1 = min(n, t0 + REF_GROUP)
-    h = job % KV
+def _job_scores(t0, t1, qj, Kb, start, scale, S, offs):
+    """Rows t0 .. t1 - 1 of the chunk, one kv head (qj [rows, G, hd]: their q heads of it; Kb
+    [blocks, hd, REF_KB]: its keys), into S (row i's [G, Lp_i] at offs[i - t0], Lp_i its L_i
+    keys rounded up to 16): each score a chain over d (a key block read once for the rows),
+    the last 1..8 keys' lane sums, times scale, less their max, the padding -inf."""
+    G = qj.shape[1]
+    hd = qj.shape[2]
     Lmax = start + t1
-    for j0 in range(0, Lmax, 32):
+    for j0 in range(0, Lmax, REF_KB):
+        kb = Kb[j0 // REF_KB]
         for i in range(t0, t1):
             L = start + i + 1
             if L > j0:
-                j1 = min(j0 + 32, (L + 15) // 16 * 16)
-                s = _row_scores(S, offs, i, h, G, L)
-                chain_cols16(q[i, h * G:(h + 1) * G], Kt[h, :, j0:j1], s[:, j0:j1])
+                Lp = (L + 15) // 16 * 16
+                j1 = min(j0 + REF_KB, Lp)
+                s = S[offs[i - t0]:offs[i - t0] + G * Lp].reshape(G, Lp)
+                chain_cols16(qj[i - t0], kb[:, :j1 - j0], s[:, j0:j1])
     acc = np.empty(16, np.float32)
-    mx = np.empty(16, np.float32)
-    kc = np.empty(Kt.shape[1], np.float32)
+    kc = np.empty(hd, np.float32)
     for i in range(t0, t1):
         L = start + i + 1
         Lp = (L + 15) // 16 * 16
-        s = _row_scores(S, offs, i, h, G, L)
-        qg = q[i, h * G:(h + 1) * G]
+        s = S[offs[i - t0]:offs[i - t0] + G * Lp].reshape(G, Lp)
+        qg = qj[i - t0]
         mm = L % 16
         if 1 <= mm <= 8:
             for j in range(L - mm, L):
-                for d in range(Kt.shape[1]):
-                    kc[d] = Kt[h, d, j]
+                for d in range(hd):
+                    kc[d] = Kb[j // REF_KB, d, j % REF_KB]
                 for g in range(G):
                     s[g, j] = _lane_score(qg[g], kc, acc)
         L16 = L // 16 * 16
-        for g in range(G):           # the max in 16 lanes (a max is the same in any order)
+        for g in range(G):           # the max in 16 lanes (vec_ir.scale_max16)
             sg = s[g]
-            for l in range(16):
-                mx[l] = -np.inf
-            for j0 in range(0, L16, 16):
-                for l in range(16):
-                    v = sg[j0 + l] * scale
-                    sg[j0 + l] = v
-                    mx[l] = max(mx[l], v)
-            m = np.float32(-np.inf)
-            for l in range(16):
-                m = max(m, mx[l])
+            m = scale_max16(sg, scale, L16)
             for j in range(L16, L):
                 v = sg[j] * scale
                 sg[j] = v
                 m = max(m, v)
             for j in range(L):
-                s[g, j] = s[g, j] - m
+                sg[j] = sg[j] - m
             for j in range(L, Lp):
-                s[g, j] = -np.inf
+                sg[j] = -np.inf
 
 
 @njit(cache=True, boundscheck=False, nogil=True)
-def _values_job(job, V, start, offs, S, out):
-    """Rows 8g .. 8g + 7, kv head h: w = exp'd scores / their sum (numpy's pairwise order),
-    out = w V: each (row, head, d) one fma chain over the keys in order (axpy_heads16's, a
-    block of REF_VKEYS value rows read once for the rows)."""
-    KV = V.shape[0]
-    G = out.shape[1] // KV
-    n = offs.shape[0] - 1
-    t0 = (job // KV) * REF_GROUP
-    t1 = min(n, t0 + REF_GROUP)
-    h = job % KV
+def _job_values(t0, t1, Vh, start, S, offs, oj):
+    """Rows t0 .. t1 - 1, one kv head (Vh [keys, hd]: its values), on S's exp'd scores: w =
+    e / their sum (numpy's pairwise order), oj [rows, G, hd] = w V, each (row, head, d) one
+    fma chain over the keys in order (axpy_heads16's; a block of REF_VKEYS value rows read
+    once for the rows)."""
+    G = oj.shape[1]
     for i in range(t0, t1):
         L = start + i + 1
-        s = _row_scores(S, offs, i, h, G, L)
+        Lp = (L + 15) // 16 * 16
+        s = S[offs[i - t0]:offs[i - t0] + G * Lp].reshape(G, Lp)
         for g in range(G):
             t = _np_sum(s[g], L)
             for j in range(L):
                 s[g, j] = s[g, j] / t
-            o = out[i, h * G + g]
+            o = oj[i - t0, g]
             for d in range(o.shape[0]):
                 o[d] = 0.0
     Lmax = start + t1
@@ -674,9 +620,43 @@ def _values_job(job, V, start, offs, S, out):
         for i in range(t0, t1):
             L = start + i + 1
             if L > j0:
+                Lp = (L + 15) // 16 * 16
                 j1 = min(L, j0 + REF_VKEYS)
-                s = _row_scores(S, offs, i, h, G, L)
-                axpy_heads16(out[i, h * G:(h + 1) * G], s[:, j0:j1], V[h, j0:j1])
+                s = S[offs[i - t0]:offs[i - t0] + G * Lp].reshape(G, Lp)
+                axpy_heads16(oj[i - t0], s[:, j0:j1], Vh[j0:j1])
+
+
+@njit(cache=True, boundscheck=False, nogil=True)
+def _chunk_job(job, q, Kb, V, start, scale, ex, S, out):
+    """Rows 8g .. 8g + 7 of the chunk, kv head h (job = g KV + h), whole: their scores, numpy's
+    exp (its float32 loop at `ex`, in place on the job's scores: np.exp's values, which do not
+    depend on where an element lies), their sums and values. The job's scores lie in S (this
+    thread's, [rows, G, Lp_i] one after another: in L2 from scores to values), its q and out
+    rows in arrays of its own (in the chunk they lie nq hd apart: the same L1 sets)."""
+    KV = Kb.shape[0]
+    n, nq, hd = q.shape
+    G = nq // KV
+    t0 = (job // KV) * REF_GROUP
+    t1 = min(n, t0 + REF_GROUP)
+    R = t1 - t0
+    h = job % KV
+    offs = np.empty(REF_GROUP + 1, np.int64)
+    offs[0] = 0
+    for i in range(t0, t1):
+        offs[i - t0 + 1] = offs[i - t0] + G * ((start + i + 16) // 16 * 16)
+    qj = np.empty((R, G, hd), np.float32)
+    for r in range(R):
+        for g in range(G):
+            for d in range(hd):
+                qj[r, g, d] = q[t0 + r, h * G + g, d]
+    oj = np.empty((R, G, hd), np.float32)
+    _job_scores(t0, t1, qj, Kb[h], start, scale, S, offs)
+    call_f_f_loop(ex, S, offs[R])
+    _job_values(t0, t1, V[h], start, S, offs, oj)
+    for r in range(R):
+        for g in range(G):
+            for d in range(hd):
+                out[t0 + r, h * G + g, d] = oj[r, g, d]
 
 
 @njit(cache=True, boundscheck=False, nogil=True)
@@ -685,19 +665,86 @@ def _jobs(n, KV):
 
 
 @njit(cache=True, boundscheck=False, parallel=True)
-def ref_scores(q, Kt, start, scale, offs, S, W):
-    J = _jobs(offs.shape[0] - 1, Kt.shape[0])
-    for w in prange(W):                 # job w, w + W, ...: each thread early and late rows
-        for job in range(w, J, W):
-            _scores_job(np.int64(job), q, Kt, start, scale, offs, S)
-
-
-@njit(cache=True, boundscheck=False, parallel=True)
-def ref_values(V, start, offs, S, out, W):
-    J = _jobs(offs.shape[0] - 1, V.shape[0])
+def ref_attend(q, Kb, V, start, scale, ex, out, W):
+    """Every job of the chunk (`_chunk_job`): job w, w + W, ... on thread w (each thread early
+    and late rows; at an even kv head count and W = 2 the two threads' keys are the same)."""
+    KV = Kb.shape[0]
+    n, nq, hd = q.shape
+    G = nq // KV
+    J = _jobs(n, KV)
+    Lp = (start + n + 15) // 16 * 16
     for w in prange(W):
+        S = np.empty(REF_GROUP * G * Lp, np.float32)
         for job in range(w, J, W):
-            _values_job(np.int64(job), V, start, offs, S, out)
+            _chunk_job(np.int64(job), q, Kb, V, start, scale, ex, S, out)
+
+
+_EXP: list = []
+
+
+def np_exp_loop() -> int:
+    """The address of numpy's float32 exp inner loop (np.exp's first 'f->f' loop: the one a
+    float32 array runs), read from the ufunc object (numpy's PyUFuncObject: nin, nout, nargs
+    at 16, functions at 32, data at 40, ntypes at 48, types at 64 on a 64-bit build), held to
+    np.exp on probe values (2**20 random bit patterns: every class of float32; negatives to
+    the underflow and past it, the overflow, zeros, infinities, NaN, subnormals) at three
+    offsets before it is used; 0 where any of that does not hold (then ref_agrees says no and
+    the engine runs attention.ref)."""
+    if not _EXP:
+        _EXP.append(_find_exp_loop())
+    return _EXP[0]
+
+
+def _find_exp_loop() -> int:
+    import ctypes
+    import sys
+    u = np.exp
+    try:
+        if sys.maxsize < 2 ** 32 or type(u) is not np.ufunc or "f->f" not in u.types:
+            return 0
+        base = id(u)
+        nin, nout, nargs = (ctypes.c_int * 3).from_address(base + 16)
+        ntypes = ctypes.c_int.from_address(base + 48).value
+        if (nin, nout, nargs, ntypes) != (1, 1, 2, u.ntypes):
+            return 0
+        fp = ctypes.c_void_p.from_address(base + 32).value
+        dp = ctypes.c_void_p.from_address(base + 40).value
+        tp = ctypes.c_void_p.from_address(base + 64).value
+        if not fp or not tp:
+            return 0
+        i = u.types.index("f->f")
+        if ctypes.string_at(tp + 2 * i, 2) != bytes([np.dtype(np.float32).num] * 2):
+            return 0
+        if dp and ctypes.c_void_p.from_address(dp + 8 * i).value:
+            return 0                    # a loop that wants its data pointer: not this form
+        addr = ctypes.c_void_p.from_address(fp + 8 * i).value or 0
+    except (ValueError, OSError):
+        return 0
+    return addr if addr and _exp_probe(addr) else 0
+
+
+def _exp_probe(addr: int) -> bool:
+    rng = np.random.default_rng(3)
+    bits = rng.integers(0, 2 ** 32, 1 << 20, dtype=np.uint64).astype(np.uint32)
+    x = np.concatenate([
+        bits.view(np.float32),
+        -np.abs(rng.standard_normal(1 << 16).astype(np.float32)) * np.float32(30),
+        np.linspace(-110, 95, 1 << 16, dtype=np.float32),
+        np.array([0.0, -0.0, np.inf, -np.inf, np.nan, -np.nan, 1e-45, -1e-45, 1e-38, -1e-38,
+                  88.72283, 88.72284, -87.33654, -103.97208, -103.9721, -150.0], np.float32)])
+    for o in (0, 1, 7):                 # the loop's head and tail at other offsets too
+        with np.errstate(all="ignore"):
+            want = np.exp(x[o:])
+        got = x[o:].copy()
+        _exp_inplace(addr, got, got.shape[0])
+        if want.tobytes() != got.tobytes():
+            return False
+    return True
+
+
+@njit(cache=True, boundscheck=False, nogil=True)
+def _exp_inplace(addr, x, n):
+    call_f_f_loop(addr, x, n)
 
 
 def _serial(fn, cut, n):
@@ -705,42 +752,24 @@ def _serial(fn, cut, n):
     fn(cut, n)
 
 
-_LOCAL = threading.local()
-
-
-def _scratch(n: int) -> np.ndarray:
-    """n float32 of this thread's score buffer, kept between calls (a prompt chunk's scores
-    are ~17 MB: a fresh array a layer is ~4,000 page faults)."""
-    buf = getattr(_LOCAL, "buf", None)
-    if buf is None or buf.shape[0] < n:
-        buf = _LOCAL.buf = np.empty(max(n, 1 << 16), np.float32)
-    return buf[:n]
-
-
 def ref_chunk(q, k_pool, v_pool, table, P, start, scale, out, pair=_serial):
     """out = kernels/attention.ref(q, k_pool, v_pool, table, P, start, scale) for a chunk whose
     rows all fit (ref_rows(start, n, G, hd) == n; q [n, nq, hd] float32, contiguous; its K and
-    V rows already written): the stream's keys gathered once (Kt, V: two spans of key rows
-    by `pair`), every (row, kv head)'s scores and then its values over both cores (prange),
-    numpy's exp between them on the flat scores, cut in two by `pair` (halves.pair: two
-    threads). The bytes are the same whatever `pair` does (each part's writes its own)."""
+    V rows already written) where np_exp_loop() found numpy's exp loop: the stream's keys
+    gathered once (Kb, V: two spans of key rows by `pair`; the bytes are the same whatever
+    `pair` does), then every (8 rows, kv head) job whole over both cores (ref_attend)."""
     n, nq, hd = q.shape
     KV = k_pool.shape[2]
     last = start + n
-    Kt = np.empty((KV, hd, (last + 15) // 16 * 16), np.float32)
+    ex = np_exp_loop()
+    if not ex:
+        raise RuntimeError("ref_chunk: numpy's float32 exp loop was not found (ref_agrees says no)")
+    Kb = np.empty((KV, (last + REF_KB - 1) // REF_KB, hd, REF_KB), np.float32)
     V = np.empty((KV, last, hd), np.float32)
-    pair(lambda a, b: ref_gather_span(k_pool, v_pool, table, P, last, Kt, V, a, b),
+    pair(lambda a, b: ref_gather_span(k_pool, v_pool, table, P, last, Kb, V, a, b),
          last // 32 * 16, last)                      # the keys' rows in two spans
-    offs = ref_offsets(start, n, nq)
-    S = _scratch(int(offs[-1]))
     import numba
-    W = max(1, numba.get_num_threads())
-    ref_scores(q, Kt, start, np.float32(scale), offs, S, W)
-
-    def ex(a, b):
-        np.exp(S[a:b], out=S[a:b])
-    pair(ex, S.shape[0] // 2, S.shape[0])
-    ref_values(V, start, offs, S, out, W)
+    ref_attend(q, Kb, V, start, np.float32(scale), ex, out, max(1, numba.get_num_threads()))
 
 
 _AGREES: dict = {}
@@ -748,14 +777,14 @@ _AGREES: dict = {}
 
 def ref_agrees(G: int, hd: int) -> bool:
     """Whether ref_chunk gives attention.ref's bytes in this process for G q heads a kv head
-    and head dim hd: both run once on random rows at key counts 1..48 (every remainder of the
-    last 16 keys: the orders change with it) and the last 32 that ref_rows admits for the
-    shape (the bound), compared bit for bit; remembered."""
+    and head dim hd: numpy's exp loop found (np_exp_loop), and both run once on random rows at
+    key counts 1..48 (every remainder of the last 16 keys: the orders change with it) and the
+    last 32 that ref_rows admits for the shape (the bound), compared bit for bit; remembered."""
     key = (G, hd)
     if key not in _AGREES:
         from kernels import attention
         top = int(ref_rows(0, 1 << 20, G, hd))
-        ok = top > 0
+        ok = top > 0 and np_exp_loop() != 0
         rng = np.random.default_rng(31)
         KV, P = 2, 16
         pages = (top + P - 1) // P
@@ -776,7 +805,9 @@ def ref_agrees(G: int, hd: int) -> bool:
 
 def ref_warm():
     """Load ref_chunk's numba functions (from numba's cache: ~0.1 s in a fresh process) on a
-    one-row chunk, so the first long prompt does not pay for it."""
+    one-row chunk, so the first long prompt does not pay for it; finds numpy's exp loop."""
+    if not np_exp_loop():
+        return
     kp = np.zeros((1, 16, 1, 32), np.float32)
     out = np.empty((1, 1, 32), np.float32)
     ref_chunk(np.zeros((1, 1, 32), np.float32), kp, kp, np.zeros(1, np.int64), 16, 0, 1.0, out)

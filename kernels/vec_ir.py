@@ -279,8 +279,10 @@ def axpy_rows16(typingctx, y, w, rows):
 def axpy_heads16(typingctx, y, w, rows):
     """axpy_rows16(y[a], w[a], rows) for every a (y [A, D], w [A, n], rows [n, D]: 2-D float32,
     unit-stride rows, D a multiple of 16): each y[a, d] the same fma chain over the rows in
-    order as axpy_rows16's, three heads at a time (a row's lanes loaded once for the three,
-    3 x 4 chains in flight at 64 lanes), the heads past the last three one at a time."""
+    order as axpy_rows16's, four heads at a time where A is a multiple of 4 (a row's lanes
+    loaded once for the four, 4 x 4 chains in flight at 64 lanes), else three at a time (3 x
+    4 chains) and the heads past the last three one at a time. How heads are grouped changes
+    no chain."""
     sig = types.void(y, w, rows)
 
     def codegen(context, builder, signature, args):
@@ -315,18 +317,26 @@ def axpy_heads16(typingctx, y, w, rows):
             done = builder.mul(n64, ir.Constant(I64, 64))
             pass_(16, done, builder.sdiv(builder.sub(D, done), ir.Constant(I64, 16)))
 
-        full = builder.sdiv(na, ir.Constant(I64, 3))
+        by4 = builder.icmp_signed("==", builder.srem(na, ir.Constant(I64, 4)), ir.Constant(I64, 0))
+        with builder.if_else(by4) as (four, other):
+            with four:
+                def h4(c, st):
+                    heads(builder.mul(c, ir.Constant(I64, 4)), 4)
+                    return st
+                _count_loop(builder, builder.sdiv(na, ir.Constant(I64, 4)), h4, ir.Constant(I64, 0))
+            with other:
+                full = builder.sdiv(na, ir.Constant(I64, 3))
 
-        def h3(c, st):
-            heads(builder.mul(c, ir.Constant(I64, 3)), 3)
-            return st
-        _count_loop(builder, full, h3, ir.Constant(I64, 0))
-        first = builder.mul(full, ir.Constant(I64, 3))
+                def h3(c, st):
+                    heads(builder.mul(c, ir.Constant(I64, 3)), 3)
+                    return st
+                _count_loop(builder, full, h3, ir.Constant(I64, 0))
+                first = builder.mul(full, ir.Constant(I64, 3))
 
-        def h1(c, st):
-            heads(builder.add(first, c), 1)
-            return st
-        _count_loop(builder, builder.sub(na, first), h1, ir.Constant(I64, 0))
+                def h1(c, st):
+                    heads(builder.add(first, c), 1)
+                    return st
+                _count_loop(builder, builder.sub(na, first), h1, ir.Constant(I64, 0))
         return context.get_dummy_value()
     return sig, codegen
 
@@ -636,3 +646,94 @@ def dots32(typingctx, x, w, out):
     element's operations depend on K alone."""
     sig = types.void(x, w, out)
     return sig, _dots32_codegen(*DOTS32_TILE)
+
+
+@intrinsic
+def call_f_f_loop(typingctx, addr, x, n):
+    """Call a numpy ufunc's one-in one-out inner loop (`void loop(char **args, npy_intp
+    *dims, npy_intp *steps, void *data)`, its address `addr` an int64: attention_cpu.np_exp_loop)
+    in place on x[:n] (x 1-D float32, unit stride), data NULL: what the ufunc does on a
+    contiguous float32 array, so the values are the ufunc's."""
+    sig = types.void(addr, x, n)
+
+    def codegen(context, builder, signature, args):
+        fa, xa, na = args
+        xd = builder.bitcast(ptr(context, builder, signature.args[1], xa).data, ir.IntType(8).as_pointer())
+        i8pp = ir.IntType(8).as_pointer().as_pointer()
+        argv = cgutils.alloca_once(builder, ir.IntType(8).as_pointer(), size=2)
+        builder.store(xd, argv)
+        builder.store(xd, builder.gep(argv, [ir.Constant(I32, 1)]))
+        dims = cgutils.alloca_once(builder, I64, size=1)
+        builder.store(na, dims)
+        steps = cgutils.alloca_once(builder, I64, size=2)
+        builder.store(ir.Constant(I64, 4), steps)
+        builder.store(ir.Constant(I64, 4), builder.gep(steps, [ir.Constant(I32, 1)]))
+        fty = ir.FunctionType(ir.VoidType(), [i8pp, I64.as_pointer(), I64.as_pointer(), ir.IntType(8).as_pointer()])
+        fn = builder.inttoptr(fa, fty.as_pointer())
+        builder.call(fn, [argv, dims, steps, ir.Constant(ir.IntType(8).as_pointer(), None)])
+        return context.get_dummy_value()
+    return sig, codegen
+
+
+@intrinsic
+def scale_max16(typingctx, s, scale, n):
+    """s[j] = s[j] * scale for j < n (s 1-D float32, unit stride, n a multiple of 16), and
+    their max: lane l keeps m_l = v if v > m_l else m_l over j = l, l + 16, ... in order
+    (from -inf), then m = m_l if m_l > m else m over l = 0 .. 15 (from -inf): Python's max
+    (numba's select on an ordered >) in that order, so a NaN is passed over and of +0 / -0
+    the first stays."""
+    sig = types.float32(s, scale, n)
+
+    def codegen(context, builder, signature, args):
+        sd = ptr(context, builder, signature.args[0], args[0]).data
+        sc = splat(builder, args[1])
+        ninf = ir.Constant(F32, float("-inf"))
+        init = ir.Constant(V16F, [float("-inf")] * 16)
+
+        def body(c, m):
+            p = builder.bitcast(builder.gep(sd, [builder.mul(c, ir.Constant(I64, 16))]), V16F.as_pointer())
+            v = builder.fmul(builder.load(p, align=4), sc)
+            builder.store(v, p, align=4)
+            return builder.select(builder.fcmp_ordered(">", v, m), v, m)
+        mv = _count_loop(builder, builder.sdiv(args[2], ir.Constant(I64, 16)), body, init)
+        m = ninf
+        for lane in range(16):
+            x = builder.extract_element(mv, ir.Constant(I32, lane))
+            m = builder.select(builder.fcmp_ordered(">", x, m), x, m)
+        return m
+    return sig, codegen
+
+
+V8F = ir.VectorType(F32, 8)
+
+
+@intrinsic
+def sum_leaf8(typingctx, a, o, n):
+    """numpy's pairwise-sum leaf of a[o:o+n] for 8 <= n (a 1-D float32, unit stride): 8
+    running sums r_k = a[o+k] + a[o+8+k] + ... in order over the first n - n % 8, then
+    ((r0+r1)+(r2+r3))+((r4+r5)+(r6+r7)), then the last n % 8 added in turn: the running sums
+    as the lanes of one 8-lane vector, each lane's adds those of numpy's."""
+    sig = types.float32(a, o, n)
+
+    def codegen(context, builder, signature, args):
+        ad = ptr(context, builder, signature.args[0], args[0]).data
+        base = builder.gep(ad, [args[1]])
+        n8 = builder.sdiv(args[2], ir.Constant(I64, 8))
+
+        def v8(c):
+            return builder.load(builder.bitcast(builder.gep(base, [builder.mul(c, ir.Constant(I64, 8))]),
+                                                V8F.as_pointer()), align=4)
+        first = v8(ir.Constant(I64, 0))
+
+        def body(c, r):
+            return builder.fadd(r, v8(builder.add(c, ir.Constant(I64, 1))))
+        r = _count_loop(builder, builder.sub(n8, ir.Constant(I64, 1)), body, first)
+        x = [builder.extract_element(r, ir.Constant(I32, k)) for k in range(8)]
+        res = builder.fadd(builder.fadd(builder.fadd(x[0], x[1]), builder.fadd(x[2], x[3])),
+                           builder.fadd(builder.fadd(x[4], x[5]), builder.fadd(x[6], x[7])))
+        done = builder.mul(n8, ir.Constant(I64, 8))
+
+        def tail(c, acc):
+            return builder.fadd(acc, builder.load(builder.gep(base, [builder.add(done, c)]), align=4))
+        return _count_loop(builder, builder.sub(args[2], done), tail, res)
+    return sig, codegen

@@ -161,3 +161,37 @@ def test_qkv_attend_prep_is_the_definition(A, monkeypatch, norms, rot):
         out += [kp, vp]
     for g, w in zip(got, want):
         assert g.tobytes() == w.tobytes()
+
+
+def test_scale_max16_is_the_scalar_loop(A):
+    """vec_ir.scale_max16 (the ref form's scale-and-max pass) == the 16-lane scalar loop it
+    replaced (Python's max in lane order: a NaN passed over, of +0 / -0 the first kept)."""
+    from numba import njit
+    from kernels.vec_ir import scale_max16
+
+    @njit(cache=False)
+    def scalar(s, scale, n):
+        mx = np.full(16, -np.inf, np.float32)
+        for j0 in range(0, n, 16):
+            for l in range(16):
+                v = s[j0 + l] * scale
+                s[j0 + l] = v
+                mx[l] = max(mx[l], v)
+        m = np.float32(-np.inf)
+        for l in range(16):
+            m = max(m, mx[l])
+        return m
+
+    @njit(cache=False)
+    def vec(s, scale, n):
+        return scale_max16(s, scale, n)
+    rng = np.random.default_rng(16)
+    cases = [rng.standard_normal(n).astype(np.float32) for n in (0, 16, 48, 512)]
+    z = np.zeros(64, np.float32)
+    z[::3] = -0.0
+    holes = np.where(rng.random(64) < 0.3, np.nan, rng.standard_normal(64)).astype(np.float32)
+    cases += [z, -z, np.full(32, np.nan, np.float32), holes]
+    for x in cases:
+        a, b = x.copy(), x.copy()
+        ma, mb = scalar(a, np.float32(0.3), x.shape[0]), vec(b, np.float32(0.3), x.shape[0])
+        assert np.float32(ma).tobytes() == np.float32(mb).tobytes() and a.tobytes() == b.tobytes()
