@@ -15,3 +15,7 @@ print("TR1h", " ".join(f"{x:.3f}" for x in NEW))
 for lab, ch in (("TR1", T), ("TR1 x halve", NEW)):
     v = {n: R.run(*R.ALL[n], R.CC, ch)[0] for n in R.SET}
     print(f"{lab:12s} " + " ".join(f"{v[n]:.3f}" for n in R.SET) + f" set geo {R.geo(list(v.values())):.3f}")
+for lab, pt in (("pace CC / TR1 x halve", R.CC), ("pace TR1 x halve / same", NEW)):
+    v = {n: R.run(*R.ALL[n], pt, NEW)[0] for n in R.SET + R.CUTS + R.OTHERS}
+    print(f"{lab:24s} " + " ".join(f"{v[n]:.3f}" for n in R.SET) + f" set geo {R.geo([v[n] for n in R.SET]):.3f}"
+          f" cuts {R.geo([v[n] for n in R.CUTS]):.3f} prose {v['prose']:.3f} others {R.geo([v[n] for n in R.OTHERS]):.3f}")
