@@ -278,13 +278,19 @@ def _job(job, owner, qkv, nq, nkv, hd, cos, sin, k_pool, v_pool, spans, starts, 
 @njit(cache=True, boundscheck=False, nogil=True)
 def _group_job(job, groups, owner, qkv, nq, nkv, hd, cos, sin, k_pool, v_pool, spans, starts,
                tables, page_rows, scale, out):
-    """One (row group, kv head) of the round (`row_groups`): each row of the group runs
-    `_job`'s arithmetic for that head, every key and value page read once for the group."""
-    group = nq // nkv
+    """One (row group, kv head) of the round (`row_groups`): `span_job` on the group's rows."""
     gi = job // nkv
-    h = job % nkv
-    t0 = groups[gi, 0]
-    R = groups[gi, 1] - t0
+    span_job(groups[gi, 0], groups[gi, 1], job % nkv, owner, qkv, nq, nkv, hd, cos, sin, k_pool,
+             v_pool, spans, starts, tables, page_rows, scale, out)
+
+
+@njit(cache=True, boundscheck=False, nogil=True)
+def span_job(t0, t1, h, owner, qkv, nq, nkv, hd, cos, sin, k_pool, v_pool, spans, starts,
+             tables, page_rows, scale, out):
+    """Rows t0 .. t1 - 1 (one chunk's, any run of them) and kv head h: each row runs `_job`'s
+    arithmetic for that head, every key and value page read once for the rows."""
+    group = nq // nkv
+    R = t1 - t0
     if R == 1:
         _job(t0 * nkv + h, owner, qkv, nq, nkv, hd, cos, sin, k_pool, v_pool, spans, starts,
              tables, page_rows, scale, out)

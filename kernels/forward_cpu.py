@@ -59,7 +59,7 @@ import numpy as np
 from numba import njit
 
 from kernels import attention_cpu, blocks_vec
-from kernels.attention_cpu import _group_job, row_groups, write_row
+from kernels.attention_cpu import row_groups, span_job, write_row
 from kernels.blocks_vec import block_sums, block_sums_span
 from kernels.rmsnorm_cpu import add_rms_norm, rms_norm, swiglu_span
 from kernels.team_cpu import REGION, WIDTH, Crew, finish, next_piece, region_piece, take, wait
@@ -115,8 +115,10 @@ FORMS = {
 }
 ROLES = ("wqkv", "wo", "wgu", "wdown")   # member's matrix roles, in its kinds' order (+ the head)
 NORM_ROLES = ("attn_norm", "mlp_norm")   # a layer's first norm stage reads attn_norm, its second mlp_norm
-SUMS, ALONE = 1, 2     # a program step's flags: write block sums for the next matrix (a Q4_1
-                       # reads them); the round's first norm (h alone, no out to add)
+SUMS, ALONE, HALVE = 1, 2, 4   # a program step's flags: write block sums for the next matrix
+                       # (a Q4_1 reads them); the round's first norm (h alone, no out to add);
+                       # attend: a crew of two halves its last job's rows (`_attend`)
+HALVE_JOBS = True      # compose sets HALVE on every attend step (False: main's jobs, to compare)
 LAYER = ("norm", "qkv", "attend", "o", "norm", "gate_up_swiglu", "down")   # the plain llama layer
 
 # The records a form reads (fields are numba-typed: a record's type is its fields' types)
@@ -144,6 +146,8 @@ def compose(stages, kinds) -> tuple:
         if missing:
             raise ValueError(f"layer {li}: stage {name!r} reads {missing}, written by no stage before it")
         arg, flags = 0, 0
+        if f.code == _ATTEND and HALVE_JOBS:
+            flags |= HALVE
         if f.code == _NORM:
             arg = stages[li][:k].count("norm")
             if arg >= len(NORM_ROLES):
@@ -218,12 +222,13 @@ def _norm(ctr, s, flags, b, h, h2, nw, eps):
 
 
 @njit(cache=True, boundscheck=False, nogil=True)
-def _attend(ctr, s, flags, b, w, r, li):
+def _attend(ctr, s, n, flags, b, w, r, li):
     """attend (counter stages s, s+1, s+2): the round's K, V rows written (a round of chunks
     longer than a row), then each (row group, kv head) job's RoPE'd q against its keys into att
     (a group's rows share each key read, each row's arithmetic its own; a decode round's job
     writes its own row's K, V first: no other job reads them), then att's block sums where the
-    next matrix reads them (SUMS; per job where heads are whole 32-blocks)."""
+    next matrix reads them (SUMS; per job where heads are whole 32-blocks). n: the crew's
+    members (HALVE cuts a job in two for a crew of two, below)."""
     T = b.h.shape[0]
     nq, nkv, hd = w.nq, w.nkv, w.hd
     att2 = b.att.reshape(T, nq * hd)
@@ -244,21 +249,41 @@ def _attend(ctr, s, flags, b, w, r, li):
     s += 1
     groups = row_groups(r.spans)          # the attention's jobs: row groups x kv heads
     gjobs = groups.shape[0] * nkv
+    G = groups.shape[0]
+    # a crew of two (n) with an odd count of jobs whose last has rows to share (HALVE): that
+    # job as two, its rows' halves, so both members end together (a verify chunk of 2-8 rows
+    # at 3 kv heads: 4 jobs, each member a head's rows and half of the third's, where one
+    # member took two heads and the other one). Each row's arithmetic is its own (span_job),
+    # so the bytes are the same whichever way the rows are cut.
+    split = (n == 2 and flags & HALVE != 0 and gjobs % 2 == 1
+             and groups[G - 1, 1] - groups[G - 1, 0] >= 2)
+    njobs = gjobs + 1 if split else gjobs
     j = next_piece(ctr, s)                               # each (row group, kv head) attends
-    while j < gjobs:
+    while j < njobs:
+        h = j % nkv
         t0 = groups[j // nkv, 0]
+        t1 = groups[j // nkv, 1]
+        if split and j >= gjobs - 1:                     # the last group's last head, halved
+            h = nkv - 1
+            t0 = groups[G - 1, 0]
+            t1 = groups[G - 1, 1]
+            mid = t0 + (t1 - t0 + 1) // 2
+            if j == gjobs - 1:
+                t1 = mid
+            else:
+                t0 = mid
         if one_row:          # a chunk's one row: its K, V first, then its keys
-            write_row(t0, j % nkv, r.owner, b.qkv, nq, nkv, hd, r.cos, r.sin, kl, vl,
+            write_row(t0, h, r.owner, b.qkv, nq, nkv, hd, r.cos, r.sin, kl, vl,
                       r.spans, r.starts, r.tables, r.page_rows)
-        _group_job(j, groups, r.owner, b.qkv, nq, nkv, hd, r.cos, r.sin, kl, vl, r.spans,
-                   r.starts, r.tables, r.page_rows, r.scale, b.att)
+        span_job(t0, t1, h, r.owner, b.qkv, nq, nkv, hd, r.cos, r.sin, kl, vl, r.spans,
+                 r.starts, r.tables, r.page_rows, r.scale, b.att)
         if sums and head_sums:               # the job's heads' block sums of att
-            q0 = (j % nkv) * (nq // nkv) * hd
-            for t in range(t0, groups[j // nkv, 1]):
+            q0 = h * (nq // nkv) * hd
+            for t in range(t0, t1):
                 block_sums_span(att2, t, q0 // 32, (q0 + (nq // nkv) * hd) // 32, b.xs_a)
         finish(ctr, s)
         j = next_piece(ctr, s)
-    wait(ctr, s, gjobs)
+    wait(ctr, s, njobs)
     s += 1
     if sums and not head_sums:
         if take(ctr, s):
@@ -348,7 +373,7 @@ def _make(kinds):
                     _add_bias(ctr, s, b.qkv, w.bqkv[li])
                     s += 1
                 elif c == _ATTEND:
-                    _attend(ctr, s, flags, b, w, r, li)
+                    _attend(ctr, s, n, flags, b, w, r, li)
                     s += 3
                 elif c == _O:
                     mo(ctr, s, m, n, att2, b.xs_a, w.wo[li], b.out)

@@ -1,9 +1,10 @@
 """The one-call forward (kernels/forward_cpu.py) against the op-by-op path it replaces, on the
 default model's own blocks: the same logits and the same K/V pools, byte for byte, for
 prefill chunks, decode rounds of one and several streams, mixed rounds, rows without logits,
-one stream's verify chunks (5, 6 and 9 rows: kernels/blocks_vec's few-row tiles), pages and
-windows. Fails when the fused forward's arithmetic departs from the op-by-op functions' in
-any row."""
+one stream's verify chunks (2-9 rows: kernels/blocks_vec's few-row tiles; a crew of two's
+attention jobs with the last head's rows halved, kernels/forward_cpu `_attend`), pages and
+windows. Fails when the fused forward's arithmetic departs from the op-by-op functions' in any
+row."""
 from __future__ import annotations
 
 import numpy as np
@@ -41,6 +42,14 @@ def _rounds(eng, paged, fused):
             (Chunk(1, 13, tuple(range(30, 39)), 2),),               # a verify chunk: 9 rows
             (Chunk(0, 23, (40, 41, 42, 43, 44), 2),),               # 5: a 2x5 tile
             (Chunk(2, 16, (45, 46, 47, 48, 49, 50), 2),),           # 6: a 2x6 tile
+            # verify chunks of 2, 3, 4, 7 and 8 rows: 3 kv heads' jobs plus the last head's
+            # rows in two halves (2 -> 1 + 1, 3 -> 2 + 1: a one-row half), and tile2's shapes
+            (Chunk(0, 28, (51, 52), 2),),
+            (Chunk(1, 22, (53, 54, 55), 2),),
+            (Chunk(2, 22, (56, 57, 58, 59), 2),),
+            (Chunk(0, 30, tuple(range(60, 67)), 2),),
+            (Chunk(1, 25, tuple(range(70, 78)), 2), Chunk(2, 26, (79,), True)),
+            (Chunk(2, 27, tuple(range(80, 88)), 2),),
         ]
         for chunks in script:
             lg = eng.apply(RoundStep(chunks))
