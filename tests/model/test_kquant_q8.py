@@ -9,6 +9,8 @@
 - within float32 rounding of the float64 value of x's quantized copy times the weights
   (kquant_cpu.ref), and within the activations' rounding bound of the float definition
   (sum over blocks of dx_b / 2 * sum |w|);
+- dot_ref's fma (fma32_scalar, plain float64 arithmetic) is one rounding: == Q8_0_DEF's numpy
+  fma32 and the exact value's nearest float32, also half an ulp from a tie;
 - batch invariance: a row alone == in its batch; grouped experts == each expert's product;
   the "cpu" ops backend multiplies K-quants this way (ops.linear, MixedBlocks parts, ops.moe
   grouped == its loop), the "numpy" backend keeps the float32 kernels.
