@@ -25,18 +25,24 @@ The definition, for x row i and weight row n:
              L < 8, else sc_{2c+1}); Q6_K the int8 scale of its 16 (sc[4c + L // 4])
       Q6_K: T[L] -= 32 * sc_L * gs[L]             (lane L takes the -32 of group L; exact)
       Q4_K: Mv[L] (int32) = m_L * (gs[2L] + gs[2L+1]) for L < 8 (the 6-bit mins), 0 for L >= 8
-      dd = d * dx_b  (float32; d the block's f16 scale widened);  Q4_K: dm = dmin * dx_b
-      Q6_K: acc[L] = acc[L] + dd * float32(T[L])       (fmul then fadd: never fused)
-      Q4_K: acc[L] = (acc[L] + dd * float32(T[L])) - dm * float32(Mv[L])
+      dd = d * dx_b  (float32; d the block's f16 scale widened);  Q4_K: ndm = -(dmin * dx_b)
+          (the float32 product, its sign flipped)
+      both:  acc[L] = fma(dd, float32(T[L]), acc[L])         (one rounding: a fused multiply-add)
+      Q4_K, then: acc[L] = fma(ndm, float32(Mv[L]), acc[L])  (every lane, Mv = 0 in 8..15)
   out = tree(acc), the lanes (L, L+8) added, then (L, L+4), (L, L+2), (0, 1).
+
+  fma(a, b, c) is a * b + c rounded once to float32 (IEEE fusedMultiplyAdd): the tiles'
+  llvm.fma.v16f32 (vfmadd / vfnmadd here), dot_ref's fma32_scalar (float64 product, sum rounded
+  to odd, then to float32; no fma instruction).
 
 The integer sums are exact whatever order computes them (every |T| < 2^31: 256 * 15 * 127 *
 63 for Q4_K, 256 * 63 * 127 * 128 for Q6_K), so the VNNI form (vpmaddubsw's pairs, then
 vpdpwssd with the scales: T's lanes directly), the portable form and the scalar reference
 (`dot_ref`) give the same int32s; the float operations are the ones above,
-named one by one in the vector IR (no contraction, no reassociation). With VNNI the tiles read
+named one by one in the vector IR (each fma an llvm.fma call; no other contraction, no
+reassociation). With VNNI the tiles read
 x's gs and dx as pack_aux lays them out (Q4_K: gs's pair sums as float32; Q6_K: gs as int16,
-ready for vpmaddwd; a tile's 8 dx side by side, so the 8 products d * dx_c (and dmin * dx_c) of a block are one vector multiply, each
+ready for vpmaddwd; a tile's 8 dx side by side, so the 8 products d * dx_c (and dmin * dx_c, then negated) of a block are one vector multiply, each
 lane the scalar product): the same integers and float operations. An element's bytes
 depend on its weight row and its x row alone: batch invariance by construction, decode rows
 == prefill rows, a row alone == in its group (tests/model/test_kquant_q8.py).
@@ -252,14 +258,48 @@ def dot_ref(kind6, wrow, q, dx, gs, f16):
             for L in range(16):
                 T[L] -= 32 * np.int64(sc6[L]) * np.int64(gs[b, L])
             for L in range(16):
-                accf[L] = np.float32(accf[L] + np.float32(dd * np.float32(np.int32(T[L]))))
+                accf[L] = fma32_scalar(dd, np.float32(np.int32(T[L])), accf[L])
         else:
-            dm = np.float32(dmin * dx[b])
+            ndm = -np.float32(dmin * dx[b])
             for L in range(16):
                 mv = m[L] * (np.int64(gs[b, 2 * L]) + np.int64(gs[b, 2 * L + 1])) if L < 8 else np.int64(0)
-                a = np.float32(accf[L] + np.float32(dd * np.float32(np.int32(T[L]))))
-                accf[L] = np.float32(a - np.float32(dm * np.float32(np.int32(mv))))
+                a = fma32_scalar(dd, np.float32(np.int32(T[L])), accf[L])
+                accf[L] = fma32_scalar(ndm, np.float32(np.int32(mv)), a)
     return _tree_ref(accf, 16)
+
+
+@intrinsic
+def _f64_bits(typingctx, x):
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], _i64)
+    return _numba.types.int64(_numba.types.float64), codegen
+
+
+@intrinsic
+def _bits_f64(typingctx, x):
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.DoubleType())
+    return _numba.types.float64(_numba.types.int64), codegen
+
+
+@njit(cache=True, boundscheck=False, nogil=True)
+def fma32_scalar(a, b, c):
+    """a * b + c of three float32 rounded once to float32 (an IEEE fused multiply-add), in plain
+    float64 arithmetic (fma32's method, one element): the product exact in float64, the sum's
+    error by TwoSum, the float64 sum rounded to odd (its last bit set where the sum was inexact
+    and it is even), then to float32: with 53 >= 24 + 2 bits the double rounding is the single
+    one. No fma instruction: the reference the tiles' llvm.fma are held to."""
+    p = np.float64(a) * np.float64(b)
+    cc = np.float64(c)
+    s = p + cc
+    bp = s - cc
+    err = (p - bp) + (cc - (s - bp))
+    if err != 0.0 and math.isfinite(s):
+        bits = _f64_bits(s)
+        if (bits & 1) == 0:        # s != 0 here (a zero sum is exact); step toward the error
+            bits = bits + 1 if (err > 0.0) == (s > 0.0) else bits - 1
+            s = _bits_f64(bits)
+    return np.float32(s)
 
 
 @njit(cache=True, boundscheck=False, nogil=True)
@@ -446,6 +486,13 @@ def _store_opaque(builder, v, slot):
                 "v,r,~{memory}", [v, slot], True)
 
 
+def _fma(builder, a, b, c):
+    """a * b + c of <16 x float> lanes, each rounded once (llvm.fma.v16f32: vfmadd on the
+    hosts with FMA, a correctly rounded library fma elsewhere)."""
+    fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_v16f, [_v16f] * 3), "llvm.fma.v16f32")
+    return builder.call(fn, [a, b, c])
+
+
 def _one_row_body(builder, q6, wts, qps, xps, gps, b, out, packed=False, dslot=None):
     """One block of the R weight rows (their unpacked `wts`) against the C x rows of qps / xps
     / gps (VNNI; R == 1 or C == 1): the definition's integers and float operations, each
@@ -481,7 +528,11 @@ def _one_row_body(builder, q6, wts, qps, xps, gps, b, out, packed=False, dslot=N
         dw = r["dv"] if q6 else builder.shuffle_vector(r["dv"], r["dmv"], ir.Constant(_v16i32, [0] * 8 + [16] * 8))
         dxp = builder.bitcast(builder.gep(gps[0], [builder.add(builder.mul(b, _c(gblk, _i64)), _c(16, _i64))]),
                               _v16f.as_pointer())
-        _store_opaque(builder, builder.fmul(dw, builder.load(dxp, align=4)), dslot)
+        prod = builder.fmul(dw, builder.load(dxp, align=4))
+        if not q6:      # lanes 8..15: -(dmin * dx_c), the sign flipped after the product (as the other forms)
+            prod = builder.bitcast(builder.xor(builder.bitcast(prod, _v16i32),
+                                               ir.Constant(_v16i32, [0] * 8 + [-0x80000000] * 8)), _v16f)
+        _store_opaque(builder, prod, dslot)
         dsf = builder.bitcast(dslot, _f32.as_pointer())
     for c in range(C):
         X = [_load(builder, qps[c], builder.add(builder.mul(b, _c(256, _i64)), _c(64 * k, _i64)), _v64i8)
@@ -509,18 +560,19 @@ def _one_row_body(builder, q6, wts, qps, xps, gps, b, out, packed=False, dslot=N
             for k in range(1, 4):
                 T = _dpwssd_asm(builder, T, builder.call(mad, [W[k], X[k]]), S16[k])
             e = ri * C + c
-            if dslot is not None:
+            if dslot is not None:   # dd, and -dm (lanes 8..15 hold -(dmin) * dx_c = -(dmin * dx_c))
                 dd = _splat(builder, builder.load(builder.gep(dsf, [_c(c, _i64)])), 16)
-                dm = None if q6 else _splat(builder, builder.load(builder.gep(dsf, [_c(8 + c, _i64)])), 16)
+                ndm = None if q6 else _splat(builder, builder.load(builder.gep(dsf, [_c(8 + c, _i64)])), 16)
             else:
-                dd, dm = builder.fmul(r["dv"], dxv), (builder.fmul(r["dmv"], dxv) if not q6 else None)
-            a = builder.fadd(out[e], builder.fmul(dd, builder.sitofp(T, _v16f)))
+                dd = builder.fmul(r["dv"], dxv)
+                ndm = builder.fneg(builder.fmul(r["dmv"], dxv)) if not q6 else None
+            a = _fma(builder, dd, builder.sitofp(T, _v16f), out[e])
             if not q6 and packed:   # float32(Mv) = m_L * (gs[2L] + gs[2L+1]) as a float product: exact (< 2^24)
                 mf = builder.fmul(r["mwf"], builder.bitcast(gw, _v16f))
             elif not q6:
                 mf = builder.sitofp(_pmaddwd(builder, gw, r["mpair"]), _v16f)
             if not q6:
-                a = builder.fsub(a, builder.fmul(dm, mf))
+                a = _fma(builder, ndm, mf, a)
             out[e] = a
     return out
 
@@ -610,16 +662,16 @@ def _make_tile(kind, R, C, vnni, packed=False):
                         for k in range(4):
                             T = _scaled_dot(builder, T, W[k], X[k], S16[k], S[k], vnni)
                         dd = builder.fmul(d, dxb)
-                        a = builder.fadd(out[e], builder.fmul(_splat(builder, dd, 16), builder.sitofp(T, _v16f)))
+                        a = _fma(builder, _splat(builder, dd, 16), builder.sitofp(T, _v16f), out[e])
                         if not q6:
-                            dm = builder.fmul(dmin, dxb)
+                            ndm = builder.fneg(builder.fmul(dmin, dxb))
                             if packed:  # float32 m_L times float32 (gs[2L] + gs[2L+1]): exact (< 2^24)
                                 mf = builder.fmul(builder.sitofp(mv, _v16f), builder.bitcast(gw, _v16f))
                             elif vnni:  # m_L gs[2L] + m_L gs[2L+1] in one vpdpwssd (exact)
                                 mf = builder.sitofp(_dpwssd(builder, zi, gw, mpair[r]), _v16f)
                             else:
                                 mf = builder.sitofp(builder.mul(mv, g2), _v16f)
-                            a = builder.fsub(a, builder.fmul(_splat(builder, dm, 16), mf))
+                            a = _fma(builder, _splat(builder, ndm, 16), mf, a)
                         out[e] = a
                 return out
             st = V._loop_n(builder, nb, body, inits)

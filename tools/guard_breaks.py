@@ -293,6 +293,17 @@ BREAKS = [
             'Q80_KINDS = ("Q8_0", "Q5_0")',
             'Q80_KINDS = ("Q8_0",)'),),
           "tests/model/test_q5_0_int8.py::test_a_q4_k_m_files_q5_0_products_take_q8_0_x"),
+    # K-quant products against q8_K x (kernels/kquant_cpu.py's definition: the lane chain an fma)
+    Break("the one-row K-quant tiles' lane chain unfused (fmul, then fadd)", "every K-quant form is dot_ref's chain",
+          (("kernels/kquant_cpu.py",
+            "            a = _fma(builder, dd, builder.sitofp(T, _v16f), out[e])\n",
+            "            a = builder.fadd(out[e], builder.fmul(dd, builder.sitofp(T, _v16f)))\n"),),
+          "tests/model/test_kquant_q8.py::test_grouped_tiles_at_every_group_start_give_the_reference_bytes"),
+    Break("dot_ref's fma rounded twice (a float64 sum to float32)", "dot_ref's fma is one rounding",
+          (("kernels/kquant_cpu.py",
+            "    if err != 0.0 and math.isfinite(s):\n",
+            "    if False:\n"),),
+          "tests/model/test_kquant_q8.py::test_dot_refs_fma_is_one_rounding"),
 ]
 
 

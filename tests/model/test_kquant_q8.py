@@ -9,6 +9,8 @@
 - within float32 rounding of the float64 value of x's quantized copy times the weights
   (kquant_cpu.ref), and within the activations' rounding bound of the float definition
   (sum over blocks of dx_b / 2 * sum |w|);
+- dot_ref's fma (fma32_scalar, plain float64 arithmetic) is one rounding: == Q8_0_DEF's numpy
+  fma32 and the exact value's nearest float32, also half an ulp from a tie;
 - batch invariance: a row alone == in its batch; grouped experts == each expert's product;
   the "cpu" ops backend multiplies K-quants this way (ops.linear, MixedBlocks parts, ops.moe
   grouped == its loop), the "numpy" backend keeps the float32 kernels.
@@ -219,3 +221,41 @@ def test_pack_aux_is_a_layout_of_gs_and_dx():
                 want = dx[i + c].tobytes() if c < n else bytes(8)
                 assert aux[i, :, 16 + c].view(np.float32).tobytes() == want, (i, c)
                 assert aux[i, :, 24 + c].view(np.float32).tobytes() == want, (i, c)
+
+
+def test_dot_refs_fma_is_one_rounding():
+    """fma32_scalar (dot_ref's fma, no fma instruction) == the numpy fma32 (Q8_0_DEF's) on
+    random triples, on products that land half an ulp from a float32 tie (where a float64 sum
+    rounded twice would differ) and on exact cancellations; and not the unfused chain there."""
+    from kernels import kquant_cpu as KQ
+    rng = np.random.default_rng(11)
+    n = 20000
+    a = rng.standard_normal(n).astype(np.float32)
+    b = (rng.integers(-2 ** 23, 2 ** 23, n)).astype(np.float32)     # float32(T): integers
+    c = (rng.standard_normal(n) * 1e6).astype(np.float32)
+    # ties: c + a*b with a*b exactly c's half ulp plus a tiny tail (the tie broken by the tail)
+    k = n // 4
+    ulp = np.spacing(np.abs(c[:k])).astype(np.float64)
+    a[:k] = np.float32(1.0) + np.float32(2.0 ** -23)
+    b[:k] = (ulp / 2 / (1.0 + 2.0 ** -23)).astype(np.float32)
+    c[k:2 * k] = -(a[k:2 * k].astype(np.float64) * b[k:2 * k]).astype(np.float32)   # near cancellation
+    want = KQ.fma32(a, b, c)
+    got = np.array([KQ.fma32_scalar(a[j], b[j], c[j]) for j in range(n)], np.float32)
+    assert got.tobytes() == want.tobytes()
+    from fractions import Fraction
+
+    def rounded_once(j):                    # the exact value's nearest float32, ties to even
+        v = Fraction(float(a[j])) * Fraction(float(b[j])) + Fraction(float(c[j]))
+        f = np.float32(float(v))
+        best = None
+        for g in (np.nextafter(f, np.float32(-np.inf)), f, np.nextafter(f, np.float32(np.inf))):
+            key = (abs(Fraction(float(g)) - v), int(np.array(g).view(np.int32)) & 1)
+            if best is None or key < best[0]:
+                best = (key, g)
+        return best[1]
+    picks = list(range(0, 2 * k, 7)) + list(range(2 * k, n, 97))
+    assert all(want[j].tobytes() == rounded_once(j).tobytes() for j in picks)
+    twice = (a.astype(np.float64) * b + c).astype(np.float32)      # a float64 sum rounded twice
+    assert (twice[:k].view(np.int32) != want[:k].view(np.int32)).any()   # the ties are met
+    unfused = (a * b).astype(np.float32) + c
+    assert (unfused.view(np.int32) != want.view(np.int32)).any()   # the unfused chain differs somewhere
