@@ -8,7 +8,8 @@ noise on a shared machine.
            prompt in turn, greedy, streamed: decode tokens/s after the first token, and
            the acceptance (/metrics' spec_decode counters around the run)
   prose    batch 1: a short-story chat request, greedy, streamed: the same numbers
-  16x      16 different chat requests at once (greedy): completion tokens / wall seconds
+  16x      16 different chat requests at once (greedy): completion tokens / wall seconds,
+           --x16-pairs plain/drafted pairs a round pooled (default 3)
 Each drafted reply is compared with its plain twin (text and finish reason) and the
 equality printed. The server keeps a 1 GiB prompt cache (23,296 rows; the default 0.25
 GiB, 5,824 rows, holds fewer than the set's five prompts with their replies), and every
@@ -161,6 +162,17 @@ def concurrent(url, drafted, n=16, tokens=64):
             "draft_tokens": after.get("num_draft_tokens", 0) - before.get("num_draft_tokens", 0)}
 
 
+def pooled16(reps) -> dict:
+    """Several runs of `concurrent` as one: tokens over seconds (wall and CPU) pooled; texts the
+    first run's, equal only if every run gave the same texts."""
+    tok = sum(r["tokens"] for r in reps)
+    texts = reps[0]["texts"] if all(r["texts"] == reps[0]["texts"] for r in reps) else None
+    return {"tps": tok / sum(r["seconds"] for r in reps), "tokens": tok,
+            "seconds": sum(r["seconds"] for r in reps),
+            "cpu_tps": tok / sum(r["tokens"] / r["cpu_tps"] for r in reps), "texts": texts,
+            "draft_tokens": sum(r["draft_tokens"] for r in reps), "runs": len(reps)}
+
+
 def geomean(xs) -> float:
     xs = list(xs)
     return math.exp(sum(math.log(x) for x in xs) / len(xs))
@@ -293,6 +305,8 @@ def main(argv=None) -> int:
     ap.add_argument("--draft-tokens", type=int, default=None)
     ap.add_argument("--draft-row-cost", type=float, default=None,
                     help="the server's --draft-row-cost (default: its own)")
+    ap.add_argument("--x16-pairs", type=int, default=3,
+                    help="plain/drafted pairs of the 16-stream run a round (pooled)")
     ap.add_argument("--out", default=None)
     ap.add_argument("--llama-server", default=None, metavar="PATH",
                     help="instead: llama.cpp's llama-server on the same file and prompts, "
@@ -341,12 +355,17 @@ def main(argv=None) -> int:
             say(f"round {rnd} editing set ({len(names)} prompts): plain {s['plain_tps']:.1f} tok/s, "
                 f"drafted {s['drafted_tps']:.1f} tok/s ({s['ratio']:.2f}x; per CPU second "
                 f"{s['cpu_ratio']:.2f}x), equal={s['all_equal']}, loadavg {os.getloadavg()}")
-            got = {dr: concurrent(url, dr) for dr in order}
-            p, d = got[False], got[True]
+            # the 16 streams' pairs (each ~3 s, so one pair is noisy): x16_pairs of them, in
+            # alternating order, each side's tokens over its seconds pooled
+            reps = {False: [], True: []}
+            for k in range(a.x16_pairs):
+                for dr in (order if k % 2 == 0 else order[::-1]):
+                    reps[dr].append(concurrent(url, dr))
+            p, d = (pooled16(reps[False]), pooled16(reps[True]))
             row["x16"] = {"plain_tps": p["tps"], "drafted_tps": d["tps"], "ratio": d["tps"] / p["tps"],
                           "plain_cpu_tps": p["cpu_tps"], "drafted_cpu_tps": d["cpu_tps"],
                           "cpu_ratio": d["cpu_tps"] / p["cpu_tps"],
-                          "equal": p["texts"] == d["texts"], "draft_tokens": d["draft_tokens"]}
+                          "equal": p["texts"] is not None and p["texts"] == d["texts"], "draft_tokens": d["draft_tokens"]}
             say(f"round {rnd} 16 concurrent: plain {p['tps']:.1f} tok/s, drafted {d['tps']:.1f} "
                 f"tok/s ({row['x16']['ratio']:.2f}x; per CPU second {row['x16']['cpu_ratio']:.2f}x), "
                 f"drafted tokens {d['draft_tokens']:.0f}, "

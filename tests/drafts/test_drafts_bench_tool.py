@@ -43,3 +43,16 @@ def test_pooled_sees_a_differing_reply():
 def test_geomean():
     assert B.geomean([2.0, 0.5, 1.0]) == pytest.approx(1.0)
     assert B.geomean([1.8, 3.2]) == pytest.approx(math.sqrt(1.8 * 3.2))
+
+
+def _x16(tokens, seconds, cpu_secs, texts=("a", "b")):
+    return {"tps": tokens / seconds, "tokens": tokens, "seconds": seconds,
+            "cpu_tps": tokens / cpu_secs, "texts": list(texts), "draft_tokens": 0}
+
+
+def test_pooled16_pools_the_runs_and_sees_a_differing_run():
+    s = B.pooled16([_x16(1000, 3.0, 5.0), _x16(1000, 2.0, 4.0)])
+    assert s["tps"] == pytest.approx(2000 / 5.0)           # not the mean of 333 and 500
+    assert s["cpu_tps"] == pytest.approx(2000 / 9.0)
+    assert s["texts"] == ["a", "b"] and s["runs"] == 2
+    assert B.pooled16([_x16(10, 1.0, 1.0), _x16(10, 1.0, 1.0, texts=("a", "c"))])["texts"] is None
