@@ -96,7 +96,7 @@ def test_the_round_is_composed_from_the_stage_list():
     """compose: each name its form's code, in the list's order; the round's first norm alone,
     each layer's norms their NORM_ROLES in turn; block sums written where the next matrix to
     read a buffer is Q4_1; the counter rows the forms take (+ the head's and the abort row)."""
-    from kernels.forward_cpu import ALONE, FORMS, HEAD_STAGES, LAYER, SUMS, compose
+    from kernels.forward_cpu import ALONE, FORMS, HALVE, HEAD_STAGES, LAYER, SUMS, compose
     kinds = {"wqkv": "Q8_0", "wo": "Q4_1", "wgu": "Q4_1", "wdown": "Q8_0"}
     prog, counters = compose([LAYER, LAYER], kinds)
     assert prog.shape == (2, len(LAYER), 3)
@@ -106,7 +106,8 @@ def test_the_round_is_composed_from_the_stage_list():
     flags = {(li, LAYER[k]): prog[li, k, 2] for li in range(2) for k in range(len(LAYER))}
     assert prog[0, 0, 2] == ALONE and prog[1, 0, 2] == 0              # the round's first only
     assert prog[0, 4, 2] == SUMS and prog[1, 4, 2] == SUMS            # x for gate_up (Q4_1)
-    assert flags[0, "attend"] == SUMS                                 # att for o (Q4_1)
+    assert flags[0, "attend"] == SUMS | HALVE                         # att for o (Q4_1); a crew
+    assert flags[1, "attend"] == SUMS | HALVE                         # of two halves a last job
     assert flags[0, "gate_up_swiglu"] == 0 and flags[0, "qkv"] == 0  # act for down (Q8_0)
     assert counters == 2 * sum(FORMS[n].counters for n in LAYER) + HEAD_STAGES + 1
     mlp_first = LAYER[4:] + LAYER[:4]
