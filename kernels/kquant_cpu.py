@@ -842,18 +842,17 @@ def _q5_pair(builder, b0):
 X_BYTES = 1 << 17     # int8 x bytes a pass of `rows` (x rows against every weight row of its span)
 
 
-def _make_rows(kind, vnni):
-    """rows(q, dx, gs, data, out, lo, hi): out[:, lo:hi] = the quantized x rows times rows
-    lo..hi-1 of the matrix, every element through `tile`'s one definition (tiles: 4 x rows
-    against 2 rows of blocks, then 1; the rows left past a multiple of 4 one at a time against
-    4 rows of blocks, then 1): the tile shapes change the speed only."""
-    t24, t14 = _make_tile(kind, 2, 4, vnni), _make_tile(kind, 1, 4, vnni)
-    t41, t11 = _make_tile(kind, 4, 1, vnni), _make_tile(kind, 1, 1, vnni)
+def _make_passes(kind, vnni):
+    """passes(q, dx, gs, data, out, lo, hi, M4): out[:M4, lo:hi] for the first M4 (a multiple
+    of 4) quantized x rows, in passes of x rows whose int8 stay in L2, each pass 4 x rows
+    against 2 rows of blocks (then 1) through the kind's tiles (_make_tile_any: the K-quant
+    definition or Q8_0_DEF): the main loop of _make_rows and _make_rows_q80, inlined into
+    each."""
+    t24, t14 = _make_tile_any(kind, 2, 4, vnni), _make_tile_any(kind, 1, 4, vnni)
 
-    @njit(cache=True, boundscheck=False, nogil=True)
-    def rows(q, dx, gs, data, out, lo, hi):
-        M, K = q.shape
-        M4 = M - M % 4
+    @njit(inline="always", boundscheck=False, nogil=True)     # into each rows' own body
+    def passes(q, dx, gs, data, out, lo, hi, M4):
+        K = q.shape[1]
         xb = max(4, (X_BYTES // K) // 4 * 4)        # x rows a pass: their int8 stay in L2
         for i0 in range(0, M4, xb):
             i1 = min(i0 + xb, M4)
@@ -870,6 +869,22 @@ def _make_rows(kind, vnni):
                     r = t14(data, n, q, i, dx, gs)
                     for c in range(4):
                         out[i + c, n] = r[c]
+    return V.stable_pickle(passes, "q8passes", kind, vnni)
+
+
+def _make_rows(kind, vnni):
+    """rows(q, dx, gs, data, out, lo, hi): out[:, lo:hi] = the quantized x rows times rows
+    lo..hi-1 of the matrix, every element through `tile`'s one definition (tiles: 4 x rows
+    against 2 rows of blocks, then 1; the rows left past a multiple of 4 one at a time against
+    4 rows of blocks, then 1): the tile shapes change the speed only."""
+    passes = V._made("q8passes", kind, vnni)
+    t41, t11 = _make_tile(kind, 4, 1, vnni), _make_tile(kind, 1, 1, vnni)
+
+    @njit(cache=True, boundscheck=False, nogil=True)
+    def rows(q, dx, gs, data, out, lo, hi):
+        M = q.shape[0]
+        M4 = M - M % 4
+        passes(q, dx, gs, data, out, lo, hi, M4)
         i = M4
         while i < M:
             n = lo
@@ -1062,29 +1077,12 @@ def _make_rows_q80(vnni, kind="Q8_0"):
     chain) with tiles for the rows past a multiple of 4 (_make_tail_q80): 2 of them against 4
     rows of blocks (then 1), 3 against 2 (then 1), 1 against 4 (then 1): a decode round of 2
     or 3 reads the weights once. kind: the weights' kind (Q80_KINDS: Q8_0, or Q5_0 as its Q8_0 repack)."""
-    t24, t14 = _make_tile_q80(2, 4, vnni, kind), _make_tile_q80(1, 4, vnni, kind)
-    tail = V._made("q8tail", kind, vnni)
+    passes, tail = V._made("q8passes", kind, vnni), V._made("q8tail", kind, vnni)
 
     @njit(cache=True, boundscheck=False, nogil=True)
     def rows(q, dx, gs, data, out, lo, hi):
-        M, K = q.shape
-        M4 = M - M % 4
-        xb = max(4, (X_BYTES // K) // 4 * 4)        # x rows a pass: their int8 stay in L2
-        for i0 in range(0, M4, xb):
-            i1 = min(i0 + xb, M4)
-            n = lo
-            while n + 2 <= hi:
-                for i in range(i0, i1, 4):
-                    r = t24(data, n, q, i, dx, gs)
-                    for a in range(2):
-                        for c in range(4):
-                            out[i + c, n + a] = r[4 * a + c]
-                n += 2
-            if n < hi:
-                for i in range(i0, i1, 4):
-                    r = t14(data, n, q, i, dx, gs)
-                    for c in range(4):
-                        out[i + c, n] = r[c]
+        M4 = q.shape[0] - q.shape[0] % 4
+        passes(q, dx, gs, data, out, lo, hi, M4)
         tail(q, dx, gs, data, out, lo, hi, M4)
     return V.stable_pickle(rows, "q8rows", kind, vnni)
 
@@ -1187,7 +1185,7 @@ def _make_tile_any(kind, R, C, vnni, packed=False):
 
 
 V.MAKERS.update(q8tile=_make_tile_any, q8rows=_make_rows_any, q8crew=_make_crew,
-                q8tail=_make_tail_q80)
+                q8tail=_make_tail_q80, q8passes=_make_passes)
 _CREWS: dict = {}
 _ONE = np.zeros(1, np.int64)
 
