@@ -593,14 +593,14 @@ def _dots32_codegen(TR, TC):
                 k0 = builder.mul(c, ir.Constant(I64, 2))
                 k1 = builder.add(k0, ir.Constant(I64, 1))
                 xv = [(_v16(builder, p, k0), _v16(builder, p, k1)) for p in xp]
-                out = []
+                out = list(acc)
                 for b in range(C):
                     w0, w1 = _v16(builder, wp[b], k0), _v16(builder, wp[b], k1)
                     for a in range(R):
                         j = 2 * (a * C + b)
-                        out += [fma(builder, w0, xv[a][0], acc[j]), fma(builder, w1, xv[a][1], acc[j + 1])]
-                return [out[[2 * (a * C + b) + h for b in range(C) for a in range(R) for h in (0, 1)].index(j)]
-                        for j in range(2 * R * C)]
+                        out[j] = fma(builder, w0, xv[a][0], acc[j])
+                        out[j + 1] = fma(builder, w1, xv[a][1], acc[j + 1])
+                return out
             acc = _loop_n(builder, nk, step, [zero] * (2 * R * C))
             for a in range(R):
                 orow = _row(builder, ob, builder.add(i0, ir.Constant(I64, a)), os_)
