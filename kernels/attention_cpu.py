@@ -558,6 +558,13 @@ REF_VKEYS = 32              # the value rows a block (16 KB at hd 128)
 
 
 @njit(cache=True, boundscheck=False, nogil=True)
+def _row_scores(S, offs, r, G, L):
+    """The job's row r's scores in S: [G, Lp] at offs[r], Lp its L keys rounded up to 16."""
+    Lp = (L + 15) // 16 * 16
+    return S[offs[r]:offs[r] + G * Lp].reshape(G, Lp)
+
+
+@njit(cache=True, boundscheck=False, nogil=True)
 def _job_scores(t0, t1, qj, Kb, start, scale, S, offs):
     """Rows t0 .. t1 - 1 of the chunk, one kv head (qj [rows, G, hd]: their q heads of it; Kb
     [blocks, hd, REF_KB]: its keys), into S (row i's [G, Lp_i] at offs[i - t0], Lp_i its L_i
@@ -571,16 +578,14 @@ def _job_scores(t0, t1, qj, Kb, start, scale, S, offs):
         for i in range(t0, t1):
             L = start + i + 1
             if L > j0:
-                Lp = (L + 15) // 16 * 16
-                j1 = min(j0 + REF_KB, Lp)
-                s = S[offs[i - t0]:offs[i - t0] + G * Lp].reshape(G, Lp)
+                s = _row_scores(S, offs, i - t0, G, L)
+                j1 = min(j0 + REF_KB, s.shape[1])
                 chain_cols16(qj[i - t0], kb[:, :j1 - j0], s[:, j0:j1])
     acc = np.empty(16, np.float32)
     kc = np.empty(hd, np.float32)
     for i in range(t0, t1):
         L = start + i + 1
-        Lp = (L + 15) // 16 * 16
-        s = S[offs[i - t0]:offs[i - t0] + G * Lp].reshape(G, Lp)
+        s = _row_scores(S, offs, i - t0, G, L)
         qg = qj[i - t0]
         mm = L % 16
         if 1 <= mm <= 8:
@@ -599,7 +604,7 @@ def _job_scores(t0, t1, qj, Kb, start, scale, S, offs):
                 m = max(m, v)
             for j in range(L):
                 sg[j] = sg[j] - m
-            for j in range(L, Lp):
+            for j in range(L, s.shape[1]):
                 sg[j] = -np.inf
 
 
@@ -612,8 +617,7 @@ def _job_values(t0, t1, Vh, start, S, offs, oj):
     G = oj.shape[1]
     for i in range(t0, t1):
         L = start + i + 1
-        Lp = (L + 15) // 16 * 16
-        s = S[offs[i - t0]:offs[i - t0] + G * Lp].reshape(G, Lp)
+        s = _row_scores(S, offs, i - t0, G, L)
         for g in range(G):
             t = _np_sum(s[g], L)
             for j in range(L):
@@ -626,9 +630,8 @@ def _job_values(t0, t1, Vh, start, S, offs, oj):
         for i in range(t0, t1):
             L = start + i + 1
             if L > j0:
-                Lp = (L + 15) // 16 * 16
                 j1 = min(L, j0 + REF_VKEYS)
-                s = S[offs[i - t0]:offs[i - t0] + G * Lp].reshape(G, Lp)
+                s = _row_scores(S, offs, i - t0, G, L)
                 axpy_heads16(oj[i - t0], s[:, j0:j1], Vh[j0:j1])
 
 
